@@ -1,0 +1,89 @@
+"""hpcbridge: submit a batch script to Slurm or Flux (or run it locally) and follow it.
+
+Everything public is re-exported here.  ``import hpcbridge`` imports none of
+paramiko, flux or pyslurm: they load when an SSH connection or a native
+driver is first used.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from typing import Any
+
+from .config import Settings
+from .errors import (
+    ConfigurationError,
+    HostKeyError,
+    JobNotFoundError,
+    JobSubmissionError,
+    JobTimeoutError,
+    ResourceError,
+    SchedulerAdapterError,
+    SchedulerUnavailableError,
+    SlurmAdapterError,
+    SubmissionUncertainError,
+    TransportError,
+)
+from .model import TERMINAL_STATES, JobState, JobStatus
+from .resources import RESOURCE_KEYS, Resources
+from .transports.base import CommandResult, Executor
+from .transports.local import LocalExecutor
+
+__all__ = [
+    "RESOURCE_KEYS",
+    "TERMINAL_STATES",
+    "CommandResult",
+    "ConfigurationError",
+    "Executor",
+    "FluxAdapter",
+    "HostKeyError",
+    "JobNotFoundError",
+    "JobState",
+    "JobStatus",
+    "JobStore",
+    "JobSubmissionError",
+    "JobTimeoutError",
+    "LocalExecutor",
+    "MockAdapter",
+    "RealSlurmAdapter",
+    "ResourceError",
+    "Resources",
+    "SSHExecutor",
+    "SchedulerAdapter",
+    "SchedulerAdapterError",
+    "SchedulerUnavailableError",
+    "Settings",
+    "SlurmAdapterError",
+    "SubmissionUncertainError",
+    "TransportError",
+    "__version__",
+    "get_scheduler_adapter",
+]
+
+# Names resolved on first use, so that importing the package stays cheap and
+# never pulls in paramiko, flux or pyslurm.
+_LAZY = {
+    "SchedulerAdapter": ("hpcbridge.schedulers.base", "SchedulerAdapter"),
+    "MockAdapter": ("hpcbridge.schedulers.mock", "MockAdapter"),
+    "RealSlurmAdapter": ("hpcbridge.schedulers.slurm.adapter", "RealSlurmAdapter"),
+    "FluxAdapter": ("hpcbridge.schedulers.flux.adapter", "FluxAdapter"),
+    "SSHExecutor": ("hpcbridge.transports.ssh", "SSHExecutor"),
+    "JobStore": ("hpcbridge.store", "JobStore"),
+    "get_scheduler_adapter": ("hpcbridge.factory", "get_scheduler_adapter"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module_name, attribute = _LAZY[name]
+        value = getattr(importlib.import_module(module_name), attribute)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'hpcbridge' has no attribute {name!r}")
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(__all__))

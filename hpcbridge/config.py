@@ -1,0 +1,198 @@
+"""Settings from the environment.
+
+Each setting ``X`` is read from ``HPCBRIDGE_X``, then from the source system's
+``EXAMLOPS_HPC_X``, then ``EXAMLOPS_SLURM_X``.  The scheduler is special:
+``EXAMLOPS_SLURM_MODE=mock|slurm`` still selects it, ``EXAMLOPS_HPC_SCHEDULER``
+wins over that, and ``HPCBRIDGE_SCHEDULER`` wins over both.  Keyword overrides
+(``get_scheduler_adapter(scheduler="slurm")``) win over the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+from .errors import ConfigurationError
+from .resources import RESOURCE_KEYS
+
+SCHEDULERS = ("mock", "slurm", "flux")
+TRANSPORTS = ("local", "ssh")
+PREFIXES = ("HPCBRIDGE_", "EXAMLOPS_HPC_", "EXAMLOPS_SLURM_")
+
+
+def lookup(env: Mapping[str, str], name: str) -> Optional[Tuple[str, str]]:
+    """``(variable, value)`` of the first family that sets ``name``, or ``None``."""
+    for prefix in PREFIXES:
+        variable = prefix + name
+        value = env.get(variable)
+        if value is not None and value.strip() != "":
+            return variable, value.strip()
+    return None
+
+
+def _scheduler_from(env: Mapping[str, str]) -> Tuple[str, str]:
+    for variable in ("HPCBRIDGE_SCHEDULER", "EXAMLOPS_HPC_SCHEDULER", "EXAMLOPS_SLURM_MODE"):
+        value = env.get(variable, "").strip()
+        if value:
+            return variable, value.lower()
+    return "(default)", "mock"
+
+
+def _state_home(env: Mapping[str, str]) -> Path:
+    base = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "hpcbridge"
+
+
+@dataclass
+class Settings:
+    """Everything hpcbridge reads from the environment, validated."""
+
+    scheduler: str = "mock"
+    transport: str = "local"
+    ssh_host: Optional[str] = None
+    ssh_user: Optional[str] = None
+    ssh_port: Optional[int] = None
+    ssh_key: Optional[str] = None
+    ssh_known_hosts: Optional[str] = None
+    ssh_accept_new_host_keys: bool = False
+    ssh_login_shell: bool = False
+    remote_workdir: Optional[str] = None
+    remote_repo: Optional[str] = None
+    flux_uri: Optional[str] = None
+    flux_adapter_version: Optional[str] = None
+    db_path: Optional[str] = None
+    state_dir: Optional[str] = None
+    cpu_cost_per_hour: float = 0.0
+    gpu_cost_per_hour: float = 0.0
+    command_timeout: float = 60.0
+    unknown_limit: int = 6
+    resource_defaults: Dict[str, str] = field(default_factory=dict)
+    #: which variable each setting came from, for ``hpcbridge doctor``
+    sources: Dict[str, str] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_env(
+        cls, env: Optional[Mapping[str, str]] = None, **overrides: Any
+    ) -> Settings:
+        env = os.environ if env is None else env
+        settings = cls()
+        variable, scheduler = _scheduler_from(env)
+        settings._set("scheduler", scheduler, variable)
+        text_settings = {
+            "transport": "TRANSPORT",
+            "ssh_host": "SSH_HOST",
+            "ssh_user": "SSH_USER",
+            "ssh_key": "SSH_KEY",
+            "ssh_known_hosts": "SSH_KNOWN_HOSTS",
+            "remote_workdir": "REMOTE_WORKDIR",
+            "remote_repo": "REMOTE_REPO",
+            "flux_uri": "FLUX_URI",
+            "flux_adapter_version": "FLUX_ADAPTER_VERSION",
+            "db_path": "DB",
+            "state_dir": "STATE_DIR",
+        }
+        for attribute, name in text_settings.items():
+            found = lookup(env, name)
+            if found:
+                settings._set(attribute, found[1], found[0])
+        for attribute, name in {"ssh_port": "SSH_PORT", "unknown_limit": "UNKNOWN_LIMIT"}.items():
+            found = lookup(env, name)
+            if found:
+                settings._set(attribute, _integer(found[0], found[1]), found[0])
+        for attribute, name in {
+            "ssh_accept_new_host_keys": "SSH_ACCEPT_NEW_HOST_KEYS",
+            "ssh_login_shell": "SSH_LOGIN_SHELL",
+        }.items():
+            found = lookup(env, name)
+            if found:
+                settings._set(attribute, _boolean(found[0], found[1]), found[0])
+        found = lookup(env, "COMMAND_TIMEOUT")
+        if found:
+            settings._set("command_timeout", _number(found[0], found[1]), found[0])
+        for attribute, name in {
+            "cpu_cost_per_hour": "CPU_COST_PER_HOUR",
+            "gpu_cost_per_hour": "GPU_COST_PER_HOUR",
+        }.items():
+            # The source system read these without a prefix; still honoured, last.
+            found = lookup(env, name) or (
+                (name, env[name].strip()) if env.get(name, "").strip() else None
+            )
+            if found:
+                settings._set(attribute, _number(found[0], found[1]), found[0])
+        for key in RESOURCE_KEYS:
+            found = lookup(env, key.upper())
+            if found:
+                settings.resource_defaults[key] = found[1]
+                settings.sources[f"resource:{key}"] = found[0]
+
+        known = {f.name for f in fields(cls)} - {"sources"}
+        for attribute, value in overrides.items():
+            if attribute not in known:
+                raise ConfigurationError(f"unknown setting {attribute!r}")
+            if value is not None:
+                settings._set(attribute, value, "(argument)")
+        if not settings.state_dir:
+            settings.state_dir = str(_state_home(env))
+        settings.validate()
+        return settings
+
+    def _set(self, attribute: str, value: Any, source: str) -> None:
+        setattr(self, attribute, value)
+        self.sources[attribute] = source
+
+    def validate(self) -> None:
+        self.scheduler = str(self.scheduler).lower()
+        self.transport = str(self.transport).lower()
+        if self.scheduler not in SCHEDULERS:
+            raise ConfigurationError(
+                f"{self.sources.get('scheduler', 'scheduler')}={self.scheduler!r}: "
+                f"unknown scheduler; choose one of {', '.join(SCHEDULERS)}"
+            )
+        if self.transport not in TRANSPORTS:
+            raise ConfigurationError(
+                f"{self.sources.get('transport', 'transport')}={self.transport!r}: "
+                f"unknown transport; choose one of {', '.join(TRANSPORTS)}"
+            )
+        if self.transport == "ssh" and not self.ssh_host:
+            raise ConfigurationError(
+                "the ssh transport needs a host: set HPCBRIDGE_SSH_HOST (or EXAMLOPS_HPC_SSH_HOST)"
+            )
+        if self.ssh_port is not None and not 0 < int(self.ssh_port) < 65536:
+            raise ConfigurationError(
+                f"{self.sources.get('ssh_port', 'ssh_port')}={self.ssh_port!r}: not a TCP port"
+            )
+        if self.unknown_limit < 1:
+            raise ConfigurationError("HPCBRIDGE_UNKNOWN_LIMIT must be at least 1")
+
+    @property
+    def state_path(self) -> Path:
+        return Path(self.state_dir) if self.state_dir else _state_home(os.environ)
+
+    @property
+    def database_path(self) -> Path:
+        return Path(self.db_path) if self.db_path else self.state_path / "jobs.db"
+
+
+def _integer(variable: str, text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigurationError(f"{variable}={text!r}: expected a whole number") from None
+
+
+def _number(variable: str, text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ConfigurationError(f"{variable}={text!r}: expected a number") from None
+
+
+def _boolean(variable: str, text: str) -> bool:
+    lowered = text.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ConfigurationError(f"{variable}={text!r}: expected yes/no, true/false or 1/0")

@@ -1,0 +1,72 @@
+"""The error hierarchy: catch :class:`SchedulerAdapterError` for any failure."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+
+class SchedulerAdapterError(Exception):
+    """Base class of every error hpcbridge raises on purpose."""
+
+
+#: The source system's name for the base class; the same class, not a subclass.
+SlurmAdapterError = SchedulerAdapterError
+
+
+class ConfigurationError(SchedulerAdapterError, ValueError):
+    """A setting (environment variable or override) has a value that cannot be used."""
+
+
+class ResourceError(SchedulerAdapterError, ValueError):
+    """A resource request is malformed; raised before anything is submitted."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"resource {key!r}: {message}")
+        self.key = key
+
+
+class JobSubmissionError(SchedulerAdapterError):
+    """The scheduler refused the job, or the script to submit does not exist.
+
+    ``scheduler_message`` holds the scheduler's own words (e.g. Slurm's
+    "Invalid partition name specified") so callers can show them unchanged.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        argv: Optional[Sequence[str]] = None,
+        scheduler_message: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.argv = list(argv) if argv is not None else None
+        self.scheduler_message = scheduler_message
+
+
+class SubmissionUncertainError(JobSubmissionError):
+    """The connection dropped while a submission was in flight.
+
+    The job may or may not exist: it is deliberately *not* submitted again.
+    Inspect the queue (``hpcbridge jobs`` / ``squeue``) before retrying.
+    """
+
+
+class JobNotFoundError(SchedulerAdapterError):
+    """The job cannot be observed in the queue, in history or in its job folder."""
+
+
+class JobTimeoutError(SchedulerAdapterError):
+    """A scheduler command or a whole wait ran past its time budget."""
+
+
+class TransportError(SchedulerAdapterError):
+    """Commands or files could not be moved to where the scheduler runs."""
+
+
+class HostKeyError(TransportError):
+    """The SSH server's host key is unknown or differs from the one on record."""
+
+
+class SchedulerUnavailableError(SchedulerAdapterError):
+    """The requested scheduler cannot be used from here (no command, no bindings)."""

@@ -1,0 +1,53 @@
+"""``get_scheduler_adapter``: an adapter from the settings (environment + overrides)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+from .config import Settings
+from .schedulers.base import SchedulerAdapter
+from .store import JobStore
+from .transports.base import Executor
+from .transports.local import LocalExecutor
+
+
+def build_executor(settings: Settings) -> Executor:
+    """The transport the settings ask for."""
+    if settings.transport == "ssh":
+        from .transports.ssh import SSHExecutor  # paramiko loads only here
+
+        return SSHExecutor.from_settings(settings)
+    return LocalExecutor(default_timeout=settings.command_timeout)
+
+
+def adapter_class(scheduler: str) -> type:
+    if scheduler == "slurm":
+        from .schedulers.slurm.adapter import RealSlurmAdapter
+
+        return RealSlurmAdapter
+    if scheduler == "flux":
+        from .schedulers.flux.adapter import FluxAdapter
+
+        return FluxAdapter
+    from .schedulers.mock import MockAdapter
+
+    return MockAdapter
+
+
+def get_scheduler_adapter(
+    *,
+    executor: Optional[Executor] = None,
+    store: Optional[JobStore] = None,
+    env: Optional[Mapping[str, str]] = None,
+    **overrides: Any,
+) -> SchedulerAdapter:
+    """The adapter for ``HPCBRIDGE_SCHEDULER`` (or the legacy names) and its transport.
+
+    Keyword overrides take any setting name (``scheduler="slurm"``,
+    ``transport="ssh"``, ``ssh_host=...``, ``remote_workdir=...``, ``flux_uri=...``).
+    """
+    settings = Settings.from_env(env, **overrides)
+    executor = executor if executor is not None else build_executor(settings)
+    cls = adapter_class(settings.scheduler)
+    adapter: SchedulerAdapter = cls(executor=executor, settings=settings, store=store)
+    return adapter

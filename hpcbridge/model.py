@@ -1,0 +1,129 @@
+"""Job states and job status records: plain data, no I/O."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Dict, Optional
+
+
+class JobState(str, enum.Enum):
+    """The one set of states every scheduler is mapped onto.
+
+    ``UNKNOWN`` means "the scheduler cannot tell right now" (a job briefly
+    missing from the queue, a command that failed); it is not a final answer.
+    """
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    TIMEOUT = "TIMEOUT"
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TERMINAL_STATES
+
+    @property
+    def rank(self) -> int:
+        """Position in the life of a job: PENDING < RUNNING < any terminal state.
+
+        UNKNOWN has no rank (-1): it never replaces a known state.
+        """
+        return _RANK[self]
+
+    def __str__(self) -> str:  # "COMPLETED", not "JobState.COMPLETED"
+        return self.value
+
+
+TERMINAL_STATES = frozenset(
+    {JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT}
+)
+
+_RANK = {
+    JobState.UNKNOWN: -1,
+    JobState.PENDING: 0,
+    JobState.RUNNING: 1,
+    JobState.COMPLETED: 2,
+    JobState.FAILED: 2,
+    JobState.CANCELLED: 2,
+    JobState.TIMEOUT: 2,
+}
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """What is known about one job at one moment."""
+
+    job_id: str
+    state: JobState
+    exit_code: Optional[int] = None
+    start_time: Optional[datetime] = None
+    end_time: Optional[datetime] = None
+    native_state: str = ""
+    reason: str = ""
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state.is_terminal
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The source system's shape: ``{state, exit_code, start_time, end_time}``."""
+        return {
+            "state": self.state.value,
+            "exit_code": self.exit_code,
+            "start_time": self.start_time,
+            "end_time": self.end_time,
+        }
+
+    def to_json(self) -> Dict[str, Any]:
+        """The stable JSON shape of the command line (times as ISO 8601)."""
+        return {
+            "job_id": self.job_id,
+            "state": self.state.value,
+            "exit_code": self.exit_code,
+            "start_time": _iso(self.start_time),
+            "end_time": _iso(self.end_time),
+            "native_state": self.native_state,
+            "reason": self.reason,
+        }
+
+    def with_(self, **changes: Any) -> JobStatus:
+        return replace(self, **changes)
+
+
+def _iso(moment: Optional[datetime]) -> Optional[str]:
+    return moment.isoformat() if moment is not None else None
+
+
+def exit_code_from_wait_status(returncode: Optional[int], signal: Optional[int] = None) -> Optional[int]:
+    """Shell convention for an exit code: N, or 128+S when killed by signal S."""
+    if signal:
+        return 128 + signal
+    return returncode
+
+
+def advance(previous: Optional[JobStatus], observed: JobStatus) -> JobStatus:
+    """Merge a new observation into what was known, so a state never goes backwards.
+
+    - a terminal state is final: later observations cannot change it;
+    - UNKNOWN never replaces a known state (the caller counts UNKNOWN streaks);
+    - a lower rank (RUNNING after COMPLETED, PENDING after RUNNING) keeps the
+      previous state but takes any new times or reason.
+    """
+    if previous is None or previous.state is JobState.UNKNOWN:
+        return observed
+    if previous.is_terminal:
+        return previous
+    if observed.state is JobState.UNKNOWN:
+        return previous
+    if observed.state.rank < previous.state.rank:
+        return previous.with_(
+            start_time=previous.start_time or observed.start_time,
+            reason=observed.reason or previous.reason,
+        )
+    return observed.with_(start_time=observed.start_time or previous.start_time)

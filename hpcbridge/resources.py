@@ -1,0 +1,168 @@
+"""The scheduler-neutral resource request and its validation.
+
+One dict with exactly the keys of the source document's table; every scheduler
+translates it (see ``schedulers/*/commands.py``).  Validation happens here,
+before anything is staged or submitted.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+from typing import Any, Dict, Mapping, Optional
+
+from .durations import DurationError, parse_duration
+from .errors import ResourceError
+
+RESOURCE_KEYS = (
+    "partition",
+    "qos",
+    "account",
+    "constraint",
+    "time",
+    "nodes",
+    "ntasks",
+    "cpus_per_task",
+    "mem",
+    "gpus",
+    "job_name",
+    "output",
+)
+
+_POSITIVE_COUNTS = ("nodes", "ntasks", "cpus_per_task")
+_TEXT_KEYS = ("partition", "qos", "account", "constraint", "job_name", "output")
+
+# Slurm's --mem: an integer with an optional unit K, M (default), G or T.
+_MEM = re.compile(r"^(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]?)(?:I?B)?$", re.IGNORECASE)
+_MEM_STEP = {"K": 1, "M": 1024, "G": 1024**2, "T": 1024**3}  # in KiB
+
+
+@dataclass(frozen=True)
+class Resources:
+    """A validated resource request; ``None`` means "not asked for"."""
+
+    partition: Optional[str] = None
+    qos: Optional[str] = None
+    account: Optional[str] = None
+    constraint: Optional[str] = None
+    time: Optional[float] = None  # seconds; math.inf = unlimited
+    nodes: Optional[int] = None
+    ntasks: Optional[int] = None
+    cpus_per_task: Optional[int] = None
+    mem: Optional[str] = None  # normalised Slurm form, e.g. "4G"
+    gpus: Optional[int] = None
+    job_name: Optional[str] = None
+    output: Optional[str] = None
+
+    @classmethod
+    def from_mapping(
+        cls,
+        requested: Optional[Mapping[str, Any]] = None,
+        defaults: Optional[Mapping[str, Any]] = None,
+    ) -> Resources:
+        """Validate ``requested`` over ``defaults`` (settings); raise :class:`ResourceError`."""
+        if isinstance(requested, Resources):
+            requested = requested.to_dict()
+        merged: Dict[str, Any] = {}
+        for source in (defaults or {}, requested or {}):
+            for key, value in source.items():
+                _check_known(key)
+                if value is not None and value != "":
+                    merged[key] = value
+        return cls(**{key: _validate(key, value) for key, value in merged.items()})
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {key: value for key, value in asdict(self).items() if value is not None}
+
+    def with_(self, **changes: Any) -> Resources:
+        values = asdict(self)
+        values.update(changes)
+        return Resources(**values)
+
+    @property
+    def slots(self) -> int:
+        """How many task slots the request amounts to (at least one per node)."""
+        return max(self.ntasks or 1, self.nodes or 1)
+
+
+def _check_known(key: str) -> None:
+    if key in RESOURCE_KEYS:
+        return
+    close = difflib.get_close_matches(key, RESOURCE_KEYS, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise ResourceError(key, f"unknown resource key{hint} (known: {', '.join(RESOURCE_KEYS)})")
+
+
+def _validate(key: str, value: Any) -> Any:
+    if key == "time":
+        return _validate_time(value)
+    if key in _POSITIVE_COUNTS:
+        return _validate_count(key, value, minimum=1)
+    if key == "gpus":
+        return _validate_count(key, value, minimum=0)
+    if key == "mem":
+        return _validate_mem(value)
+    assert key in _TEXT_KEYS
+    if not isinstance(value, str):
+        raise ResourceError(key, f"expected text, got {type(value).__name__} {value!r}")
+    if not value.strip():
+        raise ResourceError(key, "must not be blank")
+    if "\x00" in value:
+        raise ResourceError(key, "must not contain a NUL byte")
+    return value
+
+
+def _validate_time(value: Any) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise ResourceError(
+            "time",
+            f"a bare number ({value!r}) is ambiguous (minutes to Slurm, seconds to the Flux "
+            "API); give a string such as '30' (minutes), '2:00:00' or '90s', or a timedelta",
+        )
+    if not isinstance(value, (str, timedelta)):
+        raise ResourceError("time", f"expected a string or timedelta, got {value!r}")
+    try:
+        return parse_duration(value)
+    except DurationError as exc:
+        raise ResourceError("time", str(exc)) from None
+
+
+def _validate_count(key: str, value: Any, minimum: int) -> int:
+    number: Optional[int] = None
+    if isinstance(value, bool):
+        number = None
+    elif isinstance(value, int):
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
+        number = int(value)
+    if number is None:
+        raise ResourceError(key, f"expected a whole number, got {value!r}")
+    if number < minimum:
+        bound = "positive" if minimum == 1 else "zero or more"
+        raise ResourceError(key, f"must be {bound}, got {number}")
+    return number
+
+
+def _validate_mem(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ResourceError("mem", f"expected e.g. '4G' or '500M', got {value!r}")
+    match = _MEM.match(str(value).strip())
+    if not match:
+        raise ResourceError("mem", f"malformed memory {value!r}; expected e.g. '4G', '500M', '1T'")
+    unit = (match.group("unit") or "M").upper()
+    number = float(match.group("number"))
+    if number <= 0:
+        raise ResourceError("mem", f"must be positive, got {value!r}")
+    if number.is_integer():
+        return f"{int(number)}{unit}"
+    # Slurm takes whole numbers only: 1.5G is written as 1536M.
+    kib = int(number * _MEM_STEP[unit])
+    for smaller in ("T", "G", "M", "K"):
+        if kib % _MEM_STEP[smaller] == 0:
+            return f"{kib // _MEM_STEP[smaller]}{smaller}"
+    return f"{kib}K"  # pragma: no cover - K divides everything
+

@@ -1,0 +1,1 @@
+"""Scheduler adapters: ``mock``, ``slurm`` and ``flux`` behind one interface."""

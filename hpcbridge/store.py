@@ -1,0 +1,325 @@
+"""The job records: an embedded SQLite database, safe under several processes.
+
+Every submission and every state change lands here, so a process that dies
+mid-wait loses nothing: ``hpcbridge wait ID`` picks the job up again.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Dict, Iterable, Iterator, List, Optional
+
+from .model import JobState, JobStatus
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS hpc_jobs (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id          TEXT NOT NULL,
+    scheduler       TEXT NOT NULL,
+    transport       TEXT NOT NULL DEFAULT 'local',
+    host            TEXT NOT NULL DEFAULT '',
+    flux_uri        TEXT,
+    job_name        TEXT,
+    state           TEXT NOT NULL DEFAULT 'PENDING',
+    native_state    TEXT,
+    reason          TEXT,
+    exit_code       INTEGER,
+    submit_time     TEXT,
+    start_time      TEXT,
+    end_time        TEXT,
+    nodes           INTEGER,
+    ntasks          INTEGER,
+    cpus_per_task   INTEGER,
+    gpus            INTEGER,
+    time_limit      REAL,
+    partition       TEXT,
+    qos             TEXT,
+    account         TEXT,
+    remote_dir      TEXT,
+    script          TEXT,
+    log_path        TEXT,
+    exit_file       TEXT,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    updated_at      TEXT,
+    UNIQUE (scheduler, host, job_id)
+);
+CREATE INDEX IF NOT EXISTS hpc_jobs_job_id ON hpc_jobs (job_id);
+CREATE INDEX IF NOT EXISTS hpc_jobs_state ON hpc_jobs (state);
+"""
+
+
+@dataclass
+class JobRecord:
+    """One row of ``hpc_jobs``."""
+
+    job_id: str
+    scheduler: str
+    transport: str = "local"
+    host: str = ""
+    flux_uri: Optional[str] = None
+    job_name: Optional[str] = None
+    state: str = JobState.PENDING.value
+    native_state: Optional[str] = None
+    reason: Optional[str] = None
+    exit_code: Optional[int] = None
+    submit_time: Optional[datetime] = None
+    start_time: Optional[datetime] = None
+    end_time: Optional[datetime] = None
+    nodes: Optional[int] = None
+    ntasks: Optional[int] = None
+    cpus_per_task: Optional[int] = None
+    gpus: Optional[int] = None
+    time_limit: Optional[float] = None
+    partition: Optional[str] = None
+    qos: Optional[str] = None
+    account: Optional[str] = None
+    remote_dir: Optional[str] = None
+    script: Optional[str] = None
+    log_path: Optional[str] = None
+    exit_file: Optional[str] = None
+    cancel_requested: bool = False
+    updated_at: Optional[datetime] = None
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def job_state(self) -> JobState:
+        return JobState(self.state)
+
+    def status(self) -> JobStatus:
+        return JobStatus(
+            job_id=self.job_id,
+            state=self.job_state,
+            exit_code=self.exit_code,
+            start_time=self.start_time,
+            end_time=self.end_time,
+            native_state=self.native_state or "",
+            reason=self.reason or "",
+        )
+
+    @property
+    def cpus(self) -> int:
+        """CPUs held by the job, for cost: tasks × cpus per task (at least one)."""
+        return max(self.ntasks or self.nodes or 1, 1) * max(self.cpus_per_task or 1, 1)
+
+    def elapsed_hours(self, now: Optional[datetime] = None) -> float:
+        if self.start_time is None:
+            return 0.0
+        end = self.end_time or now or datetime.now(timezone.utc)
+        return max((end - self.start_time).total_seconds(), 0.0) / 3600.0
+
+
+_COLUMNS = [f.name for f in fields(JobRecord) if f.name != "extra"]
+_TIME_COLUMNS = {"submit_time", "start_time", "end_time", "updated_at"}
+
+
+def _encode(name: str, value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if name == "cancel_requested":
+        return int(bool(value))
+    if isinstance(value, JobState):
+        return value.value
+    return value
+
+
+def _decode(row: sqlite3.Row) -> JobRecord:
+    values: Dict[str, Any] = {}
+    for name in _COLUMNS:
+        value = row[name]
+        if name in _TIME_COLUMNS and value:
+            value = datetime.fromisoformat(value)
+        if name == "cancel_requested":
+            value = bool(value)
+        values[name] = value
+    return JobRecord(**values)
+
+
+class JobStore:
+    """Job records in SQLite (WAL, busy timeout): many writers, no row lost."""
+
+    def __init__(self, path: os.PathLike | str) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        with self._connect() as connection:
+            _retry_locked(lambda: connection.executescript(_SCHEMA))
+
+    def _connect(self) -> sqlite3.Connection:
+        connection: Optional[sqlite3.Connection] = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None)
+            connection.row_factory = sqlite3.Row
+            _retry_locked(lambda: connection.execute("PRAGMA journal_mode=WAL"))
+            connection.execute("PRAGMA busy_timeout=30000")
+            connection.execute("PRAGMA synchronous=NORMAL")
+            self._local.connection = connection
+        return connection
+
+    def close(self) -> None:
+        connection = getattr(self._local, "connection", None)
+        if connection is not None:
+            connection.close()
+            self._local.connection = None
+
+    # -- writes ---------------------------------------------------------
+
+    def add(self, record: JobRecord) -> None:
+        """Insert a new submission (or replace a stale row with the same key)."""
+        record.updated_at = _now()
+        names = ", ".join(_COLUMNS)
+        marks = ", ".join("?" for _ in _COLUMNS)
+        values = [_encode(name, getattr(record, name)) for name in _COLUMNS]
+        connection = self._connect()
+        _retry_locked(
+            lambda: connection.execute(
+                f"INSERT OR REPLACE INTO hpc_jobs ({names}) VALUES ({marks})", values
+            )
+        )
+
+    def add_many(self, records: Iterable[JobRecord]) -> None:
+        rows = []
+        for record in records:
+            record.updated_at = _now()
+            rows.append([_encode(name, getattr(record, name)) for name in _COLUMNS])
+        if not rows:
+            return
+        names = ", ".join(_COLUMNS)
+        marks = ", ".join("?" for _ in _COLUMNS)
+        connection = self._connect()
+
+        def write() -> None:
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                connection.executemany(
+                    f"INSERT OR REPLACE INTO hpc_jobs ({names}) VALUES ({marks})", rows
+                )
+                connection.execute("COMMIT")
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+
+        _retry_locked(write)
+
+    def update_status(self, scheduler: str, host: str, status: JobStatus) -> None:
+        self.update_statuses(scheduler, host, [status])
+
+    def update_statuses(self, scheduler: str, host: str, statuses: Iterable[JobStatus]) -> None:
+        """Record observed states; UNKNOWN observations are not written over known ones."""
+        rows = [
+            (
+                status.state.value,
+                status.native_state,
+                status.reason,
+                status.exit_code,
+                _encode("start_time", status.start_time),
+                _encode("end_time", status.end_time),
+                _now().isoformat(),
+                scheduler,
+                host,
+                status.job_id,
+            )
+            for status in statuses
+            if status.state is not JobState.UNKNOWN
+        ]
+        if not rows:
+            return
+        connection = self._connect()
+
+        def write() -> None:
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                connection.executemany(
+                    "UPDATE hpc_jobs SET state=?, native_state=?, reason=?, exit_code=?, "
+                    "start_time=COALESCE(?, start_time), end_time=COALESCE(?, end_time), "
+                    "updated_at=? WHERE scheduler=? AND host=? AND job_id=?",
+                    rows,
+                )
+                connection.execute("COMMIT")
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+
+        _retry_locked(write)
+
+    def mark_cancel_requested(self, scheduler: str, host: str, job_ids: Iterable[str]) -> None:
+        connection = self._connect()
+        rows = [(_now().isoformat(), scheduler, host, job_id) for job_id in job_ids]
+        _retry_locked(
+            lambda: connection.executemany(
+                "UPDATE hpc_jobs SET cancel_requested=1, updated_at=? "
+                "WHERE scheduler=? AND host=? AND job_id=?",
+                rows,
+            )
+        )
+
+    # -- reads ----------------------------------------------------------
+
+    def get(self, job_id: str, scheduler: Optional[str] = None, host: Optional[str] = None
+            ) -> Optional[JobRecord]:
+        """The newest record for ``job_id`` (optionally on one scheduler/host)."""
+        clauses, params = ["job_id = ?"], [job_id]
+        if scheduler is not None:
+            clauses.append("scheduler = ?")
+            params.append(scheduler)
+        if host is not None:
+            clauses.append("host = ?")
+            params.append(host)
+        row = self._connect().execute(
+            f"SELECT * FROM hpc_jobs WHERE {' AND '.join(clauses)} ORDER BY id DESC LIMIT 1",
+            params,
+        ).fetchone()
+        return _decode(row) if row else None
+
+    def get_many(self, scheduler: str, host: str, job_ids: List[str]) -> Dict[str, JobRecord]:
+        found: Dict[str, JobRecord] = {}
+        connection = self._connect()
+        for start in range(0, len(job_ids), 500):  # stay under SQLite's variable limit
+            chunk = job_ids[start : start + 500]
+            marks = ", ".join("?" for _ in chunk)
+            for row in connection.execute(
+                f"SELECT * FROM hpc_jobs WHERE scheduler=? AND host=? AND job_id IN ({marks})",
+                [scheduler, host, *chunk],
+            ):
+                found[row["job_id"]] = _decode(row)
+        return found
+
+    def list(self, state: Optional[str] = None, limit: Optional[int] = None) -> List[JobRecord]:
+        query, params = "SELECT * FROM hpc_jobs", []
+        if state:
+            query += " WHERE state = ?"
+            params.append(state.upper())
+        query += " ORDER BY id"
+        if limit:
+            query += f" LIMIT {int(limit)}"
+        return [_decode(row) for row in self._connect().execute(query, params)]
+
+    def __iter__(self) -> Iterator[JobRecord]:
+        return iter(self.list())
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _retry_locked(action: Any, attempts: int = 50) -> Any:
+    """Run ``action``, retrying "database is locked" that busy_timeout did not absorb.
+
+    SQLite returns SQLITE_BUSY at once (bypassing the busy handler) when a
+    deferred transaction would deadlock or the WAL is being set up.
+    """
+    for attempt in range(attempts):
+        try:
+            return action()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if attempt == attempts - 1:
+                raise
+            time.sleep(min(0.01 * (attempt + 1), 0.2))
+    return None  # pragma: no cover

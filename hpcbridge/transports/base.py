@@ -1,0 +1,68 @@
+"""The executor protocol: run an argv, move files.  Knows nothing about jobs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Mapping, Optional, Sequence
+
+try:  # Python >= 3.8
+    from typing import Protocol, runtime_checkable
+except ImportError:  # pragma: no cover
+    from typing_extensions import Protocol, runtime_checkable  # type: ignore
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """The outcome of one command."""
+
+    argv: List[str]
+    returncode: int
+    stdout: str
+    stderr: str
+    duration: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def message(self) -> str:
+        """The command's own words about a failure: stderr, else stdout."""
+        return (self.stderr.strip() or self.stdout.strip())[:2000]
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Runs commands and moves files where the scheduler is.
+
+    ``run`` takes an argv list, never a shell string.  ``idempotent=False``
+    marks a command (a submission) that must not be retried when the
+    connection drops mid-way.
+    """
+
+    #: a label for records and logs: "local" or "ssh://user@host:port"
+    kind: str
+    host: str
+
+    def run(
+        self,
+        argv: Sequence[str],
+        timeout: Optional[float] = None,
+        env: Optional[Mapping[str, str]] = None,
+        cwd: Optional[str] = None,
+        input: Optional[str] = None,
+        idempotent: bool = True,
+    ) -> CommandResult: ...
+
+    def put(self, local_path: str, remote_path: str, mode: Optional[int] = None) -> None: ...
+
+    def get(self, remote_path: str, local_path: str) -> None: ...
+
+    def mkdir(self, path: str, mode: int = 0o700) -> None: ...
+
+    def read_text(self, path: str) -> str: ...
+
+    def write_text(self, path: str, text: str, mode: Optional[int] = None) -> None: ...
+
+    def exists(self, path: str) -> bool: ...
+
+    def close(self) -> None: ...

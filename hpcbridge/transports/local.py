@@ -1,0 +1,141 @@
+"""Run commands with ``subprocess`` and move files on a shared filesystem."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from typing import Mapping, Optional, Sequence
+
+from ..errors import JobTimeoutError, TransportError
+from .base import CommandResult
+
+
+class LocalExecutor:
+    """Executor for code that runs where the scheduler's commands are (login node, allocation)."""
+
+    kind = "local"
+
+    def __init__(self, default_timeout: Optional[float] = 60.0) -> None:
+        self.default_timeout = default_timeout
+        self.host = os.uname().nodename
+
+    def run(
+        self,
+        argv: Sequence[str],
+        timeout: Optional[float] = None,
+        env: Optional[Mapping[str, str]] = None,
+        cwd: Optional[str] = None,
+        input: Optional[str] = None,
+        idempotent: bool = True,
+    ) -> CommandResult:
+        argv = [str(arg) for arg in argv]
+        budget = self.default_timeout if timeout is None else timeout
+        full_env = None
+        if env:
+            full_env = dict(os.environ)
+            full_env.update(env)
+        started = time.monotonic()
+        try:
+            process = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=full_env,
+                cwd=cwd,
+                text=True,
+                start_new_session=True,  # so a timeout can end the whole group
+            )
+        except FileNotFoundError:
+            return CommandResult(argv, 127, "", f"{argv[0]}: command not found", 0.0)
+        except OSError as exc:
+            raise TransportError(f"cannot run {argv[0]}: {exc}") from exc
+        try:
+            stdout, stderr = process.communicate(input=input, timeout=budget)
+        except subprocess.TimeoutExpired:
+            _kill_group(process)
+            raise JobTimeoutError(
+                f"{argv[0]} did not finish within {budget:g} s (command: {' '.join(argv)[:200]})"
+            ) from None
+        return CommandResult(argv, process.returncode, stdout, stderr, time.monotonic() - started)
+
+    def put(self, local_path: str, remote_path: str, mode: Optional[int] = None) -> None:
+        if _same_file(local_path, remote_path):
+            if mode is not None:
+                os.chmod(remote_path, mode)
+            return
+        directory = os.path.dirname(os.path.abspath(remote_path))
+        handle, temporary = tempfile.mkstemp(prefix=".hpcbridge-", dir=directory)
+        os.close(handle)
+        try:
+            shutil.copyfile(local_path, temporary)
+            os.chmod(temporary, mode if mode is not None else _mode_of(local_path))
+            os.replace(temporary, remote_path)
+        except BaseException:
+            _remove_quietly(temporary)
+            raise
+
+    def get(self, remote_path: str, local_path: str) -> None:
+        if not os.path.exists(remote_path):
+            raise FileNotFoundError(remote_path)
+        if _same_file(remote_path, local_path):
+            return
+        self.put(remote_path, local_path)
+
+    def mkdir(self, path: str, mode: int = 0o700) -> None:
+        os.makedirs(path, mode=mode, exist_ok=True)
+
+    def read_text(self, path: str) -> str:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+
+    def write_text(self, path: str, text: str, mode: Optional[int] = None) -> None:
+        directory = os.path.dirname(os.path.abspath(path))
+        handle, temporary = tempfile.mkstemp(prefix=".hpcbridge-", dir=directory)
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as stream:
+                stream.write(text)
+            os.chmod(temporary, mode if mode is not None else 0o644)
+            os.replace(temporary, path)
+        except BaseException:
+            _remove_quietly(temporary)
+            raise
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def __repr__(self) -> str:
+        return "LocalExecutor()"
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        process.kill()
+    process.communicate()
+
+
+def _same_file(first: str, second: str) -> bool:
+    try:
+        return os.path.samefile(first, second)
+    except OSError:
+        return False
+
+
+def _mode_of(path: str) -> int:
+    return os.stat(path).st_mode & 0o777
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
