@@ -73,9 +73,7 @@ class Settings:
     sources: Dict[str, str] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def from_env(
-        cls, env: Optional[Mapping[str, str]] = None, **overrides: Any
-    ) -> Settings:
+    def from_env(cls, env: Optional[Mapping[str, str]] = None, **overrides: Any) -> Settings:
         env = os.environ if env is None else env
         settings = cls()
         variable, scheduler = _scheduler_from(env)

@@ -39,7 +39,7 @@ def parse_duration(value: object) -> float:
     >>> parse_duration("2:00:00"), parse_duration("1-0"), parse_duration("90s")
     (7200.0, 86400.0, 90.0)
     """
-    if isinstance(value, bool) or isinstance(value, (int, float)):
+    if isinstance(value, (bool, int, float)):
         raise DurationError(
             f"a bare number ({value!r}) is ambiguous: Slurm reads it as minutes, the Flux "
             "API as seconds; write '30' or '0:30:00' (minutes, Slurm style) or '1800s'"

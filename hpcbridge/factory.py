@@ -46,7 +46,12 @@ def get_scheduler_adapter(
     Keyword overrides take any setting name (``scheduler="slurm"``,
     ``transport="ssh"``, ``ssh_host=...``, ``remote_workdir=...``, ``flux_uri=...``).
     """
-    settings = Settings.from_env(env, **overrides)
+    return adapter_from_settings(Settings.from_env(env, **overrides), executor, store)
+
+
+def adapter_from_settings(
+    settings: Settings, executor: Optional[Executor] = None, store: Optional[JobStore] = None
+) -> SchedulerAdapter:
     executor = executor if executor is not None else build_executor(settings)
     cls = adapter_class(settings.scheduler)
     adapter: SchedulerAdapter = cls(executor=executor, settings=settings, store=store)

@@ -100,7 +100,9 @@ def _iso(moment: Optional[datetime]) -> Optional[str]:
     return moment.isoformat() if moment is not None else None
 
 
-def exit_code_from_wait_status(returncode: Optional[int], signal: Optional[int] = None) -> Optional[int]:
+def exit_code_from_wait_status(
+    returncode: Optional[int], signal: Optional[int] = None
+) -> Optional[int]:
     """Shell convention for an exit code: N, or 128+S when killed by signal S."""
     if signal:
         return 128 + signal

@@ -87,10 +87,30 @@ class Resources:
         return max(self.ntasks or 1, self.nodes or 1)
 
 
+# Names other tools use for our keys, for a better "did you mean".
+_OTHER_NAMES = {
+    "cpus": "cpus_per_task",
+    "cores": "cpus_per_task",
+    "walltime": "time",
+    "time_limit": "time",
+    "duration": "time",
+    "memory": "mem",
+    "name": "job_name",
+    "queue": "qos",
+    "bank": "account",
+    "requires": "constraint",
+    "tasks": "ntasks",
+    "procs": "ntasks",
+    "num_nodes": "nodes",
+}
+
+
 def _check_known(key: str) -> None:
     if key in RESOURCE_KEYS:
         return
-    close = difflib.get_close_matches(key, RESOURCE_KEYS, n=1)
+    spelled = key.replace("-", "_").lower()
+    close = [_OTHER_NAMES[spelled]] if spelled in _OTHER_NAMES else []
+    close = close or difflib.get_close_matches(spelled, RESOURCE_KEYS, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     raise ResourceError(key, f"unknown resource key{hint} (known: {', '.join(RESOURCE_KEYS)})")
 
@@ -135,9 +155,12 @@ def _validate_count(key: str, value: Any, minimum: int) -> int:
         number = None
     elif isinstance(value, int):
         number = value
-    elif isinstance(value, float) and value.is_integer():
-        number = int(value)
-    elif isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
+    elif (
+        isinstance(value, float)
+        and value.is_integer()
+        or isinstance(value, str)
+        and re.fullmatch(r"\s*[+-]?\d+\s*", value)
+    ):
         number = int(value)
     if number is None:
         raise ResourceError(key, f"expected a whole number, got {value!r}")
@@ -165,4 +188,3 @@ def _validate_mem(value: Any) -> str:
         if kib % _MEM_STEP[smaller] == 0:
             return f"{kib // _MEM_STEP[smaller]}{smaller}"
     return f"{kib}K"  # pragma: no cover - K divides everything
-

@@ -115,6 +115,11 @@ class JobRecord:
 
 
 _COLUMNS = [f.name for f in fields(JobRecord) if f.name != "extra"]
+# Built from the constant column list; every value goes as a parameter.
+_INSERT = (
+    f"INSERT OR REPLACE INTO hpc_jobs ({', '.join(_COLUMNS)}) "  # noqa: S608
+    f"VALUES ({', '.join('?' for _ in _COLUMNS)})"
+)
 _TIME_COLUMNS = {"submit_time", "start_time", "end_time", "updated_at"}
 
 
@@ -171,16 +176,7 @@ class JobStore:
 
     def add(self, record: JobRecord) -> None:
         """Insert a new submission (or replace a stale row with the same key)."""
-        record.updated_at = _now()
-        names = ", ".join(_COLUMNS)
-        marks = ", ".join("?" for _ in _COLUMNS)
-        values = [_encode(name, getattr(record, name)) for name in _COLUMNS]
-        connection = self._connect()
-        _retry_locked(
-            lambda: connection.execute(
-                f"INSERT OR REPLACE INTO hpc_jobs ({names}) VALUES ({marks})", values
-            )
-        )
+        self.add_many([record])
 
     def add_many(self, records: Iterable[JobRecord]) -> None:
         rows = []
@@ -189,16 +185,12 @@ class JobStore:
             rows.append([_encode(name, getattr(record, name)) for name in _COLUMNS])
         if not rows:
             return
-        names = ", ".join(_COLUMNS)
-        marks = ", ".join("?" for _ in _COLUMNS)
         connection = self._connect()
 
         def write() -> None:
             connection.execute("BEGIN IMMEDIATE")
             try:
-                connection.executemany(
-                    f"INSERT OR REPLACE INTO hpc_jobs ({names}) VALUES ({marks})", rows
-                )
+                connection.executemany(_INSERT, rows)
                 connection.execute("COMMIT")
             except BaseException:
                 connection.execute("ROLLBACK")
@@ -260,8 +252,9 @@ class JobStore:
 
     # -- reads ----------------------------------------------------------
 
-    def get(self, job_id: str, scheduler: Optional[str] = None, host: Optional[str] = None
-            ) -> Optional[JobRecord]:
+    def get(
+        self, job_id: str, scheduler: Optional[str] = None, host: Optional[str] = None
+    ) -> Optional[JobRecord]:
         """The newest record for ``job_id`` (optionally on one scheduler/host)."""
         clauses, params = ["job_id = ?"], [job_id]
         if scheduler is not None:
@@ -270,10 +263,9 @@ class JobStore:
         if host is not None:
             clauses.append("host = ?")
             params.append(host)
-        row = self._connect().execute(
-            f"SELECT * FROM hpc_jobs WHERE {' AND '.join(clauses)} ORDER BY id DESC LIMIT 1",
-            params,
-        ).fetchone()
+        # Only constant clauses are joined; every value is a parameter.
+        query = f"SELECT * FROM hpc_jobs WHERE {' AND '.join(clauses)} ORDER BY id DESC LIMIT 1"  # noqa: S608
+        row = self._connect().execute(query, params).fetchone()
         return _decode(row) if row else None
 
     def get_many(self, scheduler: str, host: str, job_ids: List[str]) -> Dict[str, JobRecord]:
@@ -282,10 +274,8 @@ class JobStore:
         for start in range(0, len(job_ids), 500):  # stay under SQLite's variable limit
             chunk = job_ids[start : start + 500]
             marks = ", ".join("?" for _ in chunk)
-            for row in connection.execute(
-                f"SELECT * FROM hpc_jobs WHERE scheduler=? AND host=? AND job_id IN ({marks})",
-                [scheduler, host, *chunk],
-            ):
+            query = f"SELECT * FROM hpc_jobs WHERE scheduler=? AND host=? AND job_id IN ({marks})"  # noqa: S608
+            for row in connection.execute(query, [scheduler, host, *chunk]):
                 found[row["job_id"]] = _decode(row)
         return found
 

@@ -89,7 +89,9 @@ class SchedulerAdapter(ABC):
         self.executor: Executor = (
             executor if executor is not None else LocalExecutor(self.command_timeout)
         )
-        self.remote_workdir = remote_workdir or self.settings.remote_workdir or self._default_workdir()
+        self.remote_workdir = (
+            remote_workdir or self.settings.remote_workdir or self._default_workdir()
+        )
         self.store = store if store is not None else JobStore(self.settings.database_path)
         self.unknown_limit = unknown_limit or self.settings.unknown_limit
         self._known: Dict[str, JobStatus] = {}
@@ -137,7 +139,7 @@ class SchedulerAdapter(ABC):
 
     def submit_job(
         self,
-        script_path: Union[str, "os.PathLike[str]"],
+        script_path: Union[str, os.PathLike[str]],
         resources: Optional[Mapping[str, Any]] = None,
         remote_dir: Optional[str] = None,
         depends_on: Union[None, str, int, Sequence[Any]] = None,
@@ -189,7 +191,7 @@ class SchedulerAdapter(ABC):
 
     def describe_submission(
         self,
-        script_path: Union[str, "os.PathLike[str]"],
+        script_path: Union[str, os.PathLike[str]],
         resources: Optional[Mapping[str, Any]] = None,
         remote_dir: Optional[str] = None,
         depends_on: Union[None, str, int, Sequence[Any]] = None,
@@ -543,7 +545,8 @@ class SchedulerAdapter(ABC):
         self.close()
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(executor={self.executor!r}, remote_workdir={self.remote_workdir!r})"
+        name = type(self).__name__
+        return f"{name}(executor={self.executor!r}, remote_workdir={self.remote_workdir!r})"
 
 
 def _staged_names(directory: str, scripts: Sequence[str]) -> List[str]:

@@ -1,0 +1,7 @@
+"""``python -m hpcbridge`` is the ``hpcbridge`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,89 @@
+"""``hpcbridge doctor``: what is usable here, and a one-line reason when not."""
+
+from __future__ import annotations
+
+import importlib
+import platform
+import shutil
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List
+
+from . import __version__
+from .config import Settings
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"name": self.name, "ok": self.ok, "detail": self.detail}
+
+
+def run_checks(settings: Settings) -> List[Check]:
+    checks = [
+        Check("hpcbridge", True, f"{__version__} on Python {platform.python_version()}"),
+        Check(
+            "settings",
+            True,
+            f"scheduler={settings.scheduler} ({settings.sources.get('scheduler', 'default')}), "
+            f"transport={settings.transport} ({settings.sources.get('transport', 'default')})",
+        ),
+        _store_check(settings),
+        Check("mock scheduler", True, "always available (runs jobs on this machine)"),
+    ]
+    executor = None
+    if settings.transport == "ssh":
+        executor, transport_check = _ssh_check(settings)
+        checks.append(transport_check)
+    for module_name in ("hpcbridge.schedulers.slurm.doctor", "hpcbridge.schedulers.flux.doctor"):
+        checks.extend(_scheduler_checks(module_name, settings, executor))
+    return checks
+
+
+def _store_check(settings: Settings) -> Check:
+    try:
+        from .store import JobStore
+
+        store = JobStore(settings.database_path)
+        count = len(store.list())
+        return Check("job store", True, f"{settings.database_path} ({count} jobs)")
+    except Exception as exc:  # doctor reports, it does not fail
+        return Check("job store", False, f"{settings.database_path}: {exc}")
+
+
+def _ssh_check(settings: Settings) -> Any:
+    try:
+        from .transports.ssh import SSHExecutor
+
+        executor = SSHExecutor.from_settings(settings)
+        result = executor.run(["true"], timeout=30)
+        if result.ok:
+            return executor, Check("ssh transport", True, f"{executor.host} reachable")
+        return executor, Check("ssh transport", False, f"{executor.host}: {result.message()}")
+    except Exception as exc:
+        return None, Check("ssh transport", False, f"{settings.ssh_host}: {exc}")
+
+
+def _scheduler_checks(module_name: str, settings: Settings, executor: Any) -> List[Check]:
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        return []
+    checks: Callable[..., List[Check]] = module.checks
+    try:
+        return checks(settings, executor)
+    except Exception as exc:
+        return [Check(module_name.split(".")[-2], False, f"check failed: {exc}")]
+
+
+def command_available(name: str) -> bool:
+    return shutil.which(name) is not None
+
+
+def python_module_version(name: str) -> str:
+    module = sys.modules.get(name) or importlib.import_module(name)
+    return str(getattr(module, "__version__", "unknown version"))

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Set up everything the tests need, run lint, types and the whole suite, then stop
+# what was started.  Works on a fresh Debian 12 machine as root (no systemd):
+#   bash scripts/test.sh [pytest arguments...]
+# Set HPCBRIDGE_TEST_NO_SERVICES=1 to skip starting Slurm and sshd (their tests then skip,
+# saying why).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+
+python=${PYTHON:-python3}
+echo "== installing hpcbridge and test tools"
+"$python" -m pip install --quiet --disable-pip-version-check -e ".[test,dev]" 2>&1 \
+  | grep -v "Running pip as the 'root' user" || true
+
+echo "== ruff"
+"$python" -m ruff check hpcbridge tests bench
+"$python" -m ruff format --check hpcbridge tests bench
+echo "== mypy"
+"$python" -m mypy
+
+started=()
+cleanup() {
+  local status=$?
+  for service in "${started[@]}"; do
+    echo "== stopping $service"
+    bash "$repo/containers/$service/stop.sh" >/dev/null 2>&1 || true
+  done
+  exit "$status"
+}
+trap cleanup EXIT
+
+if [ "${HPCBRIDGE_TEST_NO_SERVICES:-0}" != 1 ] && [ "$(id -u)" = 0 ]; then
+  echo "== starting the Slurm test cluster"
+  bash containers/slurm/start.sh && started+=(slurm)
+  echo "== starting the sshd test server"
+  bash containers/sshd/start.sh && started+=(sshd)
+  # The SSH tests submit to Slurm as the unprivileged test user.
+  bash containers/slurm/add-user.sh "${HPCBRIDGE_SSH_TEST_USER:-hpcbtest}" || true
+fi
+
+echo "== pytest"
+set +e
+"$python" -m pytest -q -rs -p no:cacheprovider "$@"
+status=$?
+set -e
+exit "$status"

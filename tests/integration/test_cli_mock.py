@@ -1,0 +1,175 @@
+"""The ``hpcbridge`` command, each call a new process, against the mock scheduler."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import REPO
+
+HELLO = str(REPO / "examples" / "hello.sh")
+
+
+def hpcbridge(*args, check=False, timeout=120):
+    result = subprocess.run(
+        [sys.executable, "-m", "hpcbridge", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=os.environ.copy(),
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"exit {result.returncode}: {result.stderr}")
+    return result
+
+
+def test_readme_quickstart(state_dir):
+    submitted = hpcbridge("submit", HELLO, "--wait", "--poll-interval", "0.5")
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.split()[0]
+    assert "COMPLETED" in submitted.stderr  # each state change is shown
+    logs = hpcbridge("logs", job_id, check=True)
+    assert "hello from" in logs.stdout
+    listing = hpcbridge("jobs", check=True)
+    row = [line for line in listing.stdout.splitlines() if line.startswith(job_id + " ")]
+    assert row and "COMPLETED" in row[0]
+
+
+def test_failed_job_exit_and_json(state_dir, make_script):
+    result = hpcbridge("submit", make_script("exit 3"), "--wait", "--poll-interval", "0.3")
+    assert result.returncode == 1
+    job_id = result.stdout.split()[0]
+    status = json.loads(hpcbridge("status", job_id, "--json", check=True).stdout)
+    assert status["state"] == "FAILED"
+    assert status["exit_code"] == 3
+    assert set(status) == {
+        "job_id",
+        "state",
+        "exit_code",
+        "start_time",
+        "end_time",
+        "native_state",
+        "reason",
+    }
+    assert status["start_time"].startswith("20")  # ISO 8601
+
+
+def test_cancel_and_wait_from_other_processes(state_dir, make_script):
+    job_id = hpcbridge("submit", make_script("sleep 60"), check=True).stdout.strip()
+    deadline = time.monotonic() + 30
+    while json.loads(hpcbridge("status", job_id, "--json").stdout)["state"] != "RUNNING":
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert hpcbridge("cancel", job_id).returncode == 0
+    waited = hpcbridge("wait", job_id, "--poll-interval", "0.3", "--json")
+    assert waited.returncode == 1
+    assert json.loads(waited.stdout)["state"] == "CANCELLED"
+
+
+def test_time_limit(state_dir, make_script):
+    result = hpcbridge(
+        "submit",
+        make_script("sleep 60"),
+        "--time",
+        "0:02",
+        "--wait",
+        "--json",
+        "--poll-interval",
+        "0.5",
+    )
+    assert result.returncode == 1
+    assert json.loads(result.stdout)["state"] == "TIMEOUT"
+
+
+def test_dry_run_slurm_seed_example(state_dir):
+    result = hpcbridge(
+        "submit",
+        "x.sh",
+        "--dry-run",
+        "--scheduler",
+        "slurm",
+        "--time",
+        "2:00:00",
+        "--nodes",
+        "2",
+        "--gpus",
+        "0",
+        "--mem",
+        "4G",
+    )
+    assert result.returncode == 0, result.stderr
+    line = result.stdout
+    assert line.startswith("sbatch")
+    for flag in ("--time=2:00:00", "--nodes=2", "--mem=4G"):
+        assert flag in line
+    assert "--gpus" not in line
+
+
+def test_dry_run_flux_seed_example(state_dir):
+    result = hpcbridge(
+        "submit",
+        "x.sh",
+        "--dry-run",
+        "--scheduler",
+        "flux",
+        "--time",
+        "2:00:00",
+        "--nodes",
+        "2",
+        "--gpus",
+        "0",
+        "--mem",
+        "4G",
+    )
+    assert result.returncode == 0, result.stderr
+    line = result.stdout
+    assert "flux" in line and "batch" in line
+    assert "-N2" in line.replace("-N 2", "-N2")
+    assert "7200s" in line
+    assert "4G" not in line and "--mem" not in line
+    assert " -g" not in line and "--gpus" not in line
+
+
+def test_dry_run_submits_nothing(state_dir):
+    assert hpcbridge("submit", HELLO, "--dry-run").returncode == 0
+    assert json.loads(hpcbridge("jobs", "--json").stdout) == []
+
+
+def test_errors_are_one_line(state_dir):
+    result = hpcbridge("submit", HELLO, "--nodes", "0")
+    assert result.returncode == 2
+    assert result.stderr.startswith("hpcbridge: error:") and "nodes" in result.stderr
+    assert "Traceback" not in result.stderr
+    missing = hpcbridge("submit", "/nonexistent/run.sh")
+    assert missing.returncode == 3 and "not found" in missing.stderr
+    unknown = hpcbridge("status", "424242", "--json")
+    assert unknown.returncode == 0
+    assert json.loads(unknown.stdout)["state"] == "UNKNOWN"
+    waited = hpcbridge("wait", "424242", "--poll-interval", "0.1")
+    assert waited.returncode == 4 and "424242" in waited.stderr
+
+
+def test_bad_setting_names_the_variable(state_dir, monkeypatch):
+    monkeypatch.setenv("EXAMLOPS_HPC_SCHEDULER", "pbs")
+    result = hpcbridge("submit", HELLO)
+    assert result.returncode == 2
+    assert "EXAMLOPS_HPC_SCHEDULER" in result.stderr
+
+
+def test_cost_and_doctor(state_dir, monkeypatch):
+    monkeypatch.setenv("HPCBRIDGE_CPU_COST_PER_HOUR", "3.6")
+    hpcbridge("submit", HELLO, "--wait", "--poll-interval", "0.3", check=True)
+    cost = json.loads(hpcbridge("cost", "--json", check=True).stdout)
+    assert len(cost["jobs"]) == 1 and cost["prices"]["cpu_per_hour"] == 3.6
+    assert cost["total"]["cpu_hours"] > 0
+    doctor = hpcbridge("doctor", check=True)
+    assert "mock scheduler" in doctor.stdout
+
+
+@pytest.mark.parametrize("flag", ["--help", "submit --help"])
+def test_help_documents_exit_codes(flag):
+    result = hpcbridge(*flag.split(), check=True)
+    assert "exit codes:" in result.stdout

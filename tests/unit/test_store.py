@@ -1,0 +1,65 @@
+import multiprocessing
+from datetime import datetime, timedelta, timezone
+
+from hpcbridge import JobState, JobStatus
+from hpcbridge.cost import job_cost
+from hpcbridge.store import JobRecord, JobStore
+
+
+def _writer(path, worker, count):
+    store = JobStore(path)
+    for index in range(count):
+        job_id = f"{worker}-{index}"
+        store.add(JobRecord(job_id=job_id, scheduler="mock", host="h"))
+        store.update_status("mock", "h", JobStatus(job_id, JobState.RUNNING))
+        store.update_status("mock", "h", JobStatus(job_id, JobState.COMPLETED, exit_code=0))
+
+
+def test_concurrent_writers_lose_nothing(tmp_path):
+    path = str(tmp_path / "jobs.db")
+    JobStore(path)
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_writer, args=(path, worker, 60)) for worker in range(6)]
+    for process in workers:
+        process.start()
+    for process in workers:
+        process.join(120)
+        assert process.exitcode == 0
+    records = JobStore(path).list()
+    assert len(records) == 6 * 60
+    assert {record.state for record in records} == {"COMPLETED"}
+
+
+def test_roundtrip_and_unknown_not_written(tmp_path):
+    store = JobStore(tmp_path / "db.sqlite")
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    store.add(
+        JobRecord(job_id="7", scheduler="slurm", host="h", nodes=2, gpus=1, submit_time=start)
+    )
+    store.update_status("slurm", "h", JobStatus("7", JobState.RUNNING, start_time=start))
+    store.update_status("slurm", "h", JobStatus("7", JobState.UNKNOWN))
+    record = store.get("7")
+    assert record.state == "RUNNING"
+    assert record.start_time == start
+    assert record.nodes == 2
+    store.mark_cancel_requested("slurm", "h", ["7"])
+    assert store.get("7", "slurm", "h").cancel_requested
+    assert store.get("7", "mock") is None
+    assert [r.job_id for r in store.list(state="running")] == ["7"]
+
+
+def test_cost_attribution():
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    record = JobRecord(
+        job_id="1",
+        scheduler="slurm",
+        ntasks=4,
+        cpus_per_task=2,
+        gpus=1,
+        start_time=start,
+        end_time=start + timedelta(hours=1, minutes=30),
+    )
+    cost = job_cost(record, cpu_price=0.5, gpu_price=2.0)
+    assert cost.cpu_hours == 12.0
+    assert cost.gpu_hours == 1.5
+    assert cost.cost == 12.0 * 0.5 + 1.5 * 2.0
