@@ -245,10 +245,41 @@ def _announce(status: JobStatus) -> None:
     print(f"{stamp}  {_status_line(status)}", file=sys.stderr, flush=True)
 
 
+class _Progress:
+    """Counts per state on one rewritten terminal line (only on a TTY)."""
+
+    def __init__(self) -> None:
+        self.shown = False
+
+    def __call__(self, statuses: Dict[str, JobStatus]) -> None:
+        counts: Dict[str, int] = {}
+        for status in statuses.values():
+            counts[status.state.value] = counts.get(status.state.value, 0) + 1
+        line = "  ".join(f"{count} {state}" for state, count in sorted(counts.items()))
+        sys.stderr.write(f"\r\033[K{line}")
+        sys.stderr.flush()
+        self.shown = True
+
+    def finish(self) -> None:
+        if self.shown:
+            sys.stderr.write("\n")
+
+
 def _wait_and_report(adapter: Any, job_ids: List[str], args: argparse.Namespace) -> int:
-    final = adapter.wait_all(
-        job_ids, poll_interval=args.poll_interval, timeout=args.timeout, on_change=_announce
-    )
+    many = len(job_ids) > 1
+    progress = _Progress() if many and sys.stderr.isatty() else None
+    try:
+        final = adapter.wait_all(
+            job_ids,
+            poll_interval=args.poll_interval,
+            timeout=args.timeout,
+            # With many jobs on a terminal, one progress line beats a line per change.
+            on_change=None if progress else _announce,
+            on_poll=progress,
+        )
+    finally:
+        if progress is not None:
+            progress.finish()
     if getattr(args, "json", False):
         statuses = [final[job_id].to_json() for job_id in job_ids]
         _print_json(statuses[0] if len(statuses) == 1 else statuses)

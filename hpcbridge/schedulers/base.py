@@ -427,6 +427,7 @@ class SchedulerAdapter(ABC):
         timeout: Optional[float] = None,
         on_change: Optional[StatusCallback] = None,
         first_interval: float = 0.25,
+        on_poll: Optional[Callable[[Dict[str, JobStatus]], None]] = None,
     ) -> Dict[str, JobStatus]:
         """Wait until every job ends; one scheduler query per poll for all of them.
 
@@ -435,6 +436,7 @@ class SchedulerAdapter(ABC):
         its folder) for ``unknown_limit`` polls in a row raises
         ``JobNotFoundError``; a failed query counts as UNKNOWN for all, so a
         restarting controller or a dropped connection is ridden out.
+        ``on_poll`` gets every job's latest status after each round (progress).
         """
         ids = list(dict.fromkeys(self.normalize_job_id(job_id) for job_id in job_ids))
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -443,8 +445,12 @@ class SchedulerAdapter(ABC):
         last_seen: Dict[str, JobState] = {}
         unknown_streak = dict.fromkeys(ids, 0)
         interval = min(first_interval, poll_interval)
+        latest: Dict[str, JobStatus] = {}
         while True:
             statuses = self._poll(pending)
+            latest.update(statuses)
+            if on_poll is not None:
+                on_poll(latest)
             changed = False
             for job_id in list(pending):
                 status = statuses[job_id]
