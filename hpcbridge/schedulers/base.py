@@ -244,7 +244,7 @@ class SchedulerAdapter(ABC):
         directory = remote_dir or posixpath.join(
             self.remote_workdir, f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-{token}"
         )
-        directory = self._absolute(directory)
+        directory = self.executor.abspath(directory)
         scripts = _staged_names(directory, [task.script for task in tasks])
         name = resources.job_name or os.path.basename(tasks[0].script) or "hpcbridge"
         return PreparedJob(
@@ -255,10 +255,6 @@ class SchedulerAdapter(ABC):
             scripts=scripts,
             job_name=name,
         )
-
-    def _absolute(self, path: str) -> str:
-        resolve = getattr(self.executor, "abspath", None)
-        return resolve(path) if resolve is not None else os.path.abspath(os.path.expanduser(path))
 
     def _wrapper_text(self, job: PreparedJob, tasks: Sequence[TaskSpec]) -> str:
         staged = [

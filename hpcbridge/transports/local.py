@@ -108,6 +108,9 @@ class LocalExecutor:
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
 
+    def abspath(self, path: str) -> str:
+        return os.path.abspath(os.path.expanduser(path))
+
     def close(self) -> None:
         """Nothing to release."""
 
