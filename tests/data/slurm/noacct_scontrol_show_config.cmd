@@ -1,0 +1,1 @@
+scontrol show config | grep -i -E 'AccountingStorage(Type|Enforce)|JobAcctGatherType|MinJobAge'

@@ -1,0 +1,1 @@
+scontrol -o show job 32

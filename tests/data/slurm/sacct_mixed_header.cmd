@@ -1,0 +1,1 @@
+sacct -X -P -j 1,2,3,4,5,6,7,8,9,10,11,12,13,14,19 --format=JobID,State,ExitCode,Start,End,Submit,Reason,JobName

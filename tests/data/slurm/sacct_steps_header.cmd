@@ -1,0 +1,1 @@
+sacct -P -j 6 --format=JobID,State,ExitCode,Start,End,Submit,Reason,JobName

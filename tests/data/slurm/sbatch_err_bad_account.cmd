@@ -1,0 +1,1 @@
+sbatch --parsable --account=nosuchacct --wrap='true'

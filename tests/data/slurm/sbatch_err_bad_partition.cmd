@@ -1,0 +1,1 @@
+sbatch --parsable --partition=nosuchpart --wrap='true'

@@ -1,0 +1,1 @@
+sbatch --parsable --qos=nosuchqos --wrap='true'

@@ -1,0 +1,1 @@
+sbatch --parsable --time=abc --wrap='true'

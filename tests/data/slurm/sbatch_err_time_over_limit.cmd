@@ -1,0 +1,1 @@
+sbatch --parsable --partition=short --time=10 --wrap='true'

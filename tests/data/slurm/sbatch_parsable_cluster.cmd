@@ -1,0 +1,1 @@
+sbatch --parsable --clusters=hpcbridge --job-name=cluster_job --wrap='true'

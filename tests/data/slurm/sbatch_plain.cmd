@@ -1,0 +1,1 @@
+sbatch --job-name=plain_job --wrap='true'

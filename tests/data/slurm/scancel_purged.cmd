@@ -1,0 +1,1 @@
+scancel 6

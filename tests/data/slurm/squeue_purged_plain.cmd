@@ -1,0 +1,1 @@
+squeue -j 6

@@ -1,0 +1,1 @@
+squeue --noheader --states=all --jobs=999998,999999 --format='%i|%T|%r|%S|%e|%V|%j'
