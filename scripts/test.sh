@@ -10,14 +10,17 @@ repo=$(pwd)
 
 python=${PYTHON:-python3}
 echo "== installing hpcbridge and test tools"
-"$python" -m pip install --quiet --disable-pip-version-check -e ".[test,dev]" 2>&1 \
+"$python" -m pip install --quiet --disable-pip-version-check -e ".[test,dev,prefect,mlflow]" 2>&1 \
   | grep -v "Running pip as the 'root' user" || true
 
 echo "== ruff"
-"$python" -m ruff check hpcbridge tests bench
-"$python" -m ruff format --check hpcbridge tests bench
+"$python" -m ruff check hpcbridge tests bench examples
+"$python" -m ruff format --check hpcbridge tests bench examples
 echo "== mypy"
 "$python" -m mypy
+
+# The integration tests start Prefect and MLflow locally: no telemetry leaves the machine.
+export DO_NOT_TRACK=true PREFECT_SERVER_ANALYTICS_ENABLED=false MLFLOW_DISABLE_TELEMETRY=true
 
 started=()
 cleanup() {

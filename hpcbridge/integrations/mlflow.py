@@ -1,0 +1,111 @@
+"""Tag an MLflow run with the HPC job that trained its model, and what it cost.
+
+Needs the ``mlflow`` extra (``pip install 'hpcbridge[mlflow]'``)::
+
+    import mlflow
+    from hpcbridge.integrations.mlflow import tag_run
+
+    with mlflow.start_run():
+        ...
+        tag_run(job_id)                 # the active run
+    tag_run(job_id, run_id="...")       # any run, through MlflowClient
+
+The tags are the source system's: ``hpc_job_id``, ``hpc_scheduler`` and the
+legacy ``slurm_job_id`` (the same id, whatever the scheduler), plus what the
+job store knows: ``hpc_state``, ``hpc_exit_code``, ``hpc_cpu_hours``,
+``hpc_gpu_hours`` and ``hpc_cost`` (priced with ``CPU_COST_PER_HOUR`` and
+``GPU_COST_PER_HOUR``, as ``hpcbridge cost`` does).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, Optional
+
+import mlflow
+from mlflow.entities import RunTag
+from mlflow.tracking import MlflowClient
+
+from ..cost import job_cost
+from ..store import JobStore
+from .pipeline import SettingsLike, resolve_settings
+
+log = logging.getLogger("hpcbridge")
+
+
+def _number(value: float) -> str:
+    return f"{round(value, 6):g}" if value else "0"
+
+
+def job_tags(
+    job_id: Any,
+    scheduler: Optional[str] = None,
+    store: Optional[JobStore] = None,
+    settings: SettingsLike = None,
+) -> Dict[str, str]:
+    """The tags for ``job_id`` (no MLflow call): ids always, usage and cost when recorded.
+
+    ``scheduler`` defaults to the settings' scheduler and ``store`` to the
+    settings' job store.
+    """
+    resolved = resolve_settings(settings)
+    scheduler = scheduler or resolved.scheduler
+    job_id = str(job_id).strip()
+    tags = {"hpc_job_id": job_id, "hpc_scheduler": scheduler, "slurm_job_id": job_id}
+    own_store = store is None
+    active_store = store if store is not None else JobStore(resolved.database_path)
+    try:
+        record = active_store.get(job_id, scheduler)
+    finally:
+        if own_store:
+            active_store.close()
+    if record is None:
+        log.warning(
+            "no record of %s job %s in %s: tagging its id only",
+            scheduler,
+            job_id,
+            active_store.path,
+        )
+        return tags
+    cost = job_cost(record, resolved.cpu_cost_per_hour, resolved.gpu_cost_per_hour)
+    tags["hpc_state"] = record.state
+    if record.exit_code is not None:
+        tags["hpc_exit_code"] = str(record.exit_code)
+    tags["hpc_cpu_hours"] = _number(cost.cpu_hours)
+    tags["hpc_gpu_hours"] = _number(cost.gpu_hours)
+    tags["hpc_cost"] = _number(cost.cost)
+    return tags
+
+
+def tag_run(
+    job_id: Any,
+    run_id: Optional[str] = None,
+    scheduler: Optional[str] = None,
+    store: Optional[JobStore] = None,
+    settings: SettingsLike = None,
+    client: Optional[MlflowClient] = None,
+) -> Dict[str, str]:
+    """Tag the active run (or ``run_id``) with the job's tags; return them.
+
+    Raises ``RuntimeError`` when no run is active and no ``run_id`` is given.
+    """
+    tags = job_tags(job_id, scheduler=scheduler, store=store, settings=settings)
+    if run_id is None and client is None:
+        if mlflow.active_run() is None:
+            raise RuntimeError(
+                "no active MLflow run: call tag_run inside mlflow.start_run() or pass run_id="
+            )
+        mlflow.set_tags(tags)
+        return tags
+    if run_id is None:
+        active = mlflow.active_run()
+        if active is None:
+            raise RuntimeError("no active MLflow run: pass run_id=")
+        run_id = active.info.run_id
+    (client or MlflowClient()).log_batch(
+        run_id, tags=[RunTag(key, value) for key, value in tags.items()]
+    )
+    return tags
+
+
+__all__ = ["job_tags", "tag_run"]

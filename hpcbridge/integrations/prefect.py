@@ -1,0 +1,131 @@
+"""Prefect tasks: submit a training job, wait for it and fetch its artifact.
+
+Needs the ``prefect`` extra (``pip install 'hpcbridge[prefect]'``)::
+
+    from prefect import flow
+    from hpcbridge.integrations.prefect import submit_task, wait_task
+
+    @flow
+    def train(dummy: bool = True):
+        job_id, remote_model = submit_task(
+            script="run.sh", resources={"ntasks": 1, "time": "10"},
+            arguments=["--dummy"] if dummy else [],
+        )
+        state, local_model = wait_task(job_id, remote_model, poll_interval=5)
+        return local_model
+
+``slurm_submit_task`` and ``slurm_wait_task`` are the source system's names for
+the same tasks.  Which scheduler runs the job (mock - a real local process -
+Slurm or Flux) and how it is reached (local or SSH) comes from the settings:
+``HPCBRIDGE_SCHEDULER``/``EXAMLOPS_HPC_SCHEDULER``/``EXAMLOPS_SLURM_MODE``, ... or
+``settings={"scheduler": "slurm"}``.  The logic lives in
+:mod:`hpcbridge.integrations.pipeline` (``submit``, ``wait_and_fetch``), usable
+without Prefect.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
+
+from prefect import get_run_logger, task
+
+from ..model import JobState, JobStatus
+from ..schedulers.base import SchedulerAdapter
+from .pipeline import (
+    ArtifactNotFoundError,
+    JobFailedError,
+    SettingsLike,
+    submit,
+    wait_and_fetch,
+)
+
+try:  # Prefect >= 3: a submission has side effects, so never serve one from a cache
+    from prefect.cache_policies import NO_CACHE
+
+    _TASK_OPTIONS: Dict[str, Any] = {"cache_policy": NO_CACHE}
+except ImportError:  # pragma: no cover - Prefect 2 does not cache unless asked
+    _TASK_OPTIONS = {}
+
+
+@task(name="hpcbridge-submit", retries=0, **_TASK_OPTIONS)
+def submit_task(
+    script: Union[None, str, os.PathLike] = None,
+    command: Union[None, str, Sequence[str]] = None,
+    resources: Optional[Mapping[str, Any]] = None,
+    remote_dir: Optional[str] = None,
+    artifact: str = "model.pkl",
+    arguments: Sequence[Any] = (),
+    environment: Optional[Mapping[str, str]] = None,
+    depends_on: Union[None, str, int, Sequence[Any]] = None,
+    adapter: Optional[SchedulerAdapter] = None,
+    settings: SettingsLike = None,
+) -> Tuple[str, str]:
+    """Submit ``script`` (or ``command``); return ``(job_id, <remote_dir>/<artifact>)``.
+
+    Not retried by Prefect: a submission whose outcome is uncertain must not be
+    repeated blindly (see ``SubmissionUncertainError``).
+    """
+    logger = get_run_logger()
+    job_id, remote_artifact = submit(
+        script=script,
+        command=command,
+        resources=resources,
+        remote_dir=remote_dir,
+        artifact=artifact,
+        arguments=arguments,
+        environment=environment,
+        depends_on=depends_on,
+        adapter=adapter,
+        settings=settings,
+    )
+    logger.info("submitted job %s; its artifact will be %s", job_id, remote_artifact)
+    return job_id, remote_artifact
+
+
+@task(name="hpcbridge-wait", retries=0, **_TASK_OPTIONS)
+def wait_task(
+    job_id: Any,
+    artifact_path: str,
+    local_dir: Union[None, str, os.PathLike] = None,
+    poll_interval: float = 10.0,
+    timeout: Optional[float] = None,
+    adapter: Optional[SchedulerAdapter] = None,
+    settings: SettingsLike = None,
+) -> Tuple[JobState, str]:
+    """Wait for the job and fetch its artifact; return ``(state, local artifact path)``.
+
+    Raises :class:`JobFailedError` (state, exit code, the tail of the job's log)
+    unless the job ended COMPLETED.
+    """
+    logger = get_run_logger()
+
+    def report(status: JobStatus) -> None:
+        logger.info("job %s is %s", status.job_id, status.state.value)
+
+    state, local_path = wait_and_fetch(
+        job_id,
+        artifact_path,
+        local_dir=local_dir,
+        poll_interval=poll_interval,
+        timeout=timeout,
+        adapter=adapter,
+        settings=settings,
+        on_change=report,
+    )
+    logger.info("job %s %s; fetched %s", job_id, state.value, local_path)
+    return state, local_path
+
+
+#: The source system's names for the same tasks.
+slurm_submit_task = submit_task
+slurm_wait_task = wait_task
+
+__all__ = [
+    "ArtifactNotFoundError",
+    "JobFailedError",
+    "slurm_submit_task",
+    "slurm_wait_task",
+    "submit_task",
+    "wait_task",
+]
