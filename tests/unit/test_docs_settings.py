@@ -1,0 +1,50 @@
+"""The settings reference cannot drift from what config.py reads."""
+
+import re
+from dataclasses import fields
+
+from hpcbridge import Settings
+from hpcbridge.resources import RESOURCE_KEYS
+from tests.conftest import REPO
+
+REFERENCE = (REPO / "docs" / "settings.md").read_text()
+
+
+def _variables_read_by_config():
+    source = (REPO / "hpcbridge" / "config.py").read_text()
+    names = set(re.findall(r'"([A-Z][A-Z_]+)"', source))
+    prefixes = {"HPCBRIDGE_", "EXAMLOPS_HPC_", "EXAMLOPS_SLURM_"}
+    return {name for name in names if name not in prefixes}
+
+
+def test_every_variable_is_documented():
+    for name in _variables_read_by_config() - {"XDG_STATE_HOME"}:  # a standard, not ours
+        variable = name if name.startswith(("HPCBRIDGE_", "EXAMLOPS_")) else f"HPCBRIDGE_{name}"
+        if name.endswith("COST_PER_HOUR"):
+            variable = f"HPCBRIDGE_{name}"
+        assert variable in REFERENCE, f"{variable} is read by config.py but not documented"
+
+
+def test_every_keyword_is_documented():
+    for field in fields(Settings):
+        if field.name in ("sources", "resource_defaults"):
+            continue
+        assert f"`{field.name}`" in REFERENCE, field.name
+
+
+def test_every_resource_default_is_documented():
+    for key in RESOURCE_KEYS:
+        assert f"`HPCBRIDGE_{key.upper()}`" in REFERENCE, key
+
+
+def test_documented_error_example_is_real(monkeypatch):
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "hpcbridge", "submit", str(REPO / "examples/hello.sh")],
+        capture_output=True,
+        text=True,
+        env={"HPCBRIDGE_SCHEDULER": "pbs", "PATH": "/usr/bin:/bin"},
+    )
+    assert result.stderr.strip() in REFERENCE
