@@ -1,0 +1,81 @@
+"""``hpcbridge doctor`` for Slurm: commands, controller, accounting, driver."""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
+from ...config import Settings
+from ...doctor import Check
+from ...errors import SchedulerAdapterError
+from ...transports.base import Executor
+from ...transports.local import LocalExecutor
+from . import commands
+from .cli import SlurmCliDriver
+from .native import PYSLURM_SKIP_REASON, choose_driver, import_pyslurm
+
+
+def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
+    """What is usable for Slurm from here; never raises."""
+    if executor is None:
+        executor = LocalExecutor(settings.command_timeout)
+    selected = settings.scheduler == "slurm"
+    where = "" if executor.kind == "local" else f" on {executor.host}"
+    try:
+        version = executor.run(["sbatch", "--version"], timeout=30)
+    except SchedulerAdapterError as exc:
+        return [Check("slurm", False, f"cannot run sbatch{where}: {exc}")]
+    if not version.ok:
+        detail = f"sbatch not found{where}"
+        if not selected:
+            detail += " (slurm is not the selected scheduler)"
+        return [Check("slurm", False, detail)]
+    found: List[Check] = [Check("slurm commands", True, f"sbatch{where}: {version.stdout.strip()}")]
+    found.append(_controller(executor))
+    cli = SlurmCliDriver(executor, min(settings.command_timeout, 30.0))
+    found.append(_accounting(cli))
+    found.extend(_driver(executor, cli))
+    return found
+
+
+def _controller(executor: Executor) -> Check:
+    try:
+        ping = executor.run(["scontrol", "ping"], timeout=30)
+    except SchedulerAdapterError as exc:
+        return Check("slurm controller", False, f"scontrol ping failed: {exc}")
+    text = commands.scheduler_message(ping.stdout or ping.stderr)
+    up = ping.ok and "is UP" in ping.stdout
+    return Check("slurm controller", up, text or f"scontrol ping exited {ping.returncode}")
+
+
+def _accounting(cli: SlurmCliDriver) -> Check:
+    try:
+        config = cli.config()
+    except SchedulerAdapterError as exc:
+        return Check("slurm accounting", False, f"scontrol show config failed: {exc}")
+    if not config:
+        return Check("slurm accounting", False, "scontrol show config gave nothing")
+    storage = config.get("AccountingStorageType", "?")
+    limits = (
+        f"MinJobAge={config.get('MinJobAge', '?')}, MaxArraySize={commands.max_array_size(config)}"
+    )
+    if "none" in storage:
+        return Check(
+            "slurm accounting",
+            True,
+            f"off ({storage}): finished jobs come from squeue for MinJobAge, then from the "
+            f"exit-code file; {limits}",
+        )
+    return Check("slurm accounting", True, f"on ({storage}): sacct has job history; {limits}")
+
+
+def _driver(executor: Executor, cli: SlurmCliDriver) -> List[Check]:
+    found: List[Check] = []
+    pyslurm: Any = None
+    try:
+        pyslurm = import_pyslurm()
+        found.append(Check("pyslurm", True, f"version {getattr(pyslurm, '__version__', '?')}"))
+    except Exception as exc:
+        found.append(Check("pyslurm", False, f"{PYSLURM_SKIP_REASON}: {exc}"))
+    choice = choose_driver("auto", executor, cli)
+    found.append(Check("slurm driver", True, f"{choice.name} ({choice.reason})"))
+    return found

@@ -1,0 +1,468 @@
+"""RealSlurmAdapter against the real Slurm test cluster (containers/slurm).
+
+Start it with ``bash containers/slurm/start.sh``; without it every test here
+skips.  The behaviour tests take an ``adapter`` fixture parametrised by
+transport, so the SSH transport is one more entry in ``ADAPTER_KINDS``.
+
+Two slow things run in the background from the start of the module and are
+checked at its end: the one TIMEOUT job (~100 s: limits are enforced every
+30 s) and a job left to be purged from squeue (MinJobAge=10 s, but slurmctld
+purges only about once a minute).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Optional
+
+import pytest
+
+from hpcbridge.config import Settings
+from hpcbridge.errors import JobNotFoundError, JobSubmissionError
+from hpcbridge.model import JobState, JobStatus
+from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
+from hpcbridge.store import JobStore
+from hpcbridge.transports.local import LocalExecutor
+
+pytestmark = pytest.mark.slurm
+
+REPO = Path(__file__).resolve().parents[2]
+SLURM_DIR = REPO / "containers" / "slurm"
+SKIP = "Slurm test cluster not running: start containers/slurm/start.sh"
+
+#: transports the behaviour tests run over; "ssh" needs an ``ssh_executor`` fixture
+ADAPTER_KINDS = ("local",)
+
+
+# -- finding the cluster ---------------------------------------------------------
+
+
+def cluster_env() -> Optional[Dict[str, str]]:
+    """SLURM_CONF (and friends) from the environment or the cluster's env file."""
+    state = os.environ.get("HPCBRIDGE_SLURM_STATE", "/tmp/hpcbridge-slurm")
+    env_file = Path(state) / "env.sh"
+    found: Dict[str, str] = {}
+    if env_file.exists():
+        for line in env_file.read_text().splitlines():
+            parts = shlex.split(line, comments=True)
+            if len(parts) == 2 and parts[0] == "export" and "=" in parts[1]:
+                name, value = parts[1].split("=", 1)
+                found[name] = value
+    if os.environ.get("SLURM_CONF"):
+        found["SLURM_CONF"] = os.environ["SLURM_CONF"]
+    conf = found.get("SLURM_CONF")
+    return found if conf and os.path.exists(conf) else None
+
+
+def controller_up(env: Dict[str, str]) -> bool:
+    try:
+        ping = subprocess.run(
+            ["scontrol", "ping"],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return ping.returncode == 0 and "is UP" in ping.stdout
+
+
+def unusable_nodes(env: Dict[str, str]) -> str:
+    """Nodes drained or down (e.g. "Kill task failed" after an unkillable step)."""
+    out = subprocess.run(
+        ["sinfo", "--noheader", "--Node", "--format=%N %T %E"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    bad = [
+        line
+        for line in out.stdout.splitlines()
+        if any(word in (line.split() + ["", ""])[1] for word in ("drain", "down", "fail"))
+    ]
+    return "; ".join(bad)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Dict[str, str]]:
+    env = cluster_env()
+    if env is None or not controller_up(env):
+        pytest.skip(SKIP)
+    bad = unusable_nodes(env)
+    if bad:  # every job would stay PENDING: say why at once instead of timing out
+        pytest.fail(
+            f"Slurm test cluster node not usable: {bad} "
+            "(scontrol update nodename=<node> state=resume)"
+        )
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)  # the local executor's commands inherit it
+        yield env
+
+
+def make_adapter(
+    env: Dict[str, str], root: Path, executor: Any = None, **kwargs: Any
+) -> RealSlurmAdapter:
+    settings = Settings.from_env(env=dict(env), state_dir=str(root / "state"), scheduler="slurm")
+    return RealSlurmAdapter(
+        executor=executor if executor is not None else LocalExecutor(default_timeout=60),
+        remote_workdir=str(root / "jobs"),
+        settings=settings,
+        store=JobStore(root / "state" / "jobs.db"),
+        **kwargs,
+    )
+
+
+def executor_for(kind: str, request: pytest.FixtureRequest) -> Any:
+    if kind == "local":
+        return LocalExecutor(default_timeout=60)
+    return request.getfixturevalue(f"{kind}_executor")  # e.g. an ``ssh_executor`` fixture
+
+
+@pytest.fixture(params=ADAPTER_KINDS)
+def adapter(
+    request: pytest.FixtureRequest, cluster: Dict[str, str], tmp_path: Path
+) -> Iterator[RealSlurmAdapter]:
+    # Over SSH the remote session may not have the cluster's SLURM_CONF: pass it.
+    command_env = None if request.param == "local" else {"SLURM_CONF": cluster["SLURM_CONF"]}
+    made = make_adapter(
+        cluster, tmp_path, executor_for(request.param, request), command_env=command_env
+    )
+    yield made
+    made.store.close()
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Callable[..., str]:
+    """``script("exit 3")`` -> path of a small shell script with that body."""
+    counter = [0]
+
+    def write(body: str, name: Optional[str] = None) -> str:
+        counter[0] += 1
+        path = tmp_path / "scripts" / (name or f"job{counter[0]}.sh")
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(f"#!/bin/sh\n{body}\n")
+        path.chmod(0o755)
+        return str(path)
+
+    return write
+
+
+def squeue_knows(job_id: str) -> bool:
+    out = subprocess.run(
+        ["squeue", "--noheader", "--states=all", f"--jobs={job_id},{job_id}", "--format=%i"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return bool(out.stdout.strip())
+
+
+def wait_for_state(
+    adapter: RealSlurmAdapter, job_id: str, state: JobState, timeout: float = 60
+) -> JobStatus:
+    deadline = time.monotonic() + timeout
+    while True:
+        status = adapter.get_job_status(job_id)
+        if status.state is state or time.monotonic() > deadline:
+            return status
+        time.sleep(0.3)
+
+
+# -- the slow jobs, started first -------------------------------------------------------
+
+TIMEOUT_TEST = "test_time_limit_gives_timeout"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def background(
+    cluster: Dict[str, str],
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
+) -> Iterator[Dict[str, Any]]:
+    """Submit the TIMEOUT job and the job to be purged before anything else."""
+    root = tmp_path_factory.mktemp("slurm-background")
+    own = make_adapter(cluster, root)
+    scripts = root / "scripts"
+    scripts.mkdir()
+    jobs: Dict[str, Any] = {"adapter": own, "root": root}
+    selected = {
+        item.originalname for item in request.session.items if item.module is request.module
+    }
+    if TIMEOUT_TEST in selected:
+        sleeper = scripts / "sleep300.sh"
+        sleeper.write_text("#!/bin/sh\necho started\nsleep 300\n")
+        jobs["timeout"] = own.submit_job(str(sleeper), {"time": "1"})  # one minute
+    if "test_purged_job_is_reported_from_sacct" in selected:
+        five = scripts / "exit5.sh"
+        five.write_text("#!/bin/sh\nexit 5\n")
+        jobs["purged"] = own.submit_job(str(five))
+    yield jobs
+    for key in ("timeout", "purged"):
+        if key in jobs:
+            own.cancel_job(jobs[key])
+    own.store.close()
+
+
+# -- single jobs --------------------------------------------------------------------------
+
+
+def test_exit_zero_is_completed_with_times(adapter: RealSlurmAdapter, script) -> None:
+    job_id = adapter.submit_job(script("echo hello; exit 0"), {"time": "5"})
+    assert job_id.isdigit()
+    status = adapter.wait(job_id, poll_interval=1, timeout=120)
+    assert status.state is JobState.COMPLETED and status.exit_code == 0
+    assert status.start_time is not None and status.end_time is not None
+    assert status.start_time.tzinfo is not None
+    assert status.start_time <= status.end_time
+    assert abs(time.time() - status.end_time.timestamp()) < 120  # local time read right
+
+
+def test_exit_three_is_failed(adapter: RealSlurmAdapter, script) -> None:
+    job_id = adapter.submit_job(script("exit 3"))
+    status = adapter.wait(job_id, poll_interval=1, timeout=120)
+    assert status.state is JobState.FAILED and status.exit_code == 3
+    assert status.reason == "NonZeroExitCode"
+
+
+def test_logs(adapter: RealSlurmAdapter, script) -> None:
+    job_id = adapter.submit_job(script("echo hello from slurm; echo oops >&2"))
+    log_path = adapter.wait_until_complete(job_id, poll_interval=1, timeout=120)
+    assert log_path.endswith(f"/slurm-{job_id}.out")
+    deadline = time.monotonic() + 10
+    while "oops" not in adapter.get_job_logs(job_id) and time.monotonic() < deadline:
+        time.sleep(0.2)  # output files are flushed by slurmstepd at the end
+    logs = adapter.get_job_logs(job_id)
+    assert "hello from slurm" in logs and "oops" in logs
+
+
+def test_running_job_cancelled(adapter: RealSlurmAdapter, script) -> None:
+    job_id = adapter.submit_job(script("sleep 120"))
+    assert wait_for_state(adapter, job_id, JobState.RUNNING).state is JobState.RUNNING
+    adapter.cancel_job(job_id)
+    status = adapter.wait(job_id, poll_interval=1, timeout=60)
+    assert status.state is JobState.CANCELLED
+    assert status.native_state.startswith("CANCELLED")
+    adapter.cancel_job(job_id)  # again, now finished: no error
+
+
+def test_dependency_holds_the_child(adapter: RealSlurmAdapter, script) -> None:
+    parent = adapter.submit_job(script("sleep 4"))
+    child = adapter.submit_job(script("exit 0"), depends_on=parent)
+    seen: List[JobStatus] = []
+    while True:
+        both = adapter.get_job_statuses([parent, child])  # one squeue: one snapshot
+        parent_status, child_status = both[parent], both[child]
+        seen.append(child_status)
+        if parent_status.state is not JobState.COMPLETED:
+            assert child_status.state is JobState.PENDING, child_status
+            assert child_status.reason in ("Dependency", "None", ""), child_status
+        if parent_status.is_terminal:
+            break
+        time.sleep(0.5)
+    assert parent_status.state is JobState.COMPLETED
+    assert any(status.reason == "Dependency" for status in seen)
+    final = adapter.wait(child, poll_interval=1, timeout=60)
+    assert final.state is JobState.COMPLETED
+    assert final.start_time and parent_status.end_time
+    assert final.start_time >= parent_status.end_time
+
+
+def test_failed_parent_cancels_the_child(adapter: RealSlurmAdapter, script) -> None:
+    # --kill-on-invalid-dep: without it the child would wait forever (PENDING,
+    # DependencyNeverSatisfied) and so would anyone waiting on it.
+    parent = adapter.submit_job(script("exit 1"))
+    child = adapter.submit_job(script("exit 0"), depends_on=[parent])
+    final = adapter.wait_all([parent, child], poll_interval=1, timeout=60)
+    assert final[parent].state is JobState.FAILED
+    assert final[child].state is JobState.CANCELLED
+    assert final[child].reason == "DependencyNeverSatisfied"
+
+
+@pytest.mark.parametrize(
+    ("resources", "message"),
+    [
+        ({"partition": "nosuchpart"}, "Invalid partition name specified"),
+        ({"account": "nosuchacct"}, "Invalid account or account/partition combination specified"),
+        ({"qos": "nosuchqos"}, "Invalid qos specification"),
+        ({"partition": "short", "time": "10"}, "Requested time limit is invalid"),
+    ],
+    ids=["partition", "account", "qos", "time"],
+)
+def test_bad_submission_carries_slurms_message(
+    adapter: RealSlurmAdapter, script, resources: Dict[str, str], message: str
+) -> None:
+    accounting = os.environ.get("HPCBRIDGE_SLURM_ACCOUNTING", "1") != "0"
+    if (resources.get("account") or resources.get("qos")) and not accounting:
+        pytest.skip("accounts and QOS are enforced only with accounting")
+    with pytest.raises(JobSubmissionError) as caught:
+        adapter.submit_job(script("true"), resources)
+    assert message in str(caught.value)
+    assert message in caught.value.scheduler_message
+
+
+def test_never_existing_id_is_not_found_after_the_streak(adapter: RealSlurmAdapter) -> None:
+    adapter.unknown_limit = 3
+    started = time.monotonic()
+    with pytest.raises(JobNotFoundError, match="3 times in a row"):
+        adapter.wait_until_complete("987654321", poll_interval=0.5)
+    assert time.monotonic() - started < 30
+
+
+def test_controller_restart_while_waiting(
+    adapter: RealSlurmAdapter, script, cluster: Dict[str, str]
+) -> None:
+    adapter.unknown_limit = 60  # the restart takes a few seconds of failed queries
+    job_id = adapter.submit_job(script("sleep 6; exit 2"))
+    assert wait_for_state(adapter, job_id, JobState.RUNNING).state is JobState.RUNNING
+    restarted: Dict[str, Any] = {}
+
+    def ctld(action: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["bash", str(SLURM_DIR / "restart-ctld.sh"), action],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env={**os.environ, **cluster},
+        )
+
+    def restart() -> None:
+        # Down for longer than one squeue's own retries (~9 s before "Unable
+        # to contact slurm controller"), so that the wait does see failures.
+        time.sleep(1)
+        stopped = ctld("stop")
+        time.sleep(14)
+        restarted["result"] = ctld("start") if stopped.returncode == 0 else stopped
+        restarted["done"] = time.monotonic()
+
+    observed: List[JobStatus] = []
+    real_query = adapter._query
+
+    def query(job_ids: List[str], records: Any) -> Dict[str, JobStatus]:
+        answers = real_query(job_ids, records)
+        observed.extend(answers.values())
+        return answers
+
+    adapter._query = query  # type: ignore[method-assign]
+    thread = threading.Thread(target=restart)
+    thread.start()
+    try:
+        status = adapter.wait(job_id, poll_interval=1, timeout=150)
+        ended = time.monotonic()
+    finally:
+        thread.join()
+    result = restarted["result"]
+    assert result.returncode == 0, result.stderr
+    assert restarted["done"] <= ended, "the wait ended before slurmctld was back"
+    assert status.state is JobState.FAILED and status.exit_code == 2
+    down = [seen for seen in observed if seen.state is JobState.UNKNOWN]
+    assert down, "no query failed while slurmctld was down"
+    assert any("Unable to contact slurm controller" in seen.reason for seen in down), down[:3]
+
+
+# -- bulk submission -------------------------------------------------------------------------
+
+
+def count_runs(adapter: RealSlurmAdapter, monkeypatch: pytest.MonkeyPatch) -> List[List[str]]:
+    calls: List[List[str]] = []
+    real_run = adapter.executor.run
+
+    def run(argv, *args: Any, **kwargs: Any):
+        calls.append(list(argv))
+        return real_run(argv, *args, **kwargs)
+
+    monkeypatch.setattr(adapter.executor, "run", run)
+    return calls
+
+
+def test_two_hundred_jobs_array_two_commands_per_poll(
+    adapter: RealSlurmAdapter, script, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = count_runs(adapter, monkeypatch)
+    ids = adapter.submit_many([script("true", name="trivial.sh")] * 200)
+    assert len(ids) == 200 and len(set(ids)) == 200
+    array_id = ids[0].split("_")[0]
+    assert ids == [f"{array_id}_{index}" for index in range(200)]
+    sbatch_calls = [call for call in calls if call[0] == "sbatch"]
+    assert len(sbatch_calls) == 1 and "--array=0-199" in sbatch_calls[0]
+    deadline = time.monotonic() + 180
+    polls = 0
+    while True:
+        calls.clear()
+        statuses = adapter.get_job_statuses(ids)
+        polls += 1
+        assert len(calls) <= 2, [call[0] for call in calls]
+        if all(status.is_terminal for status in statuses.values()):
+            break
+        assert time.monotonic() < deadline, "200 jobs did not finish in time"
+        time.sleep(1)
+    assert {status.state for status in statuses.values()} == {JobState.COMPLETED}
+    assert polls >= 1
+    fresh = make_adapter(
+        {}, Path(adapter.settings.state_path).parent / "fresh", executor=adapter.executor
+    )
+    calls.clear()
+    again = fresh.get_job_statuses(ids)  # no records here: all asked of Slurm
+    assert len(calls) <= 2 and {s.state for s in again.values()} == {JobState.COMPLETED}
+
+
+def test_submit_many_failing_task_and_task_cancel(adapter: RealSlurmAdapter, script) -> None:
+    ok = script("echo task $SLURM_ARRAY_TASK_ID; exit 0", name="ok.sh")
+    bad = script('echo "bad $1"; exit 7', name="bad.sh")
+    slow = script("sleep 120", name="slow.sh")
+    ids = adapter.submit_many([ok, (bad, ["arg one"]), slow, ok])
+    assert len({job_id.split("_")[0] for job_id in ids}) == 1
+    assert wait_for_state(adapter, ids[2], JobState.RUNNING).state is JobState.RUNNING
+    adapter.cancel_job(ids[2])
+    final = adapter.wait_all(ids, poll_interval=1, timeout=120)
+    assert final[ids[0]].state is JobState.COMPLETED
+    assert final[ids[1]].state is JobState.FAILED and final[ids[1]].exit_code == 7
+    assert final[ids[2]].state is JobState.CANCELLED
+    assert final[ids[3]].state is JobState.COMPLETED
+    assert "bad arg one" in adapter.get_job_logs(ids[1])
+    assert adapter.log_path(ids[3]).endswith(f"/slurm-{ids[3]}.out")
+    assert "task 3" in adapter.get_job_logs(ids[3])
+
+
+def test_dependency_on_array_tasks(adapter: RealSlurmAdapter, script) -> None:
+    ids = adapter.submit_many([script("sleep 2")] * 3)
+    child = adapter.submit_job(script("exit 0"), depends_on=ids)
+    assert adapter.get_job_status(child).state is JobState.PENDING
+    final = adapter.wait_all([*ids, child], poll_interval=1, timeout=120)
+    assert {status.state for status in final.values()} == {JobState.COMPLETED}
+
+
+# -- the slow checks, last ----------------------------------------------------------------------
+
+
+def test_purged_job_is_reported_from_sacct(
+    background: Dict[str, Any], cluster: Dict[str, str]
+) -> None:
+    if cluster.get("HPCBRIDGE_SLURM_ACCOUNTING") == "0":
+        pytest.skip("the cluster runs without accounting")
+    job_id = background["purged"]
+    deadline = time.monotonic() + 150
+    while squeue_knows(job_id):  # MinJobAge=10 s, purged on slurmctld's next sweep
+        assert time.monotonic() < deadline, f"job {job_id} never left squeue"
+        time.sleep(2)
+    fresh = make_adapter(cluster, background["root"] / "fresh")  # no record, no cache
+    status = fresh.get_job_status(job_id)
+    assert status.state is JobState.FAILED and status.exit_code == 5
+    assert status.end_time is not None
+
+
+@pytest.mark.slow
+def test_time_limit_gives_timeout(background: Dict[str, Any]) -> None:
+    own: RealSlurmAdapter = background["adapter"]
+    status = own.wait(background["timeout"], poll_interval=3, timeout=200)
+    assert status.state is JobState.TIMEOUT
+    assert status.native_state == "TIMEOUT"
+    assert status.start_time and status.end_time
+    assert 55 <= (status.end_time - status.start_time).total_seconds() <= 130

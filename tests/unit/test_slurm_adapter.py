@@ -1,0 +1,383 @@
+"""RealSlurmAdapter against a fake Slurm (commands answered in Python, files real)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+from hpcbridge.config import Settings
+from hpcbridge.errors import JobNotFoundError, JobSubmissionError, SchedulerUnavailableError
+from hpcbridge.model import JobState
+from hpcbridge.schedulers.slurm import cli as cli_module
+from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
+from hpcbridge.store import JobStore
+from hpcbridge.transports.base import CommandResult
+from hpcbridge.transports.local import LocalExecutor
+
+
+class FakeSlurm(LocalExecutor):
+    """Files on the local disk; sbatch/squeue/sacct/scancel answered from ``jobs``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.next_id = 100
+        self.jobs: Dict[str, Dict[str, str]] = {}  # id -> {state, exit, reason}
+        self.history: Dict[str, Dict[str, str]] = {}
+        self.calls: List[List[str]] = []
+        self.accounting = True
+        self.controller_up = True
+        self.refuse_arrays = False
+        self.max_array = "1001"
+        self.submitted: List[List[str]] = []
+
+    def run(self, argv, timeout=None, env=None, cwd=None, input=None, idempotent=True):
+        argv = [str(part) for part in argv]
+        self.calls.append(argv)
+        handler = getattr(self, "_" + argv[0], None)
+        if handler is None:
+            return CommandResult(argv, 127, "", f"{argv[0]}: command not found")
+        return handler(argv)
+
+    def _ok(self, argv: List[str], out: str = "") -> CommandResult:
+        return CommandResult(argv, 0, out, "")
+
+    def _sbatch(self, argv: List[str]) -> CommandResult:
+        if not self.controller_up:
+            return CommandResult(
+                argv,
+                1,
+                "",
+                "sbatch: error: Batch job submission failed: Unable to contact slurm controller\n",
+            )
+        if any(part == "--partition=nosuch" for part in argv):
+            return CommandResult(
+                argv,
+                1,
+                "",
+                "sbatch: error: Batch job submission failed: Invalid partition name specified\n",
+            )
+        array = next((part.split("=", 1)[1] for part in argv if part.startswith("--array=")), None)
+        if array and self.refuse_arrays:
+            return CommandResult(
+                argv,
+                1,
+                "",
+                "sbatch: error: Batch job submission failed: Invalid job array specification\n",
+            )
+        self.submitted.append(argv)
+        job_id = str(self.next_id)
+        self.next_id += 1
+        if array:
+            last = int(array.split("-")[1])
+            for index in range(last + 1):
+                self.jobs[f"{job_id}_{index}"] = {"state": "PENDING", "exit": "0", "reason": ""}
+        else:
+            self.jobs[job_id] = {"state": "PENDING", "exit": "0", "reason": ""}
+        return self._ok(argv, f"{job_id};cluster\n")
+
+    def _squeue(self, argv: List[str]) -> CommandResult:
+        if not self.controller_up:
+            return CommandResult(
+                argv,
+                1,
+                "",
+                "slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n",
+            )
+        wanted = next(part for part in argv if part.startswith("--jobs=")).split("=", 1)[1]
+        wanted_ids = set(wanted.split(","))
+        rows = []
+        for job_id, job in self.jobs.items():
+            if job_id in wanted_ids or job_id.split("_")[0] in wanted_ids:
+                status = int(job["exit"]) << 8
+                rows.append(
+                    f"{job_id}|{job_id}|{job['state']}|{job['reason'] or 'None'}|"
+                    f"2026-11-29T15:32:06|2026-11-29T15:32:07|{status}|\n"
+                )
+        if not rows and len(wanted_ids) == 1 and "," not in wanted:
+            return CommandResult(argv, 1, "", "slurm_load_jobs error: Invalid job id specified\n")
+        return self._ok(argv, "".join(rows))
+
+    def _sacct(self, argv: List[str]) -> CommandResult:
+        if not self.accounting:
+            return CommandResult(argv, 1, "", "Slurm accounting storage is disabled\n")
+        wanted = set(next(p for p in argv if p.startswith("--jobs=")).split("=", 1)[1].split(","))
+        rows = [
+            f"{job_id}|{job_id}|{job['state']}|{job['exit']}:0|2026-11-29T15:32:06|"
+            f"2026-11-29T15:32:07|None\n"
+            for job_id, job in self.history.items()
+            if job_id in wanted or job_id.split("_")[0] in wanted
+        ]
+        return self._ok(argv, "".join(rows))
+
+    def _scancel(self, argv: List[str]) -> CommandResult:
+        for job_id in argv[1:]:
+            if job_id in self.jobs and self.jobs[job_id]["state"] in ("PENDING", "RUNNING"):
+                self.jobs[job_id]["state"] = "CANCELLED"
+        return self._ok(argv)
+
+    def _scontrol(self, argv: List[str]) -> CommandResult:
+        if argv[1:] == ["show", "config"]:
+            return self._ok(argv, f"MaxArraySize            = {self.max_array}\n")
+        if argv[1] == "--version":
+            return self._ok(argv, "slurm-wlm 22.05.8\n")
+        return CommandResult(argv, 1, "", "slurm_load_jobs error: Invalid job id specified\n")
+
+    def finish(self, job_id: str, state: str = "COMPLETED", code: int = 0) -> None:
+        self.jobs[job_id].update(state=state, exit=str(code))
+
+    def purge(self, job_id: str, to_history: bool = True) -> None:
+        job = self.jobs.pop(job_id)
+        if to_history:
+            self.history[job_id] = job
+
+
+@pytest.fixture
+def fake() -> FakeSlurm:
+    return FakeSlurm()
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> str:
+    path = tmp_path / "run.sh"
+    path.write_text("#!/bin/sh\necho hi\n")
+    return str(path)
+
+
+@pytest.fixture
+def adapter(fake: FakeSlurm, tmp_path: Path) -> RealSlurmAdapter:
+    settings = Settings.from_env(env={}, state_dir=str(tmp_path / "state"), scheduler="slurm")
+    return RealSlurmAdapter(
+        executor=fake,
+        settings=settings,
+        store=JobStore(tmp_path / "jobs.db"),
+        remote_workdir=str(tmp_path / "jobs"),
+        driver="cli",
+        unknown_limit=3,
+    )
+
+
+def test_submit_job_argv_record_and_describe(
+    adapter: RealSlurmAdapter, fake: FakeSlurm, script: str, tmp_path: Path
+) -> None:
+    job_id = adapter.submit_job(
+        script,
+        {"partition": "debug", "time": "1", "gpus": 0},
+        remote_dir=str(tmp_path / "jobs" / "a"),
+    )
+    assert job_id == "100"
+    argv = fake.submitted[0]
+    folder = str(tmp_path / "jobs" / "a")
+    assert f"--output={folder}/slurm-%j.out" in argv and f"--chdir={folder}" in argv
+    assert "--time=0:01:00" in argv and "--job-name=run.sh" in argv
+    assert not any(part.startswith("--gpus") for part in argv)
+    assert argv[-1].startswith(f"{folder}/.hpcbridge/") and os.path.exists(argv[-1])
+    record = adapter.store.get("100", "slurm")
+    assert record is not None and record.log_path == f"{folder}/slurm-100.out"
+    assert record.exit_file and record.exit_file.endswith(".exit")
+    described = adapter.describe_submission(script, {"qos": "fast"}, depends_on="7")
+    assert described.startswith("sbatch --parsable --qos=fast")
+    assert "--dependency=afterok:7" in described
+
+
+def test_submission_error_carries_the_message(adapter: RealSlurmAdapter, script: str) -> None:
+    with pytest.raises(JobSubmissionError, match="Invalid partition name specified"):
+        adapter.submit_job(script, {"partition": "nosuch"})
+
+
+def test_status_from_squeue_then_sacct_then_exit_file(
+    adapter: RealSlurmAdapter, fake: FakeSlurm, script: str
+) -> None:
+    first, second, third = (adapter.submit_job(script) for _ in range(3))
+    fake.finish(first, "FAILED", 3)
+    fake.finish(second, "COMPLETED", 0)
+    fake.purge(second)  # now only in sacct
+    fake.finish(third, "COMPLETED", 0)
+    fake.purge(third, to_history=False)  # nowhere: accounting lost it
+    record = adapter.store.get(third, "slurm")
+    assert record is not None and record.exit_file
+    Path(record.exit_file).write_text("0\n")
+    fake.calls.clear()
+    found = adapter.get_job_statuses([first, second, third])
+    assert found[first].state is JobState.FAILED and found[first].exit_code == 3
+    assert found[second].state is JobState.COMPLETED
+    assert found[third].state is JobState.COMPLETED and "exit-code file" in found[third].reason
+    assert [call[0] for call in fake.calls] == ["squeue", "sacct"]
+
+
+def test_accounting_off_exit_file_failure_then_unknown(
+    adapter: RealSlurmAdapter, fake: FakeSlurm, script: str
+) -> None:
+    cli_module._logged_once.clear()
+    fake.accounting = False
+    failed, lost = adapter.submit_job(script), adapter.submit_job(script)
+    for job_id in (failed, lost):
+        fake.purge(job_id, to_history=False)
+    record = adapter.store.get(failed, "slurm")
+    assert record is not None and record.exit_file
+    Path(record.exit_file).write_text("4\n")
+    found = adapter.get_job_statuses([failed, lost])
+    assert found[failed].state is JobState.FAILED and found[failed].exit_code == 4
+    assert found[lost].state is JobState.UNKNOWN
+
+
+def test_never_existing_id_raises_after_the_streak(adapter: RealSlurmAdapter) -> None:
+    with pytest.raises(JobNotFoundError, match="3 times in a row"):
+        adapter.wait_until_complete("999999", poll_interval=0.01)
+
+
+def test_controller_down_is_unknown_then_final(
+    adapter: RealSlurmAdapter, fake: FakeSlurm, script: str
+) -> None:
+    job_id = adapter.submit_job(script)
+    fake.controller_up = False
+    status = adapter.get_job_status(job_id)
+    assert status.state is JobState.UNKNOWN and "Unable to contact" in status.reason
+    fake.controller_up = True
+    fake.finish(job_id)
+    assert adapter.wait(job_id, poll_interval=0.01).state is JobState.COMPLETED
+
+
+def test_cancel_then_confirm(adapter: RealSlurmAdapter, fake: FakeSlurm, script: str) -> None:
+    job_id = adapter.submit_job(script)
+    fake.calls.clear()
+    adapter.cancel_job(job_id)
+    assert [call[0] for call in fake.calls] == ["scancel", "squeue"]
+    assert adapter.get_job_status(job_id).state is JobState.CANCELLED
+    done = adapter.submit_job(script)
+    fake.finish(done)
+    fake.purge(done)
+    adapter.cancel_job(done)  # already finished and purged: no error
+
+
+def test_submit_many_one_array(
+    adapter: RealSlurmAdapter, fake: FakeSlurm, script: str, tmp_path: Path
+) -> None:
+    other = tmp_path / "other.sh"
+    other.write_text("exit 3\n")
+    ids = adapter.submit_many([script, (str(other), ["x y"]), script])
+    assert ids == ["100_0", "100_1", "100_2"]
+    assert len(fake.submitted) == 1 and "--array=0-2" in fake.submitted[0]
+    output = next(part for part in fake.submitted[0] if part.startswith("--output="))
+    assert output.endswith("/slurm-%A_%a.out")
+    wrapper = Path(fake.submitted[0][-1]).read_text()
+    assert "SLURM_ARRAY_TASK_ID" in wrapper and "'x y'" in wrapper
+    records = [adapter.store.get(job_id, "slurm") for job_id in ids]
+    assert all(record is not None for record in records)
+    assert records[1].exit_file.endswith(".exit.1")  # type: ignore[union-attr]
+    assert records[1].log_path.endswith("/slurm-100_1.out")  # type: ignore[union-attr]
+    assert records[1].script.endswith("/other.sh")  # type: ignore[union-attr]
+    fake.finish("100_1", "FAILED", 3)
+    fake.finish("100_0")
+    fake.finish("100_2")
+    final = adapter.wait_all(ids, poll_interval=0.01)
+    assert final["100_1"].state is JobState.FAILED and final["100_1"].exit_code == 3
+    assert final["100_0"].state is JobState.COMPLETED
+
+
+def test_submit_many_respects_max_array_size(
+    adapter: RealSlurmAdapter, fake: FakeSlurm, script: str
+) -> None:
+    fake.max_array = "2"
+    ids = adapter.submit_many([script] * 5, depends_on=["7"])
+    assert ids == ["100_0", "100_1", "101_0", "101_1", "102"]
+    assert [part for part in fake.submitted[0] if part.startswith("--array")] == ["--array=0-1"]
+    assert not any(part.startswith("--array") for part in fake.submitted[2])
+    assert all("--dependency=afterok:7" in argv for argv in fake.submitted)
+    folders = {argv[-1].rsplit("/.hpcbridge/", 1)[0] for argv in fake.submitted}
+    assert len(folders) == 1  # one job folder for the whole batch
+    assert len({argv[-1] for argv in fake.submitted}) == 3  # one wrapper per chunk
+    fake.calls.clear()
+    adapter.submit_many([script] * 2)
+    assert not any(call[:3] == ["scontrol", "show", "config"] for call in fake.calls)  # cached
+
+
+def test_submit_many_falls_back_when_arrays_are_refused(
+    adapter: RealSlurmAdapter, fake: FakeSlurm, script: str
+) -> None:
+    fake.refuse_arrays = True
+    assert adapter.submit_many([script] * 3) == ["100", "101", "102"]
+
+
+def test_submit_many_single_job_is_plain(
+    adapter: RealSlurmAdapter, fake: FakeSlurm, script: str
+) -> None:
+    assert adapter.submit_many([script]) == ["100"]
+
+
+def test_two_hundred_statuses_two_commands(
+    adapter: RealSlurmAdapter, fake: FakeSlurm, script: str
+) -> None:
+    ids = adapter.submit_many([script] * 200)
+    for job_id in ids[:150]:
+        fake.finish(job_id)
+    for job_id in ids[150:]:
+        fake.finish(job_id)
+        fake.purge(job_id)
+    fake.calls.clear()
+    found = adapter.get_job_statuses(ids)
+    assert all(status.state is JobState.COMPLETED for status in found.values())
+    assert len(fake.calls) <= 2
+
+
+def test_task_cancel(adapter: RealSlurmAdapter, fake: FakeSlurm, script: str) -> None:
+    ids = adapter.submit_many([script] * 3)
+    adapter.cancel_job(ids[1])
+    found = adapter.get_job_statuses(ids)
+    assert found[ids[1]].state is JobState.CANCELLED
+    assert found[ids[0]].state is JobState.PENDING
+
+
+def test_native_driver_required_but_missing(
+    fake: FakeSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hpcbridge.schedulers.slurm import native
+
+    def missing() -> None:
+        raise ImportError("No module named 'pyslurm'")
+
+    monkeypatch.setattr(native, "import_pyslurm", missing)
+    settings = Settings.from_env(env={}, state_dir=str(tmp_path), scheduler="slurm")
+    with pytest.raises(SchedulerUnavailableError, match="not importable"):
+        RealSlurmAdapter(executor=fake, settings=settings, driver="native")
+    adapter = RealSlurmAdapter(executor=fake, settings=settings)
+    assert adapter.driver.name == "cli" and "not importable" in adapter.describe()
+
+
+def test_logs_and_log_path_without_record(
+    adapter: RealSlurmAdapter, fake: FakeSlurm, script: str
+) -> None:
+    job_id = adapter.submit_job(script)
+    assert adapter.get_job_logs(job_id) == ""
+    record = adapter.store.get(job_id, "slurm")
+    assert record is not None and record.log_path
+    Path(record.log_path).write_text("hello\n")
+    assert adapter.get_job_logs(job_id) == "hello\n"
+    with pytest.raises(JobNotFoundError):
+        adapter.log_path("55555")
+
+
+def test_normalize_job_id(adapter: RealSlurmAdapter) -> None:
+    assert adapter.normalize_job_id(" 12;cluster ") == "12"
+    assert adapter.normalize_job_id(12) == "12"
+
+
+def test_output_override(
+    adapter: RealSlurmAdapter, fake: FakeSlurm, script: str, tmp_path: Path
+) -> None:
+    job_id = adapter.submit_job(script, {"output": "out-%x-%j.log"}, remote_dir=str(tmp_path / "o"))
+    record = adapter.store.get(job_id, "slurm")
+    assert record is not None
+    assert record.log_path == str(tmp_path / "o" / f"out-run.sh-{job_id}.log")
+
+
+def test_array_output_override_keeps_paths_knowable(
+    adapter: RealSlurmAdapter, fake: FakeSlurm, script: str
+) -> None:
+    ids = adapter.submit_many([script] * 2, resources={"output": "task-%j.log"})
+    output = next(part for part in fake.submitted[0] if part.startswith("--output="))
+    assert output.endswith("/task-%A_%a.log")
+    record = adapter.store.get(ids[1], "slurm")
+    assert record is not None and record.log_path.endswith("/task-100_1.log")  # type: ignore[union-attr]

@@ -1,0 +1,77 @@
+"""``hpcbridge doctor``'s Slurm checks against scripted commands."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Sequence, Tuple
+
+from hpcbridge.config import Settings
+from hpcbridge.doctor import Check
+from hpcbridge.schedulers.slurm import doctor
+from hpcbridge.transports.base import CommandResult
+from hpcbridge.transports.local import LocalExecutor
+
+
+class Scripted(LocalExecutor):
+    def __init__(self, answers: Dict[Tuple[str, ...], Tuple[int, str]]) -> None:
+        super().__init__()
+        self.answers = answers
+
+    def run(
+        self, argv: Sequence[str], timeout=None, env=None, cwd=None, input=None, idempotent=True
+    ) -> CommandResult:
+        for prefix, (code, out) in self.answers.items():
+            if tuple(argv[: len(prefix)]) == prefix:
+                return CommandResult(list(argv), code, out, "" if code == 0 else out)
+        return CommandResult(list(argv), 127, "", f"{argv[0]}: command not found")
+
+
+def by_name(checks: List[Check]) -> Dict[str, Check]:
+    return {check.name: check for check in checks}
+
+
+def settings(tmp_path, scheduler: str = "slurm") -> Settings:
+    return Settings.from_env(env={}, state_dir=str(tmp_path), scheduler=scheduler)
+
+
+def test_everything_there(tmp_path) -> None:
+    executor = Scripted(
+        {
+            ("sbatch", "--version"): (0, "slurm-wlm 22.05.8\n"),
+            ("scontrol", "ping"): (0, "Slurmctld(primary) at vm is UP\n"),
+            ("scontrol", "show", "config"): (
+                0,
+                "AccountingStorageType   = accounting_storage/slurmdbd\nMaxArraySize = 1001\n"
+                "MinJobAge               = 10 sec\n",
+            ),
+            ("scontrol", "--version"): (0, "slurm-wlm 22.05.8\n"),
+        }
+    )
+    found = by_name(doctor.checks(settings(tmp_path), executor))
+    assert found["slurm commands"].ok and "22.05.8" in found["slurm commands"].detail
+    assert found["slurm controller"].ok
+    assert found["slurm accounting"].ok and "on (" in found["slurm accounting"].detail
+    assert "MaxArraySize=1001" in found["slurm accounting"].detail
+    assert found["slurm driver"].detail.startswith("cli (")
+    assert "pyslurm" in found
+
+
+def test_accounting_off_and_controller_down(tmp_path) -> None:
+    executor = Scripted(
+        {
+            ("sbatch", "--version"): (0, "slurm-wlm 22.05.8\n"),
+            ("scontrol", "ping"): (1, "Slurmctld(primary) at vm is DOWN\n"),
+            ("scontrol", "show", "config"): (
+                0,
+                "AccountingStorageType = accounting_storage/none\n",
+            ),
+        }
+    )
+    found = by_name(doctor.checks(settings(tmp_path), executor))
+    assert not found["slurm controller"].ok and "DOWN" in found["slurm controller"].detail
+    assert "off (" in found["slurm accounting"].detail
+
+
+def test_no_slurm_here(tmp_path) -> None:
+    found = doctor.checks(settings(tmp_path, "mock"), Scripted({}))
+    assert len(found) == 1 and not found[0].ok
+    assert "not the selected scheduler" in found[0].detail
