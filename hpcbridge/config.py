@@ -19,6 +19,7 @@ from .resources import RESOURCE_KEYS
 
 SCHEDULERS = ("mock", "slurm", "flux")
 TRANSPORTS = ("local", "ssh")
+DRIVERS = ("auto", "native", "cli")
 PREFIXES = ("HPCBRIDGE_", "EXAMLOPS_HPC_", "EXAMLOPS_SLURM_")
 
 
@@ -62,6 +63,8 @@ class Settings:
     remote_repo: Optional[str] = None
     flux_uri: Optional[str] = None
     flux_adapter_version: Optional[str] = None
+    slurm_driver: str = "auto"
+    flux_driver: str = "auto"
     db_path: Optional[str] = None
     state_dir: Optional[str] = None
     cpu_cost_per_hour: float = 0.0
@@ -88,6 +91,8 @@ class Settings:
             "remote_repo": "REMOTE_REPO",
             "flux_uri": "FLUX_URI",
             "flux_adapter_version": "FLUX_ADAPTER_VERSION",
+            "slurm_driver": "SLURM_DRIVER",
+            "flux_driver": "FLUX_DRIVER",
             "db_path": "DB",
             "state_dir": "STATE_DIR",
         }
@@ -157,6 +162,14 @@ class Settings:
             raise ConfigurationError(
                 "the ssh transport needs a host: set HPCBRIDGE_SSH_HOST (or EXAMLOPS_HPC_SSH_HOST)"
             )
+        for attribute in ("slurm_driver", "flux_driver"):
+            value = str(getattr(self, attribute)).lower()
+            if value not in DRIVERS:
+                raise ConfigurationError(
+                    f"{self.sources.get(attribute, attribute)}={value!r}: "
+                    f"choose one of {', '.join(DRIVERS)}"
+                )
+            setattr(self, attribute, value)
         if self.ssh_port is not None and not 0 < int(self.ssh_port) < 65536:
             raise ConfigurationError(
                 f"{self.sources.get('ssh_port', 'ssh_port')}={self.ssh_port!r}: not a TCP port"

@@ -46,3 +46,35 @@ def mock_adapter(state_dir):
     adapter = MockAdapter(settings=settings, unknown_limit=3)
     yield adapter
     adapter.close()
+
+
+@pytest.fixture(scope="session")
+def ssh_server():
+    """The real sshd test server (containers/sshd); skips with the reason when absent."""
+    pytest.importorskip("paramiko", reason="paramiko not installed (pip install '.[ssh]')")
+    from tests.support.ssh import SKIP_REASON, find_test_server
+
+    found = find_test_server()
+    if found is None:
+        pytest.skip(SKIP_REASON)
+    return found
+
+
+@pytest.fixture(scope="module")
+def ssh_executor(ssh_server):
+    """One SSHExecutor to the test server, as its unprivileged user, shared by a module."""
+    from tests.support.ssh import make_executor
+
+    executor = make_executor(ssh_server, default_timeout=60.0)
+    yield executor
+    executor.close()
+
+
+@pytest.fixture
+def ssh_remote_dir(ssh_executor):
+    """A fresh folder owned by the SSH test user, removed afterwards."""
+    result = ssh_executor.run(["mktemp", "-d", "/tmp/hpcbridge-test.XXXXXXXX"])
+    assert result.ok, result.stderr
+    path = result.stdout.strip()
+    yield path
+    ssh_executor.run(["rm", "-rf", "--", path])

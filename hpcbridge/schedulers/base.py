@@ -379,10 +379,11 @@ class SchedulerAdapter(ABC):
         if observed.state is JobState.UNKNOWN:
             return observed
         cancel_requested = record is not None and record.cancel_requested
-        if cancel_requested and observed.is_terminal and observed.state is not JobState.CANCELLED:
+        if cancel_requested and observed.state in (JobState.FAILED, JobState.TIMEOUT):
             # A cancelled job may be reported FAILED/TIMEOUT (killed by SIGTERM,
             # exit 143) by the scheduler; the user asked for it to end, so it is
-            # CANCELLED.  The scheduler's own words stay in native_state.
+            # CANCELLED.  The scheduler's own words stay in native_state.  A job
+            # that COMPLETED before the cancel arrived stays COMPLETED.
             observed = observed.with_(
                 state=JobState.CANCELLED,
                 reason=observed.reason or "cancel requested",

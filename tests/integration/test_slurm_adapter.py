@@ -36,7 +36,7 @@ SLURM_DIR = REPO / "containers" / "slurm"
 SKIP = "Slurm test cluster not running: start containers/slurm/start.sh"
 
 #: transports the behaviour tests run over; "ssh" needs an ``ssh_executor`` fixture
-ADAPTER_KINDS = ("local",)
+ADAPTER_KINDS = ("local", "ssh")
 
 
 # -- finding the cluster ---------------------------------------------------------
@@ -108,12 +108,16 @@ def cluster() -> Iterator[Dict[str, str]]:
 
 
 def make_adapter(
-    env: Dict[str, str], root: Path, executor: Any = None, **kwargs: Any
+    env: Dict[str, str],
+    root: Path,
+    executor: Any = None,
+    remote_workdir: Optional[str] = None,
+    **kwargs: Any,
 ) -> RealSlurmAdapter:
     settings = Settings.from_env(env=dict(env), state_dir=str(root / "state"), scheduler="slurm")
     return RealSlurmAdapter(
         executor=executor if executor is not None else LocalExecutor(default_timeout=60),
-        remote_workdir=str(root / "jobs"),
+        remote_workdir=remote_workdir or str(root / "jobs"),
         settings=settings,
         store=JobStore(root / "state" / "jobs.db"),
         **kwargs,
@@ -132,8 +136,14 @@ def adapter(
 ) -> Iterator[RealSlurmAdapter]:
     # Over SSH the remote session may not have the cluster's SLURM_CONF: pass it.
     command_env = None if request.param == "local" else {"SLURM_CONF": cluster["SLURM_CONF"]}
+    # Over SSH the jobs belong to the unprivileged test user: their folders must be its own.
+    workdir = None if request.param == "local" else request.getfixturevalue("ssh_remote_dir")
     made = make_adapter(
-        cluster, tmp_path, executor_for(request.param, request), command_env=command_env
+        cluster,
+        tmp_path,
+        executor_for(request.param, request),
+        remote_workdir=workdir,
+        command_env=command_env,
     )
     yield made
     made.store.close()
@@ -241,6 +251,44 @@ def test_logs(adapter: RealSlurmAdapter, script) -> None:
         time.sleep(0.2)  # output files are flushed by slurmstepd at the end
     logs = adapter.get_job_logs(job_id)
     assert "hello from slurm" in logs and "oops" in logs
+
+
+def test_seed_flow_fetches_the_artifact(adapter: RealSlurmAdapter, script, tmp_path: Path) -> None:
+    """Stage run.sh up, submit, wait, fetch <remote_dir>/model.pkl back (the seed's flow)."""
+    remote_dir = adapter.executor.abspath(f"{adapter.remote_workdir}/seed-run")
+    job_id = adapter.submit_job(
+        script("printf 'weights %s' \"$1\" > model.pkl", name="run.sh"),
+        {"job_name": "seed", "time": "5", "ntasks": 1},
+        remote_dir=remote_dir,
+        arguments=["42"],
+    )
+    adapter.wait_until_complete(job_id, poll_interval=1, timeout=120)
+    assert adapter.get_job_status(job_id).state is JobState.COMPLETED
+    local = tmp_path / "fetched.pkl"
+    adapter.executor.get(f"{remote_dir}/model.pkl", str(local))
+    assert local.read_text() == "weights 42"
+
+
+def test_hostile_names_and_paths_are_literal(adapter: RealSlurmAdapter, tmp_path: Path) -> None:
+    # No slash, so it can name folders; an executed "touch owned" leaves a file somewhere.
+    hostile = "; touch owned $(touch owned) `touch owned` 'q' \"d\" sp ace\nnl"
+    folder = tmp_path / f"scripts {hostile}"
+    folder.mkdir()
+    job_script = folder / f"run {hostile}.sh"
+    job_script.write_text('#!/bin/sh\nprintf "%s" "$SLURM_JOB_NAME" > name.txt\n')
+    job_script.chmod(0o755)
+    remote_dir = adapter.executor.abspath(f"{adapter.remote_workdir}/dir {hostile}")
+    job_id = adapter.submit_job(
+        str(job_script), {"job_name": hostile, "time": "5"}, remote_dir=remote_dir
+    )
+    status = adapter.wait(job_id, poll_interval=1, timeout=120)
+    assert status.state is JobState.COMPLETED, status
+    # Slurm keeps the job name as given (it may replace the newline in its records).
+    recorded = adapter.executor.read_text(f"{remote_dir}/name.txt")
+    assert recorded.replace("\n", " ") in (hostile, hostile.replace("\n", " "))
+    found = adapter.executor.run(["find", adapter.remote_workdir, "-name", "owned"])
+    assert found.ok and found.stdout.strip() == ""
+    assert not list(tmp_path.rglob("owned"))
 
 
 def test_running_job_cancelled(adapter: RealSlurmAdapter, script) -> None:
@@ -406,7 +454,10 @@ def test_two_hundred_jobs_array_two_commands_per_poll(
     assert {status.state for status in statuses.values()} == {JobState.COMPLETED}
     assert polls >= 1
     fresh = make_adapter(
-        {}, Path(adapter.settings.state_path).parent / "fresh", executor=adapter.executor
+        {},
+        Path(adapter.settings.state_path).parent / "fresh",
+        executor=adapter.executor,
+        command_env=adapter.cli_driver.env,  # SLURM_CONF, over SSH
     )
     calls.clear()
     again = fresh.get_job_statuses(ids)  # no records here: all asked of Slurm

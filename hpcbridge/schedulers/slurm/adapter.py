@@ -50,14 +50,14 @@ class RealSlurmAdapter(SchedulerAdapter):
         *,
         settings: Optional[Settings] = None,
         store: Optional[JobStore] = None,
-        driver: str = "auto",
+        driver: Optional[str] = None,
         unknown_limit: Optional[int] = None,
         command_timeout: Optional[float] = None,
         max_array_size: Optional[int] = None,
         command_env: Optional[Mapping[str, str]] = None,
     ) -> None:
         """``driver``: "auto" (pyslurm when it imports and matches, else the CLI),
-        "native" or "cli".  ``command_env``: extra environment for the Slurm
+        "native" or "cli"; default from ``HPCBRIDGE_SLURM_DRIVER``.  ``command_env``: extra environment for the Slurm
         commands (e.g. ``{"SLURM_CONF": ...}`` over SSH).  ``max_array_size``
         overrides the cluster's ``MaxArraySize`` (else asked once)."""
         super().__init__(
@@ -68,6 +68,7 @@ class RealSlurmAdapter(SchedulerAdapter):
             unknown_limit=unknown_limit,
             command_timeout=command_timeout,
         )
+        driver = driver or self.settings.slurm_driver
         self.cli_driver = SlurmCliDriver(self.executor, self.command_timeout, command_env)
         self.driver_choice: DriverChoice = choose_driver(driver, self.executor, self.cli_driver)
         self.driver: Driver = self.cli_driver
