@@ -57,9 +57,10 @@ class RealSlurmAdapter(SchedulerAdapter):
         command_env: Optional[Mapping[str, str]] = None,
     ) -> None:
         """``driver``: "auto" (pyslurm when it imports and matches, else the CLI),
-        "native" or "cli"; default from ``HPCBRIDGE_SLURM_DRIVER``.  ``command_env``: extra environment for the Slurm
-        commands (e.g. ``{"SLURM_CONF": ...}`` over SSH).  ``max_array_size``
-        overrides the cluster's ``MaxArraySize`` (else asked once)."""
+        "native" or "cli"; default from ``HPCBRIDGE_SLURM_DRIVER``.
+        ``command_env``: extra environment for the Slurm commands (e.g.
+        ``{"SLURM_CONF": ...}`` over SSH).  ``max_array_size`` overrides the
+        cluster's ``MaxArraySize`` (else asked once)."""
         super().__init__(
             executor,
             remote_workdir,
