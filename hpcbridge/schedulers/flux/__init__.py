@@ -1,0 +1,1 @@
+"""Flux: jobspec and command builders, version policies, URI resolution, drivers, adapter."""

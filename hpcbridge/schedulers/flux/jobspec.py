@@ -1,0 +1,141 @@
+"""Build the ``JobspecV1`` of a batch job: a nested Flux instance running our wrapper.
+
+Pure: the ``JobspecV1`` class is passed in, so this module imports nothing
+from Flux, nothing from hpcbridge, only the standard library - and it stays
+Python 3.6 compatible.  That is on purpose: the CLI driver ships this very
+source to the broker's side and runs it with ``flux python`` to submit many
+jobs from one process (``main`` below), so the native and the CLI paths
+build byte-for-byte the same jobspec.
+
+``params`` is a plain JSON-able dict (see ``commands.jobspec_params``):
+script, jobname, num_slots, cores_per_slot, gpus_per_slot, num_nodes,
+duration (seconds; 0/None = unlimited), cwd, output, queue, bank,
+dependencies (job ids), requires (RFC 35 text), environment (extra variables).
+"""
+
+import json
+import os
+import shlex
+import sys
+
+
+def batch_script(wrapper_path):
+    """The batch script handed to ``from_batch_command``.
+
+    ``from_batch_command`` takes the script *text* (it is copied into the
+    jobspec); a two-line stub that execs our staged wrapper keeps the jobspec
+    small and lets the wrapper stay the single source of truth.
+    """
+    return "#!/bin/sh\nexec " + shlex.quote(wrapper_path) + "\n"
+
+
+def build_batch_jobspec(jobspec_class, params, base_environment=None):
+    """A ``JobspecV1`` for one batch job described by ``params``."""
+    gpus = int(params.get("gpus_per_slot") or 0)
+    spec = jobspec_class.from_batch_command(
+        params["script"],
+        params["jobname"],
+        num_slots=int(params.get("num_slots") or 1),
+        cores_per_slot=int(params.get("cores_per_slot") or 1),
+        # None, not 0: older releases add a zero-count gpu resource otherwise.
+        gpus_per_slot=gpus if gpus > 0 else None,
+        num_nodes=params.get("num_nodes") or None,
+    )
+    # Never duration= in from_batch_command: 0.26 and 0.49 raise TypeError
+    # for it.  The setter takes seconds in every release (the CLI's bare
+    # number means minutes - the API's means seconds).
+    duration = params.get("duration")
+    if duration:
+        spec.duration = float(duration)
+    if params.get("cwd"):
+        spec.cwd = params["cwd"]
+    environment = dict(os.environ if base_environment is None else base_environment)
+    environment.update(params.get("environment") or {})
+    spec.environment = environment
+    if params.get("output"):
+        # `stdout`/`stderr` exist in every release (0.88 aliases output/error).
+        spec.stdout = params["output"]
+        spec.stderr = params["output"]
+    # setattr("system.…") works everywhere; the `queue` property is 0.49+.
+    if params.get("queue"):
+        spec.setattr("system.queue", params["queue"])
+    if params.get("bank"):
+        spec.setattr("system.bank", params["bank"])
+    dependencies = params.get("dependencies") or []
+    if dependencies:
+        spec.setattr(
+            "system.dependencies",
+            [{"scheme": "afterok", "value": str(job_id)} for job_id in dependencies],
+        )
+    if params.get("requires"):
+        spec.setattr("system.constraints", parse_constraint(params["requires"]))
+    return spec
+
+
+def parse_constraint(text):
+    """RFC 35 constraint object of ``--requires`` text.
+
+    Uses Flux's own parser (``flux.job._utils`` in 0.88, ``flux.cli.base`` in
+    0.49); without it, only a plain list of property names is understood.
+    """
+    for module_name in ("flux.job._utils", "flux.cli.base"):
+        try:
+            module = __import__(module_name, fromlist=["MiniConstraintParser"])
+            parser_class = module.MiniConstraintParser
+        except (ImportError, AttributeError):
+            continue
+        return parser_class().parse(text)
+    words = [word for word in text.replace(",", " ").split() if word]
+    if words and all(
+        word.replace("-", "").replace("_", "").replace("^", "").isalnum() for word in words
+    ):
+        return {"properties": words}
+    raise ValueError(f"cannot parse constraint {text!r} without flux's constraint parser")
+
+
+def submit_all(handle, flux_job, params_list, base_environment=None):
+    """Submit many batch jobs, pipelined; one ``(ok, id_or_message)`` per job, in order.
+
+    All ``submit_async`` futures are in flight before the first id is read:
+    one round trip in total instead of one per job.
+    """
+    futures = []
+    for params in params_list:
+        try:
+            spec = build_batch_jobspec(flux_job.JobspecV1, params, base_environment)
+            futures.append(flux_job.submit_async(handle, spec.dumps()))
+        except (ValueError, TypeError, KeyError, OSError) as exc:
+            futures.append(exc)
+    results = []  # type: list
+    for future in futures:
+        if isinstance(future, Exception):
+            results.append((False, str(future)))
+            continue
+        try:
+            results.append((True, int(future.get_id())))
+        except OSError as exc:
+            results.append((False, exc.strerror or str(exc)))
+    return results
+
+
+def main():
+    """The bulk helper: JSON ``{"jobs": [params, ...]}`` on stdin, one line per job out.
+
+    Output lines: ``OK <decimal id>`` or ``ERR <message>``.  Run by the CLI
+    driver as ``flux python -c <this source>`` on the broker's side.
+    """
+    import flux
+    import flux.job
+
+    request = json.load(sys.stdin)
+    handle = flux.Flux()
+    for ok, value in submit_all(handle, flux.job, request["jobs"]):
+        if ok:
+            sys.stdout.write(f"OK {value}\n")
+        else:
+            sys.stdout.write("ERR " + " ".join(str(value).split()) + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

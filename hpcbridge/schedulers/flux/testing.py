@@ -1,0 +1,241 @@
+"""Throw-away Flux brokers for tests and benchmarks (not used by the adapter).
+
+``FluxInstance`` starts ``flux start -s1 -o,--config-path=CONFDIR sh -c
+'echo $FLUX_URI > FILE; echo $$ > PID; exec sleep inf'`` in the background -
+a form every release accepts (``-c`` means something else to 0.26's
+``flux start`` and 0.26 has no ``--test-rundir`` and no ``flux shutdown``) -
+and stops it by killing that ``sleep``: the initial program ends, so the
+instance shuts down cleanly.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from typing import Dict, List, Optional, Sequence
+
+from .versions import parse_flux_version_output
+
+DEFAULT_GLOB = "/opt/flux-*/bin/flux"
+
+
+def find_flux_commands(env: Optional[Dict[str, str]] = None) -> List[str]:
+    """Every ``flux`` found: on PATH, under ``HPCBRIDGE_TEST_FLUX_PREFIXES``, ``/opt/flux-*``."""
+    env = dict(os.environ) if env is None else env
+    found: List[str] = []
+    on_path = shutil.which("flux", path=env.get("PATH"))
+    if on_path:
+        found.append(os.path.realpath(on_path))
+    for prefix in (env.get("HPCBRIDGE_TEST_FLUX_PREFIXES") or "").split(":"):
+        if prefix.strip():
+            candidate = os.path.join(prefix.strip(), "bin", "flux")
+            if os.access(candidate, os.X_OK):
+                found.append(os.path.realpath(candidate))
+    for candidate in sorted(glob.glob(DEFAULT_GLOB)):
+        if os.access(candidate, os.X_OK):
+            found.append(os.path.realpath(candidate))
+    return list(dict.fromkeys(found))
+
+
+def flux_version(flux: str) -> str:
+    result = subprocess.run(
+        [flux, "version"], capture_output=True, text=True, timeout=30, check=False
+    )
+    return parse_flux_version_output(result.stdout).get("commands", "?")
+
+
+class FluxInstance:
+    """A single-broker Flux instance of our own."""
+
+    def __init__(
+        self,
+        flux: str,
+        config: Optional[str] = None,
+        workdir: Optional[str] = None,
+        user: Optional[str] = None,
+        start_queues: bool = True,
+    ) -> None:
+        self.flux = flux
+        self.config = config
+        self.user = user
+        self.start_queues = start_queues
+        self._own_workdir = workdir is None  # removed again by stop()
+        self.workdir = workdir or tempfile.mkdtemp(prefix="hpcb-flux-")
+        self.uri: Optional[str] = None
+        self.process: Optional[subprocess.Popen] = None
+        self._sleep_pid: Optional[int] = None
+
+    # -- commands ----------------------------------------------------------
+
+    def _prefix(self) -> List[str]:
+        return ["runuser", "-u", self.user, "--"] if self.user else []
+
+    def run(
+        self, argv: Sequence[str], uri: Optional[str] = None, timeout: float = 60.0
+    ) -> subprocess.CompletedProcess:
+        """Run ``flux ARGV...`` against this instance (or ``uri``)."""
+        env = dict(os.environ)
+        env["FLUX_URI"] = uri or self.uri or ""
+        return subprocess.run(
+            [*self._prefix(), self.flux, *argv],
+            capture_output=True,
+            text=True,
+            env=env,
+            # `flux batch` writes flux-{{id}}.out into its cwd: keep it here.
+            cwd=self.workdir,
+            timeout=timeout,
+            check=False,
+        )
+
+    def check(self, argv: Sequence[str], uri: Optional[str] = None, timeout: float = 60.0) -> str:
+        result = self.run(argv, uri, timeout)
+        if result.returncode != 0:
+            raise RuntimeError(f"flux {' '.join(argv)} failed: {result.stderr.strip()}")
+        return result.stdout
+
+    # -- life ----------------------------------------------------------------
+
+    def start(self, timeout: float = 60.0) -> FluxInstance:
+        confdir = os.path.join(self.workdir, "conf")
+        os.makedirs(confdir, exist_ok=True)
+        if self.config:
+            with open(
+                os.path.join(confdir, "hpcbridge-test.toml"), "w", encoding="utf-8"
+            ) as handle:
+                handle.write(self.config)
+        uri_file = os.path.join(self.workdir, "uri")
+        pid_file = os.path.join(self.workdir, "pid")
+        if self.user:
+            shutil.chown(self.workdir, self.user)
+            for path in (confdir, *glob.glob(os.path.join(confdir, "*"))):
+                shutil.chown(path, self.user)
+        program = f"echo $FLUX_URI > {uri_file}; echo $$ > {pid_file}; exec sleep inf"
+        log = open(os.path.join(self.workdir, "broker.log"), "ab")  # noqa: SIM115
+        env = dict(os.environ)
+        env.pop("FLUX_URI", None)
+        self.process = subprocess.Popen(
+            [
+                *self._prefix(),
+                self.flux,
+                "start",
+                "-s1",
+                f"-o,--config-path={confdir}",
+                "sh",
+                "-c",
+                program,
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            env=env,
+            start_new_session=True,
+        )
+        log.close()
+        try:
+            self._await_start(uri_file, pid_file, time.monotonic() + timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _await_start(self, uri_file: str, pid_file: str, deadline: float) -> None:
+        assert self.process is not None
+        while not (os.path.exists(uri_file) and open(uri_file).read().strip()):  # noqa: SIM115
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"flux start failed; see {self.workdir}/broker.log")
+            time.sleep(0.05)
+        with open(uri_file, encoding="utf-8") as handle:
+            self.uri = handle.read().strip()
+        while not (os.path.exists(pid_file) and open(pid_file).read().strip()):  # noqa: SIM115
+            time.sleep(0.05)
+        with open(pid_file, encoding="utf-8") as handle:
+            self._sleep_pid = int(handle.read().strip())
+        if self.config and "[queues" in self.config and self.start_queues:
+            # Named queues start stopped (jobs would wait in SCHED forever,
+            # `flux run true` included): start them first, once the
+            # job-manager answers.
+            while True:
+                result = self.run(["queue", "start", "--all"], timeout=30)
+                if result.returncode == 0:
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"flux queue start --all: {result.stderr.strip()}")
+                time.sleep(0.2)
+        self.wait_ready(timeout=max(deadline - time.monotonic(), 5.0))
+
+    def wait_ready(self, uri: Optional[str] = None, timeout: float = 60.0) -> None:
+        """Ready = a trivial job runs (``flux run true``)."""
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            try:
+                result = self.run(
+                    ["run", "true"], uri=uri, timeout=max(deadline - time.monotonic(), 1)
+                )
+            except subprocess.TimeoutExpired:
+                break
+            if result.returncode == 0:
+                return
+            last = result.stderr.strip()
+            if "not a valid queue" in last or "no queue specified" in last:
+                return  # named queues and no default: up, but `flux run` cannot prove it
+            time.sleep(0.2)
+        raise RuntimeError(f"flux instance {uri or self.uri} not ready: {last}")
+
+    def stop(self, timeout: float = 20.0) -> None:
+        if self._sleep_pid:
+            # The initial program ends: the instance shuts down cleanly.
+            try:
+                os.kill(self._sleep_pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            self._sleep_pid = None
+        elif self.process is not None and self.process.poll() is None:
+            try:  # never got that far: end the whole group
+                os.killpg(self.process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        if self.process is not None:
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.process.wait(timeout=10)
+            self.process = None
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> FluxInstance:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # -- nested instances ------------------------------------------------------
+
+    def batch_instance(self, time_limit: str = "120s") -> str:
+        """A nested instance (``flux batch``) that idles; return its job id (F58)."""
+        out = self.check(["batch", "-n1", f"-t{time_limit}", "--wrap", "sleep", "inf"])
+        return out.strip().splitlines()[-1].strip()
+
+    def local_uri(self, job_id: str, timeout: float = 60.0) -> str:
+        """``flux uri --local`` of a nested instance, once it published one and is ready."""
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            result = self.run(["uri", "--local", job_id])
+            if result.returncode == 0 and result.stdout.strip():
+                uri = result.stdout.strip()
+                self.wait_ready(uri=uri, timeout=max(deadline - time.monotonic(), 5.0))
+                return uri
+            last = result.stderr.strip()
+            time.sleep(0.2)
+        raise RuntimeError(f"no URI for {job_id}: {last}")

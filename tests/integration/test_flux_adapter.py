@@ -1,0 +1,189 @@
+"""The behaviour cases (as for Slurm) against a real Flux, through the native
+driver and the CLI driver: COMPLETED with times, FAILED exit 3, CANCELLED,
+TIMEOUT, dependencies, unknown ids, logs, bulk submission."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Iterator
+
+import pytest
+
+from hpcbridge.errors import JobNotFoundError
+from hpcbridge.model import JobState
+
+from .test_flux_support import (
+    flux_params,
+    make_adapter,
+    native_bindings_or_skip,
+    require_flux,
+    start_instance,
+    wait_state,
+    write_script,
+)
+
+pytestmark = pytest.mark.flux
+
+
+@pytest.fixture(scope="module", params=flux_params())
+def broker(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    """One broker per flux-core release found (each picks its adapter version)."""
+    flux = request.param or require_flux()
+    instance = start_instance(tmp_path_factory.mktemp("flux-anon"), flux=flux)
+    yield instance
+    instance.stop()
+
+
+@pytest.fixture(scope="module", params=["native", "cli"])
+def scenario(
+    request: pytest.FixtureRequest, broker: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SimpleNamespace]:
+    """Every case submitted at once (they run side by side), then waited for."""
+    driver = request.param
+    if driver == "native":
+        native_bindings_or_skip(broker.flux)
+    tmp = tmp_path_factory.mktemp(f"flux-{driver}")
+    adapter = make_adapter(
+        driver,
+        broker.uri,
+        tmp / "state",
+        remote_workdir=str(tmp / "jobs"),
+        flux_command=broker.flux,
+    )
+    scripts = tmp / "scripts"
+    hello = write_script(scripts, "hello.sh", 'echo "hello from $1"\n')
+    fail = write_script(scripts, "fail.sh", "echo failing >&2\nexit 3\n")
+    sleeper = write_script(scripts, "sleeper.sh", "sleep ${1:-60}\n")
+    assert adapter.driver_kind == driver
+
+    ids = SimpleNamespace()
+    ids.ok = adapter.submit_job(hello, {"time": "60s", "job_name": "ok"}, arguments=["ok"])
+    ids.fail = adapter.submit_job(fail, {"time": "60s"})
+    ids.cancel = adapter.submit_job(sleeper, {"time": "5m"})
+    ids.timeout = adapter.submit_job(sleeper, {"time": "2s"})
+    ids.parent = adapter.submit_job(sleeper, {"time": "60s"}, arguments=["3"])
+    ids.child = adapter.submit_job(
+        hello, {"time": "60s"}, depends_on=ids.parent, arguments=["child"]
+    )
+    ids.bulk = adapter.submit_many(
+        [(hello, [f"task{index}"]) for index in range(3)] + [(fail, [])], {"time": "60s"}
+    )
+
+    wait_state(adapter, ids.parent, [JobState.RUNNING])
+    child_while_parent_runs = adapter.get_job_status(ids.child) if ids.child else None
+    wait_state(adapter, ids.cancel, [JobState.RUNNING])
+    adapter.cancel_job(ids.cancel)
+    # A long poll interval: only events (native) make this return quickly.
+    parent_end = adapter.wait(ids.parent, poll_interval=30.0).end_time
+    assert parent_end is not None
+    parent_seen_after = time.time() - parent_end.timestamp()
+    every = [ids.ok, ids.fail, ids.cancel, ids.timeout, ids.parent, *ids.bulk]
+    every += [ids.child] if ids.child else []
+    final = adapter.wait_all(every, poll_interval=1.0, timeout=120)
+    yield SimpleNamespace(
+        adapter=adapter,
+        driver=driver,
+        ids=ids,
+        final=final,
+        parent_seen_after=parent_seen_after,
+        child_while_parent_runs=child_while_parent_runs,
+        scripts=SimpleNamespace(hello=hello, fail=fail, sleeper=sleeper),
+        tmp=tmp,
+    )
+    adapter.close()
+
+
+def test_completed_with_times(scenario: SimpleNamespace) -> None:
+    status = scenario.final[scenario.ids.ok]
+    assert status.state is JobState.COMPLETED and status.exit_code == 0
+    assert status.start_time is not None and status.end_time is not None
+    assert status.end_time >= status.start_time
+    assert status.native_state == "COMPLETED"
+
+
+def test_failed_exit_3(scenario: SimpleNamespace) -> None:
+    status = scenario.final[scenario.ids.fail]
+    assert status.state is JobState.FAILED and status.exit_code == 3
+    assert "failing" in scenario.adapter.get_job_logs(scenario.ids.fail)
+
+
+def test_cancelled(scenario: SimpleNamespace) -> None:
+    status = scenario.final[scenario.ids.cancel]
+    assert status.state is JobState.CANCELLED
+    assert status.start_time is not None and status.end_time is not None
+
+
+def test_timeout(scenario: SimpleNamespace) -> None:
+    status = scenario.final[scenario.ids.timeout]
+    assert status.state is JobState.TIMEOUT
+    # A plain job killed at its limit returns 142; a batch job's broker, 129.
+    assert status.exit_code not in (None, 0)
+    assert "timeout" in status.reason
+
+
+def test_dependency_waits_for_parent(scenario: SimpleNamespace) -> None:
+    if scenario.ids.child is None:
+        pytest.skip(f"Flux adapter {scenario.adapter.policy.name} has no dependencies")
+    assert scenario.child_while_parent_runs.state is JobState.PENDING
+    parent = scenario.final[scenario.ids.parent]
+    child = scenario.final[scenario.ids.child]
+    assert parent.state is JobState.COMPLETED and child.state is JobState.COMPLETED
+    assert child.start_time is not None and parent.end_time is not None
+    assert child.start_time >= parent.end_time
+
+
+def test_logs(scenario: SimpleNamespace) -> None:
+    adapter = scenario.adapter
+    assert "hello from ok" in adapter.get_job_logs(scenario.ids.ok)
+    if scenario.ids.child:
+        assert "hello from child" in adapter.get_job_logs(scenario.ids.child)
+    path = adapter.wait_until_complete(scenario.ids.ok, poll_interval=0.5)
+    assert Path(path).name == f"flux-{scenario.ids.ok}.out"
+
+
+def test_any_id_spelling_finds_the_job(scenario: SimpleNamespace) -> None:
+    from hpcbridge.schedulers.flux.ids import decimal_job_id
+
+    job_id = scenario.ids.fail
+    for spelling in (job_id.replace("ƒ", "f"), decimal_job_id(job_id)):
+        assert scenario.adapter.get_job_status(spelling).exit_code == 3
+
+
+def test_unknown_id_is_not_found(scenario: SimpleNamespace) -> None:
+    started = time.monotonic()
+    with pytest.raises(JobNotFoundError, match="could not be observed 3 times"):
+        scenario.adapter.wait("ƒ2TNt8FH", poll_interval=0.2)
+    assert time.monotonic() - started < 30
+
+
+def test_bulk_submission(scenario: SimpleNamespace) -> None:
+    adapter, ids = scenario.adapter, scenario.ids.bulk
+    assert len(set(ids)) == 4
+    final = scenario.final
+    assert [final[job_id].state for job_id in ids] == [JobState.COMPLETED] * 3 + [JobState.FAILED]
+    assert final[ids[3]].exit_code == 3
+    for index in range(3):
+        assert f"hello from task{index}" in adapter.get_job_logs(ids[index])
+
+
+def test_native_wait_is_event_driven(scenario: SimpleNamespace) -> None:
+    """With events a finished job is seen at once, not at the next (30 s) poll."""
+    if scenario.driver != "native":
+        pytest.skip("event-driven waiting is the native driver's")
+    # Seen within moments of its end (polling backs off towards 30 s).
+    assert scenario.parent_seen_after < 2.0
+
+
+def test_doctor_info(scenario: SimpleNamespace) -> None:
+    info = scenario.adapter.doctor_info()
+    assert info["driver"] == scenario.driver
+    assert info["adapter_version"] in ("0.26", "0.49") and info["broker_version"]
+    assert info["queues"] == {"names": [], "default": None, "source": info["queues"]["source"]}
+    assert info["time_left"] is None
+    if scenario.driver == "native":
+        assert info["bindings_version"] == info["broker_version"]
+        assert info["warnings"] == []

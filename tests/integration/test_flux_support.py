@@ -1,0 +1,154 @@
+"""Helpers for the Flux integration tests (brokers, adapters); no tests here.
+
+Flux is found on PATH, under ``HPCBRIDGE_TEST_FLUX_PREFIXES`` (colon-separated
+install prefixes) or as ``/opt/flux-*/bin/flux``; without it every Flux test
+skips with the reason.  Each test module starts its own brokers with
+``hpcbridge.schedulers.flux.testing.FluxInstance`` and stops them at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import textwrap
+import time
+from pathlib import Path
+from typing import Any, Callable, List, Optional
+
+import pytest
+
+from hpcbridge import Settings
+from hpcbridge.model import JobState
+from hpcbridge.schedulers.flux.adapter import FluxAdapter
+from hpcbridge.schedulers.flux.native import BindingsUnavailable, bindings_version, import_bindings
+from hpcbridge.schedulers.flux.testing import FluxInstance, find_flux_commands, flux_version
+
+FLUX_COMMANDS = find_flux_commands()
+FLUX: Optional[str] = FLUX_COMMANDS[0] if FLUX_COMMANDS else None
+NOT_FOUND = (
+    "flux-core not found: no `flux` on PATH, in HPCBRIDGE_TEST_FLUX_PREFIXES "
+    "or as /opt/flux-*/bin/flux"
+)
+
+NAMED_QUEUES = textwrap.dedent(
+    """
+    [queues.debug]
+    [queues.batch]
+    [policy.jobspec.defaults.system]
+    queue = "batch"
+    """
+)
+
+
+def require_flux() -> str:
+    if FLUX is None:
+        pytest.skip(NOT_FOUND)
+    return FLUX
+
+
+def flux_params() -> List[Any]:
+    """One parameter per flux-core found (e.g. 0.49 and 0.88 side by side)."""
+    if not FLUX_COMMANDS:
+        return [pytest.param(None, id="no-flux")]
+    return [pytest.param(flux, id=f"flux-{flux_version(flux)}") for flux in FLUX_COMMANDS]
+
+
+def native_bindings_or_skip(flux: Optional[str] = None) -> Any:
+    flux = flux or require_flux()
+    try:
+        module = import_bindings(flux)
+    except BindingsUnavailable as exc:
+        pytest.skip(f"flux bindings not importable here: {exc}")
+    # One process holds one release's bindings; clients of another release
+    # break ("Protocol error", hangs), so other releases go through the CLI only.
+    loaded, wanted = bindings_version(module), flux_version(flux)
+    if loaded and wanted != "?" and loaded != wanted:
+        pytest.skip(f"bindings {loaded} loaded in this process, broker {wanted}: native not tried")
+    return module
+
+
+def many_cores_config(flux: str, workdir: Path, cores: int = 16) -> str:
+    """Resource config with more (virtual) cores than the machine has.
+
+    Batch jobs mostly sleep; 16 slots let a test's jobs run side by side on
+    a 2-core machine instead of queueing one core each.
+    """
+    result = subprocess.run(
+        [
+            flux,
+            "R",
+            "encode",
+            "--ranks=0",
+            f"--cores=0-{cores - 1}",
+            f"--hosts={os.uname().nodename}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    path = workdir / "R.json"
+    path.write_text(result.stdout)
+    path.chmod(0o644)
+    return f'[resource]\npath = "{path}"\nnoverify = true\n'
+
+
+def start_instance(
+    workdir: Path,
+    named: bool = False,
+    user: Optional[str] = None,
+    cores: int = 16,
+    flux: Optional[str] = None,
+) -> FluxInstance:
+    flux = flux or require_flux()
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = many_cores_config(flux, workdir, cores)
+    if named:
+        config += NAMED_QUEUES
+    instance = FluxInstance(flux, config=config, workdir=str(workdir), user=user)
+    return instance.start()
+
+
+def make_adapter(
+    driver: str,
+    uri: Optional[str],
+    state: Path,
+    executor: Any = None,
+    **kwargs: Any,
+) -> FluxAdapter:
+    settings = Settings.from_env(env={}, state_dir=str(state))
+    kwargs.setdefault("unknown_limit", 3)
+    kwargs.setdefault("flux_command", require_flux())
+    return FluxAdapter(executor=executor, uri=uri, settings=settings, driver=driver, **kwargs)
+
+
+def write_script(folder: Path, name: str, body: str) -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text("#!/bin/sh\n" + textwrap.dedent(body).lstrip())
+    path.chmod(0o755)
+    return str(path)
+
+
+def wait_for(
+    check: Callable[[], bool], timeout: float = 60.0, interval: float = 0.2, what: str = ""
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what or check}")
+
+
+def wait_state(
+    adapter: FluxAdapter, job_id: str, states: List[JobState], timeout: float = 60.0
+) -> None:
+    wait_for(
+        lambda: adapter.get_job_status(job_id).state in states,
+        timeout,
+        what=f"{job_id} in {[s.value for s in states]}",
+    )
+
+
+def describe_flux() -> str:
+    return f"{FLUX} ({flux_version(FLUX)})" if FLUX else NOT_FOUND
