@@ -65,6 +65,7 @@ class Settings:
     flux_adapter_version: Optional[str] = None
     slurm_driver: str = "auto"
     flux_driver: str = "auto"
+    flux_command: str = "flux"
     db_path: Optional[str] = None
     state_dir: Optional[str] = None
     cpu_cost_per_hour: float = 0.0
@@ -93,6 +94,7 @@ class Settings:
             "flux_adapter_version": "FLUX_ADAPTER_VERSION",
             "slurm_driver": "SLURM_DRIVER",
             "flux_driver": "FLUX_DRIVER",
+            "flux_command": "FLUX_COMMAND",
             "db_path": "DB",
             "state_dir": "STATE_DIR",
         }

@@ -27,7 +27,7 @@ import time
 from dataclasses import replace
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from ...config import Settings, lookup
+from ...config import Settings
 from ...durations import format_fsd
 from ...errors import (
     ConfigurationError,
@@ -49,7 +49,7 @@ from .ids import F58_PREFIX, InvalidJobIdError, canonical_job_id
 from .native import BindingsUnavailable, NativeDriver, bindings_version, import_bindings
 from .queues import QueueChoice, QueueInfo, choose_queue, log_choice, submission_error
 from .uri import choose_uri, classify
-from .versions import FluxPolicy, choose_policy
+from .versions import POLICIES, FluxPolicy, choose_policy
 
 log = logging.getLogger("hpcbridge")
 
@@ -57,12 +57,6 @@ DRIVERS = ("auto", "native", "cli")
 
 #: how long the instance's expiration is trusted before asking again
 _EXPIRATION_TTL = 60.0
-
-
-def default_flux_command() -> str:
-    """``HPCBRIDGE_FLUX_COMMAND`` (path of ``flux`` where commands run), else ``flux``."""
-    found = lookup(os.environ, "FLUX_COMMAND")
-    return found[1] if found else "flux"
 
 
 class FluxAdapter(SchedulerAdapter):
@@ -81,7 +75,7 @@ class FluxAdapter(SchedulerAdapter):
         *,
         settings: Optional[Settings] = None,
         store: Optional[JobStore] = None,
-        driver: str = "auto",
+        driver: Optional[str] = None,
         adapter_version: Optional[str] = None,
         flux_command: Optional[str] = None,
         parent_uri: Optional[str] = None,
@@ -100,13 +94,14 @@ class FluxAdapter(SchedulerAdapter):
             unknown_limit=unknown_limit,
             command_timeout=command_timeout,
         )
+        driver = driver or self.settings.flux_driver
         if driver not in DRIVERS:
             raise ConfigurationError(
                 f"unknown Flux driver {driver!r}; choose one of {', '.join(DRIVERS)}"
             )
         self.requested_driver = driver
         self.adapter_version = adapter_version or self.settings.flux_adapter_version
-        self.flux_command = flux_command or default_flux_command()
+        self.flux_command = flux_command or self.settings.flux_command
         self.parent_uri = parent_uri
         self.outer_time_margin = outer_time_margin
         self.ready_timeout = ready_timeout
@@ -513,8 +508,25 @@ class FluxAdapter(SchedulerAdapter):
         return ids
 
     def _describe(self, job: PreparedJob, resources: Resources, depends_on: List[str]) -> str:
-        request = self._request(job, resources, depends_on, check=False)
-        driver = self._select()
+        try:
+            request = self._request(job, resources, depends_on, check=False)
+            driver = self._select()
+        except (SchedulerUnavailableError, ConfigurationError, OSError) as exc:
+            # A dry run must work where no Flux is reachable (a laptop, CI): show
+            # what the newest adapter would run, and say what could not be checked.
+            newest = POLICIES[0]
+            request, _ = commands.plan_request(
+                resources,
+                wrapper_path=job.wrapper_path,
+                job_name=job.job_name,
+                output=self.output_path(job, resources),
+                cwd=job.remote_dir,
+                depends_on=depends_on,
+                queue=resources.qos,
+                policy=newest,
+            )
+            line = shlex.join(commands.batch_argv(self.flux_command, newest, request))
+            return f"{line}\n# not checked against a broker ({exc}); adapter {newest.name} assumed"
         if isinstance(driver, NativeDriver):
             spec = driver.jobspec(request)
             spec.environment = {"...": "(the submitting process's environment)"}
@@ -800,4 +812,4 @@ def _text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-__all__ = ["FluxAdapter", "default_flux_command"]
+__all__ = ["FluxAdapter"]

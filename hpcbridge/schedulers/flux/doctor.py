@@ -10,7 +10,7 @@ from ...errors import SchedulerAdapterError
 from ...transports.base import Executor
 from ...transports.local import LocalExecutor
 from . import commands
-from .adapter import FluxAdapter, default_flux_command
+from .adapter import FluxAdapter
 from .versions import parse_flux_version_output
 
 
@@ -19,7 +19,7 @@ def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
     if executor is None:
         executor = LocalExecutor(settings.command_timeout)
     where = "" if executor.kind == "local" else f" on {executor.host}"
-    flux = default_flux_command()
+    flux = settings.flux_command
     try:
         result = executor.run(commands.version_argv(flux), timeout=30)
     except SchedulerAdapterError as exc:
