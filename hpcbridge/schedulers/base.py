@@ -62,6 +62,23 @@ JobInput = Union[str, "os.PathLike[str]", Tuple[Any, ...], TaskSpec]
 StatusCallback = Callable[[JobStatus], None]
 
 
+class Pauser:
+    """The pause between two status rounds of ``wait_all``."""
+
+    def pause(self, seconds: float) -> bool:
+        """Wait up to ``seconds``; True when a watched job ended meanwhile."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what the pauser holds (watches, futures)."""
+
+
+class Sleeper(Pauser):
+    def pause(self, seconds: float) -> bool:
+        time.sleep(seconds)
+        return False
+
+
 class SchedulerAdapter(ABC):
     """The scheduler-neutral interface; see the README for the contract."""
 
@@ -443,43 +460,56 @@ class SchedulerAdapter(ABC):
         unknown_streak = dict.fromkeys(ids, 0)
         interval = min(first_interval, poll_interval)
         latest: Dict[str, JobStatus] = {}
-        while True:
-            statuses = self._poll(pending)
-            latest.update(statuses)
-            if on_poll is not None:
-                on_poll(latest)
-            changed = False
-            for job_id in list(pending):
-                status = statuses[job_id]
-                if status.state is JobState.UNKNOWN:
-                    unknown_streak[job_id] += 1
-                    if unknown_streak[job_id] >= self.unknown_limit:
-                        raise JobNotFoundError(
-                            f"{self.scheduler_name} job {job_id} could not be observed "
-                            f"{unknown_streak[job_id]} times in a row "
-                            f"({status.reason or 'not in queue, history or job folder'})"
-                        )
-                    continue
-                unknown_streak[job_id] = 0
-                if last_seen.get(job_id) is not status.state:
-                    last_seen[job_id] = status.state
-                    changed = True
-                    if on_change is not None:
-                        on_change(status)
-                if status.is_terminal:
-                    final[job_id] = status
-                    pending.remove(job_id)
-            if not pending:
-                return {job_id: final[job_id] for job_id in ids}
-            now = time.monotonic()
-            if deadline is not None and now >= deadline:
-                raise JobTimeoutError(
-                    f"{len(pending)} job(s) still unfinished after {timeout:g} s: "
-                    + ", ".join(pending[:10])
-                )
-            interval = first_interval if changed else min(interval * 1.5, poll_interval)
-            sleep_for = interval if deadline is None else min(interval, max(deadline - now, 0))
-            time.sleep(sleep_for)
+        pauser: Optional[Pauser] = None
+        try:
+            while True:
+                statuses = self._poll(pending)
+                latest.update(statuses)
+                if on_poll is not None:
+                    on_poll(latest)
+                changed = False
+                for job_id in list(pending):
+                    status = statuses[job_id]
+                    if status.state is JobState.UNKNOWN:
+                        unknown_streak[job_id] += 1
+                        if unknown_streak[job_id] >= self.unknown_limit:
+                            raise JobNotFoundError(
+                                f"{self.scheduler_name} job {job_id} could not be observed "
+                                f"{unknown_streak[job_id]} times in a row "
+                                f"({status.reason or 'not in queue, history or job folder'})"
+                            )
+                        continue
+                    unknown_streak[job_id] = 0
+                    if last_seen.get(job_id) is not status.state:
+                        last_seen[job_id] = status.state
+                        changed = True
+                        if on_change is not None:
+                            on_change(status)
+                    if status.is_terminal:
+                        final[job_id] = status
+                        pending.remove(job_id)
+                if not pending:
+                    return {job_id: final[job_id] for job_id in ids}
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    raise JobTimeoutError(
+                        f"{len(pending)} job(s) still unfinished after {timeout:g} s: "
+                        + ", ".join(pending[:10])
+                    )
+                interval = first_interval if changed else min(interval * 1.5, poll_interval)
+                pause = interval if deadline is None else min(interval, max(deadline - now, 0))
+                if pauser is None:
+                    pauser = self._pauser(pending)
+                if pauser.pause(pause):
+                    interval = first_interval  # a job ended: look again soon
+        finally:
+            if pauser is not None:
+                pauser.close()
+
+    def _pauser(self, job_ids: List[str]) -> Pauser:
+        """How ``wait_all`` pauses between rounds: plain sleeping, unless a
+        scheduler can wake up when a job ends (Flux's native driver)."""
+        return Sleeper()
 
     def _poll(self, job_ids: List[str]) -> Dict[str, JobStatus]:
         """One status round; a failed query makes every job UNKNOWN this time."""

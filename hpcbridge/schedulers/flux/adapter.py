@@ -25,7 +25,7 @@ import shlex
 import threading
 import time
 from dataclasses import replace
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...config import Settings
 from ...durations import format_fsd
@@ -42,7 +42,7 @@ from ...resources import Resources
 from ...store import JobRecord, JobStore
 from ...transports.base import Executor
 from ...transports.local import LocalExecutor
-from ..base import SchedulerAdapter, StatusCallback, exit_code_from_file
+from ..base import Pauser, SchedulerAdapter, exit_code_from_file
 from . import commands
 from .cli import CLIDriver, local_form
 from .ids import F58_PREFIX, InvalidJobIdError, canonical_job_id
@@ -594,109 +594,22 @@ class FluxAdapter(SchedulerAdapter):
 
     # -- waiting: event driven with the native driver -------------------------
 
-    def wait_all(
-        self,
-        job_ids: Iterable[Any],
-        poll_interval: float = 10.0,
-        timeout: Optional[float] = None,
-        on_change: Optional[StatusCallback] = None,
-        first_interval: float = 0.25,
-        on_poll: Optional[Callable[[Dict[str, JobStatus]], None]] = None,
-    ) -> Dict[str, JobStatus]:
-        """The base loop, except that with the native driver the pause between
-        status rounds ends the moment a job ends (``result_async`` futures):
-        a finished job is seen at once, not at the next poll.
-
-        (Mirrors ``SchedulerAdapter.wait_all``; a ``_pause`` hook there would
-        make this override unnecessary.)
-        """
+    def _pauser(self, job_ids: List[str]) -> Pauser:
+        """With the native driver the pause between status rounds ends the
+        moment a job ends (``result_async`` futures): a finished job is seen at
+        once, not at the next poll.  The CLI driver sleeps like the others."""
         try:
             driver = self._select()
         except (ConfigurationError, SchedulerUnavailableError):
             driver = None
         if not isinstance(driver, NativeDriver):
-            return super().wait_all(
-                job_ids, poll_interval, timeout, on_change, first_interval, on_poll
-            )
-        ids = list(dict.fromkeys(self.normalize_job_id(job_id) for job_id in job_ids))
-        deadline = None if timeout is None else time.monotonic() + timeout
-        pending = list(ids)
-        final: Dict[str, JobStatus] = {}
-        last_seen: Dict[str, JobState] = {}
-        unknown_streak = dict.fromkeys(ids, 0)
-        interval = min(first_interval, poll_interval)
-        latest: Dict[str, JobStatus] = {}
-        waiter: Any = None
+            return super()._pauser(job_ids)
         try:
-            while True:
-                statuses = self._poll(pending)
-                latest.update(statuses)
-                if on_poll is not None:
-                    on_poll(latest)
-                changed = False
-                for job_id in list(pending):
-                    status = statuses[job_id]
-                    if status.state is JobState.UNKNOWN:
-                        unknown_streak[job_id] += 1
-                        if unknown_streak[job_id] >= self.unknown_limit:
-                            raise JobNotFoundError(
-                                f"flux job {job_id} could not be observed {unknown_streak[job_id]} "
-                                f"times in a row ({status.reason or 'not known to the instance'})"
-                            )
-                        continue
-                    unknown_streak[job_id] = 0
-                    if last_seen.get(job_id) is not status.state:
-                        last_seen[job_id] = status.state
-                        changed = True
-                        if on_change is not None:
-                            on_change(status)
-                    if status.is_terminal:
-                        final[job_id] = status
-                        pending.remove(job_id)
-                if not pending:
-                    return {job_id: final[job_id] for job_id in ids}
-                now = time.monotonic()
-                if deadline is not None and now >= deadline:
-                    raise JobTimeoutError(
-                        f"{len(pending)} job(s) still unfinished after {timeout:g} s: "
-                        + ", ".join(pending[:10])
-                    )
-                interval = first_interval if changed else min(interval * 1.5, poll_interval)
-                pause = interval if deadline is None else min(interval, max(deadline - now, 0))
-                if waiter is None:
-                    waiter = self._waiter(driver, pending)
-                if self._pause(waiter, pause):
-                    interval = first_interval
-        finally:
-            if waiter:
-                waiter.close()
-
-    def _waiter(self, driver: NativeDriver, job_ids: List[str]) -> Any:
-        try:
-            return driver.waiter(job_ids)
+            return _ResultPauser(driver.waiter(job_ids))
         except Exception as exc:  # noqa: BLE001 - fall back to sleeping
             log.debug("flux: cannot watch job results (%s); polling", exc)
             driver.reset()
-            return False
-
-    @staticmethod
-    def _pause(waiter: Any, seconds: float) -> bool:
-        """Wait up to ``seconds``; True when a watched job ended meanwhile.
-
-        Never returns early without a reason: a waiter whose broker went away
-        answers at once, and the UNKNOWN streak must still take its time.
-        """
-        started = time.monotonic()
-        woke = False
-        if waiter and not getattr(waiter, "broken", False):
-            try:
-                woke = bool(waiter.wait(seconds))
-            except Exception as exc:  # noqa: BLE001 - a lost connection: just sleep
-                log.debug("flux: waiting for results failed (%s)", exc)
-                waiter.broken = True
-        if not woke:
-            time.sleep(max(seconds - (time.monotonic() - started), 0))
-        return woke
+            return super()._pauser(job_ids)
 
     # -- logs ----------------------------------------------------------------
 
@@ -810,6 +723,31 @@ def _text(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
     return str(exc) or type(exc).__name__
+
+
+class _ResultPauser(Pauser):
+    """Sleeps until a watched job's result arrives, or the pause is over."""
+
+    def __init__(self, waiter: Any) -> None:
+        self.waiter = waiter
+
+    def pause(self, seconds: float) -> bool:
+        # Never return early without a reason: a waiter whose broker went away
+        # answers at once, and the UNKNOWN streak must still take its time.
+        started = time.monotonic()
+        woke = False
+        if not self.waiter.broken:
+            try:
+                woke = bool(self.waiter.wait(seconds))
+            except Exception as exc:  # noqa: BLE001 - a lost connection: just sleep
+                log.debug("flux: waiting for results failed (%s)", exc)
+                self.waiter.broken = True
+        if not woke:
+            time.sleep(max(seconds - (time.monotonic() - started), 0))
+        return woke
+
+    def close(self) -> None:
+        self.waiter.close()
 
 
 __all__ = ["FluxAdapter"]
