@@ -120,6 +120,11 @@ _INSERT = (
     f"INSERT OR REPLACE INTO hpc_jobs ({', '.join(_COLUMNS)}) "  # noqa: S608
     f"VALUES ({', '.join('?' for _ in _COLUMNS)})"
 )
+_UPDATE_STATUS = (
+    "UPDATE hpc_jobs SET state=?, native_state=?, reason=?, exit_code=?, "
+    "start_time=COALESCE(?, start_time), end_time=COALESCE(?, end_time), "
+    "updated_at=? WHERE scheduler=? AND host=? AND job_id=?"
+)
 _TIME_COLUMNS = {"submit_time", "start_time", "end_time", "updated_at"}
 
 
@@ -185,18 +190,7 @@ class JobStore:
             rows.append([_encode(name, getattr(record, name)) for name in _COLUMNS])
         if not rows:
             return
-        connection = self._connect()
-
-        def write() -> None:
-            connection.execute("BEGIN IMMEDIATE")
-            try:
-                connection.executemany(_INSERT, rows)
-                connection.execute("COMMIT")
-            except BaseException:
-                connection.execute("ROLLBACK")
-                raise
-
-        _retry_locked(write)
+        self._write_many(_INSERT, rows)
 
     def update_status(self, scheduler: str, host: str, status: JobStatus) -> None:
         self.update_statuses(scheduler, host, [status])
@@ -221,17 +215,16 @@ class JobStore:
         ]
         if not rows:
             return
+        self._write_many(_UPDATE_STATUS, rows)
+
+    def _write_many(self, statement: str, rows: List[Any]) -> None:
+        """One statement over many rows in one immediate transaction, retried when locked."""
         connection = self._connect()
 
         def write() -> None:
             connection.execute("BEGIN IMMEDIATE")
             try:
-                connection.executemany(
-                    "UPDATE hpc_jobs SET state=?, native_state=?, reason=?, exit_code=?, "
-                    "start_time=COALESCE(?, start_time), end_time=COALESCE(?, end_time), "
-                    "updated_at=? WHERE scheduler=? AND host=? AND job_id=?",
-                    rows,
-                )
+                connection.executemany(statement, rows)
                 connection.execute("COMMIT")
             except BaseException:
                 connection.execute("ROLLBACK")

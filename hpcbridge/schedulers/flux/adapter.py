@@ -311,6 +311,19 @@ class FluxAdapter(SchedulerAdapter):
         policy = self.policy
         choice = self._queue_choice(resources.qos, policy)
         log_choice(choice)
+        request = self._submit_request(job, resources, depends_on, choice.queue, policy)
+        if check:
+            self._check_outer_limit(request.duration)
+        return request
+
+    def _submit_request(
+        self,
+        job: PreparedJob,
+        resources: Resources,
+        depends_on: List[str],
+        queue: Optional[str],
+        policy: FluxPolicy,
+    ) -> commands.SubmitRequest:
         request, warnings = commands.plan_request(
             resources,
             wrapper_path=job.wrapper_path,
@@ -318,13 +331,11 @@ class FluxAdapter(SchedulerAdapter):
             output=self.output_path(job, resources),
             cwd=job.remote_dir,
             depends_on=depends_on,
-            queue=choice.queue,
+            queue=queue,
             policy=policy,
         )
         for warning in warnings:
             log.warning("flux: %s", warning)
-        if check:
-            self._check_outer_limit(request.duration)
         return request
 
     def _queue_choice(self, requested: Optional[str], policy: FluxPolicy) -> QueueChoice:
@@ -515,16 +526,7 @@ class FluxAdapter(SchedulerAdapter):
             # A dry run must work where no Flux is reachable (a laptop, CI): show
             # what the newest adapter would run, and say what could not be checked.
             newest = POLICIES[0]
-            request, _ = commands.plan_request(
-                resources,
-                wrapper_path=job.wrapper_path,
-                job_name=job.job_name,
-                output=self.output_path(job, resources),
-                cwd=job.remote_dir,
-                depends_on=depends_on,
-                queue=resources.qos,
-                policy=newest,
-            )
+            request = self._submit_request(job, resources, depends_on, resources.qos, newest)
             line = shlex.join(commands.batch_argv(self.flux_command, newest, request))
             return f"{line}\n# not checked against a broker ({exc}); adapter {newest.name} assumed"
         if isinstance(driver, NativeDriver):
