@@ -38,7 +38,7 @@ def _scheduler_from(env: Mapping[str, str]) -> Tuple[str, str]:
         value = env.get(variable, "").strip()
         if value:
             return variable, value.lower()
-    return "(default)", "mock"
+    return "default", "mock"
 
 
 def _state_home(env: Mapping[str, str]) -> Path:
