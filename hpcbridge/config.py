@@ -71,6 +71,8 @@ class Settings:
     cpu_cost_per_hour: float = 0.0
     gpu_cost_per_hour: float = 0.0
     command_timeout: float = 60.0
+    #: environment for every scheduler command, where it runs (e.g. SLURM_CONF)
+    command_env: Dict[str, str] = field(default_factory=dict)
     unknown_limit: int = 6
     resource_defaults: Dict[str, str] = field(default_factory=dict)
     #: which variable each setting came from, for ``hpcbridge doctor``
@@ -113,6 +115,9 @@ class Settings:
             found = lookup(env, name)
             if found:
                 settings._set(attribute, _boolean(found[0], found[1]), found[0])
+        found = lookup(env, "COMMAND_ENV")
+        if found:
+            settings._set("command_env", _assignments(found[0], found[1]), found[0])
         found = lookup(env, "COMMAND_TIMEOUT")
         if found:
             settings._set("command_timeout", _number(found[0], found[1]), found[0])
@@ -200,6 +205,23 @@ def _number(variable: str, text: str) -> float:
         return float(text)
     except ValueError:
         raise ConfigurationError(f"{variable}={text!r}: expected a number") from None
+
+
+def _assignments(variable: str, text: str) -> Dict[str, str]:
+    """``"A=1 B='two words'"`` (shell words) as a dict; names must be identifiers."""
+    import shlex
+
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise ConfigurationError(f"{variable}={text!r}: {exc}") from None
+    found: Dict[str, str] = {}
+    for word in words:
+        name, equals, value = word.partition("=")
+        if not equals or not name.isidentifier():
+            raise ConfigurationError(f"{variable}: expected NAME=VALUE words, got {word!r}")
+        found[name] = value
+    return found
 
 
 def _boolean(variable: str, text: str) -> bool:

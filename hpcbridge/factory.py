@@ -17,7 +17,7 @@ def build_executor(settings: Settings) -> Executor:
         from .transports.ssh import SSHExecutor  # paramiko loads only here
 
         return SSHExecutor.from_settings(settings)
-    return LocalExecutor(default_timeout=settings.command_timeout)
+    return LocalExecutor(default_timeout=settings.command_timeout, env=settings.command_env)
 
 
 def adapter_class(scheduler: str) -> type:

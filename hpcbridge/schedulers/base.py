@@ -104,7 +104,9 @@ class SchedulerAdapter(ABC):
             command_timeout if command_timeout is not None else self.settings.command_timeout
         )
         self.executor: Executor = (
-            executor if executor is not None else LocalExecutor(self.command_timeout)
+            executor
+            if executor is not None
+            else LocalExecutor(self.command_timeout, env=self.settings.command_env)
         )
         self.remote_workdir = (
             remote_workdir or self.settings.remote_workdir or self._default_workdir()

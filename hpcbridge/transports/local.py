@@ -8,7 +8,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from typing import Mapping, Optional, Sequence
+from typing import Dict, Mapping, Optional, Sequence
 
 from ..errors import JobTimeoutError, TransportError
 from .base import CommandResult
@@ -19,8 +19,12 @@ class LocalExecutor:
 
     kind = "local"
 
-    def __init__(self, default_timeout: Optional[float] = 60.0) -> None:
+    def __init__(
+        self, default_timeout: Optional[float] = 60.0, env: Optional[Mapping[str, str]] = None
+    ) -> None:
         self.default_timeout = default_timeout
+        #: environment added to every command (``HPCBRIDGE_COMMAND_ENV``)
+        self.env: Dict[str, str] = dict(env or {})
         self.host = os.uname().nodename
 
     def run(
@@ -35,9 +39,8 @@ class LocalExecutor:
         argv = [str(arg) for arg in argv]
         budget = self.default_timeout if timeout is None else timeout
         full_env = None
-        if env:
-            full_env = dict(os.environ)
-            full_env.update(env)
+        if env or self.env:
+            full_env = {**os.environ, **self.env, **(env or {})}
         started = time.monotonic()
         try:
             process = subprocess.Popen(

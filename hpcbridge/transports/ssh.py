@@ -349,6 +349,7 @@ class SSHExecutor:
             "accept_new_host_keys": settings.ssh_accept_new_host_keys,
             "login_shell": settings.ssh_login_shell,
             "default_timeout": settings.command_timeout,
+            "env": settings.command_env,
         }
         arguments.update(overrides)
         return cls(settings.ssh_host, **arguments)

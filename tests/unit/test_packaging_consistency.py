@@ -52,7 +52,7 @@ SPACK_NAME_FOR = {
     "pyslurm": None,  # not in Spack's builtin repository; must match the site's Slurm
 }
 # Optional extras that are tooling, not features, and so have no variant.
-EXTRAS_WITHOUT_VARIANT = {"test", "dev"}
+EXTRAS_WITHOUT_VARIANT = {"test", "dev", "bench"}  # tools for developers, not features
 # What a variant carries when its pip requirement has no Spack package.
 SPACK_STAND_IN = {"pyslurm": "slurm"}
 

@@ -123,3 +123,17 @@ def test_database_default_under_xdg_state(tmp_path):
     current = Settings.from_env({"XDG_STATE_HOME": str(tmp_path)})
     assert current.database_path == tmp_path / "hpcbridge" / "jobs.db"
     assert Settings.from_env({"HPCBRIDGE_DB": "/x/y.db"}).database_path.as_posix() == "/x/y.db"
+
+
+def test_command_env():
+    current = settings(HPCBRIDGE_COMMAND_ENV="SLURM_CONF=/etc/b.conf GREETING='hello there'")
+    assert current.command_env == {"SLURM_CONF": "/etc/b.conf", "GREETING": "hello there"}
+    with pytest.raises(ConfigurationError, match="HPCBRIDGE_COMMAND_ENV"):
+        settings(HPCBRIDGE_COMMAND_ENV="not-an-assignment")
+
+
+def test_command_env_reaches_local_commands():
+    from hpcbridge.factory import build_executor
+
+    executor = build_executor(Settings.from_env({"HPCBRIDGE_COMMAND_ENV": "HPCB_PROBE=42"}))
+    assert executor.run(["sh", "-c", "echo $HPCB_PROBE"]).stdout.strip() == "42"
