@@ -24,15 +24,10 @@ paramiko is imported lazily: ``import hpcbridge.transports.ssh`` does not load i
 
 from __future__ import annotations
 
-import base64
 import errno
-import hashlib
 import logging
 import os
 import posixpath
-import re
-import select
-import shlex
 import socket
 import stat
 import tempfile
@@ -61,7 +56,10 @@ from ..errors import (
     TransportError,
 )
 from .base import CommandResult
+from .ssh_channel import Readiness, no_delay, send_data, send_eof, send_signal
+from .ssh_command import build_command
 from .ssh_config import Hop, Target, resolve
+from .ssh_hostkeys import HostKeyPolicy, fingerprint
 
 if TYPE_CHECKING:  # pragma: no cover
     import paramiko
@@ -72,7 +70,6 @@ log = logging.getLogger("hpcbridge.ssh")
 
 T = TypeVar("T")
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _CHUNK = 65536
 #: errno values that mean "the connection is gone" rather than "the file op failed"
 _CONNECTION_ERRNOS = frozenset(
@@ -92,124 +89,9 @@ _CONNECTION_ERRNOS = frozenset(
     )
     if hasattr(errno, name)
 )
-#: one lock for appending to known_hosts files (accept-new), process-wide
-_KNOWN_HOSTS_LOCK = threading.Lock()
 
 
 # --------------------------------------------------------------------------- command line
-
-
-def build_command(
-    argv: Sequence[str],
-    env: Optional[Mapping[str, str]] = None,
-    cwd: Optional[str] = None,
-    login_shell: bool = False,
-    stdin_devnull: bool = False,
-) -> str:
-    """The remote command line for ``argv``: every piece of caller data ``shlex.quote``-d.
-
-    ``env`` becomes an ``env NAME=VALUE ...`` prefix (names must be shell
-    identifiers), ``cwd`` a ``cd -- DIR &&`` prefix (a leading ``~`` or ``~/`` is
-    the remote home, via ``"$HOME"``), and ``login_shell`` wraps everything in
-    ``bash -l -c '...'`` so that the login profile (modules, PATH) is read.
-    ``stdin_devnull`` appends ``</dev/null`` (stdin=DEVNULL, without an SSH EOF).
-    """
-    words = [str(arg) for arg in argv]
-    if not words:
-        raise ValueError("cannot run an empty argv")
-    for word in words:
-        if "\0" in word:
-            raise ValueError("a command argument cannot contain a NUL byte")
-    command = " ".join(shlex.quote(word) for word in words)
-    if env:
-        if words[0].startswith("-") or "=" in words[0]:
-            # env(1) would read it as an option or another assignment.
-            raise ValueError(f"cannot run {words[0]!r} with an environment: env would misread it")
-        assignments = []
-        for name, value in env.items():
-            if not isinstance(name, str) or not _ENV_NAME.match(name):
-                raise ValueError(f"environment variable name {name!r} is not an identifier")
-            value = str(value)
-            if "\0" in value:
-                raise ValueError(f"environment variable {name} contains a NUL byte")
-            assignments.append(shlex.quote(f"{name}={value}"))
-        command = "env " + " ".join(assignments) + " " + command
-    if cwd is not None:
-        cwd = str(cwd)
-        if cwd == "" or "\0" in cwd:
-            raise ValueError(f"invalid working directory {cwd!r}")
-        command = f"cd -- {_remote_dir_word(cwd)} && {command}"
-    if login_shell:
-        command = "bash -l -c " + shlex.quote(command)
-    if stdin_devnull:
-        command += " </dev/null"
-    return command
-
-
-def _remote_dir_word(path: str) -> str:
-    """``path`` as one shell word; ``~``/``~/x`` expand to the remote ``$HOME`` only.
-
-    A relative path stays relative to the login directory (the remote home).
-    """
-    if path == "~":
-        return '"$HOME"'
-    if path.startswith("~/"):
-        rest = path[2:]
-        return '"$HOME"/' + shlex.quote(rest) if rest else '"$HOME"'
-    if not path.startswith("/"):
-        # "./": cd must not search CDPATH (it would also print the directory) nor
-        # read "-" as "the previous directory".
-        path = "./" + path
-    return shlex.quote(path)
-
-
-# --------------------------------------------------------------------------- host keys
-
-
-def fingerprint(key: Any) -> str:
-    """OpenSSH's ``SHA256:...`` fingerprint of a paramiko key."""
-    digest = hashlib.sha256(key.asbytes()).digest()
-    return "SHA256:" + base64.b64encode(digest).decode("ascii").rstrip("=")
-
-
-class _HostKeyPolicy:
-    """paramiko's missing-host-key hook: refuse unknown keys, or accept-new them."""
-
-    def __init__(self, hop: Hop, accept_new: bool) -> None:
-        self.hop = hop
-        self.accept_new = accept_new
-
-    def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
-        name = self.hop.known_hosts_name
-        target_file = self.hop.known_hosts_files[0]
-        if not self.accept_new:
-            raise HostKeyError(
-                f"host key for {name} ({key.get_name()} {fingerprint(key)}) is not known "
-                f"(looked in {', '.join(self.hop.known_hosts_files)}). Verify the fingerprint, "
-                f"then add it: ssh-keyscan -p {self.hop.port} {self.hop.hostname} >> "
-                f"{target_file} -- or set HPCBRIDGE_SSH_ACCEPT_NEW_HOST_KEYS=1 to accept "
-                f"new host keys on first use"
-            )
-        line = f"{name} {key.get_name()} {key.get_base64()}\n"
-        with _KNOWN_HOSTS_LOCK:
-            directory = os.path.dirname(target_file)
-            if directory and not os.path.isdir(directory):
-                os.makedirs(directory, mode=0o700, exist_ok=True)
-            needs_newline = False
-            if os.path.exists(target_file) and os.path.getsize(target_file) > 0:
-                with open(target_file, "rb") as handle:
-                    handle.seek(-1, os.SEEK_END)
-                    needs_newline = handle.read(1) != b"\n"
-            with open(target_file, "a", encoding="ascii") as handle:
-                handle.write(("\n" if needs_newline else "") + line)
-        client.get_host_keys().add(hostname, key.get_name(), key)
-        log.warning(
-            "accepted new host key for %s (%s %s), added to %s",
-            name,
-            key.get_name(),
-            fingerprint(key),
-            target_file,
-        )
 
 
 # --------------------------------------------------------------------------- connection
@@ -489,7 +371,7 @@ class SSHExecutor:
                             f"{following.hostname}:{following.port}: {_describe(exc)}"
                         ) from exc
             transport = clients[-1].get_transport()
-            _no_delay(clients[0].get_transport().sock)
+            no_delay(clients[0].get_transport().sock)
             if self.keepalive > 0:
                 transport.set_keepalive(self.keepalive)
             return _Connection(clients)
@@ -518,7 +400,7 @@ class SSHExecutor:
                     raise _Permanent(
                         HostKeyError(f"cannot read known_hosts file {path}: {exc}")
                     ) from exc
-        client.set_missing_host_key_policy(_HostKeyPolicy(hop, self.accept_new_host_keys))
+        client.set_missing_host_key_policy(HostKeyPolicy(hop, self.accept_new_host_keys))
         agent = not hop.identities_only
         try:
             client.connect(
@@ -693,7 +575,7 @@ class SSHExecutor:
         stdout: List[bytes] = []
         stderr: List[bytes] = []
         try:
-            ready = _Readiness(channel)  # signalled when stdout or stderr has data, or EOF
+            ready = Readiness(channel)  # signalled when stdout or stderr has data, or EOF
             while True:
                 # Drain both streams every turn: reading only one could let the
                 # other fill the SSH window and stall the remote command.
@@ -727,8 +609,8 @@ class SSHExecutor:
 
         def feed() -> None:
             try:
-                _send_data(channel, data)
-                _send_eof(channel)
+                send_data(channel, data)
+                send_eof(channel)
             except Exception as exc:  # the command exited without reading it all
                 log.debug("stdin of remote command not fully written: %s", exc)
 
@@ -743,7 +625,7 @@ class SSHExecutor:
 
     def _abandon(self, channel: Any, argv: List[str], budget: Optional[float]) -> None:
         """Kill the remote command (SSH "signal" request), close the channel, raise."""
-        _signal(channel, "KILL")
+        send_signal(channel, "KILL")
         channel.close()
         raise JobTimeoutError(
             f"{argv[0]} did not finish within {budget:g} s on {self.host} "
@@ -963,32 +845,6 @@ def _describe(exc: Optional[BaseException]) -> str:
     return text.splitlines()[0][:300]
 
 
-class _Readiness:
-    """Wait until a channel has something to read (poll(2) on paramiko's channel pipe)."""
-
-    def __init__(self, channel: Any) -> None:
-        self.fd = channel.fileno()
-        self.poller = select.poll() if hasattr(select, "poll") else None
-        if self.poller is not None:
-            self.poller.register(self.fd, select.POLLIN)
-
-    def wait(self, seconds: float) -> None:
-        if self.poller is not None:
-            self.poller.poll(max(0, int(seconds * 1000)) or 1)
-        else:  # pragma: no cover - Windows
-            select.select([self.fd], [], [], seconds)
-
-
-def _no_delay(sock: Any) -> None:
-    """TCP_NODELAY: a command is several small packets (exec, EOF); Nagle plus delayed
-    ACKs would add ~40 ms to each one."""
-    if isinstance(sock, socket.socket) and sock.family in (socket.AF_INET, socket.AF_INET6):
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        except OSError:  # pragma: no cover
-            pass
-
-
 def _stays_active(transport: Any, grace: float = 0.2) -> bool:
     """Is the transport still up after ``grace`` s?  (paramiko closes channels first.)"""
     end = time.monotonic() + grace
@@ -997,77 +853,6 @@ def _stays_active(transport: Any, grace: float = 0.2) -> bool:
             return False
         time.sleep(0.02)
     return bool(transport.is_active())
-
-
-def _send_locked(channel: Any, make: Callable[[], Any]) -> bool:
-    """Build and send one channel message while holding the channel's lock.
-
-    paramiko builds channel messages under the lock but sends them after
-    releasing it; if the server closes a fast command's channel in between,
-    paramiko's own CLOSE can overtake the message, and OpenSSH drops the whole
-    connection ("ieof packet referred to nonexistent channel", paramiko issues
-    #1115/#1705).  Holding the lock orders it before paramiko's reply to the
-    server's CLOSE.  (The cost: during a rare rekey the send may wait for the
-    key exchange, at most paramiko's clear_to_send_timeout.)
-    """
-    with channel.lock:
-        if channel.closed:
-            return False
-        message = make()
-        if message is None:
-            return False
-        channel.transport._send_user_message(message)
-        return True
-
-
-def _send_data(channel: Any, data: bytes) -> None:
-    """``sendall()`` without paramiko's send-after-close race (see :func:`_send_locked`)."""
-    from paramiko.common import cMSG_CHANNEL_DATA
-    from paramiko.message import Message
-
-    view = memoryview(data)
-    offset = 0
-    while offset < len(data):
-        with channel.lock:
-            # Waits for window space; the wait releases the lock (a Condition on it).
-            size = 0 if channel.closed else channel._wait_for_send_window(len(data) - offset)
-            if size == 0:
-                raise OSError(errno.EPIPE, "the remote command closed its input")
-            message = Message()
-            message.add_byte(cMSG_CHANNEL_DATA)
-            message.add_int(channel.remote_chanid)
-            message.add_string(bytes(view[offset : offset + size]))
-            channel.transport._send_user_message(message)
-        offset += size
-
-
-def _send_eof(channel: Any) -> None:
-    """``shutdown_write()`` without paramiko's send-after-close race."""
-    _send_locked(channel, channel._send_eof)
-
-
-def _signal(channel: Any, name: str) -> None:
-    """Send an RFC 4254 "signal" request; OpenSSH >= 7.9 kills the command's process group.
-
-    paramiko has no public call for it.  Without it (older servers), closing
-    the channel alone leaves a command that never writes running.
-    """
-    try:
-        from paramiko.common import cMSG_CHANNEL_REQUEST
-        from paramiko.message import Message
-
-        def make() -> Any:
-            message = Message()
-            message.add_byte(cMSG_CHANNEL_REQUEST)
-            message.add_int(channel.remote_chanid)
-            message.add_string("signal")
-            message.add_boolean(False)
-            message.add_string(name)
-            return message
-
-        _send_locked(channel, make)
-    except Exception as exc:  # best effort
-        log.debug("could not signal the remote command: %s", exc)
 
 
 def _temporary_name(target: str) -> str:

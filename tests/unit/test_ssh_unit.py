@@ -24,6 +24,7 @@ from hpcbridge.transports import ssh as ssh_module
 from hpcbridge.transports.base import CommandResult, Executor
 from hpcbridge.transports.ssh import SSHExecutor, build_command
 from hpcbridge.transports.ssh_config import known_hosts_name, parse_jump, resolve, split_jumps
+from hpcbridge.transports.ssh_hostkeys import HostKeyPolicy
 
 # --------------------------------------------------------------------------- helpers
 
@@ -496,7 +497,7 @@ def _hop(tmp_path, port):
 def test_unknown_host_key_is_refused_with_instructions(tmp_path):
     key = _a_host_key()
     hop = _hop(tmp_path, 2222)
-    policy = ssh_module._HostKeyPolicy(hop, accept_new=False)
+    policy = HostKeyPolicy(hop, accept_new=False)
     with pytest.raises(HostKeyError) as caught:
         policy.missing_host_key(_FakeClient(), "[127.0.0.1]:2222", key)
     message = str(caught.value)
@@ -511,14 +512,14 @@ def test_accept_new_appends_an_openssh_line(tmp_path, port, name):
     key = _a_host_key()
     hop = _hop(tmp_path, port)
     client = _FakeClient()
-    ssh_module._HostKeyPolicy(hop, accept_new=True).missing_host_key(client, name, key)
+    HostKeyPolicy(hop, accept_new=True).missing_host_key(client, name, key)
     lines = (tmp_path / "sub" / "known_hosts").read_text().splitlines()
     assert lines == [f"{name} ssh-ed25519 {key.get_base64()}"]
     assert client.keys.lookup(name)["ssh-ed25519"] == key
     # Appends (never rewrites), and copes with a missing final newline.
     path = tmp_path / "sub" / "known_hosts"
     path.write_text("other ssh-ed25519 AAAA")
-    ssh_module._HostKeyPolicy(hop, accept_new=True).missing_host_key(_FakeClient(), name, key)
+    HostKeyPolicy(hop, accept_new=True).missing_host_key(_FakeClient(), name, key)
     assert path.read_text().splitlines() == [
         "other ssh-ed25519 AAAA",
         f"{name} ssh-ed25519 {key.get_base64()}",
