@@ -54,12 +54,30 @@ log = logging.getLogger("hpcbridge")
 # -- argument parsing ------------------------------------------------------------
 
 
+# The short flags sbatch and flux share (same meaning in both; -q is --qos to
+# sbatch and --queue to flux, which is where our qos goes).
+_SHORT_FLAGS = {
+    "time": "-t",
+    "nodes": "-N",
+    "ntasks": "-n",
+    "cpus_per_task": "-c",
+    "partition": "-p",
+    "account": "-A",
+    "qos": "-q",
+    "constraint": "-C",
+    "job_name": "-J",
+}
+
+
 def _add_resource_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("resources (scheduler-neutral; see README)")
     for key in RESOURCE_KEYS:
         if key == "output":
             continue
-        group.add_argument(f"--{key.replace('_', '-')}", dest=key, metavar=key.upper())
+        flags = [f"--{key.replace('_', '-')}"]
+        if key in _SHORT_FLAGS:
+            flags.insert(0, _SHORT_FLAGS[key])
+        group.add_argument(*flags, dest=key, metavar=key.upper())
 
 
 def _add_target_flags(parser: argparse.ArgumentParser) -> None:
@@ -100,6 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_resource_flags(submit)
     _add_target_flags(submit)
     submit.add_argument("--remote-dir", help="the job's folder (default: a new one per job)")
+    submit.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set a variable in the job's environment (repeatable)",
+    )
     submit.add_argument(
         "--after",
         action="append",
@@ -161,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     jobs = sub("jobs", "list the recorded jobs")
     jobs.add_argument("--state", type=str.upper, choices=[s.value for s in JobState])
-    jobs.add_argument("--limit", type=int)
+    jobs.add_argument("--limit", type=int, help="only the newest N jobs")
     jobs.add_argument("--json", action="store_true")
 
     cost = sub("cost", "CPU-hours, GPU-hours and cost of the recorded jobs")
@@ -199,30 +224,49 @@ def _adapter(args: argparse.Namespace, scheduler: Optional[str] = None) -> Any:
 
 
 def _adapter_for_ids(args: argparse.Namespace, job_ids: Sequence[str]) -> Any:
-    """The adapter that submitted these jobs, from the records (unless --scheduler says)."""
-    if getattr(args, "scheduler", None):
-        return _adapter(args)
+    """The adapter that submitted these jobs, from their records.
+
+    The records say which scheduler (unless --scheduler) and, for Flux, which
+    instance (unless --flux-uri): a job in a nested broker is followed there
+    even when HPCBRIDGE_FLUX_URI is no longer set.
+    """
+    from .factory import adapter_from_settings
     from .store import JobStore
 
     settings = _settings(args)
     store = JobStore(settings.database_path)
-    schedulers = set()
-    for job_id in job_ids:
-        record = store.get(job_id)
-        if record is not None:
-            schedulers.add(record.scheduler)
+    records = [record for record in map(store.get, job_ids) if record is not None]
+    schedulers = {record.scheduler for record in records}
+    if args.scheduler:
+        schedulers = {args.scheduler}
     if len(schedulers) > 1:
         raise ConfigurationError(
             f"these ids belong to different schedulers ({', '.join(sorted(schedulers))}); "
             "give --scheduler"
         )
-    return _adapter(args, schedulers.pop() if schedulers else None)
+    scheduler = schedulers.pop() if schedulers else None
+    uris = {record.flux_uri for record in records if record.scheduler == "flux"} - {None}
+    if scheduler == "flux" and not getattr(args, "flux_uri", None) and len(uris) == 1:
+        return adapter_from_settings(_settings(args, scheduler).with_(flux_uri=uris.pop()))
+    if len(uris) > 1 and not getattr(args, "flux_uri", None):
+        raise ConfigurationError("these Flux jobs are in different instances; give --flux-uri")
+    return adapter_from_settings(_settings(args, scheduler))
 
 
 def _resources(args: argparse.Namespace) -> Dict[str, Any]:
     return {
         key: getattr(args, key) for key in RESOURCE_KEYS if getattr(args, key, None) is not None
     }
+
+
+def _environment(assignments: Sequence[str]) -> Dict[str, str]:
+    found: Dict[str, str] = {}
+    for assignment in assignments:
+        name, equals, value = assignment.partition("=")
+        if not equals or not name.isidentifier():
+            raise ConfigurationError(f"--env expects NAME=VALUE, got {assignment!r}")
+        found[name] = value
+    return found
 
 
 def _print_json(data: Any) -> None:
@@ -302,6 +346,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         remote_dir=args.remote_dir,
         depends_on=args.after or None,
         arguments=args.script_args,
+        environment=_environment(args.env),
     )
     if args.json:  # with --wait, the final status (which holds the id) is printed instead
         if not args.wait:

@@ -184,6 +184,17 @@ class Settings:
         if self.unknown_limit < 1:
             raise ConfigurationError("HPCBRIDGE_UNKNOWN_LIMIT must be at least 1")
 
+    def with_(self, **changes: Any) -> Settings:
+        """A copy with some settings changed (validated again)."""
+        import copy
+
+        changed = copy.copy(self)
+        changed.sources = dict(self.sources)
+        for attribute, value in changes.items():
+            changed._set(attribute, value, "(argument)")
+        changed.validate()
+        return changed
+
     @property
     def state_path(self) -> Path:
         return Path(self.state_dir) if self.state_dir else _state_home(os.environ)

@@ -39,6 +39,10 @@ def run_checks(settings: Settings) -> List[Check]:
     if settings.transport == "ssh":
         executor, transport_check = _ssh_check(settings)
         checks.append(transport_check)
+        if not transport_check.ok:
+            # The schedulers are on the other side: nothing more can be known from here.
+            checks.append(Check("schedulers", False, "not checked: the ssh transport failed"))
+            return checks
     for module_name in ("hpcbridge.schedulers.slurm.doctor", "hpcbridge.schedulers.flux.doctor"):
         checks.extend(_scheduler_checks(module_name, settings, executor))
     return checks

@@ -277,9 +277,10 @@ class JobStore:
         if state:
             query += " WHERE state = ?"
             params.append(state.upper())
+        if limit:  # the newest ``limit`` rows, still listed oldest first
+            query += f" ORDER BY id DESC LIMIT {int(limit)}"
+            return [_decode(row) for row in self._connect().execute(query, params)][::-1]
         query += " ORDER BY id"
-        if limit:
-            query += f" LIMIT {int(limit)}"
         return [_decode(row) for row in self._connect().execute(query, params)]
 
     def __iter__(self) -> Iterator[JobRecord]:

@@ -216,10 +216,8 @@ def submit(
         command_script_text(command)  # a bad command fails before anything is set up
     name = _artifact_name(artifact)
     with _adapter(adapter, settings) as active:
+        # (the adapter adds $HPCBRIDGE_REMOTE_REPO when that setting is set)
         job_environment: Dict[str, str] = {k: str(v) for k, v in (environment or {}).items()}
-        repo = active.settings.remote_repo
-        if repo:
-            job_environment.setdefault("HPCBRIDGE_REMOTE_REPO", repo)
         with _job_script(script, command) as path:
             job_id = active.submit_job(
                 path,

@@ -231,10 +231,14 @@ class SchedulerAdapter(ABC):
         path = os.fspath(script_path)
         if must_exist and not os.path.isfile(path):
             raise JobSubmissionError(f"script not found: {path}")
+        job_environment = dict(environment or {})
+        if self.settings.remote_repo:
+            # Where the code is deployed on the cluster, for scripts that need it.
+            job_environment.setdefault("HPCBRIDGE_REMOTE_REPO", self.settings.remote_repo)
         return TaskSpec(
             os.path.abspath(path),
             tuple(str(argument) for argument in arguments),
-            check_environment_names(environment or {}),
+            check_environment_names(job_environment),
         )
 
     def _coerce_task(self, item: JobInput) -> TaskSpec:

@@ -173,3 +173,25 @@ def test_cost_and_doctor(state_dir, monkeypatch):
 def test_help_documents_exit_codes(flag):
     result = hpcbridge(*flag.split(), check=True)
     assert "exit codes:" in result.stdout
+
+
+def test_env_flag_and_remote_repo_reach_the_job(state_dir, make_script, monkeypatch):
+    monkeypatch.setenv("HPCBRIDGE_REMOTE_REPO", "/deployed/repo")
+    script = make_script('echo "greeting=$GREETING repo=$HPCBRIDGE_REMOTE_REPO"')
+    result = hpcbridge(
+        "submit", script, "--env", "GREETING=hello there", "--wait", "--poll-interval", "0.3"
+    )
+    assert result.returncode == 0, result.stderr
+    logs = hpcbridge("logs", result.stdout.split()[0], check=True).stdout
+    assert "greeting=hello there repo=/deployed/repo" in logs
+    bad = hpcbridge("submit", script, "--env", "not an assignment")
+    assert bad.returncode == 2 and "NAME=VALUE" in bad.stderr
+
+
+def test_short_flags_and_newest_jobs(state_dir):
+    dry = hpcbridge("submit", HELLO, "--dry-run", "--scheduler", "slurm", "-t", "10", "-N", "2")
+    assert "--time=0:10:00" in dry.stdout and "--nodes=2" in dry.stdout
+    for _ in range(3):
+        hpcbridge("submit", HELLO, check=True)
+    newest = json.loads(hpcbridge("jobs", "--json", "--limit", "2", check=True).stdout)
+    assert [job["job_id"] for job in newest] == ["2", "3"]

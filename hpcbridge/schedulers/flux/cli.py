@@ -288,12 +288,17 @@ class CLIDriver:
             if result.ok and result.stdout.strip():
                 return result.stdout.strip().splitlines()[-1].strip()
             message = result.message()
-            # A running job that has not published its URI yet is worth
-            # waiting for; "not running" / "not found" are final answers.
-            retry = "URI not found" in message
+            # A job whose broker is still starting is worth waiting for: a Flux
+            # job that has not published its URI yet, a Slurm job still pending
+            # ("empty nodelist") or whose `flux start` is not up yet ("doesn't
+            # seem to have a FLUX_URI").  "not running" / "not found" are final.
+            retry = any(marker in message for marker in _URI_NOT_YET)
             if not retry or time.monotonic() >= deadline:
                 raise LookupError(f"flux uri --remote {target}: {message}")
             time.sleep(0.5)
+
+
+_URI_NOT_YET = ("URI not found", "doesn't seem to have a FLUX_URI", "empty nodelist")
 
 
 def _not_ready(result: CommandResult) -> bool:

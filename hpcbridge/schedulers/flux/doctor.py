@@ -17,7 +17,7 @@ from .versions import parse_flux_version_output
 def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
     """What is usable for Flux from here; never raises."""
     if executor is None:
-        executor = LocalExecutor(settings.command_timeout)
+        executor = LocalExecutor(settings.command_timeout, env=settings.command_env)
     where = "" if executor.kind == "local" else f" on {executor.host}"
     flux = settings.flux_command
     try:

@@ -17,7 +17,7 @@ from .native import PYSLURM_SKIP_REASON, choose_driver, import_pyslurm
 def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
     """What is usable for Slurm from here; never raises."""
     if executor is None:
-        executor = LocalExecutor(settings.command_timeout)
+        executor = LocalExecutor(settings.command_timeout, env=settings.command_env)
     selected = settings.scheduler == "slurm"
     where = "" if executor.kind == "local" else f" on {executor.host}"
     try:
@@ -25,7 +25,12 @@ def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
     except SchedulerAdapterError as exc:
         return [Check("slurm", False, f"cannot run sbatch{where}: {exc}")]
     if not version.ok:
-        detail = f"sbatch not found{where}"
+        # 127: no such command; anything else: it is there but fails (no slurm.conf...).
+        detail = (
+            f"sbatch not found{where}"
+            if version.returncode == 127 or "not found" in version.message()
+            else f"sbatch{where} fails: {version.message()}"
+        )
         if not selected:
             detail += " (slurm is not the selected scheduler)"
         return [Check("slurm", False, detail)]
