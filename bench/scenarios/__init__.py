@@ -1,0 +1,16 @@
+"""The bench scenarios, in the order the runner runs them.
+
+Each module has ``NAME``, ``TITLE`` and ``run(quick, workdir) -> dict``.
+"""
+
+from __future__ import annotations
+
+SCENARIOS = (
+    "slurm_submit",
+    "slurm_bulk",
+    "slurm_status",
+    "flux_submit",
+    "wait_latency",
+    "ssh",
+    "startup",
+)

@@ -1,0 +1,206 @@
+"""Contenders that submit N trivial jobs (``true``) to the Slurm test cluster.
+
+Each factory returns a callable that submits, times only the submission,
+cancels what it submitted (``scancel`` of exactly those ids, then waits until
+none is pending or running) and returns jobs per second.
+"""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Callable, List, Optional
+
+from ..common import Skip, scancel
+
+Contender = Callable[[], float]
+
+_names = itertools.count()
+
+
+def _sbatch_id(out: str) -> str:
+    return out.strip().splitlines()[-1].split(";")[0].strip()
+
+
+def hpcbridge_adapter(workdir: Path) -> Any:
+    from hpcbridge import RealSlurmAdapter, Settings
+
+    folder = workdir / f"hpcbridge-{next(_names)}"
+    settings = Settings.from_env(env={}, state_dir=str(folder / "state"), scheduler="slurm")
+    return RealSlurmAdapter(remote_workdir=str(folder / "jobs"), settings=settings, driver="cli")
+
+
+def raw_sbatch_loop(script: str, count: int, workdir: Path) -> Contender:
+    argv = [
+        "sbatch",
+        "--parsable",
+        "--job-name=hpcbb-raw",
+        "--output=/dev/null",
+        f"--chdir={workdir}",
+        script,
+    ]
+
+    def measure() -> float:
+        ids: List[str] = []
+        try:
+            started = time.perf_counter()
+            for _ in range(count):
+                done = subprocess.run(argv, capture_output=True, text=True, check=False)
+                if done.returncode != 0:
+                    raise RuntimeError(f"sbatch failed: {done.stderr.strip()[:200]}")
+                ids.append(_sbatch_id(done.stdout))
+            elapsed = time.perf_counter() - started
+        finally:
+            scancel(ids)
+        return count / elapsed
+
+    return measure
+
+
+def raw_sbatch_array(script: str, count: int, workdir: Path) -> Contender:
+    argv = [
+        "sbatch",
+        "--parsable",
+        f"--array=0-{count - 1}",
+        "--job-name=hpcbb-rawarray",
+        "--output=/dev/null",
+        f"--chdir={workdir}",
+        script,
+    ]
+
+    def measure() -> float:
+        ids: List[str] = []
+        try:
+            started = time.perf_counter()
+            done = subprocess.run(argv, capture_output=True, text=True, check=False)
+            elapsed = time.perf_counter() - started
+            if done.returncode != 0:
+                raise RuntimeError(f"sbatch --array failed: {done.stderr.strip()[:200]}")
+            ids.append(_sbatch_id(done.stdout))
+        finally:
+            scancel(ids)
+        return count / elapsed
+
+    return measure
+
+
+def hpcbridge_submit_loop(script: str, count: int, workdir: Path) -> Contender:
+    adapter = hpcbridge_adapter(workdir)
+    adapter.submit_job  # noqa: B018 - fail early if the API is missing
+
+    def measure() -> float:
+        ids: List[str] = []
+        try:
+            started = time.perf_counter()
+            for _ in range(count):
+                ids.append(adapter.submit_job(script))
+            elapsed = time.perf_counter() - started
+        finally:
+            scancel(ids)
+        return count / elapsed
+
+    return measure
+
+
+def hpcbridge_submit_many(script: str, count: int, workdir: Path) -> Contender:
+    adapter = hpcbridge_adapter(workdir)
+    adapter.max_array_size()  # asked once per adapter (scontrol show config): not timed
+
+    def measure() -> float:
+        ids: List[str] = []
+        try:
+            started = time.perf_counter()
+            ids = adapter.submit_many([script] * count)
+            elapsed = time.perf_counter() - started
+            if len(ids) != count:
+                raise RuntimeError(f"submit_many returned {len(ids)} ids for {count} jobs")
+        finally:
+            scancel(ids)
+        return count / elapsed
+
+    return measure
+
+
+def psij_slurm_executor(workdir: Path, **config: Any) -> Any:
+    try:
+        import psij
+        from psij.executors.batch.slurm import SlurmExecutorConfig
+    except ImportError as exc:
+        raise Skip(f"psij-python is not installed ({exc}); pip install '.[bench]'") from exc
+    folder = workdir / f"psij-{next(_names)}"
+    folder.mkdir(parents=True, exist_ok=True)
+    return psij.JobExecutor.get_instance(
+        "slurm", config=SlurmExecutorConfig(work_directory=folder, **config)
+    )
+
+
+def psij_submit_loop(count: int, workdir: Path) -> Contender:
+    import psij
+
+    executor = psij_slurm_executor(workdir)
+
+    def measure() -> float:
+        ids: List[Optional[str]] = []
+        try:
+            started = time.perf_counter()
+            for _ in range(count):
+                job = psij.Job(psij.JobSpec(executable="true", directory=workdir))
+                executor.submit(job)
+                ids.append(job.native_id)
+            elapsed = time.perf_counter() - started
+        finally:
+            scancel([job_id for job_id in ids if job_id])
+        return count / elapsed
+
+    return measure
+
+
+def submitit_executor(workdir: Path) -> Any:
+    try:
+        import submitit
+    except ImportError as exc:
+        raise Skip(f"submitit is not installed ({exc}); pip install '.[bench]'") from exc
+    executor = submitit.AutoExecutor(folder=workdir / f"submitit-{next(_names)}", cluster="slurm")
+    executor.update_parameters(timeout_min=5, name="hpcbb-submitit")
+    return executor
+
+
+def submitit_submit_loop(count: int, workdir: Path) -> Contender:
+    from submitit.helpers import CommandFunction
+
+    executor = submitit_executor(workdir)
+
+    def measure() -> float:
+        ids: List[str] = []
+        try:
+            started = time.perf_counter()
+            for _ in range(count):
+                ids.append(executor.submit(CommandFunction(["true"])).job_id)
+            elapsed = time.perf_counter() - started
+        finally:
+            scancel(ids)
+        return count / elapsed
+
+    return measure
+
+
+def submitit_batch(count: int, workdir: Path) -> Contender:
+    from submitit.helpers import CommandFunction
+
+    executor = submitit_executor(workdir)
+
+    def measure() -> float:
+        ids: List[str] = []
+        try:
+            started = time.perf_counter()
+            with executor.batch():
+                jobs = [executor.submit(CommandFunction(["true"])) for _ in range(count)]
+            ids = [job.job_id for job in jobs]
+            elapsed = time.perf_counter() - started
+        finally:
+            scancel(ids)
+        return count / elapsed
+
+    return measure

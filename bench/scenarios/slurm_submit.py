@@ -1,0 +1,122 @@
+"""Slurm submission: N trivial jobs (``true``) through each contender.
+
+Raw ``sbatch`` loop (the baseline), hpcbridge ``submit_job`` in a loop,
+hpcbridge ``submit_many`` (one ``sbatch --array``), PSI/J's Slurm executor
+(``executor.submit(job)`` per job) and submitit (``executor.submit`` of a
+``CommandFunction(["true"])`` per job).  Only the submission is timed; each
+contender's jobs are cancelled (``scancel`` of exactly those ids) right after.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Tuple
+
+from ..common import (
+    Skip,
+    interleave,
+    row,
+    scenario_result,
+    skipped_row,
+    skipped_scenario,
+    slurm_available,
+    trivial_script,
+)
+from . import slurm_common as sc
+
+NAME = "slurm_submit"
+TITLE = "Slurm submission: trivial jobs, jobs/s"
+
+KINDS = {
+    "raw sbatch loop": "raw",
+    "hpcbridge submit_job loop": "hpcbridge",
+    "hpcbridge submit_many (array)": "hpcbridge",
+    "PSI/J SlurmJobExecutor.submit loop": "peer",
+    "submitit submit loop (CommandFunction)": "peer",
+}
+
+WHY = {
+    "hpcbridge submit_job loop": "pays one sbatch per job like raw, plus staging a wrapper "
+    "and an SQLite record per job; use submit_many",
+    "hpcbridge submit_many (array)": "stages one wrapper per array and records every task; "
+    "one sbatch --array for all",
+}
+
+
+def build(
+    factories: Dict[str, Callable[[], sc.Contender]],
+) -> Tuple[Dict[str, sc.Contender], Dict[str, str]]:
+    contenders: Dict[str, sc.Contender] = {}
+    skipped: Dict[str, str] = {}
+    for name, factory in factories.items():
+        try:
+            contenders[name] = factory()
+        except Skip as exc:
+            skipped[name] = str(exc)
+        except Exception as exc:  # noqa: BLE001 - listed as skipped with the reason
+            skipped[name] = f"failed to set up: {type(exc).__name__}: {exc}"[:400]
+    return contenders, skipped
+
+
+def rows_for(
+    samples: Dict[str, List[float]],
+    skipped: Dict[str, str],
+    kinds: Dict[str, str],
+    count: int,
+    group: str = "",
+    reference: Tuple[str, ...] = (),
+) -> List[Dict[str, Any]]:
+    out = []
+    for name in kinds:
+        if name in samples:
+            values = samples[name]
+            out.append(
+                row(
+                    name,
+                    values,
+                    group=group,
+                    kind=kinds[name],
+                    jobs=count,
+                    seconds_for_all=[round(count / v, 4) for v in values],
+                    reference_only=name in reference,
+                )
+            )
+        elif name in skipped:
+            out.append(skipped_row(name, skipped[name], group=group, kind=kinds[name]))
+    return out
+
+
+def run(quick: bool, workdir: Path) -> Dict[str, Any]:
+    reason = slurm_available()
+    if reason:
+        return skipped_scenario(NAME, TITLE, reason)
+    count = 5 if quick else 100
+    rounds = 1 if quick else 5
+    script = trivial_script(workdir)
+    factories: Dict[str, Callable[[], sc.Contender]] = {
+        "raw sbatch loop": lambda: sc.raw_sbatch_loop(script, count, workdir),
+        "hpcbridge submit_job loop": lambda: sc.hpcbridge_submit_loop(script, count, workdir),
+        "hpcbridge submit_many (array)": lambda: sc.hpcbridge_submit_many(script, count, workdir),
+        "PSI/J SlurmJobExecutor.submit loop": lambda: sc.psij_submit_loop(count, workdir),
+        "submitit submit loop (CommandFunction)": lambda: sc.submitit_submit_loop(count, workdir),
+    }
+    contenders, skipped = build(factories)
+    samples, failed = interleave(contenders, rounds)
+    skipped.update(failed)
+    return scenario_result(
+        NAME,
+        TITLE,
+        unit="jobs/s",
+        higher_is_better=True,
+        baseline="raw sbatch loop",
+        rows=rows_for(samples, skipped, KINDS, count),
+        params={"jobs": count, "rounds": rounds, "job": "true"},
+        notes=[
+            "Only submission is timed; every contender's jobs are scancel'ed (those ids only) "
+            "right after, outside the timing, and the queue settles before the next one.",
+            "submitit sleeps 0.2 s between single submissions by design (its _throttle); "
+            "its batch() context (scenario slurm_bulk) submits one array instead.",
+            "PSI/J writes a submit script per job and runs one sbatch per job.",
+        ],
+        why=WHY,
+    )
