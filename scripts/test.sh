@@ -10,7 +10,7 @@ repo=$(pwd)
 
 python=${PYTHON:-python3}
 echo "== installing hpcbridge and test tools"
-"$python" -m pip install --quiet --disable-pip-version-check -e ".[test,dev,prefect,mlflow]" 2>&1 \
+"$python" -m pip install --quiet --disable-pip-version-check -e ".[test,dev,prefect,mlflow,bench]" 2>&1 \
   | grep -v "Running pip as the 'root' user" || true
 
 echo "== ruff"
