@@ -24,6 +24,19 @@ def _sbatch_id(out: str) -> str:
     return out.strip().splitlines()[-1].split(";")[0].strip()
 
 
+def submission_rate(count: int, submit: Callable[[List[Optional[str]]], None]) -> float:
+    """Jobs/s of ``submit(ids)`` (which appends the ids it made); those jobs are then
+    cancelled, even when it fails half-way.  Only the submission is timed."""
+    ids: List[Optional[str]] = []
+    try:
+        started = time.perf_counter()
+        submit(ids)
+        elapsed = time.perf_counter() - started
+    finally:
+        scancel([job_id for job_id in ids if job_id])
+    return count / elapsed
+
+
 def hpcbridge_adapter(workdir: Path) -> Any:
     from hpcbridge import RealSlurmAdapter, Settings
 
@@ -42,19 +55,15 @@ def raw_sbatch_loop(script: str, count: int, workdir: Path) -> Contender:
         script,
     ]
 
+    def submit(ids: List[Optional[str]]) -> None:
+        for _ in range(count):
+            done = subprocess.run(argv, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise RuntimeError(f"sbatch failed: {done.stderr.strip()[:200]}")
+            ids.append(_sbatch_id(done.stdout))
+
     def measure() -> float:
-        ids: List[str] = []
-        try:
-            started = time.perf_counter()
-            for _ in range(count):
-                done = subprocess.run(argv, capture_output=True, text=True, check=False)
-                if done.returncode != 0:
-                    raise RuntimeError(f"sbatch failed: {done.stderr.strip()[:200]}")
-                ids.append(_sbatch_id(done.stdout))
-            elapsed = time.perf_counter() - started
-        finally:
-            scancel(ids)
-        return count / elapsed
+        return submission_rate(count, submit)
 
     return measure
 
@@ -70,18 +79,14 @@ def raw_sbatch_array(script: str, count: int, workdir: Path) -> Contender:
         script,
     ]
 
+    def submit(ids: List[Optional[str]]) -> None:
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"sbatch --array failed: {done.stderr.strip()[:200]}")
+        ids.append(_sbatch_id(done.stdout))
+
     def measure() -> float:
-        ids: List[str] = []
-        try:
-            started = time.perf_counter()
-            done = subprocess.run(argv, capture_output=True, text=True, check=False)
-            elapsed = time.perf_counter() - started
-            if done.returncode != 0:
-                raise RuntimeError(f"sbatch --array failed: {done.stderr.strip()[:200]}")
-            ids.append(_sbatch_id(done.stdout))
-        finally:
-            scancel(ids)
-        return count / elapsed
+        return submission_rate(count, submit)
 
     return measure
 
@@ -90,16 +95,12 @@ def hpcbridge_submit_loop(script: str, count: int, workdir: Path) -> Contender:
     adapter = hpcbridge_adapter(workdir)
     adapter.submit_job  # noqa: B018 - fail early if the API is missing
 
+    def submit(ids: List[Optional[str]]) -> None:
+        for _ in range(count):
+            ids.append(adapter.submit_job(script))
+
     def measure() -> float:
-        ids: List[str] = []
-        try:
-            started = time.perf_counter()
-            for _ in range(count):
-                ids.append(adapter.submit_job(script))
-            elapsed = time.perf_counter() - started
-        finally:
-            scancel(ids)
-        return count / elapsed
+        return submission_rate(count, submit)
 
     return measure
 
@@ -108,17 +109,13 @@ def hpcbridge_submit_many(script: str, count: int, workdir: Path) -> Contender:
     adapter = hpcbridge_adapter(workdir)
     adapter.max_array_size()  # asked once per adapter (scontrol show config): not timed
 
+    def submit(ids: List[Optional[str]]) -> None:
+        ids.extend(adapter.submit_many([script] * count))
+        if len(ids) != count:
+            raise RuntimeError(f"submit_many returned {len(ids)} ids for {count} jobs")
+
     def measure() -> float:
-        ids: List[str] = []
-        try:
-            started = time.perf_counter()
-            ids = adapter.submit_many([script] * count)
-            elapsed = time.perf_counter() - started
-            if len(ids) != count:
-                raise RuntimeError(f"submit_many returned {len(ids)} ids for {count} jobs")
-        finally:
-            scancel(ids)
-        return count / elapsed
+        return submission_rate(count, submit)
 
     return measure
 
@@ -141,18 +138,14 @@ def psij_submit_loop(count: int, workdir: Path) -> Contender:
 
     executor = psij_slurm_executor(workdir)
 
+    def submit(ids: List[Optional[str]]) -> None:
+        for _ in range(count):
+            job = psij.Job(psij.JobSpec(executable="true", directory=workdir))
+            executor.submit(job)
+            ids.append(job.native_id)
+
     def measure() -> float:
-        ids: List[Optional[str]] = []
-        try:
-            started = time.perf_counter()
-            for _ in range(count):
-                job = psij.Job(psij.JobSpec(executable="true", directory=workdir))
-                executor.submit(job)
-                ids.append(job.native_id)
-            elapsed = time.perf_counter() - started
-        finally:
-            scancel([job_id for job_id in ids if job_id])
-        return count / elapsed
+        return submission_rate(count, submit)
 
     return measure
 
@@ -172,16 +165,12 @@ def submitit_submit_loop(count: int, workdir: Path) -> Contender:
 
     executor = submitit_executor(workdir)
 
+    def submit(ids: List[Optional[str]]) -> None:
+        for _ in range(count):
+            ids.append(executor.submit(CommandFunction(["true"])).job_id)
+
     def measure() -> float:
-        ids: List[str] = []
-        try:
-            started = time.perf_counter()
-            for _ in range(count):
-                ids.append(executor.submit(CommandFunction(["true"])).job_id)
-            elapsed = time.perf_counter() - started
-        finally:
-            scancel(ids)
-        return count / elapsed
+        return submission_rate(count, submit)
 
     return measure
 
@@ -191,16 +180,12 @@ def submitit_batch(count: int, workdir: Path) -> Contender:
 
     executor = submitit_executor(workdir)
 
+    def submit(ids: List[Optional[str]]) -> None:
+        with executor.batch():
+            jobs = [executor.submit(CommandFunction(["true"])) for _ in range(count)]
+        ids.extend(job.job_id for job in jobs)
+
     def measure() -> float:
-        ids: List[str] = []
-        try:
-            started = time.perf_counter()
-            with executor.batch():
-                jobs = [executor.submit(CommandFunction(["true"])) for _ in range(count)]
-            ids = [job.job_id for job in jobs]
-            elapsed = time.perf_counter() - started
-        finally:
-            scancel(ids)
-        return count / elapsed
+        return submission_rate(count, submit)
 
     return measure
