@@ -25,7 +25,7 @@ pytestmark = pytest.mark.flux
 # native driver gets a smaller batch of the same cases.
 COUNTS = {"cli": 200, "native": 40}
 FAILING = 17  # this task exits 5; its siblings complete
-CANCELLED = 42  # this task sleeps and is cancelled on its own
+CANCELLED = 12  # this task sleeps and is cancelled on its own
 
 
 @pytest.fixture(scope="module")

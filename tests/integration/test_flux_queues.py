@@ -13,6 +13,8 @@ from hpcbridge.errors import JobSubmissionError
 from hpcbridge.model import JobState
 from hpcbridge.schedulers.flux.adapter import FluxAdapter
 from hpcbridge.schedulers.flux.ids import decimal_job_id
+from hpcbridge.schedulers.flux.testing import flux_version
+from hpcbridge.schedulers.flux.versions import parse_version
 
 from .test_flux_support import (
     NAMED_QUEUES,
@@ -136,9 +138,15 @@ def test_policy_limit_refusal_keeps_flux_words(
 
 def test_disabled_queue_refusal(named: Any, driver: str, script: str, tmp_path: Path) -> None:
     adapter = adapter_for(named, driver, tmp_path, named=True)
-    named.check(["queue", "disable", "-m", "maintenance", "batch"])
+    # `-q NAME` names the queue in every release; the reason differs: 0.49
+    # takes trailing words (no -m; a bare name would be the reason and every
+    # queue would be disabled), 0.88 takes -m (trailing words = the queue).
+    if parse_version(flux_version(named.flux)) < parse_version("0.50"):
+        named.check(["queue", "disable", "-q", "batch", "maintenance"])
+    else:
+        named.check(["queue", "disable", "-q", "batch", "-m", "maintenance"])
     try:
         with pytest.raises(JobSubmissionError, match="job submission to batch is disabled"):
             adapter.submit_job(script, {"qos": "batch"})
     finally:
-        named.check(["queue", "enable", "batch"])
+        named.check(["queue", "enable", "-q", "batch"])

@@ -1,8 +1,9 @@
 """Helpers for the Flux integration tests (brokers, adapters); no tests here.
 
-Flux is found on PATH, under ``HPCBRIDGE_TEST_FLUX_PREFIXES`` (colon-separated
-install prefixes) or as ``/opt/flux-*/bin/flux``; without it every Flux test
-skips with the reason.  Each test module starts its own brokers with
+Flux is found under ``HPCBRIDGE_TEST_FLUX_PREFIXES`` (colon-separated install
+prefixes; when set, exactly those), else on PATH and as ``/opt/flux-*/bin/flux``
+(newest release first); without it every Flux test skips with the reason.
+Each test module starts its own brokers with
 ``hpcbridge.schedulers.flux.testing.FluxInstance`` and stops them at the end.
 """
 

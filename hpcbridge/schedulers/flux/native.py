@@ -229,7 +229,7 @@ class NativeDriver:
     def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
         """One ``JobList(h, ids=...)`` for all: pipelined list-id RPCs."""
         try:
-            listing = self.flux.job.JobList(self.handle(), ids=[parse_job_id(j) for j in job_ids])
+            listing = self.flux.job.JobList(self.handle(), ids=self._jobids(job_ids))
             infos = listing.jobs()
         except OSError as exc:
             self.reset()
@@ -242,6 +242,17 @@ class NativeDriver:
         return statuses_from_facts(
             job_ids, facts, f"not known to the Flux instance ({errors or 'no answer'})"
         )
+
+    def _jobids(self, job_ids: Sequence[str]) -> List[Any]:
+        """``JobID`` objects where the bindings have them (0.49+), else ints.
+
+        0.49's ``JobList`` reports an unknown id as ``JobID {id.orig} unknown``
+        and raises ``AttributeError: 'int' object has no attribute 'orig'``
+        when it was given a plain int.
+        """
+        jobid_class = getattr(self.flux.job, "JobID", None)
+        numbers = [parse_job_id(job_id) for job_id in job_ids]
+        return [jobid_class(number) for number in numbers] if jobid_class else numbers
 
     # -- cancel --------------------------------------------------------------
 

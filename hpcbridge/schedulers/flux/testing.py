@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from .versions import parse_flux_version_output
 
@@ -25,21 +26,38 @@ DEFAULT_GLOB = "/opt/flux-*/bin/flux"
 
 
 def find_flux_commands(env: Optional[Dict[str, str]] = None) -> List[str]:
-    """Every ``flux`` found: on PATH, under ``HPCBRIDGE_TEST_FLUX_PREFIXES``, ``/opt/flux-*``."""
+    """Every ``flux`` to test against, the default (newest) first.
+
+    ``HPCBRIDGE_TEST_FLUX_PREFIXES`` (colon-separated install prefixes), when
+    set, names exactly the releases to use, in its order.  Otherwise: the
+    ``flux`` on PATH, then every ``/opt/flux-*/bin/flux``, newest release
+    first - the first one is the default of the tests that use one release,
+    and the first release whose bindings a process loads is the only one
+    whose native driver that process can test.
+    """
     env = dict(os.environ) if env is None else env
     found: List[str] = []
+    prefixes = [p.strip() for p in (env.get("HPCBRIDGE_TEST_FLUX_PREFIXES") or "").split(":")]
+    if any(prefixes):
+        for prefix in prefixes:
+            candidate = os.path.join(prefix, "bin", "flux")
+            if prefix and os.access(candidate, os.X_OK):
+                found.append(os.path.realpath(candidate))
+        return list(dict.fromkeys(found))
     on_path = shutil.which("flux", path=env.get("PATH"))
     if on_path:
         found.append(os.path.realpath(on_path))
-    for prefix in (env.get("HPCBRIDGE_TEST_FLUX_PREFIXES") or "").split(":"):
-        if prefix.strip():
-            candidate = os.path.join(prefix.strip(), "bin", "flux")
-            if os.access(candidate, os.X_OK):
-                found.append(os.path.realpath(candidate))
-    for candidate in sorted(glob.glob(DEFAULT_GLOB)):
-        if os.access(candidate, os.X_OK):
-            found.append(os.path.realpath(candidate))
+    installed = [c for c in glob.glob(DEFAULT_GLOB) if os.access(c, os.X_OK)]
+    for candidate in sorted(installed, key=_version_in_path, reverse=True):
+        found.append(os.path.realpath(candidate))
     return list(dict.fromkeys(found))
+
+
+def _version_in_path(path: str) -> Tuple[Tuple[int, ...], str]:
+    """Sort key: the version in ``/opt/flux-0.49/bin/flux`` (``0.9 < 0.49 < 0.88``)."""
+    match = re.search(r"flux-(?:core-)?v?(\d+(?:\.\d+)*)", path)
+    numbers = tuple(int(part) for part in match.group(1).split(".")) if match else ()
+    return numbers, path
 
 
 def flux_version(flux: str) -> str:
