@@ -42,9 +42,31 @@ if [ "${HPCBRIDGE_TEST_NO_SERVICES:-0}" != 1 ] && [ "$(id -u)" = 0 ]; then
   bash containers/slurm/add-user.sh "${HPCBRIDGE_SSH_TEST_USER:-hpcbtest}" || true
 fi
 
+# Every flux-core under /opt/flux-* is tested (built from source outside this repository).
+# One process can load only one release's Python bindings, so the newest runs with the whole
+# suite and each older release runs the core Flux cases in a pytest process of its own.
+older_flux=()
+if [ -z "${HPCBRIDGE_TEST_FLUX_PREFIXES:-}" ]; then
+  mapfile -t flux_prefixes < <(ls -d /opt/flux-*/ 2>/dev/null | sed 's:/$::' | sort -V -r)
+  for prefix in "${flux_prefixes[@]}"; do
+    [ -x "$prefix/bin/flux" ] || continue
+    if [ -z "${HPCBRIDGE_TEST_FLUX_PREFIXES:-}" ]; then
+      export HPCBRIDGE_TEST_FLUX_PREFIXES=$prefix
+    else
+      older_flux+=("$prefix")
+    fi
+  done
+fi
+
 echo "== pytest"
 set +e
 "$python" -m pytest -q -rs -p no:cacheprovider "$@"
 status=$?
+for prefix in "${older_flux[@]}"; do
+  echo "== pytest: the core Flux cases against $prefix"
+  HPCBRIDGE_TEST_FLUX_PREFIXES=$prefix "$python" -m pytest -q -rs -p no:cacheprovider \
+    tests/integration/test_flux_adapter.py tests/integration/test_flux_queues.py \
+    tests/integration/test_flux_fallback.py || status=1
+done
 set -e
 exit "$status"
