@@ -21,6 +21,7 @@ from hpcbridge.model import JobState
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
 from hpcbridge.store import JobStore
 from hpcbridge.transports.local import LocalExecutor
+from tests.integration.test_slurm_adapter import squeue_knows
 
 pytestmark = [pytest.mark.slurm]
 
@@ -71,16 +72,6 @@ def no_accounting() -> Iterator[Dict[str, str]]:
     finally:
         cluster_script("stop.sh", "0")
         cluster_script("start.sh", "1")
-
-
-def squeue_knows(job_id: str) -> bool:
-    out = subprocess.run(
-        ["squeue", "--noheader", "--states=all", f"--jobs={job_id},{job_id}", "--format=%i"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    return bool(out.stdout.strip())
 
 
 def test_exit_code_file_gives_the_final_state(
