@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import importlib
 import platform
-import shutil
-import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List
 
@@ -82,12 +80,3 @@ def _scheduler_checks(module_name: str, settings: Settings, executor: Any) -> Li
         return checks(settings, executor)
     except Exception as exc:
         return [Check(module_name.split(".")[-2], False, f"check failed: {exc}")]
-
-
-def command_available(name: str) -> bool:
-    return shutil.which(name) is not None
-
-
-def python_module_version(name: str) -> str:
-    module = sys.modules.get(name) or importlib.import_module(name)
-    return str(getattr(module, "__version__", "unknown version"))

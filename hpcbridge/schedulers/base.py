@@ -357,6 +357,23 @@ class SchedulerAdapter(ABC):
     def _record_uri(self) -> Optional[str]:
         return None
 
+    def _status_from_exit_file(
+        self, status: JobStatus, record: Optional[JobRecord]
+    ) -> Optional[JobStatus]:
+        """``status`` ended as the wrapper's exit-code file says, for a job the scheduler
+        no longer knows; ``None`` when there is no readable file."""
+        if record is None or not record.exit_file:
+            return None
+        try:
+            code = exit_code_from_file(self.executor.read_text(record.exit_file))
+        except Exception as exc:  # noqa: BLE001 - missing or unreachable: no answer
+            log.debug("no exit-code file %s: %s", record.exit_file, exc)
+            return None
+        if code is None:
+            return None
+        state = JobState.COMPLETED if code == 0 else JobState.FAILED
+        return status.with_(state=state, exit_code=code)
+
     # -- status -----------------------------------------------------------
 
     def get_job_status(self, job_id: Any) -> JobStatus:

@@ -23,7 +23,7 @@ from ..model import JobState, JobStatus
 from ..resources import Resources
 from ..store import JobRecord
 from ..transports.local import LocalExecutor
-from .base import SchedulerAdapter, exit_code_from_file
+from .base import SchedulerAdapter
 from .mock_runner import now_iso, read_json, write_json
 
 
@@ -135,12 +135,9 @@ class MockAdapter(SchedulerAdapter):
         return status
 
     def _lost(self, status: JobStatus, record: Optional[JobRecord]) -> JobStatus:
-        if record is not None and record.exit_file and os.path.exists(record.exit_file):
-            with open(record.exit_file, encoding="ascii") as handle:
-                code = exit_code_from_file(handle.read())
-            if code is not None:
-                state = JobState.COMPLETED if code == 0 else JobState.FAILED
-                return status.with_(state=state, exit_code=code, reason="from exit-code file")
+        found = self._status_from_exit_file(status, record)
+        if found is not None:
+            return found.with_(reason="from exit-code file")
         return status.with_(state=JobState.FAILED, reason="mock supervisor ended unexpectedly")
 
     def _cancel(self, job_ids: List[str]) -> None:

@@ -33,7 +33,6 @@ from ...errors import (
     ConfigurationError,
     JobNotFoundError,
     JobSubmissionError,
-    JobTimeoutError,
     SchedulerUnavailableError,
 )
 from ...jobscript import PreparedJob, TaskSpec
@@ -42,7 +41,7 @@ from ...resources import Resources
 from ...store import JobRecord, JobStore
 from ...transports.base import Executor
 from ...transports.local import LocalExecutor
-from ..base import Pauser, SchedulerAdapter, exit_code_from_file
+from ..base import Pauser, SchedulerAdapter
 from . import commands
 from .cli import CLIDriver, local_form
 from .ids import F58_PREFIX, InvalidJobIdError, canonical_job_id
@@ -560,27 +559,11 @@ class FluxAdapter(SchedulerAdapter):
 
     def _from_exit_file(self, status: JobStatus, record: Optional[JobRecord]) -> JobStatus:
         """A job Flux no longer lists (purged, or its instance is gone): the wrapper's file."""
-        if record is None or not record.exit_file:
+        found = self._status_from_exit_file(status, record)
+        if found is None:
             return status
-        try:
-            if not self.executor.exists(record.exit_file):
-                return status
-            code = exit_code_from_file(self.executor.read_text(record.exit_file))
-        except (OSError, SchedulerUnavailableError, JobTimeoutError):
-            return status
-        except Exception as exc:  # noqa: BLE001 - a transport error: stay UNKNOWN
-            log.debug("cannot read %s: %s", record.exit_file, exc)
-            return status
-        if code is None:
-            return status
-        state = JobState.COMPLETED if code == 0 else JobState.FAILED
-        return status.with_(
-            state=state,
-            exit_code=code,
-            reason=f"from the exit-code file ({status.reason})"
-            if status.reason
-            else "from the exit-code file",
-        )
+        reason = f"from the exit-code file ({status.reason})" if status.reason else ""
+        return found.with_(reason=reason or "from the exit-code file")
 
     def _cancel(self, job_ids: List[str]) -> None:
         driver = self._select()

@@ -17,14 +17,13 @@ from ...errors import (
     JobSubmissionError,
     SchedulerAdapterError,
     SchedulerUnavailableError,
-    TransportError,
 )
 from ...jobscript import PreparedJob, TaskSpec, marker_path, new_token
 from ...model import JobState, JobStatus
 from ...resources import Resources
 from ...store import JobRecord, JobStore
 from ...transports.base import Executor
-from ..base import SchedulerAdapter, exit_code_from_file
+from ..base import SchedulerAdapter
 from . import commands
 from .cli import SlurmCliDriver, log_once
 from .native import DriverChoice, SlurmNativeDriver, choose_driver
@@ -152,23 +151,15 @@ class RealSlurmAdapter(SchedulerAdapter):
 
     def _from_exit_file(self, job_id: str, record: Optional[JobRecord]) -> JobStatus:
         """Neither squeue nor sacct knows the job: did the wrapper record an end?"""
-        if record is not None and record.exit_file:
-            try:
-                code = exit_code_from_file(self.executor.read_text(record.exit_file))
-            except (OSError, TransportError):
-                code = None
-            if code is not None:
-                return JobStatus(
-                    job_id,
-                    JobState.COMPLETED if code == 0 else JobState.FAILED,
-                    exit_code=code,
-                    native_state="(exit-code file)",
-                    reason="from the exit-code file (not in squeue or sacct)",
-                )
-        return JobStatus(
-            job_id,
-            JobState.UNKNOWN,
-            reason="not in squeue, not in sacct, no exit-code file",
+        unknown = JobStatus(
+            job_id, JobState.UNKNOWN, reason="not in squeue, not in sacct, no exit-code file"
+        )
+        found = self._status_from_exit_file(unknown, record)
+        if found is None:
+            return unknown
+        return found.with_(
+            native_state="(exit-code file)",
+            reason="from the exit-code file (not in squeue or sacct)",
         )
 
     def _cancel(self, job_ids: List[str]) -> None:
