@@ -10,10 +10,10 @@ import os
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, TypeVar
 
 from .model import JobState, JobStatus
 
@@ -85,7 +85,6 @@ class JobRecord:
     exit_file: Optional[str] = None
     cancel_requested: bool = False
     updated_at: Optional[datetime] = None
-    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def job_state(self) -> JobState:
@@ -114,8 +113,13 @@ class JobRecord:
         return max((end - self.start_time).total_seconds(), 0.0) / 3600.0
 
 
-_COLUMNS = [f.name for f in fields(JobRecord) if f.name != "extra"]
+_COLUMNS = [f.name for f in fields(JobRecord)]
+_TIME_COLUMNS = {"submit_time", "start_time", "end_time", "updated_at"}
+_TIME_INDEXES = tuple(index for index, name in enumerate(_COLUMNS) if name in _TIME_COLUMNS)
+_CANCEL_INDEX = _COLUMNS.index("cancel_requested")
 # Built from the constant column list; every value goes as a parameter.
+_SELECT = f"SELECT {', '.join(_COLUMNS)} FROM hpc_jobs"  # noqa: S608
+_SELECT_WITH_ROW_ID = f"SELECT id, {', '.join(_COLUMNS)} FROM hpc_jobs"  # noqa: S608
 _INSERT = (
     f"INSERT OR REPLACE INTO hpc_jobs ({', '.join(_COLUMNS)}) "  # noqa: S608
     f"VALUES ({', '.join('?' for _ in _COLUMNS)})"
@@ -125,7 +129,13 @@ _UPDATE_STATUS = (
     "start_time=COALESCE(?, start_time), end_time=COALESCE(?, end_time), "
     "updated_at=? WHERE scheduler=? AND host=? AND job_id=?"
 )
-_TIME_COLUMNS = {"submit_time", "start_time", "end_time", "updated_at"}
+_MARK_CANCEL = (
+    "UPDATE hpc_jobs SET cancel_requested=1, updated_at=? WHERE scheduler=? AND host=? AND job_id=?"
+)
+#: ids per ``IN (...)`` query: under 999, the variable limit of SQLite before 3.32
+_IDS_PER_QUERY = 900
+
+T = TypeVar("T")
 
 
 def _encode(name: str, value: Any) -> Any:
@@ -138,38 +148,44 @@ def _encode(name: str, value: Any) -> Any:
     return value
 
 
-def _decode(row: sqlite3.Row) -> JobRecord:
-    values: Dict[str, Any] = {}
-    for name in _COLUMNS:
-        value = row[name]
-        if name in _TIME_COLUMNS and value:
-            value = datetime.fromisoformat(value)
-        if name == "cancel_requested":
-            value = bool(value)
-        values[name] = value
-    return JobRecord(**values)
+def _decode(row: Sequence[Any]) -> JobRecord:
+    """A record from a row of ``_SELECT`` (columns in field order)."""
+    values = list(row)
+    for index in _TIME_INDEXES:
+        if values[index]:
+            values[index] = datetime.fromisoformat(values[index])
+    values[_CANCEL_INDEX] = bool(values[_CANCEL_INDEX])
+    return JobRecord(*values)
 
 
 class JobStore:
-    """Job records in SQLite (WAL, busy timeout): many writers, no row lost."""
+    """Job records in SQLite (WAL, busy timeout): many writers, no row lost.
 
-    def __init__(self, path: os.PathLike | str) -> None:
+    The database file is opened (and created) on first use, not by the
+    constructor: every adapter holds a store, most never touch it.
+    """
+
+    def __init__(self, path: os.PathLike[str] | str) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        with self._connect() as connection:
-            _retry_locked(lambda: connection.executescript(_SCHEMA))
+        self._schema_ready = False
 
     def _connect(self) -> sqlite3.Connection:
         connection: Optional[sqlite3.Connection] = getattr(self._local, "connection", None)
-        if connection is None:
-            connection = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None)
-            connection.row_factory = sqlite3.Row
-            _retry_locked(lambda: connection.execute("PRAGMA journal_mode=WAL"))
-            connection.execute("PRAGMA busy_timeout=30000")
-            connection.execute("PRAGMA synchronous=NORMAL")
-            self._local.connection = connection
-        return connection
+        if connection is not None:
+            return connection
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        opened = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None)
+        _retry_locked(lambda: opened.execute("PRAGMA journal_mode=WAL"))
+        opened.execute("PRAGMA busy_timeout=30000")
+        # Under WAL, NORMAL loses no committed row when a process crashes (only
+        # on power loss or an OS crash), which is what the records promise.
+        opened.execute("PRAGMA synchronous=NORMAL")
+        if not self._schema_ready:
+            _retry_locked(lambda: opened.executescript(_SCHEMA))
+            self._schema_ready = True
+        self._local.connection = opened
+        return opened
 
     def close(self) -> None:
         connection = getattr(self._local, "connection", None)
@@ -188,8 +204,6 @@ class JobStore:
         for record in records:
             record.updated_at = _now()
             rows.append([_encode(name, getattr(record, name)) for name in _COLUMNS])
-        if not rows:
-            return
         self._write_many(_INSERT, rows)
 
     def update_status(self, scheduler: str, host: str, status: JobStatus) -> None:
@@ -197,6 +211,7 @@ class JobStore:
 
     def update_statuses(self, scheduler: str, host: str, statuses: Iterable[JobStatus]) -> None:
         """Record observed states; UNKNOWN observations are not written over known ones."""
+        now = _now().isoformat()
         rows = [
             (
                 status.state.value,
@@ -205,7 +220,7 @@ class JobStore:
                 status.exit_code,
                 _encode("start_time", status.start_time),
                 _encode("end_time", status.end_time),
-                _now().isoformat(),
+                now,
                 scheduler,
                 host,
                 status.job_id,
@@ -213,12 +228,16 @@ class JobStore:
             for status in statuses
             if status.state is not JobState.UNKNOWN
         ]
-        if not rows:
-            return
         self._write_many(_UPDATE_STATUS, rows)
 
-    def _write_many(self, statement: str, rows: List[Any]) -> None:
+    def mark_cancel_requested(self, scheduler: str, host: str, job_ids: Iterable[str]) -> None:
+        now = _now().isoformat()
+        self._write_many(_MARK_CANCEL, [(now, scheduler, host, job_id) for job_id in job_ids])
+
+    def _write_many(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
         """One statement over many rows in one immediate transaction, retried when locked."""
+        if not rows:
+            return
         connection = self._connect()
 
         def write() -> None:
@@ -231,17 +250,6 @@ class JobStore:
                 raise
 
         _retry_locked(write)
-
-    def mark_cancel_requested(self, scheduler: str, host: str, job_ids: Iterable[str]) -> None:
-        connection = self._connect()
-        rows = [(_now().isoformat(), scheduler, host, job_id) for job_id in job_ids]
-        _retry_locked(
-            lambda: connection.executemany(
-                "UPDATE hpc_jobs SET cancel_requested=1, updated_at=? "
-                "WHERE scheduler=? AND host=? AND job_id=?",
-                rows,
-            )
-        )
 
     # -- reads ----------------------------------------------------------
 
@@ -257,23 +265,37 @@ class JobStore:
             clauses.append("host = ?")
             params.append(host)
         # Only constant clauses are joined; every value is a parameter.
-        query = f"SELECT * FROM hpc_jobs WHERE {' AND '.join(clauses)} ORDER BY id DESC LIMIT 1"  # noqa: S608
+        query = f"{_SELECT} WHERE {' AND '.join(clauses)} ORDER BY id DESC LIMIT 1"  # noqa: S608
         row = self._connect().execute(query, params).fetchone()
         return _decode(row) if row else None
 
-    def get_many(self, scheduler: str, host: str, job_ids: List[str]) -> Dict[str, JobRecord]:
-        found: Dict[str, JobRecord] = {}
+    def get_many(self, scheduler: str, host: str, job_ids: Sequence[str]) -> Dict[str, JobRecord]:
+        """The records of these ids on one scheduler/host: one query per 900 ids."""
+        rows = self._select_ids(_SELECT, "scheduler=? AND host=? AND ", [scheduler, host], job_ids)
+        return {record.job_id: record for record in map(_decode, rows)}
+
+    def find(self, job_ids: Sequence[str]) -> List[JobRecord]:
+        """Every record of these ids on any scheduler or host, newest first."""
+        rows = self._select_ids(_SELECT_WITH_ROW_ID, "", [], job_ids)
+        return [_decode(row[1:]) for row in sorted(rows, key=lambda row: -int(row[0]))]
+
+    def _select_ids(
+        self, select: str, condition: str, params: List[str], job_ids: Sequence[str]
+    ) -> List[Sequence[Any]]:
+        """Rows of ``select`` whose job_id is one of ``job_ids`` (and ``condition``)."""
         connection = self._connect()
-        for start in range(0, len(job_ids), 500):  # stay under SQLite's variable limit
-            chunk = job_ids[start : start + 500]
+        unique = list(dict.fromkeys(job_ids))
+        rows: List[Sequence[Any]] = []
+        for start in range(0, len(unique), _IDS_PER_QUERY):
+            chunk = unique[start : start + _IDS_PER_QUERY]
             marks = ", ".join("?" for _ in chunk)
-            query = f"SELECT * FROM hpc_jobs WHERE scheduler=? AND host=? AND job_id IN ({marks})"  # noqa: S608
-            for row in connection.execute(query, [scheduler, host, *chunk]):
-                found[row["job_id"]] = _decode(row)
-        return found
+            # Only constant text and "?" marks are joined; every value is a parameter.
+            query = f"{select} WHERE {condition}job_id IN ({marks})"  # noqa: S608
+            rows.extend(connection.execute(query, [*params, *chunk]))
+        return rows
 
     def list(self, state: Optional[str] = None, limit: Optional[int] = None) -> List[JobRecord]:
-        query, params = "SELECT * FROM hpc_jobs", []
+        query, params = _SELECT, []
         if state:
             query += " WHERE state = ?"
             params.append(state.upper())
@@ -291,19 +313,17 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def _retry_locked(action: Any, attempts: int = 50) -> Any:
+def _retry_locked(action: Callable[[], T], attempts: int = 50) -> T:
     """Run ``action``, retrying "database is locked" that busy_timeout did not absorb.
 
     SQLite returns SQLITE_BUSY at once (bypassing the busy handler) when a
     deferred transaction would deadlock or the WAL is being set up.
     """
-    for attempt in range(attempts):
+    for attempt in range(attempts - 1):
         try:
             return action()
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) and "busy" not in str(exc):
                 raise
-            if attempt == attempts - 1:
-                raise
             time.sleep(min(0.01 * (attempt + 1), 0.2))
-    return None  # pragma: no cover
+    return action()

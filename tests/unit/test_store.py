@@ -63,3 +63,43 @@ def test_cost_attribution():
     assert cost.cpu_hours == 12.0
     assert cost.gpu_hours == 1.5
     assert cost.cost == 12.0 * 0.5 + 1.5 * 2.0
+
+
+def test_constructor_creates_no_file(tmp_path):
+    path = tmp_path / "state" / "jobs.db"
+    store = JobStore(path)
+    assert not path.exists() and not path.parent.exists()
+    assert store.get("1") is None  # the first use opens (and creates) it
+    assert path.exists()
+
+
+def _count_selects(store):
+    selects = []
+    store._connect().set_trace_callback(
+        lambda statement: selects.append(statement) if statement.startswith("SELECT") else None
+    )
+    return selects
+
+
+def test_get_many_of_500_ids_is_one_query(tmp_path):
+    store = JobStore(tmp_path / "jobs.db")
+    store.add_many(JobRecord(job_id=str(i), scheduler="slurm", host="h") for i in range(600))
+    selects = _count_selects(store)
+    found = store.get_many("slurm", "h", [str(i) for i in range(500)])
+    assert len(selects) == 1
+    assert sorted(found, key=int) == [str(i) for i in range(500)]
+    assert store.get_many("slurm", "other", ["1"]) == {}
+    selects.clear()
+    assert len(store.get_many("slurm", "h", [str(i) for i in range(2000)])) == 600
+    assert len(selects) == 3  # chunked under SQLite's variable limit
+
+
+def test_find_across_schedulers_and_hosts_newest_first(tmp_path):
+    store = JobStore(tmp_path / "jobs.db")
+    store.add(JobRecord(job_id="5", scheduler="slurm", host="a"))
+    store.add(JobRecord(job_id="\u0192cAyxmV", scheduler="flux", host="b", flux_uri="local:///x"))
+    store.add(JobRecord(job_id="5", scheduler="mock", host="c"))
+    found = store.find(["5", "\u0192cAyxmV", "404"])
+    assert [(r.scheduler, r.host) for r in found] == [("mock", "c"), ("flux", "b"), ("slurm", "a")]
+    assert found[1].flux_uri == "local:///x"
+    assert store.find([]) == []
