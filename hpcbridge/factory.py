@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from .config import Settings
-from .schedulers.base import SchedulerAdapter
+from .registry import scheduler_entry
 from .store import JobStore
 from .transports.base import Executor
 from .transports.local import LocalExecutor
+
+if TYPE_CHECKING:
+    from .schedulers.base import SchedulerAdapter
 
 
 def build_executor(settings: Settings) -> Executor:
@@ -18,20 +21,6 @@ def build_executor(settings: Settings) -> Executor:
 
         return SSHExecutor.from_settings(settings)
     return LocalExecutor(default_timeout=settings.command_timeout, env=settings.command_env)
-
-
-def adapter_class(scheduler: str) -> type:
-    if scheduler == "slurm":
-        from .schedulers.slurm.adapter import RealSlurmAdapter
-
-        return RealSlurmAdapter
-    if scheduler == "flux":
-        from .schedulers.flux.adapter import FluxAdapter
-
-        return FluxAdapter
-    from .schedulers.mock import MockAdapter
-
-    return MockAdapter
 
 
 def get_scheduler_adapter(
@@ -45,6 +34,8 @@ def get_scheduler_adapter(
 
     Keyword overrides take any setting name (``scheduler="slurm"``,
     ``transport="ssh"``, ``ssh_host=...``, ``remote_workdir=...``, ``flux_uri=...``).
+    With ``env`` given, the settings come from it alone: nothing is read from
+    this process's environment.
     """
     return adapter_from_settings(Settings.from_env(env, **overrides), executor, store)
 
@@ -53,6 +44,6 @@ def adapter_from_settings(
     settings: Settings, executor: Optional[Executor] = None, store: Optional[JobStore] = None
 ) -> SchedulerAdapter:
     executor = executor if executor is not None else build_executor(settings)
-    cls = adapter_class(settings.scheduler)
-    adapter: SchedulerAdapter = cls(executor=executor, settings=settings, store=store)
+    adapter_class = scheduler_entry(settings.scheduler).adapter_class()
+    adapter: SchedulerAdapter = adapter_class(executor=executor, settings=settings, store=store)
     return adapter
