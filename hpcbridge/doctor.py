@@ -5,10 +5,12 @@ from __future__ import annotations
 import importlib
 import platform
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import __version__
 from .config import Settings
+from .registry import SCHEDULER_ENTRIES
+from .transports.base import Executor
 
 
 @dataclass(frozen=True)
@@ -31,8 +33,13 @@ def run_checks(settings: Settings) -> List[Check]:
             f"transport={settings.transport} ({settings.sources.get('transport', 'default')})",
         ),
         _store_check(settings),
-        Check("mock scheduler", True, "always available (runs jobs on this machine)"),
     ]
+    # A scheduler with no checks of its own (the mock) needs nothing from this machine.
+    checks.extend(
+        Check(f"{entry.name} scheduler", True, f"always available ({entry.summary})")
+        for entry in SCHEDULER_ENTRIES
+        if entry.doctor is None
+    )
     executor = None
     if settings.transport == "ssh":
         executor, transport_check = _ssh_check(settings)
@@ -41,8 +48,9 @@ def run_checks(settings: Settings) -> List[Check]:
             # The schedulers are on the other side: nothing more can be known from here.
             checks.append(Check("schedulers", False, "not checked: the ssh transport failed"))
             return checks
-    for module_name in ("hpcbridge.schedulers.slurm.doctor", "hpcbridge.schedulers.flux.doctor"):
-        checks.extend(_scheduler_checks(module_name, settings, executor))
+    for entry in SCHEDULER_ENTRIES:
+        if entry.doctor is not None:
+            checks.extend(_scheduler_checks(entry.name, entry.doctor, settings, executor))
     return checks
 
 
@@ -57,7 +65,7 @@ def _store_check(settings: Settings) -> Check:
         return Check("job store", False, f"{settings.database_path}: {exc}")
 
 
-def _ssh_check(settings: Settings) -> Any:
+def _ssh_check(settings: Settings) -> Tuple[Optional[Executor], Check]:
     try:
         from .transports.ssh import SSHExecutor
 
@@ -70,7 +78,9 @@ def _ssh_check(settings: Settings) -> Any:
         return None, Check("ssh transport", False, f"{settings.ssh_host}: {exc}")
 
 
-def _scheduler_checks(module_name: str, settings: Settings, executor: Any) -> List[Check]:
+def _scheduler_checks(
+    name: str, module_name: str, settings: Settings, executor: Optional[Executor]
+) -> List[Check]:
     try:
         module = importlib.import_module(module_name)
     except ImportError:
@@ -79,4 +89,4 @@ def _scheduler_checks(module_name: str, settings: Settings, executor: Any) -> Li
     try:
         return checks(settings, executor)
     except Exception as exc:
-        return [Check(module_name.split(".")[-2], False, f"check failed: {exc}")]
+        return [Check(name, False, f"check failed: {exc}")]
