@@ -46,6 +46,7 @@ __all__ = [
     "JobTimeoutError",
     "LocalExecutor",
     "MockAdapter",
+    "PartialSubmissionError",
     "RealSlurmAdapter",
     "ResourceError",
     "Resources",
@@ -66,6 +67,7 @@ __all__ = [
 _LAZY = {
     "SchedulerAdapter": ("hpcbridge.schedulers.base", "SchedulerAdapter"),
     "MockAdapter": ("hpcbridge.schedulers.mock", "MockAdapter"),
+    "PartialSubmissionError": ("hpcbridge.schedulers.driver", "PartialSubmissionError"),
     "RealSlurmAdapter": ("hpcbridge.schedulers.slurm.adapter", "RealSlurmAdapter"),
     "FluxAdapter": ("hpcbridge.schedulers.flux.adapter", "FluxAdapter"),
     "SSHExecutor": ("hpcbridge.transports.ssh", "SSHExecutor"),
@@ -85,5 +87,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'hpcbridge' has no attribute {name!r}")
 
 
-def __dir__() -> list:
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))

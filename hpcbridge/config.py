@@ -17,9 +17,9 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 from .errors import ConfigurationError
 from .resources import RESOURCE_KEYS
 
-SCHEDULERS = ("mock", "slurm", "flux")
+from .registry import DRIVER_CHOICES, SCHEDULERS
+
 TRANSPORTS = ("local", "ssh")
-DRIVERS = ("auto", "native", "cli")
 PREFIXES = ("HPCBRIDGE_", "EXAMLOPS_HPC_", "EXAMLOPS_SLURM_")
 
 
@@ -42,7 +42,8 @@ def _scheduler_from(env: Mapping[str, str]) -> Tuple[str, str]:
 
 
 def _state_home(env: Mapping[str, str]) -> Path:
-    base = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    home = env.get("HOME") or os.path.expanduser("~")
+    base = env.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state")
     return Path(base) / "hpcbridge"
 
 
@@ -74,6 +75,8 @@ class Settings:
     #: environment for every scheduler command, where it runs (e.g. SLURM_CONF)
     command_env: Dict[str, str] = field(default_factory=dict)
     unknown_limit: int = 6
+    #: the plain ``FLUX_URI`` of the environment read (set by Flux inside an allocation)
+    enclosing_flux_uri: Optional[str] = None
     resource_defaults: Dict[str, str] = field(default_factory=dict)
     #: which variable each setting came from, for ``hpcbridge doctor``
     sources: Dict[str, str] = field(default_factory=dict, repr=False)
@@ -131,6 +134,8 @@ class Settings:
             )
             if found:
                 settings._set(attribute, _number(found[0], found[1]), found[0])
+        if env.get("FLUX_URI", "").strip():
+            settings._set("enclosing_flux_uri", env["FLUX_URI"].strip(), "FLUX_URI")
         for key in RESOURCE_KEYS:
             found = lookup(env, key.upper())
             if found:
@@ -171,10 +176,10 @@ class Settings:
             )
         for attribute in ("slurm_driver", "flux_driver"):
             value = str(getattr(self, attribute)).lower()
-            if value not in DRIVERS:
+            if value not in DRIVER_CHOICES:
                 raise ConfigurationError(
                     f"{self.sources.get(attribute, attribute)}={value!r}: "
-                    f"choose one of {', '.join(DRIVERS)}"
+                    f"choose one of {', '.join(DRIVER_CHOICES)}"
                 )
             setattr(self, attribute, value)
         if self.ssh_port is not None and not 0 < int(self.ssh_port) < 65536:
@@ -197,6 +202,7 @@ class Settings:
 
     @property
     def state_path(self) -> Path:
+        # from_env always sets state_dir; a Settings() built by hand uses this process's home
         return Path(self.state_dir) if self.state_dir else _state_home(os.environ)
 
     @property

@@ -18,6 +18,9 @@ from . import __version__
 
 MARKER_DIR = ".hpcbridge"
 
+#: the variable a many-task wrapper reads first to pick its task
+TASK_INDEX_VARIABLE = "HPCBRIDGE_TASK_INDEX"
+
 
 def new_token() -> str:
     """A short unique name for one submission's files."""
@@ -44,6 +47,11 @@ class PreparedJob:
     scripts: List[str]
     job_name: str
 
+    def exit_file_for(self, index: int, count: int) -> str:
+        """Where task ``index`` of a wrapper of ``count`` tasks records its exit code
+        (the same rule ``build_wrapper`` writes into the wrapper)."""
+        return self.exit_file if count == 1 else f"{self.exit_file}.{index}"
+
 
 def marker_path(remote_dir: str, token: str, suffix: str) -> str:
     return posixpath.join(remote_dir, MARKER_DIR, f"{token}{suffix}")
@@ -53,14 +61,15 @@ def build_wrapper(
     tasks: Sequence[TaskSpec],
     workdir: str,
     exit_file: str,
-    task_index_variable: Optional[str] = None,
+    array_index_variable: Optional[str] = None,
 ) -> str:
     """The wrapper's text.
 
-    With one task, it runs that task.  With several (a Slurm array, bulk
-    submission), ``task_index_variable`` names the environment variable that
-    selects the task (e.g. ``SLURM_ARRAY_TASK_ID``); the exit file then gets
-    the index as a suffix, ``<exit_file>.<index>``.
+    With one task, it runs that task.  With several, job ``i`` runs task
+    ``i``: the index comes from ``HPCBRIDGE_TASK_INDEX`` (set per job by
+    drivers that submit jobs one by one), else from the array's own variable
+    (``array_index_variable``, e.g. ``SLURM_ARRAY_TASK_ID``); the exit file
+    gets the index as a suffix, ``<exit_file>.<index>``.
     """
     if not tasks:
         raise ValueError("no task to wrap")
@@ -70,19 +79,19 @@ def build_wrapper(
         "# code.  No scheduler directives: every option is on the submit command line.",
         f"cd {shlex.quote(workdir)} || exit 97",
     ]
-    if len(tasks) == 1 and task_index_variable is None:
+    if len(tasks) == 1:
         lines.append(f"hpcb_exit={shlex.quote(exit_file)}")
         lines.extend(_run_lines(tasks[0], indent=""))
     else:
-        variable = task_index_variable or "HPCBRIDGE_TASK_INDEX"
-        lines.append(f'hpcb_index="${{{variable}:?{variable} is not set}}"')
-        lines.append(f'hpcb_exit={shlex.quote(exit_file)}."$hpcb_index"')
+        fallback = f"${{{array_index_variable}:-}}" if array_index_variable else ""
+        lines.append(f'hpcb_index="${{{TASK_INDEX_VARIABLE}:-{fallback}}}"')
+        lines.append(f"hpcb_exit={shlex.quote(exit_file)}.\"$hpcb_index\"")
         lines.append('case "$hpcb_index" in')
         for index, task in enumerate(tasks):
             lines.append(f"  {index})")
             lines.extend(_run_lines(task, indent="    "))
             lines.append("    ;;")
-        lines.append('  *) echo "hpcbridge: no task $hpcb_index" >&2; exit 98 ;;')
+        lines.append('  *) echo "hpcbridge: no task \'$hpcb_index\'" >&2; exit 98 ;;')
         lines.append("esac")
     lines += [
         'printf "%s\\n" "$hpcb_rc" > "$hpcb_exit.tmp" && mv -f "$hpcb_exit.tmp" "$hpcb_exit"',

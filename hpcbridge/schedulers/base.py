@@ -1,10 +1,26 @@
-"""SchedulerAdapter: staging, records, the one bounded wait loop, many-job polling.
+"""SchedulerAdapter: the scheduler-neutral half of every adapter.
 
-A concrete adapter supplies four things: how to submit a staged wrapper,
-how to query many jobs at once, how to cancel, and how to describe a
-submission without running it.  Everything else - validation, staging,
-state ordering, the cancel override, the job records and waiting - lives
-here once.
+The contract every adapter keeps (the README shows it from the caller's side):
+
+- ``submit_job`` / ``submit_many`` validate everything before anything is
+  submitted (bad resources raise ``ResourceError``, a missing script
+  ``JobSubmissionError``), stage the scripts and a wrapper into one folder,
+  submit, and record every job that went in before returning or raising -
+  a record is never lost, a job never submitted twice.
+- ``get_job_status(es)`` answers every id with one scheduler query for all
+  unfinished ones.  A state never goes backwards; a final state is final.  A
+  job the scheduler no longer knows is looked up in the exit-code file its
+  wrapper wrote; only then is it UNKNOWN ("cannot tell right now").
+- ``wait_until_complete`` / ``wait`` / ``wait_all`` return whatever the final
+  state is; only a streak of UNKNOWN raises ``JobNotFoundError`` and only the
+  caller's ``timeout`` raises ``JobTimeoutError``.
+- ``cancel_job(s)`` records that the user asked (so a job the scheduler then
+  reports FAILED by SIGTERM is CANCELLED) and asks the scheduler.
+
+A concrete adapter supplies its ``driver`` (``driver.SchedulerDriver``: the
+scheduler-specific commands or bindings), how its ids are written
+(``normalize_job_id``) and where output goes by default (``output_template``
+with the scheduler's own ``output_placeholder``).
 """
 
 from __future__ import annotations
@@ -13,74 +29,38 @@ import logging
 import os
 import posixpath
 import threading
-import time
 from abc import ABC, abstractmethod
 from datetime import datetime, timezone
-from typing import (
-    Any,
-    Callable,
-    ClassVar,
-    Dict,
-    Iterable,
-    List,
-    Mapping,
-    Optional,
-    Sequence,
-    Tuple,
-    Union,
-)
+from typing import Any, ClassVar, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from ..config import Settings
 from ..errors import (
+    ConfigurationError,
     JobNotFoundError,
     JobSubmissionError,
     JobTimeoutError,
-    SchedulerAdapterError,
+    SchedulerUnavailableError,
     TransportError,
 )
-from ..jobscript import (
-    MARKER_DIR,
-    PreparedJob,
-    TaskSpec,
-    build_wrapper,
-    check_environment_names,
-    marker_path,
-    new_token,
-)
+from ..jobscript import PreparedJob, TaskSpec, new_token
 from ..model import JobState, JobStatus, advance
 from ..resources import Resources
 from ..store import JobRecord, JobStore
 from ..transports.base import Executor
 from ..transports.local import LocalExecutor
+from . import staging
+from .driver import DriverChoice, PartialSubmissionError, SchedulerDriver, SubmitBatch, Submitted
+from .staging import DependsOn, JobInput
+from .waiting import ProgressCallback, StatusCallback, WaitPlan, wait_for_all
 
 log = logging.getLogger("hpcbridge")
 
-#: what ``submit_many`` accepts for one job: a script path, or
-#: ``(script, arguments)``, or ``(script, arguments, environment)``
-JobInput = Union[str, "os.PathLike[str]", Tuple[Any, ...], TaskSpec]
-
-StatusCallback = Callable[[JobStatus], None]
-
-
-class Pauser:
-    """The pause between two status rounds of ``wait_all``."""
-
-    def pause(self, seconds: float) -> bool:
-        """Wait up to ``seconds``; True when a watched job ended meanwhile."""
-        raise NotImplementedError
-
-    def close(self) -> None:
-        """Release what the pauser holds (watches, futures)."""
-
-
-class Sleeper(Pauser):
-    def pause(self, seconds: float) -> bool:
-        time.sleep(seconds)
-        return False
+#: what a driver reports about a job it cannot see; the exit-code file may know more
+_RECORD_NEEDED = (JobState.UNKNOWN, JobState.FAILED, JobState.TIMEOUT)
 
 
 class SchedulerAdapter(ABC):
-    """The scheduler-neutral interface; see the README for the contract."""
+    """The scheduler-neutral interface; see the module docstring for the contract."""
 
     #: "mock", "slurm" or "flux"
     scheduler_name: ClassVar[str] = ""
@@ -108,37 +88,22 @@ class SchedulerAdapter(ABC):
             if executor is not None
             else LocalExecutor(self.command_timeout, env=self.settings.command_env)
         )
-        self.remote_workdir = (
-            remote_workdir or self.settings.remote_workdir or self._default_workdir()
-        )
+        self.remote_workdir = remote_workdir or self.settings.remote_workdir or self._workdir()
         self.store = store if store is not None else JobStore(self.settings.database_path)
         self.unknown_limit = unknown_limit or self.settings.unknown_limit
+        #: which driver is used and why; set by the concrete adapter
+        self.driver_choice = DriverChoice("", "")
+        # the last state this adapter saw of each job: spares the store on every poll
         self._known: Dict[str, JobStatus] = {}
         self._lock = threading.Lock()
 
-    # -- what a concrete adapter provides --------------------------------
-
+    @property
     @abstractmethod
-    def _submit(self, job: PreparedJob, resources: Resources, depends_on: List[str]) -> str:
-        """Submit the staged wrapper; return the job id."""
+    def driver(self) -> SchedulerDriver:
+        """The driver that talks to the scheduler (``driver.SchedulerDriver``)."""
 
-    @abstractmethod
-    def _query(self, job_ids: List[str], records: Mapping[str, JobRecord]) -> Dict[str, JobStatus]:
-        """Statuses of many jobs with as few scheduler commands as possible.
-
-        Must answer for every id: UNKNOWN when the scheduler cannot tell.
-        """
-
-    @abstractmethod
-    def _cancel(self, job_ids: List[str]) -> None:
-        """Ask the scheduler to end these jobs."""
-
-    @abstractmethod
-    def _describe(self, job: PreparedJob, resources: Resources, depends_on: List[str]) -> str:
-        """The exact command line (or jobspec) a submission would run."""
-
-    def _default_workdir(self) -> str:
-        if isinstance(self.executor, LocalExecutor):
+    def _workdir(self) -> str:
+        if self.executor.is_local:
             return str(self.settings.state_path / "jobs")
         return "hpcbridge-jobs"  # relative to the remote home directory
 
@@ -150,6 +115,11 @@ class SchedulerAdapter(ABC):
         """The key under which this adapter's jobs are recorded."""
         return self.executor.host
 
+    @property
+    def instance_label(self) -> Optional[str]:
+        """The scheduler instance recorded with each job (Flux: its URI)."""
+        return None
+
     # -- submission -------------------------------------------------------
 
     def validate_resources(self, resources: Optional[Mapping[str, Any]]) -> Resources:
@@ -158,38 +128,67 @@ class SchedulerAdapter(ABC):
 
     def submit_job(
         self,
-        script_path: Union[str, os.PathLike[str]],
+        script_path: Union[str, "os.PathLike[str]"],
         resources: Optional[Mapping[str, Any]] = None,
         remote_dir: Optional[str] = None,
-        depends_on: Union[None, str, int, Sequence[Any]] = None,
+        depends_on: DependsOn = None,
         arguments: Sequence[str] = (),
         environment: Optional[Mapping[str, str]] = None,
     ) -> str:
         """Stage ``script_path`` into ``remote_dir`` and submit it; return the job id."""
         validated = self.validate_resources(resources)
-        dependencies = self._dependency_ids(depends_on)
-        task = self._task(script_path, arguments, environment)
-        job = self._plan([task], validated, remote_dir)
-        self._stage(job, [task])
-        job_id = self._submit(job, validated, dependencies)
-        self._record([job_id], job, validated, [task])
-        log.info("submitted %s job %s (%s)", self.scheduler_name, job_id, job.remote_dir)
-        return job_id
+        dependencies = staging.dependency_ids(depends_on, self.normalize_job_id)
+        task = staging.make_task(script_path, arguments, environment, self.settings.remote_repo)
+        return self._submit_tasks([task], validated, dependencies, remote_dir)[0]
 
     def submit_many(
         self,
         jobs: Sequence[JobInput],
         resources: Optional[Mapping[str, Any]] = None,
-        depends_on: Union[None, str, int, Sequence[Any]] = None,
+        depends_on: DependsOn = None,
         remote_dir: Optional[str] = None,
     ) -> List[str]:
-        """Submit many similar jobs; one id per input, in order."""
+        """Submit many similar jobs; one id per input, in order.
+
+        When only some go in, ``PartialSubmissionError`` says which (they are
+        recorded and can be waited for or cancelled).
+        """
         validated = self.validate_resources(resources)
-        dependencies = self._dependency_ids(depends_on)
-        tasks = [self._coerce_task(item) for item in jobs]
+        dependencies = staging.dependency_ids(depends_on, self.normalize_job_id)
+        tasks = [staging.coerce_task(item, self.settings.remote_repo) for item in jobs]
         if not tasks:
             return []
         return self._submit_tasks(tasks, validated, dependencies, remote_dir)
+
+    def describe_submission(
+        self,
+        script_path: Union[str, "os.PathLike[str]"],
+        resources: Optional[Mapping[str, Any]] = None,
+        remote_dir: Optional[str] = None,
+        depends_on: DependsOn = None,
+    ) -> str:
+        """What ``submit_job`` would run, without staging or submitting anything."""
+        validated = self.validate_resources(resources)
+        task = staging.make_task(script_path, (), None, None, must_exist=False)
+        token = new_token()
+        folder = staging.new_folder(self.executor, self.remote_workdir, remote_dir, token)
+        name = staging.job_name(validated, [task])
+        job = staging.plan_chunks(folder, [task], name, 1, token)[0][0]
+        dependencies = staging.dependency_ids(depends_on, self.normalize_job_id)
+        return self._describe_batch(self._batch(job, 1, validated, dependencies))
+
+    def _describe_batch(self, batch: SubmitBatch) -> str:
+        return self.driver.describe(batch)
+
+    def _batch(
+        self, job: PreparedJob, count: int, resources: Resources, depends_on: Sequence[str]
+    ) -> SubmitBatch:
+        return SubmitBatch(job, count, resources, tuple(depends_on), self.output_path(job, resources))
+
+    def output_path(self, job: PreparedJob, resources: Resources) -> str:
+        """The output path handed to the scheduler (its own placeholder kept)."""
+        template = resources.output or self.output_template.replace("{id}", self.output_placeholder)
+        return posixpath.join(job.remote_dir, template)
 
     def _submit_tasks(
         self,
@@ -198,181 +197,76 @@ class SchedulerAdapter(ABC):
         depends_on: List[str],
         remote_dir: Optional[str],
     ) -> List[str]:
-        """Default bulk path: one staged wrapper and one submission per task."""
-        ids = []
-        for task in tasks:
-            job = self._plan([task], resources, remote_dir)
-            self._stage(job, [task])
-            job_id = self._submit(job, resources, depends_on)
-            self._record([job_id], job, resources, [task])
-            ids.append(job_id)
+        """One folder; one wrapper and one driver submission per ``max_batch`` tasks."""
+        token = new_token()
+        folder = staging.new_folder(self.executor, self.remote_workdir, remote_dir, token)
+        chunk_size = self.driver.max_batch() if len(tasks) > 1 else 1
+        chunks = staging.plan_chunks(
+            folder, tasks, staging.job_name(resources, tasks), chunk_size, token
+        )
+        done: List[Submitted] = []
+        for job, chunk in chunks:
+            try:
+                done.extend(self._submit_chunk(job, chunk, resources, depends_on))
+            except PartialSubmissionError as exc:
+                raise PartialSubmissionError(done + exc.submitted, exc.failures, len(tasks)) from exc
+            except JobSubmissionError as exc:
+                if not done:
+                    raise
+                raise PartialSubmissionError(done, [str(exc)], len(tasks)) from exc
+        ids = [item.job_id for item in done]
+        log.info("submitted %d %s job(s) (%s): %s", len(ids), self.scheduler_name, folder, ids[0])
         return ids
 
-    def describe_submission(
-        self,
-        script_path: Union[str, os.PathLike[str]],
-        resources: Optional[Mapping[str, Any]] = None,
-        remote_dir: Optional[str] = None,
-        depends_on: Union[None, str, int, Sequence[Any]] = None,
-    ) -> str:
-        """What ``submit_job`` would run, without staging or submitting anything."""
-        validated = self.validate_resources(resources)
-        task = self._task(script_path, (), None, must_exist=False)
-        job = self._plan([task], validated, remote_dir)
-        return self._describe(job, validated, self._dependency_ids(depends_on))
-
-    def _task(
-        self,
-        script_path: Any,
-        arguments: Sequence[str],
-        environment: Optional[Mapping[str, str]],
-        must_exist: bool = True,
-    ) -> TaskSpec:
-        path = os.fspath(script_path)
-        if must_exist and not os.path.isfile(path):
-            raise JobSubmissionError(f"script not found: {path}")
-        job_environment = dict(environment or {})
-        if self.settings.remote_repo:
-            # Where the code is deployed on the cluster, for scripts that need it.
-            job_environment.setdefault("HPCBRIDGE_REMOTE_REPO", self.settings.remote_repo)
-        return TaskSpec(
-            os.path.abspath(path),
-            tuple(str(argument) for argument in arguments),
-            check_environment_names(job_environment),
+    def _submit_chunk(
+        self, job: PreparedJob, tasks: List[TaskSpec], resources: Resources, depends_on: List[str]
+    ) -> List[Submitted]:
+        array_variable = self.driver.capabilities.array_index_variable
+        staging.stage(
+            self.executor, job, tasks, staging.wrapper_text(job, tasks, array_variable)
         )
-
-    def _coerce_task(self, item: JobInput) -> TaskSpec:
-        if isinstance(item, TaskSpec):
-            return self._task(item.script, item.arguments, item.environment)
-        if isinstance(item, tuple):
-            script = item[0]
-            arguments = item[1] if len(item) > 1 and item[1] is not None else ()
-            environment = item[2] if len(item) > 2 else None
-            if isinstance(arguments, str):
-                raise ValueError("arguments must be a list of strings, not one string")
-            return self._task(script, arguments, environment)
-        return self._task(item, (), None)
-
-    def _dependency_ids(self, depends_on: Union[None, str, int, Sequence[Any]]) -> List[str]:
-        if depends_on is None:
-            return []
-        if isinstance(depends_on, (str, int)):
-            depends_on = [depends_on]
-        return [self.normalize_job_id(job_id) for job_id in depends_on]
-
-    def _plan(
-        self, tasks: Sequence[TaskSpec], resources: Resources, remote_dir: Optional[str]
-    ) -> PreparedJob:
-        token = new_token()
-        directory = remote_dir or posixpath.join(
-            self.remote_workdir, f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-{token}"
-        )
-        directory = self.executor.abspath(directory)
-        scripts = _staged_names(directory, [task.script for task in tasks])
-        name = resources.job_name or os.path.basename(tasks[0].script) or "hpcbridge"
-        return PreparedJob(
-            token=token,
-            remote_dir=directory,
-            wrapper_path=marker_path(directory, token, ".sh"),
-            exit_file=marker_path(directory, token, ".exit"),
-            scripts=scripts,
-            job_name=name,
-        )
-
-    def _wrapper_text(self, job: PreparedJob, tasks: Sequence[TaskSpec]) -> str:
-        staged = [
-            TaskSpec(remote, task.arguments, task.environment)
-            for remote, task in zip(job.scripts, tasks)
-        ]
-        index_variable = self._task_index_variable() if len(tasks) > 1 else None
-        return build_wrapper(staged, job.remote_dir, job.exit_file, index_variable)
-
-    def _task_index_variable(self) -> Optional[str]:
-        """The environment variable that picks the task of a many-task wrapper."""
-        return None
-
-    def _stage(self, job: PreparedJob, tasks: Sequence[TaskSpec]) -> None:
-        """Create the job folder, copy the scripts, write the wrapper."""
+        batch = self._batch(job, len(tasks), resources, depends_on)
         try:
-            self.executor.mkdir(job.remote_dir, mode=0o700)
-            self.executor.mkdir(posixpath.join(job.remote_dir, MARKER_DIR), mode=0o700)
-            copied = set()
-            for remote, task in zip(job.scripts, tasks):
-                if remote not in copied:
-                    self.executor.put(task.script, remote, mode=0o700)
-                    copied.add(remote)
-            self.executor.write_text(job.wrapper_path, self._wrapper_text(job, tasks), mode=0o700)
-        except (OSError, TransportError) as exc:
-            raise JobSubmissionError(f"cannot stage the job into {job.remote_dir}: {exc}") from exc
-
-    def output_path(self, job: PreparedJob, resources: Resources) -> str:
-        """The output path handed to the scheduler (its own placeholder kept)."""
-        template = resources.output or self.output_template.replace("{id}", self.output_placeholder)
-        return posixpath.join(job.remote_dir, template)
-
-    def _resolve_output(self, job: PreparedJob, resources: Resources, job_id: str) -> str:
-        return self.output_path(job, resources).replace(self.output_placeholder, job_id)
+            submitted = self.driver.submit_many(batch)
+        except PartialSubmissionError as exc:
+            self._record(exc.submitted, batch, tasks)
+            raise
+        self._record(submitted, batch, tasks)
+        return submitted
 
     def _record(
-        self,
-        job_ids: Sequence[str],
-        job: PreparedJob,
-        resources: Resources,
-        tasks: Sequence[TaskSpec],
-        exit_files: Optional[Sequence[str]] = None,
-        log_paths: Optional[Sequence[str]] = None,
+        self, submitted: Sequence[Submitted], batch: SubmitBatch, tasks: Sequence[TaskSpec]
     ) -> None:
         now = datetime.now(timezone.utc)
-        records = []
-        for index, job_id in enumerate(job_ids):
-            records.append(
-                JobRecord(
-                    job_id=job_id,
-                    scheduler=self.scheduler_name,
-                    transport=self.executor.kind,
-                    host=self.host_label,
-                    flux_uri=self._record_uri(),
-                    job_name=job.job_name,
-                    state=JobState.PENDING.value,
-                    submit_time=now,
-                    nodes=resources.nodes,
-                    ntasks=resources.ntasks,
-                    cpus_per_task=resources.cpus_per_task,
-                    gpus=resources.gpus,
-                    time_limit=resources.time,
-                    partition=resources.partition,
-                    qos=resources.qos,
-                    account=resources.account,
-                    remote_dir=job.remote_dir,
-                    script=tasks[min(index, len(tasks) - 1)].script,
-                    log_path=log_paths[index]
-                    if log_paths
-                    else self._resolve_output(job, resources, job_id),
-                    exit_file=exit_files[index] if exit_files else job.exit_file,
-                )
+        resources, job = batch.resources, batch.job
+        records = [
+            JobRecord(
+                job_id=item.job_id,
+                scheduler=self.scheduler_name,
+                transport=self.executor.kind,
+                host=self.host_label,
+                flux_uri=self.instance_label,
+                job_name=job.job_name,
+                state=JobState.PENDING.value,
+                submit_time=now,
+                nodes=resources.nodes,
+                ntasks=resources.ntasks,
+                cpus_per_task=resources.cpus_per_task,
+                gpus=resources.gpus,
+                time_limit=resources.time,
+                partition=resources.partition,
+                qos=resources.qos,
+                account=resources.account,
+                remote_dir=job.remote_dir,
+                script=tasks[item.index].script,
+                log_path=item.log_path,
+                exit_file=job.exit_file_for(item.index, batch.count),
             )
-            self._known[job_id] = JobStatus(job_id, JobState.PENDING)
+            for item in submitted
+        ]
         self.store.add_many(records)
-
-    def _record_uri(self) -> Optional[str]:
-        return None
-
-    def _status_from_exit_file(
-        self, status: JobStatus, record: Optional[JobRecord]
-    ) -> Optional[JobStatus]:
-        """``status`` ended as the wrapper's exit-code file says, for a job the scheduler
-        no longer knows; ``None`` when there is no readable file."""
-        if record is None or not record.exit_file:
-            return None
-        try:
-            code = exit_code_from_file(self.executor.read_text(record.exit_file))
-        except Exception as exc:  # noqa: BLE001 - missing or unreachable: no answer
-            log.debug("no exit-code file %s: %s", record.exit_file, exc)
-            return None
-        if code is None:
-            return None
-        state = JobState.COMPLETED if code == 0 else JobState.FAILED
-        return status.with_(state=state, exit_code=code)
+        for item in submitted:
+            self._known[item.job_id] = JobStatus(item.job_id, JobState.PENDING)
 
     # -- status -----------------------------------------------------------
 
@@ -383,52 +277,90 @@ class SchedulerAdapter(ABC):
     def get_job_statuses(self, job_ids: Iterable[Any]) -> Dict[str, JobStatus]:
         """Statuses of many jobs: one scheduler query for all that are not finished."""
         ids = list(dict.fromkeys(self.normalize_job_id(job_id) for job_id in job_ids))
-        records = self.store.get_many(self.scheduler_name, self.host_label, ids)
-        answers: Dict[str, JobStatus] = {}
-        to_ask = []
-        for job_id in ids:
-            known = self._previous(job_id, records.get(job_id))
-            if known is not None and known.is_terminal:
-                answers[job_id] = known  # final: no need to ask the scheduler again
-            else:
-                to_ask.append(job_id)
-        if to_ask:
-            observed = self._query(to_ask, records)
-            changed = []
-            for job_id in to_ask:
-                status = observed.get(job_id) or JobStatus(
-                    job_id, JobState.UNKNOWN, reason="no answer from the scheduler"
-                )
-                merged = self._merge(job_id, status, records.get(job_id))
-                answers[job_id] = merged
-                if merged.state is not JobState.UNKNOWN and merged != self._known.get(job_id):
-                    changed.append(merged)
-                if merged.state is not JobState.UNKNOWN:
-                    self._known[job_id] = merged
-            if changed:
-                self.store.update_statuses(self.scheduler_name, self.host_label, changed)
-        return {job_id: answers[job_id] for job_id in ids}
+        records = self._records([job_id for job_id in ids if job_id not in self._known])
+        for job_id, record in records.items():
+            self._known.setdefault(job_id, record.status())
+        to_ask = [job_id for job_id in ids if not self._is_final(job_id)]
+        observed = self._ask(to_ask) if to_ask else {}
+        wanted = [
+            job_id
+            for job_id in to_ask
+            if observed[job_id].state in _RECORD_NEEDED and job_id not in records
+        ]
+        records.update(self._records(wanted))
+        changed = []
+        for job_id in to_ask:
+            merged = self._merge(job_id, observed[job_id], records.get(job_id))
+            if merged.state is not JobState.UNKNOWN and merged != self._known.get(job_id):
+                changed.append(merged)
+                self._known[job_id] = merged
+            observed[job_id] = merged
+        if changed:
+            self.store.update_statuses(self.scheduler_name, self.host_label, changed)
+        return {job_id: observed.get(job_id) or self._known[job_id] for job_id in ids}
 
-    def _previous(self, job_id: str, record: Optional[JobRecord]) -> Optional[JobStatus]:
+    def _records(self, job_ids: List[str]) -> Dict[str, JobRecord]:
+        if not job_ids:
+            return {}
+        return self.store.get_many(self.scheduler_name, self.host_label, job_ids)
+
+    def _is_final(self, job_id: str) -> bool:
         known = self._known.get(job_id)
-        if known is None and record is not None:
-            known = record.status()
-        return known
+        return known is not None and known.is_terminal
+
+    def _ask(self, job_ids: List[str]) -> Dict[str, JobStatus]:
+        """The driver's answer for every id; an unreachable scheduler is UNKNOWN for all."""
+        try:
+            answers = self.driver.query(job_ids)
+        except (ConfigurationError, SchedulerUnavailableError) as exc:
+            answers = {}
+            reason = f"cannot reach the {self.scheduler_name} scheduler: {exc}"
+        else:
+            reason = "no answer from the scheduler"
+        return {
+            job_id: answers.get(job_id) or JobStatus(job_id, JobState.UNKNOWN, reason=reason)
+            for job_id in job_ids
+        }
 
     def _merge(self, job_id: str, observed: JobStatus, record: Optional[JobRecord]) -> JobStatus:
         if observed.state is JobState.UNKNOWN:
-            return observed
-        cancel_requested = record is not None and record.cancel_requested
-        if cancel_requested and observed.state in (JobState.FAILED, JobState.TIMEOUT):
+            return self._from_exit_file(observed, record) or observed
+        if record is not None and record.cancel_requested and observed.state in (
+            JobState.FAILED,
+            JobState.TIMEOUT,
+        ):
             # A cancelled job may be reported FAILED/TIMEOUT (killed by SIGTERM,
             # exit 143) by the scheduler; the user asked for it to end, so it is
             # CANCELLED.  The scheduler's own words stay in native_state.  A job
             # that COMPLETED before the cancel arrived stays COMPLETED.
             observed = observed.with_(
-                state=JobState.CANCELLED,
-                reason=observed.reason or "cancel requested",
+                state=JobState.CANCELLED, reason=observed.reason or "cancel requested"
             )
-        return advance(self._previous(job_id, record), observed)
+        return advance(self._known.get(job_id), observed)
+
+    def _from_exit_file(
+        self, status: JobStatus, record: Optional[JobRecord]
+    ) -> Optional[JobStatus]:
+        """The end the wrapper recorded, for a job the scheduler cannot see; ``None``
+        when there is no readable exit-code file."""
+        if record is None or not record.exit_file:
+            return None
+        try:
+            code = exit_code_from_file(self.executor.read_text(record.exit_file))
+        except Exception as exc:  # noqa: BLE001 - missing or unreachable: no answer
+            log.debug("no exit-code file %s: %s", record.exit_file, exc)
+            return None
+        if code is None:
+            return None
+        found = status.with_(
+            state=JobState.COMPLETED if code == 0 else JobState.FAILED,
+            exit_code=code,
+            native_state=status.native_state or "(exit-code file)",
+            reason=f"from the exit-code file ({status.reason})"
+            if status.reason
+            else "from the exit-code file",
+        )
+        return self._merge(status.job_id, found, record)
 
     # -- waiting ----------------------------------------------------------
 
@@ -464,75 +396,29 @@ class SchedulerAdapter(ABC):
         timeout: Optional[float] = None,
         on_change: Optional[StatusCallback] = None,
         first_interval: float = 0.25,
-        on_poll: Optional[Callable[[Dict[str, JobStatus]], None]] = None,
+        on_poll: Optional[ProgressCallback] = None,
     ) -> Dict[str, JobStatus]:
         """Wait until every job ends; one scheduler query per poll for all of them.
 
-        The interval starts short and backs off to ``poll_interval`` while
-        nothing changes.  A job that stays UNKNOWN (not in queue, history or
-        its folder) for ``unknown_limit`` polls in a row raises
-        ``JobNotFoundError``; a failed query counts as UNKNOWN for all, so a
-        restarting controller or a dropped connection is ridden out.
-        ``on_poll`` gets every job's latest status after each round (progress).
+        The interval starts at ``first_interval`` and backs off to
+        ``poll_interval`` while nothing changes; a driver that hears job ends
+        (Flux's bindings) cuts the pause short.  A job UNKNOWN for
+        ``unknown_limit`` polls in a row raises ``JobNotFoundError``; a failed
+        query counts as UNKNOWN for all, so a restarting controller or a
+        dropped connection is ridden out.  ``on_poll`` gets every job's
+        latest status after each round (progress).
         """
         ids = list(dict.fromkeys(self.normalize_job_id(job_id) for job_id in job_ids))
-        deadline = None if timeout is None else time.monotonic() + timeout
-        pending = list(ids)
-        final: Dict[str, JobStatus] = {}
-        last_seen: Dict[str, JobState] = {}
-        unknown_streak = dict.fromkeys(ids, 0)
-        interval = min(first_interval, poll_interval)
-        latest: Dict[str, JobStatus] = {}
-        pauser: Optional[Pauser] = None
-        try:
-            while True:
-                statuses = self._poll(pending)
-                latest.update(statuses)
-                if on_poll is not None:
-                    on_poll(latest)
-                changed = False
-                for job_id in list(pending):
-                    status = statuses[job_id]
-                    if status.state is JobState.UNKNOWN:
-                        unknown_streak[job_id] += 1
-                        if unknown_streak[job_id] >= self.unknown_limit:
-                            raise JobNotFoundError(
-                                f"{self.scheduler_name} job {job_id} could not be observed "
-                                f"{unknown_streak[job_id]} times in a row "
-                                f"({status.reason or 'not in queue, history or job folder'})"
-                            )
-                        continue
-                    unknown_streak[job_id] = 0
-                    if last_seen.get(job_id) is not status.state:
-                        last_seen[job_id] = status.state
-                        changed = True
-                        if on_change is not None:
-                            on_change(status)
-                    if status.is_terminal:
-                        final[job_id] = status
-                        pending.remove(job_id)
-                if not pending:
-                    return {job_id: final[job_id] for job_id in ids}
-                now = time.monotonic()
-                if deadline is not None and now >= deadline:
-                    raise JobTimeoutError(
-                        f"{len(pending)} job(s) still unfinished after {timeout:g} s: "
-                        + ", ".join(pending[:10])
-                    )
-                interval = first_interval if changed else min(interval * 1.5, poll_interval)
-                pause = interval if deadline is None else min(interval, max(deadline - now, 0))
-                if pauser is None:
-                    pauser = self._pauser(pending)
-                if pauser.pause(pause):
-                    interval = first_interval  # a job ended: look again soon
-        finally:
-            if pauser is not None:
-                pauser.close()
-
-    def _pauser(self, job_ids: List[str]) -> Pauser:
-        """How ``wait_all`` pauses between rounds: plain sleeping, unless a
-        scheduler can wake up when a job ends (Flux's native driver)."""
-        return Sleeper()
+        plan = WaitPlan(
+            self.scheduler_name,
+            poll_interval=poll_interval,
+            timeout=timeout,
+            unknown_limit=self.unknown_limit,
+            first_interval=first_interval,
+            on_change=on_change,
+            on_poll=on_poll,
+        )
+        return wait_for_all(ids, self._poll, self.driver.waiter, plan)
 
     def _poll(self, job_ids: List[str]) -> Dict[str, JobStatus]:
         """One status round; a failed query makes every job UNKNOWN this time."""
@@ -547,22 +433,18 @@ class SchedulerAdapter(ABC):
 
     # -- logs, cancel -----------------------------------------------------
 
-    def _record_for(self, job_id: str) -> Optional[JobRecord]:
-        return self.store.get(job_id, self.scheduler_name, self.host_label)
-
     def log_path(self, job_id: Any) -> str:
         job_id = self.normalize_job_id(job_id)
-        record = self._record_for(job_id)
+        record = self.store.get(job_id, self.scheduler_name, self.host_label)
         if record is not None and record.log_path:
             return record.log_path
-        found = self._find_log_path(job_id)
+        found = self.driver.find_output(job_id)
         if found is None:
-            raise JobNotFoundError(f"no record of {self.scheduler_name} job {job_id}")
+            raise JobNotFoundError(
+                f"no record of {self.scheduler_name} job {job_id} and the scheduler does not "
+                "know where it writes (check the id and the scheduler: hpcbridge jobs)"
+            )
         return found
-
-    def _find_log_path(self, job_id: str) -> Optional[str]:
-        """Ask the scheduler where a job without a record writes its output."""
-        return None
 
     def get_job_logs(self, job_id: Any) -> str:
         """The job's output so far ("" if it has not started writing)."""
@@ -582,14 +464,16 @@ class SchedulerAdapter(ABC):
     def cancel_jobs(self, job_ids: Iterable[Any]) -> None:
         ids = [self.normalize_job_id(job_id) for job_id in job_ids]
         self.store.mark_cancel_requested(self.scheduler_name, self.host_label, ids)
-        self._cancel(ids)
+        self.driver.cancel(ids)
         log.info("cancel requested for %s job(s) %s", self.scheduler_name, ", ".join(ids))
 
     # -- misc ---------------------------------------------------------------
 
     def describe(self) -> str:
         """One line saying what this adapter talks to and how."""
-        return f"{self.scheduler_name} via {self.executor.kind}"
+        choice = self.driver_choice
+        how = f" ({choice.name} driver: {choice.reason})" if choice.name else ""
+        return f"{self.scheduler_name} via {self.executor.kind}{how}"
 
     def close(self) -> None:
         self.executor.close()
@@ -605,24 +489,6 @@ class SchedulerAdapter(ABC):
         return f"{name}(executor={self.executor!r}, remote_workdir={self.remote_workdir!r})"
 
 
-def _staged_names(directory: str, scripts: Sequence[str]) -> List[str]:
-    """Where each script lands in the job folder: its own name, deduplicated."""
-    by_source: Dict[str, str] = {}
-    used: Dict[str, str] = {}
-    names = []
-    for script in scripts:
-        if script not in by_source:
-            base = os.path.basename(script) or "script"
-            candidate, counter = base, 1
-            while candidate in used and used[candidate] != script:
-                counter += 1
-                candidate = f"{base}.{counter}"
-            used[candidate] = script
-            by_source[script] = posixpath.join(directory, candidate)
-        names.append(by_source[script])
-    return names
-
-
 def exit_code_from_file(text: str) -> Optional[int]:
     """The wrapper's exit-code file holds one integer."""
     try:
@@ -631,4 +497,4 @@ def exit_code_from_file(text: str) -> Optional[int]:
         return None
 
 
-__all__ = ["SchedulerAdapter", "SchedulerAdapterError", "exit_code_from_file"]
+__all__ = ["SchedulerAdapter", "exit_code_from_file"]

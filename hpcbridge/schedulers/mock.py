@@ -15,35 +15,36 @@ import subprocess
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from ..errors import ConfigurationError, JobSubmissionError
-from ..jobscript import PreparedJob
+from ..jobscript import TASK_INDEX_VARIABLE
 from ..model import JobState, JobStatus
-from ..resources import Resources
-from ..store import JobRecord
-from ..transports.local import LocalExecutor
-from .base import SchedulerAdapter
+from .base import SchedulerAdapter, exit_code_from_file
+from .driver import (
+    Capabilities,
+    DriverChoice,
+    PartialSubmissionError,
+    SchedulerDriver,
+    SubmitBatch,
+    Submitted,
+    Waiter,
+)
 from .mock_runner import now_iso, read_json, write_json
 
+#: how many jobs one mock submission may hold: there is no array limit
+_MAX_BATCH = 1_000_000
 
-class MockAdapter(SchedulerAdapter):
-    """Runs the job script locally in the background; states from the supervisor."""
 
-    scheduler_name = "mock"
-    output_template = "mock-{id}.out"
+class MockDriver:
+    """Starts one supervisor per job and reads the state files they write."""
 
-    def __init__(self, *args: Any, slots: Optional[int] = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if not isinstance(self.executor, LocalExecutor):
-            raise ConfigurationError(
-                "the mock scheduler runs jobs on this machine; use the local transport "
-                "(HPCBRIDGE_TRANSPORT=local)"
-            )
-        self.root = self.settings.state_path / "mock"
-        self.slots = slots or os.cpu_count() or 1
+    name = "mock"
+    capabilities = Capabilities(events=False, arrays=False, dependencies=True)
 
-    # -- ids and folders ------------------------------------------------------
+    def __init__(self, root: Path, slots: int) -> None:
+        self.root = root
+        self.slots = slots
 
     def _next_id(self) -> str:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -59,37 +60,56 @@ class MockAdapter(SchedulerAdapter):
     def _job_dir(self, job_id: str) -> Path:
         return self.root / "jobs" / job_id
 
-    # -- the four operations ------------------------------------------------
-
     def _runner_argv(self, job_dir: str) -> List[str]:
         return [sys.executable, "-m", "hpcbridge.schedulers.mock_runner", "--detach", job_dir]
 
-    def _describe(self, job: PreparedJob, resources: Resources, depends_on: List[str]) -> str:
+    def describe(self, batch: SubmitBatch) -> str:
         argv = self._runner_argv(str(self._job_dir("<id>")))
-        limit = f" time limit {resources.time:g}s" if resources.time else ""
-        after = f" after {','.join(depends_on)}" if depends_on else ""
-        return shlex.join(argv) + f"  # runs {job.wrapper_path}{limit}{after}"
+        time_limit = batch.resources.time
+        limit = f" time limit {time_limit:g}s" if time_limit else ""
+        after = f" after {','.join(batch.depends_on)}" if batch.depends_on else ""
+        return shlex.join(argv) + f"  # runs {batch.job.wrapper_path}{limit}{after}"
 
-    def _submit(self, job: PreparedJob, resources: Resources, depends_on: List[str]) -> str:
+    def submit_many(self, batch: SubmitBatch) -> List[Submitted]:
+        submitted: List[Submitted] = []
+        for index in range(batch.count):
+            try:
+                submitted.append(self._start(batch, index))
+            except JobSubmissionError as exc:
+                if not submitted:
+                    raise
+                failures = [str(exc)] * (batch.count - len(submitted))
+                raise PartialSubmissionError(submitted, failures, batch.count) from exc
+        return submitted
+
+    def _start(self, batch: SubmitBatch, index: int) -> Submitted:
         job_id = self._next_id()
         job_dir = self._job_dir(job_id)
         job_dir.mkdir(parents=True)
+        resources = batch.resources
         time_limit = resources.time if resources.time and resources.time != float("inf") else None
+        output = batch.output.replace("{id}", job_id)
         write_json(
             job_dir / "spec.json",
             {
                 "job_id": job_id,
                 "root": str(self.root),
-                "wrapper": job.wrapper_path,
-                "workdir": job.remote_dir,
-                "output": self._resolve_output(job, resources, job_id),
+                "wrapper": batch.job.wrapper_path,
+                "exit_file": batch.job.exit_file_for(index, batch.count),
+                "environment": {TASK_INDEX_VARIABLE: str(index)} if batch.count > 1 else {},
+                "workdir": batch.job.remote_dir,
+                "output": output,
                 "time_limit": time_limit,
-                "depends_on": depends_on,
+                "depends_on": list(batch.depends_on),
                 "slots": self.slots,
-                "job_name": job.job_name,
+                "job_name": batch.job.job_name,
             },
         )
         write_json(job_dir / "state.json", {"state": "PENDING", "submit_time": now_iso()})
+        self._launch(job_dir)
+        return Submitted(job_id, output, index)
+
+    def _launch(self, job_dir: Path) -> None:
         try:
             with open(job_dir / "supervisor.log", "ab") as supervisor_log:
                 runner = subprocess.Popen(
@@ -105,15 +125,17 @@ class MockAdapter(SchedulerAdapter):
         # The runner forks and its parent exits at once: the supervisor is
         # re-parented to init, so it outlives us and never lingers as a zombie.
         if runner.wait() != 0:
-            raise JobSubmissionError(f"the mock supervisor did not start (see {job_dir})")
-        return job_id
+            raise JobSubmissionError(
+                f"the mock supervisor did not start (see {job_dir}/supervisor.log)"
+            )
 
-    def _query(self, job_ids: List[str], records: Mapping[str, JobRecord]) -> Dict[str, JobStatus]:
-        return {job_id: self._status_of(job_id, records.get(job_id)) for job_id in job_ids}
+    def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
+        return {job_id: self._status_of(job_id) for job_id in job_ids}
 
-    def _status_of(self, job_id: str, record: Optional[JobRecord]) -> JobStatus:
+    def _status_of(self, job_id: str) -> JobStatus:
+        job_dir = self._job_dir(job_id)
         try:
-            state = read_json(self._job_dir(job_id) / "state.json")
+            state = read_json(job_dir / "state.json")
         except FileNotFoundError:
             return JobStatus(job_id, JobState.UNKNOWN, reason="no such mock job")
         except ValueError:
@@ -129,28 +151,70 @@ class MockAdapter(SchedulerAdapter):
             reason=state.get("reason", ""),
         )
         if not status.is_terminal and not _alive(state.get("supervisor_pid")):
-            # The supervisor is gone without recording an end (machine restart,
-            # kill -9): fall back on the wrapper's exit-code file, else FAILED.
-            return self._lost(status, record)
+            return _lost(status, job_dir)
         return status
 
-    def _lost(self, status: JobStatus, record: Optional[JobRecord]) -> JobStatus:
-        found = self._status_from_exit_file(status, record)
-        if found is not None:
-            return found.with_(reason="from exit-code file")
-        return status.with_(state=JobState.FAILED, reason="mock supervisor ended unexpectedly")
-
-    def _cancel(self, job_ids: List[str]) -> None:
+    def cancel(self, job_ids: Sequence[str]) -> None:
         for job_id in job_ids:
             job_dir = self._job_dir(job_id)
             if job_dir.is_dir():
                 (job_dir / "cancel").touch()  # the supervisor checks this every tick
 
-    def _find_log_path(self, job_id: str) -> Optional[str]:
+    def max_batch(self) -> int:
+        return _MAX_BATCH
+
+    def find_output(self, job_id: str) -> Optional[str]:
         try:
             return str(read_json(self._job_dir(job_id) / "spec.json")["output"])
         except (OSError, ValueError, KeyError):
             return None
+
+    def waiter(self, job_ids: Sequence[str]) -> Optional[Waiter]:
+        return None
+
+    def close(self) -> None:
+        """Nothing held open."""
+
+
+class MockAdapter(SchedulerAdapter):
+    """Runs the job script locally in the background; states from the supervisor."""
+
+    scheduler_name = "mock"
+    output_template = "mock-{id}.out"
+
+    def __init__(self, *args: Any, slots: Optional[int] = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not self.executor.is_local:
+            raise ConfigurationError(
+                "the mock scheduler runs jobs on this machine; use the local transport "
+                "(HPCBRIDGE_TRANSPORT=local)"
+            )
+        self.root = self.settings.state_path / "mock"
+        self.slots = slots or os.cpu_count() or 1
+        self._driver = MockDriver(self.root, self.slots)
+        self.driver_choice = DriverChoice("mock", "background processes on this machine")
+
+    @property
+    def driver(self) -> SchedulerDriver:
+        return self._driver
+
+    def describe(self) -> str:
+        return f"mock via {self.executor.kind}"
+
+
+def _lost(status: JobStatus, job_dir: Path) -> JobStatus:
+    """The supervisor is gone without recording an end (machine restart, kill -9):
+    the wrapper's exit-code file, else FAILED."""
+    try:
+        exit_file = read_json(job_dir / "spec.json")["exit_file"]
+        with open(exit_file, encoding="ascii") as handle:
+            code = exit_code_from_file(handle.read())
+    except (OSError, ValueError, KeyError):
+        code = None
+    if code is not None:
+        state = JobState.COMPLETED if code == 0 else JobState.FAILED
+        return status.with_(state=state, exit_code=code, reason="from the exit-code file")
+    return status.with_(state=JobState.FAILED, reason="mock supervisor ended unexpectedly")
 
 
 def _alive(pid: Any) -> bool:

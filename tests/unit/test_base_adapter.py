@@ -5,7 +5,8 @@ vanishes, a scheduler reporting a cancelled job as FAILED) that a real
 scheduler cannot produce on demand.
 """
 
-from typing import Dict, List
+import itertools
+from typing import Dict, List, Optional, Sequence
 
 import pytest
 
@@ -13,44 +14,102 @@ from hpcbridge import (
     JobNotFoundError,
     JobState,
     JobStatus,
+    JobSubmissionError,
     JobTimeoutError,
     Settings,
     TransportError,
 )
 from hpcbridge.schedulers.base import SchedulerAdapter
+from hpcbridge.schedulers.driver import (
+    Capabilities,
+    PartialSubmissionError,
+    SchedulerDriver,
+    SubmitBatch,
+    Submitted,
+    Waiter,
+)
+
+
+class ScriptedDriver:
+    """Answers status queries from a script; counts what it is asked."""
+
+    name = "scripted"
+    capabilities = Capabilities()
+
+    def __init__(self, answers: List[object], max_batch: int = 1000) -> None:
+        self.answers = list(answers)
+        self.queries = 0
+        self.cancelled: List[str] = []
+        self.batches: List[SubmitBatch] = []
+        self.refuse_after: Optional[int] = None
+        self._ids = itertools.count(1)
+        self._max_batch = max_batch
+
+    def describe(self, batch: SubmitBatch) -> str:
+        return "scripted"
+
+    def submit_many(self, batch: SubmitBatch) -> List[Submitted]:
+        self.batches.append(batch)
+        submitted = []
+        for index in range(batch.count):
+            if self.refuse_after is not None and len(self.batches) > self.refuse_after:
+                if not submitted:
+                    raise JobSubmissionError("refused")
+                raise PartialSubmissionError(submitted, ["refused"], batch.count)
+            job_id = str(next(self._ids))
+            submitted.append(Submitted(job_id, f"/out/{job_id}", index))
+        return submitted
+
+    def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
+        self.queries += 1
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        assert isinstance(answer, JobState)
+        return {job_id: JobStatus(job_id, answer) for job_id in job_ids}
+
+    def cancel(self, job_ids: Sequence[str]) -> None:
+        self.cancelled.extend(job_ids)
+
+    def max_batch(self) -> int:
+        return self._max_batch
+
+    def find_output(self, job_id: str) -> Optional[str]:
+        return None
+
+    def waiter(self, job_ids: Sequence[str]) -> Optional[Waiter]:
+        return None
+
+    def close(self) -> None:
+        pass
 
 
 class Scripted(SchedulerAdapter):
     scheduler_name = "scripted"
 
-    def __init__(self, answers: List[object], **kwargs):
-        super().__init__(**kwargs)
-        self.answers = list(answers)
-        self.queries = 0
-        self.cancelled: List[str] = []
+    def __init__(self, answers: List[object], max_batch: int = 1000, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.scripted = ScriptedDriver(answers, max_batch)
 
-    def _submit(self, job, resources, depends_on):
-        return "1"
+    @property
+    def driver(self) -> SchedulerDriver:
+        return self.scripted
 
-    def _query(self, job_ids, records) -> Dict[str, JobStatus]:
-        self.queries += 1
-        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
-        if isinstance(answer, Exception):
-            raise answer
-        return {job_id: JobStatus(job_id, answer) for job_id in job_ids}
+    @property
+    def queries(self) -> int:
+        return self.scripted.queries
 
-    def _cancel(self, job_ids):
-        self.cancelled.extend(job_ids)
-
-    def _describe(self, job, resources, depends_on):
-        return "scripted"
+    @property
+    def cancelled(self) -> List[str]:
+        return self.scripted.cancelled
 
 
 @pytest.fixture
 def make(tmp_path, make_script):
-    def build(*answers, unknown_limit=3):
+    def build(*answers, unknown_limit=3, max_batch=1000):
         adapter = Scripted(
             list(answers),
+            max_batch=max_batch,
             settings=Settings.from_env({}, state_dir=str(tmp_path / "state")),
             unknown_limit=unknown_limit,
         )
@@ -137,3 +196,55 @@ def test_backoff_grows_to_the_poll_interval(make, monkeypatch):
     adapter.wait_all([job_id], poll_interval=1.0, first_interval=0.1)
     assert sleeps[0] == 0.1  # the change PENDING -> RUNNING resets to short
     assert sleeps == sorted(sleeps) and max(sleeps) == 1.0
+
+
+def test_many_jobs_go_in_chunks_of_the_drivers_batch_size(make, make_script):
+    adapter, _ = make(JobState.PENDING, max_batch=3)
+    scripts = [make_script(f"echo {index}") for index in range(7)]
+    ids = adapter.submit_many(scripts)
+    assert [batch.count for batch in adapter.scripted.batches[1:]] == [3, 3, 1]
+    assert len(set(ids)) == 7
+    folders = {batch.job.remote_dir for batch in adapter.scripted.batches[1:]}
+    assert len(folders) == 1  # one folder, one wrapper per chunk
+    records = [adapter.store.get(job_id, "scripted", adapter.host_label) for job_id in ids]
+    assert all(record is not None for record in records)
+    exit_files = [record.exit_file for record in records if record is not None]
+    assert len(set(exit_files)) == 7 and exit_files[-1].endswith(".exit")
+
+
+def test_a_later_chunk_refused_records_the_earlier_ones(make, make_script):
+    adapter, _ = make(JobState.PENDING, max_batch=2)
+    adapter.scripted.refuse_after = 2  # the first call was the fixture's submit_job
+    with pytest.raises(PartialSubmissionError) as caught:
+        adapter.submit_many([make_script("true") for _ in range(5)])
+    assert len(caught.value.submitted_ids) == 2
+    assert "3 of 5 submissions did not go in" in str(caught.value)
+    for job_id in caught.value.submitted_ids:
+        assert adapter.store.get(job_id, "scripted", adapter.host_label) is not None
+
+
+def test_unknown_job_with_an_exit_file_ends_from_it(make):
+    adapter, job_id = make(JobState.UNKNOWN)
+    record = adapter.store.get(job_id, "scripted", adapter.host_label)
+    assert record is not None and record.exit_file
+    with open(record.exit_file, "w", encoding="ascii") as handle:
+        handle.write("3\n")
+    status = adapter.get_job_status(job_id)
+    assert status.state is JobState.FAILED and status.exit_code == 3
+    assert "exit-code file" in status.reason
+
+
+def test_a_driver_leaving_an_id_out_gives_unknown_not_a_crash(make):
+    adapter, job_id = make(JobState.RUNNING)
+    adapter.scripted.query = lambda job_ids: {}  # type: ignore[method-assign]
+    status = adapter.get_job_status(job_id)
+    assert status.state is JobState.UNKNOWN and "no answer" in status.reason
+
+
+def test_known_jobs_are_refreshed_without_reading_the_store(make, monkeypatch):
+    adapter, job_id = make(JobState.PENDING)
+    adapter.get_job_status(job_id)
+    reads = []
+    monkeypatch.setattr(adapter.store, "get_many", lambda *args: reads.append(args) or {})
+    assert adapter.get_job_status(job_id).state is JobState.PENDING
+    assert reads == []

@@ -1,0 +1,77 @@
+"""The one list of schedulers and drivers, read by config, the CLI, the factory and doctor.
+
+Plain data: naming a scheduler here imports nothing; its adapter and doctor
+modules are imported only when asked for (``import hpcbridge`` must not pull
+in paramiko, flux or pyslurm).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Optional, Tuple
+
+#: how a scheduler's driver is chosen: the bindings when they work, else the CLI
+DRIVER_CHOICES: Tuple[str, ...] = ("auto", "native", "cli")
+
+
+@dataclass(frozen=True)
+class SchedulerEntry:
+    name: str
+    #: "module:Class" of the adapter
+    adapter: str
+    #: module with ``checks(settings, executor) -> List[Check]`` for doctor, if any
+    doctor: Optional[str]
+    #: the setting that picks its driver (``None``: one driver only)
+    driver_setting: Optional[str]
+    summary: str
+
+    def adapter_class(self) -> Any:
+        module_name, _, class_name = self.adapter.partition(":")
+        return getattr(importlib.import_module(module_name), class_name)
+
+
+SCHEDULER_ENTRIES: Tuple[SchedulerEntry, ...] = (
+    SchedulerEntry(
+        "mock",
+        "hpcbridge.schedulers.mock:MockAdapter",
+        None,
+        None,
+        "runs jobs on this machine as background processes (no scheduler needed)",
+    ),
+    SchedulerEntry(
+        "slurm",
+        "hpcbridge.schedulers.slurm.adapter:RealSlurmAdapter",
+        "hpcbridge.schedulers.slurm.doctor",
+        "slurm_driver",
+        "sbatch/squeue/sacct, or pyslurm in-process",
+    ),
+    SchedulerEntry(
+        "flux",
+        "hpcbridge.schedulers.flux.adapter:FluxAdapter",
+        "hpcbridge.schedulers.flux.doctor",
+        "flux_driver",
+        "flux batch/submit, or the flux.job bindings in-process",
+    ),
+)
+
+SCHEDULERS: Tuple[str, ...] = tuple(entry.name for entry in SCHEDULER_ENTRIES)
+
+
+def scheduler_entry(name: str) -> SchedulerEntry:
+    for entry in SCHEDULER_ENTRIES:
+        if entry.name == name:
+            return entry
+    raise KeyError(name)
+
+
+def check_driver_choice(scheduler: str, requested: str) -> str:
+    """``requested`` lower-cased, or ``ConfigurationError`` naming the choices."""
+    from .errors import ConfigurationError
+
+    choice = (requested or "auto").strip().lower()
+    if choice not in DRIVER_CHOICES:
+        raise ConfigurationError(
+            f"unknown {scheduler} driver {requested!r}; choose one of {', '.join(DRIVER_CHOICES)}"
+        )
+    return choice

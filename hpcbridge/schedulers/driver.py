@@ -1,0 +1,211 @@
+"""The contract between an adapter and the ways it talks to a scheduler.
+
+An adapter (``base.SchedulerAdapter``) does the scheduler-neutral work once:
+validation, staging the wrapper, the job records, the exit-code-file
+fallback, merging states so they never go backwards, the wait loop.  It
+hands everything scheduler-specific to a **driver**: one class per way of
+talking to a scheduler (mock, Slurm CLI, pyslurm, Flux CLI, Flux bindings),
+each a thin layer over pure command builders and parsers.
+
+Every driver keeps the same promises:
+
+``submit_many(batch)``
+    Submits ``batch.count`` jobs of one staged wrapper and returns one
+    ``Submitted`` per job, in index order.  When only some went in, it raises
+    ``PartialSubmissionError`` carrying the ones that did (so they are
+    recorded, never lost, never submitted twice) and the failures' messages.
+    When nothing went in it raises ``JobSubmissionError`` (or
+    ``SubmissionUncertainError`` when it cannot know).
+``query(job_ids)``
+    Answers **every** id asked: ``UNKNOWN`` with a reason for one it cannot
+    see (purged, never existed, scheduler unreachable).  It never raises for
+    a single job; a transport failure may raise ``TransportError`` /
+    ``JobTimeoutError`` for the whole round.
+``cancel(job_ids)``
+    Asks the scheduler to end the jobs.  An id that already ended or is
+    unknown is not an error; anything else raises ``SchedulerAdapterError``.
+``capabilities``
+    What the driver can do, as data: waiting woken by events, arrays,
+    dependencies, and the resource keys it drops (with the reason).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, TypeVar
+
+from ..errors import JobSubmissionError, SchedulerUnavailableError
+from ..jobscript import TASK_INDEX_VARIABLE, PreparedJob
+from ..model import JobStatus
+from ..resources import Resources
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a driver can do; read by the adapter, ``doctor`` and ``--dry-run``."""
+
+    #: ``waiter()`` can end a pause between status rounds the moment a job ends
+    events: bool = False
+    #: a batch of many jobs goes in as one array submission
+    arrays: bool = False
+    #: ``afterok`` dependencies are honoured
+    dependencies: bool = True
+    #: the variable an array sets to the task index (``SLURM_ARRAY_TASK_ID``)
+    array_index_variable: Optional[str] = None
+    #: resource key -> why this scheduler ignores it (e.g. Flux has no memory)
+    dropped_keys: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SubmitBatch:
+    """``count`` jobs of one staged wrapper: what a driver is asked to submit.
+
+    With ``count == 1`` the wrapper runs its only task.  With more, job ``i``
+    must see ``TASK_INDEX_VARIABLE=i`` (or the array's own index variable).
+    """
+
+    job: PreparedJob
+    count: int
+    resources: Resources
+    depends_on: Tuple[str, ...]
+    #: the output path handed to the scheduler, its own placeholder kept
+    output: str
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """One job that went in: its id, where its output lands, which task it runs."""
+
+    job_id: str
+    log_path: str
+    #: the task of the batch (``HPCBRIDGE_TASK_INDEX``); 0 for a batch of one
+    index: int = 0
+
+
+class PartialSubmissionError(JobSubmissionError):
+    """Some jobs of a bulk submission went in and some did not.
+
+    ``submitted`` holds the ones that went in (they are recorded and can be
+    waited for or cancelled); ``failures`` the scheduler's words for the rest.
+    """
+
+    def __init__(
+        self,
+        submitted: Sequence[Submitted],
+        failures: Sequence[str],
+        total: Optional[int] = None,
+    ) -> None:
+        self.submitted = list(submitted)
+        self.failures = list(failures)
+        total = total if total is not None else len(self.submitted) + len(self.failures)
+        first = self.failures[0] if self.failures else "unknown error"
+        ids = ", ".join(item.job_id for item in self.submitted) or "none"
+        self.total = total
+        super().__init__(
+            f"{total - len(self.submitted)} of {total} submissions did not go in "
+            f"(first error: {first}); submitted: {ids}. The submitted jobs are recorded: "
+            "wait for or cancel them, and submit the rest again",
+            scheduler_message=first,
+        )
+
+    @property
+    def submitted_ids(self) -> List[str]:
+        return [item.job_id for item in self.submitted]
+
+
+class Waiter(Protocol):
+    """Pauses between status rounds; ends early when a watched job ends."""
+
+    def pause(self, seconds: float) -> bool:
+        """Wait up to ``seconds``; True when a watched job ended meanwhile."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class SchedulerDriver(Protocol):
+    """One way of talking to one scheduler; see the module docstring."""
+
+    #: "mock", "cli" or "native"
+    name: str
+    capabilities: Capabilities
+
+    def describe(self, batch: SubmitBatch) -> str:
+        """The exact command (or jobspec) ``submit_many(batch)`` would send."""
+        ...
+
+    def submit_many(self, batch: SubmitBatch) -> List[Submitted]: ...
+
+    def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]: ...
+
+    def cancel(self, job_ids: Sequence[str]) -> None: ...
+
+    def max_batch(self) -> int:
+        """How many jobs one ``SubmitBatch`` may hold (an array's size limit)."""
+        ...
+
+    def find_output(self, job_id: str) -> Optional[str]:
+        """Where a job the store has no record of writes its output, if known."""
+        ...
+
+    def waiter(self, job_ids: Sequence[str]) -> Optional[Waiter]:
+        """An event-driven pause for these jobs, or ``None`` to sleep."""
+        ...
+
+    def close(self) -> None: ...
+
+
+D = TypeVar("D")
+
+log = logging.getLogger("hpcbridge")
+
+
+@dataclass(frozen=True)
+class DriverChoice:
+    """Which driver an adapter uses and why (for the log, ``describe`` and ``doctor``)."""
+
+    name: str
+    reason: str
+
+
+def choose_driver(
+    scheduler: str,
+    requested: str,
+    native: Callable[[], D],
+    cli: Callable[[], D],
+) -> Tuple[D, DriverChoice]:
+    """The bindings when they work, else the CLI; the same rule for every scheduler.
+
+    ``requested`` is "auto", "native" or "cli" (checked by the settings).
+    ``native()`` builds the in-process driver or raises
+    ``SchedulerUnavailableError`` saying why it cannot be used.  With "auto"
+    that reason is logged once per adapter and the CLI driver is used; with
+    "native" it is raised.
+    """
+    if requested == "cli":
+        return cli(), DriverChoice("cli", "the CLI driver was asked for")
+    try:
+        driver = native()
+    except SchedulerUnavailableError as exc:
+        if requested == "native":
+            raise SchedulerUnavailableError(
+                f"the native {scheduler} driver cannot be used: {exc}; "
+                f"set HPCBRIDGE_{scheduler.upper()}_DRIVER=cli or auto to use the commands"
+            ) from exc
+        log.info("%s: using the CLI driver (%s)", scheduler, exc)
+        return cli(), DriverChoice("cli", str(exc))
+    return driver, DriverChoice("native", getattr(driver, "choice_reason", "bindings usable"))
+
+
+__all__ = [
+    "DriverChoice",
+    "choose_driver",
+    "TASK_INDEX_VARIABLE",
+    "Capabilities",
+    "PartialSubmissionError",
+    "SchedulerDriver",
+    "SubmitBatch",
+    "Submitted",
+    "Waiter",
+]

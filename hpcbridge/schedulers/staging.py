@@ -1,0 +1,161 @@
+"""Turning what a caller hands in into staged files on the scheduler's side.
+
+Pure planning (which folder, which names, which wrapper text) apart from the
+one function that moves files through the executor.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from datetime import datetime
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from ..errors import JobSubmissionError, TransportError
+from ..jobscript import (
+    MARKER_DIR,
+    PreparedJob,
+    TaskSpec,
+    build_wrapper,
+    check_environment_names,
+    marker_path,
+    new_token,
+)
+from ..resources import Resources
+from ..transports.base import Executor
+
+#: what ``submit_many`` accepts for one job: a script path, or
+#: ``(script, arguments)``, or ``(script, arguments, environment)``
+JobInput = Union[str, "os.PathLike[str]", Tuple[Any, ...], TaskSpec]
+
+#: ids a job waits for: one id, or several
+DependsOn = Union[None, str, int, Sequence[Any]]
+
+
+def make_task(
+    script_path: Any,
+    arguments: Sequence[Any],
+    environment: Optional[Mapping[str, str]],
+    remote_repo: Optional[str],
+    must_exist: bool = True,
+) -> TaskSpec:
+    """One validated task; ``remote_repo`` reaches the job as ``HPCBRIDGE_REMOTE_REPO``."""
+    path = os.fspath(script_path)
+    if must_exist and not os.path.isfile(path):
+        raise JobSubmissionError(
+            f"script not found: {path} (give the path of an existing batch script)"
+        )
+    job_environment = dict(environment or {})
+    if remote_repo:
+        job_environment.setdefault("HPCBRIDGE_REMOTE_REPO", remote_repo)
+    return TaskSpec(
+        os.path.abspath(path),
+        tuple(str(argument) for argument in arguments),
+        check_environment_names(job_environment),
+    )
+
+
+def coerce_task(item: JobInput, remote_repo: Optional[str]) -> TaskSpec:
+    """A ``submit_many`` input as a task (see ``JobInput``)."""
+    if isinstance(item, TaskSpec):
+        return make_task(item.script, item.arguments, item.environment, remote_repo)
+    if isinstance(item, tuple):
+        script = item[0]
+        arguments = item[1] if len(item) > 1 and item[1] is not None else ()
+        environment = item[2] if len(item) > 2 else None
+        if isinstance(arguments, str):
+            raise ValueError("arguments must be a list of strings, not one string")
+        return make_task(script, arguments, environment, remote_repo)
+    return make_task(item, (), None, remote_repo)
+
+
+def new_folder(executor: Executor, workdir: str, remote_dir: Optional[str], token: str) -> str:
+    """The submission's folder: ``remote_dir``, else a new dated one under ``workdir``."""
+    directory = remote_dir or posixpath.join(
+        workdir, f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-{token}"
+    )
+    return executor.abspath(directory)
+
+
+def staged_names(directory: str, scripts: Sequence[str]) -> List[str]:
+    """Where each script lands in the job folder: its own name, deduplicated."""
+    by_source: Dict[str, str] = {}
+    used: Dict[str, str] = {}
+    names = []
+    for script in scripts:
+        if script not in by_source:
+            base = os.path.basename(script) or "script"
+            candidate, counter = base, 1
+            while candidate in used and used[candidate] != script:
+                counter += 1
+                candidate = f"{base}.{counter}"
+            used[candidate] = script
+            by_source[script] = posixpath.join(directory, candidate)
+        names.append(by_source[script])
+    return names
+
+
+def job_name(resources: Resources, tasks: Sequence[TaskSpec]) -> str:
+    return resources.job_name or os.path.basename(tasks[0].script) or "hpcbridge"
+
+
+def prepared(directory: str, scripts: Sequence[str], name: str, token: str) -> PreparedJob:
+    """The files of one wrapper (``token``) in ``directory``."""
+    return PreparedJob(
+        token=token,
+        remote_dir=directory,
+        wrapper_path=marker_path(directory, token, ".sh"),
+        exit_file=marker_path(directory, token, ".exit"),
+        scripts=list(scripts),
+        job_name=name,
+    )
+
+
+def plan_chunks(
+    directory: str, tasks: Sequence[TaskSpec], name: str, chunk_size: int, first_token: str
+) -> List[Tuple[PreparedJob, List[TaskSpec]]]:
+    """One wrapper per ``chunk_size`` tasks, all in one folder."""
+    scripts = staged_names(directory, [task.script for task in tasks])
+    chunks = []
+    for start in range(0, len(tasks), max(chunk_size, 1)):
+        token = first_token if start == 0 else new_token()
+        end = start + max(chunk_size, 1)
+        job = prepared(directory, scripts[start:end], name, token)
+        chunks.append((job, list(tasks[start:end])))
+    return chunks
+
+
+def wrapper_text(
+    job: PreparedJob, tasks: Sequence[TaskSpec], array_index_variable: Optional[str]
+) -> str:
+    staged = [
+        TaskSpec(remote, task.arguments, task.environment)
+        for remote, task in zip(job.scripts, tasks)
+    ]
+    return build_wrapper(staged, job.remote_dir, job.exit_file, array_index_variable)
+
+
+def stage(executor: Executor, job: PreparedJob, tasks: Sequence[TaskSpec], wrapper: str) -> None:
+    """Create the job folder, copy the scripts, write the wrapper."""
+    try:
+        executor.mkdir(job.remote_dir, mode=0o700)
+        executor.mkdir(posixpath.join(job.remote_dir, MARKER_DIR), mode=0o700)
+        copied = set()
+        for remote, task in zip(job.scripts, tasks):
+            if remote not in copied:
+                executor.put(task.script, remote, mode=0o700)
+                copied.add(remote)
+        executor.write_text(job.wrapper_path, wrapper, mode=0o700)
+    except (OSError, TransportError) as exc:
+        raise JobSubmissionError(
+            f"cannot stage the job into {job.remote_dir}: {exc} "
+            "(check that the folder is writable and the transport is up)"
+        ) from exc
+
+
+def dependency_ids(depends_on: DependsOn, normalize: Any) -> List[str]:
+    if depends_on is None:
+        return []
+    if isinstance(depends_on, (str, int)):
+        depends_on = [depends_on]
+    return [normalize(job_id) for job_id in depends_on]
