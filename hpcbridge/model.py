@@ -100,15 +100,6 @@ def _iso(moment: Optional[datetime]) -> Optional[str]:
     return moment.isoformat() if moment is not None else None
 
 
-def exit_code_from_wait_status(
-    returncode: Optional[int], signal: Optional[int] = None
-) -> Optional[int]:
-    """Shell convention for an exit code: N, or 128+S when killed by signal S."""
-    if signal:
-        return 128 + signal
-    return returncode
-
-
 def advance(previous: Optional[JobStatus], observed: JobStatus) -> JobStatus:
     """Merge a new observation into what was known, so a state never goes backwards.
 

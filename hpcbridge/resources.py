@@ -1,7 +1,8 @@
 """The scheduler-neutral resource request and its validation.
 
-One dict with exactly the keys of the source document's table; every scheduler
-translates it (see ``schedulers/*/commands.py``).  Validation happens here,
+One dict with the keys below (Slurm's and Flux's common ground, plus ``mem``
+and ``partition`` that only Slurm schedules); every scheduler translates it
+in its own command builders.  Validation happens here,
 before anything is staged or submitted.
 """
 
@@ -75,11 +76,6 @@ class Resources:
 
     def to_dict(self) -> Dict[str, Any]:
         return {key: value for key, value in asdict(self).items() if value is not None}
-
-    def with_(self, **changes: Any) -> Resources:
-        values = asdict(self)
-        values.update(changes)
-        return Resources(**values)
 
     @property
     def slots(self) -> int:
