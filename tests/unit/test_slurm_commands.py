@@ -1,18 +1,17 @@
-"""Pure Slurm builders and parsers, against outputs recorded from Slurm 22.05."""
+"""Slurm's command lines and their outputs (sbatch, squeue, sacct, scancel, scontrol):
+pure builders and parsers, against outputs recorded from Slurm 22.05."""
 
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from hpcbridge.model import JobState
 from hpcbridge.resources import Resources
-from hpcbridge.schedulers.slurm import commands
+from hpcbridge.schedulers.slurm import control, messages, status, submission
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
 UTC = timezone.utc
@@ -29,8 +28,8 @@ def recorded(name: str, suffix: str = "txt") -> str:
     return path.read_text()
 
 
-def spec(**resources: object) -> commands.SubmitSpec:
-    return commands.SubmitSpec(
+def spec(**resources: object) -> submission.SubmitSpec:
+    return submission.SubmitSpec(
         wrapper_path="/j/a/.hpcbridge/t.sh",
         workdir="/j/a",
         output="/j/a/slurm-%j.out",
@@ -39,122 +38,7 @@ def spec(**resources: object) -> commands.SubmitSpec:
     )
 
 
-# -- state map --------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("native", "state"),
-    [
-        ("PENDING", JobState.PENDING),
-        ("CONFIGURING", JobState.PENDING),
-        ("REQUEUED", JobState.PENDING),
-        ("REQUEUE_HOLD", JobState.PENDING),
-        ("REQUEUE_FED", JobState.PENDING),
-        ("RESV_DEL_HOLD", JobState.PENDING),
-        ("RUNNING", JobState.RUNNING),
-        ("COMPLETING", JobState.RUNNING),
-        ("STAGE_OUT", JobState.RUNNING),
-        ("SIGNALING", JobState.RUNNING),
-        ("SUSPENDED", JobState.RUNNING),
-        ("STOPPED", JobState.RUNNING),
-        ("RESIZING", JobState.RUNNING),
-        ("COMPLETED", JobState.COMPLETED),
-        ("FAILED", JobState.FAILED),
-        ("NODE_FAIL", JobState.FAILED),
-        ("BOOT_FAIL", JobState.FAILED),
-        ("OUT_OF_MEMORY", JobState.FAILED),
-        ("SPECIAL_EXIT", JobState.FAILED),
-        ("LAUNCH_FAILED", JobState.FAILED),
-        ("PREEMPTED", JobState.FAILED),
-        ("CANCELLED", JobState.CANCELLED),
-        ("CANCELLED by 0", JobState.CANCELLED),
-        ("CANCELLED by 1000", JobState.CANCELLED),
-        ("CANCELLED+", JobState.CANCELLED),
-        ("REVOKED", JobState.CANCELLED),
-        ("TIMEOUT", JobState.TIMEOUT),
-        ("DEADLINE", JobState.TIMEOUT),
-        ("CD", JobState.COMPLETED),
-        ("PD", JobState.PENDING),
-        ("TO", JobState.TIMEOUT),
-        ("running", JobState.RUNNING),
-    ],
-)
-def test_state_map(native: str, state: JobState) -> None:
-    assert commands.map_state(native) is state
-
-
-@pytest.mark.parametrize("native", ["", "   ", "FROBNICATED", "UPDATE_DB", "N/A"])
-def test_unknown_states_stay_unknown(native: str) -> None:
-    assert commands.map_state(native) is JobState.UNKNOWN
-
-
-@given(st.text(max_size=30))
-def test_state_map_is_total(native: str) -> None:
-    assert isinstance(commands.map_state(native), JobState)
-
-
-def test_every_long_state_has_a_compact_code_mapping_to_it() -> None:
-    for long_name in commands.COMPACT_STATES.values():
-        assert long_name in commands.STATE_MAP
-
-
-# -- exit codes, times ------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("text", "code"),
-    [
-        ("0:0", 0),
-        ("3:0", 3),
-        ("0:9", 137),
-        ("0:15", 143),
-        ("1:15", 143),
-        ("255:0", 255),
-        ("", None),
-        ("x", None),
-        ("7", 7),
-    ],
-)
-def test_parse_exit_code(text: str, code: object) -> None:
-    assert commands.parse_exit_code(text) == code
-
-
-@pytest.mark.parametrize(
-    ("text", "code"),
-    [("0", 0), ("768", 3), ("9", 137), ("15", 143), ("65280", 255), ("", None), ("3:0", 3)],
-)
-def test_parse_wait_status(text: str, code: object) -> None:
-    # squeue -O exit_code prints the raw wait(2) status: 768 for "exit 3".
-    assert commands.parse_wait_status(text) == code
-
-
-@given(st.integers(min_value=0, max_value=255), st.integers(min_value=0, max_value=64))
-def test_wait_status_and_exit_code_agree(code: int, signal: int) -> None:
-    status = signal if signal else code << 8
-    expected = 128 + signal if signal else code
-    assert commands.parse_wait_status(str(status)) == expected
-    assert commands.parse_exit_code(f"{0 if signal else code}:{signal}") == expected
-
-
-@pytest.mark.parametrize("text", ["Unknown", "None", "N/A", "NONE", "", "(null)", "garbage"])
-def test_parse_time_nothing(text: str) -> None:
-    assert commands.parse_time(text) is None
-
-
-def test_parse_time_is_local_and_aware() -> None:
-    moment = commands.parse_time("2026-11-29T15:32:57")
-    assert moment is not None and moment.tzinfo is not None
-    assert moment.replace(tzinfo=None) == datetime(2026, 11, 29, 15, 32, 57)
-    assert moment == datetime(2026, 11, 29, 15, 32, 57).astimezone()
-
-
-def test_parse_time_in_a_given_zone() -> None:
-    zone = timezone(timedelta(hours=2))
-    moment = commands.parse_time("2026-11-29T15:32:57", zone)
-    assert moment == datetime(2026, 11, 29, 13, 32, 57, tzinfo=UTC)
-
-
-# -- ids and arrays -------------------------------------------------------------------
+# -- sbatch -----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -167,72 +51,22 @@ def test_parse_time_in_a_given_zone() -> None:
     ],
 )
 def test_parse_sbatch_id(stdout: str, job_id: str) -> None:
-    assert commands.parse_sbatch_id(stdout) == job_id
+    assert submission.parse_sbatch_id(stdout) == job_id
 
 
 def test_parse_sbatch_id_from_recordings() -> None:
-    assert commands.parse_sbatch_id(recorded("sbatch_parsable")) == "1"
-    assert commands.parse_sbatch_id(recorded("sbatch_parsable_cluster")) == "2"
-    assert commands.parse_sbatch_id(recorded("sbatch_plain")) == "3"
+    assert submission.parse_sbatch_id(recorded("sbatch_parsable")) == "1"
+    assert submission.parse_sbatch_id(recorded("sbatch_parsable_cluster")) == "2"
+    assert submission.parse_sbatch_id(recorded("sbatch_plain")) == "3"
 
 
 def test_parse_sbatch_id_refuses_noise() -> None:
     with pytest.raises(ValueError):
-        commands.parse_sbatch_id("hello\n")
-
-
-@pytest.mark.parametrize(
-    ("text", "ids"),
-    [
-        ("8", ["8"]),
-        ("13_1", ["13_1"]),
-        ("13_[3-6%2]", ["13_3", "13_4", "13_5", "13_6"]),
-        ("14_[3-5]", ["14_3", "14_4", "14_5"]),
-        ("19_[1,3,5-6]", ["19_1", "19_3", "19_5", "19_6"]),
-        ("20_[0-8:4]", ["20_0", "20_4", "20_8"]),
-        ("2;hpcbridge", ["2"]),
-        ("", []),
-    ],
-)
-def test_expand_job_id(text: str, ids: list) -> None:
-    assert commands.expand_job_id(text) == ids
-
-
-@given(st.lists(st.integers(min_value=0, max_value=5000), min_size=1, max_size=40, unique=True))
-def test_expand_array_spec_roundtrip(indices: list) -> None:
-    indices = sorted(indices)
-    text = ",".join(str(index) for index in indices)
-    assert commands.expand_array_spec(f"[{text}%3]") == indices
-
-
-@given(st.integers(0, 1000), st.integers(0, 1000))
-def test_expand_range(first: int, length: int) -> None:
-    assert commands.expand_array_spec(f"{first}-{first + length}") == list(
-        range(first, first + length + 1)
-    )
-
-
-def test_malformed_spec_expands_to_nothing() -> None:
-    assert commands.expand_array_spec("[a-b]") == []
-    assert commands.expand_array_spec("5-3") == []
-
-
-def test_split_job_id() -> None:
-    assert commands.split_job_id("123_4") == ("123", 4)
-    assert commands.split_job_id("123") == ("123", None)
-
-
-def test_job_list_dedups_and_collapses_big_arrays() -> None:
-    ids = [f"9_{index}" for index in range(200)] + ["5", "5", "7_1"]
-    assert commands.job_list(ids) == ["9", "5", "7_1"]
-    assert commands.job_list(["9_1", "9_2"]) == ["9_1", "9_2"]
-
-
-# -- sbatch -----------------------------------------------------------------------------
+        submission.parse_sbatch_id("hello\n")
 
 
 def test_sbatch_argv_every_directive() -> None:
-    argv = commands.sbatch_argv(
+    argv = submission.sbatch_argv(
         spec(
             partition="debug",
             qos="fast",
@@ -268,7 +102,7 @@ def test_sbatch_argv_every_directive() -> None:
 
 
 def test_sbatch_argv_minimal_and_gpus_zero_omitted() -> None:
-    argv = commands.sbatch_argv(spec(gpus=0))
+    argv = submission.sbatch_argv(spec(gpus=0))
     assert not any(part.startswith("--gpus") for part in argv)
     assert argv[:2] == ["sbatch", "--parsable"]
     assert argv[-1] == "/j/a/.hpcbridge/t.sh"
@@ -284,13 +118,13 @@ def test_sbatch_argv_minimal_and_gpus_zero_omitted() -> None:
     ],
 )
 def test_sbatch_time(time: str, flag: str) -> None:
-    assert flag in commands.sbatch_argv(spec(time=time))
+    assert flag in submission.sbatch_argv(spec(time=time))
 
 
 def test_sbatch_dependency_and_array() -> None:
     base = spec()
-    argv = commands.sbatch_argv(
-        commands.SubmitSpec(**{**base.__dict__, "depends_on": ("5", "9_3"), "array": "0-199"})
+    argv = submission.sbatch_argv(
+        submission.SubmitSpec(**{**base.__dict__, "depends_on": ("5", "9_3"), "array": "0-199"})
     )
     assert "--dependency=afterok:5:9_3" in argv
     assert "--kill-on-invalid-dep=yes" in argv
@@ -298,8 +132,22 @@ def test_sbatch_dependency_and_array() -> None:
     assert argv[-1] == base.wrapper_path
 
 
+def test_sbatch_one_task_of_a_many_task_wrapper() -> None:
+    base = spec()
+    argv = submission.sbatch_argv(submission.SubmitSpec(**{**base.__dict__, "task_index": 3}))
+    assert "--export=ALL,HPCBRIDGE_TASK_INDEX=3" in argv
+    assert not any(part.startswith("--export") for part in submission.sbatch_argv(base))
+
+
+def test_arrays_refused_and_uncertain_messages() -> None:
+    assert messages.arrays_refused("Batch job submission failed: Invalid job array specification")
+    assert not messages.arrays_refused("Invalid partition name specified")
+    assert messages.submission_uncertain("Socket timed out on send/recv operation")
+    assert not messages.submission_uncertain("Invalid qos specification")
+
+
 def test_describe_quotes() -> None:
-    assert commands.describe_argv(["sbatch", "--job-name=a b"]) == "sbatch '--job-name=a b'"
+    assert submission.describe_argv(["sbatch", "--job-name=a b"]) == "sbatch '--job-name=a b'"
 
 
 @pytest.mark.parametrize(
@@ -314,15 +162,15 @@ def test_describe_quotes() -> None:
 )
 def test_scheduler_message_from_recordings(name: str, expected: str) -> None:
     assert recorded(name, "rc").strip() != "0"
-    message = commands.scheduler_message(recorded(name, "err"))
+    message = messages.scheduler_message(recorded(name, "err"))
     assert expected in message
     assert "sbatch: error:" not in message
 
 
 def test_scheduler_message_prefers_errors_over_warnings() -> None:
     text = "sbatch: warning: something odd\nsbatch: error: Batch job submission failed: Nope\n"
-    assert commands.scheduler_message(text) == "Batch job submission failed: Nope"
-    assert commands.scheduler_message("plain words\n") == "plain words"
+    assert messages.scheduler_message(text) == "Batch job submission failed: Nope"
+    assert messages.scheduler_message("plain words\n") == "plain words"
 
 
 # -- squeue -------------------------------------------------------------------------------
@@ -340,7 +188,7 @@ OUR_SQUEUE = """\
 
 
 def test_squeue_argv() -> None:
-    argv = commands.squeue_argv(["5", "9_1"])
+    argv = status.squeue_argv(["5", "9_1"])
     assert argv[:4] == ["squeue", "--noheader", "--array", "--states=all"]
     assert "--jobs=5,9_1" in argv
     assert argv[-1].startswith("--Format=JobArrayID:0|,")
@@ -349,11 +197,11 @@ def test_squeue_argv() -> None:
 
 def test_squeue_argv_single_id_passed_twice() -> None:
     # squeue -j <one purged id> exits 1 ("Invalid job id specified").
-    assert "--jobs=6,6" in commands.squeue_argv(["6"])
+    assert "--jobs=6,6" in status.squeue_argv(["6"])
 
 
 def test_parse_our_squeue() -> None:
-    found = commands.parse_squeue(OUR_SQUEUE, zone=UTC)
+    found = status.parse_squeue(OUR_SQUEUE, zone=UTC)
     failed = found["8"]
     assert failed.state is JobState.FAILED and failed.exit_code == 3
     assert failed.reason == "NonZeroExitCode"
@@ -373,7 +221,7 @@ def test_parse_our_squeue() -> None:
 
 
 def test_parse_recorded_squeue_mixed() -> None:
-    found = commands.parse_squeue(recorded("squeue_mixed"), RECORDED_SQUEUE)
+    found = status.parse_squeue(recorded("squeue_mixed"), RECORDED_SQUEUE)
     assert found["9"].state is JobState.CANCELLED
     assert found["10"].state is JobState.CANCELLED and found["10"].reason == "BeginTime"
     assert found["2"].state is JobState.COMPLETED
@@ -383,26 +231,26 @@ def test_parse_recorded_squeue_mixed() -> None:
 
 
 def test_parse_recorded_squeue_with_header_line() -> None:
-    with_header = commands.parse_squeue(recorded("squeue_mixed_header"), RECORDED_SQUEUE)
-    without = commands.parse_squeue(recorded("squeue_mixed"), RECORDED_SQUEUE)
+    with_header = status.parse_squeue(recorded("squeue_mixed_header"), RECORDED_SQUEUE)
+    without = status.parse_squeue(recorded("squeue_mixed"), RECORDED_SQUEUE)
     assert with_header.keys() == without.keys()
 
 
 def test_parse_recorded_pending_arrays() -> None:
-    found = commands.parse_squeue(recorded("squeue_array"), RECORDED_SQUEUE)
+    found = status.parse_squeue(recorded("squeue_array"), RECORDED_SQUEUE)
     for task in ("13_3", "13_4", "13_5", "13_6", "14_3", "14_4", "14_5"):
         assert found[task].state is JobState.PENDING, task
     assert found["13_3"].reason == "JobArrayTaskLimit"
     assert found["14_5"].reason == "Resources"
     assert found["13_1"].state is JobState.RUNNING
-    expanded = commands.parse_squeue(recorded("squeue_array_expanded"), RECORDED_SQUEUE)
+    expanded = status.parse_squeue(recorded("squeue_array_expanded"), RECORDED_SQUEUE)
     assert {key: value.state for key, value in expanded.items()} == {
         key: value.state for key, value in found.items()
     }
 
 
 def test_parse_recorded_dependency_never_satisfied() -> None:
-    found = commands.parse_squeue(recorded("squeue_dependency_never"), RECORDED_SQUEUE)
+    found = status.parse_squeue(recorded("squeue_dependency_never"), RECORDED_SQUEUE)
     assert found["12"].state is JobState.PENDING
     assert found["12"].reason == "DependencyNeverSatisfied"
 
@@ -410,26 +258,26 @@ def test_parse_recorded_dependency_never_satisfied() -> None:
 def test_recorded_purged_and_unknown_ids() -> None:
     for name in ("squeue_purged", "squeue_unknown", "squeue_purged_plain"):
         assert recorded(name, "rc").strip() == "1"
-        assert commands.is_invalid_job_id(recorded(name, "err"))
-    assert commands.parse_squeue(recorded("squeue_purged"), RECORDED_SQUEUE) == {}
+        assert messages.is_invalid_job_id(recorded(name, "err"))
+    assert status.parse_squeue(recorded("squeue_purged"), RECORDED_SQUEUE) == {}
 
 
 def test_parse_squeue_tolerates_blank_and_short_lines() -> None:
-    assert commands.parse_squeue("\n\nshort|line\n") == {}
+    assert status.parse_squeue("\n\nshort|line\n") == {}
 
 
 # -- sacct ----------------------------------------------------------------------------------
 
 
 def test_sacct_argv() -> None:
-    argv = commands.sacct_argv(["5", "9_1"])
+    argv = status.sacct_argv(["5", "9_1"])
     assert argv[:4] == ["sacct", "-X", "-P", "--noheader"]
     assert "--jobs=5,9_1" in argv
     assert argv[-1] == "--format=JobID,JobIDRaw,State,ExitCode,Start,End,Reason"
 
 
 def test_parse_recorded_sacct() -> None:
-    found = commands.parse_sacct(recorded("sacct_live"), RECORDED_SACCT)
+    found = status.parse_sacct(recorded("sacct_live"), RECORDED_SACCT)
     assert found["2"].state is JobState.COMPLETED and found["2"].exit_code == 0
     assert found["7"].state is JobState.FAILED and found["7"].exit_code == 3
     assert found["8"].exit_code == 137
@@ -447,7 +295,7 @@ def test_parse_sacct_our_format() -> None:
         "9_0|11|COMPLETED|0:0|2026-11-29T15:32:57|2026-11-29T15:32:58|None\n"
         "9_1|12|FAILED|4:0|2026-11-29T15:32:57|2026-11-29T15:32:58|None\n"
     )
-    found = commands.parse_sacct(text, zone=UTC)
+    found = status.parse_sacct(text, zone=UTC)
     assert found["5"].state is JobState.CANCELLED and found["5"].native_state == "CANCELLED by 0"
     assert found["5"].exit_code == 143
     assert found["6"].state is JobState.TIMEOUT
@@ -458,19 +306,32 @@ def test_parse_sacct_our_format() -> None:
 
 def test_later_sacct_rows_win() -> None:
     text = "5|5|REQUEUED|0:0|Unknown|Unknown|None\n5|5|COMPLETED|0:0|Unknown|Unknown|None\n"
-    assert commands.parse_sacct(text)["5"].state is JobState.COMPLETED
+    assert status.parse_sacct(text)["5"].state is JobState.COMPLETED
 
 
 def test_accounting_disabled_message() -> None:
-    assert commands.accounting_disabled("Slurm accounting storage is disabled")
-    assert not commands.accounting_disabled("sacct: error: Problem talking to the database")
+    assert messages.accounting_disabled("Slurm accounting storage is disabled")
+    assert not messages.accounting_disabled("sacct: error: Problem talking to the database")
+
+
+@pytest.mark.parametrize(
+    ("message", "ended"),
+    [
+        ("Kill job error on job id 5: Invalid job id specified", True),
+        ("Kill job error on job id 5: Job/step already completing or completed", True),
+        ("Kill job error on job id 5: Unable to contact slurm controller", False),
+        ("Access/permission denied", False),
+    ],
+)
+def test_job_already_ended(message: str, ended: bool) -> None:
+    assert messages.job_already_ended(message) is ended
 
 
 # -- scancel, scontrol ---------------------------------------------------------------------
 
 
 def test_scancel_argv() -> None:
-    assert commands.scancel_argv(["5", "9_1", "5"]) == ["scancel", "5", "9_1"]
+    assert control.scancel_argv(["5", "9_1", "5"]) == ["scancel", "5", "9_1"]
 
 
 def test_recorded_scancel_is_silent_for_finished_and_unknown() -> None:
@@ -480,18 +341,20 @@ def test_recorded_scancel_is_silent_for_finished_and_unknown() -> None:
 
 
 def test_parse_recorded_scontrol_show_job() -> None:
-    fields = commands.parse_scontrol_record(recorded("scontrol_show_job_running_oneliner"))
+    fields = control.parse_scontrol_record(recorded("scontrol_show_job_running_oneliner"))
     assert fields["JobState"] == "RUNNING"
     assert fields["StdOut"].endswith("slurm-11.out")
-    multi = commands.parse_scontrol_record(recorded("scontrol_show_job_completed"))
+    assert control.output_of_record(fields) == fields["StdOut"]
+    assert control.output_of_record({"StdOut": "(null)"}) is None
+    multi = control.parse_scontrol_record(recorded("scontrol_show_job_completed"))
     assert multi["ExitCode"] == "3:0" and multi["JobState"] == "FAILED"
 
 
 def test_parse_recorded_scontrol_config() -> None:
-    config = commands.parse_scontrol_config(recorded("scontrol_show_config"))
-    assert commands.max_array_size(config) == 1001
+    config = control.parse_scontrol_config(recorded("scontrol_show_config"))
+    assert control.max_array_size(config) == 1001
     assert config["MinJobAge"] == "10 sec"
-    assert commands.max_array_size({}) == 1001
+    assert control.max_array_size({}) == 1001
 
 
 @pytest.mark.parametrize(
@@ -504,22 +367,29 @@ def test_parse_recorded_scontrol_config() -> None:
     ],
 )
 def test_parse_version(text: str, version: object) -> None:
-    assert commands.parse_version(text) == version
+    assert control.parse_version(text) == version
 
 
 def test_recorded_versions() -> None:
-    assert commands.parse_version(recorded("sbatch_version"))[:2] == (22, 5)
-    assert commands.format_version((22, 5, 8)) == "22.05.8"
+    assert control.parse_version(recorded("sbatch_version"))[:2] == (22, 5)
+    assert control.format_version((22, 5, 8)) == "22.05.8"
 
 
 def test_output_for_task() -> None:
-    assert commands.output_for_task("/d/slurm-%j.out", "12") == "/d/slurm-12.out"
-    assert commands.output_for_task("/d/slurm-%A_%a.out", "9_3", "9", "3") == "/d/slurm-9_3.out"
-    assert commands.output_for_task("/d/%x-%j-100%%.log", "5", job_name="n") == "/d/n-5-100%.log"
+    assert submission.output_for_task("/d/slurm-%j.out", "12") == "/d/slurm-12.out"
+    assert submission.output_for_task("/d/slurm-%A_%a.out", "9_3", "9", "3") == "/d/slurm-9_3.out"
+    assert submission.output_for_task("/d/%x-%j-100%%.log", "5", job_name="n") == "/d/n-5-100%.log"
+
+
+def test_array_output_names_tasks_by_array_and_index() -> None:
+    # %j is a task's own job id, unknown until it starts; %A_%a is known at once.
+    assert submission.array_output("/d/slurm-%j.out") == "/d/slurm-%A_%a.out"
+    assert submission.array_output("/d/100%%j-%x.log") == "/d/100%%j-%x.log"
+    assert submission.array_output("/d/fixed.log") == "/d/fixed.log"
 
 
 def test_format_slurm_time_never_rounds_down() -> None:
-    assert "--time=0:00:02" in commands.sbatch_argv(spec(time="1.5s"))
+    assert "--time=0:00:02" in submission.sbatch_argv(spec(time="1.5s"))
     assert math.isinf(Resources.from_mapping({"time": "unlimited"}).time or 0)
 
 
@@ -548,14 +418,14 @@ def test_recorded_commands_are_the_builders() -> None:
     ]
     import shlex
 
-    assert shlex.split((DRIVER / "squeue_driver.cmd").read_text()) == commands.squeue_argv(ids)
-    assert shlex.split((DRIVER / "sacct_driver.cmd").read_text()) == commands.sacct_argv(ids)
+    assert shlex.split((DRIVER / "squeue_driver.cmd").read_text()) == status.squeue_argv(ids)
+    assert shlex.split((DRIVER / "sacct_driver.cmd").read_text()) == status.sacct_argv(ids)
 
 
 @pytest.mark.parametrize("name", ["squeue_driver", "squeue_driver_grouped"])
 def test_parse_recorded_driver_squeue(name: str) -> None:
     jobs = driver_jobs()
-    found = commands.parse_squeue(driver_recording(name))
+    found = status.parse_squeue(driver_recording(name))
     assert found[jobs["ok"]].state is JobState.COMPLETED and found[jobs["ok"]].exit_code == 0
     assert found[jobs["exit3"]].state is JobState.FAILED and found[jobs["exit3"]].exit_code == 3
     assert found[jobs["killed"]].exit_code == 137
@@ -576,7 +446,7 @@ def test_parse_recorded_driver_squeue(name: str) -> None:
 
 def test_parse_recorded_driver_sacct() -> None:
     jobs = driver_jobs()
-    found = commands.parse_sacct(driver_recording("sacct_driver"))
+    found = status.parse_sacct(driver_recording("sacct_driver"))
     assert found[jobs["ok"]].state is JobState.COMPLETED
     assert found[jobs["exit3"]].exit_code == 3
     assert found[jobs["killed"]].exit_code == 137

@@ -1,0 +1,94 @@
+"""Slurm job ids and array specs: pure, no I/O.
+
+A plain job is ``123``; an array task ``123_4``; the pending rest of an
+array shows as ``123_[5-9]`` (or ``123_[5-9%2]`` when throttled).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Optional, Sequence, Tuple
+
+_TASK_ID = re.compile(r"^(?P<base>\d+)_(?P<task>\d+)$")
+_BRACKETED = re.compile(r"^(?P<base>\d+)_\[(?P<spec>[^\]]*)\]$")
+_SPEC_ITEM = re.compile(r"^(?P<first>\d+)(?:-(?P<last>\d+)(?::(?P<step>\d+))?)?$")
+
+
+def normalize_job_id(job_id: object) -> str:
+    """``123``, ``"123;cluster"``, ``" 123_4 "`` -> ``"123"`` / ``"123_4"``."""
+    text = str(job_id).strip()
+    return text.split(";", 1)[0].strip()
+
+
+def split_job_id(job_id: str) -> Tuple[str, Optional[int]]:
+    """``"123_4"`` -> ``("123", 4)``; ``"123"`` -> ``("123", None)``."""
+    match = _TASK_ID.match(job_id)
+    if match:
+        return match.group("base"), int(match.group("task"))
+    return job_id, None
+
+
+def expand_array_spec(spec: str) -> List[int]:
+    """Task indices of an array spec: ``3-6%2``, ``[1,3,5-7]``, ``0-15:4``.
+
+    ``%N`` (the throttle) is ignored; a malformed spec gives an empty list.
+    """
+    spec = spec.strip()
+    if spec.startswith("[") and spec.endswith("]"):
+        spec = spec[1:-1]
+    spec = spec.split("%", 1)[0]
+    indices: List[int] = []
+    for item in spec.split(","):
+        match = _SPEC_ITEM.match(item.strip())
+        if not match:
+            return []
+        first = int(match.group("first"))
+        last = int(match.group("last") or first)
+        step = int(match.group("step") or 1)
+        if last < first or step < 1:
+            return []
+        indices.extend(range(first, last + 1, step))
+    return indices
+
+
+def expand_job_id(text: str) -> List[str]:
+    """Every id a squeue/sacct job id column stands for.
+
+    Slurm shows the waiting tasks of an array as one row, ``123_[4-9]``:
+    each task must be answerable on its own, so the range is expanded to
+    ``123_4`` ... ``123_9``.
+    """
+    text = normalize_job_id(text)
+    match = _BRACKETED.match(text)
+    if match:
+        base = match.group("base")
+        return [f"{base}_{index}" for index in expand_array_spec(match.group("spec"))]
+    return [text] if text else []
+
+
+def array_task_ids(array_id: str, count: int) -> List[str]:
+    """The ids of the tasks of ``sbatch --array=0-<count-1>``."""
+    return [f"{array_id}_{index}" for index in range(count)]
+
+
+def job_list(job_ids: Sequence[str], collapse_over: int = 50) -> List[str]:
+    """The ``--jobs`` list for many ids, deduplicated.
+
+    When more than ``collapse_over`` tasks of one array are asked, the array
+    id alone is passed (squeue and sacct then list all its tasks): a short
+    command line even for thousands of tasks.
+    """
+    ordered = list(dict.fromkeys(job_ids))
+    by_array: Dict[str, List[str]] = {}
+    for job_id in ordered:
+        base, task = split_job_id(job_id)
+        if task is not None:
+            by_array.setdefault(base, []).append(job_id)
+    collapsed = {base for base, tasks in by_array.items() if len(tasks) > collapse_over}
+    result: List[str] = []
+    for job_id in ordered:
+        base, task = split_job_id(job_id)
+        entry = base if task is not None and base in collapsed else job_id
+        if entry not in result:
+            result.append(entry)
+    return result

@@ -1,0 +1,56 @@
+"""What Slurm's error messages mean: pure, no I/O."""
+
+from __future__ import annotations
+
+import re
+
+_PREFIX = re.compile(
+    r"^(?:sbatch|squeue|sacct|scancel|scontrol|srun|salloc):\s*(?:error|fatal):\s*"
+)
+
+#: sbatch messages after which the job may exist although sbatch failed
+UNCERTAIN_SUBMISSION = ("Socket timed out on send/recv operation",)
+
+
+def scheduler_message(text: str) -> str:
+    """Slurm's own words: ``sbatch: error: `` prefixes stripped, the text kept.
+
+    Warnings (``sbatch: warning: ...``) are dropped when errors are present.
+    """
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    errors = [_PREFIX.sub("", line) for line in lines if _PREFIX.match(line)]
+    chosen = errors or lines
+    return "; ".join(chosen)
+
+
+def submission_uncertain(message: str) -> bool:
+    """sbatch failed, yet the job may have been created."""
+    return any(text in message for text in UNCERTAIN_SUBMISSION)
+
+
+def arrays_refused(message: str) -> bool:
+    """sbatch's answer where job arrays are not allowed.
+
+    "Invalid job array specification" where MaxArraySize is 0 or the range is
+    over it; site submit filters that forbid arrays also name them.
+    """
+    return "array" in message.lower()
+
+
+def is_invalid_job_id(message: str) -> bool:
+    """squeue's and scontrol's answer for a single purged or unknown id."""
+    return "Invalid job id specified" in message
+
+
+def job_already_ended(message: str) -> bool:
+    """scancel's (or pyslurm's) words for a job that is unknown or has ended."""
+    return all(
+        is_invalid_job_id(line) or "completed" in line.lower() or "already" in line.lower()
+        for line in message.split("; ")
+    )
+
+
+def accounting_disabled(message: str) -> bool:
+    """sacct's answer on a cluster without slurmdbd (exit 1)."""
+    lowered = message.lower()
+    return "accounting storage is disabled" in lowered or "accounting_storage/none" in lowered
