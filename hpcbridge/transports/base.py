@@ -42,6 +42,9 @@ class Executor(Protocol):
     #: a label for records and logs: "local" or "ssh://user@host:port"
     kind: str
     host: str
+    #: True when commands run on this machine and paths are this machine's paths
+    #: (a file written with ``open()`` here is the file the commands see)
+    is_local: bool
 
     def run(
         self,

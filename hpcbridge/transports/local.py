@@ -18,6 +18,8 @@ class LocalExecutor:
     """Executor for code that runs where the scheduler's commands are (login node, allocation)."""
 
     kind = "local"
+    #: commands run on this machine; paths are this machine's paths
+    is_local = True
 
     def __init__(
         self, default_timeout: Optional[float] = 60.0, env: Optional[Mapping[str, str]] = None

@@ -216,6 +216,27 @@ def resolve(
     if config_path is None:
         config_path = default_config_path()
     config = load_config(config_path)
+    key_files = _key_files(key_filename)
+    options = _lookup(config, host, config_path)
+    target_hop = _hop(
+        host, options, user=user, port=port, key_files=key_files, known_hosts=known_hosts
+    )
+    jumps = _jump_hops(host, options, config, config_path, key_files, known_hosts)
+    proxy_command = None
+    if not jumps:
+        value = options.get("proxycommand")
+        if value and str(value).strip().lower() != "none":
+            proxy_command = str(value)
+    return Target(
+        hop=target_hop,
+        jumps=jumps,
+        proxy_command=proxy_command,
+        config_path=config_path,
+    )
+
+
+def _key_files(key_filename: Union[None, str, Sequence[str]]) -> Tuple[str, ...]:
+    """The explicit key files, ``~`` expanded; each must exist."""
     if isinstance(key_filename, str):
         key_files: Tuple[str, ...] = (os.path.expanduser(key_filename),)
     else:
@@ -223,15 +244,22 @@ def resolve(
     for key in key_files:
         if not os.path.isfile(key):
             raise ConfigurationError(f"ssh key file {key} does not exist")
+    return key_files
 
-    options = _lookup(config, host, config_path)
-    target_hop = _hop(
-        host, options, user=user, port=port, key_files=key_files, known_hosts=known_hosts
-    )
-    jumps: List[Hop] = []
+
+def _jump_hops(
+    host: str,
+    options: Dict[str, Any],
+    config: Any,
+    config_path: Optional[str],
+    key_files: Tuple[str, ...],
+    known_hosts: Optional[str],
+) -> Tuple[Hop, ...]:
+    """The hops of ``host``'s ``ProxyJump``, first hop first."""
     specs = split_jumps(options.get("proxyjump"))
     if len(specs) > MAX_JUMPS:
         raise ConfigurationError(f"ProxyJump for {host} has more than {MAX_JUMPS} hops")
+    jumps: List[Hop] = []
     for spec in specs:
         jump_user, jump_host, jump_port = parse_jump(spec)
         jump_options = _lookup(config, jump_host, config_path)
@@ -249,14 +277,4 @@ def resolve(
                 fallback_keys=key_files,
             )
         )
-    proxy_command = None
-    if not jumps:
-        value = options.get("proxycommand")
-        if value and str(value).strip().lower() != "none":
-            proxy_command = str(value)
-    return Target(
-        hop=target_hop,
-        jumps=tuple(jumps),
-        proxy_command=proxy_command,
-        config_path=config_path,
-    )
+    return tuple(jumps)

@@ -597,7 +597,7 @@ Host hpcb-jumped
         result = ex.run(["sh", "-c", 'echo "$SSH_CONNECTION"'])
         assert result.ok, result.stderr
         remote_source_port = int(result.stdout.split()[1])
-        clients = ex._conn.clients
+        clients = ex._connections.current.clients
         assert len(clients) == 3
         first_hop_port = clients[0].get_transport().sock.getsockname()[1]
         # The target saw the connection come from the jump host, not from us.

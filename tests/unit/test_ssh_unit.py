@@ -20,11 +20,13 @@ from hpcbridge.errors import (
     SubmissionUncertainError,
     TransportError,
 )
-from hpcbridge.transports import ssh as ssh_module
+from hpcbridge.transports import ssh_reconnect
 from hpcbridge.transports.base import CommandResult, Executor
+from hpcbridge.transports.local import LocalExecutor
 from hpcbridge.transports.ssh import SSHExecutor, build_command
 from hpcbridge.transports.ssh_config import known_hosts_name, parse_jump, resolve, split_jumps
-from hpcbridge.transports.ssh_hostkeys import HostKeyPolicy
+from hpcbridge.transports.ssh_failures import ConnectionDropped, Permanent, is_connection_error
+from hpcbridge.transports.ssh_hostkeys import HostKeyPolicy, fingerprint
 
 # --------------------------------------------------------------------------- helpers
 
@@ -426,6 +428,27 @@ def test_executor_label_and_protocol(ssh_config_file):
     assert "alice@real.example.org:2201" in repr(executor)
 
 
+def test_is_local_says_whose_paths_and_processes_these_are():
+    remote = SSHExecutor("h", "u", 22, ssh_config_path=os.devnull)
+    local = LocalExecutor()
+    assert remote.is_local is False and isinstance(remote, Executor)
+    assert local.is_local is True and isinstance(local, Executor)
+    assert "is_local" in Executor.__annotations__  # part of the documented protocol
+
+
+def test_options_set_on_the_executor_reach_its_connection_commands_and_files():
+    executor = SSHExecutor("h", "u", 22, ssh_config_path=os.devnull, max_reconnect_attempts=0)
+    assert executor.max_reconnect_attempts == 1  # at least one attempt
+    executor.default_timeout = None
+    assert executor.options.default_timeout is None
+    for part in (
+        executor._connections,
+        executor._commands.connections,
+        executor._files.connections,
+    ):
+        assert part.options is executor.options
+
+
 def test_from_settings_maps_every_ssh_setting(tmp_path):
     key = tmp_path / "k"
     key.write_text("x")
@@ -503,7 +526,7 @@ def test_unknown_host_key_is_refused_with_instructions(tmp_path):
     message = str(caught.value)
     assert f"ssh-keyscan -p 2222 127.0.0.1 >> {tmp_path}/sub/known_hosts" in message
     assert "HPCBRIDGE_SSH_ACCEPT_NEW_HOST_KEYS=1" in message
-    assert ssh_module.fingerprint(key) in message
+    assert fingerprint(key) in message
     assert not (tmp_path / "sub" / "known_hosts").exists()
 
 
@@ -538,7 +561,7 @@ def test_fingerprint_matches_openssh(tmp_path):
     )
     if result.returncode != 0:
         pytest.skip("ssh-keygen not available")
-    assert ssh_module.fingerprint(key) == result.stdout.split()[1]
+    assert fingerprint(key) == result.stdout.split()[1]
 
 
 # --------------------------------------------------------------------------- error classification
@@ -562,15 +585,15 @@ class _Transport:
 
 def test_connection_error_classification():
     alive, dead = _Transport(True), _Transport(False)
-    assert ssh_module._is_connection_error(EOFError(), alive)
-    assert ssh_module._is_connection_error(OSError(errno.EPIPE, "broken pipe"), alive)
-    assert ssh_module._is_connection_error(OSError(errno.ECONNRESET, "reset"), alive)
-    assert ssh_module._is_connection_error(FileNotFoundError(errno.ENOENT, "x"), dead)
-    assert not ssh_module._is_connection_error(FileNotFoundError(errno.ENOENT, "x"), alive)
-    assert not ssh_module._is_connection_error(PermissionError(errno.EACCES, "x"), alive)
-    assert not ssh_module._is_connection_error(OSError("Failure"), alive)
+    assert is_connection_error(EOFError(), alive)
+    assert is_connection_error(OSError(errno.EPIPE, "broken pipe"), alive)
+    assert is_connection_error(OSError(errno.ECONNRESET, "reset"), alive)
+    assert is_connection_error(FileNotFoundError(errno.ENOENT, "x"), dead)
+    assert not is_connection_error(FileNotFoundError(errno.ENOENT, "x"), alive)
+    assert not is_connection_error(PermissionError(errno.EACCES, "x"), alive)
+    assert not is_connection_error(OSError("Failure"), alive)
     paramiko = pytest.importorskip("paramiko")
-    assert ssh_module._is_connection_error(paramiko.SSHException("Server connection dropped"))
+    assert is_connection_error(paramiko.SSHException("Server connection dropped"))
 
 
 # --------------------------------------------------------------------------- reconnect policy
@@ -604,15 +627,17 @@ def fake(monkeypatch):
     executor.opens = []
     executor.script = []  # items: an exception to raise, or a _Conn to return
 
-    def fake_open():
-        executor.opens.append(1)
+    def fake_open(first):
+        executor.opens.append(first)
         item = executor.script.pop(0) if executor.script else _Conn()
         if isinstance(item, BaseException):
             raise item
         return item
 
-    monkeypatch.setattr(executor, "_open", fake_open)
-    monkeypatch.setattr(ssh_module.time, "sleep", lambda seconds: executor.sleeps.append(seconds))
+    monkeypatch.setattr(executor._connections, "opener", fake_open)
+    monkeypatch.setattr(
+        ssh_reconnect.time, "sleep", lambda seconds: executor.sleeps.append(seconds)
+    )
     return executor
 
 
@@ -627,19 +652,20 @@ def test_first_connect_fails_fast(fake):
 def test_reconnect_backs_off_exponentially_then_succeeds(fake):
     fake.connect()
     assert fake.connection_count == 1
-    fake._conn.transport.active = False  # the connection died
+    fake.transport.active = False  # the connection died
     refused = TransportError("connection refused")
     fake.script = [refused, refused, refused, _Conn()]
     fake.connect()
     assert fake.connection_count == 2
-    assert len(fake.opens) == 5
+    # Only the very first open may treat a name that does not resolve as permanent.
+    assert fake.opens == [True, False, False, False, False]
     assert fake.sleeps == [0.5, 1.0, 2.0]
 
 
 def test_reconnect_gives_up_after_max_attempts_with_capped_delays(fake):
     fake.max_reconnect_attempts = 8
     fake.connect()
-    fake._conn.transport.active = False
+    fake.transport.active = False
     fake.script = [TransportError("connection refused")] * 8
     with pytest.raises(TransportError, match="after 8 attempts"):
         fake.connect()
@@ -648,8 +674,8 @@ def test_reconnect_gives_up_after_max_attempts_with_capped_delays(fake):
 
 def test_permanent_errors_are_never_retried(fake):
     fake.connect()
-    fake._conn.transport.active = False
-    fake.script = [ssh_module._Permanent(HostKeyError("HOST KEY CHANGED"))]
+    fake.transport.active = False
+    fake.script = [Permanent(HostKeyError("HOST KEY CHANGED"))]
     with pytest.raises(HostKeyError, match="CHANGED"):
         fake.connect()
     assert len(fake.opens) == 2 and fake.sleeps == []
@@ -658,17 +684,17 @@ def test_permanent_errors_are_never_retried(fake):
 def test_minimum_interval_between_connection_opens(fake):
     fake.min_reconnect_interval = 5.0
     fake.connect()
-    fake._conn.transport.active = False
+    fake.transport.active = False
     fake.connect()
     assert len(fake.sleeps) == 1 and 4.0 < fake.sleeps[0] <= 5.0
 
 
 def test_one_connection_is_shared(fake):
     fake.connect()
-    first = fake._conn
+    first = fake.transport
     for _ in range(5):
         fake.connect()
-    assert fake._conn is first and fake.connection_count == 1 and len(fake.opens) == 1
+    assert fake.transport is first and fake.connection_count == 1 and len(fake.opens) == 1
 
 
 def _result(argv):
@@ -682,10 +708,10 @@ def test_idempotent_command_is_retried_after_a_drop(fake, monkeypatch):
         calls.append(conn)
         if len(calls) == 1:
             conn.transport.active = False
-            raise ssh_module._ConnectionDropped("gone")
+            raise ConnectionDropped("gone")
         return _result(argv)
 
-    monkeypatch.setattr(fake, "_execute", execute)
+    monkeypatch.setattr(fake._commands, "execute", execute)
     assert fake.run(["squeue", "-j", "1"]).stdout == "ok\n"
     assert len(calls) == 2 and calls[0] is not calls[1]
     assert fake.connection_count == 2
@@ -697,9 +723,9 @@ def test_submission_is_never_run_twice_after_a_drop(fake, monkeypatch):
     def execute(channel, conn, argv, command, budget, input):
         calls.append(argv)
         conn.transport.active = False
-        raise ssh_module._ConnectionDropped("gone")
+        raise ConnectionDropped("gone")
 
-    monkeypatch.setattr(fake, "_execute", execute)
+    monkeypatch.setattr(fake._commands, "execute", execute)
     with pytest.raises(SubmissionUncertainError) as caught:
         fake.run(["sbatch", "job.sh"], idempotent=False)
     assert len(calls) == 1
@@ -717,7 +743,7 @@ def test_submission_is_retried_when_the_channel_never_opened(fake, monkeypatch):
         calls.append(conn)
         return _result(argv)
 
-    monkeypatch.setattr(fake, "_execute", execute)
+    monkeypatch.setattr(fake._commands, "execute", execute)
     assert fake.run(["sbatch", "job.sh"], idempotent=False).ok
     assert len(calls) == 1 and calls[0] is not broken
     assert broken.closed and fake.connection_count == 2
@@ -727,7 +753,7 @@ def test_channel_refusals_are_retried_on_the_same_connection(fake, monkeypatch):
     paramiko = pytest.importorskip("paramiko")
     conn = _Conn(_Transport(failures=[paramiko.ChannelException(2, "Connect failed")]))
     fake.script = [conn]
-    monkeypatch.setattr(fake, "_execute", lambda *args: _result(args[2]))
+    monkeypatch.setattr(fake._commands, "execute", lambda *args: _result(args[2]))
     assert fake.run(["true"], idempotent=False).ok
     assert conn.transport.opened == 2 and fake.connection_count == 1
     assert len(fake.sleeps) == 1
@@ -736,9 +762,9 @@ def test_channel_refusals_are_retried_on_the_same_connection(fake, monkeypatch):
 def test_a_command_that_keeps_dropping_gives_up(fake, monkeypatch):
     def execute(channel, conn, argv, command, budget, input):
         conn.transport.active = False
-        raise ssh_module._ConnectionDropped("gone")
+        raise ConnectionDropped("gone")
 
-    monkeypatch.setattr(fake, "_execute", execute)
+    monkeypatch.setattr(fake._commands, "execute", execute)
     with pytest.raises(TransportError, match="kept dropping"):
         fake.run(["squeue"])
     assert fake.connection_count == fake.max_reconnect_attempts

@@ -1,0 +1,221 @@
+"""Running one remote command on an SSH channel: stdin in, stdout/stderr/exit status out.
+
+A command is retried after a dropped connection only when it is idempotent; a
+dropped submission raises :class:`SubmissionUncertainError` instead of running
+twice.  A channel the server refuses (nothing was sent) is retried either way.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, List, Optional, Tuple
+
+from ..errors import JobTimeoutError, SubmissionUncertainError, TransportError
+from .base import CommandResult
+from .ssh_channel import Readiness, send_data, send_eof, send_signal
+from .ssh_connect import Connection
+from .ssh_failures import ConnectionDropped, describe, is_connection_error, loaded_paramiko
+from .ssh_reconnect import SharedConnection
+
+log = logging.getLogger("hpcbridge.ssh")
+
+_CHUNK = 65536
+
+
+class RemoteCommands:
+    """Runs built command lines over the connections of one :class:`SharedConnection`."""
+
+    def __init__(self, connections: SharedConnection) -> None:
+        self.connections = connections
+        self.label = connections.label
+
+    def run(
+        self,
+        argv: List[str],
+        command: str,
+        budget: Optional[float],
+        input: Optional[str],
+        idempotent: bool,
+    ) -> CommandResult:
+        """Run ``command`` (the remote line for ``argv``) with a channel of its own."""
+        failures = 0
+        while True:
+            conn = self.connections.get()
+            try:
+                channel = conn.transport.open_session(
+                    timeout=self.connections.options.connect_timeout
+                )
+            except Exception as exc:
+                failures += 1
+                self._channel_refused(conn, exc, failures)
+                continue
+            try:
+                return self.execute(channel, conn, argv, command, budget, input)
+            except ConnectionDropped as exc:
+                failures += 1
+                self._command_dropped(conn, argv, idempotent, failures, exc)
+
+    def _channel_refused(self, conn: Connection, exc: Exception, failures: int) -> None:
+        """No channel: nothing was sent, so retrying is safe even for a submission."""
+        refused = not is_connection_error(exc, conn.transport)
+        paramiko = loaded_paramiko()
+        if not refused and paramiko and isinstance(exc, paramiko.ChannelException):
+            # e.g. MaxSessions reached: the server refused the channel, the
+            # connection is fine.
+            refused = conn.alive()
+        if failures >= self.connections.options.max_reconnect_attempts:
+            raise TransportError(f"cannot open a channel to {self.label}: {describe(exc)}") from exc
+        if refused:
+            time.sleep(min(0.1 * 2**failures, 2.0))
+        else:
+            self.connections.invalidate(conn)
+
+    def _command_dropped(
+        self,
+        conn: Connection,
+        argv: List[str],
+        idempotent: bool,
+        failures: int,
+        exc: ConnectionDropped,
+    ) -> None:
+        """The connection died mid-command: raise, or return to run it again."""
+        self.connections.invalidate(conn)
+        if not idempotent:
+            raise SubmissionUncertainError(
+                f"the connection to {self.label} dropped while {argv[0]} was running: "
+                "it may or may not have taken effect (a job may or may not exist). "
+                "It was NOT run again; check the queue before retrying.",
+                argv=argv,
+            ) from exc
+        if failures >= self.connections.options.max_reconnect_attempts:
+            raise TransportError(
+                f"the connection to {self.label} kept dropping while running {argv[0]}"
+            ) from exc
+        log.info("connection to %s dropped during %s; retrying (idempotent)", self.label, argv[0])
+
+    def execute(
+        self,
+        channel: Any,
+        conn: Connection,
+        argv: List[str],
+        command: str,
+        budget: Optional[float],
+        input: Optional[str],
+    ) -> CommandResult:
+        """Run ``command`` on the open ``channel``; :class:`ConnectionDropped` if the link died."""
+        started = time.monotonic()
+        deadline = None if budget is None else started + budget
+        try:
+            try:
+                channel.exec_command(command)
+            except Exception as exc:
+                if is_connection_error(exc, conn.transport) and not conn.alive():
+                    # The request may have reached the server: uncertain.
+                    raise ConnectionDropped(str(exc)) from exc
+                raise TransportError(
+                    f"{self.label} refused to run {argv[0]}: {describe(exc)}"
+                ) from exc
+            status, stdout, stderr = self._collect(channel, argv, budget, deadline, input)
+        finally:
+            channel.close()  # also releases the pipe behind Readiness
+        if status == -1:
+            # No exit-status: the connection died, or the command was killed by
+            # a signal (paramiko ignores "exit-signal").
+            if not channel.eof_received or not _stays_active(conn.transport):
+                raise ConnectionDropped(f"connection lost while running {argv[0]}")
+            status = 255
+            stderr += b"\n[hpcbridge] the remote command ended without an exit status"
+        return CommandResult(
+            argv,
+            status,
+            stdout.decode("utf-8", "replace"),
+            stderr.decode("utf-8", "replace"),
+            time.monotonic() - started,
+        )
+
+    def _collect(
+        self,
+        channel: Any,
+        argv: List[str],
+        budget: Optional[float],
+        deadline: Optional[float],
+        input: Optional[str],
+    ) -> Tuple[int, bytes, bytes]:
+        """Feed stdin, read stdout and stderr until EOF, then the exit status."""
+        feeder = _feed_input(channel, input)
+        stdout: List[bytes] = []
+        stderr: List[bytes] = []
+        try:
+            ready = Readiness(channel)  # signalled when stdout or stderr has data, or EOF
+            while True:
+                # Drain both streams every turn: reading only one could let the
+                # other fill the SSH window and stall the remote command.
+                while channel.recv_ready():
+                    stdout.append(channel.recv(_CHUNK))
+                while channel.recv_stderr_ready():
+                    stderr.append(channel.recv_stderr(_CHUNK))
+                if channel.eof_received or channel.closed:
+                    if not (channel.recv_ready() or channel.recv_stderr_ready()):
+                        break
+                    continue
+                ready.wait(self._time_left(channel, argv, budget, deadline))
+            # The exit status may trail the end of the output by a packet.
+            while not channel.status_event.is_set():
+                channel.status_event.wait(self._time_left(channel, argv, budget, deadline))
+        finally:
+            if feeder is not None:
+                feeder.join(timeout=1.0)
+        return int(channel.exit_status), b"".join(stdout), b"".join(stderr)
+
+    def _time_left(
+        self, channel: Any, argv: List[str], budget: Optional[float], deadline: Optional[float]
+    ) -> float:
+        """How long to wait for the next event (at most 1 s); past the deadline, abandon."""
+        wait = 1.0 if deadline is None else deadline - time.monotonic()
+        if wait <= 0:
+            self._abandon(channel, argv, budget)
+        return min(wait, 1.0)
+
+    def _abandon(self, channel: Any, argv: List[str], budget: Optional[float]) -> None:
+        """Kill the remote command (SSH "signal" request), close the channel, raise."""
+        send_signal(channel, "KILL")
+        channel.close()
+        raise JobTimeoutError(
+            f"{argv[0]} did not finish within {budget:g} s on {self.label} "
+            f"(command: {' '.join(argv)[:200]})"
+        )
+
+
+def _feed_input(channel: Any, input: Optional[str]) -> Optional[threading.Thread]:
+    """Write ``input`` and an EOF to the command; by a thread when it exceeds the window."""
+    if input is None:
+        return None  # the command line redirects stdin from /dev/null
+    data = input.encode("utf-8")
+
+    def feed() -> None:
+        try:
+            send_data(channel, data)
+            send_eof(channel)
+        except Exception as exc:  # the command exited without reading it all
+            log.debug("stdin of remote command not fully written: %s", exc)
+
+    if len(data) <= channel.out_window_size:
+        feed()  # fits the SSH window: cannot block
+        return None
+    # Larger input is written by a thread while we read, or both sides
+    # could wait on each other's full window.
+    thread = threading.Thread(target=feed, name="hpcbridge-ssh-stdin", daemon=True)
+    thread.start()
+    return thread
+
+
+def _stays_active(transport: Any, grace: float = 0.2) -> bool:
+    """Is the transport still up after ``grace`` s?  (paramiko closes channels first.)"""
+    end = time.monotonic() + grace
+    while time.monotonic() < end:
+        if not transport.is_active():
+            return False
+        time.sleep(0.02)
+    return bool(transport.is_active())
