@@ -13,10 +13,11 @@ from hpcbridge.errors import (
     SchedulerAdapterError,
     SubmissionUncertainError,
 )
+from hpcbridge.jobscript import PreparedJob
 from hpcbridge.model import JobState
 from hpcbridge.resources import Resources
-from hpcbridge.schedulers.slurm import cli as cli_module
-from hpcbridge.schedulers.slurm import commands
+from hpcbridge.schedulers.driver import PartialSubmissionError, SubmitBatch, Submitted
+from hpcbridge.schedulers.slurm import submission
 from hpcbridge.schedulers.slurm.cli import SlurmCliDriver
 from hpcbridge.transports.base import CommandResult
 
@@ -28,6 +29,7 @@ class ScriptedExecutor:
 
     kind = "local"
     host = "testhost"
+    is_local = True
 
     def __init__(self, **answers: object) -> None:
         self.answers = answers
@@ -59,8 +61,30 @@ class ScriptedExecutor:
         return CommandResult(argv, 127, "", f"{argv[0]}: command not found")
 
 
-def spec() -> commands.SubmitSpec:
-    return commands.SubmitSpec("/j/w.sh", "/j", "/j/slurm-%j.out", "w", Resources())
+def spec() -> submission.SubmitSpec:
+    return submission.SubmitSpec("/j/w.sh", "/j", "/j/slurm-%j.out", "w", Resources())
+
+
+def batch(count: int, output: str = "/j/slurm-%j.out") -> SubmitBatch:
+    job = PreparedJob("t", "/j", "/j/.hpcbridge/t.sh", "/j/.hpcbridge/t.exit", ["/j/a.sh"], "w")
+    return SubmitBatch(job, count, Resources(), ("7",), output)
+
+
+def numbered_sbatch(refuse_arrays: bool = False, fail_from: int = 0) -> Responder:
+    """sbatch answering 100, 101, ...; arrays refused, or a failure from the nth call on."""
+    calls: List[List[str]] = []
+
+    def sbatch(argv: List[str]) -> CommandResult:
+        calls.append(argv)
+        if refuse_arrays and any(part.startswith("--array=") for part in argv):
+            err = "sbatch: error: Batch job submission failed: Invalid job array specification\n"
+            return CommandResult(argv, 1, "", err)
+        if fail_from and len(calls) >= fail_from:
+            err = "sbatch: error: Batch job submission failed: Unable to contact slurm controller\n"
+            return CommandResult(argv, 1, "", err)
+        return CommandResult(argv, 0, f"{99 + len(calls)}\n", "")
+
+    return sbatch
 
 
 def test_submit_parses_id_and_is_not_idempotent() -> None:
@@ -107,6 +131,70 @@ def test_submit_without_an_id_is_uncertain() -> None:
         SlurmCliDriver(ScriptedExecutor(sbatch=(0, "hello\n", ""))).submit(spec())
 
 
+# -- submit_many ------------------------------------------------------------
+
+
+def test_submit_many_of_one_is_a_plain_job() -> None:
+    executor = ScriptedExecutor(sbatch=numbered_sbatch())
+    driver = SlurmCliDriver(executor)
+    assert driver.submit_many(batch(1)) == [Submitted("100", "/j/slurm-100.out", 0)]
+    argv = executor.calls[0]
+    assert "--dependency=afterok:7" in argv and argv[-1] == "/j/.hpcbridge/t.sh"
+    assert not any(part.startswith(("--array", "--export")) for part in argv)
+    assert driver.describe(batch(1)).startswith("sbatch --parsable --job-name=w")
+
+
+def test_submit_many_is_one_array_named_by_array_and_task() -> None:
+    executor = ScriptedExecutor(sbatch=numbered_sbatch())
+    driver = SlurmCliDriver(executor)
+    found = driver.submit_many(batch(3, "/j/out-%x-%j.log"))
+    assert found == [
+        Submitted(f"100_{index}", f"/j/out-w-100_{index}.log", index) for index in range(3)
+    ]
+    assert len(executor.calls) == 1
+    assert "--array=0-2" in executor.calls[0]
+    assert "--output=/j/out-%x-%A_%a.log" in executor.calls[0]
+    assert "--array=0-2" in driver.describe(batch(3))
+
+
+def test_submit_many_one_job_per_task_where_arrays_are_refused() -> None:
+    executor = ScriptedExecutor(sbatch=numbered_sbatch(refuse_arrays=True))
+    found = SlurmCliDriver(executor).submit_many(batch(3))
+    # call 1 (id 100 unused) was the refused array
+    assert found == [Submitted(str(101 + i), f"/j/slurm-{101 + i}.out", i) for i in range(3)]
+    singles = executor.calls[1:]
+    assert [argv[-2] for argv in singles] == [
+        f"--export=ALL,HPCBRIDGE_TASK_INDEX={index}" for index in range(3)
+    ]
+    assert all("--output=/j/slurm-%j.out" in argv for argv in singles)
+
+
+def test_submit_many_later_failure_is_partial() -> None:
+    # call 1: the refused array; calls 2-3 go in; call 4 fails
+    executor = ScriptedExecutor(sbatch=numbered_sbatch(refuse_arrays=True, fail_from=4))
+    with pytest.raises(PartialSubmissionError) as caught:
+        SlurmCliDriver(executor).submit_many(batch(4))
+    assert caught.value.submitted_ids == ["101", "102"]
+    assert "Unable to contact slurm controller" in caught.value.failures[0]
+    assert len(caught.value.failures) == 2 and "4 submissions" in str(caught.value)
+    assert len(executor.calls) == 4  # nothing more after the failure
+
+
+def test_submit_many_first_failure_is_a_plain_error() -> None:
+    executor = ScriptedExecutor(sbatch=numbered_sbatch(fail_from=1))
+    with pytest.raises(JobSubmissionError) as caught:
+        SlurmCliDriver(executor).submit_many(batch(3))
+    assert not isinstance(caught.value, PartialSubmissionError)
+    assert len(executor.calls) == 1  # not an array refusal: no job-by-job retry
+
+
+def test_submit_many_uncertain_array_is_never_retried() -> None:
+    executor = ScriptedExecutor(sbatch=JobTimeoutError("sbatch did not finish"))
+    with pytest.raises(SubmissionUncertainError):
+        SlurmCliDriver(executor).submit_many(batch(3))
+    assert len(executor.calls) == 1
+
+
 SQUEUE_OUT = "5|5|RUNNING|None|2026-11-29T15:32:06|NONE|0|\n"
 SACCT_OUT = "6|6|COMPLETED|0:0|2026-11-29T15:32:06|2026-11-29T15:32:07|None\n"
 
@@ -116,7 +204,8 @@ def test_query_squeue_then_sacct_for_the_missing_only() -> None:
     found = SlurmCliDriver(executor).query(["5", "6", "7"])
     assert found["5"].state is JobState.RUNNING
     assert found["6"].state is JobState.COMPLETED
-    assert "7" not in found  # left to the adapter (exit file, then UNKNOWN)
+    # the adapter then looks for the exit-code file
+    assert found["7"].state is JobState.UNKNOWN and found["7"].reason == "not in squeue or sacct"
     assert [call[0] for call in executor.calls] == ["squeue", "sacct"]
     assert "--jobs=6,7" in executor.calls[1]
 
@@ -145,22 +234,23 @@ def test_query_controller_down_is_unknown_for_all() -> None:
 
 
 def test_accounting_off_is_no_history_logged_once(caplog: pytest.LogCaptureFixture) -> None:
-    cli_module._logged_once.clear()
     executor = ScriptedExecutor(
         squeue=(0, "", ""), sacct=(1, "", "Slurm accounting storage is disabled\n")
     )
     driver = SlurmCliDriver(executor)
     with caplog.at_level(logging.INFO, logger="hpcbridge.slurm"):
-        assert driver.query(["5"]) == {}
-        assert driver.query(["5"]) == {}
+        assert driver.query(["5"])["5"].state is JobState.UNKNOWN
+        assert driver.query(["5"])["5"].state is JobState.UNKNOWN
+        first = [record for record in caplog.records if "accounting is disabled" in record.message]
+        SlurmCliDriver(executor).query(["5"])  # another driver notes it once too
     messages = [record for record in caplog.records if "accounting is disabled" in record.message]
-    assert len(messages) == 1
+    assert len(first) == 1 and len(messages) == 2
     assert all(record.levelno < logging.WARNING for record in messages)
 
 
 def test_sacct_other_failure_is_no_history() -> None:
     executor = ScriptedExecutor(squeue=(0, "", ""), sacct=(1, "", "sacct: error: boom\n"))
-    assert SlurmCliDriver(executor).query(["5"]) == {}
+    assert SlurmCliDriver(executor).query(["5"])["5"].state is JobState.UNKNOWN
 
 
 def test_two_hundred_array_tasks_two_commands_short_argv() -> None:
@@ -198,9 +288,9 @@ def test_cancel_ignores_finished_jobs_and_raises_on_real_failures() -> None:
 def test_output_path_from_scontrol() -> None:
     line = "JobId=11 JobName=x StdOut=/tmp/x/slurm-11.out StdErr=/tmp/x/slurm-11.out\n"
     driver = SlurmCliDriver(ScriptedExecutor(scontrol=(0, line, "")))
-    assert driver.output_path("11") == "/tmp/x/slurm-11.out"
+    assert driver.find_output("11") == "/tmp/x/slurm-11.out"
     gone = SlurmCliDriver(ScriptedExecutor(scontrol=(1, "", "Invalid job id specified")))
-    assert gone.output_path("11") is None
+    assert gone.find_output("11") is None
 
 
 def test_config_cached_and_version() -> None:
@@ -211,17 +301,30 @@ def test_config_cached_and_version() -> None:
 
     executor = ScriptedExecutor(scontrol=scontrol)
     driver = SlurmCliDriver(executor)
-    assert driver.max_array_size() == 300
-    assert driver.max_array_size() == 300
+    assert driver.max_batch() == 300
+    assert driver.max_batch() == 300
     assert len(executor.calls) == 1
     assert driver.version() == "22.05.8"
+
+
+@pytest.mark.parametrize(("override", "size"), [(2, 2), (1, 1), (0, 1)])
+def test_max_array_size_override_asks_nothing(override: int, size: int) -> None:
+    executor = ScriptedExecutor()
+    assert SlurmCliDriver(executor, max_array_size=override).max_batch() == size
+    assert executor.calls == []
+
+
+def test_max_array_size_zero_means_one_job_per_submission() -> None:
+    executor = ScriptedExecutor(scontrol=(0, "MaxArraySize = 0\n", ""))
+    assert SlurmCliDriver(executor).max_batch() == 1
 
 
 def test_config_unreadable_gives_default() -> None:
     driver = SlurmCliDriver(ScriptedExecutor(scontrol=(1, "", "down")))
     assert driver.config() == {}
-    assert driver.max_array_size() == 1001
+    assert driver.max_batch() == 1001
     assert driver.version() is None
+    assert driver.waiter(["5"]) is None
 
 
 def test_command_env_reaches_every_command() -> None:

@@ -10,16 +10,19 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
-from hpcbridge.errors import JobSubmissionError, SchedulerAdapterError
+from hpcbridge.errors import JobSubmissionError, SchedulerAdapterError, SchedulerUnavailableError
+from hpcbridge.jobscript import PreparedJob
 from hpcbridge.model import JobState
 from hpcbridge.resources import Resources
-from hpcbridge.schedulers.slurm import commands, native
+from hpcbridge.schedulers.driver import SubmitBatch, Submitted
+from hpcbridge.schedulers.slurm import native, submission
+from hpcbridge.schedulers.slurm.cli import SlurmCliDriver
 from hpcbridge.transports.base import CommandResult
 from hpcbridge.transports.local import LocalExecutor
 
 
-def spec(depends_on=(), array=None, **resources: Any) -> commands.SubmitSpec:
-    return commands.SubmitSpec(
+def spec(depends_on=(), array=None, **resources: Any) -> submission.SubmitSpec:
+    return submission.SubmitSpec(
         wrapper_path="/j/.hpcbridge/t.sh",
         workdir="/j",
         output="/j/slurm-%j.out",
@@ -71,6 +74,13 @@ def test_submit_description_every_field() -> None:
 def test_submit_description_minimal_gpus_zero() -> None:
     kwargs = native.submit_description_kwargs(spec(gpus=0))
     assert "gpus" not in kwargs and "dependencies" not in kwargs and "partitions" not in kwargs
+    assert "environment" not in kwargs
+
+
+def test_submit_description_one_task_of_a_many_task_wrapper() -> None:
+    one = submission.SubmitSpec(**{**spec().__dict__, "task_index": 2})
+    kwargs = native.submit_description_kwargs(one)
+    assert kwargs["environment"] == {"HPCBRIDGE_TASK_INDEX": "2"}
 
 
 def fake_job(**attributes: Any) -> types.SimpleNamespace:
@@ -250,17 +260,19 @@ def fake_pyslurm(
 
 def test_choose_cli_when_asked() -> None:
     executor = VersionExecutor()
-    choice = native.choose_driver("cli", executor, native.SlurmCliDriver(executor))
-    assert choice.name == "cli" and executor.calls == []
+    driver, choice = native.choose_slurm_driver("cli", executor, SlurmCliDriver(executor))
+    assert choice.name == "cli" and driver.name == "cli" and executor.calls == []
 
 
 def test_choose_cli_over_ssh() -> None:
     class Remote:
         kind = "ssh://me@login:22"
         host = "login"
+        is_local = False
 
-    choice = native.choose_driver("auto", Remote(), None)  # type: ignore[arg-type]
-    assert choice.name == "cli" and "ssh" in choice.reason
+    cli = SlurmCliDriver(Remote())  # type: ignore[arg-type]
+    driver, choice = native.choose_slurm_driver("auto", Remote(), cli)  # type: ignore[arg-type]
+    assert driver is cli and choice.name == "cli" and "ssh" in choice.reason
 
 
 def test_choose_cli_without_pyslurm(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -269,34 +281,42 @@ def test_choose_cli_without_pyslurm(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(native, "import_pyslurm", missing)
     executor = VersionExecutor()
-    choice = native.choose_driver("auto", executor, native.SlurmCliDriver(executor))
+    _, choice = native.choose_slurm_driver("auto", executor, SlurmCliDriver(executor))
     assert choice.name == "cli" and "not importable" in choice.reason
 
 
 def test_choose_native_when_versions_match(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(native, "import_pyslurm", lambda: fake_pyslurm("22.5.0"))
     executor = VersionExecutor()
-    choice = native.choose_driver("auto", executor, native.SlurmCliDriver(executor))
-    assert choice.name == "native" and choice.slurm_version == "22.05.8"
+    driver, choice = native.choose_slurm_driver("auto", executor, SlurmCliDriver(executor))
+    assert driver.name == "native" and choice.name == "native"
+    assert choice.reason == "pyslurm 22.5.0 matches Slurm 22.05.8"
 
 
 def test_choose_cli_on_version_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(native, "import_pyslurm", lambda: fake_pyslurm("25.11.0"))
     executor = VersionExecutor()
-    choice = native.choose_driver("auto", executor, native.SlurmCliDriver(executor))
+    _, choice = native.choose_slurm_driver("auto", executor, SlurmCliDriver(executor))
     assert choice.name == "cli" and "does not match" in choice.reason
 
 
-def test_unknown_driver_name() -> None:
-    with pytest.raises(ValueError):
-        native.choose_driver("fast", VersionExecutor(), None)  # type: ignore[arg-type]
+def test_native_asked_for_but_mismatched_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(native, "import_pyslurm", lambda: fake_pyslurm("25.11.0"))
+    executor = VersionExecutor()
+    with pytest.raises(SchedulerUnavailableError, match="does not match Slurm 22.05.8"):
+        native.choose_slurm_driver("native", executor, SlurmCliDriver(executor))
 
 
 # -- the driver with a fake pyslurm ---------------------------------------------------------
 
 
 def driver_with(module: Any) -> native.SlurmNativeDriver:
-    return native.SlurmNativeDriver(native.SlurmCliDriver(VersionExecutor()), pyslurm=module)
+    return native.SlurmNativeDriver(SlurmCliDriver(VersionExecutor()), module)
+
+
+def batch(count: int) -> SubmitBatch:
+    job = PreparedJob("t", "/j", "/j/.hpcbridge/t.sh", "/j/.hpcbridge/t.exit", ["/j/a.sh"], "w")
+    return SubmitBatch(job, count, Resources(), (), "/j/slurm-%j.out")
 
 
 def test_native_submit_and_refusal() -> None:
@@ -306,7 +326,19 @@ def test_native_submit_and_refusal() -> None:
     with pytest.raises(JobSubmissionError, match="Invalid partition name specified") as caught:
         driver_with(fake_pyslurm(submit_error="Invalid partition name specified")).submit(spec())
     assert caught.value.scheduler_message == "Invalid partition name specified"
-    assert "JobSubmitDescription(" in driver_with(module).describe(spec())
+    assert "JobSubmitDescription(" in driver_with(module).describe(batch(1))
+    assert "array='0-2'" in driver_with(module).describe(batch(3))
+
+
+def test_native_submit_many_array_and_refused_array() -> None:
+    module = fake_pyslurm()
+    found = driver_with(module).submit_many(batch(2))
+    assert found == [Submitted(f"4242_{i}", f"/j/slurm-4242_{i}.out", i) for i in range(2)]
+    assert module.submitted[0]["array"] == "0-1"
+    assert module.submitted[0]["standard_output"] == "/j/slurm-%A_%a.out"
+    refusing = fake_pyslurm(submit_error="Invalid job array specification")
+    with pytest.raises(JobSubmissionError, match="Invalid job array specification"):
+        driver_with(refusing).submit_many(batch(2))  # every submission refused: nothing went in
 
 
 def test_native_query_live_then_history() -> None:
@@ -316,14 +348,14 @@ def test_native_query_live_then_history() -> None:
     )
     found = driver_with(module).query(["5", "6", "7"])
     assert found["5"].state is JobState.RUNNING and found["6"].state is JobState.COMPLETED
-    assert "7" not in found
+    assert found["7"].state is JobState.UNKNOWN and found["7"].reason == "not in squeue or sacct"
 
 
 def test_native_query_controller_down_and_no_accounting() -> None:
     down = driver_with(fake_pyslurm(jobs=RPCError("Unable to contact slurm controller")))
     assert down.query(["5"])["5"].state is JobState.UNKNOWN
     no_db = driver_with(fake_pyslurm(jobs={}, history=RPCError("no slurmdbd")))
-    assert no_db.query(["5"]) == {}
+    assert no_db.query(["5"])["5"].state is JobState.UNKNOWN
 
 
 def test_native_cancel_plain_ids_natively_array_tasks_via_scancel() -> None:
@@ -350,7 +382,7 @@ def test_native_cancel_failure() -> None:
 
 
 def test_native_output_path() -> None:
-    assert driver_with(fake_pyslurm()).output_path("5") == "/j/slurm-5.out"
+    assert driver_with(fake_pyslurm()).find_output("5") == "/j/slurm-5.out"
 
 
 # -- the real pyslurm --------------------------------------------------------------------
@@ -362,9 +394,7 @@ HAVE_PYSLURM = importlib.util.find_spec("pyslurm") is not None
 @pytest.mark.skipif(not HAVE_PYSLURM, reason=native.PYSLURM_SKIP_REASON)
 def test_real_pyslurm_driver_query() -> None:  # pragma: no cover - needs pyslurm
     executor = LocalExecutor()
-    cli = native.SlurmCliDriver(executor)
-    choice = native.choose_driver("auto", executor, cli)
+    driver, choice = native.choose_slurm_driver("auto", executor, SlurmCliDriver(executor))
     if choice.name != "native":
         pytest.skip(choice.reason)
-    driver = native.SlurmNativeDriver(cli)
-    assert driver.query(["999999999"]) == {}
+    assert driver.query(["999999999"])["999999999"].state is JobState.UNKNOWN

@@ -9,9 +9,10 @@ from ...doctor import Check
 from ...errors import SchedulerAdapterError
 from ...transports.base import Executor
 from ...transports.local import LocalExecutor
-from . import commands
 from .cli import SlurmCliDriver
-from .native import PYSLURM_SKIP_REASON, choose_driver, import_pyslurm
+from .control import max_array_size
+from .messages import scheduler_message
+from .native import PYSLURM_SKIP_REASON, choose_slurm_driver, import_pyslurm
 
 
 def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
@@ -47,7 +48,7 @@ def _controller(executor: Executor) -> Check:
         ping = executor.run(["scontrol", "ping"], timeout=30)
     except SchedulerAdapterError as exc:
         return Check("slurm controller", False, f"scontrol ping failed: {exc}")
-    text = commands.scheduler_message(ping.stdout or ping.stderr)
+    text = scheduler_message(ping.stdout or ping.stderr)
     up = ping.ok and "is UP" in ping.stdout
     return Check("slurm controller", up, text or f"scontrol ping exited {ping.returncode}")
 
@@ -60,9 +61,7 @@ def _accounting(cli: SlurmCliDriver) -> Check:
     if not config:
         return Check("slurm accounting", False, "scontrol show config gave nothing")
     storage = config.get("AccountingStorageType", "?")
-    limits = (
-        f"MinJobAge={config.get('MinJobAge', '?')}, MaxArraySize={commands.max_array_size(config)}"
-    )
+    limits = f"MinJobAge={config.get('MinJobAge', '?')}, MaxArraySize={max_array_size(config)}"
     if "none" in storage:
         return Check(
             "slurm accounting",
@@ -81,6 +80,6 @@ def _driver(executor: Executor, cli: SlurmCliDriver) -> List[Check]:
         found.append(Check("pyslurm", True, f"version {getattr(pyslurm, '__version__', '?')}"))
     except Exception as exc:
         found.append(Check("pyslurm", False, f"{PYSLURM_SKIP_REASON}: {exc}"))
-    choice = choose_driver("auto", executor, cli)
+    _, choice = choose_slurm_driver("auto", executor, cli)
     found.append(Check("slurm driver", True, f"{choice.name} ({choice.reason})"))
     return found

@@ -13,17 +13,28 @@ from __future__ import annotations
 
 import importlib
 import logging
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Type
 
 from ...durations import format_slurm_time
-from ...errors import JobSubmissionError, SchedulerAdapterError
-from ...model import JobState, JobStatus
+from ...errors import JobSubmissionError, SchedulerAdapterError, SchedulerUnavailableError
+from ...model import JobStatus
 from ...transports.base import Executor
-from ...transports.local import LocalExecutor
-from . import commands
-from .cli import SlurmCliDriver, log_once
+from ..driver import (
+    TASK_INDEX_VARIABLE,
+    DriverChoice,
+    SchedulerDriver,
+    SubmitBatch,
+    Submitted,
+    choose_driver,
+)
+from .batches import CAPABILITIES, NOT_FOUND, spec_for, submit_batch, unknown
+from .cli import SlurmCliDriver
+from .control import parse_version
+from .ids import expand_array_spec, split_job_id
+from .messages import job_already_ended
+from .states import map_state
+from .submission import SubmitSpec, dependency_text
 
 log = logging.getLogger("hpcbridge.slurm")
 
@@ -34,10 +45,10 @@ PYSLURM_SKIP_REASON = "pyslurm not importable (PyPI has it only for Slurm 25.11)
 # -- pure mapping ------------------------------------------------------------------
 
 
-def submit_description_kwargs(spec: commands.SubmitSpec) -> Dict[str, Any]:
+def submit_description_kwargs(spec: SubmitSpec) -> Dict[str, Any]:
     """``pyslurm.JobSubmitDescription`` keyword arguments for one submission.
 
-    The same request as ``commands.sbatch_argv``, in pyslurm's names
+    The same request as ``submission.sbatch_argv``, in pyslurm's names
     (``partitions`` is plural; ``--mem`` is ``memory_per_node``).
     """
     resources = spec.resources
@@ -61,10 +72,12 @@ def submit_description_kwargs(spec: commands.SubmitSpec) -> Dict[str, Any]:
         "array": spec.array,
     }
     kwargs.update({key: value for key, value in optional.items() if value is not None})
-    dependency = commands.dependency_text(spec.depends_on)
+    dependency = dependency_text(spec.depends_on)
     if dependency:
         kwargs["dependencies"] = dependency
-        kwargs["kill_on_invalid_dependency"] = True  # see commands.sbatch_argv
+        kwargs["kill_on_invalid_dependency"] = True  # see submission.sbatch_argv
+    if spec.task_index is not None:
+        kwargs["environment"] = {TASK_INDEX_VARIABLE: str(spec.task_index)}
     return kwargs
 
 
@@ -96,14 +109,14 @@ def job_ids_of(job: Any) -> List[str]:
     if array_id and task_id is not None:
         return [f"{array_id}_{task_id}"]
     if array_id and waiting:
-        return [f"{array_id}_{index}" for index in commands.expand_array_spec(str(waiting))]
+        return [f"{array_id}_{index}" for index in expand_array_spec(str(waiting))]
     return [raw] if raw else []
 
 
 def status_from_job(job: Any, job_id: Optional[str] = None) -> JobStatus:
     """A ``JobStatus`` from a ``pyslurm.Job`` or ``pyslurm.db.Job``."""
     native = str(getattr(job, "state", "") or "")
-    state = commands.map_state(native)
+    state = map_state(native)
     exit_code: Optional[int] = None
     if state.is_terminal:
         signal = getattr(job, "exit_code_signal", None) or 0
@@ -155,7 +168,7 @@ def statuses_from_jobs(jobs: Iterable[Any], wanted: Sequence[str]) -> Dict[str, 
 
 
 def major_minor(version: Optional[str]) -> Optional[Tuple[int, int]]:
-    parsed = commands.parse_version(version or "")
+    parsed = parse_version(version or "")
     return (parsed[0], parsed[1]) if parsed and len(parsed) >= 2 else None
 
 
@@ -165,64 +178,60 @@ def versions_match(pyslurm_version: Optional[str], slurm_version: Optional[str])
     return ours is not None and ours == theirs
 
 
-# -- choosing a driver --------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DriverChoice:
-    name: str  # "native" or "cli"
-    reason: str
-    pyslurm_version: Optional[str] = None
-    slurm_version: Optional[str] = None
+# -- building the driver -------------------------------------------------------------
 
 
 def import_pyslurm() -> Any:
     return importlib.import_module("pyslurm")
 
 
-def choose_driver(requested: str, executor: Executor, cli: SlurmCliDriver) -> DriverChoice:
-    """Which driver to use, and why (for the log and ``hpcbridge doctor``)."""
-    requested = (requested or "auto").lower()
-    if requested not in ("auto", "native", "cli"):
-        raise ValueError(f"unknown Slurm driver {requested!r}; choose auto, native or cli")
-    if requested == "cli":
-        return DriverChoice("cli", "the CLI driver was asked for")
-    if not isinstance(executor, LocalExecutor):
-        return DriverChoice(
-            "cli", f"pyslurm talks to the local Slurm only; transport is {executor.kind}"
+def build_native_driver(executor: Executor, cli: SlurmCliDriver) -> SlurmNativeDriver:
+    """The pyslurm driver, or ``SchedulerUnavailableError`` saying why not."""
+    if not executor.is_local:
+        raise SchedulerUnavailableError(
+            f"pyslurm talks to the local Slurm only; transport is {executor.kind}"
         )
     try:
         pyslurm = import_pyslurm()
     except Exception as exc:  # ImportError, or an ABI mismatch at import time
-        return DriverChoice("cli", f"pyslurm not importable ({type(exc).__name__}: {exc})")
+        raise SchedulerUnavailableError(
+            f"pyslurm not importable ({type(exc).__name__}: {exc})"
+        ) from exc
     pyslurm_version = str(getattr(pyslurm, "__version__", "") or "")
     slurm_version = cli.version()
     if not versions_match(pyslurm_version, slurm_version):
-        return DriverChoice(
-            "cli",
-            f"pyslurm {pyslurm_version or '?'} does not match Slurm {slurm_version or '?'}",
-            pyslurm_version,
-            slurm_version,
+        raise SchedulerUnavailableError(
+            f"pyslurm {pyslurm_version or '?'} does not match Slurm {slurm_version or '?'}"
         )
-    return DriverChoice(
-        "native",
-        f"pyslurm {pyslurm_version} matches Slurm {slurm_version}",
-        pyslurm_version,
-        slurm_version,
+    return SlurmNativeDriver(
+        cli, pyslurm, choice_reason=f"pyslurm {pyslurm_version} matches Slurm {slurm_version}"
     )
+
+
+def choose_slurm_driver(
+    requested: str, executor: Executor, cli: SlurmCliDriver
+) -> Tuple[SchedulerDriver, DriverChoice]:
+    """pyslurm when it is usable here, else ``cli`` (the rule of ``driver.choose_driver``)."""
+    native = lambda: build_native_driver(executor, cli)  # noqa: E731 - a deferred build
+    return choose_driver("slurm", requested, native=native, cli=lambda: cli)
 
 
 # -- the driver --------------------------------------------------------------------
 
 
 class SlurmNativeDriver:
-    """Slurm through pyslurm; array tasks and config still go through the CLI."""
+    """Slurm through pyslurm; array-task cancels, config and version through the CLI."""
 
     name = "native"
+    capabilities = CAPABILITIES
 
-    def __init__(self, cli: SlurmCliDriver, pyslurm: Any = None) -> None:
+    def __init__(self, cli: SlurmCliDriver, pyslurm: Any, choice_reason: str = "") -> None:
         self.cli = cli
-        self.pyslurm = pyslurm if pyslurm is not None else import_pyslurm()
+        self.pyslurm = pyslurm
+        #: why this driver was chosen (for describe and doctor)
+        self.choice_reason = choice_reason or "pyslurm usable"
+        #: "no job history from slurmdbd" is logged once per driver
+        self._no_history_noted = False
 
     def _rpc_error(self) -> Type[BaseException]:
         error = getattr(self.pyslurm, "RPCError", None)
@@ -230,13 +239,16 @@ class SlurmNativeDriver:
             return error
         return RuntimeError
 
-    def describe(self, spec: commands.SubmitSpec) -> str:
-        fields = ", ".join(
-            f"{key}={value!r}" for key, value in submit_description_kwargs(spec).items()
-        )
+    def describe(self, batch: SubmitBatch) -> str:
+        kwargs = submit_description_kwargs(spec_for(batch))
+        fields = ", ".join(f"{key}={value!r}" for key, value in kwargs.items())
         return f"pyslurm.JobSubmitDescription({fields}).submit()"
 
-    def submit(self, spec: commands.SubmitSpec) -> str:
+    def submit_many(self, batch: SubmitBatch) -> List[Submitted]:
+        return submit_batch(batch, self.submit)
+
+    def submit(self, spec: SubmitSpec) -> str:
+        """One submission; its job id."""
         description = self.pyslurm.JobSubmitDescription(**submit_description_kwargs(spec))
         try:
             job_id = description.submit()
@@ -248,45 +260,49 @@ class SlurmNativeDriver:
         return str(job_id)
 
     def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
+        """Every id: from slurmctld, else slurmdbd, else UNKNOWN."""
         ids = list(dict.fromkeys(job_ids))
         try:
             live = self.pyslurm.Jobs.load()
         except self._rpc_error() as exc:
             reason = f"slurmctld query failed: {exc}"
-            return {job_id: JobStatus(job_id, JobState.UNKNOWN, reason=reason) for job_id in ids}
+            return {job_id: unknown(job_id, reason) for job_id in ids}
         answers = statuses_from_jobs(iter_jobs(live), ids)
         missing = [job_id for job_id in ids if job_id not in answers]
         if missing:
             answers.update(self.history(missing))
-        return answers
+        return {job_id: answers.get(job_id) or unknown(job_id, NOT_FOUND) for job_id in ids}
 
     def history(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
-        bases = sorted({int(commands.split_job_id(job_id)[0]) for job_id in job_ids})
+        """What slurmdbd remembers of these ids (nothing when accounting is off)."""
+        bases = sorted({int(split_job_id(job_id)[0]) for job_id in job_ids})
         try:
             db = self.pyslurm.db
             jobs = db.Jobs.load(db.JobFilter(ids=bases))
         except Exception as exc:  # RPCError; no slurmdbd (accounting off)
-            log_once("native-no-history", "pyslurm: no job history from slurmdbd: %s", exc)
+            if not self._no_history_noted:
+                self._no_history_noted = True
+                log.info("pyslurm: no job history from slurmdbd: %s", exc)
             return {}
         return statuses_from_jobs(iter_jobs(jobs), job_ids)
 
     def cancel(self, job_ids: Sequence[str]) -> None:
-        plain = [job_id for job_id in job_ids if commands.split_job_id(job_id)[1] is None]
+        plain = [job_id for job_id in job_ids if split_job_id(job_id)[1] is None]
         tasks = [job_id for job_id in job_ids if job_id not in plain]
         for job_id in plain:
             try:
                 self.pyslurm.Job(int(job_id)).cancel()
             except self._rpc_error() as exc:
-                if not commands.is_invalid_job_id(str(exc)) and "already" not in str(exc).lower():
+                if not job_already_ended(str(exc)):
                     raise SchedulerAdapterError(f"cancel of job {job_id} failed: {exc}") from exc
         # A pending array task has no job record of its own yet: scancel
         # takes ARRAY_TASK ids, pyslurm's Job(id) does not.
         self.cli.cancel(tasks)
 
-    def output_path(self, job_id: str) -> Optional[str]:
-        base, task = commands.split_job_id(job_id)
+    def find_output(self, job_id: str) -> Optional[str]:
+        base, task = split_job_id(job_id)
         if task is not None:
-            return self.cli.output_path(job_id)
+            return self.cli.find_output(job_id)
         try:
             job = self.pyslurm.Job.load(int(base))
         except self._rpc_error():
@@ -294,5 +310,12 @@ class SlurmNativeDriver:
         path = getattr(job, "standard_output", None)
         return str(path) if path else None
 
-    def max_array_size(self) -> int:
-        return self.cli.max_array_size()
+    def max_batch(self) -> int:
+        return self.cli.max_batch()
+
+    def waiter(self, job_ids: Sequence[str]) -> None:
+        """pyslurm has no job events to wait on: the adapter sleeps between rounds."""
+        return None
+
+    def close(self) -> None:
+        """Nothing to release: pyslurm keeps no connection open."""
