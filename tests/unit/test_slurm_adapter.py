@@ -9,9 +9,14 @@ from typing import Dict, List
 import pytest
 
 from hpcbridge.config import Settings
-from hpcbridge.errors import JobNotFoundError, JobSubmissionError, SchedulerUnavailableError
+from hpcbridge.errors import (
+    ConfigurationError,
+    JobNotFoundError,
+    JobSubmissionError,
+    SchedulerUnavailableError,
+)
 from hpcbridge.model import JobState
-from hpcbridge.schedulers.slurm import cli as cli_module
+from hpcbridge.schedulers.driver import PartialSubmissionError
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
 from hpcbridge.store import JobStore
 from hpcbridge.transports.base import CommandResult
@@ -210,7 +215,6 @@ def test_status_from_squeue_then_sacct_then_exit_file(
 def test_accounting_off_exit_file_failure_then_unknown(
     adapter: RealSlurmAdapter, fake: FakeSlurm, script: str
 ) -> None:
-    cli_module._logged_once.clear()
     fake.accounting = False
     failed, lost = adapter.submit_job(script), adapter.submit_job(script)
     for job_id in (failed, lost):
@@ -244,7 +248,8 @@ def test_cancel_then_confirm(adapter: RealSlurmAdapter, fake: FakeSlurm, script:
     job_id = adapter.submit_job(script)
     fake.calls.clear()
     adapter.cancel_job(job_id)
-    assert [call[0] for call in fake.calls] == ["scancel", "squeue"]
+    assert [call[0] for call in fake.calls] == ["scancel"]
+    assert adapter.store.get(job_id, "slurm").cancel_requested  # type: ignore[union-attr]
     assert adapter.get_job_status(job_id).state is JobState.CANCELLED
     done = adapter.submit_job(script)
     fake.finish(done)
@@ -298,7 +303,53 @@ def test_submit_many_falls_back_when_arrays_are_refused(
     adapter: RealSlurmAdapter, fake: FakeSlurm, script: str
 ) -> None:
     fake.refuse_arrays = True
-    assert adapter.submit_many([script] * 3) == ["100", "101", "102"]
+    ids = adapter.submit_many([script] * 3)
+    assert ids == ["100", "101", "102"]
+    exports = [next(p for p in argv if p.startswith("--export=")) for argv in fake.submitted]
+    assert exports == [f"--export=ALL,HPCBRIDGE_TASK_INDEX={index}" for index in range(3)]
+    assert len({argv[-1] for argv in fake.submitted}) == 1  # one wrapper picks each task
+    wrapper = Path(fake.submitted[0][-1]).read_text()
+    assert "HPCBRIDGE_TASK_INDEX" in wrapper and "SLURM_ARRAY_TASK_ID" in wrapper
+    for index, job_id in enumerate(ids):
+        record = adapter.store.get(job_id, "slurm")
+        assert record is not None and record.exit_file.endswith(f".exit.{index}")  # type: ignore[union-attr]
+        assert record.log_path.endswith(f"/slurm-{job_id}.out")
+
+
+def test_refused_array_then_controller_lost_records_what_went_in(
+    adapter: RealSlurmAdapter, fake: FakeSlurm, script: str
+) -> None:
+    fake.refuse_arrays = True
+    real_sbatch = fake._sbatch
+
+    def sbatch(argv: List[str]):  # the controller goes away after two jobs
+        if len(fake.submitted) == 2:
+            fake.controller_up = False
+        return real_sbatch(argv)
+
+    fake._sbatch = sbatch  # type: ignore[method-assign]
+    with pytest.raises(PartialSubmissionError) as caught:
+        adapter.submit_many([script] * 4)
+    assert caught.value.submitted_ids == ["100", "101"]
+    assert "Unable to contact slurm controller" in str(caught.value)
+    assert all(adapter.store.get(job_id, "slurm") is not None for job_id in ("100", "101"))
+
+
+def test_max_array_size_keyword_overrides_the_cluster(
+    fake: FakeSlurm, script: str, tmp_path: Path
+) -> None:
+    settings = Settings.from_env(env={}, state_dir=str(tmp_path / "state"), scheduler="slurm")
+    adapter = RealSlurmAdapter(
+        executor=fake,
+        settings=settings,
+        store=JobStore(tmp_path / "jobs.db"),
+        remote_workdir=str(tmp_path / "jobs"),
+        driver="cli",
+        max_array_size=2,
+    )
+    assert adapter.max_array_size() == 2
+    assert adapter.submit_many([script] * 3) == ["100_0", "100_1", "101"]
+    assert not any(call[:3] == ["scontrol", "show", "config"] for call in fake.calls)
 
 
 def test_submit_many_single_job_is_plain(
@@ -344,6 +395,13 @@ def test_native_driver_required_but_missing(
         RealSlurmAdapter(executor=fake, settings=settings, driver="native")
     adapter = RealSlurmAdapter(executor=fake, settings=settings)
     assert adapter.driver.name == "cli" and "not importable" in adapter.describe()
+    assert adapter.driver_choice.name == "cli" and "not importable" in adapter.driver_choice.reason
+
+
+def test_unknown_driver_name(fake: FakeSlurm, tmp_path: Path) -> None:
+    settings = Settings.from_env(env={}, state_dir=str(tmp_path), scheduler="slurm")
+    with pytest.raises(ConfigurationError, match="unknown slurm driver 'fast'"):
+        RealSlurmAdapter(executor=fake, settings=settings, driver="fast")
 
 
 def test_logs_and_log_path_without_record(
