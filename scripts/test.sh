@@ -58,15 +58,26 @@ if [ -z "${HPCBRIDGE_TEST_FLUX_PREFIXES:-}" ]; then
   done
 fi
 
-echo "== pytest"
+# Unit tests run in random order (pytest-randomly), the seed printed so that a failure can
+# be replayed: HPCBRIDGE_TEST_SEED=N bash scripts/test.sh.  Integration tests run in file order.
+seed=${HPCBRIDGE_TEST_SEED:-$(( (RANDOM << 15) | RANDOM ))}
+pytest_args=(-q -rs -p no:cacheprovider)
 set +e
-"$python" -m pytest -q -rs -p no:cacheprovider "$@"
-status=$?
-for prefix in "${older_flux[@]}"; do
-  echo "== pytest: the core Flux cases against $prefix"
-  HPCBRIDGE_TEST_FLUX_PREFIXES=$prefix "$python" -m pytest -q -rs -p no:cacheprovider \
-    tests/integration/test_flux_adapter.py tests/integration/test_flux_queues.py \
-    tests/integration/test_flux_fallback.py || status=1
-done
+status=0
+if [ "$#" -gt 0 ]; then
+  echo "== pytest $*"
+  "$python" -m pytest "${pytest_args[@]}" "$@" || status=1
+else
+  echo "== pytest: unit tests in random order (--randomly-seed=$seed)"
+  "$python" -m pytest "${pytest_args[@]}" -p randomly --randomly-seed="$seed" tests/unit || status=1
+  echo "== pytest: integration tests"
+  "$python" -m pytest "${pytest_args[@]}" tests/integration || status=1
+  for prefix in "${older_flux[@]}"; do
+    echo "== pytest: the core Flux cases against $prefix"
+    HPCBRIDGE_TEST_FLUX_PREFIXES=$prefix "$python" -m pytest "${pytest_args[@]}" \
+      tests/integration/test_flux_adapter.py tests/integration/test_flux_queues.py \
+      tests/integration/test_flux_fallback.py || status=1
+  done
+fi
 set -e
 exit "$status"
