@@ -8,18 +8,19 @@ import time
 
 import pytest
 
+from hpcbridge.store import JobRecord, JobStore
 from tests.conftest import REPO
 
 HELLO = str(REPO / "examples" / "hello.sh")
 
 
-def hpcbridge(*args, check=False, timeout=120):
+def hpcbridge(*args, check=False, timeout=120, env=None):
     result = subprocess.run(
         [sys.executable, "-m", "hpcbridge", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=os.environ.copy(),
+        env={**os.environ, **(env or {})},
     )
     if check and result.returncode != 0:
         raise AssertionError(f"exit {result.returncode}: {result.stderr}")
@@ -195,3 +196,28 @@ def test_short_flags_and_newest_jobs(state_dir):
         hpcbridge("submit", HELLO, check=True)
     newest = json.loads(hpcbridge("jobs", "--json", "--limit", "2", check=True).stdout)
     assert [job["job_id"] for job in newest] == ["2", "3"]
+
+
+def test_a_recorded_flux_job_is_found_by_its_decimal_and_ascii_ids(state_dir):
+    flux_id = "\u0192cAyxmV"  # ƒcAyxmV, 23085449216 in decimal
+    store = JobStore(state_dir / "jobs.db")
+    store.add(
+        JobRecord(
+            job_id=flux_id,
+            scheduler="flux",
+            host=os.uname().nodename,
+            flux_uri=f"local://{state_dir}/no-broker",
+        )
+    )
+    store.close()
+    quick = {"HPCBRIDGE_COMMAND_TIMEOUT": "20", "HPCBRIDGE_UNKNOWN_LIMIT": "2"}
+    for typed in ("23085449216", "fcAyxmV"):
+        result = hpcbridge("status", typed, "--json", env=quick)
+        # Flux is asked (with no broker there it may answer UNKNOWN or fail), never the mock.
+        assert "mock job" not in result.stdout + result.stderr
+        if result.returncode == 0:
+            assert json.loads(result.stdout)["job_id"] == flux_id
+        else:
+            assert "flux" in result.stderr.lower()
+    waited = hpcbridge("wait", "23085449216", "--poll-interval", "0.1", env=quick)
+    assert "mock job" not in waited.stdout + waited.stderr

@@ -1,0 +1,61 @@
+"""The ``hpcbridge`` command: submit, follow, read logs, cancel, list, cost, doctor.
+
+``parser`` holds the command line, ``submit``/``follow``/``records``/``probe``
+the commands, ``targets`` which adapter and records a command works on,
+``output`` how it prints and ``exits`` its exit codes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Callable, Dict, Optional, Sequence
+
+from ..errors import SchedulerAdapterError
+from .exits import EXIT_INTERRUPTED, exit_code_for
+from .follow import cmd_cancel, cmd_logs, cmd_status, cmd_wait
+from .parser import build_parser
+from .probe import cmd_doctor, cmd_uri
+from .records import cmd_cost, cmd_jobs
+from .submit import cmd_submit, cmd_submit_many
+
+COMMANDS: Dict[str, Callable[[argparse.Namespace], int]] = {
+    "submit": cmd_submit,
+    "submit-many": cmd_submit_many,
+    "status": cmd_status,
+    "wait": cmd_wait,
+    "logs": cmd_logs,
+    "cancel": cmd_cancel,
+    "jobs": cmd_jobs,
+    "cost": cmd_cost,
+    "doctor": cmd_doctor,
+    "uri": cmd_uri,
+}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.WARNING - 10 * min(args.verbose, 2),
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        return COMMANDS[args.command](args)
+    except KeyboardInterrupt:
+        print("hpcbridge: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (SchedulerAdapterError, ValueError, OSError) as exc:
+        if args.debug:
+            raise
+        print(f"hpcbridge: error: {_one_line(exc)}", file=sys.stderr)
+        return exit_code_for(exc)
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error) or type(error).__name__
+    return " ".join(text.split()) if "\n" in text else text
+
+
+__all__ = ["COMMANDS", "build_parser", "main"]

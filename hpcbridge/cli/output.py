@@ -1,0 +1,65 @@
+"""How the ``hpcbridge`` command prints: status lines, JSON, tables, progress."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from typing import Any, Dict, Sequence
+
+from ..model import JobStatus
+
+
+def print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str))
+
+
+def status_line(status: JobStatus) -> str:
+    parts = [f"{status.job_id}", status.state.value]
+    if status.exit_code is not None:
+        parts.append(f"exit={status.exit_code}")
+    if status.reason:
+        parts.append(f"reason={status.reason}")
+    if status.native_state and status.native_state != status.state.value:
+        parts.append(f"native={status.native_state}")
+    return "  ".join(parts)
+
+
+def announce(status: JobStatus) -> None:
+    """One time-stamped line on stderr for a state change."""
+    stamp = datetime.now().strftime("%H:%M:%S")
+    print(f"{stamp}  {status_line(status)}", file=sys.stderr, flush=True)
+
+
+class Progress:
+    """Counts per state on one rewritten terminal line (only on a TTY)."""
+
+    def __init__(self) -> None:
+        self.shown = False
+
+    def __call__(self, statuses: Dict[str, JobStatus]) -> None:
+        counts: Dict[str, int] = {}
+        for status in statuses.values():
+            counts[status.state.value] = counts.get(status.state.value, 0) + 1
+        line = "  ".join(f"{count} {state}" for state, count in sorted(counts.items()))
+        sys.stderr.write(f"\r\033[K{line}")
+        sys.stderr.flush()
+        self.shown = True
+
+    def finish(self) -> None:
+        if self.shown:
+            sys.stderr.write("\n")
+
+
+def format_seconds(seconds: float) -> str:
+    """``3725`` -> ``1:02:05``."""
+    hours, rest = divmod(int(seconds), 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+def print_table(rows: Sequence[Sequence[str]]) -> None:
+    """Left-aligned columns, two spaces apart; the first row is the header."""
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())

@@ -1,0 +1,159 @@
+"""The ``hpcbridge`` command line: every subcommand and flag, as one table."""
+
+from __future__ import annotations
+
+import argparse
+
+from .. import __version__
+from ..model import JobState
+from ..registry import SCHEDULERS
+from ..resources import RESOURCE_KEYS
+from .exits import EXIT_CODES_HELP
+
+# The short flags sbatch and flux share (same meaning in both; -q is --qos to
+# sbatch and --queue to flux, which is where our qos goes).
+_SHORT_FLAGS = {
+    "time": "-t",
+    "nodes": "-N",
+    "ntasks": "-n",
+    "cpus_per_task": "-c",
+    "partition": "-p",
+    "account": "-A",
+    "qos": "-q",
+    "constraint": "-C",
+    "job_name": "-J",
+}
+
+
+def _add_resource_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("resources (scheduler-neutral; see README)")
+    for key in RESOURCE_KEYS:
+        if key == "output":
+            continue
+        flags = [f"--{key.replace('_', '-')}"]
+        if key in _SHORT_FLAGS:
+            flags.insert(0, _SHORT_FLAGS[key])
+        group.add_argument(*flags, dest=key, metavar=key.upper())
+
+
+def _add_target_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scheduler", choices=SCHEDULERS)
+    parser.add_argument("--transport", choices=("local", "ssh"))
+    parser.add_argument("--flux-uri", dest="flux_uri", metavar="URI")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-v", "--verbose", action="count", default=0, help="show log messages")
+    common.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser = argparse.ArgumentParser(
+        prog="hpcbridge",
+        description="Submit a batch script to Slurm, Flux or the local mock scheduler, "
+        "and follow it to the end - locally or over SSH.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[common],
+    )
+    parser.add_argument("--version", action="version", version=f"hpcbridge {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+
+    def sub(name: str, help_text: str) -> argparse.ArgumentParser:
+        return commands.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            parents=[common],
+            epilog=EXIT_CODES_HELP,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+
+    submit = sub("submit", "submit a batch script; prints the job id")
+    submit.add_argument("script")
+    submit.add_argument("script_args", nargs="*", metavar="ARG", help="arguments for the script")
+    _add_resource_flags(submit)
+    _add_target_flags(submit)
+    submit.add_argument("--remote-dir", help="the job's folder (default: a new one per job)")
+    submit.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set a variable in the job's environment (repeatable)",
+    )
+    submit.add_argument(
+        "--after",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="start only after job ID completed (repeatable)",
+    )
+    submit.add_argument(
+        "--wait", action="store_true", help="follow the job; exit 0 only if COMPLETED"
+    )
+    submit.add_argument("--poll-interval", type=float, default=5.0)
+    submit.add_argument("--timeout", type=float, help="give up waiting after this many seconds")
+    submit.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the exact command (or jobspec) and submit nothing",
+    )
+    submit.add_argument("--json", action="store_true")
+
+    many = sub("submit-many", "submit many jobs at once (one id per line, in order)")
+    many.add_argument("scripts", nargs="+", metavar="SCRIPT")
+    many.add_argument(
+        "--args-file",
+        metavar="FILE",
+        help="one job per line: the line's words are the arguments for SCRIPT "
+        "(with a single SCRIPT)",
+    )
+    _add_resource_flags(many)
+    _add_target_flags(many)
+    many.add_argument("--remote-dir")
+    many.add_argument("--after", action="append", default=[], metavar="ID")
+    many.add_argument("--wait", action="store_true")
+    many.add_argument("--poll-interval", type=float, default=5.0)
+    many.add_argument("--timeout", type=float)
+    many.add_argument("--json", action="store_true")
+
+    status = sub("status", "show the state of jobs")
+    status.add_argument("job_ids", nargs="+", metavar="ID")
+    _add_target_flags(status)
+    status.add_argument("--json", action="store_true")
+
+    wait = sub("wait", "wait for jobs to end, showing each state change")
+    wait.add_argument("job_ids", nargs="+", metavar="ID")
+    _add_target_flags(wait)
+    wait.add_argument("--poll-interval", type=float, default=5.0)
+    wait.add_argument("--timeout", type=float)
+    wait.add_argument("--json", action="store_true")
+
+    logs = sub("logs", "print a job's output")
+    logs.add_argument("job_id", metavar="ID")
+    _add_target_flags(logs)
+    logs.add_argument(
+        "-f", "--follow", action="store_true", help="keep printing until the job ends"
+    )
+
+    cancel = sub("cancel", "cancel jobs")
+    cancel.add_argument("job_ids", nargs="+", metavar="ID")
+    _add_target_flags(cancel)
+
+    jobs = sub("jobs", "list the recorded jobs")
+    jobs.add_argument("--state", type=str.upper, choices=[s.value for s in JobState])
+    jobs.add_argument("--limit", type=int, help="only the newest N jobs")
+    jobs.add_argument("--json", action="store_true")
+
+    cost = sub("cost", "CPU-hours, GPU-hours and cost of the recorded jobs")
+    cost.add_argument("--json", action="store_true")
+
+    doctor = sub("doctor", "say what is usable here, and why not when it is not")
+    _add_target_flags(doctor)
+    doctor.add_argument("--json", action="store_true")
+
+    uri = sub("uri", "resolve a Flux target (slurm:ID, lsf:ID, a Flux job id) to a FLUX_URI")
+    uri.add_argument("target")
+    uri.add_argument("--local", action="store_true", help="print the local:// form")
+    _add_target_flags(uri)
+    return parser

@@ -1,0 +1,85 @@
+"""``submit`` and ``submit-many`` (with ``--dry-run`` and ``--wait``)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from typing import Any, Dict, List, Sequence, Tuple, Union
+
+from ..errors import ConfigurationError
+from ..resources import RESOURCE_KEYS
+from .exits import EXIT_OK
+from .follow import wait_and_report
+from .output import print_json
+from .targets import adapter_for
+
+
+def resources_from(args: argparse.Namespace) -> Dict[str, Any]:
+    """The resource flags given on the command line."""
+    return {
+        key: getattr(args, key) for key in RESOURCE_KEYS if getattr(args, key, None) is not None
+    }
+
+
+def environment_from(assignments: Sequence[str]) -> Dict[str, str]:
+    """``--env NAME=VALUE`` flags as a dict."""
+    found: Dict[str, str] = {}
+    for assignment in assignments:
+        name, equals, value = assignment.partition("=")
+        if not equals or not name.isidentifier():
+            raise ConfigurationError(f"--env expects NAME=VALUE, got {assignment!r}")
+        found[name] = value
+    return found
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    adapter = adapter_for(args)
+    resources = resources_from(args)
+    if args.dry_run:
+        print(adapter.describe_submission(args.script, resources, args.remote_dir, args.after))
+        return EXIT_OK
+    job_id = adapter.submit_job(
+        args.script,
+        resources,
+        remote_dir=args.remote_dir,
+        depends_on=args.after or None,
+        arguments=args.script_args,
+        environment=environment_from(args.env),
+    )
+    if args.json:  # with --wait, the final status (which holds the id) is printed instead
+        if not args.wait:
+            print_json({"job_id": job_id, "state": "PENDING"})
+    else:
+        print(job_id, flush=True)
+    if not args.wait:
+        return EXIT_OK
+    return wait_and_report(adapter, [job_id], args)
+
+
+def _jobs_from(args: argparse.Namespace) -> List[Union[str, Tuple[str, List[str]]]]:
+    """The scripts, or with --args-file one (script, arguments) per line of the file."""
+    if not args.args_file:
+        return list(args.scripts)
+    if len(args.scripts) != 1:
+        raise ConfigurationError("--args-file takes exactly one SCRIPT")
+    with open(args.args_file, encoding="utf-8") as handle:
+        lines = [line for line in handle if line.strip() and not line.lstrip().startswith("#")]
+    return [(args.scripts[0], shlex.split(line)) for line in lines]
+
+
+def cmd_submit_many(args: argparse.Namespace) -> int:
+    adapter = adapter_for(args)
+    job_ids = adapter.submit_many(
+        _jobs_from(args),
+        resources_from(args),
+        depends_on=args.after or None,
+        remote_dir=args.remote_dir,
+    )
+    if args.json:
+        if not args.wait:
+            print_json([{"job_id": job_id, "state": "PENDING"} for job_id in job_ids])
+    else:
+        print("\n".join(job_ids), flush=True)
+    if not args.wait:
+        return EXIT_OK
+    return wait_and_report(adapter, job_ids, args)

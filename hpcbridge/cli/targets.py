@@ -1,0 +1,120 @@
+"""Which settings, adapter and recorded jobs a command works on.
+
+An id is looked up in the job store under the form each scheduler records
+it in (a Flux id typed in decimal or with an ASCII ``f`` is recorded as
+``ƒ…``), so ``hpcbridge status ID`` follows a job with whatever scheduler,
+and for Flux whatever instance, submitted it; an id with no record goes to
+the configured scheduler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from .. import factory
+from ..config import Settings
+from ..errors import ConfigurationError
+from ..registry import SCHEDULER_ENTRIES
+from ..store import JobRecord, JobStore
+
+if TYPE_CHECKING:
+    from ..schedulers.base import SchedulerAdapter
+
+#: scheduler -> "module:function" giving the form its job ids are recorded in
+#: (pure modules: no bindings imported); other schedulers record ids as typed.
+#: Kept here until registry.SchedulerEntry names each scheduler's id form.
+_RECORDED_FORMS = {
+    "flux": "hpcbridge.schedulers.flux.ids:canonical_job_id",
+    "slurm": "hpcbridge.schedulers.slurm.ids:normalize_job_id",
+}
+
+
+def settings_from(args: argparse.Namespace, scheduler: Optional[str] = None) -> Settings:
+    """The environment's settings with the command's flags over them."""
+    overrides: Dict[str, Any] = {}
+    for name in ("transport", "flux_uri"):
+        if getattr(args, name, None):
+            overrides[name] = getattr(args, name)
+    chosen = getattr(args, "scheduler", None) or scheduler
+    if chosen:
+        overrides["scheduler"] = chosen
+    return Settings.from_env(**overrides)
+
+
+def adapter_for(args: argparse.Namespace) -> SchedulerAdapter:
+    return factory.adapter_from_settings(settings_from(args))
+
+
+def store_for(settings: Settings) -> JobStore:
+    return JobStore(settings.database_path)
+
+
+def _recorded_form(scheduler: str) -> Callable[[str], str]:
+    target = _RECORDED_FORMS.get(scheduler)
+    if target is None:
+        return lambda job_id: str(job_id).strip()
+    module_name, _, function = target.partition(":")
+    normalize: Callable[[str], str] = getattr(importlib.import_module(module_name), function)
+    return normalize
+
+
+def recorded_forms(job_id: str) -> Dict[str, str]:
+    """``{scheduler: the id as that scheduler records it}``, for the schedulers it fits."""
+    forms: Dict[str, str] = {}
+    for entry in SCHEDULER_ENTRIES:
+        try:
+            forms[entry.name] = _recorded_form(entry.name)(job_id)
+        except ValueError:  # not an id of this scheduler (e.g. "123_4" for Flux)
+            continue
+    return forms
+
+
+def find_records(
+    store: JobStore, job_ids: Sequence[str], scheduler: Optional[str] = None
+) -> Dict[str, JobRecord]:
+    """For each id given, its newest record under any scheduler's form (one query).
+
+    With ``scheduler``, only that scheduler's records count.
+    """
+    forms = {job_id: recorded_forms(job_id) for job_id in job_ids}
+    wanted = {form for by_scheduler in forms.values() for form in by_scheduler.values()}
+    newest: Dict[Tuple[str, str], Tuple[int, JobRecord]] = {}
+    for rank, record in enumerate(store.find(sorted(wanted))):
+        if scheduler is None or record.scheduler == scheduler:
+            newest.setdefault((record.scheduler, record.job_id), (rank, record))
+    found: Dict[str, JobRecord] = {}
+    for job_id, by_scheduler in forms.items():
+        matches = [newest[key] for key in by_scheduler.items() if key in newest]
+        if matches:
+            found[job_id] = min(matches, key=lambda match: match[0])[1]
+    return found
+
+
+def adapter_for_ids(
+    args: argparse.Namespace, job_ids: Sequence[str]
+) -> Tuple[SchedulerAdapter, List[str]]:
+    """The adapter that submitted these jobs, and their ids as it recorded them.
+
+    The records say which scheduler (unless --scheduler) and, for Flux, which
+    instance (unless --flux-uri): a job in a nested broker is followed there
+    even when HPCBRIDGE_FLUX_URI is no longer set.
+    """
+    settings = settings_from(args)
+    records = find_records(store_for(settings), job_ids, args.scheduler)
+    schedulers = {args.scheduler} if args.scheduler else {r.scheduler for r in records.values()}
+    if len(schedulers) > 1:
+        raise ConfigurationError(
+            f"these ids belong to different schedulers ({', '.join(sorted(schedulers))}); "
+            "give --scheduler"
+        )
+    scheduler = schedulers.pop() if schedulers else None
+    chosen = settings_from(args, scheduler)
+    instances = {record.flux_uri for record in records.values() if record.flux_uri}
+    if len(instances) > 1 and not args.flux_uri:
+        raise ConfigurationError("these Flux jobs are in different instances; give --flux-uri")
+    if len(instances) == 1 and not args.flux_uri:
+        chosen = chosen.with_(flux_uri=instances.pop())
+    ids = [records[job_id].job_id if job_id in records else job_id for job_id in job_ids]
+    return factory.adapter_from_settings(chosen), ids

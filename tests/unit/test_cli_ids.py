@@ -1,0 +1,121 @@
+"""``hpcbridge status|wait|logs|cancel ID`` find a recorded job whatever form its id takes."""
+
+import json
+import os
+
+import pytest
+
+from hpcbridge import JobState, JobStatus, factory
+from hpcbridge.cli import main
+from hpcbridge.cli.targets import find_records, recorded_forms
+from hpcbridge.schedulers.flux.ids import canonical_job_id
+from hpcbridge.store import JobRecord, JobStore
+
+FLUX_ID = "\u0192cAyxmV"  # ƒcAyxmV
+FLUX_DECIMAL = "23085449216"
+RECORDED_URI = "local:///tmp/recorded-broker/local-0"
+
+
+class FakeAdapter:
+    """Stands for whichever adapter the command builds; says which one it was."""
+
+    def __init__(self, settings):
+        self.settings = settings
+        self.scheduler_name = settings.scheduler
+        self.cancelled = []
+
+    def normalize_job_id(self, job_id):
+        if self.scheduler_name == "flux":
+            return canonical_job_id(job_id)
+        return str(job_id).strip()
+
+    def _status(self, job_id):
+        return JobStatus(job_id, JobState.COMPLETED, exit_code=0, reason=self.scheduler_name)
+
+    def get_job_statuses(self, job_ids):
+        return {self.normalize_job_id(j): self._status(self.normalize_job_id(j)) for j in job_ids}
+
+    def get_job_status(self, job_id):
+        return self._status(self.normalize_job_id(job_id))
+
+    def wait_all(self, job_ids, **_):
+        return self.get_job_statuses(job_ids)
+
+    def get_job_logs(self, job_id):
+        return f"logs of {job_id} from {self.scheduler_name}\n"
+
+    def cancel_jobs(self, job_ids):
+        self.cancelled.extend(job_ids)
+
+    def close(self):
+        pass
+
+
+@pytest.fixture
+def built(state_dir, monkeypatch):
+    """The adapters the command builds, in order."""
+    adapters = []
+
+    def build(settings, executor=None, store=None):
+        adapters.append(FakeAdapter(settings))
+        return adapters[-1]
+
+    monkeypatch.setattr(factory, "adapter_from_settings", build)
+    store = JobStore(state_dir / "jobs.db")
+    store.add(JobRecord(job_id="77", scheduler="slurm", host=os.uname().nodename))
+    store.add(
+        JobRecord(job_id=FLUX_ID, scheduler="flux", host=os.uname().nodename, flux_uri=RECORDED_URI)
+    )
+    store.close()
+    return adapters
+
+
+@pytest.mark.parametrize("typed", [FLUX_ID, FLUX_DECIMAL, "fcAyxmV", " fcAyxmV "])
+def test_status_follows_a_flux_record_in_any_form(built, capsys, typed):
+    assert main(["status", typed, "--json"]) == 0
+    [adapter] = built
+    assert adapter.settings.scheduler == "flux"
+    assert adapter.settings.flux_uri == RECORDED_URI
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["job_id"] == FLUX_ID and answer["reason"] == "flux"
+
+
+def test_wait_logs_cancel_follow_the_decimal_form(built, capsys):
+    assert main(["wait", FLUX_DECIMAL, "--poll-interval", "0.01"]) == 0
+    assert main(["logs", "fcAyxmV"]) == 0
+    assert f"logs of {FLUX_ID} from flux" in capsys.readouterr().out
+    assert main(["cancel", FLUX_DECIMAL]) == 0
+    assert [adapter.settings.scheduler for adapter in built] == ["flux"] * 3
+    assert built[-1].cancelled == [FLUX_ID]
+
+
+def test_slurm_record_and_unrecorded_ids(built, capsys):
+    assert main(["status", "77"]) == 0
+    assert main(["status", "424242"]) == 0  # no record: the configured scheduler
+    assert [adapter.settings.scheduler for adapter in built] == ["slurm", "mock"]
+    assert built[0].settings.flux_uri is None
+
+
+def test_ids_of_two_schedulers_need_scheduler_flag(built, capsys):
+    assert main(["status", "77", FLUX_DECIMAL]) == 2
+    assert "--scheduler" in capsys.readouterr().err
+    assert main(["status", "77", FLUX_DECIMAL, "--scheduler", "slurm"]) == 0
+    assert built[-1].settings.scheduler == "slurm"
+
+
+def test_recorded_forms():
+    assert recorded_forms(FLUX_DECIMAL)["flux"] == FLUX_ID
+    assert recorded_forms(FLUX_DECIMAL)["slurm"] == FLUX_DECIMAL
+    assert recorded_forms("123;cluster")["slurm"] == "123"
+    assert "flux" not in recorded_forms("123_4")  # an array task is no Flux id
+    assert recorded_forms("123_4")["mock"] == "123_4"
+
+
+def test_find_records_prefers_the_newest(tmp_path):
+    store = JobStore(tmp_path / "jobs.db")
+    store.add(JobRecord(job_id=FLUX_ID, scheduler="flux", host="a"))
+    store.add(JobRecord(job_id=FLUX_DECIMAL, scheduler="slurm", host="b"))
+    assert find_records(store, [FLUX_DECIMAL])[FLUX_DECIMAL].scheduler == "slurm"
+    assert find_records(store, ["fcAyxmV"])["fcAyxmV"].scheduler == "flux"
+    assert find_records(store, [FLUX_DECIMAL], "flux")[FLUX_DECIMAL].job_id == FLUX_ID
+    assert find_records(store, ["5"]) == {}
