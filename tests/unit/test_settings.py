@@ -137,3 +137,14 @@ def test_command_env_reaches_local_commands():
 
     executor = build_executor(Settings.from_env({"HPCBRIDGE_COMMAND_ENV": "HPCB_PROBE=42"}))
     assert executor.run(["sh", "-c", "echo $HPCB_PROBE"]).stdout.strip() == "42"
+
+
+def test_state_home_and_enclosing_flux_uri_from_the_given_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLUX_URI", "local:///process-broker")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "process-xdg"))
+    current = Settings.from_env({"HOME": str(tmp_path / "home")})
+    assert current.state_path == tmp_path / "home" / ".local" / "state" / "hpcbridge"
+    assert current.enclosing_flux_uri is None
+    inside = Settings.from_env({"FLUX_URI": " local:///run/flux/local "})
+    assert inside.enclosing_flux_uri == "local:///run/flux/local"
+    assert inside.flux_uri is None  # the enclosing instance is not a chosen one
