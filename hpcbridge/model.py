@@ -119,4 +119,6 @@ def advance(previous: Optional[JobStatus], observed: JobStatus) -> JobStatus:
             start_time=previous.start_time or observed.start_time,
             reason=observed.reason or previous.reason,
         )
-    return observed.with_(start_time=observed.start_time or previous.start_time)
+    if observed.start_time is not None or previous.start_time is None:
+        return observed
+    return observed.with_(start_time=previous.start_time)

@@ -291,8 +291,10 @@ class SchedulerAdapter(ABC):
         changed = []
         for job_id in to_ask:
             merged = self._merge(job_id, observed[job_id], records.get(job_id))
-            if merged.state is not JobState.UNKNOWN and merged != self._known.get(job_id):
-                changed.append(merged)
+            previous = self._known.get(job_id)
+            if merged.state is not JobState.UNKNOWN and merged != previous:
+                if previous is None or _lasting(previous) != _lasting(merged):
+                    changed.append(merged)
                 self._known[job_id] = merged
             observed[job_id] = merged
         if changed:
@@ -487,6 +489,12 @@ class SchedulerAdapter(ABC):
     def __repr__(self) -> str:
         name = type(self).__name__
         return f"{name}(executor={self.executor!r}, remote_workdir={self.remote_workdir!r})"
+
+
+def _lasting(status: JobStatus) -> tuple[Any, ...]:
+    """What the store keeps up to date: a new reason alone (a pending job's
+    "Priority" turning "Resources") is shown live, not written on every poll."""
+    return (status.state, status.exit_code, status.start_time, status.end_time)
 
 
 def exit_code_from_file(text: str) -> Optional[int]:
