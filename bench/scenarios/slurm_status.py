@@ -7,8 +7,10 @@ jobs.  They are refreshed twice over: while pending (squeue knows them), and
 after ``scancel`` once squeue has forgotten them (only sacct knows them).
 Every contender refreshes the same first N ids:
 
+* raw        one ``squeue -h -t all -j ID,ID,...`` for all N, then one ``sacct``
+  for the ids squeue did not list: the floor any client pays (the baseline);
 * naive      ``squeue -h -j ID`` per job, then ``sacct -j ID`` for a job squeue
-  does not know (the baseline);
+  does not know;
 * hpcbridge  ``adapter.get_job_statuses(ids)``: one squeue for all, then one
   sacct for the ids squeue no longer knows;
 * PSI/J      the ``SlurmJobExecutor`` status poll: jobs attached with
@@ -53,6 +55,7 @@ from . import slurm_common as sc
 NAME = "slurm_status"
 TITLE = "Slurm status load: one full refresh of N tracked jobs"
 
+RAW = "raw: one squeue (then one sacct) for all"
 NAIVE = "naive: squeue (then sacct) per job"
 HPCB = "hpcbridge get_job_statuses"
 PSIJ = "PSI/J poll cycle"
@@ -61,7 +64,14 @@ MAESTRO = "Maestro check_jobs"
 
 NAIVE_SAMPLE = 50
 
-KINDS = {NAIVE: "raw", HPCB: "hpcbridge", PSIJ: "peer", SUBMITIT: "peer", MAESTRO: "peer"}
+KINDS = {
+    RAW: "raw",
+    NAIVE: "raw",
+    HPCB: "hpcbridge",
+    PSIJ: "peer",
+    SUBMITIT: "peer",
+    MAESTRO: "peer",
+}
 
 #: a refresh returns how many ids it reported in the expected state
 Refresh = Callable[[], int]
@@ -118,6 +128,27 @@ def naive(ids: List[str], phase: str) -> Refresh:
                 ).stdout.strip()
             seen += _expected(phase, out)
         return seen
+
+    return refresh
+
+
+def raw(ids: List[str], phase: str) -> Refresh:
+    def refresh() -> int:
+        listed = subprocess.run(
+            ["squeue", "-h", "-t", "all", "-o", "%i %T", "-j", ",".join(ids)],
+            capture_output=True,
+            text=True,
+        ).stdout.split("\n")
+        states = dict(line.split(" ", 1) for line in listed if " " in line)
+        missing = [job_id for job_id in ids if job_id not in states]
+        if missing:
+            history = subprocess.run(
+                ["sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", ",".join(missing)],
+                capture_output=True,
+                text=True,
+            ).stdout.split("\n")
+            states.update(line.split("|", 1) for line in history if "|" in line)
+        return sum(_expected(phase, states.get(job_id, "")) for job_id in ids)
 
     return refresh
 
@@ -318,7 +349,7 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
     script = trivial_script(workdir, "tracked.sh", "true")
     adapter = sc.hpcbridge_adapter(workdir)
     hpcb = HpcbridgeClient(adapter, workdir)
-    prepares: Dict[str, Prepare] = {NAIVE: naive, HPCB: hpcb.prepare}
+    prepares: Dict[str, Prepare] = {RAW: raw, NAIVE: naive, HPCB: hpcb.prepare}
     skipped_setup: Dict[str, str] = {}
     for name, factory in (
         (PSIJ, lambda: psij_prepare(workdir)),
@@ -352,7 +383,7 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
         TITLE,
         unit="ms",
         higher_is_better=False,
-        baseline=NAIVE,
+        baseline=RAW,
         rows=rows,
         params={
             "tracked": sizes,
