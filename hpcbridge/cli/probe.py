@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from .. import factory
 from .exits import EXIT_OK
 from .output import print_json
 from .targets import settings_from
@@ -29,10 +28,11 @@ def cmd_uri(args: argparse.Namespace) -> int:
     Resolved like ``flux uri --remote`` where the commands run; the
     ``local://`` form when the target runs on that host, or always with --local.
     """
+    from ..factory import build_executor
     from ..schedulers.flux.adapter import FluxAdapter
 
     settings = settings_from(args, "flux")
-    adapter = FluxAdapter(executor=factory.build_executor(settings), settings=settings)
+    adapter = FluxAdapter(executor=build_executor(settings), settings=settings)
     try:
         print(adapter.resolve_target(args.target, local=True if args.local else None))
     finally:

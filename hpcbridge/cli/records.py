@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Sequence, Tuple
 
 from ..config import Settings
-from ..cost import JobCost, costs
-from ..store import JobRecord
 from .exits import EXIT_OK
 from .output import format_seconds, print_json, print_table
 from .targets import store_for
+
+if TYPE_CHECKING:
+    from ..cost import JobCost
+    from ..store import JobRecord
 
 
 def _job_json(record: JobRecord) -> Dict[str, Any]:
@@ -89,6 +91,8 @@ def _cost_table(rows: Sequence[JobCost]) -> List[Tuple[str, ...]]:
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
+    from ..cost import costs
+
     settings = Settings.from_env()
     rows = costs(store_for(settings).list(), settings.cpu_cost_per_hour, settings.gpu_cost_per_hour)
     if args.json:

@@ -13,14 +13,13 @@ import argparse
 import importlib
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from .. import factory
 from ..config import Settings
 from ..errors import ConfigurationError
 from ..registry import SCHEDULER_ENTRIES
-from ..store import JobRecord, JobStore
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the store and adapters load when a command needs them: --help stays quick
     from ..schedulers.base import SchedulerAdapter
+    from ..store import JobRecord, JobStore
 
 #: scheduler -> "module:function" giving the form its job ids are recorded in
 #: (pure modules: no bindings imported); other schedulers record ids as typed.
@@ -43,11 +42,16 @@ def settings_from(args: argparse.Namespace, scheduler: Optional[str] = None) -> 
     return Settings.from_env(**overrides)
 
 
-def adapter_for(args: argparse.Namespace) -> SchedulerAdapter:
-    return factory.adapter_from_settings(settings_from(args))
+def adapter_for(args: argparse.Namespace, settings: Optional[Settings] = None) -> SchedulerAdapter:
+    """The adapter for the settings (default: the command's)."""
+    from .. import factory
+
+    return factory.adapter_from_settings(settings or settings_from(args))
 
 
 def store_for(settings: Settings) -> JobStore:
+    from ..store import JobStore
+
     return JobStore(settings.database_path)
 
 
@@ -117,4 +121,4 @@ def adapter_for_ids(
     if len(instances) == 1 and not args.flux_uri:
         chosen = chosen.with_(flux_uri=instances.pop())
     ids = [records[job_id].job_id if job_id in records else job_id for job_id in job_ids]
-    return factory.adapter_from_settings(chosen), ids
+    return adapter_for(args, chosen), ids
