@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 #: how a scheduler's driver is chosen: the bindings when they work, else the CLI
 DRIVER_CHOICES: Tuple[str, ...] = ("auto", "native", "cli")
@@ -25,10 +25,22 @@ class SchedulerEntry:
     #: the setting that picks its driver (``None``: one driver only)
     driver_setting: Optional[str]
     summary: str
+    #: "module:function" (a pure module) turning any typed form of a job id
+    #: into the one recorded, raising ``ValueError`` for text that is no id
+    #: of this scheduler; ``None``: ids are recorded as typed
+    job_id_form: Optional[str] = None
 
     def adapter_class(self) -> Any:
         module_name, _, class_name = self.adapter.partition(":")
         return getattr(importlib.import_module(module_name), class_name)
+
+    def recorded_job_id(self, job_id: str) -> str:
+        """``job_id`` as this scheduler's records hold it (``ValueError``: not its id)."""
+        if self.job_id_form is None:
+            return str(job_id).strip()
+        module_name, _, function = self.job_id_form.partition(":")
+        normalize: Callable[[str], str] = getattr(importlib.import_module(module_name), function)
+        return normalize(job_id)
 
 
 SCHEDULER_ENTRIES: Tuple[SchedulerEntry, ...] = (
@@ -37,7 +49,7 @@ SCHEDULER_ENTRIES: Tuple[SchedulerEntry, ...] = (
         "hpcbridge.schedulers.mock:MockAdapter",
         None,
         None,
-        "runs jobs on this machine as background processes (no scheduler needed)",
+        "runs jobs on this machine",
     ),
     SchedulerEntry(
         "slurm",
@@ -45,6 +57,7 @@ SCHEDULER_ENTRIES: Tuple[SchedulerEntry, ...] = (
         "hpcbridge.schedulers.slurm.doctor",
         "slurm_driver",
         "sbatch/squeue/sacct, or pyslurm in-process",
+        "hpcbridge.schedulers.slurm.ids:normalize_job_id",
     ),
     SchedulerEntry(
         "flux",
@@ -52,6 +65,7 @@ SCHEDULER_ENTRIES: Tuple[SchedulerEntry, ...] = (
         "hpcbridge.schedulers.flux.doctor",
         "flux_driver",
         "flux batch/submit, or the flux.job bindings in-process",
+        "hpcbridge.schedulers.flux.ids:canonical_job_id",
     ),
 )
 

@@ -10,8 +10,7 @@ the configured scheduler.
 from __future__ import annotations
 
 import argparse
-import importlib
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from ..config import Settings
 from ..errors import ConfigurationError
@@ -20,14 +19,6 @@ from ..registry import SCHEDULER_ENTRIES
 if TYPE_CHECKING:  # the store and adapters load when a command needs them: --help stays quick
     from ..schedulers.base import SchedulerAdapter
     from ..store import JobRecord, JobStore
-
-#: scheduler -> "module:function" giving the form its job ids are recorded in
-#: (pure modules: no bindings imported); other schedulers record ids as typed.
-#: Kept here until registry.SchedulerEntry names each scheduler's id form.
-_RECORDED_FORMS = {
-    "flux": "hpcbridge.schedulers.flux.ids:canonical_job_id",
-    "slurm": "hpcbridge.schedulers.slurm.ids:normalize_job_id",
-}
 
 
 def settings_from(args: argparse.Namespace, scheduler: Optional[str] = None) -> Settings:
@@ -55,21 +46,12 @@ def store_for(settings: Settings) -> JobStore:
     return JobStore(settings.database_path)
 
 
-def _recorded_form(scheduler: str) -> Callable[[str], str]:
-    target = _RECORDED_FORMS.get(scheduler)
-    if target is None:
-        return lambda job_id: str(job_id).strip()
-    module_name, _, function = target.partition(":")
-    normalize: Callable[[str], str] = getattr(importlib.import_module(module_name), function)
-    return normalize
-
-
 def recorded_forms(job_id: str) -> Dict[str, str]:
     """``{scheduler: the id as that scheduler records it}``, for the schedulers it fits."""
     forms: Dict[str, str] = {}
     for entry in SCHEDULER_ENTRIES:
         try:
-            forms[entry.name] = _recorded_form(entry.name)(job_id)
+            forms[entry.name] = entry.recorded_job_id(job_id)
         except ValueError:  # not an id of this scheduler (e.g. "123_4" for Flux)
             continue
     return forms
