@@ -368,7 +368,9 @@ def test_controller_restart_while_waiting(
     adapter: RealSlurmAdapter, script, cluster: Dict[str, str]
 ) -> None:
     adapter.unknown_limit = 60  # the restart takes a few seconds of failed queries
-    job_id = adapter.submit_job(script("sleep 6; exit 2"))
+    # The job outlives the outage: its exit-code file (which the adapter reads
+    # for any job the scheduler cannot answer for) appears only after the restart.
+    job_id = adapter.submit_job(script("sleep 40; exit 2"))
     assert wait_for_state(adapter, job_id, JobState.RUNNING).state is JobState.RUNNING
     restarted: Dict[str, Any] = {}
 
@@ -391,14 +393,15 @@ def test_controller_restart_while_waiting(
         restarted["done"] = time.monotonic()
 
     observed: List[JobStatus] = []
-    real_query = adapter._query
+    driver = adapter.driver
+    real_query = driver.query
 
-    def query(job_ids: List[str], records: Any) -> Dict[str, JobStatus]:
-        answers = real_query(job_ids, records)
+    def query(job_ids: List[str]) -> Dict[str, JobStatus]:
+        answers = real_query(job_ids)
         observed.extend(answers.values())
         return answers
 
-    adapter._query = query  # type: ignore[method-assign]
+    driver.query = query  # type: ignore[method-assign]
     thread = threading.Thread(target=restart)
     thread.start()
     try:
@@ -457,7 +460,7 @@ def test_two_hundred_jobs_array_two_commands_per_poll(
         {},
         Path(adapter.settings.state_path).parent / "fresh",
         executor=adapter.executor,
-        command_env=adapter.cli_driver.env,  # SLURM_CONF, over SSH
+        command_env=adapter.command_env,  # SLURM_CONF, over SSH
     )
     calls.clear()
     again = fresh.get_job_statuses(ids)  # no records here: all asked of Slurm
