@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from .errors import ConfigurationError
-from .resources import RESOURCE_KEYS
-
 from .registry import DRIVER_CHOICES, SCHEDULERS
+from .resources import RESOURCE_KEYS
 
 TRANSPORTS = ("local", "ssh")
 PREFIXES = ("HPCBRIDGE_", "EXAMLOPS_HPC_", "EXAMLOPS_SLURM_")

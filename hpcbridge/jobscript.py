@@ -85,13 +85,13 @@ def build_wrapper(
     else:
         fallback = f"${{{array_index_variable}:-}}" if array_index_variable else ""
         lines.append(f'hpcb_index="${{{TASK_INDEX_VARIABLE}:-{fallback}}}"')
-        lines.append(f"hpcb_exit={shlex.quote(exit_file)}.\"$hpcb_index\"")
+        lines.append(f'hpcb_exit={shlex.quote(exit_file)}."$hpcb_index"')
         lines.append('case "$hpcb_index" in')
         for index, task in enumerate(tasks):
             lines.append(f"  {index})")
             lines.extend(_run_lines(task, indent="    "))
             lines.append("    ;;")
-        lines.append('  *) echo "hpcbridge: no task \'$hpcb_index\'" >&2; exit 98 ;;')
+        lines.append("  *) echo \"hpcbridge: no task '$hpcb_index'\" >&2; exit 98 ;;")
         lines.append("esac")
     lines += [
         'printf "%s\\n" "$hpcb_rc" > "$hpcb_exit.tmp" && mv -f "$hpcb_exit.tmp" "$hpcb_exit"',

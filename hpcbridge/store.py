@@ -129,6 +129,9 @@ _UPDATE_STATUS = (
     "start_time=COALESCE(?, start_time), end_time=COALESCE(?, end_time), "
     "updated_at=? WHERE scheduler=? AND host=? AND job_id=?"
 )
+_SELECT_STATUS = (
+    "SELECT job_id, state, exit_code, start_time, end_time, native_state, reason FROM hpc_jobs"
+)
 _MARK_CANCEL = (
     "UPDATE hpc_jobs SET cancel_requested=1, updated_at=? WHERE scheduler=? AND host=? AND job_id=?"
 )
@@ -156,6 +159,20 @@ def _decode(row: Sequence[Any]) -> JobRecord:
             values[index] = datetime.fromisoformat(values[index])
     values[_CANCEL_INDEX] = bool(values[_CANCEL_INDEX])
     return JobRecord(*values)
+
+
+def _status_from_row(row: Sequence[Any]) -> JobStatus:
+    """A status from a row of ``_SELECT_STATUS``."""
+    job_id, state, exit_code, start, end, native_state, reason = row
+    return JobStatus(
+        job_id=job_id,
+        state=JobState(state),
+        exit_code=exit_code,
+        start_time=datetime.fromisoformat(start) if start else None,
+        end_time=datetime.fromisoformat(end) if end else None,
+        native_state=native_state or "",
+        reason=reason or "",
+    )
 
 
 class JobStore:
@@ -273,6 +290,14 @@ class JobStore:
         """The records of these ids on one scheduler/host: one query per 900 ids."""
         rows = self._select_ids(_SELECT, "scheduler=? AND host=? AND ", [scheduler, host], job_ids)
         return {record.job_id: record for record in map(_decode, rows)}
+
+    def statuses(self, scheduler: str, host: str, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
+        """The last recorded status of these ids: ``get_many`` without the rest of
+        each record, for the status refresh of many jobs."""
+        rows = self._select_ids(
+            _SELECT_STATUS, "scheduler=? AND host=? AND ", [scheduler, host], job_ids
+        )
+        return {row[0]: _status_from_row(row) for row in rows}
 
     def find(self, job_ids: Sequence[str]) -> List[JobRecord]:
         """Every record of these ids on any scheduler or host, newest first."""

@@ -128,7 +128,7 @@ class SchedulerAdapter(ABC):
 
     def submit_job(
         self,
-        script_path: Union[str, "os.PathLike[str]"],
+        script_path: Union[str, os.PathLike[str]],
         resources: Optional[Mapping[str, Any]] = None,
         remote_dir: Optional[str] = None,
         depends_on: DependsOn = None,
@@ -162,7 +162,7 @@ class SchedulerAdapter(ABC):
 
     def describe_submission(
         self,
-        script_path: Union[str, "os.PathLike[str]"],
+        script_path: Union[str, os.PathLike[str]],
         resources: Optional[Mapping[str, Any]] = None,
         remote_dir: Optional[str] = None,
         depends_on: DependsOn = None,
@@ -183,7 +183,8 @@ class SchedulerAdapter(ABC):
     def _batch(
         self, job: PreparedJob, count: int, resources: Resources, depends_on: Sequence[str]
     ) -> SubmitBatch:
-        return SubmitBatch(job, count, resources, tuple(depends_on), self.output_path(job, resources))
+        output = self.output_path(job, resources)
+        return SubmitBatch(job, count, resources, tuple(depends_on), output)
 
     def output_path(self, job: PreparedJob, resources: Resources) -> str:
         """The output path handed to the scheduler (its own placeholder kept)."""
@@ -209,7 +210,8 @@ class SchedulerAdapter(ABC):
             try:
                 done.extend(self._submit_chunk(job, chunk, resources, depends_on))
             except PartialSubmissionError as exc:
-                raise PartialSubmissionError(done + exc.submitted, exc.failures, len(tasks)) from exc
+                submitted = done + exc.submitted
+                raise PartialSubmissionError(submitted, exc.failures, len(tasks)) from exc
             except JobSubmissionError as exc:
                 if not done:
                     raise
@@ -222,9 +224,7 @@ class SchedulerAdapter(ABC):
         self, job: PreparedJob, tasks: List[TaskSpec], resources: Resources, depends_on: List[str]
     ) -> List[Submitted]:
         array_variable = self.driver.capabilities.array_index_variable
-        staging.stage(
-            self.executor, job, tasks, staging.wrapper_text(job, tasks, array_variable)
-        )
+        staging.stage(self.executor, job, tasks, staging.wrapper_text(job, tasks, array_variable))
         batch = self._batch(job, len(tasks), resources, depends_on)
         try:
             submitted = self.driver.submit_many(batch)
@@ -277,17 +277,17 @@ class SchedulerAdapter(ABC):
     def get_job_statuses(self, job_ids: Iterable[Any]) -> Dict[str, JobStatus]:
         """Statuses of many jobs: one scheduler query for all that are not finished."""
         ids = list(dict.fromkeys(self.normalize_job_id(job_id) for job_id in job_ids))
-        records = self._records([job_id for job_id in ids if job_id not in self._known])
-        for job_id, record in records.items():
-            self._known.setdefault(job_id, record.status())
+        unseen = [job_id for job_id in ids if job_id not in self._known]
+        if unseen:
+            recorded = self.store.statuses(self.scheduler_name, self.host_label, unseen)
+            for job_id, status in recorded.items():
+                self._known.setdefault(job_id, status)
         to_ask = [job_id for job_id in ids if not self._is_final(job_id)]
         observed = self._ask(to_ask) if to_ask else {}
-        wanted = [
-            job_id
-            for job_id in to_ask
-            if observed[job_id].state in _RECORD_NEEDED and job_id not in records
-        ]
-        records.update(self._records(wanted))
+        # the whole record only where it matters: the exit-code file, a cancel request
+        records = self._records(
+            [job_id for job_id in to_ask if observed[job_id].state in _RECORD_NEEDED]
+        )
         changed = []
         for job_id in to_ask:
             merged = self._merge(job_id, observed[job_id], records.get(job_id))
@@ -327,9 +327,14 @@ class SchedulerAdapter(ABC):
     def _merge(self, job_id: str, observed: JobStatus, record: Optional[JobRecord]) -> JobStatus:
         if observed.state is JobState.UNKNOWN:
             return self._from_exit_file(observed, record) or observed
-        if record is not None and record.cancel_requested and observed.state in (
-            JobState.FAILED,
-            JobState.TIMEOUT,
+        if (
+            record is not None
+            and record.cancel_requested
+            and observed.state
+            in (
+                JobState.FAILED,
+                JobState.TIMEOUT,
+            )
         ):
             # A cancelled job may be reported FAILED/TIMEOUT (killed by SIGTERM,
             # exit 143) by the scheduler; the user asked for it to end, so it is

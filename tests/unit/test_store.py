@@ -103,3 +103,19 @@ def test_find_across_schedulers_and_hosts_newest_first(tmp_path):
     assert [(r.scheduler, r.host) for r in found] == [("mock", "c"), ("flux", "b"), ("slurm", "a")]
     assert found[1].flux_uri == "local:///x"
     assert store.find([]) == []
+
+
+def test_statuses_are_the_records_last_states(tmp_path):
+    store = JobStore(tmp_path / "jobs.db")
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    store.add_many(JobRecord(job_id=str(i), scheduler="slurm", host="h") for i in range(3))
+    store.update_status("slurm", "h", JobStatus("1", JobState.RUNNING, start_time=start))
+    store.update_status(
+        "slurm", "h", JobStatus("2", JobState.FAILED, exit_code=3, native_state="FAILED")
+    )
+    found = store.statuses("slurm", "h", ["0", "1", "2", "9"])
+    assert set(found) == {"0", "1", "2"}
+    assert found["0"].state is JobState.PENDING
+    assert found["1"].state is JobState.RUNNING and found["1"].start_time == start
+    assert (found["2"].state, found["2"].exit_code) == (JobState.FAILED, 3)
+    assert store.statuses("slurm", "other", ["1"]) == {}
