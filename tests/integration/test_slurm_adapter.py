@@ -253,12 +253,13 @@ def test_logs(adapter: RealSlurmAdapter, script) -> None:
     assert "hello from slurm" in logs and "oops" in logs
 
 
-def test_seed_flow_fetches_the_artifact(adapter: RealSlurmAdapter, script, tmp_path: Path) -> None:
-    """Stage run.sh up, submit, wait, fetch <remote_dir>/model.pkl back (the seed's flow)."""
-    remote_dir = adapter.executor.abspath(f"{adapter.remote_workdir}/seed-run")
+def test_train_wait_fetch_the_artifact(adapter: RealSlurmAdapter, script, tmp_path: Path) -> None:
+    """Stage run.sh up, submit, wait, fetch <remote_dir>/model.pkl back
+    (docs/guides/ssh-train-wait-fetch.md)."""
+    remote_dir = adapter.executor.abspath(f"{adapter.remote_workdir}/train-run")
     job_id = adapter.submit_job(
         script("printf 'weights %s' \"$1\" > model.pkl", name="run.sh"),
-        {"job_name": "seed", "time": "5", "ntasks": 1},
+        {"job_name": "train", "time": "5", "ntasks": 1},
         remote_dir=remote_dir,
         arguments=["42"],
     )
