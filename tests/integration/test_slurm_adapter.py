@@ -486,6 +486,19 @@ def test_submit_many_failing_task_and_task_cancel(adapter: RealSlurmAdapter, scr
     assert "task 3" in adapter.get_job_logs(ids[3])
 
 
+def test_array_tasks_ignore_an_inherited_task_index(
+    cluster: Dict[str, str], script, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # hpcbridge run inside a job it submitted one by one sees that job's index
+    monkeypatch.setenv("HPCBRIDGE_TASK_INDEX", "1")
+    own = make_adapter(cluster, tmp_path)
+    ids = own.submit_many([script(f"echo ran {name}", name=f"{name}.sh") for name in "abc"])
+    final = own.wait_all(ids, poll_interval=1, timeout=120)
+    assert {status.state for status in final.values()} == {JobState.COMPLETED}
+    assert [own.get_job_logs(job_id).strip() for job_id in ids] == ["ran a", "ran b", "ran c"]
+    own.store.close()
+
+
 def test_dependency_on_array_tasks(adapter: RealSlurmAdapter, script) -> None:
     ids = adapter.submit_many([script("sleep 2")] * 3)
     child = adapter.submit_job(script("exit 0"), depends_on=ids)

@@ -154,6 +154,7 @@ def test_submit_many_is_one_array_named_by_array_and_task() -> None:
     assert len(executor.calls) == 1
     assert "--array=0-2" in executor.calls[0]
     assert "--output=/j/out-%x-%A_%a.log" in executor.calls[0]
+    assert "--export=ALL,HPCBRIDGE_TASK_INDEX=" in executor.calls[0]
     assert "--array=0-2" in driver.describe(batch(3))
 
 

@@ -137,6 +137,9 @@ def test_sbatch_one_task_of_a_many_task_wrapper() -> None:
     argv = submission.sbatch_argv(submission.SubmitSpec(**{**base.__dict__, "task_index": 3}))
     assert "--export=ALL,HPCBRIDGE_TASK_INDEX=3" in argv
     assert not any(part.startswith("--export") for part in submission.sbatch_argv(base))
+    # an index inherited from the submitting environment is cleared for an array
+    array = submission.SubmitSpec(**{**base.__dict__, "array": "0-3"})
+    assert "--export=ALL,HPCBRIDGE_TASK_INDEX=" in submission.sbatch_argv(array)
 
 
 def test_arrays_refused_and_uncertain_messages() -> None:

@@ -74,13 +74,6 @@ def test_submit_description_every_field() -> None:
 def test_submit_description_minimal_gpus_zero() -> None:
     kwargs = native.submit_description_kwargs(spec(gpus=0))
     assert "gpus" not in kwargs and "dependencies" not in kwargs and "partitions" not in kwargs
-    assert "environment" not in kwargs
-
-
-def test_submit_description_one_task_of_a_many_task_wrapper() -> None:
-    one = submission.SubmitSpec(**{**spec().__dict__, "task_index": 2})
-    kwargs = native.submit_description_kwargs(one)
-    assert kwargs["environment"] == {"HPCBRIDGE_TASK_INDEX": "2"}
 
 
 def fake_job(**attributes: Any) -> types.SimpleNamespace:
@@ -336,9 +329,22 @@ def test_native_submit_many_array_and_refused_array() -> None:
     assert found == [Submitted(f"4242_{i}", f"/j/slurm-4242_{i}.out", i) for i in range(2)]
     assert module.submitted[0]["array"] == "0-1"
     assert module.submitted[0]["standard_output"] == "/j/slurm-%A_%a.out"
+
+
+def test_native_refused_array_goes_in_task_by_task_through_sbatch() -> None:
+    class Sbatch(VersionExecutor):
+        def run(self, argv, timeout=None, env=None, cwd=None, input=None, idempotent=True):
+            self.calls.append(list(argv))
+            return CommandResult(list(argv), 0, f"{len(self.calls) + 50}\n", "")
+
+    executor = Sbatch()
     refusing = fake_pyslurm(submit_error="Invalid job array specification")
-    with pytest.raises(JobSubmissionError, match="Invalid job array specification"):
-        driver_with(refusing).submit_many(batch(2))  # every submission refused: nothing went in
+    driver = native.SlurmNativeDriver(SlurmCliDriver(executor), refusing)
+    assert [item.job_id for item in driver.submit_many(batch(2))] == ["51", "52"]
+    assert [argv[-2] for argv in executor.calls] == [
+        "--export=ALL,HPCBRIDGE_TASK_INDEX=0",
+        "--export=ALL,HPCBRIDGE_TASK_INDEX=1",
+    ]
 
 
 def test_native_query_live_then_history() -> None:

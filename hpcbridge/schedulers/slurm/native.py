@@ -21,7 +21,6 @@ from ...errors import JobSubmissionError, SchedulerAdapterError, SchedulerUnavai
 from ...model import JobStatus
 from ...transports.base import Executor
 from ..driver import (
-    TASK_INDEX_VARIABLE,
     DriverChoice,
     SchedulerDriver,
     SubmitBatch,
@@ -76,8 +75,6 @@ def submit_description_kwargs(spec: SubmitSpec) -> Dict[str, Any]:
     if dependency:
         kwargs["dependencies"] = dependency
         kwargs["kill_on_invalid_dependency"] = True  # see submission.sbatch_argv
-    if spec.task_index is not None:
-        kwargs["environment"] = {TASK_INDEX_VARIABLE: str(spec.task_index)}
     return kwargs
 
 
@@ -220,7 +217,8 @@ def choose_slurm_driver(
 
 
 class SlurmNativeDriver:
-    """Slurm through pyslurm; array-task cancels, config and version through the CLI."""
+    """Slurm through pyslurm; array-task cancels, one-task-at-a-time submissions,
+    config and version through the CLI."""
 
     name = "native"
     capabilities = CAPABILITIES
@@ -245,7 +243,12 @@ class SlurmNativeDriver:
         return f"pyslurm.JobSubmitDescription({fields}).submit()"
 
     def submit_many(self, batch: SubmitBatch) -> List[Submitted]:
-        return submit_batch(batch, self.submit)
+        return submit_batch(batch, self._submit_spec)
+
+    def _submit_spec(self, spec: SubmitSpec) -> str:
+        # One task of a many-task wrapper goes in through sbatch: its --export=ALL,VAR=i
+        # adds the index to the submitting environment.
+        return self.cli.submit(spec) if spec.task_index is not None else self.submit(spec)
 
     def submit(self, spec: SubmitSpec) -> str:
         """One submission; its job id."""

@@ -69,11 +69,26 @@ def sbatch_argv(spec: SubmitSpec) -> List[str]:
         argv.append("--kill-on-invalid-dep=yes")
     if spec.array:
         argv.append(f"--array={spec.array}")
-    if spec.task_index is not None:
-        # ALL keeps the submitting environment, as sbatch does without --export.
-        argv.append(f"--export=ALL,{TASK_INDEX_VARIABLE}={spec.task_index}")
+    export = _task_index_export(spec)
+    if export:
+        argv.append(export)
     argv.append(spec.wrapper_path)
     return argv
+
+
+def _task_index_export(spec: SubmitSpec) -> Optional[str]:
+    """The wrapper's task index: set for one task submitted alone; cleared for an array.
+
+    sbatch passes the submitting environment on (``ALL``, as without
+    ``--export``): an index inherited from it (hpcbridge run inside a job it
+    started) would make every array task run that one task.  An empty value
+    makes the wrapper use ``SLURM_ARRAY_TASK_ID``.
+    """
+    if spec.task_index is not None:
+        return f"--export=ALL,{TASK_INDEX_VARIABLE}={spec.task_index}"
+    if spec.array:
+        return f"--export=ALL,{TASK_INDEX_VARIABLE}="
+    return None
 
 
 def describe_argv(argv: Sequence[str]) -> str:
