@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import Callable, Dict, Optional, Sequence
 
 from ..errors import SchedulerAdapterError
-from .exits import EXIT_INTERRUPTED, exit_code_for
+from .exits import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, exit_code_for
 from .follow import cmd_cancel, cmd_logs, cmd_status, cmd_wait
+from .output import one_line
 from .parser import build_parser
 from .probe import cmd_doctor, cmd_uri
 from .records import cmd_cost, cmd_jobs
@@ -42,20 +44,31 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         stream=sys.stderr,
     )
     try:
-        return COMMANDS[args.command](args)
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()  # a reader that left is noticed here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        return _reader_left()
     except KeyboardInterrupt:
         print("hpcbridge: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except (SchedulerAdapterError, ValueError, OSError) as exc:
         if args.debug:
             raise
-        print(f"hpcbridge: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"hpcbridge: error: {one_line(exc)}", file=sys.stderr)
         return exit_code_for(exc)
 
 
-def _one_line(error: BaseException) -> str:
-    text = str(error) or type(error).__name__
-    return " ".join(text.split()) if "\n" in text else text
+def _reader_left() -> int:
+    """The reader of stdout went away (``| head``, ``| less`` then q): end quietly.
+
+    Python ignores SIGPIPE, so the write raised instead of the process dying;
+    stdout goes to /dev/null so that the flush at exit does not raise again.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 __all__ = ["COMMANDS", "build_parser", "main"]

@@ -22,6 +22,8 @@ EXIT_TIMEOUT = 5
 EXIT_TRANSPORT = 6
 EXIT_UNAVAILABLE = 7
 EXIT_INTERRUPTED = 130
+#: 128 + SIGPIPE: what a command killed by a closed pipe exits with (``| head``)
+EXIT_BROKEN_PIPE = 141
 
 EXIT_CODES_HELP = """\
 exit codes:
@@ -29,11 +31,13 @@ exit codes:
   1    a job ended FAILED, CANCELLED or TIMEOUT
   2    bad usage, a bad resource value or a bad setting (nothing was submitted)
   3    the scheduler refused the submission, or the script was not found
-  4    a job could not be found in the queue, in history or in its folder
+  4    a job could not be found: no record, and nothing in the queue, in history
+       or in its folder
   5    a scheduler command or the wait ran past its time budget
   6    the transport failed (SSH connection, host key, file transfer)
   7    the scheduler is not usable from here
   130  interrupted
+  141  the reader of the output went away (| head)
 """
 
 # The first match wins: ResourceError is a ValueError and a SchedulerAdapterError.

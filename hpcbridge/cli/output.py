@@ -10,6 +10,11 @@ from typing import Any, Dict, Sequence
 from ..model import JobStatus
 
 
+def one_line(error: BaseException) -> str:
+    """An error's message on one line (its type when it has none)."""
+    return " ".join((str(error) or type(error).__name__).split())
+
+
 def print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, default=str))
 
