@@ -7,8 +7,9 @@ import sys
 import time
 from typing import TYPE_CHECKING, Sequence
 
-from ..model import JobState
+from ..model import JobState, JobStatus
 from .exits import EXIT_JOB_NOT_COMPLETED, EXIT_OK
+from .lookup import not_found_error, require_traced, untraced
 from .output import Progress, announce, print_json, status_line
 from .targets import adapter_for_ids
 
@@ -42,25 +43,31 @@ def wait_and_report(
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    adapter, job_ids = adapter_for_ids(args, args.job_ids)
-    statuses = adapter.get_job_statuses(job_ids)
-    ordered = [statuses[adapter.normalize_job_id(job_id)] for job_id in job_ids]
-    if args.json:
-        payload = [status.to_json() for status in ordered]
+    target = adapter_for_ids(args, args.job_ids)
+    statuses = target.adapter.get_job_statuses(target.job_ids)
+    missing = untraced(target, statuses)
+    shown = [statuses[job_id] for job_id in target.job_ids if job_id not in missing]
+    if args.json and shown:
+        payload = [status.to_json() for status in shown]
         print_json(payload[0] if len(payload) == 1 else payload)
-    else:
-        for status in ordered:
+    elif not args.json:
+        for status in shown:
             print(status_line(status))
+    if missing:
+        raise not_found_error(target, missing, statuses)
     return EXIT_OK
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
-    adapter, job_ids = adapter_for_ids(args, args.job_ids)
-    return wait_and_report(adapter, [adapter.normalize_job_id(j) for j in job_ids], args)
+    target = adapter_for_ids(args, args.job_ids)
+    require_traced(target)
+    return wait_and_report(target.adapter, target.job_ids, args)
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    adapter, (job_id,) = adapter_for_ids(args, [args.job_id])
+    target = adapter_for_ids(args, [args.job_id])
+    require_traced(target)
+    adapter, (job_id,) = target.adapter, target.job_ids
     if not args.follow:
         sys.stdout.write(adapter.get_job_logs(job_id))
         return EXIT_OK
@@ -80,8 +87,34 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    adapter, job_ids = adapter_for_ids(args, args.job_ids)
-    adapter.cancel_jobs(job_ids)
-    for job_id in args.job_ids:
-        print(f"{job_id} cancel requested")
+    """Cancel the jobs still queued or running; say how each of the others ended.
+
+    A job whose record or live state is final is not sent to the scheduler.
+    """
+    target = adapter_for_ids(args, args.job_ids)
+    ended = {
+        job_id: record.status()
+        for job_id, record in target.records.items()
+        if record.status().is_terminal
+    }
+    to_ask = [job_id for job_id in dict.fromkeys(target.job_ids) if job_id not in ended]
+    live = target.adapter.get_job_statuses(to_ask) if to_ask else {}
+    missing = untraced(target, live)
+    ended.update({job_id: status for job_id, status in live.items() if status.is_terminal})
+    to_cancel = [job_id for job_id in to_ask if job_id not in ended and job_id not in missing]
+    if to_cancel:
+        target.adapter.cancel_jobs(to_cancel)
+    for job_id in dict.fromkeys(target.job_ids):
+        if job_id in ended:
+            print(f"{job_id} already ended {_how(ended[job_id])}: nothing to cancel")
+        elif job_id not in missing:
+            print(f"{job_id} cancel requested")
+    if missing:
+        raise not_found_error(target, missing, live)
     return EXIT_OK
+
+
+def _how(status: JobStatus) -> str:
+    """``COMPLETED``, ``FAILED (exit 3)``."""
+    code = "" if status.exit_code is None else f" (exit {status.exit_code})"
+    return f"{status.state.value}{code}"

@@ -10,6 +10,7 @@ the configured scheduler.
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from ..config import Settings
@@ -78,10 +79,23 @@ def find_records(
     return found
 
 
-def adapter_for_ids(
-    args: argparse.Namespace, job_ids: Sequence[str]
-) -> Tuple[SchedulerAdapter, List[str]]:
-    """The adapter that submitted these jobs, and their ids as it recorded them.
+@dataclass
+class Target:
+    """The adapter a command works through and the jobs it works on."""
+
+    adapter: SchedulerAdapter
+    #: the ids in the order given, each as its scheduler records it (normalized)
+    job_ids: List[str]
+    #: the records of those ids that have one, by normalized id
+    records: Dict[str, JobRecord]
+
+    def unrecorded(self, job_ids: Optional[Sequence[str]] = None) -> List[str]:
+        """Those of ``job_ids`` (default: all) that no record knows."""
+        return [job_id for job_id in (job_ids or self.job_ids) if job_id not in self.records]
+
+
+def adapter_for_ids(args: argparse.Namespace, job_ids: Sequence[str]) -> Target:
+    """The adapter that submitted these jobs, their ids as it recorded them, their records.
 
     The records say which scheduler (unless --scheduler) and, for Flux, which
     instance (unless --flux-uri): a job in a nested broker is followed there
@@ -102,5 +116,8 @@ def adapter_for_ids(
         raise ConfigurationError("these Flux jobs are in different instances; give --flux-uri")
     if len(instances) == 1 and not args.flux_uri:
         chosen = chosen.with_(flux_uri=instances.pop())
+    adapter = adapter_for(args, chosen)
     ids = [records[job_id].job_id if job_id in records else job_id for job_id in job_ids]
-    return adapter_for(args, chosen), ids
+    normalized = [adapter.normalize_job_id(job_id) for job_id in ids]
+    by_id = {adapter.normalize_job_id(record.job_id): record for record in records.values()}
+    return Target(adapter, normalized, by_id)

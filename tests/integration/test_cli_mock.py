@@ -147,8 +147,8 @@ def test_errors_are_one_line(state_dir):
     missing = hpcbridge("submit", "/nonexistent/run.sh")
     assert missing.returncode == 3 and "not found" in missing.stderr
     unknown = hpcbridge("status", "424242", "--json")
-    assert unknown.returncode == 0
-    assert json.loads(unknown.stdout)["state"] == "UNKNOWN"
+    assert unknown.returncode == 4 and unknown.stdout == ""
+    assert unknown.stderr.count("\n") == 1 and "no job 424242" in unknown.stderr
     waited = hpcbridge("wait", "424242", "--poll-interval", "0.1")
     assert waited.returncode == 4 and "424242" in waited.stderr
 

@@ -19,10 +19,14 @@ RECORDED_URI = "local:///tmp/recorded-broker/local-0"
 class FakeAdapter:
     """Stands for whichever adapter the command builds; says which one it was."""
 
+    #: what every job is, live
+    live_state = JobState.COMPLETED
+
     def __init__(self, settings):
         self.settings = settings
         self.scheduler_name = settings.scheduler
         self.cancelled = []
+        self.asked = []
 
     def normalize_job_id(self, job_id):
         if self.scheduler_name == "flux":
@@ -30,9 +34,10 @@ class FakeAdapter:
         return str(job_id).strip()
 
     def _status(self, job_id):
-        return JobStatus(job_id, JobState.COMPLETED, exit_code=0, reason=self.scheduler_name)
+        return JobStatus(job_id, self.live_state, exit_code=0, reason=self.scheduler_name)
 
     def get_job_statuses(self, job_ids):
+        self.asked.extend(job_ids)
         return {self.normalize_job_id(j): self._status(self.normalize_job_id(j)) for j in job_ids}
 
     def get_job_status(self, job_id):
@@ -80,10 +85,11 @@ def test_status_follows_a_flux_record_in_any_form(built, capsys, typed):
     assert answer["job_id"] == FLUX_ID and answer["reason"] == "flux"
 
 
-def test_wait_logs_cancel_follow_the_decimal_form(built, capsys):
+def test_wait_logs_cancel_follow_the_decimal_form(built, capsys, monkeypatch):
     assert main(["wait", FLUX_DECIMAL, "--poll-interval", "0.01"]) == 0
     assert main(["logs", "fcAyxmV"]) == 0
     assert f"logs of {FLUX_ID} from flux" in capsys.readouterr().out
+    monkeypatch.setattr(FakeAdapter, "live_state", JobState.RUNNING)
     assert main(["cancel", FLUX_DECIMAL]) == 0
     assert [adapter.settings.scheduler for adapter in built] == ["flux"] * 3
     assert built[-1].cancelled == [FLUX_ID]
@@ -119,3 +125,22 @@ def test_find_records_prefers_the_newest(tmp_path):
     assert find_records(store, ["fcAyxmV"])["fcAyxmV"].scheduler == "flux"
     assert find_records(store, [FLUX_DECIMAL], "flux")[FLUX_DECIMAL].job_id == FLUX_ID
     assert find_records(store, ["5"]) == {}
+
+
+def test_an_unrecorded_id_the_scheduler_does_not_know_exits_4(built, capsys, monkeypatch):
+    monkeypatch.setattr(FakeAdapter, "live_state", JobState.UNKNOWN)
+    for command in (["status", "424242"], ["cancel", "424242"], ["wait", "424242"]):
+        assert main(command) == 4
+        assert capsys.readouterr().err.startswith("hpcbridge: error: no job 424242")
+    assert all(adapter.cancelled == [] for adapter in built)
+    assert main(["status", "77"]) == 0  # a recorded job the scheduler cannot see: UNKNOWN, 0
+    assert "UNKNOWN" in capsys.readouterr().out
+
+
+def test_cancel_of_a_recorded_ended_job_asks_nothing(built, capsys, state_dir):
+    store = JobStore(state_dir / "jobs.db")
+    store.add(JobRecord(job_id="78", scheduler="slurm", host=os.uname().nodename, state="TIMEOUT"))
+    store.close()
+    assert main(["cancel", "78"]) == 0
+    assert capsys.readouterr().out == "78 already ended TIMEOUT: nothing to cancel\n"
+    assert built[-1].asked == [] and built[-1].cancelled == []
