@@ -24,6 +24,11 @@ _SHORT_FLAGS = {
     "job_name": "-J",
 }
 
+_CACHED_HELP = (
+    "print the states as last recorded, without asking the schedulers "
+    "(by default every unfinished job is asked about first)"
+)
+
 
 def _add_resource_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("resources (scheduler-neutral; see README)")
@@ -140,13 +145,15 @@ def build_parser() -> argparse.ArgumentParser:
     cancel.add_argument("job_ids", nargs="+", metavar="ID")
     _add_target_flags(cancel)
 
-    jobs = sub("jobs", "list the recorded jobs")
+    jobs = sub("jobs", "list the recorded jobs in their states now")
     jobs.add_argument("--state", type=str.upper, choices=[s.value for s in JobState])
     jobs.add_argument("--limit", type=int, help="only the newest N jobs")
     jobs.add_argument("--json", action="store_true")
+    jobs.add_argument("--cached", action="store_true", help=_CACHED_HELP)
 
     cost = sub("cost", "CPU-hours, GPU-hours and cost of the recorded jobs")
     cost.add_argument("--json", action="store_true")
+    cost.add_argument("--cached", action="store_true", help=_CACHED_HELP)
 
     doctor = sub("doctor", "say what is usable here, and why not when it is not")
     _add_target_flags(doctor)

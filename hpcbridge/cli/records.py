@@ -1,22 +1,66 @@
-"""What the job store holds: ``jobs`` and ``cost``."""
+"""The recorded jobs as they are now: ``jobs`` and ``cost``.
+
+Both ask each scheduler once for all its unfinished jobs before printing
+(``refresh``); with ``--cached`` they print the store as it is.  A job whose
+scheduler cannot be reached shows its last recorded state, marked: in the
+table ``RUNNING (cached: why)``, in JSON ``"stale": true, "stale_reason": why``.
+"""
 
 from __future__ import annotations
 
 import argparse
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Dict, List, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from ..config import Settings
 from .exits import EXIT_OK
 from .output import format_seconds, print_json, print_table
+from .refresh import NOT_ASKED, Listed, cached, refreshed
 from .targets import store_for
 
 if TYPE_CHECKING:
     from ..cost import JobCost
-    from ..store import JobRecord
+
+#: how much of why a state is cached the table shows (JSON has all of it)
+_REASON_WIDTH = 60
 
 
-def _job_json(record: JobRecord) -> Dict[str, Any]:
+def listed_jobs(
+    settings: Settings, cached_only: bool, state: Optional[str] = None, limit: Optional[int] = None
+) -> List[Listed]:
+    """The recorded jobs (``state``: only those in it now; ``limit``: the newest N)."""
+    store = store_for(settings)
+    if cached_only:
+        return cached(store.list(state=state, limit=limit))
+    if state is None:
+        return refreshed(store.list(limit=limit), settings)
+    # Only an unfinished job, or one already in it, can be in ``state`` now.
+    candidates = [
+        record
+        for record in store.list()
+        if record.state == state or not record.status().is_terminal
+    ]
+    shown = [item for item in refreshed(candidates, settings) if item.record.state == state]
+    return shown[-limit:] if limit else shown
+
+
+def _stale_json(item: Listed) -> Dict[str, Any]:
+    return {"stale": item.stale, "stale_reason": item.stale_reason}
+
+
+def _state_cell(item: Listed) -> str:
+    if not item.stale:
+        return item.record.state
+    if item.stale_reason == NOT_ASKED:
+        return f"{item.record.state} (cached)"
+    why = item.stale_reason or ""
+    if len(why) > _REASON_WIDTH:
+        why = why[: _REASON_WIDTH - 1] + "\u2026"
+    return f"{item.record.state} (cached: {why})"
+
+
+def _job_json(item: Listed) -> Dict[str, Any]:
+    record = item.record
     return {
         **record.status().to_json(),
         "scheduler": record.scheduler,
@@ -24,10 +68,12 @@ def _job_json(record: JobRecord) -> Dict[str, Any]:
         "job_name": record.job_name,
         "remote_dir": record.remote_dir,
         "submit_time": record.submit_time.isoformat() if record.submit_time else None,
+        **_stale_json(item),
     }
 
 
-def _job_row(record: JobRecord) -> Tuple[str, ...]:
+def _job_row(item: Listed) -> Tuple[str, ...]:
+    record = item.record
     elapsed = ""
     if record.start_time:
         end = record.end_time or datetime.now(timezone.utc)
@@ -39,7 +85,7 @@ def _job_row(record: JobRecord) -> Tuple[str, ...]:
         record.job_id,
         record.scheduler,
         (record.job_name or "")[:24],
-        record.state,
+        _state_cell(item),
         "" if record.exit_code is None else str(record.exit_code),
         submitted,
         elapsed,
@@ -47,18 +93,20 @@ def _job_row(record: JobRecord) -> Tuple[str, ...]:
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    records = store_for(Settings.from_env()).list(state=args.state, limit=args.limit)
+    listed = listed_jobs(Settings.from_env(), args.cached, state=args.state, limit=args.limit)
     if args.json:
-        print_json([_job_json(record) for record in records])
+        print_json([_job_json(item) for item in listed])
         return EXIT_OK
     header = ("JOB ID", "SCHEDULER", "NAME", "STATE", "EXIT", "SUBMITTED", "ELAPSED")
-    print_table([header, *map(_job_row, records)])
+    print_table([header, *map(_job_row, listed)])
     return EXIT_OK
 
 
-def _cost_json(rows: Sequence[JobCost], settings: Settings) -> Dict[str, Any]:
+def _cost_json(
+    rows: Sequence[JobCost], listed: Sequence[Listed], settings: Settings
+) -> Dict[str, Any]:
     return {
-        "jobs": [row.to_json() for row in rows],
+        "jobs": [{**row.to_json(), **_stale_json(item)} for row, item in zip(rows, listed)],
         "total": {
             "cpu_hours": round(sum(row.cpu_hours for row in rows), 6),
             "gpu_hours": round(sum(row.gpu_hours for row in rows), 6),
@@ -71,14 +119,14 @@ def _cost_json(rows: Sequence[JobCost], settings: Settings) -> Dict[str, Any]:
     }
 
 
-def _cost_table(rows: Sequence[JobCost]) -> List[Tuple[str, ...]]:
+def _cost_table(rows: Sequence[JobCost], listed: Sequence[Listed]) -> List[Tuple[str, ...]]:
     table: List[Tuple[str, ...]] = [("JOB ID", "SCHEDULER", "STATE", "CPU-H", "GPU-H", "COST")]
-    for row in rows:
+    for row, item in zip(rows, listed):
         table.append(
             (
                 row.job_id,
                 row.scheduler,
-                row.state,
+                _state_cell(item),
                 f"{row.cpu_hours:.4f}",
                 f"{row.gpu_hours:.4f}",
                 f"{row.cost:.4f}",
@@ -94,9 +142,11 @@ def cmd_cost(args: argparse.Namespace) -> int:
     from ..cost import costs
 
     settings = Settings.from_env()
-    rows = costs(store_for(settings).list(), settings.cpu_cost_per_hour, settings.gpu_cost_per_hour)
+    listed = listed_jobs(settings, args.cached)
+    records = [item.record for item in listed]
+    rows = costs(records, settings.cpu_cost_per_hour, settings.gpu_cost_per_hour)
     if args.json:
-        print_json(_cost_json(rows, settings))
+        print_json(_cost_json(rows, listed, settings))
     else:
-        print_table(_cost_table(rows))
+        print_table(_cost_table(rows, listed))
     return EXIT_OK
