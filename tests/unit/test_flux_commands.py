@@ -12,7 +12,7 @@ import pytest
 from hpcbridge.errors import JobSubmissionError
 from hpcbridge.model import JobState
 from hpcbridge.resources import Resources
-from hpcbridge.schedulers.flux import commands
+from hpcbridge.schedulers.flux import instance, jobs, requests, states
 from hpcbridge.schedulers.flux.ids import canonical_job_id
 from hpcbridge.schedulers.flux.versions import POLICY_0_26, POLICY_0_49
 
@@ -27,9 +27,9 @@ def ids() -> Dict[str, str]:
     return dict(item.split("=") for item in recorded("ids_0.88.txt").split())
 
 
-def request(**changes: object) -> commands.SubmitRequest:
+def request(**changes: object) -> requests.SubmitRequest:
     resources = Resources.from_mapping(changes.pop("resources", {}))  # type: ignore[arg-type]
-    made, _ = commands.plan_request(
+    made, _ = requests.plan_request(
         resources,
         wrapper_path="/j/.hpcbridge/w.sh",
         job_name="train",
@@ -60,7 +60,7 @@ def test_batch_argv_seed_table() -> None:
         queue="pdebug",
         depends_on=["ƒCFKYzj"],
     )
-    argv = commands.batch_argv("flux", POLICY_0_49, made)
+    argv = requests.batch_argv("flux", POLICY_0_49, made)
     assert argv == [
         "flux",
         "batch",
@@ -80,14 +80,14 @@ def test_batch_argv_seed_table() -> None:
 
 
 def test_minimal_batch_always_has_slots_and_a_unit_on_time() -> None:
-    argv = commands.batch_argv("flux", POLICY_0_49, request(resources={"time": "90"}))
+    argv = requests.batch_argv("flux", POLICY_0_49, request(resources={"time": "90"}))
     # "90" is Slurm minutes; the CLI gets seconds with a unit (a bare -t 90 = 90 minutes).
     assert "-n1" in argv and "-t5400s" in argv
     assert not any(part.startswith("-g") for part in argv)
 
 
 def test_gpus_zero_omitted_and_unlimited_time_omitted() -> None:
-    argv = commands.batch_argv(
+    argv = requests.batch_argv(
         "flux", POLICY_0_49, request(resources={"gpus": 0, "time": "UNLIMITED"})
     )
     assert not any(part.startswith(("-g", "-t")) for part in argv)
@@ -99,7 +99,7 @@ def test_nodes_without_ntasks_gives_one_slot_per_node() -> None:
 
 
 def test_mem_partition_dropped_with_warnings() -> None:
-    _, warnings = commands.plan_request(
+    _, warnings = requests.plan_request(
         Resources.from_mapping({"mem": "4G", "partition": "gpu"}),
         wrapper_path="/w",
         job_name="x",
@@ -114,11 +114,11 @@ def test_mem_partition_dropped_with_warnings() -> None:
 
 
 def test_026_uses_mini_batch_and_has_no_dependencies() -> None:
-    argv = commands.batch_argv("flux", POLICY_0_26, request(policy=POLICY_0_26))
+    argv = requests.batch_argv("flux", POLICY_0_26, request(policy=POLICY_0_26))
     assert argv[:3] == ["flux", "mini", "batch"]
     with pytest.raises(JobSubmissionError, match="dependencies"):
         request(policy=POLICY_0_26, depends_on=["ƒCFKYzj"])
-    _, warnings = commands.plan_request(
+    _, warnings = requests.plan_request(
         Resources.from_mapping({"constraint": "amd"}),
         wrapper_path="/w",
         job_name="x",
@@ -132,18 +132,18 @@ def test_026_uses_mini_batch_and_has_no_dependencies() -> None:
 
 
 def test_cancel_argv_per_policy() -> None:
-    assert commands.cancel_argv("flux", POLICY_0_49, ["ƒCFKYzj", "ƒGN1ZNF"]) == [
+    assert jobs.cancel_argv("flux", POLICY_0_49, ["ƒCFKYzj", "ƒGN1ZNF"]) == [
         "flux",
         "cancel",
         "7381975040",
         "10083106816",
     ]
-    assert commands.cancel_argv("flux", POLICY_0_26, ["ƒCFKYzj"])[:3] == ["flux", "job", "cancel"]
+    assert jobs.cancel_argv("flux", POLICY_0_26, ["ƒCFKYzj"])[:3] == ["flux", "job", "cancel"]
 
 
 def test_jobspec_params_carry_the_request() -> None:
     made = request(resources={"time": "30s", "gpus": 2}, queue="debug").with_environment(A="1")
-    params = commands.jobspec_params(made)
+    params = requests.jobspec_params(made)
     assert params["script"] == "#!/bin/sh\nexec /j/.hpcbridge/w.sh\n"
     assert params["duration"] == 30.0 and params["gpus_per_slot"] == 2
     assert params["queue"] == "debug" and params["environment"] == {"A": "1"}
@@ -151,27 +151,27 @@ def test_jobspec_params_carry_the_request() -> None:
 
 
 def test_parse_submit_output() -> None:
-    assert commands.parse_submit_output("ƒCFKYzj\n") == "ƒCFKYzj"
-    assert commands.parse_submit_output("some warning\nfCFKYzj\n") == "ƒCFKYzj"
+    assert requests.parse_submit_output("ƒCFKYzj\n") == "ƒCFKYzj"
+    assert requests.parse_submit_output("some warning\nfCFKYzj\n") == "ƒCFKYzj"
     with pytest.raises(ValueError):
-        commands.parse_submit_output("")
+        requests.parse_submit_output("")
 
 
 def test_parse_bulk_output() -> None:
-    assert commands.parse_bulk_output("OK 7381975040\nERR no queue specified\n") == [
+    assert requests.parse_bulk_output("OK 7381975040\nERR no queue specified\n") == [
         (True, "ƒCFKYzj"),
         (False, "no queue specified"),
     ]
 
 
 def test_jobs_argv_json_or_format() -> None:
-    assert commands.jobs_argv("flux", POLICY_0_49, ["ƒCFKYzj"]) == [
+    assert jobs.jobs_argv("flux", POLICY_0_49, ["ƒCFKYzj"]) == [
         "flux",
         "jobs",
         "--json",
         "7381975040",
     ]
-    argv = commands.jobs_argv("flux", POLICY_0_26, ["ƒCFKYzj"])
+    argv = jobs.jobs_argv("flux", POLICY_0_26, ["ƒCFKYzj"])
     assert "-a" not in argv and argv[-1] == "7381975040"
     assert any(part.startswith("--format=") for part in argv)
 
@@ -200,8 +200,8 @@ def check_statuses(statuses: Dict[str, object]) -> None:
 
 
 def test_jobs_json_many() -> None:
-    facts = commands.parse_jobs_json(recorded("jobs_json_many_0.88.json"))
-    statuses = commands.statuses_from_facts(list(ids().values()), facts, "missing")
+    facts = jobs.parse_jobs_json(recorded("jobs_json_many_0.88.json"))
+    statuses = states.statuses_from_facts(list(ids().values()), facts, "missing")
     check_statuses(statuses)
     completed = statuses[ids()["OK"]]
     assert completed.start_time and completed.end_time and completed.end_time > completed.start_time
@@ -211,38 +211,34 @@ def test_jobs_json_many() -> None:
 
 
 def test_jobs_format_same_answers_as_json() -> None:
-    facts = commands.parse_jobs_format(recorded("jobs_format_0.88.txt"))
-    check_statuses(commands.statuses_from_facts(list(ids().values()), facts, "missing"))
+    facts = jobs.parse_jobs_format(recorded("jobs_format_0.88.txt"))
+    check_statuses(states.statuses_from_facts(list(ids().values()), facts, "missing"))
 
 
 def test_jobs_format_handwritten_026_rows() -> None:
-    facts = commands.parse_jobs_format(recorded("jobs_format_0.26.handwritten.txt"))
-    assert [fact["result"] for fact in facts] == ["COMPLETED", "FAILED", "CANCELED"]
+    facts = jobs.parse_jobs_format(recorded("jobs_format_0.26.handwritten.txt"))
+    assert [fact.result for fact in facts] == ["COMPLETED", "FAILED", "CANCELED"]
 
 
 def test_jobs_json_one_object_for_one_id() -> None:
-    facts = commands.parse_jobs_json(recorded("jobs_json_one_0.88.json"))
-    assert len(facts) == 1 and facts[0]["id"] == ids()["FAIL"]
+    facts = jobs.parse_jobs_json(recorded("jobs_json_one_0.88.json"))
+    assert len(facts) == 1 and facts[0].id == ids()["FAIL"]
 
 
 def test_unknown_ids_from_stderr() -> None:
     stderr = recorded("jobs_json_with_unknown_0.88.stderr")
-    assert commands.parse_unknown_ids(stderr) == {canonical_job_id(123456789)}
-    assert commands.only_unknown_ids(
-        recorded("jobs_json_only_unknown_0.88.stderr").replace("rc=1", "")
-    )
-    assert commands.only_unknown_ids(recorded("jobs_filter_warning_0.88.stderr"))
-    assert not commands.only_unknown_ids("flux-jobs: ERROR: Unable to connect to Flux")
-    facts = commands.parse_jobs_json(recorded("jobs_json_with_unknown_0.88.json"))
-    statuses = commands.statuses_from_facts(
-        [ids()["OK"], canonical_job_id(123456789)], facts, "gone"
-    )
+    assert jobs.parse_unknown_ids(stderr) == {canonical_job_id(123456789)}
+    assert jobs.only_unknown_ids(recorded("jobs_json_only_unknown_0.88.stderr").replace("rc=1", ""))
+    assert jobs.only_unknown_ids(recorded("jobs_filter_warning_0.88.stderr"))
+    assert not jobs.only_unknown_ids("flux-jobs: ERROR: Unable to connect to Flux")
+    facts = jobs.parse_jobs_json(recorded("jobs_json_with_unknown_0.88.json"))
+    statuses = states.statuses_from_facts([ids()["OK"], canonical_job_id(123456789)], facts, "gone")
     assert statuses[canonical_job_id(123456789)].state is JobState.UNKNOWN
 
 
 def test_dependency_failed() -> None:
-    facts = commands.parse_jobs_json(recorded("jobs_json_dependency_failed_0.88.json"))
-    status = commands.status_from_facts(facts[0])
+    facts = jobs.parse_jobs_json(recorded("jobs_json_dependency_failed_0.88.json"))
+    status = states.status_from_facts(facts[0])
     assert status.state is JobState.FAILED and status.exit_code == 1
     assert "can never be satisfied" in status.reason
 
@@ -260,8 +256,8 @@ def test_dependency_failed() -> None:
     ],
 )
 def test_eventlogs(name: str, state: JobState, code: object) -> None:
-    facts = commands.parse_eventlog("ƒCFKYzj", recorded(f"eventlog_{name}_0.88.txt"))
-    status = commands.status_from_facts(facts)
+    facts = jobs.parse_eventlog("ƒCFKYzj", recorded(f"eventlog_{name}_0.88.txt"))
+    status = states.status_from_facts(facts)
     assert status.state is state
     assert status.exit_code == code
 
@@ -283,7 +279,7 @@ def test_eventlogs(name: str, state: JobState, code: object) -> None:
     ],
 )
 def test_state_mapping_by_names(state: str, result: str, ours: JobState) -> None:
-    assert commands.state_from_names(state, result) is ours
+    assert states.state_from_names(state, result) is ours
 
 
 @pytest.mark.parametrize(
@@ -300,28 +296,28 @@ def test_state_mapping_by_names(state: str, result: str, ours: JobState) -> None
     ],
 )
 def test_exit_codes(returncode: object, waitstatus: object, code: object) -> None:
-    assert commands.exit_code_from(returncode, waitstatus) == code  # type: ignore[arg-type]
+    assert states.exit_code_from(returncode, waitstatus) == code  # type: ignore[arg-type]
 
 
 def test_expiration_of_nested_instance() -> None:
-    expiration = commands.parse_expiration(recorded("resource_R_nested_0.88.json"))
+    expiration = instance.parse_expiration(recorded("resource_R_nested_0.88.json"))
     assert expiration is not None and expiration > 0
-    assert commands.parse_expiration(recorded("resource_R_top_0.88.json")) is None
+    assert instance.parse_expiration(recorded("resource_R_top_0.88.json")) is None
 
 
 def test_output_path_from_recorded_jobspec() -> None:
-    path = commands.output_path_from_jobspec(recorded("jobspec_batch_0.88.json"), ids()["OK"])
+    path = jobs.output_path_from_jobspec(recorded("jobspec_batch_0.88.json"), ids()["OK"])
     assert path is not None and path.endswith(f"/flux-{ids()['OK']}.out")
-    assert commands.output_path_from_jobspec("not json", "ƒCFKYzj") is None
+    assert jobs.output_path_from_jobspec("not json", "ƒCFKYzj") is None
     spec = {
         "attributes": {
             "system": {"shell": {"options": {"output": {"stdout": {"path": "/x/{{id.dec}}.log"}}}}}
         }
     }
-    assert commands.output_path_from_jobspec(json.dumps(spec), "ƒCFKYzj") == "/x/7381975040.log"
+    assert jobs.output_path_from_jobspec(json.dumps(spec), "ƒCFKYzj") == "/x/7381975040.log"
 
 
 def test_inf_duration_is_none() -> None:
     made = request(resources={"time": "UNLIMITED"})
     assert made.duration is None
-    assert not math.isinf(commands.jobspec_params(made)["duration"])
+    assert not math.isinf(requests.jobspec_params(made)["duration"])

@@ -5,22 +5,21 @@ from __future__ import annotations
 import pytest
 
 from hpcbridge.errors import ConfigurationError
-from hpcbridge.schedulers.flux.cli import local_form
-from hpcbridge.schedulers.flux.uri import choose_uri, classify
+from hpcbridge.schedulers.flux.uri import choose_uri, classify, local_form
 
 
 def test_precedence() -> None:
-    env = {"FLUX_URI": "local:///env"}
+    env = "local:///env"  # the FLUX_URI of the environment the settings were read from
     assert choose_uri("local:///x", "local:///s", env, local_transport=True).value == "local:///x"
     chosen = choose_uri(None, "local:///s", env, local_transport=True)
     assert chosen.value == "local:///s" and chosen.source == "HPCBRIDGE_FLUX_URI"
     chosen = choose_uri(None, None, env, local_transport=True)
     assert chosen.value == "local:///env" and chosen.source == "FLUX_URI environment"
-    assert choose_uri(None, None, {}, local_transport=True).value is None
+    assert choose_uri(None, None, None, local_transport=True).value is None
 
 
 def test_local_flux_uri_is_ignored_over_ssh() -> None:
-    chosen = choose_uri(None, None, {"FLUX_URI": "local:///mine"}, local_transport=False)
+    chosen = choose_uri(None, None, "local:///mine", local_transport=False)
     assert chosen.value is None and chosen.source == "system instance"
 
 

@@ -7,19 +7,24 @@ source to the broker's side and runs it with ``flux python`` to submit many
 jobs from one process (``main`` below), so the native and the CLI paths
 build byte-for-byte the same jobspec.
 
-``params`` is a plain JSON-able dict (see ``commands.jobspec_params``):
-script, jobname, num_slots, cores_per_slot, gpus_per_slot, num_nodes,
-duration (seconds; 0/None = unlimited), cwd, output, queue, bank,
-dependencies (job ids), requires (RFC 35 text), environment (extra variables).
+``params`` is a plain JSON-able dict (see ``requests.jobspec_params``):
+kind ("batch": a nested instance; the only kind so far), script, jobname,
+num_slots, cores_per_slot, gpus_per_slot, num_nodes, duration (seconds;
+0/None = unlimited), cwd, output, queue, bank, dependencies (job ids),
+requires (RFC 35 text), environment (extra variables).
 """
 
 import json
 import os
 import shlex
 import sys
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+#: the job kinds ``build_jobspec`` can build
+KINDS = ("batch",)
 
 
-def batch_script(wrapper_path):
+def batch_script(wrapper_path: str) -> str:
     """The batch script handed to ``from_batch_command``.
 
     ``from_batch_command`` takes the script *text* (it is copied into the
@@ -29,7 +34,23 @@ def batch_script(wrapper_path):
     return "#!/bin/sh\nexec " + shlex.quote(wrapper_path) + "\n"
 
 
-def build_batch_jobspec(jobspec_class, params, base_environment=None):
+def build_jobspec(
+    jobspec_class: Any,
+    params: Mapping[str, Any],
+    base_environment: Optional[Mapping[str, str]] = None,
+) -> Any:
+    """The jobspec of one job of ``params["kind"]`` (default "batch")."""
+    kind = params.get("kind") or "batch"
+    if kind != "batch":
+        raise ValueError("unknown job kind " + repr(kind) + "; known: " + ", ".join(KINDS))
+    return build_batch_jobspec(jobspec_class, params, base_environment)
+
+
+def build_batch_jobspec(
+    jobspec_class: Any,
+    params: Mapping[str, Any],
+    base_environment: Optional[Mapping[str, str]] = None,
+) -> Any:
     """A ``JobspecV1`` for one batch job described by ``params``."""
     gpus = int(params.get("gpus_per_slot") or 0)
     spec = jobspec_class.from_batch_command(
@@ -49,7 +70,7 @@ def build_batch_jobspec(jobspec_class, params, base_environment=None):
         spec.duration = float(duration)
     if params.get("cwd"):
         spec.cwd = params["cwd"]
-    environment = dict(os.environ if base_environment is None else base_environment)
+    environment: Dict[str, str] = dict(os.environ if base_environment is None else base_environment)
     environment.update(params.get("environment") or {})
     spec.environment = environment
     if params.get("output"):
@@ -72,7 +93,7 @@ def build_batch_jobspec(jobspec_class, params, base_environment=None):
     return spec
 
 
-def parse_constraint(text):
+def parse_constraint(text: str) -> Any:
     """RFC 35 constraint object of ``--requires`` text.
 
     Uses Flux's own parser (``flux.job._utils`` in 0.88, ``flux.cli.base`` in
@@ -93,20 +114,25 @@ def parse_constraint(text):
     raise ValueError(f"cannot parse constraint {text!r} without flux's constraint parser")
 
 
-def submit_all(handle, flux_job, params_list, base_environment=None):
+def submit_all(
+    handle: Any,
+    flux_job: Any,
+    params_list: Sequence[Mapping[str, Any]],
+    base_environment: Optional[Mapping[str, str]] = None,
+) -> List[Tuple[bool, Any]]:
     """Submit many batch jobs, pipelined; one ``(ok, id_or_message)`` per job, in order.
 
     All ``submit_async`` futures are in flight before the first id is read:
     one round trip in total instead of one per job.
     """
-    futures = []
+    futures: List[Any] = []
     for params in params_list:
         try:
-            spec = build_batch_jobspec(flux_job.JobspecV1, params, base_environment)
+            spec = build_jobspec(flux_job.JobspecV1, params, base_environment)
             futures.append(flux_job.submit_async(handle, spec.dumps()))
         except (ValueError, TypeError, KeyError, OSError) as exc:
             futures.append(exc)
-    results = []  # type: list
+    results: List[Tuple[bool, Any]] = []
     for future in futures:
         if isinstance(future, Exception):
             results.append((False, str(future)))
@@ -118,7 +144,7 @@ def submit_all(handle, flux_job, params_list, base_environment=None):
     return results
 
 
-def main():
+def main() -> None:
     """The bulk helper: JSON ``{"jobs": [params, ...]}`` on stdin, one line per job out.
 
     Output lines: ``OK <decimal id>`` or ``ERR <message>``.  Run by the CLI

@@ -1,6 +1,6 @@
 """Queues: what a broker offers, which queue a job goes to, and Flux's refusals.
 
-Flux instances come in two kinds (see the Maestro notes in the seeds):
+Flux instances come in two kinds:
 
 - **anonymous queue only** - the default of every ``flux start`` and nested
   ``flux batch`` instance.  A named queue is *rejected* there
@@ -19,7 +19,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Tuple
+from typing import Any, Mapping, Optional, Sequence, Tuple
 
 from ...errors import JobSubmissionError
 from .versions import FluxPolicy
@@ -173,7 +173,7 @@ def scheduler_message(text: str) -> str:
 
 
 def submission_error(
-    text: str, argv: Optional[list] = None, what: str = "flux batch"
+    text: str, argv: Optional[Sequence[str]] = None, what: str = "flux batch"
 ) -> JobSubmissionError:
     """A ``JobSubmissionError`` carrying Flux's refusal text."""
     message = scheduler_message(text) or "no message"

@@ -1,20 +1,20 @@
-"""Which Flux instance to talk to: ``FLUX_URI`` precedence and target resolution.
+"""Which Flux instance to talk to: the URI setting's precedence and what a value means.
 
-Precedence: an explicit ``uri=`` > ``HPCBRIDGE_FLUX_URI`` (settings) >
-``FLUX_URI`` in this process's environment (set inside an allocation; only
-meaningful for the local transport - over SSH it names a socket on *this*
-machine) > the system instance (``None``: no ``FLUX_URI`` at all).
+Precedence: an explicit ``uri=`` > ``HPCBRIDGE_FLUX_URI`` (settings) > the
+``FLUX_URI`` of the environment the settings were read from (set inside an
+allocation; only meaningful for the local transport - over SSH it names a
+socket on *this* machine) > the system instance (``None``: no ``FLUX_URI``).
 
 A value is either a URI, used as given (``local://``, ``ssh://``), or a
-*target* resolved like ``flux uri --remote TARGET``: ``slurm:<id>``,
-``lsf:<id>``, ``pid:<pid>``, ``jobid:<id>`` or a bare Flux job id (a nested
-instance made by ``flux batch``).
+*target* resolved like ``flux uri --remote TARGET`` (see ``target.py``):
+``slurm:<id>``, ``lsf:<id>``, ``pid:<pid>``, ``jobid:<id>`` or a bare Flux
+job id (a nested instance made by ``flux batch``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Tuple
+from typing import Optional, Tuple
 
 from ...errors import ConfigurationError
 from .ids import is_job_id
@@ -34,7 +34,7 @@ class UriSetting:
 def choose_uri(
     explicit: Optional[str],
     settings_uri: Optional[str],
-    environment: Optional[Mapping[str, str]],
+    enclosing_uri: Optional[str],
     *,
     local_transport: bool,
 ) -> UriSetting:
@@ -42,8 +42,8 @@ def choose_uri(
         return UriSetting(explicit.strip(), "uri= argument")
     if settings_uri:
         return UriSetting(settings_uri.strip(), "HPCBRIDGE_FLUX_URI")
-    if local_transport and environment is not None and environment.get("FLUX_URI", "").strip():
-        return UriSetting(environment["FLUX_URI"].strip(), "FLUX_URI environment")
+    if local_transport and enclosing_uri and enclosing_uri.strip():
+        return UriSetting(enclosing_uri.strip(), "FLUX_URI environment")
     return UriSetting(None, "system instance")
 
 
@@ -67,23 +67,27 @@ def classify(value: str) -> Tuple[str, str]:
     )
 
 
-def is_remote(uri: Optional[str]) -> bool:
-    return bool(uri) and str(uri).startswith("ssh://")
+def local_form(uri: str, here: Optional[str]) -> str:
+    """``ssh://HOST/path`` -> ``local:///path`` when HOST is where commands run.
 
-
-def resolve_target_cli(settings: Any, target: str, local: bool = False) -> str:
-    """``hpcbridge uri TARGET``: the URI a later ``HPCBRIDGE_FLUX_URI=...`` can use.
-
-    Resolved like ``flux uri --remote`` (natively when the bindings work and
-    the transport is local, else by running ``flux uri`` where the commands
-    run); the ``local://`` form is printed when the target runs on the host
-    the commands run on, or always with ``local=True``.
+    ``flux uri --remote`` always answers ``ssh://HOST/...``; connecting that
+    way needs an sshd on port 22 of HOST even on the same machine (``flux
+    proxy`` fails with "Connection refused" without one).  The local form
+    needs nothing.
     """
-    from ...factory import build_executor
-    from .adapter import FluxAdapter
+    if not uri.startswith("ssh://") or not here:
+        return uri
+    rest = uri[len("ssh://") :]
+    host, slash, path = rest.partition("/")
+    user_host = host.rsplit("@", 1)[-1].split(":", 1)[0]
+    short_here = here.split(".", 1)[0]
+    if slash and user_host in (here, short_here, "localhost", "127.0.0.1"):
+        return "local:///" + path.split("?", 1)[0]
+    return uri
 
-    adapter = FluxAdapter(executor=build_executor(settings), settings=settings)
-    try:
-        return adapter.resolve_target(target, local=True if local else None)
-    finally:
-        adapter.close()
+
+def always_local(uri: str) -> str:
+    """The ``local://`` form of an ``ssh://`` URI whatever its host (``hpcbridge uri --local``)."""
+    if uri.startswith("ssh://"):
+        return "local:///" + uri.split("/", 3)[-1]
+    return uri

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple
+from typing import Dict, Optional, Tuple
 
 from packaging.version import InvalidVersion, Version
 
@@ -27,9 +27,8 @@ class FluxPolicy:
 
     name: str
     minimum: Version
-    #: argv after ``flux`` for a batch job / a plain submission / a cancel
+    #: argv after ``flux`` for a batch job / a cancel
     batch_command: Tuple[str, ...]
-    submit_command: Tuple[str, ...]
     cancel_command: Tuple[str, ...]
     #: named queues exist (``--queue``, ``config.get``, queue RPCs)
     queues: bool
@@ -43,8 +42,6 @@ class FluxPolicy:
     constraints: bool
     #: ``flux uri`` and ``flux.uri``
     uri_resolution: bool
-    #: ``flux.job.submit`` returns a ``JobID`` (0.26: a plain ``int``)
-    submit_returns_jobid: bool
 
     def __str__(self) -> str:
         return self.name
@@ -55,7 +52,6 @@ POLICY_0_26 = FluxPolicy(
     minimum=Version("0.26"),
     # 0.26 has only the "mini" spellings and no top-level `flux cancel`.
     batch_command=("mini", "batch"),
-    submit_command=("mini", "submit"),
     cancel_command=("job", "cancel"),
     # `--queue` is an unrecognized argument and system.queue is ignored.
     queues=False,
@@ -65,14 +61,12 @@ POLICY_0_26 = FluxPolicy(
     dependencies=False,
     constraints=False,
     uri_resolution=False,
-    submit_returns_jobid=False,
 )
 
 POLICY_0_49 = FluxPolicy(
     name="0.49",
     minimum=Version("0.49"),
     batch_command=("batch",),
-    submit_command=("submit",),
     cancel_command=("cancel",),
     queues=True,
     jobs_json=True,
@@ -80,7 +74,6 @@ POLICY_0_49 = FluxPolicy(
     dependencies=True,
     constraints=True,
     uri_resolution=True,
-    submit_returns_jobid=True,
 )
 
 #: newest first
@@ -103,12 +96,12 @@ def parse_version(text: str) -> Version:
         raise ValueError(f"cannot parse version {text!r}: {exc}") from None
 
 
-def parse_flux_version_output(text: str) -> dict:
+def parse_flux_version_output(text: str) -> Dict[str, str]:
     """``flux version`` output as ``{"commands": ..., "libflux-core": ..., "broker": ...}``.
 
     The ``broker`` line appears only when a broker could be reached.
     """
-    found = {}
+    found: Dict[str, str] = {}
     for line in text.splitlines():
         key, sep, value = line.partition(":")
         if not sep:
@@ -163,7 +156,3 @@ def choose_policy(
         return POLICIES[0], "broker version unknown: newest adapter assumed"
     policy = policy_for_version(broker_version)
     return policy, f"broker {broker_version} >= {policy.minimum}"
-
-
-def names() -> Sequence[str]:
-    return [policy.name for policy in POLICIES]
