@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 import pytest
 
@@ -66,48 +66,37 @@ def test_many_jobs(driver: str, broker: Any, tmp_path: Path) -> None:
         time.sleep(0.5)
     adapter.cancel_job(ids[CANCELLED])
 
-    queries: List[int] = []
-    commands_per_query = _count_scheduler_commands(adapter, queries)
-    final = adapter.wait_all(ids, poll_interval=2.0, timeout=600)
+    commands_per_round, on_poll = _count_scheduler_commands(adapter)
+    final = adapter.wait_all(ids, poll_interval=2.0, timeout=600, on_poll=on_poll)
     states: Dict[JobState, int] = {}
     for status in final.values():
         states[status.state] = states.get(status.state, 0) + 1
     assert states == {JobState.COMPLETED: count - 2, JobState.FAILED: 1, JobState.CANCELLED: 1}
     assert final[ids[FAILING]].exit_code == 5
     assert "task 3" in adapter.get_job_logs(ids[3])
-    assert queries and max(commands_per_query) <= 2, commands_per_query
+    assert commands_per_round and max(commands_per_round) <= 2, commands_per_round
     adapter.close()
 
 
-def _count_scheduler_commands(adapter: Any, queries: List[int]) -> List[int]:
-    """Per status round, how many scheduler commands (CLI) or list RPCs (native) ran."""
-    per_query: List[int] = []
+def _count_scheduler_commands(adapter: Any) -> Tuple[List[int], Callable[[Any], None]]:
+    """Per status round, how many scheduler commands (CLI) or list RPCs (native) ran.
+
+    Returns the counts (one per round) and the ``on_poll`` callback that closes a round.
+    """
+    per_round: List[int] = []
     counter = {"n": 0}
-    if adapter.driver_kind == "cli":
-        real_run = adapter.executor.run
+    target = adapter.executor if adapter.driver_kind == "cli" else adapter.driver
+    name = "run" if adapter.driver_kind == "cli" else "query"
+    real = getattr(target, name)
 
-        def counted_run(*args: Any, **kwargs: Any) -> Any:
-            counter["n"] += 1
-            return real_run(*args, **kwargs)
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        counter["n"] += 1
+        return real(*args, **kwargs)
 
-        adapter.executor.run = counted_run
-    else:
-        driver = adapter.driver
-        real_query = driver.query
+    setattr(target, name, counted)
 
-        def counted_query(*args: Any, **kwargs: Any) -> Any:
-            counter["n"] += 1
-            return real_query(*args, **kwargs)
-
-        driver.query = counted_query
-    real = adapter._query
-
-    def query(job_ids: Any, records: Any) -> Any:
+    def on_poll(_statuses: Any) -> None:
+        per_round.append(counter["n"])
         counter["n"] = 0
-        answer = real(job_ids, records)
-        queries.append(len(job_ids))
-        per_query.append(counter["n"])
-        return answer
 
-    adapter._query = query
-    return per_query
+    return per_round, on_poll

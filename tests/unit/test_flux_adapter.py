@@ -10,7 +10,7 @@ import platform
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import pytest
 
@@ -21,9 +21,13 @@ from hpcbridge.errors import (
     SchedulerUnavailableError,
 )
 from hpcbridge.model import JobState
+from hpcbridge.schedulers.driver import PartialSubmissionError
 from hpcbridge.schedulers.flux.adapter import FluxAdapter
 from hpcbridge.schedulers.flux.cli import CLIDriver
 from hpcbridge.schedulers.flux.ids import canonical_job_id
+from hpcbridge.schedulers.flux.planning import FluxOptions, InstanceFacts
+from hpcbridge.schedulers.flux.runner import FluxCommands
+from hpcbridge.schedulers.flux.versions import POLICY_0_49
 from hpcbridge.transports.base import CommandResult
 from hpcbridge.transports.local import LocalExecutor
 
@@ -42,7 +46,7 @@ class FakeFlux(LocalExecutor):
         self.config = config
         self.resource_r = resource_r or json.dumps({"execution": {"expiration": 0.0}})
         self.calls: List[List[str]] = []
-        self.envs: List[Optional[Dict[str, str]]] = []
+        self.envs: List[Optional[Mapping[str, str]]] = []
         self.next_id = 7381975040
         self.jobs: Dict[str, Dict[str, Any]] = {}
         self.handlers: Dict[str, Callable[[List[str], Optional[str]], CommandResult]] = {}
@@ -51,7 +55,7 @@ class FakeFlux(LocalExecutor):
         self,
         argv: Sequence[str],
         timeout: Optional[float] = None,
-        env: Optional[Dict[str, str]] = None,
+        env: Optional[Mapping[str, str]] = None,
         cwd: Optional[str] = None,
         input: Optional[str] = None,
         idempotent: bool = True,
@@ -120,10 +124,11 @@ class FakeFlux(LocalExecutor):
 
 
 class FakeSSH:
-    """Not a LocalExecutor: what the adapter sees of an SSH transport."""
+    """Not a local executor: what the adapter sees of an SSH transport."""
 
     kind = "ssh://hpcbtest@login:22"
     host = "login"
+    is_local = False
 
     def __init__(self) -> None:
         self.inner = FakeFlux()
@@ -173,13 +178,13 @@ def test_forced_native_without_bindings_is_an_error(
 ) -> None:
     monkeypatch.setitem(sys.modules, "flux", None)
     adapter = make(FakeFlux(), tmp_path, driver="native")
-    with pytest.raises(SchedulerUnavailableError, match="native Flux driver is unusable"):
+    with pytest.raises(SchedulerUnavailableError, match="native flux driver cannot be used"):
         _ = adapter.driver
 
 
 def test_ssh_transport_always_uses_cli(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     adapter = make(FakeSSH(), tmp_path, driver="auto")
-    with caplog.at_level(logging.WARNING, logger="hpcbridge"):
+    with caplog.at_level(logging.INFO, logger="hpcbridge"):
         assert adapter.driver_kind == "cli"
     assert "transport is ssh" in caplog.text
 
@@ -333,9 +338,9 @@ def test_bulk_partial_failure_keeps_the_submitted(tmp_path: Path, script: str) -
         "",
     )
     adapter = make(executor, tmp_path)
-    with pytest.raises(JobSubmissionError, match="1 of 2 submissions failed") as caught:
+    with pytest.raises(PartialSubmissionError, match="1 of 2 submissions did not go in") as caught:
         adapter.submit_many([script, script])
-    assert caught.value.submitted_ids == ["ƒCFKYzj"]  # type: ignore[attr-defined]
+    assert caught.value.submitted_ids == ["ƒCFKYzj"]
     assert adapter.store.get("ƒCFKYzj", "flux", adapter.host_label) is not None
 
 
@@ -435,7 +440,8 @@ def test_cli_driver_eventlog_fallback_for_other_release() -> None:
     )
     eventlog = (DATA / "eventlog_tmo_0.88.txt").read_text()
     executor.handlers["job"] = lambda argv, _: CommandResult(argv, 0, eventlog, "")
-    driver = CLIDriver(executor, None)
+    facts = InstanceFacts(None, "0.88.0", POLICY_0_49, "test", None)
+    driver = CLIDriver(FluxCommands(executor), facts, FluxOptions())
     status = driver.query(["ƒCFKYzj"])["ƒCFKYzj"]
     assert status.state is JobState.TIMEOUT and status.exit_code == 142
     assert os.path.basename(executor.calls[-1][0]) == "flux"

@@ -1,45 +1,66 @@
 """The CLI driver: ``flux`` commands through the executor (local or SSH).
 
 Used when the bindings are missing or broken, or the broker is only
-reachable over SSH.  ``FLUX_URI`` goes into each command's environment when
-a specific broker (e.g. a nested instance) is targeted.  The ``flux`` that
-runs is the one on the broker's side - the CLI of the broker's own release,
-since clients of another release break (``Protocol error``, ``invalid
-payload``, hangs).
-
-Bulk submission is one process: ``flux python`` running ``jobspec.py`` (the
-same jobspec builder as the native driver) on the broker's side, reading the
-job descriptions from stdin - not one ``flux batch`` process per job.
+reachable over SSH.  One job goes in as ``flux batch``; many go in through
+one process: ``flux python`` running ``jobspec.py`` (the same jobspec
+builder as the native driver) on the broker's side, reading the job
+descriptions from stdin - not one ``flux batch`` process per job.
 (``flux submit --cc=0-N`` is one process too, but ``flux batch`` has no
-``--cc`` and ``flux submit`` jobs are not nested instances: with ``-n4`` it
-would run the script four times.  ``flux python`` sets the bindings'
-PYTHONPATH itself, which plain jobs and ``flux start``'s initial program do
-not get.)
+``--cc`` and ``flux submit`` jobs are not nested instances.  ``flux python``
+sets the bindings' PYTHONPATH itself, which plain jobs and ``flux start``'s
+initial program do not get.)
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import shlex
+import threading
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ...errors import JobSubmissionError, SchedulerUnavailableError
+from ...errors import JobSubmissionError, SchedulerAdapterError
 from ...model import JobState, JobStatus
-from ...transports.base import CommandResult, Executor
-from . import commands
+from ...transports.base import CommandResult
+from ..driver import Capabilities, SubmitBatch, Submitted, Waiter
+from . import jobs
 from . import jobspec as jobspec_module
-from .queues import QueueInfo, parse_config_json, parse_queue_list, submission_error
-from .versions import POLICIES, FluxPolicy, parse_flux_version_output
+from .planning import (
+    FluxOptions,
+    InstanceFacts,
+    TimeLeft,
+    log_path,
+    plan_requests,
+    submitted_or_raise,
+)
+from .queues import submission_error
+from .requests import (
+    DROPPED_KEYS,
+    SubmitRequest,
+    bulk_argv,
+    bulk_input,
+    parse_bulk_output,
+    parse_submit_output,
+    submit_argv,
+)
+from .runner import FluxCommands
+from .states import status_from_facts, statuses_from_facts, unknown
 
 log = logging.getLogger("hpcbridge")
 
+CAPABILITIES = Capabilities(events=False, arrays=False, dropped_keys=DROPPED_KEYS)
+
 #: ids per ``flux jobs`` call (keeps the command line short)
 _QUERY_CHUNK = 400
+#: jobs per bulk helper run
+MAX_BATCH = 10000
 
 # A freshly started (nested) instance answers before its job-ingest module is
 # loaded; such a submission was not accepted, so retrying it is safe.
 _NOT_READY = ("No service matching job-ingest.submit", "Function not implemented")
+# What `flux cancel` says of a job that already ended or never existed.
+CANCEL_NOT_NEEDED = ("inactive", "unknown", "No such", "not found", "already")
 
 
 def _helper_source() -> str:
@@ -47,128 +68,97 @@ def _helper_source() -> str:
         return handle.read()
 
 
+def _not_ready(result: CommandResult) -> bool:
+    return any(marker in result.stderr + result.stdout for marker in _NOT_READY)
+
+
 class CLIDriver:
-    """Runs ``flux`` subcommands through an executor."""
+    """Submits, follows and cancels Flux jobs with ``flux`` commands."""
 
-    kind = "cli"
+    name = "cli"
+    capabilities = CAPABILITIES
 
-    def __init__(
-        self,
-        executor: Executor,
-        uri: Optional[str],
-        flux_command: str = "flux",
-        command_timeout: float = 60.0,
-        ready_timeout: float = 30.0,
-    ) -> None:
-        self.executor = executor
-        self.uri = uri
-        self.flux = flux_command
-        self.command_timeout = command_timeout
-        self.ready_timeout = ready_timeout
-        #: set by the adapter once the broker's version is known
-        self.policy: FluxPolicy = POLICIES[0]
+    def __init__(self, commands: FluxCommands, facts: InstanceFacts, options: FluxOptions) -> None:
+        self.commands = commands
+        self.facts = facts
+        self.options = options
+        self.policy = facts.policy
+        self.flux = commands.flux
+        self.time_left = TimeLeft(commands.expiration)
+        self._ready = threading.Event()
 
-    # -- running -------------------------------------------------------------
+    # -- submission --------------------------------------------------------
 
-    def env(self, uri: Optional[str] = None) -> Optional[Dict[str, str]]:
-        target = uri if uri is not None else self.uri
-        return {"FLUX_URI": target} if target else None
+    def describe(self, batch: SubmitBatch) -> str:
+        request = plan_requests(batch, self.facts, self.options, None)[0]
+        prefix = f"FLUX_URI={shlex.quote(self.facts.uri)} " if self.facts.uri else ""
+        return prefix + shlex.join(submit_argv(self.flux, self.policy, request))
 
-    def run(
+    def submit_many(self, batch: SubmitBatch) -> List[Submitted]:
+        requests = plan_requests(batch, self.facts, self.options, self.time_left)
+        self._ensure_ready()
+        if len(requests) == 1:
+            job_id = self._submit_one(requests[0])
+            return [Submitted(job_id, log_path(batch.output, job_id))]
+        outcome = self._submit_bulk(requests)
+        return submitted_or_raise(outcome, batch.output, "flux python (bulk submit)")
+
+    def _ensure_ready(self) -> None:
+        if not self._ready.is_set():
+            try:
+                self.commands.wait_ready(self.options.ready_timeout)
+            except OSError as exc:
+                log.debug("flux: readiness check failed: %s", exc)
+            self._ready.set()
+
+    def _retrying(
         self,
         argv: Sequence[str],
-        *,
-        timeout: Optional[float] = None,
-        idempotent: bool = True,
+        cwd: str,
         input: Optional[str] = None,
-        cwd: Optional[str] = None,
-        uri: Optional[str] = None,
+        timeout: Optional[float] = None,
     ) -> CommandResult:
-        result = self.executor.run(
-            list(argv),
-            timeout=timeout if timeout is not None else self.command_timeout,
-            env=self.env(uri),
-            cwd=cwd,
-            input=input,
-            idempotent=idempotent,
-        )
-        if result.returncode == 127 and not result.stdout:
-            raise SchedulerUnavailableError(
-                f"{argv[0]} not found where commands run ({self.executor.kind}): "
-                f"{result.message()} - set the flux command path (flux_command=...)"
-            )
-        return result
-
-    # -- versions ----------------------------------------------------------------
-
-    def versions(self) -> Dict[str, str]:
-        """``flux version``: commands, libflux-core and (when reachable) broker."""
-        result = self.run(commands.version_argv(self.flux))
-        found = parse_flux_version_output(result.stdout)
-        if "broker" not in found:
-            # The broker line appears only when the broker answered.
-            attr = self.run(commands.getattr_argv(self.flux, "version"))
-            if attr.ok and attr.stdout.strip():
-                found["broker"] = attr.stdout.strip()
-            else:
-                found["broker_error"] = attr.message()
-        return found
-
-    def attr(self, name: str) -> Optional[str]:
-        result = self.run(commands.getattr_argv(self.flux, name))
-        return result.stdout.strip() if result.ok and result.stdout.strip() else None
-
-    def hostname(self) -> Optional[str]:
-        result = self.executor.run(commands.hostname_argv(), timeout=self.command_timeout)
-        return result.stdout.strip() if result.ok else None
-
-    # -- submission ----------------------------------------------------------------
-
-    def submit(self, request: commands.SubmitRequest) -> str:
-        argv = commands.batch_argv(self.flux, self.policy, request)
-        deadline = time.monotonic() + self.ready_timeout
+        """Run a submission, again while the instance is still starting (nothing went in)."""
+        deadline = time.monotonic() + self.options.ready_timeout
         while True:
-            result = self.run(argv, idempotent=False, cwd=request.cwd)
-            if result.ok:
-                try:
-                    return commands.parse_submit_output(result.stdout)
-                except ValueError as exc:
-                    raise JobSubmissionError(str(exc), argv=argv) from None
-            if _not_ready(result) and time.monotonic() < deadline:
-                time.sleep(0.5)
-                continue
+            result = self.commands.run(
+                argv, idempotent=False, cwd=cwd, input=input, timeout=timeout
+            )
+            if result.ok or not _not_ready(result) or time.monotonic() >= deadline:
+                return result
+            time.sleep(0.5)
+
+    def _submit_one(self, request: SubmitRequest) -> str:
+        argv = submit_argv(self.flux, self.policy, request)
+        result = self._retrying(argv, cwd=request.cwd)
+        if not result.ok:
             raise submission_error(
                 result.stderr + "\n" + result.stdout, argv=argv, what=" ".join(argv[:2])
             )
+        try:
+            return parse_submit_output(result.stdout)
+        except ValueError as exc:
+            raise JobSubmissionError(str(exc), argv=argv) from None
 
-    def submit_many(self, requests: Sequence[commands.SubmitRequest]) -> List[Tuple[bool, str]]:
+    def _submit_bulk(self, requests: Sequence[SubmitRequest]) -> List[Tuple[bool, str]]:
         """One ``flux python`` process submits every request (pipelined inside)."""
-        argv = commands.bulk_argv(self.flux, _helper_source())
-        payload = json.dumps({"jobs": [commands.jobspec_params(request) for request in requests]})
-        timeout = max(self.command_timeout, 0.1 * len(requests))
-        deadline = time.monotonic() + self.ready_timeout
-        while True:
-            result = self.run(
-                argv, idempotent=False, input=payload, timeout=timeout, cwd=requests[0].cwd
-            )
-            outcome = commands.parse_bulk_output(result.stdout) if result.stdout else []
-            if result.ok and len(outcome) == len(requests):
-                return outcome
-            if not outcome and _not_ready(result) and time.monotonic() < deadline:
-                time.sleep(0.5)
-                continue
-            if outcome:
-                # Some were submitted before the helper stopped: report them,
-                # and the rest as failed - never submit them twice.
-                message = result.message() or "the bulk helper stopped early"
-                return outcome + [(False, message)] * (len(requests) - len(outcome))
-            raise submission_error(
-                result.stderr + "\n" + result.stdout,
-                argv=argv[:2],
-                what="flux python (bulk submit)",
-            )
+        argv = bulk_argv(self.flux, _helper_source())
+        timeout = max(self.commands.command_timeout, 0.1 * len(requests))
+        payload = json.dumps(bulk_input(requests))
+        result = self._retrying(argv, requests[0].cwd, input=payload, timeout=timeout)
+        outcome = parse_bulk_output(result.stdout) if result.stdout else []
+        if result.ok and len(outcome) == len(requests):
+            return outcome
+        if outcome:
+            # Some went in before the helper stopped: the rest count as failed,
+            # never submitted twice.
+            message = result.message() or "the bulk helper stopped early"
+            return outcome + [(False, message)] * (len(requests) - len(outcome))
+        raise submission_error(
+            result.stderr + "\n" + result.stdout, argv=argv[:2], what="flux python (bulk submit)"
+        )
 
-    # -- status ------------------------------------------------------------------
+    # -- status ------------------------------------------------------------
 
     def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
         answers: Dict[str, JobStatus] = {}
@@ -177,24 +167,9 @@ class CLIDriver:
         return answers
 
     def _query_chunk(self, job_ids: List[str]) -> Dict[str, JobStatus]:
-        argv = commands.jobs_argv(self.flux, self.policy, job_ids)
-        result = self.run(argv)
-        unknown = commands.parse_unknown_ids(result.stderr)
-        if result.ok or commands.only_unknown_ids(result.stderr):
-            parse = (
-                commands.parse_jobs_json if self.policy.jobs_json else commands.parse_jobs_format
-            )
-            try:
-                facts = parse(result.stdout)
-            except (ValueError, KeyError) as exc:
-                return _all_unknown(job_ids, f"cannot parse flux jobs output: {exc}")
-            answers = commands.statuses_from_facts(
-                job_ids, facts, "not known to the Flux instance (flux jobs)"
-            )
-            for job_id in unknown:
-                if job_id in answers and answers[job_id].state is JobState.UNKNOWN:
-                    answers[job_id] = answers[job_id].with_(reason="flux jobs: JobID unknown")
-            return answers
+        result = self.commands.run(jobs.jobs_argv(self.flux, self.policy, job_ids))
+        if result.ok or jobs.only_unknown_ids(result.stderr):
+            return self._from_listing(job_ids, result)
         message = result.message()
         if "invalid payload" in message or "Protocol error" in message:
             # `flux jobs` of another release than the broker: the C
@@ -202,128 +177,71 @@ class CLIDriver:
             return self._query_eventlogs(job_ids)
         if "Unable to connect" in message or "was not found" in message:
             # The broker's socket is gone: a nested instance whose job ended.
-            where = self.uri or "the default instance"
-            return _all_unknown(
-                job_ids, f"the Flux instance {where} is gone or unreachable ({message})"
+            return unknown(
+                job_ids, f"the Flux instance {self.facts.label} is gone or unreachable ({message})"
             )
-        return _all_unknown(job_ids, f"flux jobs failed: {message}")
+        return unknown(job_ids, f"flux jobs failed: {message}")
+
+    def _from_listing(self, job_ids: List[str], result: CommandResult) -> Dict[str, JobStatus]:
+        parse = jobs.parse_jobs_json if self.policy.jobs_json else jobs.parse_jobs_format
+        try:
+            facts = parse(result.stdout)
+        except (ValueError, KeyError) as exc:
+            return unknown(job_ids, f"cannot parse flux jobs output: {exc}")
+        answers = statuses_from_facts(job_ids, facts, "not known to the Flux instance (flux jobs)")
+        for job_id in jobs.parse_unknown_ids(result.stderr):
+            if job_id in answers and answers[job_id].state is JobState.UNKNOWN:
+                answers[job_id] = answers[job_id].with_(reason="flux jobs: JobID unknown")
+        return answers
 
     def _query_eventlogs(self, job_ids: List[str]) -> Dict[str, JobStatus]:
         answers = {}
         for job_id in job_ids:
-            result = self.run(commands.eventlog_argv(self.flux, job_id))
-            if not result.ok:
+            result = self.commands.run(jobs.eventlog_argv(self.flux, job_id))
+            if result.ok:
+                answers[job_id] = status_from_facts(jobs.parse_eventlog(job_id, result.stdout))
+            else:
                 answers[job_id] = JobStatus(job_id, JobState.UNKNOWN, reason=result.message())
-                continue
-            answers[job_id] = commands.status_from_facts(
-                commands.parse_eventlog(job_id, result.stdout)
-            )
         return answers
 
-    # -- cancel ------------------------------------------------------------------
+    # -- the rest of the contract -----------------------------------------------
 
-    def cancel(self, job_ids: Sequence[str]) -> List[str]:
-        groups = [list(job_ids)]
-        if self.policy.cancel_command == ("job", "cancel"):
-            groups = [[job_id] for job_id in job_ids]  # one id per `flux job cancel`
+    def cancel(self, job_ids: Sequence[str]) -> None:
         errors = []
-        for group in groups:
-            result = self.run(commands.cancel_argv(self.flux, self.policy, group))
+        for group in jobs.cancel_groups(self.policy, job_ids):
+            result = self.commands.run(jobs.cancel_argv(self.flux, self.policy, group))
             if not result.ok:
                 errors.append(result.message())
-        return errors
+        raise_cancel_errors(errors)
 
-    # -- instance facts ------------------------------------------------------------
+    def max_batch(self) -> int:
+        return MAX_BATCH
 
-    def queue_info(self) -> Optional[QueueInfo]:
-        if self.policy.config_rpc:
-            result = self.run(commands.config_get_argv(self.flux))
-            if result.ok:
-                try:
-                    return parse_config_json(result.stdout)
-                except ValueError as exc:
-                    log.debug("flux config get: %s", exc)
-        result = self.run(commands.queue_list_argv(self.flux))
-        if result.ok:
-            try:
-                return parse_queue_list(result.stdout)
-            except ValueError as exc:
-                log.debug("flux queue list: %s", exc)
+    def find_output(self, job_id: str) -> Optional[str]:
+        return find_output(self.commands, job_id)
+
+    def waiter(self, job_ids: Sequence[str]) -> Optional[Waiter]:
         return None
 
     def expiration(self) -> Optional[float]:
-        result = self.run(commands.resource_r_argv(self.flux))
-        if not result.ok:
-            return None
-        try:
-            return commands.parse_expiration(result.stdout)
-        except (ValueError, TypeError, AttributeError):
-            return None
+        return self.commands.expiration()
 
-    def jobid(self) -> Optional[str]:
-        return self.attr("jobid")
-
-    def wait_ready(self, timeout: float) -> None:
-        """A trivial request answered = the broker is up (submits retry on top)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            result = self.run(commands.getattr_argv(self.flux, "rank"))
-            if result.ok or time.monotonic() >= deadline:
-                return
-            time.sleep(0.5)
-
-    # -- uri -------------------------------------------------------------------
-
-    def resolve_uri(self, target: str, parent_uri: Optional[str], timeout: float) -> str:
-        """``flux uri --remote TARGET`` on the broker's side (retried until published)."""
-        if not self.policy.uri_resolution:
-            raise SchedulerUnavailableError(
-                f"Flux adapter {self.policy.name} has no `flux uri`; give an ssh:// or local:// URI"
-            )
-        argv = commands.uri_argv(self.flux, target)
-        deadline = time.monotonic() + timeout
-        while True:
-            # An explicit parent, else the commands' default instance (no FLUX_URI).
-            result = self.run(argv, uri=parent_uri or "")
-            if result.ok and result.stdout.strip():
-                return result.stdout.strip().splitlines()[-1].strip()
-            message = result.message()
-            # A job whose broker is still starting is worth waiting for: a Flux
-            # job that has not published its URI yet, a Slurm job still pending
-            # ("empty nodelist") or whose `flux start` is not up yet ("doesn't
-            # seem to have a FLUX_URI").  "not running" / "not found" are final.
-            retry = any(marker in message for marker in _URI_NOT_YET)
-            if not retry or time.monotonic() >= deadline:
-                raise LookupError(f"flux uri --remote {target}: {message}")
-            time.sleep(0.5)
+    def close(self) -> None:
+        """Nothing held open: every command is its own process."""
 
 
-_URI_NOT_YET = ("URI not found", "doesn't seem to have a FLUX_URI", "empty nodelist")
+def raise_cancel_errors(errors: Sequence[str]) -> None:
+    """Raise for cancel failures other than "already ended" / "unknown"."""
+    real = [error for error in errors if not any(m in error for m in CANCEL_NOT_NEEDED)]
+    for error in errors:
+        log.debug("flux cancel: %s", error)
+    if real:
+        raise SchedulerAdapterError(f"flux cancel failed: {'; '.join(real)}")
 
 
-def _not_ready(result: CommandResult) -> bool:
-    text = result.stderr + result.stdout
-    return any(marker in text for marker in _NOT_READY)
-
-
-def _all_unknown(job_ids: Sequence[str], reason: str) -> Dict[str, JobStatus]:
-    return {job_id: JobStatus(job_id, JobState.UNKNOWN, reason=reason) for job_id in job_ids}
-
-
-def local_form(uri: str, here: Optional[str]) -> str:
-    """``ssh://HOST/path`` -> ``local:///path`` when HOST is where commands run.
-
-    ``flux uri --remote`` always answers ``ssh://HOST/...``; connecting that
-    way needs an sshd on port 22 of HOST even on the same machine (``flux
-    proxy`` fails with "Connection refused" without one).  The local form
-    needs nothing.
-    """
-    if not uri.startswith("ssh://") or not here:
-        return uri
-    rest = uri[len("ssh://") :]
-    host, slash, path = rest.partition("/")
-    user_host = host.rsplit("@", 1)[-1].split(":", 1)[0]
-    short_here = here.split(".", 1)[0]
-    if slash and user_host in (here, short_here, "localhost", "127.0.0.1"):
-        return "local:///" + path.split("?", 1)[0]
-    return uri
+def find_output(commands: FluxCommands, job_id: str) -> Optional[str]:
+    """From the job's jobspec (``flux job info ID jobspec``) when there is no record."""
+    result = commands.run(jobs.jobspec_argv(commands.flux, job_id))
+    if not result.ok:
+        return None
+    return jobs.output_path_from_jobspec(result.stdout, job_id)

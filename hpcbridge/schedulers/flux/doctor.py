@@ -1,27 +1,35 @@
-"""``hpcbridge doctor`` for Flux: commands, driver and why, versions, queues."""
+"""``hpcbridge doctor`` for Flux: commands, driver and why, versions, queues, time left."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from ...config import Settings
 from ...doctor import Check
 from ...errors import SchedulerAdapterError
 from ...transports.base import Executor
 from ...transports.local import LocalExecutor
-from . import commands
-from .adapter import FluxAdapter
+from .instance import version_argv
+from .planning import FluxOptions
+from .session import FluxSession, build_session, choose_uri_setting
+from .uri import UriSetting
 from .versions import parse_flux_version_output
+
+#: releases that must match the broker's, and what they are called
+_SAME_RELEASE = (
+    ("bindings_version", "the Python bindings"),
+    ("commands_version", "the flux commands"),
+)
 
 
 def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
     """What is usable for Flux from here; never raises."""
     if executor is None:
         executor = LocalExecutor(settings.command_timeout, env=settings.command_env)
-    where = "" if executor.kind == "local" else f" on {executor.host}"
+    where = "" if executor.is_local else f" on {executor.host}"
     flux = settings.flux_command
     try:
-        result = executor.run(commands.version_argv(flux), timeout=30)
+        result = executor.run(version_argv(flux), timeout=30)
     except SchedulerAdapterError as exc:
         return [Check("flux", False, f"cannot run {flux}{where}: {exc}")]
     if not result.ok:
@@ -31,22 +39,92 @@ def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
         return [Check("flux", False, detail)]
     versions = parse_flux_version_output(result.stdout)
     found = [Check("flux commands", True, f"{flux}{where}: {versions.get('commands', '?')}")]
+    options = FluxOptions(
+        flux_command=flux,
+        requested_driver=settings.flux_driver,
+        adapter_version=settings.flux_adapter_version or "",
+        command_timeout=settings.command_timeout,
+    )
+    info = adapter_info(
+        lambda: build_session(settings, executor, options, None),
+        transport=executor.kind,
+        flux_command=flux,
+        uri_setting=choose_uri_setting(settings, executor, None),
+    )
+    return found + _checks_from(info)
+
+
+def adapter_info(
+    session: Callable[[], FluxSession],
+    *,
+    transport: str,
+    flux_command: str,
+    uri_setting: UriSetting,
+) -> Dict[str, Any]:
+    """What an adapter uses and why, as plain data; never raises."""
+    info: Dict[str, Any] = {
+        "scheduler": "flux",
+        "transport": transport,
+        "flux_command": flux_command,
+        "uri_setting": uri_setting.value,
+        "uri_source": uri_setting.source,
+        "warnings": [],
+    }
     try:
-        adapter = FluxAdapter(executor=executor, settings=settings)
-        info = adapter.doctor_info()
-    except Exception as exc:  # doctor reports, it does not fail
-        return [*found, Check("flux driver", False, str(exc))]
-    found.extend(_from_info(info))
-    return found
+        built = session()
+    except Exception as exc:  # noqa: BLE001 - doctor reports, it does not fail
+        info.update(driver=None, error=str(exc))
+        return info
+    info.update(session_info(built))
+    return info
 
 
-def _from_info(info: Dict[str, Any]) -> List[Check]:
+def session_info(session: FluxSession) -> Dict[str, Any]:
+    """The session's facts, the releases around it and what disagrees."""
+    facts = session.facts
+    info: Dict[str, Any] = {
+        "driver": session.driver.name,
+        "driver_reason": session.choice.reason,
+        "uri": facts.uri,
+        "adapter_version": facts.policy.name,
+        "adapter_version_reason": facts.policy_reason,
+        "broker_version": facts.broker_version,
+        "queues": None,
+        "warnings": [],
+    }
+    if session.bindings.module is not None:
+        info["bindings_version"] = session.bindings.version
+    elif session.bindings.error:
+        info["bindings_error"] = session.bindings.error
+    try:
+        info["commands_version"] = session.commands.versions().get("commands")
+    except Exception as exc:  # noqa: BLE001
+        info["warnings"].append(f"flux version failed: {exc}")
+    for key, label in _SAME_RELEASE:
+        other, broker = info.get(key), facts.broker_version
+        if broker and other and other != broker:
+            info["warnings"].append(
+                f"{label} are {other} but the broker is {broker}: use those of the "
+                "broker's release (mixed releases fail with 'Protocol error' or "
+                "'invalid payload', or hang)"
+            )
+    if facts.queues is not None:
+        queues = facts.queues
+        info["queues"] = {
+            "names": list(queues.names),
+            "default": queues.default,
+            "source": queues.source,
+        }
+    info["time_left"] = session.driver.time_left()
+    return info
+
+
+def _checks_from(info: Dict[str, Any]) -> List[Check]:
     if not info.get("driver"):
         return [Check("flux driver", False, str(info.get("error", "unusable")))]
-    target = info.get("uri") or "the system instance"
     found = [
         Check("flux driver", True, f"{info['driver']} ({info.get('driver_reason', '')})"),
-        Check("flux instance", bool(info.get("broker_version")), _instance(info, target)),
+        Check("flux instance", bool(info.get("broker_version")), _instance(info)),
         Check(
             "flux adapter version",
             info.get("adapter_version") is not None,
@@ -71,7 +149,8 @@ def _from_info(info: Dict[str, Any]) -> List[Check]:
     return found
 
 
-def _instance(info: Dict[str, Any], target: str) -> str:
+def _instance(info: Dict[str, Any]) -> str:
+    target = info.get("uri") or "the system instance"
     version = info.get("broker_version")
     source = info.get("uri_source", "")
     if version:

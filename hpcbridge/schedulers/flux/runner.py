@@ -1,0 +1,152 @@
+"""Running ``flux`` commands through an executor (local or SSH) and reading their answers.
+
+``FluxCommands`` is the one place a ``flux`` process is started: the CLI
+driver submits and follows jobs with it, the session asks the instance's
+version and queues with it, and the native driver reads a job's jobspec
+with it.  ``FLUX_URI`` goes into each command's environment when a specific
+broker (e.g. a nested instance) is targeted.  The ``flux`` that runs is the
+one on the broker's side - the CLI of the broker's own release, since
+clients of another release break (``Protocol error``, ``invalid payload``,
+hangs).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Dict, Optional, Sequence
+
+from ...errors import SchedulerUnavailableError
+from ...transports.base import CommandResult, Executor
+from . import instance
+from .queues import QueueInfo, parse_config_json, parse_queue_list
+from .versions import FluxPolicy, parse_flux_version_output
+
+log = logging.getLogger("hpcbridge")
+
+# A job whose broker is still starting is worth waiting for: a Flux job that
+# has not published its URI yet, a Slurm job still pending ("empty nodelist")
+# or whose `flux start` is not up yet ("doesn't seem to have a FLUX_URI").
+# "not running" / "not found" are final.
+_URI_NOT_YET = ("URI not found", "doesn't seem to have a FLUX_URI", "empty nodelist")
+
+
+class FluxCommands:
+    """Runs ``flux`` subcommands against one instance (``uri``; ``None`` = the default)."""
+
+    def __init__(
+        self,
+        executor: Executor,
+        flux_command: str = "flux",
+        command_timeout: float = 60.0,
+        uri: Optional[str] = None,
+    ) -> None:
+        self.executor = executor
+        self.flux = flux_command
+        self.command_timeout = command_timeout
+        self.uri = uri
+
+    def for_uri(self, uri: Optional[str]) -> FluxCommands:
+        """The same commands aimed at another instance."""
+        return FluxCommands(self.executor, self.flux, self.command_timeout, uri)
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: Optional[float] = None,
+        idempotent: bool = True,
+        input: Optional[str] = None,
+        cwd: Optional[str] = None,
+    ) -> CommandResult:
+        result = self.executor.run(
+            list(argv),
+            timeout=timeout if timeout is not None else self.command_timeout,
+            env={"FLUX_URI": self.uri} if self.uri else None,
+            cwd=cwd,
+            input=input,
+            idempotent=idempotent,
+        )
+        if result.returncode == 127 and not result.stdout:
+            raise SchedulerUnavailableError(
+                f"{argv[0]} not found where commands run ({self.executor.kind}): "
+                f"{result.message()} - set the flux command path (flux_command=...)"
+            )
+        return result
+
+    # -- the instance --------------------------------------------------------
+
+    def versions(self) -> Dict[str, str]:
+        """``flux version``: commands, libflux-core and (when reachable) broker."""
+        result = self.run(instance.version_argv(self.flux))
+        found = parse_flux_version_output(result.stdout)
+        if "broker" not in found:
+            # The broker line appears only when the broker answered.
+            attr = self.run(instance.getattr_argv(self.flux, "version"))
+            if attr.ok and attr.stdout.strip():
+                found["broker"] = attr.stdout.strip()
+            else:
+                found["broker_error"] = attr.message()
+        return found
+
+    def hostname(self) -> Optional[str]:
+        result = self.executor.run(instance.hostname_argv(), timeout=self.command_timeout)
+        return result.stdout.strip() if result.ok else None
+
+    def queue_info(self, policy: FluxPolicy) -> Optional[QueueInfo]:
+        """The configuration's queues (``flux config get``), else ``flux queue list``."""
+        if policy.config_rpc:
+            result = self.run(instance.config_get_argv(self.flux))
+            if result.ok:
+                try:
+                    return parse_config_json(result.stdout)
+                except ValueError as exc:
+                    log.debug("flux config get: %s", exc)
+        result = self.run(instance.queue_list_argv(self.flux))
+        if result.ok:
+            try:
+                return parse_queue_list(result.stdout)
+            except ValueError as exc:
+                log.debug("flux queue list: %s", exc)
+        return None
+
+    def expiration(self) -> Optional[float]:
+        result = self.run(instance.resource_r_argv(self.flux))
+        if not result.ok:
+            return None
+        try:
+            return instance.parse_expiration(result.stdout)
+        except (ValueError, TypeError, AttributeError):
+            return None
+
+    def wait_ready(self, timeout: float) -> None:
+        """A trivial request answered = the broker is up (submits retry on top)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            result = self.run(instance.getattr_argv(self.flux, "rank"))
+            if result.ok or time.monotonic() >= deadline:
+                return
+            time.sleep(0.5)
+
+    def resolve_uri(self, target: str, policy: FluxPolicy, timeout: float) -> str:
+        """``flux uri --remote TARGET`` where the commands run (retried until published).
+
+        Asked of this object's instance: the parent of a job id target, or the
+        commands' default instance.  Raises ``LookupError`` when it cannot tell.
+        """
+        if not policy.uri_resolution:
+            raise SchedulerUnavailableError(
+                f"Flux adapter {policy.name} has no `flux uri`; give an ssh:// or local:// URI"
+            )
+        argv = instance.uri_argv(self.flux, target)
+        deadline = time.monotonic() + timeout
+        while True:
+            result = self.run(argv)
+            uri = instance.parse_uri_output(result.stdout) if result.ok else None
+            if uri:
+                return uri
+            message = result.message()
+            retry = any(marker in message for marker in _URI_NOT_YET)
+            if not retry or time.monotonic() >= deadline:
+                raise LookupError(f"flux uri --remote {target}: {message}")
+            time.sleep(0.5)
