@@ -401,7 +401,7 @@ def versions() -> Dict[str, Any]:
         )
     found["slurm"] = slurm_version() if shutil.which("sbatch") else None
     try:
-        from hpcbridge.schedulers.flux.testing import find_flux_commands, flux_version
+        from tests.support.flux import find_flux_commands, flux_version
 
         commands = find_flux_commands()
         found["flux"] = flux_version(commands[0]) if commands else None

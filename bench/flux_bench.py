@@ -25,6 +25,7 @@ import json
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,9 +33,13 @@ from typing import Any, Callable, Dict, List, Optional
 
 from hpcbridge import Settings
 from hpcbridge.schedulers.flux.adapter import FluxAdapter
-from hpcbridge.schedulers.flux.commands import SubmitRequest
-from hpcbridge.schedulers.flux.native import NativeDriver, import_bindings
-from hpcbridge.schedulers.flux.testing import FluxInstance, find_flux_commands, flux_version
+from hpcbridge.schedulers.flux.bindings import import_bindings
+from hpcbridge.schedulers.flux.native import NativeConnection
+from hpcbridge.schedulers.flux.requests import SubmitRequest
+
+if __package__ in (None, ""):  # run as a script: the repository root holds tests.support
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.support.flux import FluxInstance, find_flux_commands, flux_version  # noqa: E402
 
 
 def _script(folder: Path) -> str:
@@ -84,8 +89,8 @@ def run(
         remote = str(base / "jobs")
 
         def raw() -> float:
-            driver = NativeDriver(
-                instance.uri, flux_module, flux_bin_dir=os.path.dirname(flux_command)
+            connection = NativeConnection(
+                flux_module, instance.uri, flux_bin_dir=os.path.dirname(flux_command)
             )
             request = SubmitRequest(
                 wrapper_path=script,
@@ -93,7 +98,7 @@ def run(
                 output=str(base / "raw-{{id}}.out"),
                 cwd=str(base),
             )
-            spec = driver.jobspec(request)
+            spec = connection.jobspec(request)
             handle = flux_module.Flux(instance.uri)
             started = time.perf_counter()
             futures = [flux_module.job.submit_async(handle, spec) for _ in range(jobs)]

@@ -14,8 +14,8 @@ from ..common import Skip
 def find_flux() -> Tuple[str, Any]:
     """(the flux command, the imported ``flux`` bindings) or ``Skip``."""
     try:
-        from hpcbridge.schedulers.flux.native import import_bindings
-        from hpcbridge.schedulers.flux.testing import find_flux_commands
+        from hpcbridge.schedulers.flux.bindings import import_bindings
+        from tests.support.flux import find_flux_commands
     except Exception as exc:  # noqa: BLE001 - the Flux package may be in progress
         raise Skip(
             f"hpcbridge's Flux support does not import: {type(exc).__name__}: {exc}"
@@ -32,7 +32,7 @@ def find_flux() -> Tuple[str, Any]:
 
 @contextmanager
 def flux_instance(flux_command: str, workdir: str) -> Iterator[Any]:
-    from hpcbridge.schedulers.flux.testing import FluxInstance
+    from tests.support.flux import FluxInstance
 
     with FluxInstance(flux_command, workdir=workdir) as instance:
         yield instance

@@ -13,8 +13,8 @@ from hpcbridge.errors import JobSubmissionError
 from hpcbridge.model import JobState
 from hpcbridge.schedulers.flux.adapter import FluxAdapter
 from hpcbridge.schedulers.flux.ids import decimal_job_id
-from hpcbridge.schedulers.flux.testing import flux_version
 from hpcbridge.schedulers.flux.versions import parse_version
+from tests.support.flux import flux_version
 
 from .test_flux_support import (
     NAMED_QUEUES,
@@ -47,7 +47,7 @@ def anonymous(flux: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[A
 
 @pytest.fixture(scope="module")
 def named(flux: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from hpcbridge.schedulers.flux.testing import FluxInstance
+    from tests.support.flux import FluxInstance
 
     workdir = tmp_path_factory.mktemp("flux-named-q")
     config = many_cores_config(flux, workdir) + NAMED_QUEUES + DEBUG_LIMIT

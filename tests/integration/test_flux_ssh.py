@@ -97,7 +97,7 @@ def user_broker(server: Dict[str, str]) -> Iterator[Any]:
     flux = require_flux()
     workdir = Path(tempfile.mkdtemp(prefix="hpcb-flux-ssh-", dir="/tmp"))
     workdir.chmod(0o755)
-    from hpcbridge.schedulers.flux.testing import FluxInstance
+    from tests.support.flux import FluxInstance
 
     instance = FluxInstance(
         flux, config=many_cores_config(flux, workdir), workdir=str(workdir), user=user

@@ -145,7 +145,7 @@ def ssh_cluster(slurm_conf: str) -> Iterator[SimpleNamespace]:
 
 @pytest.fixture(scope="session")
 def flux_command() -> str:
-    from hpcbridge.schedulers.flux.testing import find_flux_commands
+    from tests.support.flux import find_flux_commands
 
     found = find_flux_commands()
     if not found:

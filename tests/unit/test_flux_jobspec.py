@@ -13,8 +13,8 @@ from typing import Any, Dict, List
 import pytest
 
 from hpcbridge.schedulers.flux import jobspec
-from hpcbridge.schedulers.flux.native import BindingsUnavailable, import_bindings
-from hpcbridge.schedulers.flux.testing import find_flux_commands
+from hpcbridge.schedulers.flux.bindings import BindingsUnavailable, import_bindings
+from tests.support.flux import find_flux_commands
 
 
 class FakeJobspec:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcbridge.schedulers.flux import testing
+from tests.support import flux as testing
 
 
 def _install(root: Path, name: str) -> str:

@@ -1,4 +1,4 @@
-"""Throw-away Flux brokers for tests and benchmarks (not used by the adapter).
+"""Throw-away Flux brokers for the tests and the benchmarks (not part of the package).
 
 ``FluxInstance`` starts ``flux start -s1 -o,--config-path=CONFDIR sh -c
 'echo $FLUX_URI > FILE; echo $$ > PID; exec sleep inf'`` in the background -
@@ -20,7 +20,7 @@ import tempfile
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .versions import parse_flux_version_output
+from hpcbridge.schedulers.flux.versions import parse_flux_version_output
 
 DEFAULT_GLOB = "/opt/flux-*/bin/flux"
 
@@ -58,6 +58,19 @@ def _version_in_path(path: str) -> Tuple[Tuple[int, ...], str]:
     match = re.search(r"flux-(?:core-)?v?(\d+(?:\.\d+)*)", path)
     numbers = tuple(int(part) for part in match.group(1).split(".")) if match else ()
     return numbers, path
+
+
+#: the first supported release whose resource module reads ``noverify`` from the
+#: configuration; 0.26 takes it only as a module argument and refuses the key
+#: ("1 object item(s) left unpacked: noverify")
+CONFIG_NOVERIFY_SINCE = (0, 49)
+
+
+def config_accepts_noverify(flux: str) -> bool:
+    """Whether ``[resource] noverify = true`` may be written for this release."""
+    match = re.match(r"(\d+(?:\.\d+)*)", flux_version(flux))
+    numbers = tuple(int(part) for part in match.group(1).split(".")) if match else ()
+    return numbers >= CONFIG_NOVERIFY_SINCE
 
 
 def flux_version(flux: str) -> str:
