@@ -16,7 +16,8 @@ A Prefect flow in three steps, as in the source system:
     python examples/pipeline/flow.py --dummy --scheduler slurm --time 5
 
 MLflow writes to ``--tracking-uri``, else ``$MLFLOW_TRACKING_URI``, else the
-file store ``./mlruns``.  See README.md beside this file.
+SQLite database ``./mlflow.db`` in the folder it is run from (MLflow's own
+default; the logged model goes to ``./mlruns``).  See README.md beside this file.
 """
 
 from __future__ import annotations
@@ -50,13 +51,18 @@ DEFAULT_RESOURCES: Dict[str, Any] = {"ntasks": 1, "time": "10", "job_name": "hpc
 
 
 def tracking_uri_for(uri: Optional[str] = None) -> str:
-    """``uri``, else ``$MLFLOW_TRACKING_URI``, else the file store ``./mlruns``."""
-    chosen = uri or os.environ.get("MLFLOW_TRACKING_URI") or (Path.cwd() / "mlruns").as_uri()
+    """``uri``, else ``$MLFLOW_TRACKING_URI``, else ``sqlite:///<this folder>/mlflow.db``."""
+    chosen = uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri()
     if chosen.startswith("file:") or "://" not in chosen:
-        # MLflow >= 3.7 keeps its file store in maintenance mode and refuses it
-        # unless asked; a local folder is what this example wants.
+        # A file store was asked for by name: MLflow >= 3.7 keeps it in maintenance
+        # mode and refuses it unless MLFLOW_ALLOW_FILE_STORE is set.
         os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
     return chosen
+
+
+def default_tracking_uri() -> str:
+    """``./mlflow.db`` as an absolute SQLite URI: where ``mlflow ui`` run here looks."""
+    return "sqlite:///" + str(Path.cwd() / "mlflow.db")
 
 
 @task(name="log-to-mlflow", **_NO_CACHE)
@@ -145,7 +151,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--partition", help="Slurm partition")
     parser.add_argument("--poll-interval", type=float, default=5.0)
     parser.add_argument("--timeout", type=float, help="give up waiting after this many seconds")
-    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default ./mlruns)")
+    parser.add_argument(
+        "--tracking-uri",
+        help="MLflow tracking URI (default sqlite:///$PWD/mlflow.db; a file store only "
+        "when named, e.g. file:///path/mlruns)",
+    )
     parser.add_argument("--experiment", default="hpcbridge-example")
     parser.add_argument("--local-dir", help="where to fetch model.pkl (default: a temp folder)")
     args = parser.parse_args(argv)

@@ -1,8 +1,9 @@
-"""The example pipeline for real: a Prefect flow (local, ephemeral) and an MLflow file store.
+"""The example pipeline for real: a Prefect flow (local, ephemeral) and an MLflow SQLite store.
 
 Prefect runs against a temporary local server on a throw-away SQLite database
 (``prefect_test_harness``, one for the whole module: it takes seconds to
-start); MLflow writes to a file store in the test's folder.  The mock-mode
+start); MLflow writes to a SQLite database in the test's folder (its default
+kind of store), with the artifacts beside it.  The mock-mode
 test runs the job as a real local process; the Slurm test submits to the real
 test cluster (``containers/slurm``) and skips, saying why, when it is absent.
 """
@@ -51,7 +52,6 @@ QUIET = {
     "DO_NOT_TRACK": "true",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "MLFLOW_DISABLE_TELEMETRY": "true",
-    "MLFLOW_ALLOW_FILE_STORE": "true",  # MLflow >= 3.7 refuses its file store unless asked
 }
 
 
@@ -86,9 +86,14 @@ def example():
 
 
 @pytest.fixture
-def tracking(tmp_path):
-    """A fresh MLflow file store; ends any run a failed test left open."""
-    uri = (tmp_path / "mlruns").as_uri()
+def tracking(tmp_path, monkeypatch):
+    """A fresh MLflow SQLite store; ends any run a failed test left open.
+
+    MLflow puts artifacts in ``./mlruns`` beside a SQLite store it creates: the
+    test's folder is the current one, so nothing lands in the repository.
+    """
+    monkeypatch.chdir(tmp_path)
+    uri = "sqlite:///" + str(tmp_path / "mlflow.db")
     mlflow.set_tracking_uri(uri)
     yield uri
     while mlflow.active_run() is not None:
@@ -321,6 +326,8 @@ def test_the_readme_command_in_prefect_ephemeral_mode(state_dir, tmp_path):
         if not key.startswith(("PREFECT_", "MLFLOW_")) and key != "PYTEST_CURRENT_TEST"
     }
     env.update(QUIET, PREFECT_HOME=str(tmp_path / "prefect-home"))
+    # Prefect gives its temporary server 20 s to start; a busy two-core machine needs more.
+    env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "180"
     result = subprocess.run(
         [sys.executable, str(PIPELINE / "flow.py"), "--dummy", "--poll-interval", "0.3"],
         cwd=tmp_path,
@@ -332,7 +339,9 @@ def test_the_readme_command_in_prefect_ephemeral_mode(state_dir, tmp_path):
     assert result.returncode == 0, result.stderr[-4000:]
     summary = json.loads(result.stdout)
     assert summary["state"] == "COMPLETED"
-    assert summary["tracking_uri"] == (tmp_path / "mlruns").as_uri()
+    assert summary["tracking_uri"] == "sqlite:///" + str(tmp_path / "mlflow.db")
+    assert (tmp_path / "mlflow.db").is_file()
+    assert not list(tmp_path.rglob("meta.yaml"))  # what a file store would have written
     tags = MlflowClient(tracking_uri=summary["tracking_uri"]).get_run(summary["run_id"]).data.tags
     assert tags["hpc_job_id"] == tags["slurm_job_id"] == summary["job_id"]
     assert tags["hpc_scheduler"] == "mock"
