@@ -90,7 +90,6 @@ class FluxAdapter(SchedulerAdapter):
             discover_bindings=discover_bindings,
         )
         self.uri_setting: UriSetting = choose_uri_setting(self.settings, self.executor, uri)
-        self._explicit_uri = uri
         self._session: Optional[FluxSession] = None
         self._session_lock = threading.Lock()
 
@@ -103,9 +102,7 @@ class FluxAdapter(SchedulerAdapter):
         if session is None:
             with self._session_lock:
                 if self._session is None:
-                    self._session = build_session(
-                        self.settings, self.executor, self.options, self._explicit_uri
-                    )
+                    self._session = build_session(self.uri_setting, self.executor, self.options)
                 session = self._session
         return session
 

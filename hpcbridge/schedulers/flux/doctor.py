@@ -45,11 +45,12 @@ def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
         adapter_version=settings.flux_adapter_version or "",
         command_timeout=settings.command_timeout,
     )
+    setting = choose_uri_setting(settings, executor, None)
     info = adapter_info(
-        lambda: build_session(settings, executor, options, None),
+        lambda: build_session(setting, executor, options),
         transport=executor.kind,
         flux_command=flux,
-        uri_setting=choose_uri_setting(settings, executor, None),
+        uri_setting=setting,
     )
     return found + _checks_from(info)
 

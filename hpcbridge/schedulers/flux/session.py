@@ -101,11 +101,8 @@ def target_policy(options: FluxOptions) -> FluxPolicy:
     return policy_by_name(options.adapter_version) if options.adapter_version else POLICIES[0]
 
 
-def build_session(
-    settings: Settings, executor: Executor, options: FluxOptions, uri: Optional[str]
-) -> FluxSession:
+def build_session(setting: UriSetting, executor: Executor, options: FluxOptions) -> FluxSession:
     """Resolve the instance, choose and make the driver; raises when Flux is unusable."""
-    setting = choose_uri_setting(settings, executor, uri)
     bindings = load_bindings(executor, options)
     commands = FluxCommands(executor, options.flux_command, options.command_timeout)
     here: Optional[str] = None
