@@ -80,11 +80,14 @@ def build_wrapper(
         f"cd {shlex.quote(workdir)} || exit 97",
     ]
     if len(tasks) == 1:
+        lines.append(f"unset {TASK_INDEX_VARIABLE}")
         lines.append(f"hpcb_exit={shlex.quote(exit_file)}")
         lines.extend(_run_lines(tasks[0], indent=""))
     else:
         fallback = f"${{{array_index_variable}:-}}" if array_index_variable else ""
         lines.append(f'hpcb_index="${{{TASK_INDEX_VARIABLE}:-{fallback}}}"')
+        # Read once, then gone: jobs the script submits in turn must not inherit it.
+        lines.append(f"unset {TASK_INDEX_VARIABLE}")
         lines.append(f'hpcb_exit={shlex.quote(exit_file)}."$hpcb_index"')
         lines.append('case "$hpcb_index" in')
         for index, task in enumerate(tasks):

@@ -49,7 +49,15 @@ from ..store import JobRecord, JobStore
 from ..transports.base import Executor
 from ..transports.local import LocalExecutor
 from . import staging
-from .driver import DriverChoice, PartialSubmissionError, SchedulerDriver, SubmitBatch, Submitted
+from .driver import (
+    SCHEDULER_UNREACHABLE,
+    DriverChoice,
+    PartialSubmissionError,
+    SchedulerDriver,
+    SubmitBatch,
+    Submitted,
+    unreachable,
+)
 from .staging import DependsOn, JobInput
 from .waiting import ProgressCallback, StatusCallback, WaitPlan, wait_for_all
 
@@ -315,17 +323,18 @@ class SchedulerAdapter(ABC):
         try:
             answers = self.driver.query(job_ids)
         except (ConfigurationError, SchedulerUnavailableError) as exc:
-            answers = {}
             reason = f"cannot reach the {self.scheduler_name} scheduler: {exc}"
-        else:
-            reason = "no answer from the scheduler"
+            return {job_id: unreachable(job_id, reason) for job_id in job_ids}
         return {
-            job_id: answers.get(job_id) or JobStatus(job_id, JobState.UNKNOWN, reason=reason)
+            job_id: answers.get(job_id)
+            or JobStatus(job_id, JobState.UNKNOWN, reason="no answer from the scheduler")
             for job_id in job_ids
         }
 
     def _merge(self, job_id: str, observed: JobStatus, record: Optional[JobRecord]) -> JobStatus:
         if observed.state is JobState.UNKNOWN:
+            if observed.extra.get(SCHEDULER_UNREACHABLE):
+                return observed
             return self._from_exit_file(observed, record) or observed
         if (
             record is not None

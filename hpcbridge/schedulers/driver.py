@@ -18,9 +18,12 @@ Every driver keeps the same promises:
     ``SubmissionUncertainError`` when it cannot know).
 ``query(job_ids)``
     Answers **every** id asked: ``UNKNOWN`` with a reason for one it cannot
-    see (purged, never existed, scheduler unreachable).  It never raises for
-    a single job; a transport failure may raise ``TransportError`` /
-    ``JobTimeoutError`` for the whole round.
+    see (purged, never existed).  When the scheduler itself cannot be asked
+    right now (a controller restarting) the answer is ``unreachable(...)``:
+    UNKNOWN too, but the adapter then waits for the scheduler instead of
+    reading the wrapper's exit-code file, which cannot tell a time limit or
+    a cancel from a failure.  It never raises for a single job; a transport
+    failure may raise ``TransportError`` / ``JobTimeoutError`` for the round.
 ``cancel(job_ids)``
     Asks the scheduler to end the jobs.  An id that already ended or is
     unknown is not an error; anything else raises ``SchedulerAdapterError``.
@@ -37,7 +40,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Protocol, Sequence, 
 
 from ..errors import JobSubmissionError, SchedulerUnavailableError
 from ..jobscript import TASK_INDEX_VARIABLE, PreparedJob
-from ..model import JobStatus
+from ..model import JobState, JobStatus
 from ..resources import Resources
 
 
@@ -81,6 +84,15 @@ class Submitted:
     log_path: str
     #: the task of the batch (``HPCBRIDGE_TASK_INDEX``); 0 for a batch of one
     index: int = 0
+
+
+#: ``JobStatus.extra`` key of an UNKNOWN answer given because the scheduler could not be asked
+SCHEDULER_UNREACHABLE = "scheduler_unreachable"
+
+
+def unreachable(job_id: str, reason: str) -> JobStatus:
+    """UNKNOWN for now: the scheduler could not be asked (see ``query``)."""
+    return JobStatus(job_id, JobState.UNKNOWN, reason=reason, extra={SCHEDULER_UNREACHABLE: True})
 
 
 class PartialSubmissionError(JobSubmissionError):
@@ -200,7 +212,9 @@ def choose_driver(
 
 __all__ = [
     "DriverChoice",
+    "SCHEDULER_UNREACHABLE",
     "choose_driver",
+    "unreachable",
     "TASK_INDEX_VARIABLE",
     "Capabilities",
     "PartialSubmissionError",

@@ -19,7 +19,7 @@ from ...errors import (
 )
 from ...model import JobStatus
 from ...transports.base import CommandResult, Executor
-from ..driver import SubmitBatch, Submitted
+from ..driver import SubmitBatch, Submitted, unreachable
 from . import control, messages, status, submission
 from .batches import CAPABILITIES, NOT_FOUND, spec_for, submit_batch, unknown
 
@@ -119,7 +119,7 @@ class SlurmCliDriver:
             # e.g. "slurm_load_jobs error: Unable to contact slurm controller
             # (connect failure)" while slurmctld restarts.
             reason = f"squeue failed: {messages.scheduler_message(result.message())}"
-            return {job_id: unknown(job_id, reason) for job_id in ids}
+            return {job_id: unreachable(job_id, reason) for job_id in ids}
         missing = [job_id for job_id in ids if job_id not in answers]
         if missing:
             answers.update(self.history(missing))

@@ -26,6 +26,7 @@ from ..driver import (
     SubmitBatch,
     Submitted,
     choose_driver,
+    unreachable,
 )
 from .batches import CAPABILITIES, NOT_FOUND, spec_for, submit_batch, unknown
 from .cli import SlurmCliDriver
@@ -269,7 +270,7 @@ class SlurmNativeDriver:
             live = self.pyslurm.Jobs.load()
         except self._rpc_error() as exc:
             reason = f"slurmctld query failed: {exc}"
-            return {job_id: unknown(job_id, reason) for job_id in ids}
+            return {job_id: unreachable(job_id, reason) for job_id in ids}
         answers = statuses_from_jobs(iter_jobs(live), ids)
         missing = [job_id for job_id in ids if job_id not in answers]
         if missing:

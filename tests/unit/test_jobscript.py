@@ -1,0 +1,60 @@
+"""The wrapper, run for real by /bin/sh: task choice, exit-code files, the index hidden."""
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Dict, List
+
+from hpcbridge.jobscript import TaskSpec, build_wrapper
+
+
+def _script(folder: Path, name: str, body: str) -> str:
+    path = folder / name
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return str(path)
+
+
+def _run(wrapper: str, folder: Path, env: Dict[str, str]) -> subprocess.CompletedProcess:
+    path = folder / "wrapper.sh"
+    path.write_text(wrapper)
+    full = {"PATH": os.environ["PATH"], **env}
+    return subprocess.run(["/bin/sh", str(path)], capture_output=True, text=True, env=full)
+
+
+def _tasks(folder: Path) -> List[TaskSpec]:
+    report = 'echo "$1 index=${HPCBRIDGE_TASK_INDEX-unset}"; exit "$2"\n'
+    script = _script(folder, "report.sh", report)
+    return [TaskSpec(script, ("a", "0")), TaskSpec(script, ("b", "4"))]
+
+
+def test_many_tasks_pick_theirs_from_the_index_and_hide_it(tmp_path: Path) -> None:
+    exit_file = str(tmp_path / "job.exit")
+    wrapper = build_wrapper(_tasks(tmp_path), str(tmp_path), exit_file, "SLURM_ARRAY_TASK_ID")
+    result = _run(wrapper, tmp_path, {"HPCBRIDGE_TASK_INDEX": "1"})
+    assert result.returncode == 4
+    assert result.stdout.strip() == "b index=unset"
+    assert (tmp_path / "job.exit.1").read_text().strip() == "4"
+
+
+def test_the_array_variable_is_the_fallback(tmp_path: Path) -> None:
+    exit_file = str(tmp_path / "job.exit")
+    wrapper = build_wrapper(_tasks(tmp_path), str(tmp_path), exit_file, "SLURM_ARRAY_TASK_ID")
+    result = _run(wrapper, tmp_path, {"SLURM_ARRAY_TASK_ID": "0", "HPCBRIDGE_TASK_INDEX": ""})
+    assert result.returncode == 0 and result.stdout.strip() == "a index=unset"
+    assert (tmp_path / "job.exit.0").read_text().strip() == "0"
+
+
+def test_no_index_at_all_is_an_error_not_task_zero(tmp_path: Path) -> None:
+    wrapper = build_wrapper(_tasks(tmp_path), str(tmp_path), str(tmp_path / "job.exit"))
+    result = _run(wrapper, tmp_path, {})
+    assert result.returncode == 98 and "no task" in result.stderr
+    assert not list(tmp_path.glob("job.exit*"))
+
+
+def test_one_task_ignores_an_inherited_index(tmp_path: Path) -> None:
+    task = _tasks(tmp_path)[1]
+    wrapper = build_wrapper([task], str(tmp_path), str(tmp_path / "job.exit"))
+    result = _run(wrapper, tmp_path, {"HPCBRIDGE_TASK_INDEX": "0"})
+    assert result.stdout.strip() == "b index=unset"
+    assert (tmp_path / "job.exit").read_text().strip() == "4"
