@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import importlib.util
 import json
 import os
 import re
@@ -37,6 +38,7 @@ PYPROJECT = ROOT / "pyproject.toml"
 SPACK_DIR = ROOT / "spack"
 PACKAGE_PY = SPACK_DIR / "packages" / "py-hpcbridge" / "package.py"
 SPACK_YAML = SPACK_DIR / "spack.yaml"
+RELEASE_TOOL = SPACK_DIR / "release_sdist.py"
 REPO_YAML = SPACK_DIR / "repo.yaml"
 CONTAINERS = ROOT / "containers"
 CLUSTER_DOCKERFILE = CONTAINERS / "Dockerfile"
@@ -46,15 +48,21 @@ ENTRYPOINT = CONTAINERS / "entrypoint.sh"
 APPTAINER_DEF = CONTAINERS / "apptainer" / "hpcbridge.def"
 
 # pip distribution name -> Spack package name, where it is not simply "py-<name>".
-# None: Spack does not package it (the recipe's docstring must say so).
-SPACK_NAME_FOR = {
-    "flux-python": "flux-core",  # Spack's flux-core installs the bindings
-    "pyslurm": None,  # not in Spack's builtin repository; must match the site's Slurm
+SPACK_NAME_FOR = {"flux-python": "flux-core"}  # Spack's flux-core installs the bindings
+# How each pip extra is offered under Spack: "variant" (a variant of the same name), "system"
+# (a system prerequisite the recipe does not depend on: hpcbridge runs the site's sbatch and
+# Spack has no pyslurm), "pip" (Spack cannot satisfy it: the recipe's docstring says to use
+# pip) or "tooling" (for developers, not a feature).
+EXTRA_UNDER_SPACK = {
+    "ssh": "variant",
+    "flux": "variant",
+    "slurm": "system",
+    "prefect": "pip",
+    "mlflow": "pip",
+    "test": "tooling",
+    "dev": "tooling",
+    "bench": "tooling",
 }
-# Optional extras that are tooling, not features, and so have no variant.
-EXTRAS_WITHOUT_VARIANT = {"test", "dev", "bench"}  # tools for developers, not features
-# What a variant carries when its pip requirement has no Spack package.
-SPACK_STAND_IN = {"pyslurm": "slurm"}
 
 
 # --------------------------------------------------------------------------- helpers
@@ -65,11 +73,9 @@ def _pyproject() -> Dict[str, Any]:
         return tomllib.load(f)
 
 
-def _spack_name(requirement: Requirement) -> Optional[str]:
+def _spack_name(requirement: Requirement) -> str:
     name = canonicalize_name(requirement.name)
-    if name in SPACK_NAME_FOR:
-        return SPACK_NAME_FOR[name]
-    return f"py-{name}"
+    return SPACK_NAME_FOR.get(name, f"py-{name}")
 
 
 def _lower_bound(specifiers: SpecifierSet) -> Optional[Version]:
@@ -107,7 +113,7 @@ class Recipe(NamedTuple):
     class_name: str
     bases: List[str]
     docstring: str
-    attributes: Set[str]
+    values: Dict[str, Any]  # class attributes with a literal value (homepage, pypi, git, ...)
     directives: List[Directive]
 
     def calls(self, name: str) -> List[Directive]:
@@ -121,10 +127,12 @@ def _parse_recipe(path: Path = PACKAGE_PY) -> Recipe:
     assert len(classes) == 1, f"{path} should define exactly one class"
     cls = classes[0]
     directives: List[Directive] = []
-    attributes: Set[str] = set()
+    values: Dict[str, Any] = {}
     for stmt in cls.body:
         if isinstance(stmt, ast.Assign):
-            attributes.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+            for target in stmt.targets:
+                if isinstance(target, ast.Name):
+                    values[target.id] = ast.literal_eval(stmt.value)
         if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
             continue
         call = stmt.value
@@ -139,7 +147,7 @@ def _parse_recipe(path: Path = PACKAGE_PY) -> Recipe:
             )
         directives.append(Directive(call.func.id, args, kwargs, call.lineno))
     bases = [b.id for b in cls.bases if isinstance(b, ast.Name)]
-    return Recipe(cls.name, bases, ast.get_docstring(cls) or "", attributes, directives)
+    return Recipe(cls.name, bases, ast.get_docstring(cls) or "", values, directives)
 
 
 def _depends(recipe: Recipe) -> List[Tuple[SpackSpec, Set[str], Optional[str], Directive]]:
@@ -160,6 +168,14 @@ def _find_dep(recipe: Recipe, name: str, when: Optional[str] = None):
 # --------------------------------------------------------------------------- spack
 
 
+def _load_release_tool() -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location("release_sdist", RELEASE_TOOL)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_spack_repository_layout():
     yaml = pytest.importorskip("yaml", reason="PyYAML is not installed")
     repo = yaml.safe_load(REPO_YAML.read_text(encoding="utf-8"))
@@ -172,18 +188,35 @@ def test_spack_repository_layout():
     assert PACKAGE_PY.parent.name == "py-" + canonicalize_name(_pyproject()["project"]["name"])
 
 
-def test_recipe_version_matches_pyproject():
+def test_recipe_sources_and_metadata_match_pyproject():
+    project = _pyproject()["project"]
     recipe = _parse_recipe()
-    versions = [str(d.args[0]) for d in recipe.calls("version")]
-    assert _pyproject()["project"]["version"] in versions, (
-        f"pyproject.toml's version is missing from package.py's versions {versions}"
-    )
-    assert recipe.attributes & {"git", "url", "pypi"}, "the recipe says where to fetch from"
-    assert "homepage" in recipe.attributes
-    for d in recipe.calls("version"):
-        assert set(d.kwargs) & {"sha256", "tag", "branch", "commit"}, (
-            f"package.py:{d.lineno}: version {d.args[0]} has no checksum, tag, branch or commit"
-        )
+    values = recipe.values
+    name = project["name"]
+    # Spack derives every release's URL from this one (files.pythonhosted.org/.../name-X.tar.gz).
+    assert re.fullmatch(rf"{name}/{name}-[0-9][^/]*\.tar\.gz", values["pypi"]), values["pypi"]
+    assert values["git"].startswith("https://") and values["git"].endswith(".git")
+    assert values["homepage"].startswith("https://")
+    urls = {k.lower(): v for k, v in project.get("urls", {}).items()}
+    if "repository" in urls:
+        assert values["git"].removesuffix(".git") == urls["repository"].removesuffix(".git")
+    if "homepage" in urls:
+        assert values["homepage"] == urls["homepage"]
+    license_text = project["license"]["text"] if isinstance(project["license"], dict) else ""
+    assert [d.args[0] for d in recipe.calls("license")] == [license_text or project["license"]]
+    assert recipe.calls("maintainers"), "maintainers(...) names who answers for the recipe"
+
+
+def test_recipe_versions_release_and_main():
+    recipe = _parse_recipe()
+    versions = {str(d.args[0]): d.kwargs for d in recipe.calls("version")}
+    release = _pyproject()["project"]["version"]
+    assert release in versions, f"pyproject.toml's version is missing from {sorted(versions)}"
+    assert versions.pop("main") == {"branch": "main"}, "main is a branch version of `git`"
+    for version, kwargs in versions.items():
+        # Releases come from the PyPI sdist, pinned by its sha256 (never a git tag).
+        assert set(kwargs) == {"sha256"}, f"version {version}: only sha256= ({kwargs})"
+        assert re.fullmatch(r"[0-9a-f]{64}", kwargs["sha256"]), f"version {version}: sha256"
 
 
 def test_recipe_python_floor_matches_requires_python():
@@ -203,7 +236,7 @@ def test_recipe_build_backend_matches_pyproject():
         assert "PythonPackage" in recipe.bases
     for text in build_system["requires"]:
         req = Requirement(text)
-        dep = _find_dep(recipe, _spack_name(req) or "")
+        dep = _find_dep(recipe, _spack_name(req))
         assert dep is not None, f"build requirement {text!r} has no depends_on in package.py"
         spec, dep_types, _when, _d = dep
         assert "build" in dep_types, f"{spec.name} must be a build dependency"
@@ -215,7 +248,6 @@ def test_recipe_runtime_dependencies_match_pyproject():
     for text in _pyproject()["project"]["dependencies"]:
         req = Requirement(text)
         name = _spack_name(req)
-        assert name, f"runtime dependency {text!r} must be packaged by Spack"
         dep = _find_dep(recipe, name)
         assert dep is not None, f"runtime dependency {text!r} has no depends_on({name!r})"
         spec, dep_types, _when, _d = dep
@@ -223,37 +255,32 @@ def test_recipe_runtime_dependencies_match_pyproject():
         assert spec.lower == _lower_bound(req.specifier), f"{name} floor vs {text!r}"
 
 
-def test_every_extra_is_a_variant():
+def test_every_extra_has_its_spack_form():
     recipe = _parse_recipe()
     variants = {d.args[0]: d for d in recipe.calls("variant")}
     extras = _pyproject()["project"]["optional-dependencies"]
+    unknown = set(extras) - set(EXTRA_UNDER_SPACK)
+    assert not unknown, f"say in EXTRA_UNDER_SPACK how Spack offers {sorted(unknown)}"
     for extra, requirements in extras.items():
-        if extra in EXTRAS_WITHOUT_VARIANT:
-            assert extra not in variants
+        form = EXTRA_UNDER_SPACK[extra]
+        if form != "variant":
+            assert extra not in variants, f"[{extra}] is {form!r}, not a variant"
+            if form in ("pip", "system"):
+                assert extra.lower() in recipe.docstring.lower(), f"the docstring explains {extra}"
             continue
         assert extra in variants, f"extra [{extra}] has no variant({extra!r}) in package.py"
         assert variants[extra].kwargs.get("default") is False, "extras are opt-in under pip too"
-        when = f"+{extra}"
         for text in requirements:
             req = Requirement(text)
             name = _spack_name(req)
-            if name is None:
-                stand_in = SPACK_STAND_IN[canonicalize_name(req.name)]
-                assert _find_dep(recipe, stand_in, when) is not None, (
-                    f"+{extra} should bring {stand_in} in place of {req.name}"
-                )
-                assert req.name in recipe.docstring and "not packaged" in recipe.docstring, (
-                    f"the docstring must say that {req.name} is not packaged, and why"
-                )
-                continue
-            dep = _find_dep(recipe, name, when)
-            assert dep is not None, f"[{extra}] {text!r}: no depends_on({name!r}, when={when!r})"
+            dep = _find_dep(recipe, name, f"+{extra}")
+            assert dep is not None, f"[{extra}] {text!r}: no depends_on({name!r}, when='+{extra}')"
             spec, dep_types, _when, _d = dep
-            assert "run" in dep_types
+            assert {"build", "run"} <= dep_types, f"{name}: build (the import check) and run"
             floor = _lower_bound(req.specifier)
             if floor is not None:
                 assert spec.lower == floor, f"{name} floor vs {text!r}"
-    stale = set(variants) - set(extras)
+    stale = set(variants) - {e for e, form in EXTRA_UNDER_SPACK.items() if form == "variant"}
     assert not stale, f"variants without a pyproject extra: {sorted(stale)}"
 
 
@@ -262,23 +289,22 @@ def test_recipe_has_no_dependency_pyproject_does_not_explain():
     explained = {"python"}
     explained.update(_spack_name(Requirement(t)) for t in data["build-system"]["requires"])
     explained.update(_spack_name(Requirement(t)) for t in data["project"]["dependencies"])
-    for reqs in data["project"]["optional-dependencies"].values():
-        for text in reqs:
-            req = Requirement(text)
-            explained.add(_spack_name(req) or SPACK_STAND_IN[canonicalize_name(req.name)])
+    for extra, reqs in data["project"]["optional-dependencies"].items():
+        if EXTRA_UNDER_SPACK.get(extra) == "variant":
+            explained.update(_spack_name(Requirement(t)) for t in reqs)
     for spec, _types, _when, d in _depends(_parse_recipe()):
         assert spec.name in explained, f"package.py:{d.lineno}: {spec.name} is not in pyproject"
 
 
 def test_recipe_runs_with_stub_directives(monkeypatch):
     """Execute package.py against a stand-in for ``spack.package``: it must only use the
-    directives this test knows, and its git source must be this checkout."""
+    directives this test knows."""
     recorded: List[Tuple[str, tuple, dict]] = []
 
     def directive(name):
         return lambda *a, **k: recorded.append((name, a, k))
 
-    names = ["version", "depends_on", "variant", "conflicts", "extends", "maintainers"]
+    names = ["version", "depends_on", "variant", "conflicts", "maintainers", "license"]
     stub = types.ModuleType("spack.package")
     stub.__dict__.update({n: directive(n) for n in names})
     stub.PythonPackage = type("PythonPackage", (), {})
@@ -291,12 +317,8 @@ def test_recipe_runs_with_stub_directives(monkeypatch):
     namespace: Dict[str, Any] = {"__file__": str(PACKAGE_PY), "__name__": "py_hpcbridge"}
     code = compile(PACKAGE_PY.read_text(encoding="utf-8"), str(PACKAGE_PY), "exec")
     exec(code, namespace)  # noqa: S102 - the project's own recipe
-    cls = namespace["PyHpcbridge"]
-    assert issubclass(cls, stub.PythonPackage)
-    assert recorded, "no directives ran"
-    source = getattr(cls, "git", None) or getattr(cls, "url", None) or ""
-    if source.startswith("file://"):
-        assert Path(source[len("file://") :]).resolve() == ROOT
+    assert issubclass(namespace["PyHpcbridge"], stub.PythonPackage)
+    assert {name for name, _a, _k in recorded} >= {"version", "depends_on", "license"}
 
 
 def test_spack_environment_names_repo_and_spec():
@@ -307,43 +329,37 @@ def test_spack_environment_names_repo_and_spec():
     assert any((SPACK_DIR / p).resolve() == SPACK_DIR.resolve() for p in paths), (
         f"spack.yaml's repos {paths} should name this folder (the hpcbridge repository)"
     )
-    specs = [_parse_spack_spec(s) for s in env["specs"]]
-    assert "py-hpcbridge" in [s.name for s in specs]
     root = next(s for s in env["specs"] if s.startswith("py-hpcbridge"))
     assert "+ssh" in root.replace(" ", "") and "+flux" in root.replace(" ", "")
-    assert env["concretizer"]["unify"] is True
     assert env["view"] is True
     for name, entry in (env.get("develop") or {}).items():
         assert name == "py-hpcbridge"
         assert ((SPACK_DIR / entry["path"]) / "pyproject.toml").is_file(), "develop path"
-        version = _parse_spack_spec(entry["spec"])
-        assert version.name == name
         declared = [str(d.args[0]) for d in _parse_recipe().calls("version")]
         dev_version = re.search(r"@=?([^\s+~]+)", entry["spec"])
         assert dev_version and dev_version.group(1) in declared
         assert f"@{dev_version.group(1)}" in root, "the root spec asks for the develop version"
 
 
-@pytest.mark.slow
-def test_spack_concretises_the_recipe(tmp_path):
-    spack = shutil.which("spack")
-    if spack is None:
-        pytest.skip("spack not installed")
-    env_dir = tmp_path / "env"
-    env_dir.mkdir()
-    (env_dir / "spack.yaml").write_text(
-        json.dumps({"spack": {"specs": [], "repos": [str(SPACK_DIR)]}}), encoding="utf-8"
-    )
-    for spec in ("py-hpcbridge", "py-hpcbridge@main +ssh +flux"):
-        result = subprocess.run(
-            [spack, "-e", str(env_dir), "spec", spec],
-            capture_output=True,
-            text=True,
-            timeout=1800,
-            check=False,
-        )
-        assert result.returncode == 0, f"spack spec {spec}:\n{result.stdout}\n{result.stderr}"
-        assert "py-hpcbridge@" in result.stdout
+def test_release_sha256_is_the_reproducible_sdist(tmp_path):
+    """The recipe pins the release by the sha256 of the sdist spack/release_sdist.py builds
+    (git archive of the release commit, python -m build, fixed archive metadata)."""
+    pytest.importorskip("build", reason="python -m build is not installed (pip install build)")
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout: the release commit cannot be exported")
+    tool = _load_release_tool()
+    release = _pyproject()["project"]["version"]
+    ref = tool.release_ref(release)
+    known = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{ref}^{{commit}}"])
+    assert known.returncode == 0, f"no tag v{release} and no UNTAGGED_RELEASES entry ({ref})"
+    [sdist] = tool.build_release(ref, tmp_path, wheel=False)
+    assert sdist.name == f"{_pyproject()['project']['name']}-{release}.tar.gz"
+    pinned = {str(d.args[0]): d.kwargs for d in _parse_recipe().calls("version")}[release]
+    assert tool.sha256_of(sdist) == pinned["sha256"], f"package.py's sha256 vs {ref}'s sdist"
+    if importlib.util.find_spec("twine") is not None:
+        check = [sys.executable, "-m", "twine", "check", "--strict", str(sdist)]
+        result = subprocess.run(check, capture_output=True, text=True, timeout=120, check=False)
+        assert result.returncode == 0, result.stdout + result.stderr
 
 
 # --------------------------------------------------------------------------- containers
