@@ -2,7 +2,8 @@
 
 ``parser`` holds the command line, ``submit``/``follow``/``records``/``probe``
 the commands, ``targets`` which adapter and records a command works on,
-``output`` how it prints and ``exits`` its exit codes.
+``lookup`` which ids name no job anywhere, ``refresh`` the live states
+``jobs`` and ``cost`` print, ``output`` how it prints and ``exits`` its exit codes.
 """
 
 from __future__ import annotations
