@@ -32,7 +32,7 @@ def not_found_error(
     because = f" ({'; '.join(said)})" if said else ""
     which = "job " + job_ids[0] if len(job_ids) == 1 else "jobs " + ", ".join(job_ids)
     return JobNotFoundError(
-        f"no {which}: no record here and the {scheduler} scheduler does not know it{because}; "
+        f"no {which}: no record here, and the {scheduler} scheduler gave no trace of it{because}; "
         "list the recorded jobs with 'hpcbridge jobs', or name the scheduler that ran it "
         "with --scheduler (Flux: --flux-uri)"
     )
