@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Dict, List, Mapping, Sequence
 
-from ..errors import JobNotFoundError
+from ..errors import JobNotFoundError, SchedulerAdapterError, SchedulerUnavailableError
 from ..model import JobState, JobStatus
+from ..schedulers.driver import SCHEDULER_UNREACHABLE
 from .targets import Target
 
 
@@ -25,12 +26,21 @@ def untraced(target: Target, statuses: Mapping[str, JobStatus]) -> List[str]:
 
 def not_found_error(
     target: Target, job_ids: Sequence[str], statuses: Mapping[str, JobStatus]
-) -> JobNotFoundError:
-    """One line: which ids, what the scheduler said, what to try next."""
+) -> SchedulerAdapterError:
+    """One line: which ids, what the scheduler said, what to try next.
+
+    When the scheduler could not be asked at all, that is the error (exit 7),
+    not "no such job" (exit 4): it may well know the job once it answers.
+    """
     scheduler = target.adapter.scheduler_name
     said = sorted({statuses[job_id].reason for job_id in job_ids if statuses[job_id].reason})
     because = f" ({'; '.join(said)})" if said else ""
     which = "job " + job_ids[0] if len(job_ids) == 1 else "jobs " + ", ".join(job_ids)
+    if all(statuses[job_id].extra.get(SCHEDULER_UNREACHABLE) for job_id in job_ids):
+        return SchedulerUnavailableError(
+            f"cannot tell about {which}: the {scheduler} scheduler could not be asked{because}; "
+            "check it with 'hpcbridge doctor' and try again"
+        )
     return JobNotFoundError(
         f"no {which}: no record here, and the {scheduler} scheduler gave no trace of it{because}; "
         "list the recorded jobs with 'hpcbridge jobs', or name the scheduler that ran it "
