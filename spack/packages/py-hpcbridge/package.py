@@ -1,6 +1,6 @@
-# Copyright Spack Project Developers. See COPYRIGHT file for details.
-#
-# SPDX-License-Identifier: (Apache-2.0 OR MIT)
+# hpcbridge's Spack recipe, written to spack-packages' conventions (a copy there takes its
+# copyright header). tests/unit/test_packaging_consistency.py keeps it in step with
+# pyproject.toml; docs/guides/spack-environment.md says which Spack releases it was tried on.
 
 from spack.package import *  # noqa: F403 (PythonPackage on Spack 0.x and 1.x alike)
 from spack.package import depends_on, license, maintainers, variant, version
