@@ -64,13 +64,20 @@ def _version_in_path(path: str) -> Tuple[Tuple[int, ...], str]:
 #: configuration; 0.26 takes it only as a module argument and refuses the key
 #: ("1 object item(s) left unpacked: noverify")
 CONFIG_NOVERIFY_SINCE = (0, 49)
+#: the first supported release with ``flux run``/``flux batch``; 0.26 has only
+#: the ``flux mini run``/``flux mini batch`` spellings
+TOP_LEVEL_RUN_SINCE = (0, 49)
+
+
+def release_of(flux: str) -> Tuple[int, ...]:
+    """The release of a ``flux`` command as numbers, ``()`` when unknown."""
+    match = re.match(r"(\d+(?:\.\d+)*)", flux_version(flux))
+    return tuple(int(part) for part in match.group(1).split(".")) if match else ()
 
 
 def config_accepts_noverify(flux: str) -> bool:
     """Whether ``[resource] noverify = true`` may be written for this release."""
-    match = re.match(r"(\d+(?:\.\d+)*)", flux_version(flux))
-    numbers = tuple(int(part) for part in match.group(1).split(".")) if match else ()
-    return numbers >= CONFIG_NOVERIFY_SINCE
+    return release_of(flux) >= CONFIG_NOVERIFY_SINCE
 
 
 def flux_version(flux: str) -> str:
@@ -97,11 +104,17 @@ class FluxInstance:
         self.start_queues = start_queues
         self._own_workdir = workdir is None  # removed again by stop()
         self.workdir = workdir or tempfile.mkdtemp(prefix="hpcb-flux-")
+        #: ``flux run``/``flux batch`` or, on 0.26, ``flux mini run``/``flux mini batch``
+        self.mini = release_of(flux) < TOP_LEVEL_RUN_SINCE
         self.uri: Optional[str] = None
         self.process: Optional[subprocess.Popen] = None
         self._sleep_pid: Optional[int] = None
 
     # -- commands ----------------------------------------------------------
+
+    def submit_words(self, command: str) -> List[str]:
+        """``["run"]`` or, on 0.26, ``["mini", "run"]`` (likewise for batch, submit)."""
+        return ["mini", command] if self.mini else [command]
 
     def _prefix(self) -> List[str]:
         return ["runuser", "-u", self.user, "--"] if self.user else []
@@ -186,7 +199,8 @@ class FluxInstance:
             time.sleep(0.05)
         with open(pid_file, encoding="utf-8") as handle:
             self._sleep_pid = int(handle.read().strip())
-        if self.config and "[queues" in self.config and self.start_queues:
+        # (0.26 has no named queues and no `flux queue start --all`.)
+        if self.config and "[queues" in self.config and self.start_queues and not self.mini:
             # Named queues start stopped (jobs would wait in SCHED forever,
             # `flux run true` included): start them first, once the
             # job-manager answers.
@@ -206,7 +220,9 @@ class FluxInstance:
         while time.monotonic() < deadline:
             try:
                 result = self.run(
-                    ["run", "true"], uri=uri, timeout=max(deadline - time.monotonic(), 1)
+                    [*self.submit_words("run"), "true"],
+                    uri=uri,
+                    timeout=max(deadline - time.monotonic(), 1),
                 )
             except subprocess.TimeoutExpired:
                 break
@@ -254,7 +270,8 @@ class FluxInstance:
 
     def batch_instance(self, time_limit: str = "120s") -> str:
         """A nested instance (``flux batch``) that idles; return its job id (F58)."""
-        out = self.check(["batch", "-n1", f"-t{time_limit}", "--wrap", "sleep", "inf"])
+        argv = [*self.submit_words("batch"), "-n1", f"-t{time_limit}", "--wrap", "sleep", "inf"]
+        out = self.check(argv)
         return out.strip().splitlines()[-1].strip()
 
     def local_uri(self, job_id: str, timeout: float = 60.0) -> str:

@@ -142,6 +142,8 @@ class CLIDriver:
 
     def _submit_bulk(self, requests: Sequence[SubmitRequest]) -> List[Tuple[bool, str]]:
         """One ``flux python`` process submits every request (pipelined inside)."""
+        if not self.policy.python_command:
+            return [self._try_one(request) for request in requests]
         argv = bulk_argv(self.flux, _helper_source())
         timeout = max(self.commands.command_timeout, 0.1 * len(requests))
         payload = json.dumps(bulk_input(requests))
@@ -157,6 +159,12 @@ class CLIDriver:
         raise submission_error(
             result.stderr + "\n" + result.stdout, argv=argv[:2], what="flux python (bulk submit)"
         )
+
+    def _try_one(self, request: SubmitRequest) -> Tuple[bool, str]:
+        try:
+            return True, self._submit_one(request)
+        except JobSubmissionError as exc:
+            return False, exc.scheduler_message or str(exc)
 
     # -- status ------------------------------------------------------------
 

@@ -42,7 +42,8 @@ def jobs_argv(flux: str, policy: FluxPolicy, job_ids: Sequence[str]) -> List[str
     ids = [decimal_job_id(job_id) for job_id in job_ids]
     if policy.jobs_json:
         return [flux, "jobs", "--json", *ids]
-    return [flux, "jobs", "--no-header", f"--format={JOBS_FORMAT}", *ids]
+    # 0.26 knows only the short spellings of --no-header and --format.
+    return [flux, "jobs", "-n", "-o", JOBS_FORMAT, *ids]
 
 
 def facts_from_json(job: Mapping[str, Any]) -> JobFacts:
@@ -92,7 +93,7 @@ def parse_jobs_json(stdout: str) -> List[JobFacts]:
 
 
 def parse_jobs_format(stdout: str) -> List[JobFacts]:
-    """``flux jobs --no-header --format=JOBS_FORMAT`` lines."""
+    """``flux jobs -n -o JOBS_FORMAT`` lines (no header, one job per line)."""
     jobs: List[JobFacts] = []
     count = len(JOBS_FORMAT_FIELDS)
     for line in stdout.splitlines():

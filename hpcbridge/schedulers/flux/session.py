@@ -165,7 +165,9 @@ def learn_facts(
     """The version policy for the broker's release and, where queues exist, its queues."""
     policy, reason = choose_policy(broker_version, options.adapter_version or None)
     queues = None
-    if policy.queues and broker_version is not None:
+    if not policy.queues:
+        queues = QueueInfo(source=f"Flux {policy.name} has only the anonymous queue")
+    elif broker_version is not None:
         try:
             queues = fetch_queues(policy)
         except OSError as exc:

@@ -42,6 +42,8 @@ class FluxPolicy:
     constraints: bool
     #: ``flux uri`` and ``flux.uri``
     uri_resolution: bool
+    #: ``flux python`` runs the bindings' interpreter whatever ``python`` is first on PATH
+    python_command: bool
 
     def __str__(self) -> str:
         return self.name
@@ -61,6 +63,10 @@ POLICY_0_26 = FluxPolicy(
     dependencies=False,
     constraints=False,
     uri_resolution=False,
+    # `flux python` execs its interpreter with argv[0] "python": another python
+    # first on PATH (a virtualenv, pyenv) lends it its library path and the
+    # bindings fail to import (No module named '_cffi_backend').
+    python_command=False,
 )
 
 POLICY_0_49 = FluxPolicy(
@@ -74,6 +80,7 @@ POLICY_0_49 = FluxPolicy(
     dependencies=True,
     constraints=True,
     uri_resolution=True,
+    python_command=True,
 )
 
 #: newest first
