@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import shlex
-import threading
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -29,6 +28,7 @@ from . import jobspec as jobspec_module
 from .planning import (
     FluxOptions,
     InstanceFacts,
+    Readiness,
     TimeLeft,
     log_path,
     plan_requests,
@@ -85,7 +85,7 @@ class CLIDriver:
         self.policy = facts.policy
         self.flux = commands.flux
         self.time_left = TimeLeft(commands.expiration)
-        self._ready = threading.Event()
+        self.readiness = Readiness(commands.wait_ready, options.ready_timeout)
 
     # -- submission --------------------------------------------------------
 
@@ -96,20 +96,12 @@ class CLIDriver:
 
     def submit_many(self, batch: SubmitBatch) -> List[Submitted]:
         requests = plan_requests(batch, self.facts, self.options, self.time_left)
-        self._ensure_ready()
+        self.readiness.ensure()
         if len(requests) == 1:
             job_id = self._submit_one(requests[0])
             return [Submitted(job_id, log_path(batch.output, job_id))]
         outcome = self._submit_bulk(requests)
         return submitted_or_raise(outcome, batch.output, "flux python (bulk submit)")
-
-    def _ensure_ready(self) -> None:
-        if not self._ready.is_set():
-            try:
-                self.commands.wait_ready(self.options.ready_timeout)
-            except OSError as exc:
-                log.debug("flux: readiness check failed: %s", exc)
-            self._ready.set()
 
     def _retrying(
         self,

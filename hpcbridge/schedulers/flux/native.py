@@ -29,6 +29,7 @@ from .native_wait import ResultWaiter
 from .planning import (
     FluxOptions,
     InstanceFacts,
+    Readiness,
     TimeLeft,
     plan_requests,
     submitted_or_raise,
@@ -170,7 +171,7 @@ class NativeDriver:
         self.commands = commands
         self.choice_reason = choice_reason
         self.time_left = TimeLeft(connection.expiration)
-        self._ready = threading.Event()
+        self.readiness = Readiness(connection.wait_ready, options.ready_timeout)
 
     # -- submission --------------------------------------------------------
 
@@ -182,17 +183,9 @@ class NativeDriver:
 
     def submit_many(self, batch: SubmitBatch) -> List[Submitted]:
         requests = plan_requests(batch, self.facts, self.options, self.time_left)
-        self._ensure_ready()
+        self.readiness.ensure()
         results = self._submit_until_ready(requests)
         return submitted_or_raise(results, batch.output, "flux.job.submit")
-
-    def _ensure_ready(self) -> None:
-        if not self._ready.is_set():
-            try:
-                self.connection.wait_ready(self.options.ready_timeout)
-            except OSError as exc:
-                log.debug("flux: readiness check failed: %s", exc)
-            self._ready.set()
 
     def _submit_until_ready(self, requests: Sequence[SubmitRequest]) -> List[Tuple[bool, str]]:
         deadline = time.monotonic() + self.options.ready_timeout

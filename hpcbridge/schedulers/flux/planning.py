@@ -84,6 +84,24 @@ class TimeLeft:
         return expiration - time.time()
 
 
+class Readiness:
+    """Waits once for a starting instance before the first submission (submits retry too)."""
+
+    def __init__(self, wait_ready: Callable[[float], None], timeout: float) -> None:
+        self._wait_ready = wait_ready
+        self._timeout = timeout
+        self._done = threading.Event()
+
+    def ensure(self) -> None:
+        if self._done.is_set():
+            return
+        try:
+            self._wait_ready(self._timeout)
+        except OSError as exc:
+            log.debug("flux: readiness check failed: %s", exc)
+        self._done.set()
+
+
 def plan_requests(
     batch: SubmitBatch,
     facts: InstanceFacts,
