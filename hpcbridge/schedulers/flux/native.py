@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ...errors import JobSubmissionError
+from ...errors import JobSubmissionError, SchedulerAdapterError
 from ...model import JobStatus
 from ..driver import Capabilities, SubmitBatch, Submitted, Waiter
 from . import jobspec as jobspec_module
@@ -265,10 +265,17 @@ class NativeDriver:
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         """Cancel all (pipelined); an already ended job is not an error."""
-        handle = self.connection.handle()
-        futures = [
-            (job_id, self.flux.job.cancel_async(handle, parse_job_id(job_id))) for job_id in job_ids
-        ]
+        try:
+            handle = self.connection.handle()
+            futures = [
+                (job_id, self.flux.job.cancel_async(handle, parse_job_id(job_id)))
+                for job_id in job_ids
+            ]
+        except OSError as exc:
+            self.connection.reset()
+            raise SchedulerAdapterError(
+                f"cannot reach the Flux instance {self.facts.label} to cancel: {error_text(exc)}"
+            ) from exc
         errors = []
         for job_id, future in futures:
             try:
