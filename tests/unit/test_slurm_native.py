@@ -4,8 +4,11 @@ the real thing only where pyslurm imports."""
 from __future__ import annotations
 
 import importlib.util
+import os
+import sys
 import types
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import pytest
@@ -14,16 +17,18 @@ from hpcbridge.errors import JobSubmissionError, SchedulerAdapterError, Schedule
 from hpcbridge.jobscript import PreparedJob
 from hpcbridge.model import JobState
 from hpcbridge.resources import Resources
-from hpcbridge.schedulers.driver import SubmitBatch, Submitted
-from hpcbridge.schedulers.slurm import native, submission
+from hpcbridge.schedulers.driver import SCHEDULER_UNREACHABLE, SubmitBatch, Submitted
+from hpcbridge.schedulers.slurm import native, pyslurm_jobs, pyslurm_loading, submission
 from hpcbridge.schedulers.slurm.cli import SlurmCliDriver
 from hpcbridge.transports.base import CommandResult
 from hpcbridge.transports.local import LocalExecutor
 
 
-def spec(depends_on=(), array=None, **resources: Any) -> submission.SubmitSpec:
+def spec(
+    depends_on=(), array=None, wrapper: str = "/j/.hpcbridge/t.sh", **resources: Any
+) -> submission.SubmitSpec:
     return submission.SubmitSpec(
-        wrapper_path="/j/.hpcbridge/t.sh",
+        wrapper_path=wrapper,
         workdir="/j",
         output="/j/slurm-%j.out",
         job_name="run.sh",
@@ -111,6 +116,8 @@ def test_status_from_running_job() -> None:
         ("CANCELLED", 0, 15, JobState.CANCELLED, 143),
         ("TIMEOUT", 0, 15, JobState.TIMEOUT, 143),
         ("OUT_OF_MEMORY", 0, 9, JobState.FAILED, 137),
+        # pyslurm folds an exit status of 128 or more: 143 comes back as 15, signal 0
+        ("FAILED", 15, 0, JobState.FAILED, 15),
         ("WHATEVER_NEW", 0, 0, JobState.UNKNOWN, None),
     ],
 )
@@ -151,6 +158,38 @@ def test_array_ids() -> None:
     assert "13" not in found and "99" not in found
 
 
+@pytest.mark.parametrize("waiting", [None, ""])
+def test_array_task_zero(waiting: Optional[str]) -> None:
+    # pyslurm gives task 0 as array_task_id=None (its parser reads 0 as "no value")
+    zero = fake_job(id=47, array_id=46, array_task_id=None, array_tasks_waiting=waiting)
+    assert native.job_ids_of(zero) == ["46_0"]
+    found = native.statuses_from_jobs([zero], ["46_0", "47", "46"])
+    assert found["46_0"].state is JobState.RUNNING and found["47"].job_id == "47"
+    assert "46" not in found
+    # the database record of task 0 of a finished array, the array's own id
+    done = fake_job(id=46, array_id=46, array_task_id=None, state="COMPLETED", end_time=1)
+    assert native.statuses_from_jobs([done], ["46_0"])["46_0"].state is JobState.COMPLETED
+
+
+def test_folded_exit_code_is_marked_and_unfolded() -> None:
+    folded = native.status_from_job(fake_job(state="FAILED", exit_code=2, end_time=1))
+    assert folded.extra.get(pyslurm_jobs.EXIT_CODE_FOLDED) and folded.exit_code == 2
+    assert pyslurm_jobs.unfold_exit_code(folded, 130).exit_code == 130
+    assert not pyslurm_jobs.unfold_exit_code(folded, 130).extra.get(pyslurm_jobs.EXIT_CODE_FOLDED)
+    assert pyslurm_jobs.unfold_exit_code(folded, 2).exit_code == 2
+    assert pyslurm_jobs.unfold_exit_code(folded, 7).exit_code == 2  # not this job's record
+    assert pyslurm_jobs.unfold_exit_code(folded, None).exit_code == 2
+    # exit 128 comes back as 0 with FAILED; a COMPLETED 0 and a signal are certain
+    assert native.status_from_job(fake_job(state="FAILED", end_time=1)).extra.get(
+        pyslurm_jobs.EXIT_CODE_FOLDED
+    )
+    for certain in (
+        fake_job(state="COMPLETED", end_time=1),
+        fake_job(state="CANCELLED", exit_code=0, exit_code_signal=15, end_time=1),
+    ):
+        assert not native.status_from_job(certain).extra.get(pyslurm_jobs.EXIT_CODE_FOLDED)
+
+
 def test_iter_jobs_over_collections() -> None:
     one, two = fake_job(id=1), fake_job(id=2)
     assert list(native.iter_jobs({1: one, 2: two})) == [one, two]
@@ -177,14 +216,15 @@ def test_versions_match(pyslurm: Optional[str], slurm: Optional[str], match: boo
 
 
 class VersionExecutor(LocalExecutor):
-    def __init__(self, version: str = "slurm-wlm 22.05.8\n") -> None:
+    def __init__(self, version: str = "slurm-wlm 22.05.8\n", code: int = 0) -> None:
         super().__init__()
         self.version = version
+        self.code = code
         self.calls: List[List[str]] = []
 
     def run(self, argv, timeout=None, env=None, cwd=None, input=None, idempotent=True):
         self.calls.append(list(argv))
-        return CommandResult(list(argv), 0, self.version, "")
+        return CommandResult(list(argv), self.code, self.version, "")
 
 
 class RPCError(Exception):
@@ -195,7 +235,7 @@ def fake_pyslurm(
     version: str = "22.5.0",
     jobs: Any = None,
     history: Any = None,
-    submit_error: Optional[str] = None,
+    submit_error: Optional[BaseException] = None,
 ) -> types.SimpleNamespace:
     submitted: List[Dict[str, Any]] = []
     cancelled: List[int] = []
@@ -206,7 +246,7 @@ def fake_pyslurm(
 
         def submit(self) -> int:
             if submit_error:
-                raise RPCError(submit_error)
+                raise submit_error
             submitted.append(self.kwargs)
             return 4242
 
@@ -219,6 +259,8 @@ def fake_pyslurm(
 
         @staticmethod
         def load(job_id: int) -> Any:
+            if job_id == 404:
+                raise RPCError("Invalid job id specified")
             return fake_job(id=job_id)
 
     class Jobs:
@@ -251,6 +293,12 @@ def fake_pyslurm(
     )
 
 
+@pytest.fixture
+def loadable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SLURM_CONF check passes (a fake pyslurm reads no configuration)."""
+    monkeypatch.setattr(native, "ensure_loadable", lambda wanted: None)
+
+
 def test_choose_cli_when_asked() -> None:
     executor = VersionExecutor()
     driver, choice = native.choose_slurm_driver("cli", executor, SlurmCliDriver(executor))
@@ -268,7 +316,7 @@ def test_choose_cli_over_ssh() -> None:
     assert driver is cli and choice.name == "cli" and "ssh" in choice.reason
 
 
-def test_choose_cli_without_pyslurm(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_choose_cli_without_pyslurm(monkeypatch: pytest.MonkeyPatch, loadable: None) -> None:
     def missing() -> Any:
         raise ImportError("No module named 'pyslurm'")
 
@@ -278,7 +326,7 @@ def test_choose_cli_without_pyslurm(monkeypatch: pytest.MonkeyPatch) -> None:
     assert choice.name == "cli" and "not importable" in choice.reason
 
 
-def test_choose_native_when_versions_match(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_choose_native_when_versions_match(monkeypatch: pytest.MonkeyPatch, loadable: None) -> None:
     monkeypatch.setattr(native, "import_pyslurm", lambda: fake_pyslurm("22.5.0"))
     executor = VersionExecutor()
     driver, choice = native.choose_slurm_driver("auto", executor, SlurmCliDriver(executor))
@@ -286,61 +334,196 @@ def test_choose_native_when_versions_match(monkeypatch: pytest.MonkeyPatch) -> N
     assert choice.reason == "pyslurm 22.5.0 matches Slurm 22.05.8"
 
 
-def test_choose_cli_on_version_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_choose_cli_on_version_mismatch(monkeypatch: pytest.MonkeyPatch, loadable: None) -> None:
     monkeypatch.setattr(native, "import_pyslurm", lambda: fake_pyslurm("25.11.0"))
     executor = VersionExecutor()
     _, choice = native.choose_slurm_driver("auto", executor, SlurmCliDriver(executor))
     assert choice.name == "cli" and "does not match" in choice.reason
 
 
-def test_native_asked_for_but_mismatched_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_native_asked_for_but_mismatched_raises(
+    monkeypatch: pytest.MonkeyPatch, loadable: None
+) -> None:
     monkeypatch.setattr(native, "import_pyslurm", lambda: fake_pyslurm("25.11.0"))
     executor = VersionExecutor()
     with pytest.raises(SchedulerUnavailableError, match="does not match Slurm 22.05.8"):
         native.choose_slurm_driver("native", executor, SlurmCliDriver(executor))
 
 
+# -- the SLURM_CONF pyslurm will read, checked before the import ---------------------
+
+
+def test_conf_problem_rules() -> None:
+    fresh = (False, None)
+    assert pyslurm_loading.conf_problem("/a.conf", "/a.conf", fresh) is None
+    assert pyslurm_loading.conf_problem(None, None, fresh) is None
+    mismatch = pyslurm_loading.conf_problem("/right.conf", "/wrong.conf", fresh)
+    assert mismatch and "/wrong.conf" in mismatch and "/right.conf" in mismatch
+    unset = pyslurm_loading.conf_problem("/right.conf", None, fresh)
+    assert unset and "unset" in unset and "\n" not in unset
+    assert pyslurm_loading.conf_problem("/a.conf", "/b.conf", (True, "/a.conf")) is None
+    other = pyslurm_loading.conf_problem("/b.conf", "/b.conf", (True, "/a.conf"))
+    assert other and "loaded for SLURM_CONF=/a.conf" in other
+    assert pyslurm_loading.wanted_slurm_conf({"SLURM_CONF": "/s"}, {"SLURM_CONF": "/p"}) == "/s"
+    assert pyslurm_loading.wanted_slurm_conf({}, {"SLURM_CONF": "/p"}) == "/p"
+    assert pyslurm_loading.wanted_slurm_conf({}, {}) is None
+
+
+@pytest.fixture
+def pyslurm_findable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyslurm looks installed and not yet imported; no probe result cached."""
+    monkeypatch.delitem(sys.modules, "pyslurm", raising=False)
+    spec_of = importlib.util.find_spec
+    monkeypatch.setattr(
+        pyslurm_loading.importlib.util,
+        "find_spec",
+        lambda name, *rest: object() if name == "pyslurm" else spec_of(name, *rest),
+    )
+    monkeypatch.setattr(pyslurm_loading, "_probed", {})
+
+
+def test_wrong_process_conf_refuses_native_before_the_import(
+    monkeypatch: pytest.MonkeyPatch, pyslurm_findable: None, tmp_path
+) -> None:
+    imported: List[str] = []
+    monkeypatch.setattr(native, "import_pyslurm", lambda: imported.append("!"))
+    right, wrong = tmp_path / "right.conf", tmp_path / "wrong.conf"
+    right.write_text("ClusterName=right\n")
+    monkeypatch.setenv("SLURM_CONF", str(wrong))
+    executor = VersionExecutor("slurm 25.11.7\n")
+    cli = SlurmCliDriver(executor, env={"SLURM_CONF": str(right)})
+    with pytest.raises(SchedulerUnavailableError, match="process's SLURM_CONF") as caught:
+        native.choose_slurm_driver("native", executor, cli, {"SLURM_CONF": str(right)})
+    assert "\n" not in str(caught.value) and imported == []
+    _, choice = native.choose_slurm_driver("auto", executor, cli, {"SLURM_CONF": str(right)})
+    assert choice.name == "cli" and str(right) in choice.reason and imported == []
+
+
+def test_unreadable_conf_refuses_native_before_the_import(
+    monkeypatch: pytest.MonkeyPatch, pyslurm_findable: None, tmp_path
+) -> None:
+    missing = str(tmp_path / "nope.conf")
+    monkeypatch.setenv("SLURM_CONF", missing)
+    with pytest.raises(SchedulerUnavailableError, match="not a readable file"):
+        pyslurm_loading.ensure_loadable(missing)
+
+
+def fake_python(tmp_path, body: str) -> str:
+    path = tmp_path / "python"
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_no_conf_anywhere_probes_the_import_in_a_child(
+    monkeypatch: pytest.MonkeyPatch, pyslurm_findable: None, tmp_path
+) -> None:
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    fatal = "python: fatal: Unable to process configuration file"
+    monkeypatch.setattr(sys, "executable", fake_python(tmp_path, f"echo '{fatal}' >&2; exit 1"))
+    with pytest.raises(SchedulerUnavailableError, match="import pyslurm fails here: python: fatal"):
+        pyslurm_loading.ensure_loadable(None)
+    monkeypatch.setattr(pyslurm_loading, "_probed", {})
+    monkeypatch.setattr(pyslurm_loading, "PROBE_TIMEOUT", 0.5)
+    monkeypatch.setattr(sys, "executable", fake_python(tmp_path, "exec sleep 5"))
+    with pytest.raises(SchedulerUnavailableError, match="did not finish"):
+        pyslurm_loading.ensure_loadable(None)
+    monkeypatch.setattr(pyslurm_loading, "_probed", {})
+    monkeypatch.setattr(sys, "executable", fake_python(tmp_path, "exit 0"))
+    pyslurm_loading.ensure_loadable(None)
+
+
+def test_not_installed_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "pyslurm", raising=False)
+    monkeypatch.setattr(pyslurm_loading.importlib.util, "find_spec", lambda name, *rest: None)
+    with pytest.raises(SchedulerUnavailableError, match="not importable"):
+        pyslurm_loading.ensure_loadable("/any.conf")
+
+
 # -- the driver with a fake pyslurm ---------------------------------------------------------
 
 
-def driver_with(module: Any) -> native.SlurmNativeDriver:
-    return native.SlurmNativeDriver(SlurmCliDriver(VersionExecutor()), module)
+def driver_with(module: Any, executor: Optional[LocalExecutor] = None) -> native.SlurmNativeDriver:
+    return native.SlurmNativeDriver(SlurmCliDriver(executor or VersionExecutor()), module)
 
 
-def batch(count: int) -> SubmitBatch:
-    job = PreparedJob("t", "/j", "/j/.hpcbridge/t.sh", "/j/.hpcbridge/t.exit", ["/j/a.sh"], "w")
-    return SubmitBatch(job, count, Resources(), (), "/j/slurm-%j.out")
+def staged(tmp_path) -> PreparedJob:
+    folder = tmp_path / ".hpcbridge"
+    folder.mkdir(exist_ok=True)
+    wrapper = folder / "t.sh"
+    wrapper.write_text("#!/bin/sh\nexit 0\n")
+    exit_file = str(folder / "t.exit")
+    return PreparedJob("t", str(tmp_path), str(wrapper), exit_file, ["a.sh"], "w")
 
 
-def test_native_submit_and_refusal() -> None:
+def batch(job: PreparedJob, count: int, resources: Optional[Resources] = None) -> SubmitBatch:
+    return SubmitBatch(job, count, resources or Resources(), (), f"{job.remote_dir}/slurm-%j.out")
+
+
+def test_native_submit_and_refusal(tmp_path) -> None:
     module = fake_pyslurm()
-    assert driver_with(module).submit(spec(partition="debug")) == "4242"
+    wrapper = staged(tmp_path).wrapper_path
+    assert driver_with(module).submit(spec(wrapper=wrapper, partition="debug")) == "4242"
     assert module.submitted[0]["partitions"] == "debug"
+    assert module.submitted[0]["script"] == "#!/bin/sh\nexit 0\n"  # the text, never the path
+    refusing = fake_pyslurm(submit_error=RPCError("Invalid partition name specified"))
     with pytest.raises(JobSubmissionError, match="Invalid partition name specified") as caught:
-        driver_with(fake_pyslurm(submit_error="Invalid partition name specified")).submit(spec())
+        driver_with(refusing).submit(spec(wrapper=wrapper))
     assert caught.value.scheduler_message == "Invalid partition name specified"
-    assert "JobSubmitDescription(" in driver_with(module).describe(batch(1))
-    assert "array='0-2'" in driver_with(module).describe(batch(3))
+    assert "JobSubmitDescription(" in driver_with(module).describe(batch(staged(tmp_path), 1))
+    assert "array='0-2'" in driver_with(module).describe(batch(staged(tmp_path), 3))
 
 
-def test_native_submit_many_array_and_refused_array() -> None:
+@pytest.mark.parametrize(
+    "error",
+    [
+        ValueError("Batch script contains no #! line"),
+        TypeError("an integer is required"),
+        RuntimeError("something else in pyslurm"),
+    ],
+)
+def test_every_pyslurm_error_is_a_submission_error(tmp_path, error: Exception) -> None:
+    driver = driver_with(fake_pyslurm(submit_error=error))
+    with pytest.raises(JobSubmissionError) as caught:
+        driver.submit(spec(wrapper=staged(tmp_path).wrapper_path))
+    assert str(error) in str(caught.value) and caught.value.scheduler_message == str(error)
+
+
+def test_missing_wrapper_is_a_submission_error(tmp_path) -> None:
+    with pytest.raises(JobSubmissionError, match="cannot read the wrapper"):
+        driver_with(fake_pyslurm()).submit(spec(wrapper=str(tmp_path / "gone.sh")))
+
+
+def test_native_submit_many_array_and_environment(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HPCBRIDGE_TASK_INDEX", "1")  # inherited from an enclosing job
     module = fake_pyslurm()
-    found = driver_with(module).submit_many(batch(2))
-    assert found == [Submitted(f"4242_{i}", f"/j/slurm-4242_{i}.out", i) for i in range(2)]
-    assert module.submitted[0]["array"] == "0-1"
-    assert module.submitted[0]["standard_output"] == "/j/slurm-%A_%a.out"
+    executor = VersionExecutor()
+    executor.env = {"SLURM_CONF": "/settings.conf"}
+    job = staged(tmp_path)
+    found = driver_with(module, executor).submit_many(batch(job, 2))
+    assert found == [Submitted(f"4242_{i}", f"{tmp_path}/slurm-4242_{i}.out", i) for i in range(2)]
+    kwargs = module.submitted[0]
+    assert kwargs["array"] == "0-1"
+    assert kwargs["standard_output"] == f"{tmp_path}/slurm-%A_%a.out"
+    assert kwargs["environment"]["HPCBRIDGE_TASK_INDEX"] == ""
+    assert kwargs["environment"]["SLURM_CONF"] == "/settings.conf"
+    assert kwargs["environment"]["PATH"] == os.environ["PATH"]
+    driver_with(module).submit_many(batch(job, 1))
+    assert module.submitted[1]["environment"]["HPCBRIDGE_TASK_INDEX"] == "1"
 
 
-def test_native_refused_array_goes_in_task_by_task_through_sbatch() -> None:
+def test_native_refused_array_goes_in_task_by_task_through_sbatch(tmp_path) -> None:
     class Sbatch(VersionExecutor):
         def run(self, argv, timeout=None, env=None, cwd=None, input=None, idempotent=True):
             self.calls.append(list(argv))
             return CommandResult(list(argv), 0, f"{len(self.calls) + 50}\n", "")
 
     executor = Sbatch()
-    refusing = fake_pyslurm(submit_error="Invalid job array specification")
+    refusing = fake_pyslurm(submit_error=RPCError("Invalid job array specification"))
     driver = native.SlurmNativeDriver(SlurmCliDriver(executor), refusing)
-    assert [item.job_id for item in driver.submit_many(batch(2))] == ["51", "52"]
+    assert [item.job_id for item in driver.submit_many(batch(staged(tmp_path), 2))] == ["51", "52"]
     assert [argv[-2] for argv in executor.calls] == [
         "--export=ALL,HPCBRIDGE_TASK_INDEX=0",
         "--export=ALL,HPCBRIDGE_TASK_INDEX=1",
@@ -359,36 +542,60 @@ def test_native_query_live_then_history() -> None:
 
 def test_native_query_controller_down_and_no_accounting() -> None:
     down = driver_with(fake_pyslurm(jobs=RPCError("Unable to contact slurm controller")))
-    assert down.query(["5"])["5"].state is JobState.UNKNOWN
+    answer = down.query(["5"])["5"]
+    assert answer.state is JobState.UNKNOWN and answer.extra.get(SCHEDULER_UNREACHABLE)
     no_db = driver_with(fake_pyslurm(jobs={}, history=RPCError("no slurmdbd")))
     assert no_db.query(["5"])["5"].state is JobState.UNKNOWN
 
 
-def test_native_cancel_plain_ids_natively_array_tasks_via_scancel() -> None:
+def test_folded_exit_code_from_the_exit_file_of_a_submitted_job(tmp_path) -> None:
+    job = staged(tmp_path)
+    folded = fake_job(id=4242, state="FAILED", exit_code=15, end_time=1)
+    module = fake_pyslurm(jobs={4242: folded})
+    driver = driver_with(module)
+    driver.submit_many(batch(job, 1))
+    Path(job.exit_file).write_text("143\n")
+    assert driver.query(["4242"])["4242"].exit_code == 143
+
+
+def test_folded_exit_code_from_the_cli_for_a_job_submitted_elsewhere() -> None:
+    sacct = "77|77|FAILED|137:0|Unknown|Unknown|None\n"  # sacct -X -P --noheader
+
+    class Commands(VersionExecutor):
+        def run(self, argv, timeout=None, env=None, cwd=None, input=None, idempotent=True):
+            self.calls.append(list(argv))
+            if argv[0] == "sacct":
+                return CommandResult(list(argv), 0, sacct, "")
+            return CommandResult(list(argv), 0, "", "")
+
+    executor = Commands()
+    module = fake_pyslurm(jobs={77: fake_job(id=77, state="FAILED", exit_code=9, end_time=1)})
+    found = driver_with(module, executor).query(["77"])["77"]
+    assert [call[0] for call in executor.calls] == ["squeue", "sacct"]
+    assert found.exit_code == 137 and found.state is JobState.FAILED
+
+
+def test_native_cancel_goes_through_scancel() -> None:
+    # pyslurm's Job(id).cancel() answers None for running, finished and unknown ids
     module = fake_pyslurm()
     driver = driver_with(module)
     driver.cancel(["5", "9_2"])
-    assert module.cancelled == [5]
-    assert driver.cli.executor.calls[-1] == ["scancel", "9_2"]  # type: ignore[attr-defined]
+    assert module.cancelled == []
+    assert driver.cli.executor.calls[-1] == ["scancel", "5", "9_2"]  # type: ignore[attr-defined]
 
 
 def test_native_cancel_failure() -> None:
-    module = fake_pyslurm()
-
-    class Failing:
-        def __init__(self, job_id: int) -> None:
-            pass
-
-        def cancel(self) -> None:
-            raise RPCError("Access/permission denied")
-
-    module.Job = Failing
+    refused = VersionExecutor(
+        "scancel: error: Kill job error on job id 5: Access/permission denied", 1
+    )
     with pytest.raises(SchedulerAdapterError, match="permission"):
-        driver_with(module).cancel(["5"])
+        driver_with(fake_pyslurm(), refused).cancel(["5"])
 
 
 def test_native_output_path() -> None:
-    assert driver_with(fake_pyslurm()).find_output("5") == "/j/slurm-5.out"
+    driver = driver_with(fake_pyslurm())
+    assert driver.find_output("5") == "/j/slurm-5.out"
+    assert driver.find_output("404") is None
 
 
 # -- the real pyslurm --------------------------------------------------------------------

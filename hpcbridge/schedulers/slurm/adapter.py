@@ -56,7 +56,10 @@ class RealSlurmAdapter(SchedulerAdapter):
         requested = check_driver_choice("slurm", driver) if driver else self.settings.slurm_driver
         self.command_env = dict(command_env or {})
         cli = SlurmCliDriver(self.executor, self.command_timeout, command_env, max_array_size)
-        self._slurm_driver, self.driver_choice = choose_slurm_driver(requested, self.executor, cli)
+        conf_env = {**self.settings.command_env, **self.command_env}
+        self._slurm_driver, self.driver_choice = choose_slurm_driver(
+            requested, self.executor, cli, conf_env
+        )
 
     @property
     def driver(self) -> SchedulerDriver:

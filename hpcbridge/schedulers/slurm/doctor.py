@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+import importlib.util
+from typing import List, Optional
 
 from ...config import Settings
 from ...doctor import Check
@@ -12,7 +13,7 @@ from ...transports.local import LocalExecutor
 from .cli import SlurmCliDriver
 from .control import max_array_size
 from .messages import scheduler_message
-from .native import PYSLURM_SKIP_REASON, choose_slurm_driver, import_pyslurm
+from .native import PYSLURM_SKIP_REASON, choose_slurm_driver
 
 
 def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
@@ -39,7 +40,7 @@ def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
     found.append(_controller(executor))
     cli = SlurmCliDriver(executor, min(settings.command_timeout, 30.0))
     found.append(_accounting(cli))
-    found.extend(_driver(executor, cli))
+    found.extend(_driver(executor, cli, settings))
     return found
 
 
@@ -72,14 +73,14 @@ def _accounting(cli: SlurmCliDriver) -> Check:
     return Check("slurm accounting", True, f"on ({storage}): sacct has job history; {limits}")
 
 
-def _driver(executor: Executor, cli: SlurmCliDriver) -> List[Check]:
-    found: List[Check] = []
-    pyslurm: Any = None
-    try:
-        pyslurm = import_pyslurm()
-        found.append(Check("pyslurm", True, f"version {getattr(pyslurm, '__version__', '?')}"))
-    except Exception as exc:
-        found.append(Check("pyslurm", False, f"{PYSLURM_SKIP_REASON}: {exc}"))
-    _, choice = choose_slurm_driver("auto", executor, cli)
+def _driver(executor: Executor, cli: SlurmCliDriver, settings: Settings) -> List[Check]:
+    """pyslurm is imported only through the driver choice, which checks first that
+    the import cannot end the process (a bad SLURM_CONF) or load another cluster."""
+    _, choice = choose_slurm_driver("auto", executor, cli, settings.command_env)
+    if importlib.util.find_spec("pyslurm") is None:
+        pyslurm = Check("pyslurm", False, PYSLURM_SKIP_REASON)
+    else:
+        pyslurm = Check("pyslurm", choice.name == "native", choice.reason)
+    found = [pyslurm]
     found.append(Check("slurm driver", True, f"{choice.name} ({choice.reason})"))
     return found

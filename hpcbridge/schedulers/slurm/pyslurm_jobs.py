@@ -1,0 +1,165 @@
+"""pyslurm's objects in hpcbridge's terms: pure, no I/O, no pyslurm import.
+
+A submission -> ``JobSubmitDescription`` keyword arguments; a ``pyslurm.Job``
+or ``pyslurm.db.Job`` -> the ids it answers to and its ``JobStatus``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
+
+from ...durations import format_slurm_time
+from ...model import JobStatus
+from .ids import expand_array_spec
+from .states import map_state
+from .submission import SubmitSpec, dependency_text
+
+#: ``JobStatus.extra`` key: pyslurm's exit code may be 128 below the real one
+EXIT_CODE_FOLDED = "exit_code_folded"
+
+
+def submit_description_kwargs(spec: SubmitSpec) -> Dict[str, Any]:
+    """``pyslurm.JobSubmitDescription`` keyword arguments for one submission.
+
+    The same request as ``submission.sbatch_argv``, in pyslurm's names
+    (``partitions`` is plural; ``--mem`` is ``memory_per_node``).
+    """
+    resources = spec.resources
+    kwargs: Dict[str, Any] = {
+        "script": spec.wrapper_path,
+        "working_directory": spec.workdir,
+        "standard_output": spec.output,
+        "name": spec.job_name,
+    }
+    optional = {
+        "partitions": resources.partition,
+        "qos": resources.qos,
+        "account": resources.account,
+        "constraints": resources.constraint,
+        "time_limit": format_slurm_time(resources.time) if resources.time is not None else None,
+        "nodes": resources.nodes,
+        "ntasks": resources.ntasks,
+        "cpus_per_task": resources.cpus_per_task,
+        "memory_per_node": resources.mem,
+        "gpus": resources.gpus or None,  # omitted when 0, as with sbatch
+        "array": spec.array,
+    }
+    kwargs.update({key: value for key, value in optional.items() if value is not None})
+    dependency = dependency_text(spec.depends_on)
+    if dependency:
+        kwargs["dependencies"] = dependency
+        kwargs["kill_on_invalid_dependency"] = True  # see submission.sbatch_argv
+    return kwargs
+
+
+def timestamp(value: Any) -> Optional[datetime]:
+    """pyslurm gives unix timestamps (int) or None; 0 means unset."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.astimezone()
+    try:
+        seconds = int(value)
+    except (TypeError, ValueError):
+        return None
+    if seconds <= 0:
+        return None
+    return datetime.fromtimestamp(seconds).astimezone()
+
+
+def job_ids_of(job: Any) -> List[str]:
+    """The ids a pyslurm job (live or database) answers to.
+
+    An array task is ``ARRAY_TASK``; the pending rest of an array is one
+    record with ``array_tasks_waiting`` (``"3-6"``), expanded to every task.
+    """
+    raw = str(getattr(job, "id", "") or "")
+    array_id = getattr(job, "array_id", None)
+    task_id = getattr(job, "array_task_id", None)
+    waiting = getattr(job, "array_tasks_waiting", None)
+    if array_id and task_id is not None:
+        return [f"{array_id}_{task_id}"]
+    if array_id and waiting:
+        return [f"{array_id}_{index}" for index in expand_array_spec(str(waiting))]
+    if array_id:
+        # pyslurm reads an array_task_id of 0 as "no value": a record of an
+        # array that is neither a numbered task nor the waiting rest is task 0.
+        return [f"{array_id}_0"]
+    return [raw] if raw else []
+
+
+def exit_code_of(job: Any) -> Optional[int]:
+    """The exit code as the CLI driver gives it, as far as pyslurm tells.
+
+    pyslurm reports a signal as ``exit_code_signal`` (shown as 128+N), but
+    folds an exit status of 128 or more down by 128 with signal 0 (143 -> 15):
+    such a code is marked ``EXIT_CODE_FOLDED`` by ``status_from_job``.
+    """
+    signal = getattr(job, "exit_code_signal", None) or 0
+    code = getattr(job, "exit_code", None)
+    if signal:
+        return 128 + int(signal)
+    return int(code) if code is not None else None
+
+
+def status_from_job(job: Any, job_id: Optional[str] = None) -> JobStatus:
+    """A ``JobStatus`` from a ``pyslurm.Job`` or ``pyslurm.db.Job``."""
+    native = str(getattr(job, "state", "") or "")
+    state = map_state(native)
+    exit_code = exit_code_of(job) if state.is_terminal else None
+    # exit 128 comes back as 0: only a plain COMPLETED 0 is certain
+    folded = (
+        exit_code is not None
+        and not getattr(job, "exit_code_signal", None)
+        and not (exit_code == 0 and native.startswith("COMPLETED"))
+    )
+    reason = str(getattr(job, "state_reason", "") or "")
+    ids = job_ids_of(job)
+    extra: Dict[str, Any] = {"raw_id": str(getattr(job, "id", ""))}
+    if folded:
+        extra[EXIT_CODE_FOLDED] = True
+    return JobStatus(
+        job_id=job_id or (ids[0] if ids else str(getattr(job, "id", ""))),
+        state=state,
+        exit_code=exit_code,
+        start_time=timestamp(getattr(job, "start_time", None)) if state.rank >= 1 else None,
+        end_time=timestamp(getattr(job, "end_time", None)) if state.is_terminal else None,
+        native_state=native,
+        reason="" if reason in ("None", "(null)") else reason,
+        extra=extra,
+    )
+
+
+def unfold_exit_code(status: JobStatus, recorded: Optional[int]) -> JobStatus:
+    """The folded code replaced by the wrapper's own record, where the two agree."""
+    if recorded is None or status.exit_code is None or recorded % 128 != status.exit_code:
+        return status
+    extra = {key: value for key, value in status.extra.items() if key != EXIT_CODE_FOLDED}
+    return status.with_(exit_code=recorded, extra=extra)
+
+
+def iter_jobs(collection: Any) -> Iterator[Any]:
+    """Jobs of a pyslurm collection: a dict, a multi-cluster map or a list."""
+    values = getattr(collection, "values", None)
+    items: Iterable[Any] = values() if callable(values) else collection
+    for item in items:
+        if isinstance(item, dict):  # {cluster: {id: job}}
+            yield from iter_jobs(item)
+        else:
+            yield item
+
+
+def statuses_from_jobs(jobs: Iterable[Any], wanted: Sequence[str]) -> Dict[str, JobStatus]:
+    wanted_set = set(wanted)
+    found: Dict[str, JobStatus] = {}
+    for job in jobs:
+        ids = job_ids_of(job)
+        raw = str(getattr(job, "id", "") or "")
+        array_id = str(getattr(job, "array_id", "") or "")
+        if raw and raw not in ids and array_id and raw != array_id:
+            ids.append(raw)  # a running array task also answers to its own id
+        for job_id in ids:
+            if job_id in wanted_set:
+                found[job_id] = status_from_job(job, job_id)
+    return found
