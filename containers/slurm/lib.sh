@@ -5,7 +5,26 @@
 
 HPCB_SLURM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
-STATE=${HPCBRIDGE_SLURM_STATE:-/tmp/hpcbridge-slurm}
+# A Slurm built from source under a prefix (e.g. /opt/slurm-25.11) runs as a second
+# cluster beside Debian's: its commands first on PATH, its own state, ports, cluster
+# name and accounting database (all still overridable below).
+PREFIX=${HPCBRIDGE_SLURM_PREFIX:-}
+PREFIX=${PREFIX%/}
+if [ -n "$PREFIX" ]; then
+    PREFIX_TAG=$(basename "$PREFIX" | tr -cd '0-9') # slurm-25.11 -> 2511
+    export PATH="$PREFIX/bin:$PREFIX/sbin:$PATH"
+    DEFAULT_STATE=/tmp/hpcbridge-slurm-$PREFIX_TAG
+    DEFAULT_CLUSTER=hpcbridge$PREFIX_TAG
+    DEFAULT_PORT_BASE=7817
+    DB_NAME=slurm_acct_$PREFIX_TAG
+else
+    DEFAULT_STATE=/tmp/hpcbridge-slurm
+    DEFAULT_CLUSTER=hpcbridge
+    DEFAULT_PORT_BASE=6817
+    DB_NAME=slurm_acct_db
+fi
+
+STATE=${HPCBRIDGE_SLURM_STATE:-$DEFAULT_STATE}
 case $STATE in /*) ;; *) STATE=$(pwd)/$STATE ;; esac
 
 ETC=$STATE/etc              # slurm.conf, slurmdbd.conf, my.cnf, munge.key
@@ -18,12 +37,12 @@ LIBDIR=$STATE/lib           # munge seed file
 DBDATA=$STATE/mariadb       # MariaDB datadir
 MYSQL_SOCKET=$RUN/mariadb.sock
 
-CLUSTER=${HPCBRIDGE_SLURM_CLUSTER:-hpcbridge}
+CLUSTER=${HPCBRIDGE_SLURM_CLUSTER:-$DEFAULT_CLUSTER}
 ACCOUNT=hpcb
 EXTRA_QOS=fast
-CTLD_PORT=${HPCBRIDGE_SLURM_CTLD_PORT:-6817}
-SLURMD_PORT=${HPCBRIDGE_SLURM_SLURMD_PORT:-6818}
-DBD_PORT=${HPCBRIDGE_SLURM_DBD_PORT:-6819}
+CTLD_PORT=${HPCBRIDGE_SLURM_CTLD_PORT:-$DEFAULT_PORT_BASE}
+SLURMD_PORT=${HPCBRIDGE_SLURM_SLURMD_PORT:-$((DEFAULT_PORT_BASE + 1))}
+DBD_PORT=${HPCBRIDGE_SLURM_DBD_PORT:-$((DEFAULT_PORT_BASE + 2))}
 
 export SLURM_CONF=$ETC/slurm.conf
 

@@ -21,6 +21,8 @@ PACKAGES="munge slurmctld slurmd slurm-client slurmdbd mariadb-server-core maria
 
 install_packages() {
     local missing="" p policy_created=0
+    # A Slurm under a prefix brings its own daemons and commands.
+    [ -z "$PREFIX" ] || PACKAGES="munge mariadb-server-core mariadb-client-core"
     for p in $PACKAGES; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q ' installed$' || missing="$missing $p"
     done
@@ -71,6 +73,8 @@ render() {
         line=${line//@DBDATA@/$DBDATA}
         line=${line//@MIN_JOB_AGE@/$MIN_JOB_AGE}
         line=${line//@MAX_ARRAY_SIZE@/$MAX_ARRAY_SIZE}
+        line=${line//@DB_NAME@/$DB_NAME}
+        line=${line//@TASK_PLUGIN@/$TASK_PLUGIN}
         printf '%s\n' "$line" >>"$tmp"
     done <"$in"
     mv -f "$tmp" "$out"
@@ -87,6 +91,12 @@ write_env_file() {
         printf 'export HPCBRIDGE_SLURM_NODE=%q\n' "$NODE"
         printf 'export HPCBRIDGE_SLURM_ACCOUNT=%q\n' "$ACCOUNT"
         printf 'export HPCBRIDGE_SLURM_QOS=%q\n' "$EXTRA_QOS"
+        if [ -n "$PREFIX" ]; then
+            printf 'export HPCBRIDGE_SLURM_PREFIX=%q\n' "$PREFIX"
+            printf 'export HPCBRIDGE_SLURM_BIN=%q\n' "$PREFIX/bin"
+            # shellcheck disable=SC2016 # expanded where env.sh is sourced
+            printf 'export PATH="$HPCBRIDGE_SLURM_BIN:$PATH"\n'
+        fi
     } >"$tmp"
     mv -f "$tmp" "$STATE/env.sh"
 }
@@ -172,6 +182,12 @@ for c in munged mungekey slurmctld slurmd slurmdbd sbatch sacctmgr; do
 done
 
 HOST=$(hostname -s)
+# Slurm 23.02 dropped task/none: without a task plugin line there is none.
+if [ -z "$PREFIX" ] || [ -e "$PREFIX/lib/slurm/task_none.so" ]; then
+    TASK_PLUGIN="TaskPlugin=task/none"
+else
+    TASK_PLUGIN="# TaskPlugin: none (this Slurm has no task/none plugin)"
+fi
 NODE=${HPCBRIDGE_SLURM_NODENAME:-$HOST}
 # Real memory as reported by slurmd -C (needs no config).
 MEM=$(env -u SLURM_CONF slurmd -C 2>/dev/null | sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p' | head -n1)
@@ -196,6 +212,11 @@ if [ "$ACCOUNTING" = 1 ]; then
     chmod 644 "$ETC/my.cnf"
 else
     rm -f "$ETC/slurmdbd.conf"
+fi
+# slurmctld refuses a slurmdbd after running without one (CLUSTER ID MISMATCH) until
+# the cluster name it saved is forgotten.
+if [ "$(cat "$STATE/accounting" 2>/dev/null || echo "$ACCOUNTING")" != "$ACCOUNTING" ]; then
+    rm -f "$SPOOL/slurmctld/clustername"
 fi
 echo "$ACCOUNTING" >"$STATE/accounting"
 echo "$NODE" >"$STATE/node"
