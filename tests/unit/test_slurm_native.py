@@ -295,7 +295,11 @@ def fake_pyslurm(
 
 @pytest.fixture
 def loadable(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The SLURM_CONF check passes (a fake pyslurm reads no configuration)."""
+    """pyslurm is installed in the version of the fake ``import_pyslurm`` gives;
+    the SLURM_CONF check passes (a fake pyslurm reads no configuration)."""
+    monkeypatch.setattr(
+        native, "installed_pyslurm_version", lambda: native.import_pyslurm().__version__
+    )
     monkeypatch.setattr(native, "ensure_loadable", lambda wanted: None)
 
 
@@ -316,14 +320,31 @@ def test_choose_cli_over_ssh() -> None:
     assert driver is cli and choice.name == "cli" and "ssh" in choice.reason
 
 
-def test_choose_cli_without_pyslurm(monkeypatch: pytest.MonkeyPatch, loadable: None) -> None:
-    def missing() -> Any:
-        raise ImportError("No module named 'pyslurm'")
-
-    monkeypatch.setattr(native, "import_pyslurm", missing)
+def test_choose_cli_without_pyslurm(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(native, "installed_pyslurm_version", lambda: None)
     executor = VersionExecutor()
     _, choice = native.choose_slurm_driver("auto", executor, SlurmCliDriver(executor))
     assert choice.name == "cli" and "not importable" in choice.reason
+
+
+def test_choose_cli_when_the_import_fails(monkeypatch: pytest.MonkeyPatch, loadable: None) -> None:
+    def broken() -> Any:
+        raise ImportError("libslurmfull.so: cannot open shared object file")
+
+    monkeypatch.setattr(native, "installed_pyslurm_version", lambda: "22.5.0")
+    monkeypatch.setattr(native, "import_pyslurm", broken)
+    executor = VersionExecutor()
+    _, choice = native.choose_slurm_driver("auto", executor, SlurmCliDriver(executor))
+    assert choice.name == "cli" and "libslurmfull.so" in choice.reason
+
+
+def test_mismatch_is_found_before_any_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    imported: List[str] = []
+    monkeypatch.setattr(native, "installed_pyslurm_version", lambda: "25.11.2")
+    monkeypatch.setattr(native, "import_pyslurm", lambda: imported.append("!"))
+    executor = VersionExecutor("slurm-wlm 22.05.8\n")
+    _, choice = native.choose_slurm_driver("auto", executor, SlurmCliDriver(executor))
+    assert choice.reason == "pyslurm 25.11.2 does not match Slurm 22.05.8" and imported == []
 
 
 def test_choose_native_when_versions_match(monkeypatch: pytest.MonkeyPatch, loadable: None) -> None:
@@ -386,6 +407,7 @@ def test_wrong_process_conf_refuses_native_before_the_import(
     monkeypatch: pytest.MonkeyPatch, pyslurm_findable: None, tmp_path
 ) -> None:
     imported: List[str] = []
+    monkeypatch.setattr(native, "installed_pyslurm_version", lambda: "25.11.2")
     monkeypatch.setattr(native, "import_pyslurm", lambda: imported.append("!"))
     right, wrong = tmp_path / "right.conf", tmp_path / "wrong.conf"
     right.write_text("ClusterName=right\n")
@@ -590,6 +612,26 @@ def test_native_cancel_failure() -> None:
     )
     with pytest.raises(SchedulerAdapterError, match="permission"):
         driver_with(fake_pyslurm(), refused).cancel(["5"])
+
+
+@pytest.mark.parametrize("mem", ["1.5G", "2GB", "-1", "1 G"])
+def test_both_drivers_refuse_a_mem_sbatch_refuses(tmp_path, mem: str) -> None:
+    module = fake_pyslurm()
+    executor = VersionExecutor()
+    unchecked = Resources(mem=mem)  # built without Resources.from_mapping's rules
+    for driver in (driver_with(module, executor), SlurmCliDriver(executor)):
+        with pytest.raises(JobSubmissionError, match="invalid mem"):
+            driver.submit_many(batch(staged(tmp_path), 1, unchecked))
+    assert module.submitted == [] and executor.calls == []
+
+
+def test_both_drivers_send_the_normalised_mem(tmp_path) -> None:
+    module = fake_pyslurm()
+    resources = Resources.from_mapping({"mem": "1.5G"})
+    driver_with(module).submit_many(batch(staged(tmp_path), 1, resources))
+    assert module.submitted[0]["memory_per_node"] == "1536M"
+    argv = submission.sbatch_argv(spec(mem="1.5G"))
+    assert "--mem=1536M" in argv
 
 
 def test_native_output_path() -> None:

@@ -14,7 +14,7 @@ from ...model import JobState, JobStatus
 from ..driver import Capabilities, PartialSubmissionError, SubmitBatch, Submitted
 from .ids import array_task_ids
 from .messages import arrays_refused
-from .submission import SubmitSpec, array_output, output_for_task
+from .submission import SubmitSpec, array_output, check_mem, output_for_task
 
 log = logging.getLogger("hpcbridge.slurm")
 
@@ -27,6 +27,10 @@ def spec_for(batch: SubmitBatch, task_index: Optional[int] = None) -> SubmitSpec
     With ``task_index`` it is that task alone, submitted as a plain job.
     """
     as_array = batch.count > 1 and task_index is None
+    try:
+        check_mem(batch.resources.mem)
+    except ValueError as exc:
+        raise JobSubmissionError(str(exc)) from exc
     return SubmitSpec(
         wrapper_path=batch.job.wrapper_path,
         workdir=batch.job.remote_dir,

@@ -43,6 +43,7 @@ from .pyslurm_loading import (
     PYSLURM_SKIP_REASON,
     ensure_loadable,
     import_pyslurm,
+    installed_pyslurm_version,
     versions_match,
     wanted_slurm_conf,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "build_native_driver",
     "choose_slurm_driver",
     "import_pyslurm",
+    "installed_pyslurm_version",
     "iter_jobs",
     "job_ids_of",
     "status_from_job",
@@ -80,6 +82,15 @@ def build_native_driver(
         raise SchedulerUnavailableError(
             f"pyslurm talks to the local Slurm only; transport is {executor.kind}"
         )
+    # The version comes from pyslurm's metadata: nothing is loaded for another Slurm.
+    pyslurm_version = installed_pyslurm_version()
+    if pyslurm_version is None:
+        raise SchedulerUnavailableError(f"{PYSLURM_SKIP_REASON}: no module named 'pyslurm'")
+    slurm_version = cli.version()
+    if not versions_match(pyslurm_version, slurm_version):
+        raise SchedulerUnavailableError(
+            f"pyslurm {pyslurm_version} does not match Slurm {slurm_version or '?'}"
+        )
     ensure_loadable(wanted_slurm_conf(command_env or {}, os.environ))
     try:
         pyslurm = import_pyslurm()
@@ -87,12 +98,6 @@ def build_native_driver(
         raise SchedulerUnavailableError(
             f"pyslurm not importable ({type(exc).__name__}: {exc})"
         ) from exc
-    pyslurm_version = str(getattr(pyslurm, "__version__", "") or "")
-    slurm_version = cli.version()
-    if not versions_match(pyslurm_version, slurm_version):
-        raise SchedulerUnavailableError(
-            f"pyslurm {pyslurm_version or '?'} does not match Slurm {slurm_version or '?'}"
-        )
     return SlurmNativeDriver(
         cli, pyslurm, choice_reason=f"pyslurm {pyslurm_version} matches Slurm {slurm_version}"
     )

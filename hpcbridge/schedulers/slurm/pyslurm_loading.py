@@ -10,6 +10,7 @@ before the import, and pyslurm is used only for that one configuration.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import importlib.util
 import os
 import subprocess
@@ -82,6 +83,14 @@ def _probe(process_conf: Optional[str]) -> Optional[str]:
         verdict = f"cannot probe import pyslurm: {exc}"
     _probed[process_conf] = verdict
     return verdict
+
+
+def installed_pyslurm_version() -> Optional[str]:
+    """pyslurm's version from its installed metadata, without importing it (None: not installed)."""
+    try:
+        return importlib.metadata.version("pyslurm")
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def import_pyslurm() -> Any:

@@ -29,6 +29,20 @@ class SubmitSpec:
     task_index: Optional[int] = None
 
 
+#: what sbatch's ``--mem`` takes: a whole number with an optional unit
+_SLURM_MEM = re.compile(r"^\d+[KMGT]?$")
+
+
+def check_mem(mem: Optional[str]) -> None:
+    """``ValueError`` for a memory sbatch refuses (``Invalid --mem specification``).
+
+    pyslurm would take some of them (``1.5G``): both drivers refuse the same.
+    ``resources.py`` writes ``1.5G`` as ``1536M`` before it gets here.
+    """
+    if mem is not None and not _SLURM_MEM.match(mem):
+        raise ValueError(f"invalid mem {mem!r}: Slurm takes a whole number with K, M, G or T")
+
+
 def dependency_text(depends_on: Iterable[str]) -> Optional[str]:
     ids = [normalize_job_id(job_id) for job_id in depends_on]
     return "afterok:" + ":".join(ids) if ids else None
