@@ -23,11 +23,16 @@ echo "== mypy"
 export DO_NOT_TRACK=true PREFECT_SERVER_ANALYTICS_ENABLED=false MLFLOW_DISABLE_TELEMETRY=true
 
 started=()
+started_slurm_prefixes=()
 cleanup() {
   local status=$?
   for service in "${started[@]}"; do
     echo "== stopping $service"
     bash "$repo/containers/$service/stop.sh" >/dev/null 2>&1 || true
+  done
+  for prefix in "${started_slurm_prefixes[@]}"; do
+    echo "== stopping the Slurm test cluster of $prefix"
+    HPCBRIDGE_SLURM_PREFIX=$prefix bash "$repo/containers/slurm/stop.sh" >/dev/null 2>&1 || true
   done
   exit "$status"
 }
@@ -40,6 +45,21 @@ if [ "${HPCBRIDGE_TEST_NO_SERVICES:-0}" != 1 ] && [ "$(id -u)" = 0 ]; then
   bash containers/sshd/start.sh && started+=(sshd)
   # The SSH tests submit to Slurm as the unprivileged test user.
   bash containers/slurm/add-user.sh "${HPCBRIDGE_SSH_TEST_USER:-hpcbtest}" || true
+  # A Slurm built from source under a prefix (outside this repository) runs as a second
+  # cluster (ports 7817-7819, state /tmp/hpcbridge-slurm-2511), and pyslurm is built
+  # against it into the test environment (pip reuses its cached wheel).  Where the prefix
+  # does not exist its tests skip, saying so.
+  slurm_prefix=${HPCBRIDGE_TEST_SLURM_PREFIX:-/opt/slurm-25.11}
+  if [ -x "$slurm_prefix/sbin/slurmctld" ]; then
+    echo "== starting the Slurm test cluster of $slurm_prefix"
+    HPCBRIDGE_SLURM_PREFIX=$slurm_prefix bash containers/slurm/start.sh &&
+      started_slurm_prefixes+=("$slurm_prefix")
+    pyslurm_version=${HPCBRIDGE_TEST_PYSLURM_VERSION:-25.11.2}
+    echo "== pyslurm $pyslurm_version built against $slurm_prefix"
+    SLURM_INCLUDE_DIR=$slurm_prefix/include SLURM_LIB_DIR=$slurm_prefix/lib \
+      "$python" -m pip install --quiet --disable-pip-version-check "pyslurm==$pyslurm_version" 2>&1 |
+      grep -v "Running pip as the 'root' user" || true
+  fi
 fi
 
 # Every flux-core under /opt/flux-* is tested (built from source outside this repository).
