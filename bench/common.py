@@ -246,6 +246,47 @@ def slurm_available() -> Optional[str]:
     return None
 
 
+#: a Slurm built under a prefix, run as a second test cluster (containers/slurm/README.md)
+SLURM_PREFIX = os.environ.get("HPCBRIDGE_TEST_SLURM_PREFIX", "/opt/slurm-25.11")
+
+
+def prefix_slurm_state(prefix: str = SLURM_PREFIX) -> Path:
+    """The state folder start.sh gives a prefix: /tmp/hpcbridge-slurm-<digits of its name>."""
+    digits = "".join(ch for ch in Path(prefix).name if ch.isdigit())
+    return Path(
+        os.environ.get("HPCBRIDGE_TEST_SLURM_PREFIX_STATE", f"/tmp/hpcbridge-slurm-{digits}")
+    )
+
+
+@contextmanager
+def prefix_slurm_environment(prefix: str = SLURM_PREFIX) -> Iterator[Dict[str, str]]:
+    """``os.environ`` pointed at the prefix's cluster (its SLURM_CONF, its commands
+    first on PATH) while the block runs; ``Skip`` when that cluster is not up."""
+    if not Path(prefix).is_dir():
+        raise Skip(f"no Slurm built under {prefix} (HPCBRIDGE_TEST_SLURM_PREFIX)")
+    values = {
+        name: value
+        for name, value in load_env_file(prefix_slurm_state(prefix) / "env.sh").items()
+        if "$" not in value
+    }
+    if not values.get("SLURM_CONF"):
+        raise Skip(
+            f"the cluster of {prefix} is not running: "
+            f"HPCBRIDGE_SLURM_PREFIX={prefix} bash containers/slurm/start.sh"
+        )
+    values["PATH"] = f"{prefix}/bin{os.pathsep}{os.environ.get('PATH', '')}"
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield values
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def run_command(argv: Sequence[str], timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
 
@@ -400,6 +441,7 @@ def versions() -> Dict[str, Any]:
             " (+ uncommitted changes)" if dirty.stdout.strip() else ""
         )
     found["slurm"] = slurm_version() if shutil.which("sbatch") else None
+    found["pyslurm"] = _package_version("pyslurm")
     try:
         from tests.support.flux import find_flux_commands, flux_version
 
