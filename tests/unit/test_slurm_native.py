@@ -171,6 +171,15 @@ def test_array_task_zero(waiting: Optional[str]) -> None:
     assert native.statuses_from_jobs([done], ["46_0"])["46_0"].state is JobState.COMPLETED
 
 
+def test_a_record_naming_its_task_wins_over_task_zero_by_elimination() -> None:
+    named = fake_job(id=50, array_id=50, array_task_id=0, state="COMPLETED", end_time=1)
+    # e.g. a history record of the array's cancelled rest that does not say which tasks
+    unnamed = fake_job(id=50, array_id=50, array_task_id=None, state="CANCELLED", end_time=1)
+    for order in ([named, unnamed], [unnamed, named]):
+        found = native.statuses_from_jobs(order, ["50_0"])
+        assert found["50_0"].state is JobState.COMPLETED
+
+
 def test_folded_exit_code_is_marked_and_unfolded() -> None:
     folded = native.status_from_job(fake_job(state="FAILED", exit_code=2, end_time=1))
     assert folded.extra.get(pyslurm_jobs.EXIT_CODE_FOLDED) and folded.exit_code == 2

@@ -150,16 +150,32 @@ def iter_jobs(collection: Any) -> Iterator[Any]:
             yield item
 
 
+def _task_zero_inferred(job: Any) -> bool:
+    """True for a record ``job_ids_of`` names task 0 only because it names no other task."""
+    return bool(
+        getattr(job, "array_id", None)
+        and getattr(job, "array_task_id", None) is None
+        and not getattr(job, "array_tasks_waiting", None)
+    )
+
+
 def statuses_from_jobs(jobs: Iterable[Any], wanted: Sequence[str]) -> Dict[str, JobStatus]:
+    """The status of every wanted id these jobs answer to.  A record that names
+    its task never loses to one taken for task 0 by elimination."""
     wanted_set = set(wanted)
     found: Dict[str, JobStatus] = {}
+    named: set = set()
     for job in jobs:
         ids = job_ids_of(job)
         raw = str(getattr(job, "id", "") or "")
         array_id = str(getattr(job, "array_id", "") or "")
         if raw and raw not in ids and array_id and raw != array_id:
             ids.append(raw)  # a running array task also answers to its own id
+        inferred = _task_zero_inferred(job)
         for job_id in ids:
-            if job_id in wanted_set:
-                found[job_id] = status_from_job(job, job_id)
+            if job_id not in wanted_set or (inferred and job_id in named):
+                continue
+            found[job_id] = status_from_job(job, job_id)
+            if not inferred:
+                named.add(job_id)
     return found
