@@ -1,5 +1,5 @@
 """The pyslurm driver: pure mapping everywhere, the driver with a fake pyslurm,
-the real thing only where pyslurm imports."""
+the real thing in the integration tests."""
 
 from __future__ import annotations
 
@@ -649,16 +649,5 @@ def test_native_output_path() -> None:
     assert driver.find_output("404") is None
 
 
-# -- the real pyslurm --------------------------------------------------------------------
-
-HAVE_PYSLURM = importlib.util.find_spec("pyslurm") is not None
-
-
-@pytest.mark.slurm
-@pytest.mark.skipif(not HAVE_PYSLURM, reason=native.PYSLURM_SKIP_REASON)
-def test_real_pyslurm_driver_query() -> None:  # pragma: no cover - needs pyslurm
-    executor = LocalExecutor()
-    driver, choice = native.choose_slurm_driver("auto", executor, SlurmCliDriver(executor))
-    if choice.name != "native":
-        pytest.skip(choice.reason)
-    assert driver.query(["999999999"])["999999999"].state is JobState.UNKNOWN
+# The real pyslurm against a real Slurm 25.11: tests/integration/test_slurm_adapter.py
+# (target 25.11-native) and tests/integration/test_slurm_pyslurm_conf.py.
