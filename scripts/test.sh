@@ -56,8 +56,11 @@ if [ "${HPCBRIDGE_TEST_NO_SERVICES:-0}" != 1 ] && [ "$(id -u)" = 0 ]; then
       started_slurm_prefixes+=("$slurm_prefix")
     pyslurm_version=${HPCBRIDGE_TEST_PYSLURM_VERSION:-25.11.2}
     echo "== pyslurm $pyslurm_version built against $slurm_prefix"
+    pyslurm_wheels=()  # a wheel already built against this prefix, where one was kept
+    [ -d /opt/wheels-pyslurm ] && pyslurm_wheels=(--find-links /opt/wheels-pyslurm)
     SLURM_INCLUDE_DIR=$slurm_prefix/include SLURM_LIB_DIR=$slurm_prefix/lib \
-      "$python" -m pip install --quiet --disable-pip-version-check "pyslurm==$pyslurm_version" 2>&1 |
+      "$python" -m pip install --quiet --disable-pip-version-check "${pyslurm_wheels[@]}" \
+      "pyslurm==$pyslurm_version" 2>&1 |
       grep -v "Running pip as the 'root' user" || true
   fi
 fi
