@@ -8,17 +8,25 @@ import sys
 import pytest
 
 from tests.conftest import REPO
-from tests.integration.test_slurm_adapter import cluster_env, controller_up
+from tests.integration.slurm_clusters import TARGETS, cluster_env, target_skip_reason
 
 pytestmark = pytest.mark.slurm
 
 
-@pytest.fixture
-def slurm_env(state_dir):
-    env = cluster_env()
-    if env is None or not controller_up(env):
-        pytest.skip("Slurm test cluster not running: start containers/slurm/start.sh")
-    return {**os.environ, **env, "HPCBRIDGE_SCHEDULER": "slurm"}
+@pytest.fixture(params=[label for label, target in TARGETS.items() if target.transport == "local"])
+def slurm_env(request, state_dir):
+    """Each local target: Debian's 22.05 with the CLI driver, 25.11 with each driver."""
+    target = TARGETS[request.param]
+    env = cluster_env(target.state)
+    reason = target_skip_reason(target, env)
+    if reason:
+        pytest.skip(reason)
+    return {
+        **os.environ,
+        **env,
+        "HPCBRIDGE_SCHEDULER": "slurm",
+        "HPCBRIDGE_SLURM_DRIVER": target.driver,
+    }
 
 
 def run(argv, env, timeout=300):

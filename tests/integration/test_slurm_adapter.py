@@ -1,10 +1,13 @@
-"""RealSlurmAdapter against the real Slurm test cluster (containers/slurm).
+"""RealSlurmAdapter against the real Slurm test clusters (containers/slurm).
 
-Start it with ``bash containers/slurm/start.sh``; without it every test here
-skips.  The behaviour tests take an ``adapter`` fixture parametrised by
-transport, so the SSH transport is one more entry in ``ADAPTER_KINDS``.
+Every case runs against each target of ``slurm_clusters.TARGETS``: Debian's
+Slurm 22.05 with the CLI driver (locally and over SSH), and a Slurm 25.11 built
+under ``/opt/slurm-25.11`` with the pyslurm driver and with the CLI driver.  A
+target whose cluster (or pyslurm) is absent skips, saying why.  Start them with
+``bash containers/slurm/start.sh`` and
+``HPCBRIDGE_SLURM_PREFIX=/opt/slurm-25.11 bash containers/slurm/start.sh``.
 
-Two slow things run in the background from the start of the module and are
+Two slow things run in the background from the start of each target and are
 checked at its end: the one TIMEOUT job (~100 s: limits are enforced every
 30 s) and a job left to be purged from squeue (MinJobAge=10 s, but slurmctld
 purges only about once a minute).
@@ -13,7 +16,6 @@ purges only about once a minute).
 from __future__ import annotations
 
 import os
-import shlex
 import subprocess
 import threading
 import time
@@ -28,73 +30,33 @@ from hpcbridge.model import JobState, JobStatus
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
 from hpcbridge.store import JobStore
 from hpcbridge.transports.local import LocalExecutor
+from tests.integration.slurm_clusters import (
+    SKIP,
+    TARGETS,
+    Target,
+    cluster_env,
+    controller_up,
+    target_skip_reason,
+    unusable_nodes,
+)
 
 pytestmark = pytest.mark.slurm
 
 REPO = Path(__file__).resolve().parents[2]
 SLURM_DIR = REPO / "containers" / "slurm"
-SKIP = "Slurm test cluster not running: start containers/slurm/start.sh"
 
-#: transports the behaviour tests run over; "ssh" needs an ``ssh_executor`` fixture
-ADAPTER_KINDS = ("local", "ssh")
+__all__ = ["SKIP", "cluster_env", "controller_up"]  # imported by other Slurm test modules
 
 
-# -- finding the cluster ---------------------------------------------------------
+# -- the clusters ------------------------------------------------------------------
 
 
-def cluster_env() -> Optional[Dict[str, str]]:
-    """SLURM_CONF (and friends) from the environment or the cluster's env file."""
-    state = os.environ.get("HPCBRIDGE_SLURM_STATE", "/tmp/hpcbridge-slurm")
-    env_file = Path(state) / "env.sh"
-    found: Dict[str, str] = {}
-    if env_file.exists():
-        for line in env_file.read_text().splitlines():
-            parts = shlex.split(line, comments=True)
-            if len(parts) == 2 and parts[0] == "export" and "=" in parts[1]:
-                name, value = parts[1].split("=", 1)
-                found[name] = value
-    if os.environ.get("SLURM_CONF"):
-        found["SLURM_CONF"] = os.environ["SLURM_CONF"]
-    conf = found.get("SLURM_CONF")
-    return found if conf and os.path.exists(conf) else None
-
-
-def controller_up(env: Dict[str, str]) -> bool:
-    try:
-        ping = subprocess.run(
-            ["scontrol", "ping"],
-            env={**os.environ, **env},
-            capture_output=True,
-            text=True,
-            timeout=20,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return ping.returncode == 0 and "is UP" in ping.stdout
-
-
-def unusable_nodes(env: Dict[str, str]) -> str:
-    """Nodes drained or down (e.g. "Kill task failed" after an unkillable step)."""
-    out = subprocess.run(
-        ["sinfo", "--noheader", "--Node", "--format=%N %T %E"],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=20,
-    )
-    bad = [
-        line
-        for line in out.stdout.splitlines()
-        if any(word in (line.split() + ["", ""])[1] for word in ("drain", "down", "fail"))
-    ]
-    return "; ".join(bad)
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Dict[str, str]]:
-    env = cluster_env()
-    if env is None or not controller_up(env):
-        pytest.skip(SKIP)
+def cluster_for(target: Target) -> Iterator[Dict[str, str]]:
+    env = cluster_env(target.state)
+    reason = target_skip_reason(target, env)
+    if reason:
+        pytest.skip(reason)
+    assert env is not None
     bad = unusable_nodes(env)
     if bad:  # every job would stay PENDING: say why at once instead of timing out
         pytest.fail(
@@ -103,8 +65,27 @@ def cluster() -> Iterator[Dict[str, str]]:
         )
     with pytest.MonkeyPatch.context() as patch:
         for name, value in env.items():
-            patch.setenv(name, value)  # the local executor's commands inherit it
-        yield env
+            patch.setenv(name, value)  # the local executor's commands (and pyslurm) see it
+        patch.setenv("HPCBRIDGE_SLURM_DRIVER", target.driver)
+        yield {**env, "HPCBRIDGE_SLURM_DRIVER": target.driver}
+
+
+@pytest.fixture(scope="module", params=list(TARGETS))
+def target(request: pytest.FixtureRequest) -> Target:
+    """Every case runs once per target (the fixture groups the cases by target)."""
+    return TARGETS[request.param]
+
+
+def local_only(target: Target) -> None:
+    """Cases that build their own local adapter run once per cluster and driver."""
+    if target.transport != "local":
+        pytest.skip(f"a local case: it runs in {target.label.removesuffix('-ssh')}")
+
+
+@pytest.fixture(scope="module")
+def cluster(target: Target) -> Iterator[Dict[str, str]]:
+    """The environment of the target's cluster, set in the process while its cases run."""
+    yield from cluster_for(target)
 
 
 def make_adapter(
@@ -115,13 +96,16 @@ def make_adapter(
     **kwargs: Any,
 ) -> RealSlurmAdapter:
     settings = Settings.from_env(env=dict(env), state_dir=str(root / "state"), scheduler="slurm")
-    return RealSlurmAdapter(
+    made = RealSlurmAdapter(
         executor=executor if executor is not None else LocalExecutor(default_timeout=60),
         remote_workdir=remote_workdir or str(root / "jobs"),
         settings=settings,
         store=JobStore(root / "state" / "jobs.db"),
         **kwargs,
     )
+    wanted = env.get("HPCBRIDGE_SLURM_DRIVER")
+    assert wanted in (None, made.driver.name), made.driver_choice
+    return made
 
 
 def executor_for(kind: str, request: pytest.FixtureRequest) -> Any:
@@ -130,18 +114,19 @@ def executor_for(kind: str, request: pytest.FixtureRequest) -> Any:
     return request.getfixturevalue(f"{kind}_executor")  # e.g. an ``ssh_executor`` fixture
 
 
-@pytest.fixture(params=ADAPTER_KINDS)
+@pytest.fixture
 def adapter(
-    request: pytest.FixtureRequest, cluster: Dict[str, str], tmp_path: Path
+    request: pytest.FixtureRequest, cluster: Dict[str, str], target: Target, tmp_path: Path
 ) -> Iterator[RealSlurmAdapter]:
+    transport = target.transport
     # Over SSH the remote session may not have the cluster's SLURM_CONF: pass it.
-    command_env = None if request.param == "local" else {"SLURM_CONF": cluster["SLURM_CONF"]}
+    command_env = None if transport == "local" else {"SLURM_CONF": cluster["SLURM_CONF"]}
     # Over SSH the jobs belong to the unprivileged test user: their folders must be its own.
-    workdir = None if request.param == "local" else request.getfixturevalue("ssh_remote_dir")
+    workdir = None if transport == "local" else request.getfixturevalue("ssh_remote_dir")
     made = make_adapter(
         cluster,
         tmp_path,
-        executor_for(request.param, request),
+        executor_for(transport, request),
         remote_workdir=workdir,
         command_env=command_env,
     )
@@ -194,6 +179,7 @@ TIMEOUT_TEST = "test_time_limit_gives_timeout"
 @pytest.fixture(scope="module", autouse=True)
 def background(
     cluster: Dict[str, str],
+    target: Target,
     tmp_path_factory: pytest.TempPathFactory,
     request: pytest.FixtureRequest,
 ) -> Iterator[Dict[str, Any]]:
@@ -206,6 +192,8 @@ def background(
     selected = {
         item.originalname for item in request.session.items if item.module is request.module
     }
+    if target.transport != "local":
+        selected = set()  # the slow checks are local cases
     if TIMEOUT_TEST in selected:
         sleeper = scripts / "sleep300.sh"
         sleeper.write_text("#!/bin/sh\necho started\nsleep 300\n")
@@ -297,7 +285,7 @@ def test_running_job_cancelled(adapter: RealSlurmAdapter, script) -> None:
     assert wait_for_state(adapter, job_id, JobState.RUNNING).state is JobState.RUNNING
     adapter.cancel_job(job_id)
     status = adapter.wait(job_id, poll_interval=1, timeout=60)
-    assert status.state is JobState.CANCELLED
+    assert status.state is JobState.CANCELLED and status.exit_code == 143, status
     assert status.native_state.startswith("CANCELLED")
     adapter.cancel_job(job_id)  # again, now finished: no error
 
@@ -443,14 +431,19 @@ def test_two_hundred_jobs_array_two_commands_per_poll(
     array_id = ids[0].split("_")[0]
     assert ids == [f"{array_id}_{index}" for index in range(200)]
     sbatch_calls = [call for call in calls if call[0] == "sbatch"]
-    assert len(sbatch_calls) == 1 and "--array=0-199" in sbatch_calls[0]
+    cli = adapter.driver.name == "cli"
+    if cli:
+        assert len(sbatch_calls) == 1 and "--array=0-199" in sbatch_calls[0]
+    else:  # pyslurm: one array in process, no command at all
+        assert sbatch_calls == []
+    per_poll = 2 if cli else 0
     deadline = time.monotonic() + 180
     polls = 0
     while True:
         calls.clear()
         statuses = adapter.get_job_statuses(ids)
         polls += 1
-        assert len(calls) <= 2, [call[0] for call in calls]
+        assert len(calls) <= per_poll, [call[0] for call in calls]
         if all(status.is_terminal for status in statuses.values()):
             break
         assert time.monotonic() < deadline, "200 jobs did not finish in time"
@@ -458,14 +451,14 @@ def test_two_hundred_jobs_array_two_commands_per_poll(
     assert {status.state for status in statuses.values()} == {JobState.COMPLETED}
     assert polls >= 1
     fresh = make_adapter(
-        {},
+        {"HPCBRIDGE_SLURM_DRIVER": adapter.driver.name},
         Path(adapter.settings.state_path).parent / "fresh",
         executor=adapter.executor,
         command_env=adapter.command_env,  # SLURM_CONF, over SSH
     )
     calls.clear()
     again = fresh.get_job_statuses(ids)  # no records here: all asked of Slurm
-    assert len(calls) <= 2 and {s.state for s in again.values()} == {JobState.COMPLETED}
+    assert len(calls) <= per_poll and {s.state for s in again.values()} == {JobState.COMPLETED}
 
 
 def test_submit_many_failing_task_and_task_cancel(adapter: RealSlurmAdapter, script) -> None:
@@ -487,8 +480,13 @@ def test_submit_many_failing_task_and_task_cancel(adapter: RealSlurmAdapter, scr
 
 
 def test_array_tasks_ignore_an_inherited_task_index(
-    cluster: Dict[str, str], script, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cluster: Dict[str, str],
+    target: Target,
+    script,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    local_only(target)
     # hpcbridge run inside a job it submitted one by one sees that job's index
     monkeypatch.setenv("HPCBRIDGE_TASK_INDEX", "1")
     own = make_adapter(cluster, tmp_path)
@@ -497,6 +495,49 @@ def test_array_tasks_ignore_an_inherited_task_index(
     assert {status.state for status in final.values()} == {JobState.COMPLETED}
     assert [own.get_job_logs(job_id).strip() for job_id in ids] == ["ran a", "ran b", "ran c"]
     own.store.close()
+
+
+def fresh_adapter(adapter: RealSlurmAdapter, name: str = "fresh") -> RealSlurmAdapter:
+    """An adapter with no records of its own, the same driver and transport."""
+    return make_adapter(
+        {"HPCBRIDGE_SLURM_DRIVER": adapter.driver.name},
+        Path(adapter.settings.state_path).parent / name,
+        executor=adapter.executor,
+        command_env=adapter.command_env,  # SLURM_CONF, over SSH
+    )
+
+
+def test_array_task_zero_runs_long_while_task_one_is_cancelled(
+    adapter: RealSlurmAdapter, script, cluster: Dict[str, str]
+) -> None:
+    # pyslurm reports task 0 without its task id: it must still be found, live and in history
+    ids = adapter.submit_many([script("sleep 20", name="long.sh"), script("sleep 300")])
+    assert ids[0].endswith("_0") and ids[1].endswith("_1")
+    assert wait_for_state(adapter, ids[0], JobState.RUNNING).state is JobState.RUNNING
+    assert wait_for_state(adapter, ids[1], JobState.RUNNING).state is JobState.RUNNING
+    adapter.cancel_job(ids[1])
+    final = adapter.wait_all(ids, poll_interval=1, timeout=120)
+    assert final[ids[0]].state is JobState.COMPLETED and final[ids[0]].exit_code == 0
+    assert final[ids[0]].native_state == "COMPLETED"  # the scheduler's word, not the exit file's
+    assert final[ids[0]].start_time and final[ids[0]].end_time
+    assert final[ids[1]].state is JobState.CANCELLED
+    if cluster.get("HPCBRIDGE_SLURM_ACCOUNTING") != "0":
+        again = fresh_adapter(adapter).get_job_status(ids[0])
+        assert again.state is JobState.COMPLETED and again.native_state == "COMPLETED"
+
+
+@pytest.mark.parametrize(
+    ("body", "code"), [("exit 130", 130), ("kill -9 $$", 137)], ids=["exit-130", "kill-9"]
+)
+def test_exit_codes_of_128_and_above(
+    adapter: RealSlurmAdapter, script, body: str, code: int
+) -> None:
+    job_id = adapter.submit_job(script(body))
+    status = adapter.wait(job_id, poll_interval=1, timeout=120)
+    assert status.state is JobState.FAILED and status.exit_code == code, status
+    assert status.native_state == "FAILED"
+    again = fresh_adapter(adapter).get_job_status(job_id)  # no record: the scheduler's answer
+    assert again.state is JobState.FAILED and again.exit_code == code, again
 
 
 def test_dependency_on_array_tasks(adapter: RealSlurmAdapter, script) -> None:
@@ -511,8 +552,9 @@ def test_dependency_on_array_tasks(adapter: RealSlurmAdapter, script) -> None:
 
 
 def test_purged_job_is_reported_from_sacct(
-    background: Dict[str, Any], cluster: Dict[str, str]
+    background: Dict[str, Any], cluster: Dict[str, str], target: Target
 ) -> None:
+    local_only(target)
     if cluster.get("HPCBRIDGE_SLURM_ACCOUNTING") == "0":
         pytest.skip("the cluster runs without accounting")
     job_id = background["purged"]
@@ -521,13 +563,15 @@ def test_purged_job_is_reported_from_sacct(
         assert time.monotonic() < deadline, f"job {job_id} never left squeue"
         time.sleep(2)
     fresh = make_adapter(cluster, background["root"] / "fresh")  # no record, no cache
+    assert fresh.driver.name == cluster["HPCBRIDGE_SLURM_DRIVER"]
     status = fresh.get_job_status(job_id)
     assert status.state is JobState.FAILED and status.exit_code == 5
     assert status.end_time is not None
 
 
 @pytest.mark.slow
-def test_time_limit_gives_timeout(background: Dict[str, Any]) -> None:
+def test_time_limit_gives_timeout(background: Dict[str, Any], target: Target) -> None:
+    local_only(target)
     own: RealSlurmAdapter = background["adapter"]
     status = own.wait(background["timeout"], poll_interval=3, timeout=200)
     assert status.state is JobState.TIMEOUT

@@ -7,11 +7,13 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Dict, Iterator
 
 import pytest
 
 from hpcbridge import JobState
-from tests.integration.test_slurm_adapter import cluster, make_adapter  # noqa: F401 - fixture
+from tests.integration.slurm_clusters import TARGETS
+from tests.integration.test_slurm_adapter import cluster_for, make_adapter
 from tests.support.ssh import make_executor
 
 pytestmark = [pytest.mark.slurm, pytest.mark.ssh]
@@ -19,7 +21,13 @@ pytestmark = [pytest.mark.slurm, pytest.mark.ssh]
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_wait_rides_out_an_sshd_restart(cluster, ssh_server, tmp_path):  # noqa: F811
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Dict[str, str]]:
+    """Debian's 22.05: the SSH test user's commands are its own."""
+    yield from cluster_for(TARGETS["22.05-cli"])
+
+
+def test_wait_rides_out_an_sshd_restart(cluster, ssh_server, tmp_path):
     executor = make_executor(ssh_server, default_timeout=60.0, min_reconnect_interval=0.2)
     remote = executor.run(["mktemp", "-d", "/tmp/hpcbridge-fault.XXXXXXXX"]).stdout.strip()
     adapter = make_adapter(

@@ -1,0 +1,119 @@
+"""The Slurm test clusters the integration tests run against, found like flux-core is.
+
+* Debian's Slurm 22.05 (``containers/slurm/start.sh``, state ``HPCBRIDGE_SLURM_STATE``,
+  default ``/tmp/hpcbridge-slurm``): the CLI driver, locally and over SSH.
+* A Slurm built under a prefix (``HPCBRIDGE_TEST_SLURM_PREFIX``, default
+  ``/opt/slurm-25.11``; started with ``HPCBRIDGE_SLURM_PREFIX=<prefix> start.sh``,
+  state ``HPCBRIDGE_TEST_SLURM_PREFIX_STATE``, default ``/tmp/hpcbridge-slurm-2511``):
+  the pyslurm driver and the CLI driver, locally.  Its own commands come first on
+  ``PATH`` (a 22.05 ``sbatch`` cannot talk to a 25.11 controller).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import shlex
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Optional
+
+SKIP = "Slurm test cluster not running: start containers/slurm/start.sh"
+
+PREFIX = os.environ.get("HPCBRIDGE_TEST_SLURM_PREFIX", "/opt/slurm-25.11")
+#: the state folder start.sh gives that prefix: /tmp/hpcbridge-slurm-<digits of its name>
+PREFIX_STATE = os.environ.get(
+    "HPCBRIDGE_TEST_SLURM_PREFIX_STATE",
+    "/tmp/hpcbridge-slurm-" + "".join(ch for ch in Path(PREFIX).name if ch.isdigit()),
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One cluster, the driver and the transport the tests use with it."""
+
+    label: str
+    #: the folder holding the cluster's env.sh
+    state: str
+    driver: str
+    #: "local" or "ssh" (the SSH test user's commands are Debian's: 22.05 only)
+    transport: str = "local"
+
+
+DEBIAN_STATE = os.environ.get("HPCBRIDGE_SLURM_STATE", "/tmp/hpcbridge-slurm")
+
+TARGETS: Dict[str, Target] = {
+    "22.05-cli": Target("22.05-cli", DEBIAN_STATE, "cli"),
+    "22.05-cli-ssh": Target("22.05-cli-ssh", DEBIAN_STATE, "cli", "ssh"),
+    "25.11-native": Target("25.11-native", PREFIX_STATE, "native"),
+    "25.11-cli": Target("25.11-cli", PREFIX_STATE, "cli"),
+}
+
+
+def cluster_env(state: Optional[str] = None) -> Optional[Dict[str, str]]:
+    """SLURM_CONF (and friends) from the cluster's env file; the process's SLURM_CONF
+    wins for the default cluster.  ``PATH`` gets the cluster's own commands first."""
+    default = state is None
+    state = state or os.environ.get("HPCBRIDGE_SLURM_STATE", "/tmp/hpcbridge-slurm")
+    env_file = Path(state) / "env.sh"
+    found: Dict[str, str] = {}
+    if env_file.exists():
+        for line in env_file.read_text().splitlines():
+            parts = shlex.split(line, comments=True)
+            if len(parts) == 2 and parts[0] == "export" and "=" in parts[1]:
+                name, value = parts[1].split("=", 1)
+                if "$" not in value:  # PATH="$HPCBRIDGE_SLURM_BIN:$PATH" is built below
+                    found[name] = value
+    if default and os.environ.get("SLURM_CONF"):
+        found["SLURM_CONF"] = os.environ["SLURM_CONF"]
+    if found.get("HPCBRIDGE_SLURM_BIN"):
+        found["PATH"] = f"{found['HPCBRIDGE_SLURM_BIN']}{os.pathsep}{os.environ.get('PATH', '')}"
+    conf = found.get("SLURM_CONF")
+    return found if conf and os.path.exists(conf) else None
+
+
+def run_slurm(argv: list, env: Dict[str, str], timeout: float = 20) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        argv, env={**os.environ, **env}, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def controller_up(env: Dict[str, str]) -> bool:
+    try:
+        ping = run_slurm(["scontrol", "ping"], env)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return ping.returncode == 0 and "is UP" in ping.stdout
+
+
+def unusable_nodes(env: Dict[str, str]) -> str:
+    """Nodes drained or down (e.g. "Kill task failed" after an unkillable step)."""
+    out = run_slurm(["sinfo", "--noheader", "--Node", "--format=%N %T %E"], env)
+    bad = [
+        line
+        for line in out.stdout.splitlines()
+        if any(word in (line.split() + ["", ""])[1] for word in ("drain", "down", "fail"))
+    ]
+    return "; ".join(bad)
+
+
+def target_skip_reason(target: Target, env: Optional[Dict[str, str]]) -> Optional[str]:
+    """Why this target cannot run here; None when it can."""
+    if target.state == PREFIX_STATE and not os.path.isdir(PREFIX):
+        return f"no Slurm built under {PREFIX} (HPCBRIDGE_TEST_SLURM_PREFIX)"
+    if env is None or not controller_up(env):
+        if target.state == PREFIX_STATE:
+            return (
+                f"the {target.label.split('-')[0]} test cluster is not running: "
+                f"HPCBRIDGE_SLURM_PREFIX={PREFIX} bash containers/slurm/start.sh"
+            )
+        return SKIP
+    if target.driver == "native":
+        try:
+            version = importlib.metadata.version("pyslurm")
+        except importlib.metadata.PackageNotFoundError:
+            return f"pyslurm not installed (build it against {PREFIX}: see scripts/test.sh)"
+        if not version.startswith(Path(PREFIX).name.split("-")[-1] + "."):
+            return f"pyslurm {version} is not built for {PREFIX}"
+    return None
