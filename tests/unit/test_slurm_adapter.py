@@ -386,10 +386,7 @@ def test_native_driver_required_but_missing(
 ) -> None:
     from hpcbridge.schedulers.slurm import native
 
-    def missing() -> None:
-        raise ImportError("No module named 'pyslurm'")
-
-    monkeypatch.setattr(native, "import_pyslurm", missing)
+    monkeypatch.setattr(native, "installed_pyslurm_version", lambda: None)  # not installed
     settings = Settings.from_env(env={}, state_dir=str(tmp_path), scheduler="slurm")
     with pytest.raises(SchedulerUnavailableError, match="not importable"):
         RealSlurmAdapter(executor=fake, settings=settings, driver="native")
