@@ -144,3 +144,12 @@ def test_bindings_beside_the_command_leave_sys_path_alone(
 
 def _bindings_modules() -> List[str]:
     return [name for name in sys.modules if name.split(".")[0] in ("flux", "_flux")]
+
+
+def test_describe_names_the_driver_and_the_instance(tmp_path: Path) -> None:
+    adapter = adapter_with(FakeFlux(), tmp_path, env={}, uri="local:///tmp/f/local-0")
+    assert adapter.describe() == "flux via local (cli driver, local:///tmp/f/local-0)"
+    missing = FakeFlux()
+    missing.handlers["version"] = lambda argv, _: CommandResult(argv, 127, "", "flux: not found")
+    adapter = adapter_with(missing, tmp_path, env={})
+    assert adapter.describe() == "flux via local (cli driver, system instance)"

@@ -218,6 +218,14 @@ class FluxAdapter(SchedulerAdapter):
             uri_setting=self.uri_setting,
         )
 
+    def describe(self) -> str:
+        """``flux via TRANSPORT (DRIVER driver, URI)``; the requested driver if Flux is unusable."""
+        try:
+            kind, target = self.driver_kind, self.uri or "system instance"
+        except (SchedulerUnavailableError, ConfigurationError, OSError):
+            kind, target = self.requested_driver, self.uri_setting.value or "system instance"
+        return f"flux via {self.executor.kind} ({kind} driver, {target})"
+
     def close(self) -> None:
         if self._session is not None:
             self._session.driver.close()
