@@ -464,6 +464,21 @@ def test_no_conf_anywhere_probes_the_import_in_a_child(
     pyslurm_loading.ensure_loadable(None)
 
 
+def test_a_conf_that_does_not_parse_is_found_by_the_probe(
+    monkeypatch: pytest.MonkeyPatch, pyslurm_findable: None, tmp_path
+) -> None:
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("BogusKey=1\n")
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+    fatal = "python: fatal: Unable to process configuration file"
+    monkeypatch.setattr(sys, "executable", fake_python(tmp_path, f"echo '{fatal}' >&2; exit 1"))
+    with pytest.raises(SchedulerUnavailableError, match="Unable to process configuration"):
+        pyslurm_loading.ensure_loadable(str(conf))
+    monkeypatch.setattr(pyslurm_loading, "_probed", {})
+    monkeypatch.setattr(sys, "executable", fake_python(tmp_path, "exit 0"))
+    pyslurm_loading.ensure_loadable(str(conf))
+
+
 def test_not_installed_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(sys.modules, "pyslurm", raising=False)
     monkeypatch.setattr(pyslurm_loading.importlib.util, "find_spec", lambda name, *rest: None)

@@ -1,10 +1,12 @@
 """Loading pyslurm only where it cannot take the process down or talk to the wrong cluster.
 
 ``import pyslurm`` initialises libslurm with the *process's* ``SLURM_CONF``
-(read once, for the life of the process).  When that file cannot be read,
-libslurm retries for about a minute and then exits the whole process: no
-exception reaches Python.  So the ``SLURM_CONF`` the settings say is checked
-before the import, and pyslurm is used only for that one configuration.
+(read once, for the life of the process).  When that file is missing,
+libslurm retries for about a minute and then exits the whole process; when
+it does not parse, it exits at once: no exception reaches Python.  So the
+``SLURM_CONF`` the settings say is checked before the import (it must be the
+process's, and a child process must import pyslurm with it first, ~0.25 s
+once per process), and pyslurm is used only for that one configuration.
 """
 
 from __future__ import annotations
@@ -111,7 +113,8 @@ def ensure_loadable(wanted: Optional[str]) -> None:
     loaded_conf = _loaded.get("conf", process_conf) if imported else None
     problem = conf_problem(wanted, process_conf, (imported, loaded_conf))
     if problem is None and not imported:
-        problem = _readable_problem(wanted) if wanted else _probe(process_conf)
+        # A readable file may still not parse: libslurm then ends the process at once.
+        problem = (_readable_problem(wanted) if wanted else None) or _probe(process_conf)
     if problem:
         raise SchedulerUnavailableError(problem)
 
