@@ -76,6 +76,8 @@ class SchedulerAdapter(ABC):
     output_template: ClassVar[str] = "job-{id}.out"
     #: the placeholder the scheduler itself expands in an output path
     output_placeholder: ClassVar[str] = "{id}"
+    #: which driver is used and why; set by the concrete adapter
+    driver_choice: DriverChoice = DriverChoice("", "")
 
     def __init__(
         self,
@@ -99,8 +101,6 @@ class SchedulerAdapter(ABC):
         self.remote_workdir = remote_workdir or self.settings.remote_workdir or self._workdir()
         self.store = store if store is not None else JobStore(self.settings.database_path)
         self.unknown_limit = unknown_limit or self.settings.unknown_limit
-        #: which driver is used and why; set by the concrete adapter
-        self.driver_choice = DriverChoice("", "")
         # the last state this adapter saw of each job: spares the store on every poll
         self._known: Dict[str, JobStatus] = {}
         self._lock = threading.Lock()

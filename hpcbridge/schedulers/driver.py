@@ -173,6 +173,12 @@ D = TypeVar("D")
 log = logging.getLogger("hpcbridge")
 
 
+class NativeDriverBroken(SchedulerUnavailableError):
+    """The in-process bindings are installed but do not work here (another
+    release than the scheduler's, no connection): worth a warning, unlike
+    bindings that are simply not installed."""
+
+
 @dataclass(frozen=True)
 class DriverChoice:
     """Which driver an adapter uses and why (for the log, ``describe`` and ``doctor``)."""
@@ -192,7 +198,9 @@ def choose_driver(
     ``requested`` is "auto", "native" or "cli" (checked by the settings).
     ``native()`` builds the in-process driver or raises
     ``SchedulerUnavailableError`` saying why it cannot be used.  With "auto"
-    that reason is logged once per adapter and the CLI driver is used; with
+    the CLI driver is used and the reason logged: a warning when the bindings
+    are there but broken (``NativeDriverBroken``), else at INFO (bindings
+    not installed, an SSH transport: the CLI is simply the way); with
     "native" it is raised.
     """
     if requested == "cli":
@@ -205,7 +213,8 @@ def choose_driver(
                 f"the native {scheduler} driver cannot be used: {exc}; "
                 f"set HPCBRIDGE_{scheduler.upper()}_DRIVER=cli or auto to use the commands"
             ) from exc
-        log.info("%s: using the CLI driver (%s)", scheduler, exc)
+        level = logging.WARNING if isinstance(exc, NativeDriverBroken) else logging.INFO
+        log.log(level, "%s: using the CLI driver (%s)", scheduler, exc)
         return cli(), DriverChoice("cli", str(exc))
     return driver, DriverChoice("native", getattr(driver, "choice_reason", "bindings usable"))
 

@@ -111,13 +111,9 @@ class FluxAdapter(SchedulerAdapter):
         return self.session.driver
 
     @property
-    def driver_choice(self) -> DriverChoice:
+    def driver_choice(self) -> DriverChoice:  # type: ignore[override]  # base: an attribute
         """Which driver and why (made with the session)."""
         return self.session.choice
-
-    @driver_choice.setter
-    def driver_choice(self, _placeholder: DriverChoice) -> None:
-        """The base sets a placeholder; Flux's choice is made with its session."""
 
     @property
     def driver_kind(self) -> str:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional, Union
 from ...config import Settings
 from ...errors import SchedulerUnavailableError
 from ...transports.base import Executor
-from ..driver import DriverChoice, choose_driver
+from ..driver import DriverChoice, NativeDriverBroken, choose_driver
 from .bindings import BindingsUnavailable, bindings_version, import_bindings
 from .cli import CLIDriver
 from .native import NativeConnection, NativeDriver, error_text
@@ -142,9 +142,7 @@ def _native_driver(
         version = connection.probe(options.probe_timeout)
     except Exception as exc:  # noqa: BLE001 - any failure means "use the CLI"
         connection.reset()
-        raise SchedulerUnavailableError(
-            f"cannot use a handle to {label}: {error_text(exc)}"
-        ) from exc
+        raise NativeDriverBroken(f"cannot use a handle to {label}: {error_text(exc)}") from exc
     facts = learn_facts(uri, version, options, lambda _policy: connection.queue_info())
     reason = f"bindings {bindings.version or '?'} talk to {label}"
     return NativeDriver(connection, facts, options, commands, reason)
