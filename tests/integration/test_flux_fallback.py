@@ -16,6 +16,7 @@ import pytest
 
 from hpcbridge.model import JobState
 
+from ..support.flux import flux_version
 from .test_flux_support import make_adapter, require_flux, start_instance, write_script
 
 pytestmark = pytest.mark.flux
@@ -94,3 +95,44 @@ def test_broken_library_uses_the_cli(broker: Any, tmp_path: Path) -> None:
     assert answer["driver"] == "cli" and answer["state"] == "COMPLETED"
     fallbacks = [line for line in answer["log"] if "using the CLI driver" in line]
     assert len(fallbacks) == 1 and "libflux-core.so.2" in fallbacks[0]
+
+
+DOCTOR_WITHOUT_YAML = textwrap.dedent(
+    """
+    import importlib.abc, sys
+
+    class Block(importlib.abc.MetaPathFinder):
+        # Stands for a Python that lacks what the bindings import (pyyaml here).
+        def find_spec(self, name, path, target=None):
+            if name.split(".")[0] == "yaml":
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+            return None
+
+    sys.meta_path.insert(0, Block())
+    from hpcbridge.cli import main
+    sys.exit(main(["doctor"]))
+    """
+)
+
+
+def test_doctor_names_the_package_the_bindings_lack(broker: Any, tmp_path: Path) -> None:
+    flux = require_flux()
+    env = {key: value for key, value in os.environ.items() if not key.startswith("HPCBRIDGE_")}
+    env.update(
+        HPCBRIDGE_SCHEDULER="flux",
+        HPCBRIDGE_FLUX_COMMAND=flux,
+        HPCBRIDGE_STATE_DIR=str(tmp_path / "state"),
+        FLUX_URI=broker.uri,
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", DOCTOR_WITHOUT_YAML],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = [line for line in result.stdout.splitlines() if line.startswith("--  flux bindings")]
+    assert len(lines) == 1, result.stdout + result.stderr
+    assert "No module named 'yaml'" in lines[0]
+    assert "fix: pip install pyyaml" in lines[0]
+    assert f"flux-python=={flux_version(flux)}" in lines[0]

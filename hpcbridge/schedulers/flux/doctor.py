@@ -9,6 +9,7 @@ from ...doctor import Check
 from ...errors import SchedulerAdapterError
 from ...transports.base import Executor
 from ...transports.local import LocalExecutor
+from .advice import bindings_advice, release_advice
 from .instance import version_argv
 from .planning import FluxOptions
 from .session import FluxSession, build_session, choose_uri_setting
@@ -104,11 +105,7 @@ def session_info(session: FluxSession) -> Dict[str, Any]:
     for key, label in _SAME_RELEASE:
         other, broker = info.get(key), facts.broker_version
         if broker and other and other != broker:
-            info["warnings"].append(
-                f"{label} are {other} but the broker is {broker}: use those of the "
-                "broker's release (mixed releases fail with 'Protocol error' or "
-                "'invalid payload', or hang)"
-            )
+            info["warnings"].append(release_advice(label, str(other), broker))
     if facts.queues is not None:
         queues = facts.queues
         info["queues"] = {
@@ -135,7 +132,9 @@ def _checks_from(info: Dict[str, Any]) -> List[Check]:
     if info.get("bindings_version"):
         found.append(Check("flux bindings", True, str(info["bindings_version"])))
     elif info.get("bindings_error"):
-        found.append(Check("flux bindings", False, str(info["bindings_error"])))
+        error = str(info["bindings_error"])
+        advice = bindings_advice(error, info.get("broker_version"))
+        found.append(Check("flux bindings", False, f"{error}; fix: {advice}" if advice else error))
     queues = info.get("queues")
     if queues is not None:
         names = queues.get("names") or []
