@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Dict, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, TypeVar
 
 from ...errors import SchedulerUnavailableError
 from ...transports.base import CommandResult, Executor
@@ -23,6 +23,8 @@ from .queues import QueueInfo, parse_config_json, parse_queue_list
 from .versions import FluxPolicy, parse_flux_version_output
 
 log = logging.getLogger("hpcbridge")
+
+T = TypeVar("T")
 
 # A job whose broker is still starting is worth waiting for: a Flux job that
 # has not published its URI yet, a Slurm job still pending ("empty nodelist")
@@ -95,20 +97,23 @@ class FluxCommands:
 
     def queue_info(self, policy: FluxPolicy) -> Optional[QueueInfo]:
         """The configuration's queues (``flux config get``), else ``flux queue list``."""
+        found = None
         if policy.config_rpc:
-            result = self.run(instance.config_get_argv(self.flux))
-            if result.ok:
-                try:
-                    return parse_config_json(result.stdout)
-                except ValueError as exc:
-                    log.debug("flux config get: %s", exc)
-        result = self.run(instance.queue_list_argv(self.flux))
-        if result.ok:
-            try:
-                return parse_queue_list(result.stdout)
-            except ValueError as exc:
-                log.debug("flux queue list: %s", exc)
-        return None
+            found = self._parsed(instance.config_get_argv(self.flux), parse_config_json)
+        if found is None:
+            found = self._parsed(instance.queue_list_argv(self.flux), parse_queue_list)
+        return found
+
+    def _parsed(self, argv: List[str], parse: Callable[[str], T]) -> Optional[T]:
+        """``parse`` of what ``argv`` prints; ``None`` when it fails or prints nonsense."""
+        result = self.run(argv)
+        if not result.ok:
+            return None
+        try:
+            return parse(result.stdout)
+        except ValueError as exc:
+            log.debug("%s: %s", " ".join(argv[1:3]), exc)
+            return None
 
     def expiration(self) -> Optional[float]:
         result = self.run(instance.resource_r_argv(self.flux))
