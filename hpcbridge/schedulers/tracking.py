@@ -1,0 +1,192 @@
+"""What an adapter knows of its jobs' states, and how one status round updates it.
+
+Scheduler-neutral: the scheduler's answers come through a query function.
+A state never goes backwards and a final state is final; a job the
+scheduler can no longer see is looked up in the exit-code file its wrapper
+wrote; a cancel the user asked for turns a SIGTERM "failure" into CANCELLED.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from ..jobscript import TaskSpec
+from ..model import JobState, JobStatus, advance
+from ..store import JobRecord, JobStore
+from .driver import SCHEDULER_UNREACHABLE, SubmitBatch, Submitted
+
+log = logging.getLogger("hpcbridge")
+
+Query = Callable[[List[str]], Dict[str, JobStatus]]
+
+#: answers for which the whole record matters: the exit-code file, a cancel request
+_RECORD_NEEDED = (JobState.UNKNOWN, JobState.FAILED, JobState.TIMEOUT)
+
+
+class JobTracker:
+    """The last state seen of each job, kept in step with the store."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        scheduler_name: str,
+        host_label: str,
+        read_text: Callable[[str], str],
+    ) -> None:
+        self.store = store
+        self.scheduler_name = scheduler_name
+        self.host_label = host_label
+        self.read_text = read_text
+        # the last state seen of each job: spares the store on every poll
+        self.known: Dict[str, JobStatus] = {}
+
+    def record(self, records: Sequence[JobRecord]) -> None:
+        """Jobs that went in: stored at once (a crash loses none), known PENDING."""
+        self.store.add_many(records)
+        for record in records:
+            self.known[record.job_id] = JobStatus(record.job_id, JobState.PENDING)
+
+    def refresh(self, ids: List[str], query: Query) -> Dict[str, JobStatus]:
+        """Every id's status: one ``query`` for all that are not finished."""
+        unseen = [job_id for job_id in ids if job_id not in self.known]
+        if unseen:
+            recorded = self.store.statuses(self.scheduler_name, self.host_label, unseen)
+            for job_id, status in recorded.items():
+                self.known.setdefault(job_id, status)
+        to_ask = [job_id for job_id in ids if not self._is_final(job_id)]
+        observed = query(to_ask) if to_ask else {}
+        records = self._records(
+            [job_id for job_id in to_ask if observed[job_id].state in _RECORD_NEEDED]
+        )
+        changed = []
+        for job_id in to_ask:
+            merged = self._merge(job_id, observed[job_id], records.get(job_id))
+            previous = self.known.get(job_id)
+            if merged.state is not JobState.UNKNOWN and merged != previous:
+                if previous is None or _lasting(previous) != _lasting(merged):
+                    changed.append(merged)
+                self.known[job_id] = merged
+            observed[job_id] = merged
+        if changed:
+            self.store.update_statuses(self.scheduler_name, self.host_label, changed)
+        return {job_id: observed.get(job_id) or self.known[job_id] for job_id in ids}
+
+    def _records(self, job_ids: List[str]) -> Dict[str, JobRecord]:
+        if not job_ids:
+            return {}
+        return self.store.get_many(self.scheduler_name, self.host_label, job_ids)
+
+    def _is_final(self, job_id: str) -> bool:
+        known = self.known.get(job_id)
+        return known is not None and known.is_terminal
+
+    def _merge(self, job_id: str, observed: JobStatus, record: Optional[JobRecord]) -> JobStatus:
+        if observed.state is JobState.UNKNOWN:
+            if observed.extra.get(SCHEDULER_UNREACHABLE):
+                return observed
+            return self._from_exit_file(observed, record) or observed
+        if (
+            record is not None
+            and record.cancel_requested
+            and observed.state
+            in (
+                JobState.FAILED,
+                JobState.TIMEOUT,
+            )
+        ):
+            # A cancelled job may be reported FAILED/TIMEOUT (killed by SIGTERM,
+            # exit 143) by the scheduler; the user asked for it to end, so it is
+            # CANCELLED.  The scheduler's own words stay in native_state.  A job
+            # that COMPLETED before the cancel arrived stays COMPLETED.
+            observed = observed.with_(
+                state=JobState.CANCELLED, reason=observed.reason or "cancel requested"
+            )
+        return advance(self.known.get(job_id), observed)
+
+    def _from_exit_file(
+        self, status: JobStatus, record: Optional[JobRecord]
+    ) -> Optional[JobStatus]:
+        """The end the wrapper recorded, for a job the scheduler cannot see; ``None``
+        when there is no readable exit-code file."""
+        if record is None or not record.exit_file:
+            return None
+        try:
+            code = exit_code_from_file(self.read_text(record.exit_file))
+        except Exception as exc:  # noqa: BLE001 - missing or unreachable: no answer
+            log.debug("no exit-code file %s: %s", record.exit_file, exc)
+            return None
+        if code is None:
+            return None
+        found = status.with_(
+            state=JobState.COMPLETED if code == 0 else JobState.FAILED,
+            exit_code=code,
+            native_state=status.native_state or "(exit-code file)",
+            reason=f"from the exit-code file ({status.reason})"
+            if status.reason
+            else "from the exit-code file",
+        )
+        return self._merge(status.job_id, found, record)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where jobs are recorded: which scheduler, through which transport, on which host."""
+
+    scheduler: str
+    transport: str
+    host: str
+
+
+def job_records(
+    submitted: Sequence[Submitted],
+    batch: SubmitBatch,
+    tasks: Sequence[TaskSpec],
+    where: Placement,
+    instance: Optional[str],
+) -> List[JobRecord]:
+    """The records of the jobs of one batch that went in."""
+    now = datetime.now(timezone.utc)
+    resources, job = batch.resources, batch.job
+    return [
+        JobRecord(
+            job_id=item.job_id,
+            scheduler=where.scheduler,
+            transport=where.transport,
+            host=where.host,
+            flux_uri=instance,
+            job_name=job.job_name,
+            state=JobState.PENDING.value,
+            submit_time=now,
+            nodes=resources.nodes,
+            ntasks=resources.ntasks,
+            cpus_per_task=resources.cpus_per_task,
+            gpus=resources.gpus,
+            time_limit=resources.time,
+            partition=resources.partition,
+            qos=resources.qos,
+            account=resources.account,
+            remote_dir=job.remote_dir,
+            script=tasks[item.index].script,
+            log_path=item.log_path,
+            exit_file=job.exit_file_for(item.index, batch.count),
+            kind=batch.kind,
+        )
+        for item in submitted
+    ]
+
+
+def _lasting(status: JobStatus) -> Tuple[Any, ...]:
+    """What the store keeps up to date: a new reason alone (a pending job's
+    "Priority" turning "Resources") is shown live, not written on every poll."""
+    return (status.state, status.exit_code, status.start_time, status.end_time)
+
+
+def exit_code_from_file(text: str) -> Optional[int]:
+    """The wrapper's exit-code file holds one integer."""
+    try:
+        return int(text.strip())
+    except ValueError:
+        return None
