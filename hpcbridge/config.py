@@ -66,6 +66,9 @@ class Settings:
     slurm_driver: str = "auto"
     flux_driver: str = "auto"
     flux_command: str = "flux"
+    #: Flux: True = batch jobs (nested instances), False = plain jobs, None = the
+    #: instance's default (system instance: batch; an enclosing or named one: plain)
+    flux_nested: Optional[bool] = None
     db_path: Optional[str] = None
     state_dir: Optional[str] = None
     cpu_cost_per_hour: float = 0.0
@@ -113,6 +116,7 @@ class Settings:
         for attribute, name in {
             "ssh_accept_new_host_keys": "SSH_ACCEPT_NEW_HOST_KEYS",
             "ssh_login_shell": "SSH_LOGIN_SHELL",
+            "flux_nested": "FLUX_NESTED",
         }.items():
             found = lookup(env, name)
             if found:

@@ -47,6 +47,7 @@ CREATE TABLE IF NOT EXISTS hpc_jobs (
     exit_file       TEXT,
     cancel_requested INTEGER NOT NULL DEFAULT 0,
     updated_at      TEXT,
+    kind            TEXT,
     UNIQUE (scheduler, host, job_id)
 );
 CREATE INDEX IF NOT EXISTS hpc_jobs_job_id ON hpc_jobs (job_id);
@@ -85,6 +86,9 @@ class JobRecord:
     exit_file: Optional[str] = None
     cancel_requested: bool = False
     updated_at: Optional[datetime] = None
+    #: Flux: "batch" (a nested instance) or "plain" (the script as the job's tasks);
+    #: ``None`` where the scheduler has no such choice
+    kind: Optional[str] = None
 
     @property
     def job_state(self) -> JobState:
@@ -175,6 +179,19 @@ def _status_from_row(row: Sequence[Any]) -> JobStatus:
     )
 
 
+#: columns added after the first release: (name, SQL type); databases made before get them
+_LATER_COLUMNS = (("kind", "TEXT"),)
+
+
+def _add_missing_columns(connection: sqlite3.Connection) -> None:
+    """Bring a database made by an older hpcbridge up to the current columns."""
+    present = {row[1] for row in connection.execute("PRAGMA table_info(hpc_jobs)")}
+    for name, sql_type in _LATER_COLUMNS:
+        if name not in present:
+            # Names and types come from the constant list above, never from input.
+            connection.execute(f"ALTER TABLE hpc_jobs ADD COLUMN {name} {sql_type}")
+
+
 class JobStore:
     """Job records in SQLite (WAL, busy timeout): many writers, no row lost.
 
@@ -200,6 +217,7 @@ class JobStore:
         opened.execute("PRAGMA synchronous=NORMAL")
         if not self._schema_ready:
             _retry_locked(lambda: opened.executescript(_SCHEMA))
+            _retry_locked(lambda: _add_missing_columns(opened))
             self._schema_ready = True
         self._local.connection = opened
         return opened

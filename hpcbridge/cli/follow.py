@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Sequence
 
 from ..model import JobState, JobStatus
+from ..store import JobRecord
 from .exits import EXIT_JOB_NOT_COMPLETED, EXIT_OK
 from .lookup import not_found_error, require_traced, untraced
 from .output import Progress, announce, print_json, status_line
@@ -48,7 +49,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     missing = untraced(target, statuses)
     shown = [statuses[job_id] for job_id in target.job_ids if job_id not in missing]
     if args.json and shown:
-        payload = [status.to_json() for status in shown]
+        payload = [with_kind(status.to_json(), target.records) for status in shown]
         print_json(payload[0] if len(payload) == 1 else payload)
     elif not args.json:
         for status in shown:
@@ -56,6 +57,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     if missing:
         raise not_found_error(target, missing, statuses)
     return EXIT_OK
+
+
+def with_kind(item: Dict[str, Any], records: Dict[str, JobRecord]) -> Dict[str, Any]:
+    """A status with its recorded job kind (Flux: "batch" or "plain"), where there is one."""
+    record = records.get(item["job_id"])
+    if record is not None and record.kind:
+        item["kind"] = record.kind
+    return item
 
 
 def cmd_wait(args: argparse.Namespace) -> int:

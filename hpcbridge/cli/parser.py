@@ -47,6 +47,18 @@ def _add_target_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--flux-uri", dest="flux_uri", metavar="URI")
 
 
+def _add_nested_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--nested",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="Flux: a batch job, a nested instance of its own (--nested), or a plain job "
+        "run directly as the job's tasks (--no-nested); default: HPCBRIDGE_FLUX_NESTED, "
+        "else batch on the system instance and plain in an enclosing or named one. "
+        "Slurm and mock ignore it",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-v", "--verbose", action="count", default=0, help="show log messages")
@@ -78,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("script_args", nargs="*", metavar="ARG", help="arguments for the script")
     _add_resource_flags(submit)
     _add_target_flags(submit)
+    _add_nested_flag(submit)
     submit.add_argument("--remote-dir", help="the job's folder (default: a new one per job)")
     submit.add_argument(
         "--env",
@@ -115,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_resource_flags(many)
     _add_target_flags(many)
+    _add_nested_flag(many)
     many.add_argument("--remote-dir")
     many.add_argument("--after", action="append", default=[], metavar="ID")
     many.add_argument("--wait", action="store_true")

@@ -64,6 +64,7 @@ def _job_json(item: Listed) -> Dict[str, Any]:
     return {
         **record.status().to_json(),
         "scheduler": record.scheduler,
+        "kind": record.kind,
         "host": record.host,
         "job_name": record.job_name,
         "remote_dir": record.remote_dir,
@@ -83,7 +84,7 @@ def _job_row(item: Listed) -> Tuple[str, ...]:
         submitted = record.submit_time.astimezone().strftime("%Y-%m-%d %H:%M:%S")
     return (
         record.job_id,
-        record.scheduler,
+        f"{record.scheduler} ({record.kind})" if record.kind else record.scheduler,
         (record.job_name or "")[:24],
         _state_cell(item),
         "" if record.exit_code is None else str(record.exit_code),

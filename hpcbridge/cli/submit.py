@@ -36,7 +36,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
     adapter = adapter_for(args)
     resources = resources_from(args)
     if args.dry_run:
-        print(adapter.describe_submission(args.script, resources, args.remote_dir, args.after))
+        print(
+            adapter.describe_submission(
+                args.script, resources, args.remote_dir, args.after, nested=args.nested
+            )
+        )
         return EXIT_OK
     job_id = adapter.submit_job(
         args.script,
@@ -45,6 +49,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         depends_on=args.after or None,
         arguments=args.script_args,
         environment=environment_from(args.env),
+        nested=args.nested,
     )
     if args.json:  # with --wait, the final status (which holds the id) is printed instead
         if not args.wait:
@@ -74,6 +79,7 @@ def cmd_submit_many(args: argparse.Namespace) -> int:
         resources_from(args),
         depends_on=args.after or None,
         remote_dir=args.remote_dir,
+        nested=args.nested,
     )
     if args.json:
         if not args.wait:

@@ -28,9 +28,7 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
-import threading
 from abc import ABC, abstractmethod
-from datetime import datetime, timezone
 from typing import Any, ClassVar, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from ..config import Settings
@@ -43,14 +41,13 @@ from ..errors import (
     TransportError,
 )
 from ..jobscript import PreparedJob, TaskSpec, new_token
-from ..model import JobState, JobStatus, advance
+from ..model import JobState, JobStatus
 from ..resources import Resources
-from ..store import JobRecord, JobStore
+from ..store import JobStore
 from ..transports.base import Executor
 from ..transports.local import LocalExecutor
 from . import staging
 from .driver import (
-    SCHEDULER_UNREACHABLE,
     DriverChoice,
     PartialSubmissionError,
     SchedulerDriver,
@@ -59,12 +56,14 @@ from .driver import (
     unreachable,
 )
 from .staging import DependsOn, JobInput
+from .tracking import JobTracker, Placement, exit_code_from_file, job_records
 from .waiting import ProgressCallback, StatusCallback, WaitPlan, wait_for_all
 
 log = logging.getLogger("hpcbridge")
 
-#: what a driver reports about a job it cannot see; the exit-code file may know more
-_RECORD_NEEDED = (JobState.UNKNOWN, JobState.FAILED, JobState.TIMEOUT)
+#: the command that starts parallel tasks inside a job, exported by the wrapper as
+#: ``HPCBRIDGE_LAUNCHER`` (none under mock, nor in a Flux plain job: it is the tasks)
+LAUNCHERS: Mapping[str, str] = {"slurm": "srun", "flux": "flux run"}
 
 
 class SchedulerAdapter(ABC):
@@ -101,9 +100,10 @@ class SchedulerAdapter(ABC):
         self.remote_workdir = remote_workdir or self.settings.remote_workdir or self._workdir()
         self.store = store if store is not None else JobStore(self.settings.database_path)
         self.unknown_limit = unknown_limit or self.settings.unknown_limit
-        # the last state this adapter saw of each job: spares the store on every poll
-        self._known: Dict[str, JobStatus] = {}
-        self._lock = threading.Lock()
+        self.tracker = JobTracker(
+            self.store, self.scheduler_name, self.host_label, self.executor.read_text
+        )
+        self._nested_ignored_logged = False
 
     @property
     @abstractmethod
@@ -142,12 +142,17 @@ class SchedulerAdapter(ABC):
         depends_on: DependsOn = None,
         arguments: Sequence[str] = (),
         environment: Optional[Mapping[str, str]] = None,
+        nested: Optional[bool] = None,
     ) -> str:
-        """Stage ``script_path`` into ``remote_dir`` and submit it; return the job id."""
+        """Stage ``script_path`` into ``remote_dir`` and submit it; return the job id.
+
+        ``nested`` (Flux): True for a batch job, False for a plain job; ``None``
+        takes the setting or the instance's default.  Other schedulers ignore it.
+        """
         validated = self.validate_resources(resources)
         dependencies = staging.dependency_ids(depends_on, self.normalize_job_id)
         task = staging.make_task(script_path, arguments, environment, self.settings.remote_repo)
-        return self._submit_tasks([task], validated, dependencies, remote_dir)[0]
+        return self._submit_tasks([task], validated, dependencies, remote_dir, nested)[0]
 
     def submit_many(
         self,
@@ -155,18 +160,20 @@ class SchedulerAdapter(ABC):
         resources: Optional[Mapping[str, Any]] = None,
         depends_on: DependsOn = None,
         remote_dir: Optional[str] = None,
+        nested: Optional[bool] = None,
     ) -> List[str]:
         """Submit many similar jobs; one id per input, in order.
 
         When only some go in, ``PartialSubmissionError`` says which (they are
-        recorded and can be waited for or cancelled).
+        recorded and can be waited for or cancelled).  ``nested`` as for
+        ``submit_job``.
         """
         validated = self.validate_resources(resources)
         dependencies = staging.dependency_ids(depends_on, self.normalize_job_id)
         tasks = [staging.coerce_task(item, self.settings.remote_repo) for item in jobs]
         if not tasks:
             return []
-        return self._submit_tasks(tasks, validated, dependencies, remote_dir)
+        return self._submit_tasks(tasks, validated, dependencies, remote_dir, nested)
 
     def describe_submission(
         self,
@@ -174,6 +181,7 @@ class SchedulerAdapter(ABC):
         resources: Optional[Mapping[str, Any]] = None,
         remote_dir: Optional[str] = None,
         depends_on: DependsOn = None,
+        nested: Optional[bool] = None,
     ) -> str:
         """What ``submit_job`` would run, without staging or submitting anything."""
         validated = self.validate_resources(resources)
@@ -183,16 +191,33 @@ class SchedulerAdapter(ABC):
         name = staging.job_name(validated, [task])
         job = staging.plan_chunks(folder, [task], name, 1, token)[0][0]
         dependencies = staging.dependency_ids(depends_on, self.normalize_job_id)
-        return self._describe_batch(self._batch(job, 1, validated, dependencies))
+        batch = self._batch(job, 1, validated, dependencies, self.choose_nested(nested))
+        return self._describe_batch(batch)
 
     def _describe_batch(self, batch: SubmitBatch) -> str:
         return self.driver.describe(batch)
 
+    def choose_nested(self, nested: Optional[bool]) -> Optional[bool]:
+        """Batch or plain job (Flux overrides); ``None``: this scheduler has no such choice."""
+        if nested is not None and not self._nested_ignored_logged:
+            self._nested_ignored_logged = True
+            log.info(
+                "%s: nested=%s does not apply (only Flux has batch and plain jobs); ignored",
+                self.scheduler_name,
+                nested,
+            )
+        return None
+
     def _batch(
-        self, job: PreparedJob, count: int, resources: Resources, depends_on: Sequence[str]
+        self,
+        job: PreparedJob,
+        count: int,
+        resources: Resources,
+        depends_on: Sequence[str],
+        nested: Optional[bool],
     ) -> SubmitBatch:
         output = self.output_path(job, resources)
-        return SubmitBatch(job, count, resources, tuple(depends_on), output)
+        return SubmitBatch(job, count, resources, tuple(depends_on), output, nested)
 
     def output_path(self, job: PreparedJob, resources: Resources) -> str:
         """The output path handed to the scheduler (its own placeholder kept)."""
@@ -205,8 +230,10 @@ class SchedulerAdapter(ABC):
         resources: Resources,
         depends_on: List[str],
         remote_dir: Optional[str],
+        nested: Optional[bool] = None,
     ) -> List[str]:
         """One folder; one wrapper and one driver submission per ``max_batch`` tasks."""
+        nested = self.choose_nested(nested)
         token = new_token()
         folder = staging.new_folder(self.executor, self.remote_workdir, remote_dir, token)
         chunk_size = self.driver.max_batch() if len(tasks) > 1 else 1
@@ -216,7 +243,7 @@ class SchedulerAdapter(ABC):
         done: List[Submitted] = []
         for job, chunk in chunks:
             try:
-                done.extend(self._submit_chunk(job, chunk, resources, depends_on))
+                done.extend(self._submit_chunk(job, chunk, resources, depends_on, nested))
             except PartialSubmissionError as exc:
                 submitted = done + exc.submitted
                 raise PartialSubmissionError(submitted, exc.failures, len(tasks)) from exc
@@ -229,11 +256,18 @@ class SchedulerAdapter(ABC):
         return ids
 
     def _submit_chunk(
-        self, job: PreparedJob, tasks: List[TaskSpec], resources: Resources, depends_on: List[str]
+        self,
+        job: PreparedJob,
+        tasks: List[TaskSpec],
+        resources: Resources,
+        depends_on: List[str],
+        nested: Optional[bool],
     ) -> List[Submitted]:
         array_variable = self.driver.capabilities.array_index_variable
-        staging.stage(self.executor, job, tasks, staging.wrapper_text(job, tasks, array_variable))
-        batch = self._batch(job, len(tasks), resources, depends_on)
+        launcher = "" if nested is False else LAUNCHERS.get(self.scheduler_name, "")
+        wrapper = staging.wrapper_text(job, tasks, array_variable, launcher)
+        staging.stage(self.executor, job, tasks, wrapper)
+        batch = self._batch(job, len(tasks), resources, depends_on, nested)
         try:
             submitted = self.driver.submit_many(batch)
         except PartialSubmissionError as exc:
@@ -245,36 +279,8 @@ class SchedulerAdapter(ABC):
     def _record(
         self, submitted: Sequence[Submitted], batch: SubmitBatch, tasks: Sequence[TaskSpec]
     ) -> None:
-        now = datetime.now(timezone.utc)
-        resources, job = batch.resources, batch.job
-        records = [
-            JobRecord(
-                job_id=item.job_id,
-                scheduler=self.scheduler_name,
-                transport=self.executor.kind,
-                host=self.host_label,
-                flux_uri=self.instance_label,
-                job_name=job.job_name,
-                state=JobState.PENDING.value,
-                submit_time=now,
-                nodes=resources.nodes,
-                ntasks=resources.ntasks,
-                cpus_per_task=resources.cpus_per_task,
-                gpus=resources.gpus,
-                time_limit=resources.time,
-                partition=resources.partition,
-                qos=resources.qos,
-                account=resources.account,
-                remote_dir=job.remote_dir,
-                script=tasks[item.index].script,
-                log_path=item.log_path,
-                exit_file=job.exit_file_for(item.index, batch.count),
-            )
-            for item in submitted
-        ]
-        self.store.add_many(records)
-        for item in submitted:
-            self._known[item.job_id] = JobStatus(item.job_id, JobState.PENDING)
+        where = Placement(self.scheduler_name, self.executor.kind, self.host_label)
+        self.tracker.record(job_records(submitted, batch, tasks, where, self.instance_label))
 
     # -- status -----------------------------------------------------------
 
@@ -285,38 +291,7 @@ class SchedulerAdapter(ABC):
     def get_job_statuses(self, job_ids: Iterable[Any]) -> Dict[str, JobStatus]:
         """Statuses of many jobs: one scheduler query for all that are not finished."""
         ids = list(dict.fromkeys(self.normalize_job_id(job_id) for job_id in job_ids))
-        unseen = [job_id for job_id in ids if job_id not in self._known]
-        if unseen:
-            recorded = self.store.statuses(self.scheduler_name, self.host_label, unseen)
-            for job_id, status in recorded.items():
-                self._known.setdefault(job_id, status)
-        to_ask = [job_id for job_id in ids if not self._is_final(job_id)]
-        observed = self._ask(to_ask) if to_ask else {}
-        # the whole record only where it matters: the exit-code file, a cancel request
-        records = self._records(
-            [job_id for job_id in to_ask if observed[job_id].state in _RECORD_NEEDED]
-        )
-        changed = []
-        for job_id in to_ask:
-            merged = self._merge(job_id, observed[job_id], records.get(job_id))
-            previous = self._known.get(job_id)
-            if merged.state is not JobState.UNKNOWN and merged != previous:
-                if previous is None or _lasting(previous) != _lasting(merged):
-                    changed.append(merged)
-                self._known[job_id] = merged
-            observed[job_id] = merged
-        if changed:
-            self.store.update_statuses(self.scheduler_name, self.host_label, changed)
-        return {job_id: observed.get(job_id) or self._known[job_id] for job_id in ids}
-
-    def _records(self, job_ids: List[str]) -> Dict[str, JobRecord]:
-        if not job_ids:
-            return {}
-        return self.store.get_many(self.scheduler_name, self.host_label, job_ids)
-
-    def _is_final(self, job_id: str) -> bool:
-        known = self._known.get(job_id)
-        return known is not None and known.is_terminal
+        return self.tracker.refresh(ids, self._ask)
 
     def _ask(self, job_ids: List[str]) -> Dict[str, JobStatus]:
         """The driver's answer for every id; an unreachable scheduler is UNKNOWN for all."""
@@ -330,53 +305,6 @@ class SchedulerAdapter(ABC):
             or JobStatus(job_id, JobState.UNKNOWN, reason="no answer from the scheduler")
             for job_id in job_ids
         }
-
-    def _merge(self, job_id: str, observed: JobStatus, record: Optional[JobRecord]) -> JobStatus:
-        if observed.state is JobState.UNKNOWN:
-            if observed.extra.get(SCHEDULER_UNREACHABLE):
-                return observed
-            return self._from_exit_file(observed, record) or observed
-        if (
-            record is not None
-            and record.cancel_requested
-            and observed.state
-            in (
-                JobState.FAILED,
-                JobState.TIMEOUT,
-            )
-        ):
-            # A cancelled job may be reported FAILED/TIMEOUT (killed by SIGTERM,
-            # exit 143) by the scheduler; the user asked for it to end, so it is
-            # CANCELLED.  The scheduler's own words stay in native_state.  A job
-            # that COMPLETED before the cancel arrived stays COMPLETED.
-            observed = observed.with_(
-                state=JobState.CANCELLED, reason=observed.reason or "cancel requested"
-            )
-        return advance(self._known.get(job_id), observed)
-
-    def _from_exit_file(
-        self, status: JobStatus, record: Optional[JobRecord]
-    ) -> Optional[JobStatus]:
-        """The end the wrapper recorded, for a job the scheduler cannot see; ``None``
-        when there is no readable exit-code file."""
-        if record is None or not record.exit_file:
-            return None
-        try:
-            code = exit_code_from_file(self.executor.read_text(record.exit_file))
-        except Exception as exc:  # noqa: BLE001 - missing or unreachable: no answer
-            log.debug("no exit-code file %s: %s", record.exit_file, exc)
-            return None
-        if code is None:
-            return None
-        found = status.with_(
-            state=JobState.COMPLETED if code == 0 else JobState.FAILED,
-            exit_code=code,
-            native_state=status.native_state or "(exit-code file)",
-            reason=f"from the exit-code file ({status.reason})"
-            if status.reason
-            else "from the exit-code file",
-        )
-        return self._merge(status.job_id, found, record)
 
     # -- waiting ----------------------------------------------------------
 
@@ -503,20 +431,6 @@ class SchedulerAdapter(ABC):
     def __repr__(self) -> str:
         name = type(self).__name__
         return f"{name}(executor={self.executor!r}, remote_workdir={self.remote_workdir!r})"
-
-
-def _lasting(status: JobStatus) -> tuple[Any, ...]:
-    """What the store keeps up to date: a new reason alone (a pending job's
-    "Priority" turning "Resources") is shown live, not written on every poll."""
-    return (status.state, status.exit_code, status.start_time, status.end_time)
-
-
-def exit_code_from_file(text: str) -> Optional[int]:
-    """The wrapper's exit-code file holds one integer."""
-    try:
-        return int(text.strip())
-    except ValueError:
-        return None
 
 
 __all__ = ["SchedulerAdapter", "exit_code_from_file"]

@@ -74,6 +74,14 @@ class SubmitBatch:
     depends_on: Tuple[str, ...]
     #: the output path handed to the scheduler, its own placeholder kept
     output: str
+    #: Flux: True = a batch job (a nested instance), False = a plain job (the
+    #: wrapper runs as the job's tasks); ``None`` where the scheduler has no choice
+    nested: Optional[bool] = None
+
+    @property
+    def kind(self) -> Optional[str]:
+        """The job kind recorded and shown: "batch", "plain" or ``None``."""
+        return None if self.nested is None else ("batch" if self.nested else "plain")
 
 
 @dataclass(frozen=True)

@@ -126,13 +126,16 @@ def plan_chunks(
 
 
 def wrapper_text(
-    job: PreparedJob, tasks: Sequence[TaskSpec], array_index_variable: Optional[str]
+    job: PreparedJob,
+    tasks: Sequence[TaskSpec],
+    array_index_variable: Optional[str],
+    launcher: str = "",
 ) -> str:
     staged = [
         TaskSpec(remote, task.arguments, task.environment)
         for remote, task in zip(job.scripts, tasks)
     ]
-    return build_wrapper(staged, job.remote_dir, job.exit_file, array_index_variable)
+    return build_wrapper(staged, job.remote_dir, job.exit_file, array_index_variable, launcher)
 
 
 def stage(executor: Executor, job: PreparedJob, tasks: Sequence[TaskSpec], wrapper: str) -> None:

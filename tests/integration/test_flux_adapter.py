@@ -1,9 +1,12 @@
 """The behaviour cases (as for Slurm) against a real Flux, through the native
-driver and the CLI driver: COMPLETED with times, FAILED exit 3, CANCELLED,
-TIMEOUT, dependencies, unknown ids, logs, bulk submission."""
+driver and the CLI driver, for batch jobs (nested instances) and plain jobs:
+COMPLETED with times, FAILED exit 3, CANCELLED, TIMEOUT, dependencies,
+unknown ids, logs, artifact fetch, bulk submission; a plain job of two tasks
+(the highest exit code wins, one output file); ``$HPCBRIDGE_LAUNCHER``."""
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -38,26 +41,39 @@ def broker(
     instance.stop()
 
 
-@pytest.fixture(scope="module", params=["native", "cli"])
+@pytest.fixture(
+    scope="module",
+    params=[("native", "batch"), ("native", "plain"), ("cli", "batch"), ("cli", "plain")],
+    ids=lambda param: "-".join(param),
+)
 def scenario(
     request: pytest.FixtureRequest, broker: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[SimpleNamespace]:
     """Every case submitted at once (they run side by side), then waited for."""
-    driver = request.param
+    driver, kind = request.param
     if driver == "native":
         native_bindings_or_skip(broker.flux)
-    tmp = tmp_path_factory.mktemp(f"flux-{driver}")
+    tmp = tmp_path_factory.mktemp(f"flux-{driver}-{kind}")
     adapter = make_adapter(
         driver,
         broker.uri,
         tmp / "state",
         remote_workdir=str(tmp / "jobs"),
         flux_command=broker.flux,
+        nested=kind == "batch",
     )
     scripts = tmp / "scripts"
     hello = write_script(scripts, "hello.sh", 'echo "hello from $1"\n')
     fail = write_script(scripts, "fail.sh", "echo failing >&2\nexit 3\n")
     sleeper = write_script(scripts, "sleeper.sh", "sleep ${1:-60}\n")
+    train = write_script(scripts, "train.sh", "printf 'weights %s' \"$1\" > model.pkl\n")
+    ranks = write_script(
+        scripts, "ranks.sh", 'echo "rank ${FLUX_TASK_RANK} says hi"\nexit "${RANK1_EXIT:-0}"\n'
+    )
+    rank1_fails = write_script(
+        scripts, "rank1_fails.sh", '[ "$FLUX_TASK_RANK" = 1 ] && exit 5\nexit 0\n'
+    )
+    launcher = write_script(scripts, "launch.sh", "$HPCBRIDGE_LAUNCHER -n 2 hostname\n")
     assert adapter.driver_kind == driver
 
     ids = SimpleNamespace()
@@ -75,6 +91,13 @@ def scenario(
     ids.bulk = adapter.submit_many(
         [(hello, [f"task{index}"]) for index in range(3)] + [(fail, [])], {"time": "60s"}
     )
+    ids.train = adapter.submit_job(
+        train, {"time": "60s"}, remote_dir=str(tmp / "jobs" / "train-run"), arguments=["42"]
+    )
+    two = {"time": "60s", "ntasks": 2}
+    ids.two_ok = adapter.submit_job(ranks, two, nested=False) if kind == "plain" else None
+    ids.two_fail = adapter.submit_job(rank1_fails, two, nested=False) if kind == "plain" else None
+    ids.launch = adapter.submit_job(launcher, two) if kind == "batch" else None
 
     wait_state(adapter, ids.parent, [JobState.RUNNING])
     child_while_parent_runs = adapter.get_job_status(ids.child) if ids.child else None
@@ -84,12 +107,13 @@ def scenario(
     parent_end = adapter.wait(ids.parent, poll_interval=30.0).end_time
     assert parent_end is not None
     parent_seen_after = time.time() - parent_end.timestamp()
-    every = [ids.ok, ids.fail, ids.cancel, ids.timeout, ids.parent, *ids.bulk]
-    every += [ids.child] if ids.child else []
+    every = [ids.ok, ids.fail, ids.cancel, ids.timeout, ids.parent, ids.train, *ids.bulk]
+    every += [job_id for job_id in (ids.child, ids.two_ok, ids.two_fail, ids.launch) if job_id]
     final = adapter.wait_all(every, poll_interval=1.0, timeout=120)
     yield SimpleNamespace(
         adapter=adapter,
         driver=driver,
+        kind=kind,
         ids=ids,
         final=final,
         parent_seen_after=parent_seen_after,
@@ -190,3 +214,51 @@ def test_doctor_info(scenario: SimpleNamespace) -> None:
     if scenario.driver == "native":
         assert info["bindings_version"] == info["broker_version"]
         assert info["warnings"] == []
+
+
+def test_the_job_kind_is_recorded(scenario: SimpleNamespace) -> None:
+    adapter = scenario.adapter
+    record = adapter.store.get(scenario.ids.ok, "flux", adapter.host_label)
+    assert record is not None and record.kind == scenario.kind
+    bulk = adapter.store.get(scenario.ids.bulk[0], "flux", adapter.host_label)
+    assert bulk is not None and bulk.kind == scenario.kind
+
+
+def test_artifact_fetch(scenario: SimpleNamespace) -> None:
+    adapter, job_id = scenario.adapter, scenario.ids.train
+    assert scenario.final[job_id].state is JobState.COMPLETED
+    record = adapter.store.get(job_id, "flux", adapter.host_label)
+    assert record is not None and record.remote_dir
+    local = scenario.tmp / "fetched.pkl"
+    adapter.executor.get(f"{record.remote_dir}/model.pkl", str(local))
+    assert local.read_text() == "weights 42"
+
+
+def test_plain_job_of_two_tasks(scenario: SimpleNamespace) -> None:
+    """Every task runs the script; the highest task exit code is the job's."""
+    if scenario.kind != "plain":
+        pytest.skip("tasks of their own are a plain job's")
+    adapter, ids = scenario.adapter, scenario.ids
+    ok = scenario.final[ids.two_ok]
+    assert ok.state is JobState.COMPLETED and ok.exit_code == 0
+    logs = adapter.get_job_logs(ids.two_ok)
+    assert "rank 0 says hi" in logs and "rank 1 says hi" in logs
+    failed = scenario.final[ids.two_fail]
+    assert failed.state is JobState.FAILED and failed.exit_code == 5
+    record = adapter.store.get(ids.two_fail, "flux", adapter.host_label)
+    assert record is not None and record.exit_file
+    # the exit-code file (the fallback when Flux forgets the job) agrees
+    assert Path(record.exit_file).read_text().strip() == "5"
+
+
+def test_launcher_in_a_batch_job(scenario: SimpleNamespace) -> None:
+    """``$HPCBRIDGE_LAUNCHER -n 2 hostname`` starts two tasks inside the batch job."""
+    if scenario.kind != "batch":
+        pytest.skip("a plain job's tasks are its parallel work: no launcher")
+    status = scenario.final[scenario.ids.launch]
+    logs = scenario.adapter.get_job_logs(scenario.ids.launch)
+    assert status.state is JobState.COMPLETED, logs
+    # (the test instance's made-up cores make flux-shell log affinity warnings too)
+    assert [line for line in logs.splitlines() if line == socket.gethostname()] == [
+        socket.gethostname()
+    ] * 2, logs

@@ -128,9 +128,11 @@ def make_adapter(
     uri: Optional[str],
     state: Path,
     executor: Any = None,
+    nested: Optional[bool] = None,
     **kwargs: Any,
 ) -> FluxAdapter:
-    settings = Settings.from_env(env={}, state_dir=str(state))
+    """``nested``: batch (True) or plain (False) jobs; ``None``: the instance's default."""
+    settings = Settings.from_env(env={}, state_dir=str(state), flux_nested=nested)
     kwargs.setdefault("unknown_limit", 3)
     kwargs.setdefault("flux_command", require_flux())
     return FluxAdapter(executor=executor, uri=uri, settings=settings, driver=driver, **kwargs)

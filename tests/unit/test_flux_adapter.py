@@ -76,7 +76,7 @@ class FakeFlux(LocalExecutor):
             return CommandResult(argv, 0, self.resource_r, "")
         if sub == "getattr":
             return CommandResult(argv, 0, "0\n", "")
-        if sub in ("batch", "mini"):
+        if sub in ("batch", "submit", "mini"):
             return CommandResult(argv, 0, self._new_job() + "\n", "")
         if sub == "python":
             request = json.loads(input or "{}")
@@ -399,9 +399,26 @@ def test_cancel_uses_decimal_ids(tmp_path: Path, script: str) -> None:
 
 def test_describe_cli(tmp_path: Path, script: str) -> None:
     text = make(FakeFlux(), tmp_path, uri="local:///tmp/f/local-0").describe_submission(
-        script, {"time": "1h", "nodes": 2}
+        script, {"time": "1h", "nodes": 2}, nested=True
     )
     assert text.startswith("FLUX_URI=local:///tmp/f/local-0 flux batch -n2 -N2 -t3600s")
+
+
+def test_describe_plain_and_batch_share_the_resource_flags(tmp_path: Path, script: str) -> None:
+    adapter = make(FakeFlux(), tmp_path, uri="local:///tmp/f/local-0")
+    resources = {"time": "1h", "nodes": 2, "ntasks": 4, "cpus_per_task": 2}
+    plain = adapter.describe_submission(script, resources, nested=False).split()
+    batch = adapter.describe_submission(script, resources, nested=True).split()
+    assert plain[1:3] == ["flux", "submit"] and batch[1:3] == ["flux", "batch"]
+    def flags(argv: List[str]) -> List[str]:
+        return [word for word in argv if word.startswith("-") and not word.startswith("--env=")]
+
+    assert flags(plain) == flags(batch)
+    # each task of a plain job records its own exit code (see jobscript.build_wrapper)
+    assert "--env=HPCBRIDGE_EXIT_RANKS=4" in plain
+    assert "-n4" in plain and "-c2" in plain and "-N2" in plain
+    # a named instance packs plain jobs by default
+    assert adapter.describe_submission(script, resources).split()[1:3] == ["flux", "submit"]
 
 
 def test_doctor_info_cli(tmp_path: Path) -> None:

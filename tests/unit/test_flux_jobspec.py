@@ -72,7 +72,7 @@ def test_batch_script_execs_the_wrapper() -> None:
 
 
 def test_builder_sets_everything_and_never_passes_duration() -> None:
-    spec = jobspec.build_batch_jobspec(FakeJobspec, params(), {"PATH": "/bin"})
+    spec = jobspec.build_jobspec(FakeJobspec, params(), {"PATH": "/bin"})
     assert spec.kwargs == {
         "num_slots": 2,
         "cores_per_slot": 4,
@@ -88,7 +88,7 @@ def test_builder_sets_everything_and_never_passes_duration() -> None:
 
 
 def test_unlimited_and_no_queue() -> None:
-    spec = jobspec.build_batch_jobspec(FakeJobspec, params(duration=0, queue=None, bank=None), {})
+    spec = jobspec.build_jobspec(FakeJobspec, params(duration=0, queue=None, bank=None), {})
     assert spec.duration == 0.0
     assert "system.queue" not in spec.attributes and "system.bank" not in spec.attributes
 
@@ -177,7 +177,7 @@ def _real_bindings() -> Any:
 
 def test_with_real_jobspecv1() -> None:
     flux = _real_bindings()
-    spec = jobspec.build_batch_jobspec(
+    spec = jobspec.build_jobspec(
         flux.job.JobspecV1, params(gpus_per_slot=1, num_nodes=1), {"A": "1"}
     )
     data = json.loads(spec.dumps())

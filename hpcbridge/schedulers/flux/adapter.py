@@ -24,6 +24,7 @@ from ..base import SchedulerAdapter
 from ..driver import DriverChoice, SubmitBatch
 from .doctor import adapter_info
 from .ids import F58_PREFIX, InvalidJobIdError, canonical_job_id
+from .nesting import NestedChoice, choose_nested
 from .planning import FluxOptions, plan_one
 from .queues import QueueInfo
 from .requests import submit_argv
@@ -42,7 +43,7 @@ from .versions import POLICIES, FluxPolicy
 
 
 class FluxAdapter(SchedulerAdapter):
-    """Submit batch jobs (nested instances) to a Flux broker and follow them."""
+    """Submit batch jobs (nested instances) or plain jobs to a Flux broker and follow them."""
 
     scheduler_name = "flux"
     output_template = "flux-{id}.out"
@@ -176,6 +177,15 @@ class FluxAdapter(SchedulerAdapter):
         except InvalidJobIdError as exc:
             raise JobNotFoundError(str(exc)) from None
 
+    @property
+    def nested_choice(self) -> NestedChoice:
+        """Batch or plain jobs by default here, and why (``doctor``)."""
+        return choose_nested(None, self.settings, self.uri_setting)
+
+    def choose_nested(self, nested: Optional[bool]) -> Optional[bool]:
+        """The keyword, else ``HPCBRIDGE_FLUX_NESTED``, else the instance's default."""
+        return choose_nested(nested, self.settings, self.uri_setting).nested
+
     def _describe_batch(self, batch: SubmitBatch) -> str:
         try:
             driver = self.driver
@@ -207,12 +217,15 @@ class FluxAdapter(SchedulerAdapter):
 
     def doctor_info(self) -> Dict[str, Any]:
         """What this adapter uses and why (``hpcbridge doctor``); never raises."""
-        return adapter_info(
+        info = adapter_info(
             lambda: self.session,
             transport=self.executor.kind,
             flux_command=self.flux_command,
             uri_setting=self.uri_setting,
         )
+        choice = self.nested_choice
+        info["job_kind"] = f"{choice.kind} ({choice.reason})"
+        return info
 
     def describe(self) -> str:
         """``flux via TRANSPORT (DRIVER driver, URI)``; the requested driver if Flux is unusable."""

@@ -11,6 +11,7 @@ from ...transports.base import Executor
 from ...transports.local import LocalExecutor
 from .advice import bindings_advice, release_advice
 from .instance import version_argv
+from .nesting import choose_nested
 from .planning import FluxOptions
 from .session import FluxSession, build_session, choose_uri_setting
 from .uri import UriSetting
@@ -53,6 +54,8 @@ def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
         flux_command=flux,
         uri_setting=setting,
     )
+    kind = choose_nested(None, settings, setting)
+    found.append(Check("flux job kind", True, f"{kind.kind} jobs by default: {kind.reason}"))
     return found + _checks_from(info)
 
 

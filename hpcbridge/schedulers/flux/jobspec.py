@@ -1,4 +1,5 @@
-"""Build the ``JobspecV1`` of a batch job: a nested Flux instance running our wrapper.
+"""Build the ``JobspecV1`` of a job: a batch job (a nested Flux instance running
+our wrapper) or a plain job (the wrapper runs directly as the job's tasks).
 
 Pure: the ``JobspecV1`` class is passed in, so this module imports nothing
 from Flux, nothing from hpcbridge, only the standard library - and it stays
@@ -8,7 +9,8 @@ jobs from one process (``main`` below), so the native and the CLI paths
 build byte-for-byte the same jobspec.
 
 ``params`` is a plain JSON-able dict (see ``requests.jobspec_params``):
-kind ("batch": a nested instance; the only kind so far), script, jobname,
+kind ("batch": a nested instance; "plain": the command as the tasks), script
+(batch), command (plain: argv), jobname,
 num_slots, cores_per_slot, gpus_per_slot, num_nodes, duration (seconds;
 0/None = unlimited), cwd, output, queue, bank, dependencies (job ids),
 requires (RFC 35 text), environment (extra variables).
@@ -21,7 +23,7 @@ import sys
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 #: the job kinds ``build_jobspec`` can build
-KINDS = ("batch",)
+KINDS = ("batch", "plain")
 
 
 def batch_script(wrapper_path: str) -> str:
@@ -41,27 +43,54 @@ def build_jobspec(
 ) -> Any:
     """The jobspec of one job of ``params["kind"]`` (default "batch")."""
     kind = params.get("kind") or "batch"
-    if kind != "batch":
+    if kind == "batch":
+        spec = build_batch_jobspec(jobspec_class, params)
+    elif kind == "plain":
+        spec = build_plain_jobspec(jobspec_class, params)
+    else:
         raise ValueError("unknown job kind " + repr(kind) + "; known: " + ", ".join(KINDS))
-    return build_batch_jobspec(jobspec_class, params, base_environment)
+    apply_attributes(spec, params, base_environment)
+    return spec
 
 
-def build_batch_jobspec(
-    jobspec_class: Any,
-    params: Mapping[str, Any],
-    base_environment: Optional[Mapping[str, str]] = None,
-) -> Any:
-    """A ``JobspecV1`` for one batch job described by ``params``."""
+def _gpus(params: Mapping[str, Any]) -> Optional[int]:
+    # None, not 0: older releases add a zero-count gpu resource otherwise.
     gpus = int(params.get("gpus_per_slot") or 0)
-    spec = jobspec_class.from_batch_command(
+    return gpus if gpus > 0 else None
+
+
+def build_plain_jobspec(jobspec_class: Any, params: Mapping[str, Any]) -> Any:
+    """A plain job's ``JobspecV1``: ``num_slots`` tasks, each running ``command``.
+
+    Only the arguments every release's ``from_command`` takes (0.26 has no
+    ``exclusive``, 0.49 no ``duration``/``cwd``/``environment``): the rest is
+    set afterwards, as for a batch job.
+    """
+    return jobspec_class.from_command(
+        list(params["command"]),
+        num_tasks=int(params.get("num_slots") or 1),
+        cores_per_task=int(params.get("cores_per_slot") or 1),
+        gpus_per_task=_gpus(params),
+        num_nodes=params.get("num_nodes") or None,
+    )
+
+
+def build_batch_jobspec(jobspec_class: Any, params: Mapping[str, Any]) -> Any:
+    """A batch job's ``JobspecV1``: a nested instance of ``num_slots`` slots."""
+    return jobspec_class.from_batch_command(
         params["script"],
         params["jobname"],
         num_slots=int(params.get("num_slots") or 1),
         cores_per_slot=int(params.get("cores_per_slot") or 1),
-        # None, not 0: older releases add a zero-count gpu resource otherwise.
-        gpus_per_slot=gpus if gpus > 0 else None,
+        gpus_per_slot=_gpus(params),
         num_nodes=params.get("num_nodes") or None,
     )
+
+
+def apply_attributes(
+    spec: Any, params: Mapping[str, Any], base_environment: Optional[Mapping[str, str]]
+) -> None:
+    """What both kinds set the same way: limits, place, environment, output, system.*."""
     # Never duration= in from_batch_command: 0.26 and 0.49 raise TypeError
     # for it.  The setter takes seconds in every release (the CLI's bare
     # number means minutes - the API's means seconds).
@@ -90,7 +119,9 @@ def build_batch_jobspec(
         )
     if params.get("requires"):
         spec.setattr("system.constraints", parse_constraint(params["requires"]))
-    return spec
+    if params.get("jobname") and params.get("kind") == "plain":
+        # from_batch_command takes the name; a plain job's is set here.
+        spec.setattr("system.job.name", params["jobname"])
 
 
 def parse_constraint(text: str) -> Any:
@@ -120,7 +151,7 @@ def submit_all(
     params_list: Sequence[Mapping[str, Any]],
     base_environment: Optional[Mapping[str, str]] = None,
 ) -> List[Tuple[bool, Any]]:
-    """Submit many batch jobs, pipelined; one ``(ok, id_or_message)`` per job, in order.
+    """Submit many jobs, pipelined; one ``(ok, id_or_message)`` per job, in order.
 
     All ``submit_async`` futures are in flight before the first id is read:
     one round trip in total instead of one per job.

@@ -15,7 +15,7 @@ from ...durations import format_fsd
 from ...errors import JobSubmissionError
 from ..driver import TASK_INDEX_VARIABLE, PartialSubmissionError, SubmitBatch, Submitted
 from .queues import QueueInfo, choose_queue, log_choice, submission_error
-from .requests import SubmitRequest, plan_request
+from .requests import BATCH, PLAIN, SubmitRequest, plan_request
 from .versions import FluxPolicy
 
 log = logging.getLogger("hpcbridge")
@@ -137,6 +137,7 @@ def plan_one(batch: SubmitBatch, policy: FluxPolicy, queues: Optional[QueueInfo]
         depends_on=batch.depends_on,
         queue=choice.queue,
         policy=policy,
+        kind=PLAIN if batch.nested is False else BATCH,
     )
     for warning in warnings:
         log.warning("flux: %s", warning)

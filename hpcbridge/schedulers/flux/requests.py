@@ -1,7 +1,8 @@
 """Submission requests: resources translated for Flux, the argv and jobspec built from them.
 
 Pure: nothing here runs a process.  Both drivers submit the same
-``SubmitRequest`` - the CLI driver as ``flux batch`` argv (or, in bulk, the
+``SubmitRequest`` - the CLI driver as ``flux batch`` (a batch job) or ``flux
+submit`` (a plain job) argv with the same options (or, in bulk, the
 ``jobspec_params`` handed to ``jobspec.py`` under ``flux python``), the native
 driver as a jobspec built from the same ``jobspec_params``.
 
@@ -22,6 +23,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...durations import format_fsd
 from ...errors import JobSubmissionError
+from ...jobscript import EXIT_RANKS_VARIABLE
 from ...resources import Resources
 from .ids import InvalidJobIdError, canonical_job_id, decimal_job_id
 from .jobspec import batch_script
@@ -33,8 +35,10 @@ DROPPED_KEYS: Mapping[str, str] = {
     "partition": "Flux has no partitions",
 }
 
-#: the job kinds a request can ask for: "batch" = a nested instance (``flux batch``)
+#: the job kinds a request can ask for: "batch" = a nested instance (``flux batch``),
+#: "plain" = the wrapper runs as the job's tasks (``flux submit``)
 BATCH = "batch"
+PLAIN = "plain"
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,7 @@ class SubmitRequest:
     #: decimal job ids (``afterok``)
     dependencies: Tuple[str, ...] = ()
     environment: Mapping[str, str] = field(default_factory=dict)
-    #: which kind of job (``jobspec.KINDS``); only batch jobs so far
+    #: which kind of job (``jobspec.KINDS``)
     kind: str = BATCH
 
     def with_environment(self, **variables: str) -> SubmitRequest:
@@ -76,6 +80,7 @@ def plan_request(
     depends_on: Sequence[str],
     queue: Optional[str],
     policy: FluxPolicy,
+    kind: str = BATCH,
 ) -> Tuple[SubmitRequest, List[str]]:
     """Translate validated resources; return the request and warnings to log.
 
@@ -102,6 +107,9 @@ def plan_request(
     duration = resources.time
     if duration is not None and math.isinf(duration):
         duration = None  # unlimited: no -t at all
+    environment = {}
+    if kind == PLAIN and resources.slots > 1:
+        environment[EXIT_RANKS_VARIABLE] = str(resources.slots)
     request = SubmitRequest(
         wrapper_path=wrapper_path,
         job_name=job_name,
@@ -116,20 +124,30 @@ def plan_request(
         bank=resources.account,
         requires=requires,
         dependencies=dependencies,
+        environment=environment,
+        kind=kind,
     )
     return request, warnings
 
 
 def submit_argv(flux: str, policy: FluxPolicy, request: SubmitRequest) -> List[str]:
-    """The command submitting ``request``: ``flux batch`` (``flux mini batch`` on 0.26)."""
-    if request.kind != BATCH:
-        raise ValueError(f"unknown Flux job kind {request.kind!r}")
-    return batch_argv(flux, policy, request)
+    """The command submitting ``request``: ``flux batch`` for a batch job, ``flux
+    submit`` for a plain one (``flux mini ...`` on 0.26), with the same options."""
+    if request.kind == BATCH:
+        return job_argv(flux, policy.batch_command, request)
+    if request.kind == PLAIN:
+        return job_argv(flux, policy.submit_command, request)
+    raise ValueError(f"unknown Flux job kind {request.kind!r}")
 
 
 def batch_argv(flux: str, policy: FluxPolicy, request: SubmitRequest) -> List[str]:
     """``flux batch`` (``flux mini batch`` on 0.26) for one request."""
-    argv = [flux, *policy.batch_command, f"-n{request.nslots}"]
+    return job_argv(flux, policy.batch_command, request)
+
+
+def job_argv(flux: str, command: Sequence[str], request: SubmitRequest) -> List[str]:
+    """``flux <command>`` with the request's options and the wrapper as the script."""
+    argv = [flux, *command, f"-n{request.nslots}"]
     if request.nodes:
         argv.append(f"-N{request.nodes}")
     if request.cores_per_slot > 1:
@@ -162,6 +180,7 @@ def jobspec_params(request: SubmitRequest) -> Dict[str, Any]:
     return {
         "kind": request.kind,
         "script": batch_script(request.wrapper_path),
+        "command": [request.wrapper_path],
         "jobname": request.job_name,
         "num_slots": request.nslots,
         "cores_per_slot": request.cores_per_slot,

@@ -27,8 +27,9 @@ class FluxPolicy:
 
     name: str
     minimum: Version
-    #: argv after ``flux`` for a batch job / a cancel
+    #: argv after ``flux`` for a batch job / a plain job / a cancel
     batch_command: Tuple[str, ...]
+    submit_command: Tuple[str, ...]
     cancel_command: Tuple[str, ...]
     #: named queues exist (``--queue``, ``config.get``, queue RPCs)
     queues: bool
@@ -54,6 +55,7 @@ POLICY_0_26 = FluxPolicy(
     minimum=Version("0.26"),
     # 0.26 has only the "mini" spellings and no top-level `flux cancel`.
     batch_command=("mini", "batch"),
+    submit_command=("mini", "submit"),
     cancel_command=("job", "cancel"),
     # `--queue` is an unrecognized argument and system.queue is ignored.
     queues=False,
@@ -73,6 +75,7 @@ POLICY_0_49 = FluxPolicy(
     name="0.49",
     minimum=Version("0.49"),
     batch_command=("batch",),
+    submit_command=("submit",),
     cancel_command=("cancel",),
     queues=True,
     jobs_json=True,
