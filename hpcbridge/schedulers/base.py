@@ -62,8 +62,8 @@ from .waiting import ProgressCallback, StatusCallback, WaitPlan, wait_for_all
 log = logging.getLogger("hpcbridge")
 
 #: the command that starts parallel tasks inside a job, exported by the wrapper as
-#: ``HPCBRIDGE_LAUNCHER`` (none under mock, nor in a Flux plain job: it is the tasks)
-LAUNCHERS: Mapping[str, str] = {"slurm": "srun", "flux": "flux run"}
+#: ``HPCBRIDGE_LAUNCHER`` (none under mock; Flux says its own, see FluxAdapter.launcher)
+LAUNCHERS: Mapping[str, str] = {"slurm": "srun"}
 
 
 class SchedulerAdapter(ABC):
@@ -208,6 +208,10 @@ class SchedulerAdapter(ABC):
             )
         return None
 
+    def launcher(self, nested: Optional[bool]) -> str:
+        """What the wrapper exports as ``HPCBRIDGE_LAUNCHER`` (none in a plain job)."""
+        return "" if nested is False else LAUNCHERS.get(self.scheduler_name, "")
+
     def _batch(
         self,
         job: PreparedJob,
@@ -264,8 +268,7 @@ class SchedulerAdapter(ABC):
         nested: Optional[bool],
     ) -> List[Submitted]:
         array_variable = self.driver.capabilities.array_index_variable
-        launcher = "" if nested is False else LAUNCHERS.get(self.scheduler_name, "")
-        wrapper = staging.wrapper_text(job, tasks, array_variable, launcher)
+        wrapper = staging.wrapper_text(job, tasks, array_variable, self.launcher(nested))
         staging.stage(self.executor, job, tasks, wrapper)
         batch = self._batch(job, len(tasks), resources, depends_on, nested)
         try:

@@ -186,6 +186,13 @@ class FluxAdapter(SchedulerAdapter):
         """The keyword, else ``HPCBRIDGE_FLUX_NESTED``, else the instance's default."""
         return choose_nested(nested, self.settings, self.uri_setting).nested
 
+    def launcher(self, nested: Optional[bool]) -> str:
+        """``flux run`` (``flux mini run`` on 0.26) in a batch job; none in a plain job."""
+        if nested is False:
+            return ""
+        # Expanded unquoted by the script (`$HPCBRIDGE_LAUNCHER -n 2 app`): plain words.
+        return " ".join([self.flux_command, *self.policy.run_command])
+
     def _describe_batch(self, batch: SubmitBatch) -> str:
         try:
             driver = self.driver

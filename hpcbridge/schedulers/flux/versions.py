@@ -30,6 +30,8 @@ class FluxPolicy:
     #: argv after ``flux`` for a batch job / a plain job / a cancel
     batch_command: Tuple[str, ...]
     submit_command: Tuple[str, ...]
+    #: argv after ``flux`` that starts parallel tasks inside a job (``HPCBRIDGE_LAUNCHER``)
+    run_command: Tuple[str, ...]
     cancel_command: Tuple[str, ...]
     #: named queues exist (``--queue``, ``config.get``, queue RPCs)
     queues: bool
@@ -56,6 +58,7 @@ POLICY_0_26 = FluxPolicy(
     # 0.26 has only the "mini" spellings and no top-level `flux cancel`.
     batch_command=("mini", "batch"),
     submit_command=("mini", "submit"),
+    run_command=("mini", "run"),
     cancel_command=("job", "cancel"),
     # `--queue` is an unrecognized argument and system.queue is ignored.
     queues=False,
@@ -76,6 +79,7 @@ POLICY_0_49 = FluxPolicy(
     minimum=Version("0.49"),
     batch_command=("batch",),
     submit_command=("submit",),
+    run_command=("run",),
     cancel_command=("cancel",),
     queues=True,
     jobs_json=True,
