@@ -281,8 +281,13 @@ def test_hostile_names_and_paths_are_literal(adapter: RealSlurmAdapter, tmp_path
 
 
 def test_running_job_cancelled(adapter: RealSlurmAdapter, script) -> None:
-    job_id = adapter.submit_job(script("sleep 120"))
+    job_id = adapter.submit_job(script("echo started; sleep 120"))
     assert wait_for_state(adapter, job_id, JobState.RUNNING).state is JobState.RUNNING
+    # RUNNING comes before the script starts (reason Prolog): a cancel then ends it with 0
+    deadline = time.monotonic() + 60
+    while "started" not in adapter.get_job_logs(job_id):
+        assert time.monotonic() < deadline, "the script never started"
+        time.sleep(0.3)
     adapter.cancel_job(job_id)
     status = adapter.wait(job_id, poll_interval=1, timeout=60)
     assert status.state is JobState.CANCELLED and status.exit_code == 143, status
