@@ -8,6 +8,12 @@ The 16 hello steps go in with one ``submit_many`` (one ``sbatch --array`` on Slu
 pipelined ``submit_async`` on Flux); each bye step waits for its own hello step
 (``depends_on``), as in the study's topology.  Everything is then followed with
 ``wait_all``: one scheduler query per poll for all 32 jobs.
+
+On Flux every step is a plain job (``nested=False``: the script runs directly as
+the job's tasks, at Flux's own rate); ``--nested`` makes each a batch job, a Flux
+instance of its own - the better choice for a step that launches its own parallel
+work (``$HPCBRIDGE_LAUNCHER -n 4 ./app``) or wants an instance to itself.  Slurm
+and the mock scheduler have one kind of job and ignore the choice.
 """
 
 from __future__ import annotations
@@ -28,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--time", default="5", help="per-step time limit (default 5 minutes)")
     parser.add_argument("--poll-interval", type=float, default=2.0)
+    parser.add_argument(
+        "--nested", action="store_true", help="Flux: batch jobs instead of plain jobs"
+    )
     args = parser.parse_args(argv)
 
     adapter = get_scheduler_adapter()
@@ -36,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     hello_ids = adapter.submit_many(
         [(str(HERE / "hello.sh"), [greeting, name]) for greeting, name in combos],
         resources=resources,
+        nested=args.nested,
     )
     bye_ids = [
         adapter.submit_job(
@@ -43,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
             {**resources, "job_name": "bye_world"},
             depends_on=hello_id,
             arguments=[f"{greeting} {name}"],
+            nested=args.nested,
         )
         for hello_id, (greeting, name) in zip(hello_ids, combos)
     ]

@@ -1,12 +1,13 @@
 """The CLI driver: ``flux`` commands through the executor (local or SSH).
 
 Used when the bindings are missing or broken, or the broker is only
-reachable over SSH.  One job goes in as ``flux batch``; many go in through
+reachable over SSH.  One job goes in as ``flux batch`` (a batch job) or ``flux
+submit`` (a plain job); many go in through
 one process: ``flux python`` running ``jobspec.py`` (the same jobspec
 builder as the native driver) on the broker's side, reading the job
 descriptions from stdin - not one ``flux batch`` process per job.
 (``flux submit --cc=0-N`` is one process too, but ``flux batch`` has no
-``--cc`` and ``flux submit`` jobs are not nested instances.  ``flux python``
+``--cc``, and the jobs of one batch differ in their task index.  ``flux python``
 sets the bindings' PYTHONPATH itself, which plain jobs and ``flux start``'s
 initial program do not get.)
 """
@@ -17,7 +18,7 @@ import json
 import logging
 import shlex
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from ...errors import JobSubmissionError, SchedulerAdapterError
 from ...model import JobState, JobStatus
@@ -55,6 +56,9 @@ CAPABILITIES = Capabilities(events=False, arrays=False, dropped_keys=DROPPED_KEY
 _QUERY_CHUNK = 400
 #: jobs per bulk helper run
 MAX_BATCH = 10000
+#: the longest pause between status rounds while a watched job runs: a job's end is
+#: seen within about this long, at one ``flux jobs`` process per pause
+RUNNING_PAUSE = 1.0
 
 # A freshly started (nested) instance answers before its job-ingest module is
 # loaded; such a submission was not accepted, so retrying it is safe.
@@ -86,6 +90,8 @@ class CLIDriver:
         self.flux = commands.flux
         self.time_left = TimeLeft(commands.expiration)
         self.readiness = Readiness(commands.wait_ready, options.ready_timeout)
+        #: the ids the last status round saw running
+        self.running: Set[str] = set()
 
     # -- submission --------------------------------------------------------
 
@@ -164,6 +170,8 @@ class CLIDriver:
         answers: Dict[str, JobStatus] = {}
         for start in range(0, len(job_ids), _QUERY_CHUNK):
             answers.update(self._query_chunk(list(job_ids[start : start + _QUERY_CHUNK])))
+        self.running.difference_update(job_ids)
+        self.running.update(i for i, s in answers.items() if s.state is JobState.RUNNING)
         return answers
 
     def _query_chunk(self, job_ids: List[str]) -> Dict[str, JobStatus]:
@@ -221,13 +229,32 @@ class CLIDriver:
         return find_output(self.commands, job_id)
 
     def waiter(self, job_ids: Sequence[str]) -> Optional[Waiter]:
-        return None
+        return RunningPause(self.running, job_ids)
 
     def expiration(self) -> Optional[float]:
         return self.commands.expiration()
 
     def close(self) -> None:
         """Nothing held open: every command is its own process."""
+
+
+class RunningPause:
+    """A ``driver.Waiter`` for polling: while a watched job runs, pauses of at most
+    ``RUNNING_PAUSE`` (its end is near: a plain job's whole life may be a second);
+    otherwise the wait loop's own backed-off pause."""
+
+    def __init__(self, running: Set[str], job_ids: Sequence[str]) -> None:
+        self.running = running
+        self.job_ids = list(job_ids)
+
+    def pause(self, seconds: float) -> bool:
+        if any(job_id in self.running for job_id in self.job_ids):
+            seconds = min(seconds, RUNNING_PAUSE)
+        time.sleep(max(seconds, 0.0))
+        return False
+
+    def close(self) -> None:
+        """Nothing held."""
 
 
 def raise_cancel_errors(errors: Sequence[str]) -> None:

@@ -172,6 +172,8 @@ class NativeDriver:
         self.choice_reason = choice_reason
         self.time_left = TimeLeft(connection.expiration)
         self.readiness = Readiness(connection.wait_ready, options.ready_timeout)
+        #: final statuses the waiters' result futures brought (answered once, then dropped)
+        self._ended: Dict[str, JobStatus] = {}
 
     # -- submission --------------------------------------------------------
 
@@ -236,6 +238,12 @@ class NativeDriver:
     # -- status ------------------------------------------------------------
 
     def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
+        """The ends the waiter heard, then one ``JobList(h, ids=...)`` for the rest."""
+        heard = {job_id: self._ended.pop(job_id) for job_id in job_ids if job_id in self._ended}
+        rest = [job_id for job_id in job_ids if job_id not in heard]
+        return {**heard, **self._list(rest)} if rest else heard
+
+    def _list(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
         """One ``JobList(h, ids=...)`` for all: pipelined list-id RPCs."""
         try:
             listing = self.flux.job.JobList(self.connection.handle(), ids=self._jobids(job_ids))
@@ -293,7 +301,7 @@ class NativeDriver:
     def waiter(self, job_ids: Sequence[str]) -> Optional[Waiter]:
         """Wakes the wait loop the moment a job ends; ``None`` (sleep) when it cannot."""
         try:
-            return ResultWaiter(self.flux, self.facts.uri, list(job_ids))
+            return ResultWaiter(self.flux, self.facts.uri, list(job_ids), self._ended)
         except Exception as exc:  # noqa: BLE001 - fall back to sleeping
             log.debug("flux: cannot watch job results (%s); polling", exc)
             self.connection.reset()

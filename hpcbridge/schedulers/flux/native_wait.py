@@ -1,12 +1,21 @@
-"""Waiting woken by job ends: ``result_async`` futures on a handle of the waiter's own."""
+"""Waiting woken by job ends: ``result_async`` futures on a handle of the waiter's own.
+
+A fulfilled future carries the job's result (state, exit code, times): it is
+kept in ``ended`` for the driver's next ``query``, which answers from it
+instead of asking the broker again - a job's end reaches ``wait`` from the
+event stream, with no status round trip after it.
+"""
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any, List, Optional, Set
+from dataclasses import replace
+from typing import Any, Dict, List, Optional, Set
 
+from ...model import JobStatus
 from .ids import parse_job_id
+from .states import facts_from_jobinfo, status_from_facts
 
 log = logging.getLogger("hpcbridge")
 
@@ -18,8 +27,16 @@ class ResultWaiter:
     lost connection must not pull it from under a running reactor.
     """
 
-    def __init__(self, flux_module: Any, uri: Optional[str], job_ids: List[str]) -> None:
+    def __init__(
+        self,
+        flux_module: Any,
+        uri: Optional[str],
+        job_ids: List[str],
+        ended: Optional[Dict[str, JobStatus]] = None,
+    ) -> None:
         self.flux = flux_module
+        #: the final status of each job whose result arrived (shared with the driver)
+        self.ended: Dict[str, JobStatus] = ended if ended is not None else {}
         self.handle = flux_module.Flux(uri) if uri else flux_module.Flux()
         self._done: Set[str] = set()
         self._futures: List[Any] = []
@@ -32,6 +49,12 @@ class ResultWaiter:
 
     def _fulfilled(self, future: Any, job_id: str) -> None:
         self._done.add(job_id)
+        try:
+            # The result's JobInfo has no state: a job with a result is INACTIVE.
+            facts = replace(facts_from_jobinfo(future.get_info()), state="INACTIVE")
+            self.ended[job_id] = status_from_facts(facts).with_(job_id=job_id)
+        except Exception as exc:  # noqa: BLE001 - the next status round asks instead
+            log.debug("flux: cannot read the result of %s: %s", job_id, exc)
         self.handle.reactor_stop()
 
     def pause(self, seconds: float) -> bool:

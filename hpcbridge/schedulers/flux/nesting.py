@@ -41,4 +41,5 @@ def choose_nested(
         return NestedChoice(bool(settings.flux_nested), f"set by {source}")
     if uri_setting.value is None:
         return NestedChoice(True, "the system instance: standalone batch jobs")
-    return NestedChoice(False, f"a named instance ({uri_setting.source}): allocation packing")
+    which = "the enclosing" if uri_setting.source == "FLUX_URI environment" else "a named"
+    return NestedChoice(False, f"{which} instance ({uri_setting.source}): allocation packing")
