@@ -39,7 +39,8 @@ def test_an_older_database_gets_the_kind_column(tmp_path: Path) -> None:
             "native_state TEXT, reason TEXT, exit_code INTEGER, submit_time TEXT, start_time TEXT, "
             "end_time TEXT, nodes INTEGER, ntasks INTEGER, cpus_per_task INTEGER, gpus INTEGER, "
             "time_limit REAL, partition TEXT, qos TEXT, account TEXT, remote_dir TEXT, "
-            "script TEXT, log_path TEXT, exit_file TEXT, cancel_requested INTEGER NOT NULL DEFAULT 0, "
+            "script TEXT, log_path TEXT, exit_file TEXT, "
+            "cancel_requested INTEGER NOT NULL DEFAULT 0, "
             "updated_at TEXT, UNIQUE (scheduler, host, job_id))"
         )
         connection.execute("INSERT INTO hpc_jobs (job_id, scheduler) VALUES ('7', 'slurm')")
