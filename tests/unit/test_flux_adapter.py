@@ -410,6 +410,7 @@ def test_describe_plain_and_batch_share_the_resource_flags(tmp_path: Path, scrip
     plain = adapter.describe_submission(script, resources, nested=False).split()
     batch = adapter.describe_submission(script, resources, nested=True).split()
     assert plain[1:3] == ["flux", "submit"] and batch[1:3] == ["flux", "batch"]
+
     def flags(argv: List[str]) -> List[str]:
         return [word for word in argv if word.startswith("-") and not word.startswith("--env=")]
 
