@@ -11,6 +11,7 @@ SCENARIOS = (
     "slurm_status",
     "slurm_pyslurm",
     "flux_submit",
+    "flux_packing",
     "wait_latency",
     "ssh",
     "startup",
