@@ -145,7 +145,8 @@ def scenario(server: Dict[str, str], user_broker: Any) -> Iterator[SimpleNamespa
     ids.fail = adapter.submit_job(fail, {"time": "60s"})
     ids.cancel = adapter.submit_job(sleeper, {"time": "5m"})
     ids.timeout = adapter.submit_job(sleeper, {"time": "2s"})
-    ids.parent = adapter.submit_job(sleeper, {"time": "60s"}, arguments=["3"])
+    # Long enough to be seen running over SSH: a plain job starts at once.
+    ids.parent = adapter.submit_job(sleeper, {"time": "60s"}, arguments=["8"])
     ids.child = adapter.submit_job(
         hello, {"time": "60s"}, depends_on=ids.parent, arguments=["child"]
     )

@@ -1,0 +1,71 @@
+"""Waiting for Flux jobs without a status round trip after their end (native: the
+result event carries the final state) and with short pauses while a job runs (CLI)."""
+
+import time
+from types import SimpleNamespace
+from typing import Any
+
+from hpcbridge.model import JobState, JobStatus
+from hpcbridge.schedulers.flux.cli import RUNNING_PAUSE, RunningPause
+from hpcbridge.schedulers.flux.native import NativeDriver
+from hpcbridge.schedulers.flux.native_wait import ResultWaiter
+
+
+class FakeResult:
+    """A fulfilled ``result_async`` future: what ``get_info`` gives for a failed job."""
+
+    def get_info(self) -> Any:
+        return SimpleNamespace(
+            id=1234,
+            result="FAILED",
+            returncode=3,
+            waitstatus=3 << 8,
+            t_submit=1.0,
+            t_run=2.0,
+            t_cleanup=3.0,
+            exception=SimpleNamespace(occurred=False),
+        )
+
+
+class NoListing:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise AssertionError("no JobList round trip expected")
+
+
+def test_a_heard_end_answers_the_next_query_without_asking_flux() -> None:
+    waiter = ResultWaiter.__new__(ResultWaiter)
+    waiter.ended, waiter._done = {}, set()
+    waiter.handle = SimpleNamespace(reactor_stop=lambda: None)
+    waiter._fulfilled(FakeResult(), "ƒ1234")
+    status = waiter.ended["ƒ1234"]
+    assert status.state is JobState.FAILED and status.exit_code == 3
+
+    driver = NativeDriver.__new__(NativeDriver)
+    driver._ended = waiter.ended
+    driver.flux = SimpleNamespace(job=SimpleNamespace(JobList=NoListing))
+    assert driver.query(["ƒ1234"])["ƒ1234"] == status
+    assert driver._ended == {}  # answered once, then forgotten
+
+
+def test_cli_pauses_are_short_only_while_a_watched_job_runs() -> None:
+    running = {"ƒ1"}
+    started = time.monotonic()
+    assert RunningPause(running, ["ƒ1", "ƒ2"]).pause(30.0) is False
+    assert time.monotonic() - started < RUNNING_PAUSE + 0.5
+    started = time.monotonic()
+    RunningPause(running, ["ƒ2"]).pause(0.3)
+    assert 0.25 < time.monotonic() - started < 1.0
+
+
+def test_cli_query_remembers_what_runs() -> None:
+    from hpcbridge.schedulers.flux.cli import CLIDriver
+
+    driver = CLIDriver.__new__(CLIDriver)
+    driver.running = {"ƒ9"}
+    answers = {
+        "ƒ1": JobStatus("ƒ1", JobState.RUNNING),
+        "ƒ9": JobStatus("ƒ9", JobState.COMPLETED),
+    }
+    driver._query_chunk = lambda ids: {job_id: answers[job_id] for job_id in ids}  # type: ignore[method-assign]
+    driver.query(["ƒ1", "ƒ9"])
+    assert driver.running == {"ƒ1"}
