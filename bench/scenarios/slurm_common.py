@@ -10,8 +10,9 @@ from __future__ import annotations
 import itertools
 import subprocess
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, Iterator, List, Optional
 
 from ..common import Skip, scancel
 
@@ -35,6 +36,31 @@ def submission_rate(count: int, submit: Callable[[List[Optional[str]]], None]) -
     finally:
         scancel([job_id for job_id in ids if job_id])
     return count / elapsed
+
+
+@contextmanager
+def partitions_held() -> Iterator[None]:
+    """Every partition State=DOWN meanwhile: sbatch still queues jobs, none runs.
+
+    Submission is then measured alone: no contender pays for starting the jobs
+    it (or the contender before it) just submitted on the same two cores.
+    """
+    listed = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True)
+    names = sorted(set(listed.stdout.split()))
+
+    def set_state(state: str) -> None:
+        for name in names:
+            subprocess.run(
+                ["scontrol", "update", f"PartitionName={name}", f"State={state}"],
+                capture_output=True,
+                check=False,
+            )
+
+    set_state("DOWN")
+    try:
+        yield
+    finally:
+        set_state("UP")
 
 
 def hpcbridge_adapter(workdir: Path) -> Any:
