@@ -413,10 +413,10 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
             "'refresh now'; its thread runs it every 30 s by default).",
         ],
         why={
-            f"pending|{HPCB}": "its one squeue for the listed ids is as quick as theirs "
-            "(~10-20 ms), but it then reads N SQLite records, parses, merges each state and "
-            "records the changes (~25 ms of Python at N=500); PSI/J and Maestro only parse one "
-            "listing and keep no record",
+            f"pending|{HPCB}": "it runs the same one squeue as raw, then reads the N recorded "
+            "states (a fresh client), parses every field of N rows (times, reasons, exit codes, "
+            "array ids) and merges each state into what it knew (~9 ms of Python at N=500); "
+            "PSI/J and Maestro parse one listing and keep no record",
             f"ended|{HPCB}": "squeue no longer knows them, so it also runs sacct (slow here, "
             "~0.1 s) to learn how they ended; PSI/J skips sacct and calls every job squeue "
             "has forgotten COMPLETED - quicker, but wrong for these cancelled jobs",
