@@ -3,7 +3,7 @@ result event carries the final state) and with short pauses while a job runs (CL
 
 import time
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, List, Sequence
 
 from hpcbridge.model import JobState, JobStatus
 from hpcbridge.schedulers.flux.cli import RUNNING_PAUSE, RunningPause
@@ -41,10 +41,23 @@ def test_a_heard_end_answers_the_next_query_without_asking_flux() -> None:
     assert status.state is JobState.FAILED and status.exit_code == 3
 
     driver = NativeDriver.__new__(NativeDriver)
-    driver._ended = waiter.ended
+    driver._ended, driver._listed, driver._waiters = waiter.ended, {}, []
     driver.flux = SimpleNamespace(job=SimpleNamespace(JobList=NoListing))
     assert driver.query(["ƒ1234"])["ƒ1234"] == status
     assert driver._ended == {}  # answered once, then forgotten
+
+
+def test_a_job_a_waiter_hears_is_not_listed_again_within_a_second() -> None:
+    driver = NativeDriver.__new__(NativeDriver)
+    running = JobStatus("ƒ5", JobState.RUNNING)
+    driver._ended, driver._listed = {}, {"ƒ5": (time.monotonic(), running)}
+    driver._waiters = [SimpleNamespace(hears=lambda job_id: job_id == "ƒ5")]  # type: ignore[list-item]
+    driver.flux = SimpleNamespace(job=SimpleNamespace(JobList=NoListing))
+    assert driver.query(["ƒ5"]) == {"ƒ5": running}
+    driver._waiters = []  # nobody will hear its end: ask
+    listed: List[Sequence[str]] = []
+    driver._list = lambda ids: listed.append(ids) or {"ƒ5": running}  # type: ignore[method-assign]
+    assert driver.query(["ƒ5"]) == {"ƒ5": running} and listed == [["ƒ5"]]
 
 
 def test_cli_pauses_are_short_only_while_a_watched_job_runs() -> None:

@@ -43,6 +43,9 @@ log = logging.getLogger("hpcbridge")
 
 CAPABILITIES = Capabilities(events=True, arrays=False, dropped_keys=DROPPED_KEYS)
 MAX_BATCH = 10000
+#: how long a listed state of a job a waiter will hear the end of is answered
+#: again without asking: many jobs ending apart must not each cost a listing of all
+RELIST_AFTER = 1.0
 
 
 def error_text(exc: BaseException) -> str:
@@ -174,6 +177,9 @@ class NativeDriver:
         self.readiness = Readiness(connection.wait_ready, options.ready_timeout)
         #: final statuses the waiters' result futures brought (answered once, then dropped)
         self._ended: Dict[str, JobStatus] = {}
+        self._waiters: List[ResultWaiter] = []
+        #: the last listed state of each job, and when (monotonic)
+        self._listed: Dict[str, Tuple[float, JobStatus]] = {}
 
     # -- submission --------------------------------------------------------
 
@@ -238,10 +244,33 @@ class NativeDriver:
     # -- status ------------------------------------------------------------
 
     def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
-        """The ends the waiter heard, then one ``JobList(h, ids=...)`` for the rest."""
-        heard = {job_id: self._ended.pop(job_id) for job_id in job_ids if job_id in self._ended}
-        rest = [job_id for job_id in job_ids if job_id not in heard]
-        return {**heard, **self._list(rest)} if rest else heard
+        """The ends a waiter heard; the state listed less than ``RELIST_AFTER`` ago of
+        a job a waiter will hear end; one ``JobList(h, ids=...)`` for the rest."""
+        answers = {job_id: self._ended.pop(job_id) for job_id in job_ids if job_id in self._ended}
+        for job_id in answers:
+            self._listed.pop(job_id, None)
+        now = time.monotonic()
+        for job_id in job_ids:
+            recent = None if job_id in answers else self._recent(job_id, now)
+            if recent is not None:
+                answers[job_id] = recent
+        rest = [job_id for job_id in job_ids if job_id not in answers]
+        if rest:
+            fresh = self._list(rest)
+            for job_id, status in fresh.items():
+                if status.is_terminal:
+                    self._listed.pop(job_id, None)
+                else:
+                    self._listed[job_id] = (now, status)
+            answers.update(fresh)
+        return answers
+
+    def _recent(self, job_id: str, now: float) -> Optional[JobStatus]:
+        """The state listed less than ``RELIST_AFTER`` ago, if a waiter will hear the end."""
+        listed = self._listed.get(job_id)
+        if listed is None or now - listed[0] >= RELIST_AFTER:
+            return None
+        return listed[1] if any(waiter.hears(job_id) for waiter in self._waiters) else None
 
     def _list(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
         """One ``JobList(h, ids=...)`` for all: pipelined list-id RPCs."""
@@ -300,8 +329,11 @@ class NativeDriver:
 
     def waiter(self, job_ids: Sequence[str]) -> Optional[Waiter]:
         """Wakes the wait loop the moment a job ends; ``None`` (sleep) when it cannot."""
+        self._waiters = [waiter for waiter in self._waiters if not waiter.closed]
         try:
-            return ResultWaiter(self.flux, self.facts.uri, list(job_ids), self._ended)
+            waiter = ResultWaiter(self.flux, self.facts.uri, list(job_ids), self._ended)
+            self._waiters.append(waiter)
+            return waiter
         except Exception as exc:  # noqa: BLE001 - fall back to sleeping
             log.debug("flux: cannot watch job results (%s); polling", exc)
             self.connection.reset()

@@ -42,10 +42,16 @@ class ResultWaiter:
         self._futures: List[Any] = []
         #: the broker went away: no more wake-ups, plain sleeping from now on
         self.broken = False
+        self.closed = False
+        self._watched = set(job_ids)
         for job_id in job_ids:
             future = flux_module.job.result_async(self.handle, parse_job_id(job_id))
             future.then(self._fulfilled, job_id)
             self._futures.append(future)
+
+    def hears(self, job_id: str) -> bool:
+        """Whether this waiter will hear ``job_id`` end (open, connected, watching it)."""
+        return not (self.closed or self.broken) and job_id in self._watched
 
     def _fulfilled(self, future: Any, job_id: str) -> None:
         self._done.add(job_id)
@@ -95,6 +101,7 @@ class ResultWaiter:
         return done
 
     def close(self) -> None:
+        self.closed = True
         self._futures = []
         try:
             self.handle.close()
