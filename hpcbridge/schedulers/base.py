@@ -35,7 +35,6 @@ from ..config import Settings
 from ..errors import (
     ConfigurationError,
     JobNotFoundError,
-    JobSubmissionError,
     JobTimeoutError,
     SchedulerUnavailableError,
     TransportError,
@@ -49,14 +48,13 @@ from ..transports.local import LocalExecutor
 from . import staging
 from .driver import (
     DriverChoice,
-    PartialSubmissionError,
     SchedulerDriver,
     SubmitBatch,
-    Submitted,
     unreachable,
 )
 from .staging import DependsOn, JobInput
-from .tracking import JobTracker, Placement, exit_code_from_file, job_records
+from .submitting import batch_of, submit_tasks
+from .tracking import JobTracker, exit_code_from_file
 from .waiting import ProgressCallback, StatusCallback, WaitPlan, wait_for_all
 
 log = logging.getLogger("hpcbridge")
@@ -191,7 +189,7 @@ class SchedulerAdapter(ABC):
         name = staging.job_name(validated, [task])
         job = staging.plan_chunks(folder, [task], name, 1, token)[0][0]
         dependencies = staging.dependency_ids(depends_on, self.normalize_job_id)
-        batch = self._batch(job, 1, validated, dependencies, self.choose_nested(nested))
+        batch = batch_of(self, job, 1, validated, dependencies, self.choose_nested(nested))
         return self._describe_batch(batch)
 
     def _describe_batch(self, batch: SubmitBatch) -> str:
@@ -212,17 +210,6 @@ class SchedulerAdapter(ABC):
         """What the wrapper exports as ``HPCBRIDGE_LAUNCHER`` (none in a plain job)."""
         return "" if nested is False else LAUNCHERS.get(self.scheduler_name, "")
 
-    def _batch(
-        self,
-        job: PreparedJob,
-        count: int,
-        resources: Resources,
-        depends_on: Sequence[str],
-        nested: Optional[bool],
-    ) -> SubmitBatch:
-        output = self.output_path(job, resources)
-        return SubmitBatch(job, count, resources, tuple(depends_on), output, nested)
-
     def output_path(self, job: PreparedJob, resources: Resources) -> str:
         """The output path handed to the scheduler (its own placeholder kept)."""
         template = resources.output or self.output_template.replace("{id}", self.output_placeholder)
@@ -236,54 +223,8 @@ class SchedulerAdapter(ABC):
         remote_dir: Optional[str],
         nested: Optional[bool] = None,
     ) -> List[str]:
-        """One folder; one wrapper and one driver submission per ``max_batch`` tasks."""
         nested = self.choose_nested(nested)
-        token = new_token()
-        folder = staging.new_folder(self.executor, self.remote_workdir, remote_dir, token)
-        chunk_size = self.driver.max_batch() if len(tasks) > 1 else 1
-        chunks = staging.plan_chunks(
-            folder, tasks, staging.job_name(resources, tasks), chunk_size, token
-        )
-        done: List[Submitted] = []
-        for job, chunk in chunks:
-            try:
-                done.extend(self._submit_chunk(job, chunk, resources, depends_on, nested))
-            except PartialSubmissionError as exc:
-                submitted = done + exc.submitted
-                raise PartialSubmissionError(submitted, exc.failures, len(tasks)) from exc
-            except JobSubmissionError as exc:
-                if not done:
-                    raise
-                raise PartialSubmissionError(done, [str(exc)], len(tasks)) from exc
-        ids = [item.job_id for item in done]
-        log.info("submitted %d %s job(s) (%s): %s", len(ids), self.scheduler_name, folder, ids[0])
-        return ids
-
-    def _submit_chunk(
-        self,
-        job: PreparedJob,
-        tasks: List[TaskSpec],
-        resources: Resources,
-        depends_on: List[str],
-        nested: Optional[bool],
-    ) -> List[Submitted]:
-        array_variable = self.driver.capabilities.array_index_variable
-        wrapper = staging.wrapper_text(job, tasks, array_variable, self.launcher(nested))
-        staging.stage(self.executor, job, tasks, wrapper)
-        batch = self._batch(job, len(tasks), resources, depends_on, nested)
-        try:
-            submitted = self.driver.submit_many(batch)
-        except PartialSubmissionError as exc:
-            self._record(exc.submitted, batch, tasks)
-            raise
-        self._record(submitted, batch, tasks)
-        return submitted
-
-    def _record(
-        self, submitted: Sequence[Submitted], batch: SubmitBatch, tasks: Sequence[TaskSpec]
-    ) -> None:
-        where = Placement(self.scheduler_name, self.executor.kind, self.host_label)
-        self.tracker.record(job_records(submitted, batch, tasks, where, self.instance_label))
+        return submit_tasks(self, tasks, resources, depends_on, remote_dir, nested)
 
     # -- status -----------------------------------------------------------
 
