@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 from .errors import ConfigurationError
 from .registry import DRIVER_CHOICES, SCHEDULERS
@@ -89,54 +89,13 @@ class Settings:
         settings = cls()
         variable, scheduler = _scheduler_from(env)
         settings._set("scheduler", scheduler, variable)
-        text_settings = {
-            "transport": "TRANSPORT",
-            "ssh_host": "SSH_HOST",
-            "ssh_user": "SSH_USER",
-            "ssh_key": "SSH_KEY",
-            "ssh_known_hosts": "SSH_KNOWN_HOSTS",
-            "remote_workdir": "REMOTE_WORKDIR",
-            "remote_repo": "REMOTE_REPO",
-            "flux_uri": "FLUX_URI",
-            "flux_adapter_version": "FLUX_ADAPTER_VERSION",
-            "slurm_driver": "SLURM_DRIVER",
-            "flux_driver": "FLUX_DRIVER",
-            "flux_command": "FLUX_COMMAND",
-            "db_path": "DB",
-            "state_dir": "STATE_DIR",
-        }
-        for attribute, name in text_settings.items():
-            found = lookup(env, name)
-            if found:
-                settings._set(attribute, found[1], found[0])
-        for attribute, name in {"ssh_port": "SSH_PORT", "unknown_limit": "UNKNOWN_LIMIT"}.items():
-            found = lookup(env, name)
-            if found:
-                settings._set(attribute, _integer(found[0], found[1]), found[0])
-        for attribute, name in {
-            "ssh_accept_new_host_keys": "SSH_ACCEPT_NEW_HOST_KEYS",
-            "ssh_login_shell": "SSH_LOGIN_SHELL",
-            "flux_nested": "FLUX_NESTED",
-        }.items():
-            found = lookup(env, name)
-            if found:
-                settings._set(attribute, _boolean(found[0], found[1]), found[0])
-        found = lookup(env, "COMMAND_ENV")
-        if found:
-            settings._set("command_env", _assignments(found[0], found[1]), found[0])
-        found = lookup(env, "COMMAND_TIMEOUT")
-        if found:
-            settings._set("command_timeout", _number(found[0], found[1]), found[0])
-        for attribute, name in {
-            "cpu_cost_per_hour": "CPU_COST_PER_HOUR",
-            "gpu_cost_per_hour": "GPU_COST_PER_HOUR",
-        }.items():
-            # The source system read these without a prefix; still honoured, last.
+        for attribute, name, parse in _READERS:
+            # The source system read the costs without a prefix too; still honoured, last.
             found = lookup(env, name) or (
-                (name, env[name].strip()) if env.get(name, "").strip() else None
+                _unprefixed(env, name) if name.endswith("_COST_PER_HOUR") else None
             )
             if found:
-                settings._set(attribute, _number(found[0], found[1]), found[0])
+                settings._set(attribute, parse(found[0], found[1]), found[0])
         if env.get("FLUX_URI", "").strip():
             settings._set("enclosing_flux_uri", env["FLUX_URI"].strip(), "FLUX_URI")
         for key in RESOURCE_KEYS:
@@ -213,6 +172,15 @@ class Settings:
         return Path(self.db_path) if self.db_path else self.state_path / "jobs.db"
 
 
+def _text(variable: str, text: str) -> str:
+    return text
+
+
+def _unprefixed(env: Mapping[str, str], name: str) -> Optional[Tuple[str, str]]:
+    value = env.get(name, "").strip()
+    return (name, value) if value else None
+
+
 def _integer(variable: str, text: str) -> int:
     try:
         return int(text)
@@ -251,3 +219,31 @@ def _boolean(variable: str, text: str) -> bool:
     if lowered in ("0", "false", "no", "off"):
         return False
     raise ConfigurationError(f"{variable}={text!r}: expected yes/no, true/false or 1/0")
+
+
+#: setting, variable name (after the prefix), parser of its text
+_READERS: Tuple[Tuple[str, str, Callable[[str, str], Any]], ...] = (
+    ("transport", "TRANSPORT", _text),
+    ("ssh_host", "SSH_HOST", _text),
+    ("ssh_user", "SSH_USER", _text),
+    ("ssh_key", "SSH_KEY", _text),
+    ("ssh_known_hosts", "SSH_KNOWN_HOSTS", _text),
+    ("remote_workdir", "REMOTE_WORKDIR", _text),
+    ("remote_repo", "REMOTE_REPO", _text),
+    ("flux_uri", "FLUX_URI", _text),
+    ("flux_adapter_version", "FLUX_ADAPTER_VERSION", _text),
+    ("slurm_driver", "SLURM_DRIVER", _text),
+    ("flux_driver", "FLUX_DRIVER", _text),
+    ("flux_command", "FLUX_COMMAND", _text),
+    ("db_path", "DB", _text),
+    ("state_dir", "STATE_DIR", _text),
+    ("ssh_port", "SSH_PORT", _integer),
+    ("unknown_limit", "UNKNOWN_LIMIT", _integer),
+    ("ssh_accept_new_host_keys", "SSH_ACCEPT_NEW_HOST_KEYS", _boolean),
+    ("ssh_login_shell", "SSH_LOGIN_SHELL", _boolean),
+    ("flux_nested", "FLUX_NESTED", _boolean),
+    ("command_env", "COMMAND_ENV", _assignments),
+    ("command_timeout", "COMMAND_TIMEOUT", _number),
+    ("cpu_cost_per_hour", "CPU_COST_PER_HOUR", _number),
+    ("gpu_cost_per_hour", "GPU_COST_PER_HOUR", _number),
+)
