@@ -17,11 +17,15 @@ _SPEC_ITEM = re.compile(r"^(?P<first>\d+)(?:-(?P<last>\d+)(?::(?P<step>\d+))?)?$
 def normalize_job_id(job_id: object) -> str:
     """``123``, ``"123;cluster"``, ``" 123_4 "`` -> ``"123"`` / ``"123_4"``."""
     text = str(job_id).strip()
+    if ";" not in text:  # the usual case, on every row of squeue and sacct
+        return text
     return text.split(";", 1)[0].strip()
 
 
 def split_job_id(job_id: str) -> Tuple[str, Optional[int]]:
     """``"123_4"`` -> ``("123", 4)``; ``"123"`` -> ``("123", None)``."""
+    if "_" not in job_id:
+        return job_id, None
     match = _TASK_ID.match(job_id)
     if match:
         return match.group("base"), int(match.group("task"))
@@ -59,6 +63,8 @@ def expand_job_id(text: str) -> List[str]:
     ``123_4`` ... ``123_9``.
     """
     text = normalize_job_id(text)
+    if "[" not in text:
+        return [text] if text else []
     match = _BRACKETED.match(text)
     if match:
         base = match.group("base")

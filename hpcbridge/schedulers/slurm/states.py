@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import datetime, tzinfo
 from typing import Dict, Optional
@@ -70,6 +71,7 @@ COMPACT_STATES: Dict[str, str] = {
 }
 
 
+@functools.lru_cache(maxsize=256)  # a few dozen words, met on every row
 def map_state(native: str) -> JobState:
     """Our state for Slurm's words; UNKNOWN (never a guess) for anything new.
 

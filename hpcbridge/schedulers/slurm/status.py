@@ -120,7 +120,7 @@ def _rows(text: str, columns: Sequence[str], separator: str = "|") -> List[Dict[
             continue
         if len(cells) > len(columns):  # a separator inside the last column (a job name)
             cells = cells[: len(columns) - 1] + [separator.join(cells[len(columns) - 1 :])]
-        row = {column: cell.strip() for column, cell in zip(columns, cells)}
+        row = dict(zip(columns, map(str.strip, cells)))
         if row.get("id", "").upper() in ("JOBID", "JOBARRAYID"):
             continue  # a header line
         rows.append(row)
