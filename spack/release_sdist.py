@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BUILD_BACKEND_PIN = "setuptools==84.2.1"
 
 # The commit a release's sdist is built from until the release is tagged v<version>.
-UNTAGGED_RELEASES = {"0.1.0": "da950e34e8b56d352cb02498021190081966c3f0"}
+UNTAGGED_RELEASES = {"0.1.0": "88ca766c11325ed67673bde533fe2cee4ecaac8f"}
 
 
 def _git(*args: str) -> str:

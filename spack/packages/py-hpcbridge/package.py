@@ -26,7 +26,7 @@ class PyHpcbridge(PythonPackage):  # noqa: F405
     license("MIT")
 
     version("main", branch="main")
-    version("0.1.0", sha256="e62482a427f5de21e2681d49cd10fbfbf4392f602f1eb0fce60822fc83573686")
+    version("0.1.0", sha256="0d3a6b8da530502397b436921237b90e58924ec93323196b45b90bd9b980ad02")
 
     variant("ssh", default=False, description="SSH transport to a login node (paramiko)")
     variant("flux", default=False, description="Flux's Python bindings (from flux-core)")
