@@ -59,10 +59,6 @@ from .waiting import ProgressCallback, StatusCallback, WaitPlan, wait_for_all
 
 log = logging.getLogger("hpcbridge")
 
-#: the command that starts parallel tasks inside a job, exported by the wrapper as
-#: ``HPCBRIDGE_LAUNCHER`` (none under mock; Flux says its own, see FluxAdapter.launcher)
-LAUNCHERS: Mapping[str, str] = {"slurm": "srun"}
-
 
 class SchedulerAdapter(ABC):
     """The scheduler-neutral interface; see the module docstring for the contract."""
@@ -75,6 +71,9 @@ class SchedulerAdapter(ABC):
     output_placeholder: ClassVar[str] = "{id}"
     #: which driver is used and why; set by the concrete adapter
     driver_choice: DriverChoice = DriverChoice("", "")
+    #: what the wrapper exports as ``HPCBRIDGE_LAUNCHER``: the command that starts
+    #: parallel tasks inside a job (none under mock)
+    launcher_command: ClassVar[str] = ""
 
     def __init__(
         self,
@@ -208,7 +207,7 @@ class SchedulerAdapter(ABC):
 
     def launcher(self, nested: Optional[bool]) -> str:
         """What the wrapper exports as ``HPCBRIDGE_LAUNCHER`` (none in a plain job)."""
-        return "" if nested is False else LAUNCHERS.get(self.scheduler_name, "")
+        return "" if nested is False else self.launcher_command
 
     def output_path(self, job: PreparedJob, resources: Resources) -> str:
         """The output path handed to the scheduler (its own placeholder kept)."""

@@ -26,6 +26,7 @@ class RealSlurmAdapter(SchedulerAdapter):
     scheduler_name = "slurm"
     output_template = "slurm-{id}.out"
     output_placeholder = "%j"
+    launcher_command = "srun"
 
     def __init__(
         self,
