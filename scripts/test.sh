@@ -38,6 +38,17 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# The schedulers no registry has (flux-core 0.88/0.49/0.26, Slurm 25.11 + pyslurm, Spack)
+# are built from the source archives in HPCBRIDGE_TEST_SOURCES (default ../shared/vendor)
+# where they are missing; a build already there is reused.  What cannot be built is said
+# there and again by the skips of its tests.  HPCBRIDGE_TEST_NO_BUILD=1 builds nothing.
+if [ "${HPCBRIDGE_TEST_NO_BUILD:-0}" != 1 ] && [ "$(id -u)" = 0 ]; then
+  echo "== building the schedulers the machine lacks"
+  build_started=$SECONDS
+  PYTHON=$python bash scripts/build-schedulers.sh
+  echo "== schedulers ready after $((SECONDS - build_started)) s"
+fi
+
 if [ "${HPCBRIDGE_TEST_NO_SERVICES:-0}" != 1 ] && [ "$(id -u)" = 0 ]; then
   echo "== starting the Slurm test cluster"
   bash containers/slurm/start.sh && started+=(slurm)
@@ -45,40 +56,47 @@ if [ "${HPCBRIDGE_TEST_NO_SERVICES:-0}" != 1 ] && [ "$(id -u)" = 0 ]; then
   bash containers/sshd/start.sh && started+=(sshd)
   # The SSH tests submit to Slurm as the unprivileged test user.
   bash containers/slurm/add-user.sh "${HPCBRIDGE_SSH_TEST_USER:-hpcbtest}" || true
-  # A Slurm built from source under a prefix (outside this repository) runs as a second
-  # cluster (ports 7817-7819, state /tmp/hpcbridge-slurm-2511), and pyslurm is built
-  # against it into the test environment (pip reuses its cached wheel).  Where the prefix
-  # does not exist its tests skip, saying so.
+  # Slurm 25.11 runs as a second cluster (ports 7817-7819, state /tmp/hpcbridge-slurm-2511),
+  # and the pyslurm wheel built against it goes into the test environment.
   slurm_prefix=${HPCBRIDGE_TEST_SLURM_PREFIX:-/opt/slurm-25.11}
   if [ -x "$slurm_prefix/sbin/slurmctld" ]; then
     echo "== starting the Slurm test cluster of $slurm_prefix"
     HPCBRIDGE_SLURM_PREFIX=$slurm_prefix bash containers/slurm/start.sh &&
       started_slurm_prefixes+=("$slurm_prefix")
     pyslurm_version=${HPCBRIDGE_TEST_PYSLURM_VERSION:-25.11.2}
-    echo "== pyslurm $pyslurm_version built against $slurm_prefix"
-    pyslurm_wheels=()  # a wheel already built against this prefix, where one was kept
-    [ -d /opt/wheels-pyslurm ] && pyslurm_wheels=(--find-links /opt/wheels-pyslurm)
-    SLURM_INCLUDE_DIR=$slurm_prefix/include SLURM_LIB_DIR=$slurm_prefix/lib \
-      "$python" -m pip install --quiet --disable-pip-version-check "${pyslurm_wheels[@]}" \
-      "pyslurm==$pyslurm_version" 2>&1 |
-      grep -v "Running pip as the 'root' user" || true
+    if ls /opt/wheels-pyslurm/pyslurm-"$pyslurm_version"-*.whl >/dev/null 2>&1; then
+      echo "== pyslurm $pyslurm_version (built against $slurm_prefix)"
+      "$python" -m pip install --quiet --disable-pip-version-check --no-index \
+        --find-links /opt/wheels-pyslurm "pyslurm==$pyslurm_version" 2>&1 |
+        grep -v "Running pip as the 'root' user" || true
+    fi
   fi
 fi
 
-# Every flux-core under /opt/flux-* is tested (built from source outside this repository).
-# One process can load only one release's Python bindings, so the newest runs with the whole
-# suite and each older release runs the core Flux cases in a pytest process of its own.
-older_flux=()
+# Spack, where it was set up: its own Python with clingo, offline configuration in its site scope.
+spack_prefix=/opt/spack-1.1
+if [ -z "${HPCBRIDGE_TEST_SPACK:-}" ] && [ -x "$spack_prefix/bin/spack" ] &&
+  [ -x "$spack_prefix/venv/bin/python" ]; then
+  export HPCBRIDGE_TEST_SPACK=$spack_prefix/bin/spack SPACK_PYTHON=$spack_prefix/venv/bin/python
+fi
+
+# Every supported flux-core release is tested.  One process can load only one release's
+# Python bindings, so the newest one installed runs with the whole suite and each other
+# release runs the core Flux cases in a pytest process of its own - a release that is not
+# installed too, so that its cases skip saying why.
+other_flux=()
 if [ -z "${HPCBRIDGE_TEST_FLUX_PREFIXES:-}" ]; then
-  mapfile -t flux_prefixes < <(ls -d /opt/flux-*/ 2>/dev/null | sed 's:/$::' | sort -V -r)
-  for prefix in "${flux_prefixes[@]}"; do
-    [ -x "$prefix/bin/flux" ] || continue
-    if [ -z "${HPCBRIDGE_TEST_FLUX_PREFIXES:-}" ]; then
-      export HPCBRIDGE_TEST_FLUX_PREFIXES=$prefix
+  main_flux=""
+  for release in 0.88 0.49 0.26; do
+    prefix=/opt/flux-$release
+    if [ -z "$main_flux" ] && [ -x "$prefix/bin/flux" ]; then
+      main_flux=$prefix
     else
-      older_flux+=("$prefix")
+      other_flux+=("$prefix")
     fi
   done
+  export HPCBRIDGE_TEST_FLUX_PREFIXES=${main_flux:-${other_flux[0]}}
+  [ -n "$main_flux" ] || other_flux=("${other_flux[@]:1}")
 fi
 
 # Unit tests run in random order (pytest-randomly), the seed printed so that a failure can
@@ -95,7 +113,7 @@ else
   "$python" -m pytest "${pytest_args[@]}" -p randomly --randomly-seed="$seed" tests/unit || status=1
   echo "== pytest: integration tests"
   "$python" -m pytest "${pytest_args[@]}" tests/integration || status=1
-  for prefix in "${older_flux[@]}"; do
+  for prefix in "${other_flux[@]}"; do
     echo "== pytest: the core Flux cases against $prefix"
     HPCBRIDGE_TEST_FLUX_PREFIXES=$prefix "$python" -m pytest "${pytest_args[@]}" \
       tests/integration/test_flux_adapter.py tests/integration/test_flux_queues.py \

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Optional
 
+from tests.support.components import absent_reason
+
 SKIP = "Slurm test cluster not running: start containers/slurm/start.sh"
 
 PREFIX = os.environ.get("HPCBRIDGE_TEST_SLURM_PREFIX", "/opt/slurm-25.11")
@@ -101,7 +103,7 @@ def unusable_nodes(env: Dict[str, str]) -> str:
 def target_skip_reason(target: Target, env: Optional[Dict[str, str]]) -> Optional[str]:
     """Why this target cannot run here; None when it can."""
     if target.state == PREFIX_STATE and not os.path.isdir(PREFIX):
-        return f"no Slurm built under {PREFIX} (HPCBRIDGE_TEST_SLURM_PREFIX)"
+        return absent_reason("slurm-25.11", f"no Slurm built under {PREFIX}")
     if env is None or not controller_up(env):
         if target.state == PREFIX_STATE:
             return (
@@ -113,7 +115,7 @@ def target_skip_reason(target: Target, env: Optional[Dict[str, str]]) -> Optiona
         try:
             version = importlib.metadata.version("pyslurm")
         except importlib.metadata.PackageNotFoundError:
-            return f"pyslurm not installed (build it against {PREFIX}: see scripts/test.sh)"
+            return absent_reason("pyslurm", f"pyslurm not installed for {PREFIX}")
         if not version.startswith(Path(PREFIX).name.split("-")[-1] + "."):
             return f"pyslurm {version} is not built for {PREFIX}"
     return None

@@ -30,15 +30,13 @@ from tests.support.flux import (
     FluxInstance,
     config_accepts_noverify,
     find_flux_commands,
+    flux_absent_reason,
     flux_version,
 )
 
 FLUX_COMMANDS = find_flux_commands()
 FLUX: Optional[str] = FLUX_COMMANDS[0] if FLUX_COMMANDS else None
-NOT_FOUND = (
-    "flux-core not found: no `flux` on PATH, in HPCBRIDGE_TEST_FLUX_PREFIXES "
-    "or as /opt/flux-*/bin/flux"
-)
+NOT_FOUND = flux_absent_reason()
 
 NAMED_QUEUES = textwrap.dedent(
     """

@@ -28,13 +28,15 @@ from typing import Dict, List, Optional, Tuple
 
 import pytest
 
+from tests.support.components import absent_reason
+
 ROOT = Path(__file__).resolve().parents[2]
 SPACK_DIR = ROOT / "spack"
 RELEASE_TOOL = SPACK_DIR / "release_sdist.py"
 SPACK_TIMEOUT = 1800  # seconds; a spec takes 60-180 s on two busy cores
 
-SKIP_REASON = (
-    "Spack not found: set HPCBRIDGE_TEST_SPACK=/path/to/spack/bin/spack or put `spack` on PATH"
+SKIP_REASON = absent_reason(
+    "spack", "Spack not found (HPCBRIDGE_TEST_SPACK names it, else `spack` on PATH)"
 )
 
 

@@ -21,8 +21,12 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from hpcbridge.schedulers.flux.versions import parse_flux_version_output
+from tests.support.components import absent_reason
 
 DEFAULT_GLOB = "/opt/flux-*/bin/flux"
+#: the flux-core releases the project supports and tests, newest first
+#: (``scripts/build-schedulers.sh`` builds each under ``/opt/flux-<release>``)
+SUPPORTED_RELEASES = ("0.88", "0.49", "0.26")
 
 
 def find_flux_commands(env: Optional[Dict[str, str]] = None) -> List[str]:
@@ -51,6 +55,23 @@ def find_flux_commands(env: Optional[Dict[str, str]] = None) -> List[str]:
     for candidate in sorted(installed, key=_version_in_path, reverse=True):
         found.append(os.path.realpath(candidate))
     return list(dict.fromkeys(found))
+
+
+def flux_absent_reason(env: Optional[Dict[str, str]] = None) -> str:
+    """Why no (or not every named) flux-core is here, naming what to provide."""
+    env = dict(os.environ) if env is None else env
+    prefixes = [p.strip() for p in (env.get("HPCBRIDGE_TEST_FLUX_PREFIXES") or "").split(":")]
+    missing = [p for p in prefixes if p and not os.access(os.path.join(p, "bin", "flux"), os.X_OK)]
+    if missing:
+        return "; ".join(
+            absent_reason(os.path.basename(p.rstrip("/")), f"no flux-core under {p}")
+            for p in missing
+        )
+    return absent_reason(
+        "flux-" + SUPPORTED_RELEASES[0],
+        "flux-core not found: no `flux` on PATH, in HPCBRIDGE_TEST_FLUX_PREFIXES "
+        "or as /opt/flux-*/bin/flux",
+    )
 
 
 def _version_in_path(path: str) -> Tuple[Tuple[int, ...], str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from typing import List, Optional
 
 from ...config import Settings
@@ -13,7 +12,7 @@ from ...transports.local import LocalExecutor
 from .cli import SlurmCliDriver
 from .control import max_array_size
 from .messages import scheduler_message
-from .native import PYSLURM_SKIP_REASON, choose_slurm_driver
+from .native import choose_slurm_driver
 
 
 def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
@@ -77,10 +76,8 @@ def _driver(executor: Executor, cli: SlurmCliDriver, settings: Settings) -> List
     """pyslurm is imported only through the driver choice, which checks first that
     the import cannot end the process (a bad SLURM_CONF) or load another cluster."""
     _, choice = choose_slurm_driver("auto", executor, cli, settings.command_env)
-    if importlib.util.find_spec("pyslurm") is None:
-        pyslurm = Check("pyslurm", False, PYSLURM_SKIP_REASON)
-    else:
-        pyslurm = Check("pyslurm", choice.name == "native", choice.reason)
-    found = [pyslurm]
-    found.append(Check("slurm driver", True, f"{choice.name} ({choice.reason})"))
-    return found
+    # The choice's reason, not what happens to be installed: over SSH it is the transport.
+    return [
+        Check("pyslurm", choice.name == "native", choice.reason),
+        Check("slurm driver", True, f"{choice.name} ({choice.reason})"),
+    ]
