@@ -187,7 +187,7 @@ build_slurm() {
   "${plain_env[@]}" ./configure --prefix="$prefix" --sysconfdir="$prefix/etc" --disable-debug &&
     "${plain_env[@]}" make -j"$(nproc)" &&
     "${plain_env[@]}" make install &&
-    "$prefix/bin/sinfo" --version
+    "$prefix/sbin/slurmctld" -V
 }
 
 build_pyslurm() {
