@@ -68,7 +68,8 @@ installed() {
     flux-*) [ -x "/opt/$1/bin/flux" ] && "/opt/$1/bin/flux" version >/dev/null 2>&1 ;;
     slurm-25.11) [ -x /opt/slurm-25.11/sbin/slurmctld ] && [ -e /opt/slurm-25.11/lib/slurm/libslurmfull.so ] ;;
     pyslurm) ls /opt/wheels-pyslurm/pyslurm-"$PYSLURM_VERSION"-*.whl >/dev/null 2>&1 ;;
-    spack) [ -x /opt/spack-1.1/bin/spack ] && [ -x /opt/spack-1.1/venv/bin/python ] ;;
+    spack) [ -x /opt/spack-1.1/bin/spack ] && [ -x /opt/spack-1.1/venv/bin/python ] &&
+      [ -x /opt/spack-1.1/style-bin/flake8 ] ;;
   esac
 }
 
@@ -205,10 +206,15 @@ build_spack() {
   packages_tree=$(unpack spack-packages-2025.11.0.tar.gz) || return 1
   rm -rf "$prefix" "$packages"
   mv "$tree" "$prefix" && mv "$packages_tree" "$packages" || return 1
-  # Spack's concretizer: clingo from PyPI in a Python of Spack's own (no bootstrapping).
+  # Spack's concretizer: clingo from PyPI in a Python of Spack's own (no bootstrapping),
+  # with the checkers `spack style` runs (the versions Spack 1.1 would bootstrap), found on
+  # PATH through style-bin/ (the venv's own bin/ would put its python first).
   "$python" -m venv "$prefix/venv" &&
-    "$prefix/venv/bin/python" -m pip install --quiet --disable-pip-version-check clingo ||
-    return 1
+    "$prefix/venv/bin/python" -m pip install --quiet --disable-pip-version-check clingo \
+      "isort>=5,<6" "black<=25.1.0" "flake8>=3.8.2" || return 1
+  mkdir -p "$prefix/style-bin" &&
+    ln -sf "$prefix/venv/bin/isort" "$prefix/venv/bin/black" "$prefix/venv/bin/flake8" \
+      "$prefix/style-bin/" || return 1
   spack=(env SPACK_PYTHON="$prefix/venv/bin/python" "$prefix/bin/spack")
   # Offline: no bootstrapping, and the builtin repository from the archive instead of the
   # git clone Spack's default configuration asks for - both in the site scope of this

@@ -99,6 +99,11 @@ def test_audit(recipe_env):
 def test_style():
     """spack style's import, isort, black and flake8 checks (mypy checks Spack itself)."""
     recipe = SPACK_DIR / "packages" / "py-hpcbridge" / "package.py"
+    env = dict(os.environ)
+    # scripts/build-schedulers.sh puts the checkers beside its Spack, in style-bin/.
+    style_bin = Path(SPACK).resolve().parent.parent / "style-bin"
+    if style_bin.is_dir():
+        env["PATH"] = f"{style_bin}{os.pathsep}{env.get('PATH', '')}"
     result = subprocess.run(
         [SPACK, "style", "--skip", "mypy", str(recipe)],
         capture_output=True,
@@ -106,6 +111,7 @@ def test_style():
         timeout=SPACK_TIMEOUT,
         check=False,
         cwd=ROOT,
+        env=env,
     )
     if "bootstrapping is currently disabled" in result.stderr:
         pytest.skip("spack style needs flake8, black and isort on PATH (bootstrapping is off)")
