@@ -32,10 +32,11 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from hpcbridge import Settings
+from hpcbridge.schedulers.flux import jobspec
 from hpcbridge.schedulers.flux.adapter import FluxAdapter
 from hpcbridge.schedulers.flux.bindings import import_bindings
-from hpcbridge.schedulers.flux.native import NativeConnection
-from hpcbridge.schedulers.flux.requests import SubmitRequest
+from hpcbridge.schedulers.flux.bindings_driver import BindingsConnection
+from hpcbridge.schedulers.flux.plan import SubmitRequest, jobspec_params
 
 if __package__ in (None, ""):  # run as a script: the repository root holds tests.support
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -89,7 +90,7 @@ def run(
         remote = str(base / "jobs")
 
         def raw() -> float:
-            connection = NativeConnection(
+            connection = BindingsConnection(
                 flux_module, instance.uri, flux_bin_dir=os.path.dirname(flux_command)
             )
             request = SubmitRequest(
@@ -98,7 +99,9 @@ def run(
                 output=str(base / "raw-{{id}}.out"),
                 cwd=str(base),
             )
-            spec = connection.jobspec(request)
+            spec = jobspec.build_jobspec(
+                flux_module.job.JobspecV1, jobspec_params(request), connection.job_environment()
+            )
             handle = flux_module.Flux(instance.uri)
             started = time.perf_counter()
             futures = [flux_module.job.submit_async(handle, spec) for _ in range(jobs)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from .errors import ConfigurationError
 from .registry import DRIVER_CHOICES, SCHEDULERS
@@ -203,11 +203,16 @@ def _assignments(variable: str, text: str) -> Dict[str, str]:
         words = shlex.split(text)
     except ValueError as exc:
         raise ConfigurationError(f"{variable}={text!r}: {exc}") from None
+    return name_values(words, variable)
+
+
+def name_values(words: Sequence[str], what: str) -> Dict[str, str]:
+    """``NAME=VALUE`` words as a dict; ``what`` (a variable, a flag) names them in errors."""
     found: Dict[str, str] = {}
     for word in words:
         name, equals, value = word.partition("=")
         if not equals or not name.isidentifier():
-            raise ConfigurationError(f"{variable}: expected NAME=VALUE words, got {word!r}")
+            raise ConfigurationError(f"{what}: expected NAME=VALUE, got {word!r}")
         found[name] = value
     return found
 

@@ -89,7 +89,7 @@ def _hpcbridge(
         flux_command=flux_command,
         remote_workdir=str(folder / "jobs"),
     )
-    adapter.driver  # noqa: B018 - the session is made once, outside the timing
+    adapter.open().driver  # noqa: B018 - the session is made once, outside the timing
     final: Dict[str, Any] = {}
 
     def work() -> None:

@@ -175,7 +175,7 @@ def flux_rows(folder: Path, rounds: int) -> List[Dict[str, Any]]:
             adapter = FluxAdapter(
                 uri=instance.uri, settings=settings, driver=driver, flux_command=flux_command
             )
-            adapter.driver  # noqa: B018 - choose the driver now, not in the first sample
+            adapter.open().driver  # noqa: B018 - choose the driver now, not in the first sample
 
             def measure() -> float:
                 script, marker = marked_script(folder)
@@ -189,7 +189,7 @@ def flux_rows(folder: Path, rounds: int) -> List[Dict[str, Any]]:
             submitter = FluxAdapter(
                 uri=instance.uri, settings=settings, driver="native", flux_command=flux_command
             )
-            submitter.driver  # noqa: B018
+            submitter.open()
 
             def raw_batch() -> float:
                 script, marker = marked_script(folder)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from typing import Any, Dict, List, Sequence, Tuple, Union
+from typing import Any, Dict, List, Tuple, Union
 
+from ..config import name_values
 from ..errors import ConfigurationError
 from ..resources import RESOURCE_KEYS
 from .exits import EXIT_OK
@@ -19,17 +20,6 @@ def resources_from(args: argparse.Namespace) -> Dict[str, Any]:
     return {
         key: getattr(args, key) for key in RESOURCE_KEYS if getattr(args, key, None) is not None
     }
-
-
-def environment_from(assignments: Sequence[str]) -> Dict[str, str]:
-    """``--env NAME=VALUE`` flags as a dict."""
-    found: Dict[str, str] = {}
-    for assignment in assignments:
-        name, equals, value = assignment.partition("=")
-        if not equals or not name.isidentifier():
-            raise ConfigurationError(f"--env expects NAME=VALUE, got {assignment!r}")
-        found[name] = value
-    return found
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
@@ -48,7 +38,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         remote_dir=args.remote_dir,
         depends_on=args.after or None,
         arguments=args.script_args,
-        environment=environment_from(args.env),
+        environment=name_values(args.env, "--env"),
         nested=args.nested,
     )
     if args.json:  # with --wait, the final status (which holds the id) is printed instead

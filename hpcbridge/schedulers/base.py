@@ -17,44 +17,40 @@ The contract every adapter keeps (the README shows it from the caller's side):
 - ``cancel_job(s)`` records that the user asked (so a job the scheduler then
   reports FAILED by SIGTERM is CANCELLED) and asks the scheduler.
 
-A concrete adapter supplies its ``driver`` (``driver.SchedulerDriver``: the
-scheduler-specific commands or bindings), how its ids are written
-(``normalize_job_id``) and where output goes by default (``output_template``
-with the scheduler's own ``output_placeholder``).
+Talking to the scheduler starts with one named step, ``open()``: the adapter
+chooses its driver (``driver.SchedulerDriver``: the scheduler-specific
+commands or bindings) and learns what it must about the scheduler, once; the
+session it returns says which driver and why.  Everything below goes through
+``self.open()``, so the first call that needs the scheduler opens it.
+
+A concrete adapter supplies ``_open_session``, how its ids are written
+(``normalize_job_id``), where output goes by default (``output_template``
+with the scheduler's own ``output_placeholder``) and, where it has any, its
+own submission keywords (``job_options``: the base passes the object it
+returns along to the driver, unread).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import posixpath
+import threading
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, ClassVar, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from ..config import Settings
-from ..errors import (
-    ConfigurationError,
-    JobNotFoundError,
-    JobTimeoutError,
-    SchedulerUnavailableError,
-    TransportError,
-)
-from ..jobscript import PreparedJob, TaskSpec, new_token
+from ..errors import ConfigurationError, JobNotFoundError, SchedulerUnavailableError, TransportError
+from ..jobscript import TaskSpec
 from ..model import JobState, JobStatus
 from ..resources import Resources
 from ..store import JobStore
 from ..transports.base import Executor
 from ..transports.local import LocalExecutor
 from . import staging
-from .driver import (
-    DriverChoice,
-    SchedulerDriver,
-    SubmitBatch,
-    unreachable,
-)
-from .staging import DependsOn, JobInput
-from .submitting import batch_of, submit_tasks
-from .tracking import JobTracker, exit_code_from_file
+from .driver import Session, SubmitBatch, Waiter, unreachable
+from .staging import DependsOn, JobInput, Stager
+from .submitting import Order, Submission, batches
+from .tracking import JobTracker, Placement, exit_code_from_file
 from .waiting import ProgressCallback, StatusCallback, WaitPlan, wait_for_all
 
 log = logging.getLogger("hpcbridge")
@@ -69,11 +65,11 @@ class SchedulerAdapter(ABC):
     output_template: ClassVar[str] = "job-{id}.out"
     #: the placeholder the scheduler itself expands in an output path
     output_placeholder: ClassVar[str] = "{id}"
-    #: which driver is used and why; set by the concrete adapter
-    driver_choice: DriverChoice = DriverChoice("", "")
     #: what the wrapper exports as ``HPCBRIDGE_LAUNCHER``: the command that starts
     #: parallel tasks inside a job (none under mock)
     launcher_command: ClassVar[str] = ""
+    #: submission keywords of other schedulers that this one accepts and ignores
+    ignored_options: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(
         self,
@@ -100,12 +96,34 @@ class SchedulerAdapter(ABC):
         self.tracker = JobTracker(
             self.store, self.scheduler_name, self.host_label, self.executor.read_text
         )
-        self._nested_ignored_logged = False
+        self.stager = Stager(
+            self.executor,
+            self.remote_workdir,
+            self.output_template.replace("{id}", self.output_placeholder),
+        )
+        self._session: Optional[Session] = None
+        self._session_lock = threading.Lock()
+        self._ignored_logged: set[str] = set()
 
-    @property
+    # -- the session --------------------------------------------------------
+
+    def open(self) -> Session:
+        """Open the scheduler: choose the driver and learn what it needs, once.
+
+        Later calls return the same session.  Raises what makes the scheduler
+        unusable from here (``SchedulerUnavailableError``, ``ConfigurationError``).
+        """
+        session = self._session
+        if session is None:
+            with self._session_lock:
+                if self._session is None:
+                    self._session = self._open_session()
+                session = self._session
+        return session
+
     @abstractmethod
-    def driver(self) -> SchedulerDriver:
-        """The driver that talks to the scheduler (``driver.SchedulerDriver``)."""
+    def _open_session(self) -> Session:
+        """Choose the driver (and whatever else must be learned); called once by ``open``."""
 
     def _workdir(self) -> str:
         if self.executor.is_local:
@@ -131,6 +149,25 @@ class SchedulerAdapter(ABC):
         """Validated resources over the settings' defaults (raises ``ResourceError``)."""
         return Resources.from_mapping(resources, defaults=self.settings.resource_defaults)
 
+    def job_options(self, options: Mapping[str, Any]) -> object:
+        """This scheduler's own submission keywords as the object its drivers read.
+
+        The base accepts none but ``ignored_options`` (logged once, then
+        ignored); an adapter with keywords of its own (Flux: the job kind)
+        overrides this.  An unknown keyword is a ``TypeError``, as in Python.
+        """
+        for name, value in options.items():
+            if name not in self.ignored_options:
+                raise TypeError(f"{self.scheduler_name}: unexpected submission keyword {name!r}")
+            if name not in self._ignored_logged:
+                self._ignored_logged.add(name)
+                log.info("%s: %s=%r does not apply here; ignored", self.scheduler_name, name, value)
+        return None
+
+    def launcher(self, options: object) -> str:
+        """What the wrapper exports as ``HPCBRIDGE_LAUNCHER`` for jobs of these options."""
+        return self.launcher_command
+
     def submit_job(
         self,
         script_path: Union[str, os.PathLike[str]],
@@ -139,17 +176,16 @@ class SchedulerAdapter(ABC):
         depends_on: DependsOn = None,
         arguments: Sequence[str] = (),
         environment: Optional[Mapping[str, str]] = None,
-        nested: Optional[bool] = None,
+        **options: Any,
     ) -> str:
         """Stage ``script_path`` into ``remote_dir`` and submit it; return the job id.
 
-        ``nested`` (Flux): True for a batch job, False for a plain job; ``None``
-        takes the setting or the instance's default.  Other schedulers ignore it.
+        ``options``: this scheduler's own keywords (see ``job_options``).
         """
-        validated = self.validate_resources(resources)
-        dependencies = staging.dependency_ids(depends_on, self.normalize_job_id)
-        task = staging.make_task(script_path, arguments, environment, self.settings.remote_repo)
-        return self._submit_tasks([task], validated, dependencies, remote_dir, nested)[0]
+        repo = self.settings.remote_repo
+        task = lambda: [staging.make_task(script_path, arguments, environment, repo)]  # noqa: E731
+        order = self._order(task, resources, depends_on, remote_dir, options)
+        return self._submission().run(order)[0]
 
     def submit_many(
         self,
@@ -157,20 +193,20 @@ class SchedulerAdapter(ABC):
         resources: Optional[Mapping[str, Any]] = None,
         depends_on: DependsOn = None,
         remote_dir: Optional[str] = None,
-        nested: Optional[bool] = None,
+        **options: Any,
     ) -> List[str]:
         """Submit many similar jobs; one id per input, in order.
 
         When only some go in, ``PartialSubmissionError`` says which (they are
-        recorded and can be waited for or cancelled).  ``nested`` as for
+        recorded and can be waited for or cancelled).  ``options`` as for
         ``submit_job``.
         """
-        validated = self.validate_resources(resources)
-        dependencies = staging.dependency_ids(depends_on, self.normalize_job_id)
-        tasks = [staging.coerce_task(item, self.settings.remote_repo) for item in jobs]
-        if not tasks:
+        repo = self.settings.remote_repo
+        tasks = lambda: [staging.coerce_task(item, repo) for item in jobs]  # noqa: E731
+        order = self._order(tasks, resources, depends_on, remote_dir, options)
+        if not order.tasks:
             return []
-        return self._submit_tasks(tasks, validated, dependencies, remote_dir, nested)
+        return self._submission().run(order)
 
     def describe_submission(
         self,
@@ -178,52 +214,46 @@ class SchedulerAdapter(ABC):
         resources: Optional[Mapping[str, Any]] = None,
         remote_dir: Optional[str] = None,
         depends_on: DependsOn = None,
-        nested: Optional[bool] = None,
+        **options: Any,
     ) -> str:
         """What ``submit_job`` would run, without staging or submitting anything."""
-        validated = self.validate_resources(resources)
-        task = staging.make_task(script_path, (), None, None, must_exist=False)
-        token = new_token()
-        folder = staging.new_folder(self.executor, self.remote_workdir, remote_dir, token)
-        name = staging.job_name(validated, [task])
-        job = staging.plan_chunks(folder, [task], name, 1, token)[0][0]
-        dependencies = staging.dependency_ids(depends_on, self.normalize_job_id)
-        batch = batch_of(self, job, 1, validated, dependencies, self.choose_nested(nested))
-        return self._describe_batch(batch)
+        batch = self.dry_batch(script_path, resources, remote_dir, depends_on, **options)
+        return self._submission().describe(batch)
 
-    def _describe_batch(self, batch: SubmitBatch) -> str:
-        return self.driver.describe(batch)
-
-    def choose_nested(self, nested: Optional[bool]) -> Optional[bool]:
-        """Batch or plain job (Flux overrides); ``None``: this scheduler has no such choice."""
-        if nested is not None and not self._nested_ignored_logged:
-            self._nested_ignored_logged = True
-            log.info(
-                "%s: nested=%s does not apply (only Flux has batch and plain jobs); ignored",
-                self.scheduler_name,
-                nested,
-            )
-        return None
-
-    def launcher(self, nested: Optional[bool]) -> str:
-        """What the wrapper exports as ``HPCBRIDGE_LAUNCHER`` (none in a plain job)."""
-        return "" if nested is False else self.launcher_command
-
-    def output_path(self, job: PreparedJob, resources: Resources) -> str:
-        """The output path handed to the scheduler (its own placeholder kept)."""
-        template = resources.output or self.output_template.replace("{id}", self.output_placeholder)
-        return posixpath.join(job.remote_dir, template)
-
-    def _submit_tasks(
+    def dry_batch(
         self,
-        tasks: List[TaskSpec],
-        resources: Resources,
-        depends_on: List[str],
+        script_path: Union[str, os.PathLike[str]],
+        resources: Optional[Mapping[str, Any]] = None,
+        remote_dir: Optional[str] = None,
+        depends_on: DependsOn = None,
+        **options: Any,
+    ) -> SubmitBatch:
+        """The batch ``submit_job`` would hand its driver, made without opening the scheduler."""
+        task = lambda: [staging.make_task(script_path, (), None, None, must_exist=False)]  # noqa: E731
+        order = self._order(task, resources, depends_on, remote_dir, options)
+        return batches(order, self.stager, 1)[0][0]
+
+    def _order(
+        self,
+        tasks: Callable[[], List[TaskSpec]],
+        resources: Optional[Mapping[str, Any]],
+        depends_on: DependsOn,
         remote_dir: Optional[str],
-        nested: Optional[bool] = None,
-    ) -> List[str]:
-        nested = self.choose_nested(nested)
-        return submit_tasks(self, tasks, resources, depends_on, remote_dir, nested)
+        options: Mapping[str, Any],
+    ) -> Order:
+        """Everything the caller gave, validated - the resources first, then the ids,
+        the keywords and the scripts - before anything is asked or staged."""
+        validated = self.validate_resources(resources)
+        dependencies = tuple(staging.dependency_ids(depends_on, self.normalize_job_id))
+        return Order(tasks(), validated, dependencies, remote_dir, self.job_options(options))
+
+    def _submission(self) -> Submission:
+        """A submission through the open session's driver, recorded where this adapter records."""
+        driver = self.open().driver
+        where = Placement(self.scheduler_name, self.executor.kind, self.host_label)
+        return Submission(
+            driver, self.stager, self.tracker, where, self.instance_label, self.launcher
+        )
 
     # -- status -----------------------------------------------------------
 
@@ -239,7 +269,7 @@ class SchedulerAdapter(ABC):
     def _ask(self, job_ids: List[str]) -> Dict[str, JobStatus]:
         """The driver's answer for every id; an unreachable scheduler is UNKNOWN for all."""
         try:
-            answers = self.driver.query(job_ids)
+            answers = self.open().driver.query(job_ids)
         except (ConfigurationError, SchedulerUnavailableError) as exc:
             reason = f"cannot reach the {self.scheduler_name} scheduler: {exc}"
             return {job_id: unreachable(job_id, reason) for job_id in job_ids}
@@ -289,11 +319,8 @@ class SchedulerAdapter(ABC):
 
         The interval starts at ``first_interval`` and backs off to
         ``poll_interval`` while nothing changes; a driver that hears job ends
-        (Flux's bindings) cuts the pause short.  A job UNKNOWN for
-        ``unknown_limit`` polls in a row raises ``JobNotFoundError``; a failed
-        query counts as UNKNOWN for all, so a restarting controller or a
-        dropped connection is ridden out.  ``on_poll`` gets every job's
-        latest status after each round (progress).
+        (Flux's bindings) cuts the pause short (see ``waiting.wait_for_all``).
+        ``on_poll`` gets every job's latest status after each round (progress).
         """
         ids = list(dict.fromkeys(self.normalize_job_id(job_id) for job_id in job_ids))
         plan = WaitPlan(
@@ -305,18 +332,10 @@ class SchedulerAdapter(ABC):
             on_change=on_change,
             on_poll=on_poll,
         )
-        return wait_for_all(ids, self._poll, self.driver.waiter, plan)
+        return wait_for_all(ids, self.get_job_statuses, self._waiter, plan)
 
-    def _poll(self, job_ids: List[str]) -> Dict[str, JobStatus]:
-        """One status round; a failed query makes every job UNKNOWN this time."""
-        try:
-            return self.get_job_statuses(job_ids)
-        except (TransportError, JobTimeoutError) as exc:
-            log.warning("status query failed (will retry): %s", exc)
-            return {
-                job_id: JobStatus(job_id, JobState.UNKNOWN, reason=f"query failed: {exc}")
-                for job_id in job_ids
-            }
+    def _waiter(self, job_ids: List[str]) -> Optional[Waiter]:
+        return self.open().driver.waiter(job_ids)
 
     # -- logs, cancel -----------------------------------------------------
 
@@ -325,7 +344,7 @@ class SchedulerAdapter(ABC):
         record = self.store.get(job_id, self.scheduler_name, self.host_label)
         if record is not None and record.log_path:
             return record.log_path
-        found = self.driver.find_output(job_id)
+        found = self.open().driver.find_output(job_id)
         if found is None:
             raise JobNotFoundError(
                 f"no record of {self.scheduler_name} job {job_id} and the scheduler does not "
@@ -351,18 +370,20 @@ class SchedulerAdapter(ABC):
     def cancel_jobs(self, job_ids: Iterable[Any]) -> None:
         ids = [self.normalize_job_id(job_id) for job_id in job_ids]
         self.store.mark_cancel_requested(self.scheduler_name, self.host_label, ids)
-        self.driver.cancel(ids)
+        self.open().driver.cancel(ids)
         log.info("cancel requested for %s job(s) %s", self.scheduler_name, ", ".join(ids))
 
     # -- misc ---------------------------------------------------------------
 
     def describe(self) -> str:
-        """One line saying what this adapter talks to and how."""
-        choice = self.driver_choice
-        how = f" ({choice.name} driver: {choice.reason})" if choice.name else ""
-        return f"{self.scheduler_name} via {self.executor.kind}{how}"
+        """One line saying what this adapter talks to and how (opens the session)."""
+        choice = self.open().choice
+        how = f"{choice.name} driver: {choice.reason}"
+        return f"{self.scheduler_name} via {self.executor.kind} ({how})"
 
     def close(self) -> None:
+        if self._session is not None:
+            self._session.driver.close()
         self.executor.close()
 
     def __enter__(self) -> SchedulerAdapter:

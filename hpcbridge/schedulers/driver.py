@@ -9,7 +9,15 @@ each a thin layer over pure command builders and parsers.
 
 Every driver keeps the same promises:
 
-``submit_many(batch)``
+``plan(batch)``
+    Works out what ``submit_many`` will send for ``batch`` and refuses - with
+    ``JobSubmissionError`` saying why and what to change - anything the
+    scheduler would refuse (a queue it lacks, a job longer than the time
+    left, a dependency it cannot honour), *before* anything is staged.
+    Pure but for what the scheduler must be asked; returns a ``Planned``.
+``describe(planned)``
+    The exact command (or jobspec) ``submit_many(planned)`` would send.
+``submit_many(planned)``
     Submits ``batch.count`` jobs of one staged wrapper and returns one
     ``Submitted`` per job, in index order.  When only some went in, it raises
     ``PartialSubmissionError`` carrying the ones that did (so they are
@@ -29,7 +37,11 @@ Every driver keeps the same promises:
     unknown is not an error; anything else raises ``SchedulerAdapterError``.
 ``capabilities``
     What the driver can do, as data: waiting woken by events, arrays,
-    dependencies, and the resource keys it drops (with the reason).
+    dependencies, and the resource keys it drops with the reason - shown by
+    ``hpcbridge doctor`` and by every dry run.
+
+A driver is made by its adapter's ``open()`` - the one step that talks to the
+scheduler to choose it - together with a ``DriverChoice`` saying why.
 """
 
 from __future__ import annotations
@@ -46,7 +58,7 @@ from ..resources import Resources
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What a driver can do; read by the adapter, ``doctor`` and ``--dry-run``."""
+    """What a driver can do; ``doctor`` and ``--dry-run`` say it (``summary``)."""
 
     #: ``waiter()`` can end a pause between status rounds the moment a job ends
     events: bool = False
@@ -58,6 +70,16 @@ class Capabilities:
     array_index_variable: Optional[str] = None
     #: resource key -> why this scheduler ignores it (e.g. Flux has no memory)
     dropped_keys: Mapping[str, str] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        """One line: what waiting, arrays and dependencies do, and which keys are dropped."""
+        words = [
+            "waiting woken by job events" if self.events else "waiting by polling",
+            "arrays" if self.arrays else "one submission per job",
+            "afterok dependencies" if self.dependencies else "no dependencies",
+        ]
+        dropped = "; ".join(f"{key} dropped ({why})" for key, why in self.dropped_keys.items())
+        return ", ".join(words) + (f"; {dropped}" if dropped else "")
 
 
 @dataclass(frozen=True)
@@ -74,14 +96,18 @@ class SubmitBatch:
     depends_on: Tuple[str, ...]
     #: the output path handed to the scheduler, its own placeholder kept
     output: str
-    #: Flux: True = a batch job (a nested instance), False = a plain job (the
-    #: wrapper runs as the job's tasks); ``None`` where the scheduler has no choice
-    nested: Optional[bool] = None
+    #: the scheduler's own choices for this submission, made by its adapter
+    #: (``job_options``) and read only by its drivers; ``None`` where there are none
+    options: object = None
 
-    @property
-    def kind(self) -> Optional[str]:
-        """The job kind recorded and shown: "batch", "plain" or ``None``."""
-        return None if self.nested is None else ("batch" if self.nested else "plain")
+
+@dataclass(frozen=True)
+class Planned:
+    """A batch a driver accepted (``plan``): what it will send, before anything is staged."""
+
+    batch: SubmitBatch
+    #: the driver's own rendering of it (argv, requests), read only by that driver
+    detail: object = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +118,8 @@ class Submitted:
     log_path: str
     #: the task of the batch (``HPCBRIDGE_TASK_INDEX``); 0 for a batch of one
     index: int = 0
+    #: what kind of job the scheduler made, where it has several (recorded, shown)
+    kind: Optional[str] = None
 
 
 #: ``JobStatus.extra`` key of an UNKNOWN answer given because the scheduler could not be asked
@@ -151,11 +179,15 @@ class SchedulerDriver(Protocol):
     name: str
     capabilities: Capabilities
 
-    def describe(self, batch: SubmitBatch) -> str:
-        """The exact command (or jobspec) ``submit_many(batch)`` would send."""
+    def plan(self, batch: SubmitBatch) -> Planned:
+        """What ``submit_many`` will send; raises ``JobSubmissionError`` to refuse."""
         ...
 
-    def submit_many(self, batch: SubmitBatch) -> List[Submitted]: ...
+    def describe(self, planned: Planned) -> str:
+        """The exact command (or jobspec) ``submit_many(planned)`` would send."""
+        ...
+
+    def submit_many(self, planned: Planned) -> List[Submitted]: ...
 
     def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]: ...
 
@@ -195,26 +227,44 @@ class DriverChoice:
     reason: str
 
 
+class Session(Protocol):
+    """What an adapter's ``open()`` made: the driver, and why that one."""
+
+    @property
+    def driver(self) -> SchedulerDriver: ...
+
+    @property
+    def choice(self) -> DriverChoice: ...
+
+
+@dataclass(frozen=True)
+class OpenDriver:
+    """The session of a scheduler with nothing more to learn than its driver."""
+
+    driver: SchedulerDriver
+    choice: DriverChoice
+
+
 def choose_driver(
     scheduler: str,
     requested: str,
-    native: Callable[[], D],
+    native: Callable[[], Tuple[D, str]],
     cli: Callable[[], D],
 ) -> Tuple[D, DriverChoice]:
     """The bindings when they work, else the CLI; the same rule for every scheduler.
 
     ``requested`` is "auto", "native" or "cli" (checked by the settings).
-    ``native()`` builds the in-process driver or raises
-    ``SchedulerUnavailableError`` saying why it cannot be used.  With "auto"
-    the CLI driver is used and the reason logged: a warning when the bindings
-    are there but broken (``NativeDriverBroken``), else at INFO (bindings
-    not installed, an SSH transport: the CLI is simply the way); with
-    "native" it is raised.
+    ``native()`` builds the in-process driver and says why it is usable, or
+    raises ``SchedulerUnavailableError`` saying why it cannot be used.  With
+    "auto" the CLI driver is used and the reason logged: a warning when the
+    bindings are there but broken (``NativeDriverBroken``), else at INFO
+    (bindings not installed, an SSH transport: the CLI is simply the way);
+    with "native" it is raised.
     """
     if requested == "cli":
         return cli(), DriverChoice("cli", "the CLI driver was asked for")
     try:
-        driver = native()
+        driver, reason = native()
     except SchedulerUnavailableError as exc:
         if requested == "native":
             raise SchedulerUnavailableError(
@@ -224,11 +274,14 @@ def choose_driver(
         level = logging.WARNING if isinstance(exc, NativeDriverBroken) else logging.INFO
         log.log(level, "%s: using the CLI driver (%s)", scheduler, exc)
         return cli(), DriverChoice("cli", str(exc))
-    return driver, DriverChoice("native", getattr(driver, "choice_reason", "bindings usable"))
+    return driver, DriverChoice("native", reason)
 
 
 __all__ = [
     "DriverChoice",
+    "OpenDriver",
+    "Planned",
+    "Session",
     "SCHEDULER_UNREACHABLE",
     "choose_driver",
     "unreachable",

@@ -24,8 +24,9 @@ from .base import SchedulerAdapter, exit_code_from_file
 from .driver import (
     Capabilities,
     DriverChoice,
+    OpenDriver,
     PartialSubmissionError,
-    SchedulerDriver,
+    Planned,
     SubmitBatch,
     Submitted,
     Waiter,
@@ -63,14 +64,19 @@ class MockDriver:
     def _runner_argv(self, job_dir: str) -> List[str]:
         return [sys.executable, "-m", "hpcbridge.schedulers.mock_runner", "--detach", job_dir]
 
-    def describe(self, batch: SubmitBatch) -> str:
+    def plan(self, batch: SubmitBatch) -> Planned:
+        return Planned(batch)
+
+    def describe(self, planned: Planned) -> str:
+        batch = planned.batch
         argv = self._runner_argv(str(self._job_dir("<id>")))
         time_limit = batch.resources.time
         limit = f" time limit {time_limit:g}s" if time_limit else ""
         after = f" after {','.join(batch.depends_on)}" if batch.depends_on else ""
         return shlex.join(argv) + f"  # runs {batch.job.wrapper_path}{limit}{after}"
 
-    def submit_many(self, batch: SubmitBatch) -> List[Submitted]:
+    def submit_many(self, planned: Planned) -> List[Submitted]:
+        batch = planned.batch
         submitted: List[Submitted] = []
         for index in range(batch.count):
             try:
@@ -181,6 +187,8 @@ class MockAdapter(SchedulerAdapter):
 
     scheduler_name = "mock"
     output_template = "mock-{id}.out"
+    # Flux's job kind (batch or plain job): the mock scheduler has one kind of job.
+    ignored_options = frozenset({"nested"})
 
     def __init__(self, *args: Any, slots: Optional[int] = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -191,12 +199,10 @@ class MockAdapter(SchedulerAdapter):
             )
         self.root = self.settings.state_path / "mock"
         self.slots = slots or os.cpu_count() or 1
-        self._driver = MockDriver(self.root, self.slots)
-        self.driver_choice = DriverChoice("mock", "background processes on this machine")
 
-    @property
-    def driver(self) -> SchedulerDriver:
-        return self._driver
+    def _open_session(self) -> OpenDriver:
+        choice = DriverChoice("mock", "background processes on this machine")
+        return OpenDriver(MockDriver(self.root, self.slots), choice)
 
     def describe(self) -> str:
         return f"mock via {self.executor.kind}"

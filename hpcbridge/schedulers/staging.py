@@ -1,7 +1,7 @@
 """Turning what a caller hands in into staged files on the scheduler's side.
 
 Pure planning (which folder, which names, which wrapper text) apart from the
-one function that moves files through the executor.
+one method that moves files through the executor (``Stager.stage``).
 """
 
 from __future__ import annotations
@@ -69,14 +69,6 @@ def coerce_task(item: JobInput, remote_repo: Optional[str]) -> TaskSpec:
     return make_task(item, (), None, remote_repo)
 
 
-def new_folder(executor: Executor, workdir: str, remote_dir: Optional[str], token: str) -> str:
-    """The submission's folder: ``remote_dir``, else a new dated one under ``workdir``."""
-    directory = remote_dir or posixpath.join(
-        workdir, f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-{token}"
-    )
-    return executor.abspath(directory)
-
-
 def staged_names(directory: str, scripts: Sequence[str]) -> List[str]:
     """Where each script lands in the job folder: its own name, deduplicated."""
     by_source: Dict[str, str] = {}
@@ -95,8 +87,9 @@ def staged_names(directory: str, scripts: Sequence[str]) -> List[str]:
     return names
 
 
-def job_name(resources: Resources, tasks: Sequence[TaskSpec]) -> str:
-    return resources.job_name or os.path.basename(tasks[0].script) or "hpcbridge"
+def task_name(task: TaskSpec, job_name: Optional[str]) -> str:
+    """The scheduler's name for a task's job: ``job_name``, else its script's file name."""
+    return job_name or os.path.basename(task.script) or "hpcbridge"
 
 
 def prepared(directory: str, scripts: Sequence[str], name: str, token: str) -> PreparedJob:
@@ -112,16 +105,28 @@ def prepared(directory: str, scripts: Sequence[str], name: str, token: str) -> P
 
 
 def plan_chunks(
-    directory: str, tasks: Sequence[TaskSpec], name: str, chunk_size: int, first_token: str
+    directory: str,
+    tasks: Sequence[TaskSpec],
+    job_name: Optional[str],
+    chunk_size: int,
+    first_token: str,
 ) -> List[Tuple[PreparedJob, List[TaskSpec]]]:
-    """One wrapper per ``chunk_size`` tasks, all in one folder."""
+    """One wrapper per run of tasks that share a name, at most ``chunk_size`` each, all
+    in one folder: every job carries its own script's name (or ``job_name``)."""
     scripts = staged_names(directory, [task.script for task in tasks])
-    chunks = []
-    for start in range(0, len(tasks), max(chunk_size, 1)):
+    size = max(chunk_size, 1)
+    chunks: List[Tuple[PreparedJob, List[TaskSpec]]] = []
+    start = 0
+    while start < len(tasks):
+        name = task_name(tasks[start], job_name)
+        end = start + 1
+        while end < len(tasks) and end - start < size and task_name(tasks[end], job_name) == name:
+            end += 1
         token = first_token if start == 0 else new_token()
-        end = start + max(chunk_size, 1)
-        job = prepared(directory, scripts[start:end], name, token)
-        chunks.append((job, list(tasks[start:end])))
+        chunks.append(
+            (prepared(directory, scripts[start:end], name, token), list(tasks[start:end]))
+        )
+        start = end
     return chunks
 
 
@@ -138,22 +143,43 @@ def wrapper_text(
     return build_wrapper(staged, job.remote_dir, job.exit_file, array_index_variable, launcher)
 
 
-def stage(executor: Executor, job: PreparedJob, tasks: Sequence[TaskSpec], wrapper: str) -> None:
-    """Create the job folder, copy the scripts, write the wrapper."""
-    try:
-        executor.mkdir(job.remote_dir, mode=0o700)
-        executor.mkdir(posixpath.join(job.remote_dir, MARKER_DIR), mode=0o700)
-        copied = set()
-        for remote, task in zip(job.scripts, tasks):
-            if remote not in copied:
-                executor.put(task.script, remote, mode=0o700)
-                copied.add(remote)
-        executor.write_text(job.wrapper_path, wrapper, mode=0o700)
-    except (OSError, TransportError) as exc:
-        raise JobSubmissionError(
-            f"cannot stage the job into {job.remote_dir}: {exc} "
-            "(check that the folder is writable and the transport is up)"
-        ) from exc
+class Stager:
+    """Where one adapter's jobs are staged: the folders, the output path, the files."""
+
+    def __init__(self, executor: Executor, workdir: str, output_template: str) -> None:
+        self.executor = executor
+        self.workdir = workdir
+        #: a job's output file in its folder, with the scheduler's own id placeholder
+        self.output_template = output_template
+
+    def folder(self, remote_dir: Optional[str], token: str) -> str:
+        """The submission's folder: ``remote_dir``, else a new dated one under the workdir."""
+        directory = remote_dir or posixpath.join(
+            self.workdir, f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-{token}"
+        )
+        return self.executor.abspath(directory)
+
+    def output_path(self, job: PreparedJob, resources: Resources) -> str:
+        """The output path handed to the scheduler (its own placeholder kept)."""
+        return posixpath.join(job.remote_dir, resources.output or self.output_template)
+
+    def stage(self, job: PreparedJob, tasks: Sequence[TaskSpec], wrapper: str) -> None:
+        """Create the job folder, copy the scripts, write the wrapper."""
+        executor = self.executor
+        try:
+            executor.mkdir(job.remote_dir, mode=0o700)
+            executor.mkdir(posixpath.join(job.remote_dir, MARKER_DIR), mode=0o700)
+            copied = set()
+            for remote, task in zip(job.scripts, tasks):
+                if remote not in copied:
+                    executor.put(task.script, remote, mode=0o700)
+                    copied.add(remote)
+            executor.write_text(job.wrapper_path, wrapper, mode=0o700)
+        except (OSError, TransportError) as exc:
+            raise JobSubmissionError(
+                f"cannot stage the job into {job.remote_dir}: {exc} "
+                "(check that the folder is writable and the transport is up)"
+            ) from exc
 
 
 def dependency_ids(depends_on: DependsOn, normalize: Any) -> List[str]:

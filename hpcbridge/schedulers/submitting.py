@@ -1,122 +1,135 @@
-"""How one submission goes in: one folder, a wrapper per chunk, the driver, the records.
+"""One submission, top to bottom: plan, stage, send, record.
 
-A submission of many tasks is cut into chunks of the driver's ``max_batch``
-(a Slurm array's size limit); each chunk gets a wrapper of its own in the
-submission's folder and one ``driver.submit_many``.  Every job that went in
-is recorded before anything is raised, so a partly failed submission loses
-no record and is never sent again.
+``Submission`` is made by an adapter from its driver, its stager and its job
+tracker.  It cuts the tasks into chunks - one per job name (each script keeps
+its own), at most the driver's ``max_batch`` each (a Slurm array's size
+limit) - and then:
+
+1. **plan**: the driver works out every chunk and refuses what the scheduler
+   would refuse, before anything is staged (a refused job leaves no folder);
+2. **stage**: each chunk's scripts and wrapper go into the submission's folder;
+3. **send**: one ``driver.submit_many`` per chunk;
+4. **record**: every job that went in is recorded before anything is raised,
+   so a partly failed submission loses no record and is never sent again.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import List, Optional, Protocol, Sequence
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from ..errors import JobSubmissionError
 from ..jobscript import PreparedJob, TaskSpec, new_token
 from ..resources import Resources
-from ..transports.base import Executor
 from . import staging
-from .driver import PartialSubmissionError, SchedulerDriver, SubmitBatch, Submitted
+from .driver import PartialSubmissionError, Planned, SchedulerDriver, SubmitBatch, Submitted
+from .staging import Stager
 from .tracking import JobTracker, Placement, job_records
 
 log = logging.getLogger("hpcbridge")
 
 
-class Submitter(Protocol):
-    """What the submission pipeline needs of an adapter."""
+@dataclass(frozen=True)
+class Order:
+    """What a caller asked for, validated: the tasks and everything they share."""
 
-    executor: Executor
-    remote_workdir: str
-    tracker: JobTracker
-
-    @property
-    def scheduler_name(self) -> str: ...
-
-    @property
-    def driver(self) -> SchedulerDriver: ...
-
-    @property
-    def host_label(self) -> str: ...
-
-    @property
-    def instance_label(self) -> Optional[str]: ...
-
-    def launcher(self, nested: Optional[bool]) -> str: ...
-
-    def output_path(self, job: PreparedJob, resources: Resources) -> str: ...
+    tasks: Sequence[TaskSpec]
+    resources: Resources
+    depends_on: Tuple[str, ...]
+    remote_dir: Optional[str]
+    #: the scheduler's own choices (``SchedulerAdapter.job_options``), passed on unread
+    options: object = None
 
 
-def batch_of(
-    adapter: Submitter,
-    job: PreparedJob,
-    count: int,
-    resources: Resources,
-    depends_on: Sequence[str],
-    nested: Optional[bool],
-) -> SubmitBatch:
-    output = adapter.output_path(job, resources)
-    return SubmitBatch(job, count, resources, tuple(depends_on), output, nested)
-
-
-def submit_tasks(
-    adapter: Submitter,
-    tasks: List[TaskSpec],
-    resources: Resources,
-    depends_on: List[str],
-    remote_dir: Optional[str],
-    nested: Optional[bool],
-) -> List[str]:
-    """One folder; one wrapper and one driver submission per ``max_batch`` tasks."""
+def batches(
+    order: Order, stager: Stager, chunk_size: int
+) -> List[Tuple[SubmitBatch, List[TaskSpec]]]:
+    """The order's chunks as batches - one folder, one wrapper each; pure planning."""
     token = new_token()
-    folder = staging.new_folder(adapter.executor, adapter.remote_workdir, remote_dir, token)
-    chunk_size = adapter.driver.max_batch() if len(tasks) > 1 else 1
-    chunks = staging.plan_chunks(
-        folder, tasks, staging.job_name(resources, tasks), chunk_size, token
-    )
-    done: List[Submitted] = []
-    for job, chunk in chunks:
+    folder = stager.folder(order.remote_dir, token)
+    chunks = staging.plan_chunks(folder, order.tasks, order.resources.job_name, chunk_size, token)
+    return [(_batch(job, chunk, order, stager), chunk) for job, chunk in chunks]
+
+
+def _batch(
+    job: PreparedJob, tasks: Sequence[TaskSpec], order: Order, stager: Stager
+) -> SubmitBatch:
+    output = stager.output_path(job, order.resources)
+    return SubmitBatch(job, len(tasks), order.resources, order.depends_on, output, order.options)
+
+
+class Submission:
+    """Plans, stages, sends and records the jobs of one ``Order``."""
+
+    def __init__(
+        self,
+        driver: SchedulerDriver,
+        stager: Stager,
+        tracker: JobTracker,
+        placement: Placement,
+        instance: Optional[str],
+        launcher: Callable[[object], str],
+    ) -> None:
+        self.driver = driver
+        self.stager = stager
+        self.tracker = tracker
+        self.placement = placement
+        #: the scheduler instance recorded with each job (Flux: its URI)
+        self.instance = instance
+        #: what the wrapper exports as ``HPCBRIDGE_LAUNCHER``, for the order's options
+        self.launcher = launcher
+
+    def plan(self, order: Order) -> List[Tuple[Planned, List[TaskSpec]]]:
+        """Every chunk as the driver will send it; raises before anything is staged."""
+        chunk_size = self.driver.max_batch() if len(order.tasks) > 1 else 1
+        return [
+            (self.driver.plan(batch), chunk)
+            for batch, chunk in batches(order, self.stager, chunk_size)
+        ]
+
+    def describe(self, batch: SubmitBatch) -> str:
+        """What the driver would send for ``batch``, and what it does with it (drops...)."""
+        text = self.driver.describe(self.driver.plan(batch))
+        return f"{text}\n# {self.driver.name} driver: {self.driver.capabilities.summary()}"
+
+    def run(self, order: Order) -> List[str]:
+        """Submit every chunk; the ids in task order."""
+        plans = self.plan(order)
+        launcher = self.launcher(order.options)
+        done: List[Submitted] = []
+        for planned, chunk in plans:
+            try:
+                done.extend(self._send(planned, chunk, launcher))
+            except PartialSubmissionError as exc:
+                raise PartialSubmissionError(
+                    done + exc.submitted, exc.failures, len(order.tasks)
+                ) from exc
+            except JobSubmissionError as exc:
+                if not done:
+                    raise
+                raise PartialSubmissionError(done, [str(exc)], len(order.tasks)) from exc
+        ids = [item.job_id for item in done]
+        folder = plans[0][0].batch.job.remote_dir
+        log.info(
+            "submitted %d %s job(s) (%s): %s", len(ids), self.placement.scheduler, folder, ids[0]
+        )
+        return ids
+
+    def _send(self, planned: Planned, tasks: List[TaskSpec], launcher: str) -> List[Submitted]:
+        batch = planned.batch
+        array_variable = self.driver.capabilities.array_index_variable
+        wrapper = staging.wrapper_text(batch.job, tasks, array_variable, launcher)
+        self.stager.stage(batch.job, tasks, wrapper)
         try:
-            done.extend(_submit_chunk(adapter, job, chunk, resources, depends_on, nested))
+            submitted = self.driver.submit_many(planned)
         except PartialSubmissionError as exc:
-            submitted = done + exc.submitted
-            raise PartialSubmissionError(submitted, exc.failures, len(tasks)) from exc
-        except JobSubmissionError as exc:
-            if not done:
-                raise
-            raise PartialSubmissionError(done, [str(exc)], len(tasks)) from exc
-    ids = [item.job_id for item in done]
-    log.info("submitted %d %s job(s) (%s): %s", len(ids), adapter.scheduler_name, folder, ids[0])
-    return ids
+            self._record(exc.submitted, batch, tasks)
+            raise
+        self._record(submitted, batch, tasks)
+        return submitted
 
-
-def _submit_chunk(
-    adapter: Submitter,
-    job: PreparedJob,
-    tasks: List[TaskSpec],
-    resources: Resources,
-    depends_on: List[str],
-    nested: Optional[bool],
-) -> List[Submitted]:
-    driver = adapter.driver
-    array_variable = driver.capabilities.array_index_variable
-    wrapper = staging.wrapper_text(job, tasks, array_variable, adapter.launcher(nested))
-    staging.stage(adapter.executor, job, tasks, wrapper)
-    batch = batch_of(adapter, job, len(tasks), resources, depends_on, nested)
-    try:
-        submitted = driver.submit_many(batch)
-    except PartialSubmissionError as exc:
-        _record(adapter, exc.submitted, batch, tasks)
-        raise
-    _record(adapter, submitted, batch, tasks)
-    return submitted
-
-
-def _record(
-    adapter: Submitter,
-    submitted: Sequence[Submitted],
-    batch: SubmitBatch,
-    tasks: Sequence[TaskSpec],
-) -> None:
-    where = Placement(adapter.scheduler_name, adapter.executor.kind, adapter.host_label)
-    adapter.tracker.record(job_records(submitted, batch, tasks, where, adapter.instance_label))
+    def _record(
+        self, submitted: Sequence[Submitted], batch: SubmitBatch, tasks: Sequence[TaskSpec]
+    ) -> None:
+        self.tracker.record(job_records(submitted, batch, tasks, self.placement, self.instance))

@@ -172,7 +172,7 @@ def job_records(
             script=tasks[item.index].script,
             log_path=item.log_path,
             exit_file=job.exit_file_for(item.index, batch.count),
-            kind=batch.kind,
+            kind=item.kind,
         )
         for item in submitted
     ]

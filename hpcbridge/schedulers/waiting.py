@@ -7,13 +7,16 @@ sleep, or a pause a driver ends early when a job ends).
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
-from ..errors import JobNotFoundError, JobTimeoutError
+from ..errors import JobNotFoundError, JobTimeoutError, TransportError
 from ..model import JobState, JobStatus
 from .driver import Waiter
+
+log = logging.getLogger("hpcbridge")
 
 StatusCallback = Callable[[JobStatus], None]
 ProgressCallback = Callable[[Dict[str, JobStatus]], None]
@@ -95,8 +98,20 @@ def wait_for_all(
 
 
 def _one_round(progress: _Progress, status_round: StatusRound, plan: WaitPlan) -> bool:
-    """Ask once, note what changed; True when any job changed state."""
-    statuses = status_round(progress.pending)
+    """Ask once, note what changed; True when any job changed state.
+
+    A failed round (a dropped connection, a command past its time) makes every
+    job UNKNOWN this time: a restarting controller is ridden out.
+    """
+    try:
+        statuses = status_round(progress.pending)
+    except (TransportError, JobTimeoutError) as exc:
+        log.warning("status query failed (will retry): %s", exc)
+        reason = f"query failed: {exc}"
+        statuses = {
+            job_id: JobStatus(job_id, JobState.UNKNOWN, reason=reason)
+            for job_id in progress.pending
+        }
     progress.latest.update(statuses)
     if plan.on_poll is not None:
         plan.on_poll(progress.latest)

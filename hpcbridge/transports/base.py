@@ -46,6 +46,11 @@ class Executor(Protocol):
     #: (a file written with ``open()`` here is the file the commands see)
     is_local: bool
 
+    @property
+    def env(self) -> Mapping[str, str]:
+        """Variables every command gets on top of its own (``HPCBRIDGE_COMMAND_ENV``)."""
+        ...
+
     def run(
         self,
         argv: Sequence[str],

@@ -2,29 +2,15 @@
 
 import json
 import os
-import subprocess
-import sys
 import time
 
 import pytest
 
 from hpcbridge.store import JobRecord, JobStore
 from tests.conftest import REPO
+from tests.support.cli import hpcbridge
 
 HELLO = str(REPO / "examples" / "hello.sh")
-
-
-def hpcbridge(*args, check=False, timeout=120, env=None):
-    result = subprocess.run(
-        [sys.executable, "-m", "hpcbridge", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-    )
-    if check and result.returncode != 0:
-        raise AssertionError(f"exit {result.returncode}: {result.stderr}")
-    return result
 
 
 def test_readme_quickstart(state_dir):

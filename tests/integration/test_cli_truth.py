@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from hpcbridge.store import JobRecord, JobStore
 from tests.conftest import REPO
-from tests.integration.test_cli_mock import hpcbridge
+from tests.support.cli import hpcbridge
 
 HELLO = str(REPO / "examples" / "hello.sh")
 HOST = os.uname().nodename

@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 from tests.conftest import REPO
-from tests.integration.test_cli_mock import hpcbridge
+from tests.support.cli import hpcbridge
 
 
 def test_hello_bye_study(state_dir):

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO
-from tests.integration.slurm_clusters import TARGETS, cluster_env, target_skip_reason
+from tests.support.slurm_clusters import TARGETS, cluster_env, target_skip_reason
 
 pytestmark = pytest.mark.slurm
 

@@ -16,8 +16,7 @@ import pytest
 
 from hpcbridge.errors import JobNotFoundError
 from hpcbridge.model import JobState
-
-from .test_flux_support import (
+from tests.support.flux_cases import (
     flux_params,
     make_adapter,
     native_bindings_or_skip,
@@ -74,7 +73,7 @@ def scenario(
         scripts, "rank1_fails.sh", '[ "$FLUX_TASK_RANK" = 1 ] && exit 5\nexit 0\n'
     )
     launcher = write_script(scripts, "launch.sh", "$HPCBRIDGE_LAUNCHER -n 2 hostname\n")
-    assert adapter.driver_kind == driver
+    assert adapter.open().driver.name == driver
 
     ids = SimpleNamespace()
     ids.ok = adapter.submit_job(hello, {"time": "60s", "job_name": "ok"}, arguments=["ok"])
@@ -85,7 +84,7 @@ def scenario(
     # 0.26 has no job dependencies (the adapter refuses depends_on there, see test_flux_commands)
     ids.child = (
         adapter.submit_job(hello, {"time": "60s"}, depends_on=ids.parent, arguments=["child"])
-        if adapter.policy.dependencies
+        if adapter.open().facts.policy.dependencies
         else None
     )
     ids.bulk = adapter.submit_many(
@@ -154,7 +153,7 @@ def test_timeout(scenario: SimpleNamespace) -> None:
 
 def test_dependency_waits_for_parent(scenario: SimpleNamespace) -> None:
     if scenario.ids.child is None:
-        pytest.skip(f"Flux adapter {scenario.adapter.policy.name} has no dependencies")
+        pytest.skip(f"Flux adapter {scenario.adapter.open().facts.policy.name} has no dependencies")
     assert scenario.child_while_parent_runs.state is JobState.PENDING
     parent = scenario.final[scenario.ids.parent]
     child = scenario.final[scenario.ids.child]

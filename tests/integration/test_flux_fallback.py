@@ -15,9 +15,8 @@ from typing import Any, Iterator
 import pytest
 
 from hpcbridge.model import JobState
-
-from ..support.flux import flux_version
-from .test_flux_support import make_adapter, require_flux, start_instance, write_script
+from tests.support.flux import flux_version
+from tests.support.flux_cases import make_adapter, require_flux, start_instance, write_script
 
 pytestmark = pytest.mark.flux
 
@@ -38,7 +37,7 @@ def test_unimportable_bindings_use_the_cli(
     with caplog.at_level(logging.INFO, logger="hpcbridge"):
         job_id = adapter.submit_job(script, {"time": "30s"})
         status = adapter.wait(job_id, poll_interval=0.5, timeout=60)
-    assert adapter.driver_kind == "cli"
+    assert adapter.open().driver.name == "cli"
     assert status.state is JobState.COMPLETED
     fallbacks = [r for r in caplog.records if "using the CLI driver" in r.getMessage()]
     assert len(fallbacks) == 1
@@ -70,7 +69,8 @@ CHILD = textwrap.dedent(
     adapter = FluxAdapter(uri=uri, flux_command=flux, settings=settings)
     job_id = adapter.submit_job(script, {"time": "30s"})
     status = adapter.wait(job_id, poll_interval=0.5, timeout=60)
-    print(json.dumps({"driver": adapter.driver_kind, "state": status.state.value, "log": records}))
+    driver = adapter.open().driver.name
+    print(json.dumps({"driver": driver, "state": status.state.value, "log": records}))
     """
 )
 

@@ -9,8 +9,7 @@ from typing import Any, Callable, Dict, Iterator, List, Tuple
 import pytest
 
 from hpcbridge.model import JobState
-
-from .test_flux_support import (
+from tests.support.flux_cases import (
     make_adapter,
     native_bindings_or_skip,
     require_flux,
@@ -85,8 +84,8 @@ def _count_scheduler_commands(adapter: Any) -> Tuple[List[int], Callable[[Any], 
     """
     per_round: List[int] = []
     counter = {"n": 0}
-    target = adapter.executor if adapter.driver_kind == "cli" else adapter.driver
-    name = "run" if adapter.driver_kind == "cli" else "query"
+    target = adapter.executor if adapter.open().driver.name == "cli" else adapter.open().driver
+    name = "run" if adapter.open().driver.name == "cli" else "query"
     real = getattr(target, name)
 
     def counted(*args: Any, **kwargs: Any) -> Any:

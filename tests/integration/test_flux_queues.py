@@ -15,8 +15,7 @@ from hpcbridge.schedulers.flux.adapter import FluxAdapter
 from hpcbridge.schedulers.flux.ids import decimal_job_id
 from hpcbridge.schedulers.flux.versions import parse_version
 from tests.support.flux import flux_version
-
-from .test_flux_support import (
+from tests.support.flux_cases import (
     NAMED_QUEUES,
     flux_params,
     make_adapter,
@@ -77,8 +76,8 @@ def adapter_for(instance: Any, driver: str, tmp_path: Path, named: bool = False)
         remote_workdir=str(tmp_path / "jobs"),
         flux_command=instance.flux,
     )
-    if named and not adapter.policy.queues:
-        pytest.skip(f"Flux adapter {adapter.policy.name} has no named queues")
+    if named and not adapter.open().facts.policy.queues:
+        pytest.skip(f"Flux adapter {adapter.open().facts.policy.name} has no named queues")
     return adapter
 
 
@@ -92,7 +91,7 @@ def test_anonymous_broker_omits_the_queue_and_says_so(
     adapter = adapter_for(anonymous, driver, tmp_path)
     with caplog.at_level(logging.WARNING, logger="hpcbridge"):
         job_id = adapter.submit_job(script, {"qos": "debug", "time": "30s"})
-    if adapter.policy.queues:
+    if adapter.open().facts.policy.queues:
         assert "only the anonymous queue: queue 'debug' omitted" in caplog.text
         assert queue_of(anonymous, job_id) == ""
     else:

@@ -16,8 +16,12 @@ from typing import Dict, Iterator
 import pytest
 
 from hpcbridge.model import JobState
-
-from .test_flux_support import make_adapter, native_bindings_or_skip, require_flux, write_script
+from tests.support.flux_cases import (
+    make_adapter,
+    native_bindings_or_skip,
+    require_flux,
+    write_script,
+)
 
 pytestmark = [pytest.mark.flux, pytest.mark.slurm]
 
@@ -92,7 +96,8 @@ def test_slurm_target_resolves_and_runs(slurm_flux: str, driver: str, tmp_path: 
         native_bindings_or_skip()
     script = write_script(tmp_path, "hi.sh", "echo inside slurm\n")
     adapter = make_adapter(driver, f"slurm:{slurm_flux}", tmp_path / "state")
-    assert adapter.uri is not None and adapter.uri.startswith("local:///")
+    uri = adapter.open().uri
+    assert uri is not None and uri.startswith("local:///")
     job_id = adapter.submit_job(script, {"time": "60s"})
     assert adapter.wait(job_id, poll_interval=0.5, timeout=90).state is JobState.COMPLETED
     assert "inside slurm" in adapter.get_job_logs(job_id)

@@ -23,8 +23,7 @@ import pytest
 
 from hpcbridge.errors import JobNotFoundError
 from hpcbridge.model import JobState
-
-from .test_flux_support import (
+from tests.support.flux_cases import (
     make_adapter,
     many_cores_config,
     require_flux,
@@ -170,7 +169,7 @@ def scenario(server: Dict[str, str], user_broker: Any) -> Iterator[SimpleNamespa
 
 
 def test_cli_driver_over_ssh(scenario: SimpleNamespace) -> None:
-    assert scenario.adapter.driver_kind == "cli"
+    assert scenario.adapter.open().driver.name == "cli"
     assert scenario.adapter.executor.kind == "ssh"
 
 

@@ -159,7 +159,7 @@ def flux_command() -> str:
 @pytest.fixture(scope="session")
 def flux_broker(flux_command: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """FLUX_URI of a broker of our own (the project's testing helper)."""
-    from tests.integration.test_flux_support import start_instance
+    from tests.support.flux_cases import start_instance
 
     workdir = tmp_path_factory.mktemp("guide-flux")
     instance = start_instance(workdir, flux=flux_command)

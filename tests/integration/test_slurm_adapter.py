@@ -1,6 +1,6 @@
 """RealSlurmAdapter against the real Slurm test clusters (containers/slurm).
 
-Every case runs against each target of ``slurm_clusters.TARGETS``: Debian's
+Every case runs against each target of ``tests.support.slurm_clusters.TARGETS``: Debian's
 Slurm 22.05 with the CLI driver (locally and over SSH), and a Slurm 25.11 built
 under ``/opt/slurm-25.11`` with the pyslurm driver and with the CLI driver.  A
 target whose cluster (or pyslurm) is absent skips, saying why.  Start them with
@@ -24,20 +24,16 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import pytest
 
-from hpcbridge.config import Settings
 from hpcbridge.errors import JobNotFoundError, JobSubmissionError
 from hpcbridge.model import JobState, JobStatus
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
-from hpcbridge.store import JobStore
-from hpcbridge.transports.local import LocalExecutor
-from tests.integration.slurm_clusters import (
-    SKIP,
+from tests.support.slurm_clusters import (
     TARGETS,
     Target,
-    cluster_env,
-    controller_up,
-    target_skip_reason,
-    unusable_nodes,
+    cluster_for,
+    executor_for,
+    make_adapter,
+    squeue_knows,
 )
 
 pytestmark = pytest.mark.slurm
@@ -45,29 +41,7 @@ pytestmark = pytest.mark.slurm
 REPO = Path(__file__).resolve().parents[2]
 SLURM_DIR = REPO / "containers" / "slurm"
 
-__all__ = ["SKIP", "cluster_env", "controller_up"]  # imported by other Slurm test modules
-
-
 # -- the clusters ------------------------------------------------------------------
-
-
-def cluster_for(target: Target) -> Iterator[Dict[str, str]]:
-    env = cluster_env(target.state)
-    reason = target_skip_reason(target, env)
-    if reason:
-        pytest.skip(reason)
-    assert env is not None
-    bad = unusable_nodes(env)
-    if bad:  # every job would stay PENDING: say why at once instead of timing out
-        pytest.fail(
-            f"Slurm test cluster node not usable: {bad} "
-            "(scontrol update nodename=<node> state=resume)"
-        )
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in env.items():
-            patch.setenv(name, value)  # the local executor's commands (and pyslurm) see it
-        patch.setenv("HPCBRIDGE_SLURM_DRIVER", target.driver)
-        yield {**env, "HPCBRIDGE_SLURM_DRIVER": target.driver}
 
 
 @pytest.fixture(scope="module", params=list(TARGETS))
@@ -86,32 +60,6 @@ def local_only(target: Target) -> None:
 def cluster(target: Target) -> Iterator[Dict[str, str]]:
     """The environment of the target's cluster, set in the process while its cases run."""
     yield from cluster_for(target)
-
-
-def make_adapter(
-    env: Dict[str, str],
-    root: Path,
-    executor: Any = None,
-    remote_workdir: Optional[str] = None,
-    **kwargs: Any,
-) -> RealSlurmAdapter:
-    settings = Settings.from_env(env=dict(env), state_dir=str(root / "state"), scheduler="slurm")
-    made = RealSlurmAdapter(
-        executor=executor if executor is not None else LocalExecutor(default_timeout=60),
-        remote_workdir=remote_workdir or str(root / "jobs"),
-        settings=settings,
-        store=JobStore(root / "state" / "jobs.db"),
-        **kwargs,
-    )
-    wanted = env.get("HPCBRIDGE_SLURM_DRIVER")
-    assert wanted in (None, made.driver.name), made.driver_choice
-    return made
-
-
-def executor_for(kind: str, request: pytest.FixtureRequest) -> Any:
-    if kind == "local":
-        return LocalExecutor(default_timeout=60)
-    return request.getfixturevalue(f"{kind}_executor")  # e.g. an ``ssh_executor`` fixture
 
 
 @pytest.fixture
@@ -148,16 +96,6 @@ def script(tmp_path: Path) -> Callable[..., str]:
         return str(path)
 
     return write
-
-
-def squeue_knows(job_id: str) -> bool:
-    out = subprocess.run(
-        ["squeue", "--noheader", "--states=all", f"--jobs={job_id},{job_id}", "--format=%i"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    return bool(out.stdout.strip())
 
 
 def wait_for_state(
@@ -387,7 +325,7 @@ def test_controller_restart_while_waiting(
         restarted["done"] = time.monotonic()
 
     observed: List[JobStatus] = []
-    driver = adapter.driver
+    driver = adapter.open().driver
     real_query = driver.query
 
     def query(job_ids: List[str]) -> Dict[str, JobStatus]:
@@ -436,7 +374,7 @@ def test_two_hundred_jobs_array_two_commands_per_poll(
     array_id = ids[0].split("_")[0]
     assert ids == [f"{array_id}_{index}" for index in range(200)]
     sbatch_calls = [call for call in calls if call[0] == "sbatch"]
-    cli = adapter.driver.name == "cli"
+    cli = adapter.open().driver.name == "cli"
     if cli:
         assert len(sbatch_calls) == 1 and "--array=0-199" in sbatch_calls[0]
     else:  # pyslurm: one array in process, no command at all
@@ -456,7 +394,7 @@ def test_two_hundred_jobs_array_two_commands_per_poll(
     assert {status.state for status in statuses.values()} == {JobState.COMPLETED}
     assert polls >= 1
     fresh = make_adapter(
-        {"HPCBRIDGE_SLURM_DRIVER": adapter.driver.name},
+        {"HPCBRIDGE_SLURM_DRIVER": adapter.open().driver.name},
         Path(adapter.settings.state_path).parent / "fresh",
         executor=adapter.executor,
         command_env=adapter.command_env,  # SLURM_CONF, over SSH
@@ -505,7 +443,7 @@ def test_array_tasks_ignore_an_inherited_task_index(
 def fresh_adapter(adapter: RealSlurmAdapter, name: str = "fresh") -> RealSlurmAdapter:
     """An adapter with no records of its own, the same driver and transport."""
     return make_adapter(
-        {"HPCBRIDGE_SLURM_DRIVER": adapter.driver.name},
+        {"HPCBRIDGE_SLURM_DRIVER": adapter.open().driver.name},
         Path(adapter.settings.state_path).parent / name,
         executor=adapter.executor,
         command_env=adapter.command_env,  # SLURM_CONF, over SSH
@@ -568,7 +506,7 @@ def test_purged_job_is_reported_from_sacct(
         assert time.monotonic() < deadline, f"job {job_id} never left squeue"
         time.sleep(2)
     fresh = make_adapter(cluster, background["root"] / "fresh")  # no record, no cache
-    assert fresh.driver.name == cluster["HPCBRIDGE_SLURM_DRIVER"]
+    assert fresh.open().driver.name == cluster["HPCBRIDGE_SLURM_DRIVER"]
     status = fresh.get_job_status(job_id)
     assert status.state is JobState.FAILED and status.exit_code == 5
     assert status.end_time is not None

@@ -15,7 +15,7 @@ from typing import Dict, Optional
 
 import pytest
 
-from tests.integration.slurm_clusters import TARGETS, cluster_env, run_slurm, target_skip_reason
+from tests.support.slurm_clusters import TARGETS, cluster_env, run_slurm, target_skip_reason
 
 pytestmark = pytest.mark.slurm
 
@@ -33,7 +33,7 @@ CHILD = textwrap.dedent(
     except Exception as exc:
         print("REFUSED", type(exc).__name__, exc)
         sys.exit(3)
-    print("DRIVER", adapter.driver.name, adapter.driver_choice.reason)
+    print("DRIVER", adapter.open().driver.name, adapter.open().choice.reason)
     print("JOB", adapter.submit_job(script, {"job_name": name}))
     """
 )
@@ -136,9 +136,9 @@ def test_in_process_unknown_id_and_doctor(
         monkeypatch.setenv(name, clusters["new"][name])
     settings = Settings.from_env(env={}, state_dir=str(tmp_path / "state"), scheduler="slurm")
     adapter = RealSlurmAdapter(remote_workdir=str(tmp_path), settings=settings, driver="auto")
-    assert adapter.driver.name == "native", adapter.driver_choice
-    assert adapter.driver_choice.reason.startswith("pyslurm 25.11")
-    answer = adapter.driver.query(["987654321"])["987654321"]
+    assert adapter.open().driver.name == "native", adapter.open().choice
+    assert adapter.open().choice.reason.startswith("pyslurm 25.11")
+    answer = adapter.open().driver.query(["987654321"])["987654321"]
     assert answer.state.value == "UNKNOWN"
     checks = {check.name: check for check in doctor.checks(settings, None)}
     assert checks["pyslurm"].ok and checks["slurm driver"].detail.startswith("native (")

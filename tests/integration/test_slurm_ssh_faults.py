@@ -12,8 +12,7 @@ from typing import Dict, Iterator
 import pytest
 
 from hpcbridge import JobState
-from tests.integration.slurm_clusters import TARGETS
-from tests.integration.test_slurm_adapter import cluster_for, make_adapter
+from tests.support.slurm_clusters import TARGETS, cluster_for, make_adapter
 from tests.support.ssh import make_executor
 
 pytestmark = [pytest.mark.slurm, pytest.mark.ssh]

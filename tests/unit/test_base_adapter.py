@@ -22,8 +22,10 @@ from hpcbridge import (
 from hpcbridge.schedulers.base import SchedulerAdapter
 from hpcbridge.schedulers.driver import (
     Capabilities,
+    DriverChoice,
+    OpenDriver,
     PartialSubmissionError,
-    SchedulerDriver,
+    Planned,
     SubmitBatch,
     Submitted,
     Waiter,
@@ -45,10 +47,14 @@ class ScriptedDriver:
         self._ids = itertools.count(1)
         self._max_batch = max_batch
 
-    def describe(self, batch: SubmitBatch) -> str:
+    def plan(self, batch: SubmitBatch) -> Planned:
+        return Planned(batch)
+
+    def describe(self, planned: Planned) -> str:
         return "scripted"
 
-    def submit_many(self, batch: SubmitBatch) -> List[Submitted]:
+    def submit_many(self, planned: Planned) -> List[Submitted]:
+        batch = planned.batch
         self.batches.append(batch)
         submitted = []
         for index in range(batch.count):
@@ -91,9 +97,8 @@ class Scripted(SchedulerAdapter):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.scripted = ScriptedDriver(answers, max_batch)
 
-    @property
-    def driver(self) -> SchedulerDriver:
-        return self.scripted
+    def _open_session(self) -> OpenDriver:
+        return OpenDriver(self.scripted, DriverChoice("scripted", "a test's script"))
 
     @property
     def queries(self) -> int:

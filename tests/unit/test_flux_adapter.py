@@ -10,7 +10,7 @@ import platform
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, List
 
 import pytest
 
@@ -23,118 +23,14 @@ from hpcbridge.errors import (
 from hpcbridge.model import JobState
 from hpcbridge.schedulers.driver import PartialSubmissionError
 from hpcbridge.schedulers.flux.adapter import FluxAdapter
-from hpcbridge.schedulers.flux.cli import CLIDriver
-from hpcbridge.schedulers.flux.ids import canonical_job_id
-from hpcbridge.schedulers.flux.planning import FluxOptions, InstanceFacts
-from hpcbridge.schedulers.flux.runner import FluxCommands
+from hpcbridge.schedulers.flux.command_driver import CLIDriver, FluxCommands
+from hpcbridge.schedulers.flux.ids import parse_job_id
+from hpcbridge.schedulers.flux.instance import facts as instance_facts
 from hpcbridge.schedulers.flux.versions import POLICY_0_49
 from hpcbridge.transports.base import CommandResult
-from hpcbridge.transports.local import LocalExecutor
+from tests.support.fake_flux import NAMED, FakeFlux, FakeSSH
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "flux"
-VERSION_088 = (DATA / "version_0.88.txt").read_text()
-
-
-class FakeFlux(LocalExecutor):
-    """A local executor whose `flux` is scripted; files are real (tmp_path)."""
-
-    def __init__(
-        self, version: str = VERSION_088, config: str = "{}", resource_r: str = ""
-    ) -> None:
-        LocalExecutor.__init__(self)
-        self.version = version
-        self.config = config
-        self.resource_r = resource_r or json.dumps({"execution": {"expiration": 0.0}})
-        self.calls: List[List[str]] = []
-        self.envs: List[Optional[Mapping[str, str]]] = []
-        self.next_id = 7381975040
-        self.jobs: Dict[str, Dict[str, Any]] = {}
-        self.handlers: Dict[str, Callable[[List[str], Optional[str]], CommandResult]] = {}
-
-    def run(
-        self,
-        argv: Sequence[str],
-        timeout: Optional[float] = None,
-        env: Optional[Mapping[str, str]] = None,
-        cwd: Optional[str] = None,
-        input: Optional[str] = None,
-        idempotent: bool = True,
-    ) -> CommandResult:
-        argv = [str(part) for part in argv]
-        self.calls.append(argv)
-        self.envs.append(env)
-        if argv[0] == "uname":
-            return CommandResult(argv, 0, "testhost\n", "")
-        sub = argv[1] if len(argv) > 1 else ""
-        if sub in self.handlers:
-            return self.handlers[sub](argv, input)
-        if sub == "version":
-            return CommandResult(argv, 0, self.version, "")
-        if argv[1:3] == ["config", "get"]:
-            return CommandResult(argv, 0, self.config, "")
-        if argv[1:4] == ["kvs", "get", "resource.R"]:
-            return CommandResult(argv, 0, self.resource_r, "")
-        if sub == "getattr":
-            return CommandResult(argv, 0, "0\n", "")
-        if sub in ("batch", "submit", "mini"):
-            return CommandResult(argv, 0, self._new_job() + "\n", "")
-        if sub == "python":
-            request = json.loads(input or "{}")
-            lines = [f"OK {int(self._number(self._new_job()))}" for _ in request["jobs"]]
-            return CommandResult(argv, 0, "\n".join(lines) + "\n", "")
-        if sub == "jobs":
-            return self._jobs(argv)
-        if sub in ("cancel", "job"):
-            return CommandResult(argv, 0, "", "")
-        return CommandResult(argv, 127, "", f"{argv[0]}: unexpected {argv[1:]}")
-
-    @staticmethod
-    def _number(job_id: str) -> int:
-        from hpcbridge.schedulers.flux.ids import parse_job_id
-
-        return parse_job_id(job_id)
-
-    def _new_job(self) -> str:
-        self.next_id += 1
-        job_id = canonical_job_id(self.next_id)
-        self.jobs[job_id] = {"state": "RUN", "t_run": time.time(), "t_submit": time.time()}
-        return job_id
-
-    def _jobs(self, argv: List[str]) -> CommandResult:
-        found = []
-        stderr = []
-        for arg in argv[3:]:
-            job_id = canonical_job_id(arg)
-            if job_id in self.jobs:
-                found.append({"id": int(arg), **self.jobs[job_id]})
-            else:
-                stderr.append(f"JobID {arg} unknown")
-        if not found:
-            return CommandResult(argv, 1, "", "\n".join(stderr))
-        out = json.dumps(found[0]) if len(found) == 1 else json.dumps({"jobs": found})
-        return CommandResult(argv, 0, out, "\n".join(stderr))
-
-    def finish(self, job_id: str, result: str = "COMPLETED", returncode: int = 0) -> None:
-        self.jobs[job_id].update(
-            state="INACTIVE", result=result, returncode=returncode, t_inactive=time.time()
-        )
-
-    def subcommands(self) -> List[str]:
-        return [" ".join(call[1:3]) for call in self.calls if call[0] != "uname"]
-
-
-class FakeSSH:
-    """Not a local executor: what the adapter sees of an SSH transport."""
-
-    kind = "ssh://hpcbtest@login:22"
-    host = "login"
-    is_local = False
-
-    def __init__(self) -> None:
-        self.inner = FakeFlux()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
 
 
 @pytest.fixture
@@ -167,7 +63,7 @@ def test_unimportable_bindings_switch_to_cli_with_one_log_line(
         adapter.submit_job(script, {"time": "60s"})
         adapter.submit_job(script, {"time": "60s"})
         adapter.get_job_statuses(list(executor.jobs))
-    assert adapter.driver_kind == "cli"
+    assert adapter.open().driver.name == "cli"
     lines = [r.getMessage() for r in caplog.records if "CLI driver" in r.getMessage()]
     assert len(lines) == 1 and "flux bindings unusable" in lines[0]
     assert all(env == {"FLUX_URI": "local:///tmp/flux-x/local-0"} for env in executor.envs)
@@ -179,13 +75,13 @@ def test_forced_native_without_bindings_is_an_error(
     monkeypatch.setitem(sys.modules, "flux", None)
     adapter = make(FakeFlux(), tmp_path, driver="native")
     with pytest.raises(SchedulerUnavailableError, match="native flux driver cannot be used"):
-        _ = adapter.driver
+        adapter.open()
 
 
 def test_ssh_transport_always_uses_cli(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     adapter = make(FakeSSH(), tmp_path, driver="auto")
     with caplog.at_level(logging.INFO, logger="hpcbridge"):
-        assert adapter.driver_kind == "cli"
+        assert adapter.open().driver.name == "cli"
     assert "transport is ssh" in caplog.text
 
 
@@ -210,7 +106,7 @@ def test_broker_version_picks_policy_and_026_uses_mini(tmp_path: Path, script: s
     executor = FakeFlux(version="commands:\t\t0.26.0\nlibflux-core:\t\t0.26.0\nbroker:\t\t0.26.0\n")
     adapter = make(executor, tmp_path)
     job_id = adapter.submit_job(script, {"qos": "debug"})
-    assert adapter.policy.name == "0.26"
+    assert adapter.open().facts.policy.name == "0.26"
     batch = [call for call in executor.calls if call[1] == "mini"][0]
     assert batch[:3] == ["flux", "mini", "batch"] and not any("--queue" in part for part in batch)
     executor.handlers["jobs"] = lambda argv, _: CommandResult(
@@ -248,14 +144,6 @@ def test_anonymous_broker_drops_queue_and_says_so(
     assert "only the anonymous queue: queue 'debug' omitted" in caplog.text
 
 
-NAMED = json.dumps(
-    {
-        "queues": {"debug": {}, "batch": {}},
-        "policy": {"jobspec": {"defaults": {"system": {"queue": "batch"}}}},
-    }
-)
-
-
 def test_named_broker_valid_default_and_unknown(tmp_path: Path, script: str) -> None:
     executor = FakeFlux(config=NAMED)
     adapter = make(executor, tmp_path)
@@ -267,6 +155,21 @@ def test_named_broker_valid_default_and_unknown(tmp_path: Path, script: str) -> 
         adapter.submit_job(script, {"qos": "nosuch"})
     assert len([call for call in executor.calls if call[1] == "batch"]) == 2  # never sent
     assert len([call for call in executor.calls if call[1:3] == ["config", "get"]]) == 1  # cached
+
+
+def test_refused_jobs_leave_no_staged_folder(tmp_path: Path, script: str) -> None:
+    """The plan refuses before anything is staged: no folder, no command."""
+    expiration = time.time() + 600
+    executor = FakeFlux(
+        config=NAMED, resource_r=json.dumps({"execution": {"expiration": expiration}})
+    )
+    adapter = make(executor, tmp_path)
+    with pytest.raises(JobSubmissionError, match="valid queues"):
+        adapter.submit_job(script, {"qos": "nosuch"})
+    with pytest.raises(JobSubmissionError, match="would not fit"):
+        adapter.submit_many([script, script], {"time": "1h"})
+    assert not (tmp_path / "jobs").exists()
+    assert not any(call[1] in ("batch", "submit", "python") for call in executor.calls)
 
 
 def test_flux_refusal_becomes_submission_error(tmp_path: Path, script: str) -> None:
@@ -394,7 +297,7 @@ def test_cancel_uses_decimal_ids(tmp_path: Path, script: str) -> None:
     job_id = adapter.submit_job(script)
     adapter.cancel_job(job_id)
     cancel = [call for call in executor.calls if call[1] == "cancel"][0]
-    assert cancel[2] == str(FakeFlux._number(job_id))
+    assert cancel[2] == str(parse_job_id(job_id))
 
 
 def test_describe_cli(tmp_path: Path, script: str) -> None:
@@ -443,7 +346,7 @@ def test_resolve_jobid_target_through_flux_uri(tmp_path: Path, script: str) -> N
     )
     executor.handlers["uri"] = lambda argv, _: CommandResult(argv, 0, remote, "")
     adapter = make(executor, tmp_path, uri="ƒCFKYzj", parent_uri="local:///tmp/parent/local-0")
-    assert adapter.uri == "local:///" + remote.strip().split("/", 3)[-1]
+    assert adapter.open().uri == "local:///" + remote.strip().split("/", 3)[-1]
     uri_call = [call for call in executor.calls if call[1] == "uri"][0]
     assert uri_call == ["flux", "uri", "--remote", "jobid:ƒCFKYzj"]
     assert executor.envs[executor.calls.index(uri_call)] == {
@@ -458,8 +361,8 @@ def test_cli_driver_eventlog_fallback_for_other_release() -> None:
     )
     eventlog = (DATA / "eventlog_tmo_0.88.txt").read_text()
     executor.handlers["job"] = lambda argv, _: CommandResult(argv, 0, eventlog, "")
-    facts = InstanceFacts(None, "0.88.0", POLICY_0_49, "test", None)
-    driver = CLIDriver(FluxCommands(executor), facts, FluxOptions())
+    facts = instance_facts(None, "0.88.0", POLICY_0_49, "test", None)
+    driver = CLIDriver(FluxCommands(executor), facts)
     status = driver.query(["ƒCFKYzj"])["ƒCFKYzj"]
     assert status.state is JobState.TIMEOUT and status.exit_code == 142
     assert os.path.basename(executor.calls[-1][0]) == "flux"

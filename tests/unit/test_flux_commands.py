@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 from pathlib import Path
-from typing import Dict
+from typing import Dict, List
 
 import pytest
 
 from hpcbridge.errors import JobSubmissionError
+from hpcbridge.jobscript import PreparedJob
 from hpcbridge.model import JobState
 from hpcbridge.resources import Resources
-from hpcbridge.schedulers.flux import instance, jobs, requests, states
+from hpcbridge.schedulers.driver import SubmitBatch
+from hpcbridge.schedulers.flux import command_line, plan
+from hpcbridge.schedulers.flux import status as flux_status
 from hpcbridge.schedulers.flux.ids import canonical_job_id
 from hpcbridge.schedulers.flux.versions import POLICY_0_26, POLICY_0_49
 
@@ -27,19 +31,17 @@ def ids() -> Dict[str, str]:
     return dict(item.split("=") for item in recorded("ids_0.88.txt").split())
 
 
-def request(**changes: object) -> requests.SubmitRequest:
+def request(**changes: object) -> plan.SubmitRequest:
     resources = Resources.from_mapping(changes.pop("resources", {}))  # type: ignore[arg-type]
-    made, _ = requests.plan_request(
-        resources,
-        wrapper_path="/j/.hpcbridge/w.sh",
-        job_name="train",
-        output="/j/flux-{{id}}.out",
-        cwd="/j",
-        depends_on=changes.pop("depends_on", []),  # type: ignore[arg-type]
-        queue=changes.pop("queue", None),  # type: ignore[arg-type]
-        policy=changes.pop("policy", POLICY_0_49),  # type: ignore[arg-type]
-    )
-    return made
+    job = PreparedJob("t", "/j", "/j/.hpcbridge/w.sh", "/j/.hpcbridge/w.exit", ["/j/x.sh"], "train")
+    depends_on = tuple(changes.pop("depends_on", []))  # type: ignore[arg-type]
+    batch = SubmitBatch(job, 1, resources, depends_on, "/j/flux-{{id}}.out")
+    queue = changes.pop("queue", None)
+    return plan.translate(batch, queue, changes.pop("policy", POLICY_0_49))  # type: ignore[arg-type]
+
+
+def batch_argv(policy: object, made: plan.SubmitRequest) -> List[str]:
+    return command_line.submit_argv("flux", policy, made)  # type: ignore[arg-type]
 
 
 # -- submission -----------------------------------------------------------------
@@ -60,7 +62,7 @@ def test_batch_argv_seed_table() -> None:
         queue="pdebug",
         depends_on=["ƒCFKYzj"],
     )
-    argv = requests.batch_argv("flux", POLICY_0_49, made)
+    argv = batch_argv(POLICY_0_49, made)
     assert argv == [
         "flux",
         "batch",
@@ -80,16 +82,14 @@ def test_batch_argv_seed_table() -> None:
 
 
 def test_minimal_batch_always_has_slots_and_a_unit_on_time() -> None:
-    argv = requests.batch_argv("flux", POLICY_0_49, request(resources={"time": "90"}))
+    argv = batch_argv(POLICY_0_49, request(resources={"time": "90"}))
     # "90" is Slurm minutes; the CLI gets seconds with a unit (a bare -t 90 = 90 minutes).
     assert "-n1" in argv and "-t5400s" in argv
     assert not any(part.startswith("-g") for part in argv)
 
 
 def test_gpus_zero_omitted_and_unlimited_time_omitted() -> None:
-    argv = requests.batch_argv(
-        "flux", POLICY_0_49, request(resources={"gpus": 0, "time": "UNLIMITED"})
-    )
+    argv = batch_argv(POLICY_0_49, request(resources={"gpus": 0, "time": "UNLIMITED"}))
     assert not any(part.startswith(("-g", "-t")) for part in argv)
 
 
@@ -98,52 +98,41 @@ def test_nodes_without_ntasks_gives_one_slot_per_node() -> None:
     assert made.nslots == 3 and made.nodes == 3
 
 
-def test_mem_partition_dropped_with_warnings() -> None:
-    _, warnings = requests.plan_request(
-        Resources.from_mapping({"mem": "4G", "partition": "gpu"}),
-        wrapper_path="/w",
-        job_name="x",
-        output="/o",
-        cwd="/",
-        depends_on=[],
-        queue=None,
-        policy=POLICY_0_49,
-    )
-    assert any("mem=4G dropped" in warning for warning in warnings)
-    assert any("partition='gpu' dropped" in warning for warning in warnings)
+def test_mem_partition_dropped_with_warnings(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="hpcbridge"):
+        request(resources={"mem": "4G", "partition": "gpu"})
+    assert "mem=4G dropped" in caplog.text
+    assert "partition='gpu' dropped" in caplog.text
 
 
-def test_026_uses_mini_batch_and_has_no_dependencies() -> None:
-    argv = requests.batch_argv("flux", POLICY_0_26, request(policy=POLICY_0_26))
+def test_026_uses_mini_batch_and_has_no_dependencies(caplog: pytest.LogCaptureFixture) -> None:
+    argv = batch_argv(POLICY_0_26, request(policy=POLICY_0_26))
     assert argv[:3] == ["flux", "mini", "batch"]
     with pytest.raises(JobSubmissionError, match="dependencies"):
         request(policy=POLICY_0_26, depends_on=["ƒCFKYzj"])
-    _, warnings = requests.plan_request(
-        Resources.from_mapping({"constraint": "amd"}),
-        wrapper_path="/w",
-        job_name="x",
-        output="/o",
-        cwd="/",
-        depends_on=[],
-        queue=None,
-        policy=POLICY_0_26,
-    )
-    assert any("--requires" in warning for warning in warnings)
+    with caplog.at_level(logging.WARNING, logger="hpcbridge"):
+        request(policy=POLICY_0_26, resources={"constraint": "amd"})
+    assert "--requires" in caplog.text
 
 
 def test_cancel_argv_per_policy() -> None:
-    assert jobs.cancel_argv("flux", POLICY_0_49, ["ƒCFKYzj", "ƒGN1ZNF"]) == [
+    assert command_line.cancel_argv("flux", POLICY_0_49, ["ƒCFKYzj", "ƒGN1ZNF"]) == [
         "flux",
         "cancel",
         "7381975040",
         "10083106816",
     ]
-    assert jobs.cancel_argv("flux", POLICY_0_26, ["ƒCFKYzj"])[:3] == ["flux", "job", "cancel"]
+    assert command_line.cancel_argv("flux", POLICY_0_26, ["ƒCFKYzj"])[:3] == [
+        "flux",
+        "job",
+        "cancel",
+    ]
 
 
 def test_jobspec_params_carry_the_request() -> None:
-    made = request(resources={"time": "30s", "gpus": 2}, queue="debug").with_environment(A="1")
-    params = requests.jobspec_params(made)
+    made = request(resources={"time": "30s", "gpus": 2}, queue="debug")
+    made = made.with_environment({"A": "1"})
+    params = plan.jobspec_params(made)
     assert params["script"] == "#!/bin/sh\nexec /j/.hpcbridge/w.sh\n"
     assert params["duration"] == 30.0 and params["gpus_per_slot"] == 2
     assert params["queue"] == "debug" and params["environment"] == {"A": "1"}
@@ -151,30 +140,30 @@ def test_jobspec_params_carry_the_request() -> None:
 
 
 def test_parse_submit_output() -> None:
-    assert requests.parse_submit_output("ƒCFKYzj\n") == "ƒCFKYzj"
-    assert requests.parse_submit_output("some warning\nfCFKYzj\n") == "ƒCFKYzj"
+    assert command_line.parse_submit_output("ƒCFKYzj\n") == "ƒCFKYzj"
+    assert command_line.parse_submit_output("some warning\nfCFKYzj\n") == "ƒCFKYzj"
     with pytest.raises(ValueError):
-        requests.parse_submit_output("")
+        command_line.parse_submit_output("")
 
 
 def test_parse_bulk_output() -> None:
-    assert requests.parse_bulk_output("OK 7381975040\nERR no queue specified\n") == [
+    assert command_line.parse_bulk_output("OK 7381975040\nERR no queue specified\n") == [
         (True, "ƒCFKYzj"),
         (False, "no queue specified"),
     ]
 
 
 def test_jobs_argv_json_or_format() -> None:
-    assert jobs.jobs_argv("flux", POLICY_0_49, ["ƒCFKYzj"]) == [
+    assert command_line.jobs_argv("flux", POLICY_0_49, ["ƒCFKYzj"]) == [
         "flux",
         "jobs",
         "--json",
         "7381975040",
     ]
-    argv = jobs.jobs_argv("flux", POLICY_0_26, ["ƒCFKYzj"])
+    argv = command_line.jobs_argv("flux", POLICY_0_26, ["ƒCFKYzj"])
     assert "-a" not in argv and argv[-1] == "7381975040"
     # the short spellings: 0.26 has no --no-header and no --format
-    assert argv[2:5] == ["-n", "-o", jobs.JOBS_FORMAT]
+    assert argv[2:5] == ["-n", "-o", flux_status.JOBS_FORMAT]
 
 
 # -- status parsers on recorded outputs -----------------------------------------
@@ -201,8 +190,8 @@ def check_statuses(statuses: Dict[str, object]) -> None:
 
 
 def test_jobs_json_many() -> None:
-    facts = jobs.parse_jobs_json(recorded("jobs_json_many_0.88.json"))
-    statuses = states.statuses_from_facts(list(ids().values()), facts, "missing")
+    facts = flux_status.parse_jobs_json(recorded("jobs_json_many_0.88.json"))
+    statuses = flux_status.statuses_from_facts(list(ids().values()), facts, "missing")
     check_statuses(statuses)
     completed = statuses[ids()["OK"]]
     assert completed.start_time and completed.end_time and completed.end_time > completed.start_time
@@ -212,34 +201,38 @@ def test_jobs_json_many() -> None:
 
 
 def test_jobs_format_same_answers_as_json() -> None:
-    facts = jobs.parse_jobs_format(recorded("jobs_format_0.88.txt"))
-    check_statuses(states.statuses_from_facts(list(ids().values()), facts, "missing"))
+    facts = flux_status.parse_jobs_format(recorded("jobs_format_0.88.txt"))
+    check_statuses(flux_status.statuses_from_facts(list(ids().values()), facts, "missing"))
 
 
 def test_jobs_format_handwritten_026_rows() -> None:
-    facts = jobs.parse_jobs_format(recorded("jobs_format_0.26.handwritten.txt"))
+    facts = flux_status.parse_jobs_format(recorded("jobs_format_0.26.handwritten.txt"))
     assert [fact.result for fact in facts] == ["COMPLETED", "FAILED", "CANCELED"]
 
 
 def test_jobs_json_one_object_for_one_id() -> None:
-    facts = jobs.parse_jobs_json(recorded("jobs_json_one_0.88.json"))
+    facts = flux_status.parse_jobs_json(recorded("jobs_json_one_0.88.json"))
     assert len(facts) == 1 and facts[0].id == ids()["FAIL"]
 
 
 def test_unknown_ids_from_stderr() -> None:
     stderr = recorded("jobs_json_with_unknown_0.88.stderr")
-    assert jobs.parse_unknown_ids(stderr) == {canonical_job_id(123456789)}
-    assert jobs.only_unknown_ids(recorded("jobs_json_only_unknown_0.88.stderr").replace("rc=1", ""))
-    assert jobs.only_unknown_ids(recorded("jobs_filter_warning_0.88.stderr"))
-    assert not jobs.only_unknown_ids("flux-jobs: ERROR: Unable to connect to Flux")
-    facts = jobs.parse_jobs_json(recorded("jobs_json_with_unknown_0.88.json"))
-    statuses = states.statuses_from_facts([ids()["OK"], canonical_job_id(123456789)], facts, "gone")
+    assert flux_status.parse_unknown_ids(stderr) == {canonical_job_id(123456789)}
+    assert flux_status.only_unknown_ids(
+        recorded("jobs_json_only_unknown_0.88.stderr").replace("rc=1", "")
+    )
+    assert flux_status.only_unknown_ids(recorded("jobs_filter_warning_0.88.stderr"))
+    assert not flux_status.only_unknown_ids("flux-jobs: ERROR: Unable to connect to Flux")
+    facts = flux_status.parse_jobs_json(recorded("jobs_json_with_unknown_0.88.json"))
+    statuses = flux_status.statuses_from_facts(
+        [ids()["OK"], canonical_job_id(123456789)], facts, "gone"
+    )
     assert statuses[canonical_job_id(123456789)].state is JobState.UNKNOWN
 
 
 def test_dependency_failed() -> None:
-    facts = jobs.parse_jobs_json(recorded("jobs_json_dependency_failed_0.88.json"))
-    status = states.status_from_facts(facts[0])
+    facts = flux_status.parse_jobs_json(recorded("jobs_json_dependency_failed_0.88.json"))
+    status = flux_status.status_from_facts(facts[0])
     assert status.state is JobState.FAILED and status.exit_code == 1
     assert "can never be satisfied" in status.reason
 
@@ -257,8 +250,8 @@ def test_dependency_failed() -> None:
     ],
 )
 def test_eventlogs(name: str, state: JobState, code: object) -> None:
-    facts = jobs.parse_eventlog("ƒCFKYzj", recorded(f"eventlog_{name}_0.88.txt"))
-    status = states.status_from_facts(facts)
+    facts = flux_status.parse_eventlog("ƒCFKYzj", recorded(f"eventlog_{name}_0.88.txt"))
+    status = flux_status.status_from_facts(facts)
     assert status.state is state
     assert status.exit_code == code
 
@@ -280,7 +273,7 @@ def test_eventlogs(name: str, state: JobState, code: object) -> None:
     ],
 )
 def test_state_mapping_by_names(state: str, result: str, ours: JobState) -> None:
-    assert states.state_from_names(state, result) is ours
+    assert flux_status.state_from_names(state, result) is ours
 
 
 @pytest.mark.parametrize(
@@ -297,28 +290,28 @@ def test_state_mapping_by_names(state: str, result: str, ours: JobState) -> None
     ],
 )
 def test_exit_codes(returncode: object, waitstatus: object, code: object) -> None:
-    assert states.exit_code_from(returncode, waitstatus) == code  # type: ignore[arg-type]
+    assert flux_status.exit_code_from(returncode, waitstatus) == code  # type: ignore[arg-type]
 
 
 def test_expiration_of_nested_instance() -> None:
-    expiration = instance.parse_expiration(recorded("resource_R_nested_0.88.json"))
+    expiration = command_line.parse_expiration(recorded("resource_R_nested_0.88.json"))
     assert expiration is not None and expiration > 0
-    assert instance.parse_expiration(recorded("resource_R_top_0.88.json")) is None
+    assert command_line.parse_expiration(recorded("resource_R_top_0.88.json")) is None
 
 
 def test_output_path_from_recorded_jobspec() -> None:
-    path = jobs.output_path_from_jobspec(recorded("jobspec_batch_0.88.json"), ids()["OK"])
+    path = command_line.output_path_from_jobspec(recorded("jobspec_batch_0.88.json"), ids()["OK"])
     assert path is not None and path.endswith(f"/flux-{ids()['OK']}.out")
-    assert jobs.output_path_from_jobspec("not json", "ƒCFKYzj") is None
+    assert command_line.output_path_from_jobspec("not json", "ƒCFKYzj") is None
     spec = {
         "attributes": {
             "system": {"shell": {"options": {"output": {"stdout": {"path": "/x/{{id.dec}}.log"}}}}}
         }
     }
-    assert jobs.output_path_from_jobspec(json.dumps(spec), "ƒCFKYzj") == "/x/7381975040.log"
+    assert command_line.output_path_from_jobspec(json.dumps(spec), "ƒCFKYzj") == "/x/7381975040.log"
 
 
 def test_inf_duration_is_none() -> None:
     made = request(resources={"time": "UNLIMITED"})
     assert made.duration is None
-    assert not math.isinf(requests.jobspec_params(made)["duration"])
+    assert not math.isinf(plan.jobspec_params(made)["duration"])

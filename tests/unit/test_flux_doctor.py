@@ -10,8 +10,7 @@ import pytest
 from hpcbridge import Settings
 from hpcbridge.schedulers.flux.doctor import checks
 from hpcbridge.transports.base import CommandResult
-
-from .test_flux_adapter import NAMED, FakeFlux
+from tests.support.fake_flux import NAMED, FakeFlux
 
 
 def test_checks_report_driver_versions_and_queues(

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from hpcbridge import Settings
-from hpcbridge.schedulers.flux.nesting import choose_nested
-from hpcbridge.schedulers.flux.uri import UriSetting
+from hpcbridge.schedulers.flux.instance import UriSetting
+from hpcbridge.schedulers.flux.plan import JobKind, choose_kind
 from hpcbridge.schedulers.mock import MockAdapter
 from hpcbridge.store import JobRecord, JobStore
 
@@ -20,12 +20,12 @@ NAMED = UriSetting("local:///tmp/f/local-0", "HPCBRIDGE_FLUX_URI")
 
 def test_defaults_by_instance_setting_and_keyword() -> None:
     plain = Settings.from_env({})
-    assert choose_nested(None, plain, SYSTEM).kind == "batch"
-    assert choose_nested(None, plain, NAMED).kind == "plain"
+    assert choose_kind(None, plain, SYSTEM).kind is JobKind.BATCH
+    assert choose_kind(None, plain, NAMED).kind is JobKind.PLAIN
     forced = Settings.from_env({"HPCBRIDGE_FLUX_NESTED": "1"})
-    assert choose_nested(None, forced, NAMED).kind == "batch"
-    assert "HPCBRIDGE_FLUX_NESTED" in choose_nested(None, forced, NAMED).reason
-    assert choose_nested(False, forced, SYSTEM).kind == "plain"
+    assert choose_kind(None, forced, NAMED).kind is JobKind.BATCH
+    assert "HPCBRIDGE_FLUX_NESTED" in choose_kind(None, forced, NAMED).reason
+    assert choose_kind(False, forced, SYSTEM).kind is JobKind.PLAIN
     assert Settings.from_env({"HPCBRIDGE_FLUX_NESTED": "0"}).flux_nested is False
 
 

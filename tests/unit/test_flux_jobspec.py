@@ -125,7 +125,7 @@ FAKE_FLUX_JOB = textwrap.dedent(
         def setattr(self, key, value):
             self.attrs[key] = value
         def dumps(self):
-            return json.dumps(self.attrs)
+            return json.dumps({"attrs": self.attrs, "env": self.environment})
 
     class _Future:
         def __init__(self, number, fail):
@@ -151,7 +151,8 @@ def test_bulk_helper_protocol(tmp_path: Path) -> None:
     (package / "__init__.py").write_text(FAKE_FLUX)
     (package / "job.py").write_text(FAKE_FLUX_JOB)
     source = Path(jobspec.__file__).read_text()
-    request = {"jobs": [params(queue="debug"), params(queue="nosuch"), params(queue=None)]}
+    # One jobspec, three jobs that differ in their variables; the second is refused.
+    request = {"job": params(), "environments": [{"Q": "a"}, {"Q": "nosuch"}, {"Q": "c"}]}
     result = subprocess.run(
         [sys.executable, "-c", source],
         input=json.dumps(request),

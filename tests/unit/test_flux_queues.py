@@ -1,23 +1,24 @@
-"""Queue handling: what a broker offers (recorded outputs), which queue a job gets."""
+"""Queue handling: what a broker offers (recorded outputs), which queue a job gets
+(and what is logged about it), and Flux's refusals in its own words."""
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
 
 from hpcbridge.errors import JobSubmissionError
-from hpcbridge.schedulers.flux.queues import (
+from hpcbridge.schedulers.flux.command_line import scheduler_message, submission_error
+from hpcbridge.schedulers.flux.instance import (
     QueueInfo,
-    choose_queue,
     parse_config_json,
     parse_queue_list,
     queue_info_from_config,
-    scheduler_message,
     strip_ansi,
-    submission_error,
 )
+from hpcbridge.schedulers.flux.plan import choose_queue
 from hpcbridge.schedulers.flux.versions import POLICY_0_26, POLICY_0_49
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "flux"
@@ -50,33 +51,34 @@ def test_queue_list_stopped_and_limits_088() -> None:
 
 
 def test_queue_list_anonymous_088_has_no_queue_column() -> None:
-    assert parse_queue_list(recorded("queue_list_anon_0.88.txt")).anonymous
+    assert parse_queue_list(recorded("queue_list_anon_0.88.txt")).names == ()
 
 
 def test_queue_list_049_handwritten() -> None:
     info = parse_queue_list(recorded("queue_list_named_0.49.handwritten.txt"))
     assert info.names == ("debug", "batch") and info.default == "batch"
-    assert parse_queue_list(recorded("queue_list_anon_0.49.handwritten.txt")).anonymous
+    assert parse_queue_list(recorded("queue_list_anon_0.49.handwritten.txt")).names == ()
 
 
 def test_config_get_recorded() -> None:
     assert parse_config_json(recorded("config_get_named_0.88.json")) == QueueInfo(
         ("debug", "batch"), "batch", "flux config get"
     )
-    assert parse_config_json(recorded("config_get_anon_0.88.json")).anonymous
+    assert parse_config_json(recorded("config_get_anon_0.88.json")).names == ()
     limits = parse_config_json(recorded("config_get_limits_0.88.json"))
     assert limits.names == ("debug", "batch") and limits.default is None
     rpc = queue_info_from_config(json.loads(recorded("config_get_named_0.88.json")))
     assert rpc.default == "batch"
 
 
-def test_anonymous_broker_omits_a_requested_queue() -> None:
-    choice = choose_queue("debug", ANONYMOUS, POLICY_0_49)
-    assert choice.queue is None and "omitted" in choice.note
+def test_anonymous_broker_omits_a_requested_queue(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="hpcbridge"):
+        assert choose_queue("debug", ANONYMOUS, POLICY_0_49) is None
+    assert "omitted" in caplog.text
 
 
 def test_named_broker_passes_a_valid_queue() -> None:
-    assert choose_queue("debug", NAMED, POLICY_0_49).queue == "debug"
+    assert choose_queue("debug", NAMED, POLICY_0_49) == "debug"
 
 
 def test_named_broker_unknown_queue_names_the_valid_ones() -> None:
@@ -85,9 +87,10 @@ def test_named_broker_unknown_queue_names_the_valid_ones() -> None:
     assert caught.value.scheduler_message == "Invalid queue 'nosuch' specified"
 
 
-def test_no_queue_falls_back_to_the_default() -> None:
-    choice = choose_queue(None, NAMED, POLICY_0_49)
-    assert choice.queue == "batch" and "default" in choice.note
+def test_no_queue_falls_back_to_the_default(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="hpcbridge"):
+        assert choose_queue(None, NAMED, POLICY_0_49) == "batch"
+    assert "default queue 'batch'" in caplog.text
 
 
 def test_no_queue_and_no_default_is_refused_early() -> None:
@@ -96,14 +99,15 @@ def test_no_queue_and_no_default_is_refused_early() -> None:
     assert caught.value.scheduler_message == "no queue specified"
 
 
-def test_026_drops_the_queue() -> None:
-    choice = choose_queue("debug", NAMED, POLICY_0_26)
-    assert choice.queue is None and "dropped" in choice.note
-    assert choose_queue(None, None, POLICY_0_26).queue is None
+def test_026_drops_the_queue(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="hpcbridge"):
+        assert choose_queue("debug", NAMED, POLICY_0_26) is None
+    assert "dropped" in caplog.text
+    assert choose_queue(None, None, POLICY_0_26) is None
 
 
 def test_unknown_queue_info_passes_through() -> None:
-    assert choose_queue("debug", None, POLICY_0_49).queue == "debug"
+    assert choose_queue("debug", None, POLICY_0_49) == "debug"
 
 
 @pytest.mark.parametrize(

@@ -18,8 +18,7 @@ from hpcbridge.model import JobState
 from hpcbridge.schedulers.flux.adapter import FluxAdapter
 from hpcbridge.schedulers.flux.bindings import import_bindings
 from hpcbridge.transports.base import CommandResult
-
-from .test_flux_adapter import FakeFlux, FakeSSH
+from tests.support.fake_flux import FakeFlux, FakeSSH
 
 
 @pytest.fixture
@@ -49,29 +48,28 @@ def test_enclosing_uri_comes_from_the_settings_not_this_process(
     executor = FakeFlux()
     adapter = adapter_with(executor, tmp_path, env={"FLUX_URI": "local:///enclosing"})
     adapter.submit_job(script)
-    assert (
-        adapter.uri == "local:///enclosing" and adapter.uri_setting.source == "FLUX_URI environment"
-    )
+    assert adapter.open().uri == "local:///enclosing"
+    assert adapter.uri_setting.source == "FLUX_URI environment"
     assert all(env == {"FLUX_URI": "local:///enclosing"} for env in executor.envs)
 
 
 def test_enclosing_uri_is_not_used_over_ssh(tmp_path: Path) -> None:
     adapter = adapter_with(FakeSSH(), tmp_path, env={"FLUX_URI": "local:///enclosing"})
-    assert adapter.uri is None and adapter.uri_setting.source == "system instance"
+    assert adapter.open().uri is None and adapter.uri_setting.source == "system instance"
 
 
 def test_one_session_for_every_thread(tmp_path: Path) -> None:
     executor = FakeFlux()
     adapter = adapter_with(executor, tmp_path, env={})
     seen: List[Any] = []
-    threads = [threading.Thread(target=lambda: seen.append(adapter.session)) for _ in range(8)]
+    threads = [threading.Thread(target=lambda: seen.append(adapter.open())) for _ in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     assert len({id(session) for session in seen}) == 1
     assert [call[1] for call in executor.calls].count("version") == 1
-    assert adapter.driver is adapter.session.driver and adapter.driver_choice.name == "cli"
+    assert adapter.open().choice.name == "cli"
 
 
 def test_every_id_is_answered_when_flux_is_missing(tmp_path: Path) -> None:
@@ -106,7 +104,7 @@ def test_cancel_of_an_ended_job_is_fine_a_real_failure_raises(tmp_path: Path) ->
 
 
 def test_capabilities_say_what_flux_drops(tmp_path: Path) -> None:
-    capabilities = adapter_with(FakeFlux(), tmp_path, env={}).driver.capabilities
+    capabilities = adapter_with(FakeFlux(), tmp_path, env={}).open().driver.capabilities
     assert not capabilities.events and not capabilities.arrays
     assert set(capabilities.dropped_keys) == {"mem", "partition"}
 

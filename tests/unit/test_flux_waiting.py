@@ -6,9 +6,9 @@ from types import SimpleNamespace
 from typing import Any, List, Sequence
 
 from hpcbridge.model import JobState, JobStatus
-from hpcbridge.schedulers.flux.cli import RUNNING_PAUSE, RunningPause
-from hpcbridge.schedulers.flux.native import NativeDriver
-from hpcbridge.schedulers.flux.native_wait import ResultWaiter
+from hpcbridge.schedulers.flux.bindings_driver import NativeDriver
+from hpcbridge.schedulers.flux.command_driver import RUNNING_PAUSE, CLIDriver, RunningPause
+from hpcbridge.schedulers.flux.events import ResultWaiter
 
 
 class FakeResult:
@@ -71,8 +71,6 @@ def test_cli_pauses_are_short_only_while_a_watched_job_runs() -> None:
 
 
 def test_cli_query_remembers_what_runs() -> None:
-    from hpcbridge.schedulers.flux.cli import CLIDriver
-
     driver = CLIDriver.__new__(CLIDriver)
     driver.running = {"ƒ9"}
     answers = {

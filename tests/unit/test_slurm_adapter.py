@@ -262,9 +262,10 @@ def test_submit_many_one_array(
 ) -> None:
     other = tmp_path / "other.sh"
     other.write_text("exit 3\n")
-    ids = adapter.submit_many([script, (str(other), ["x y"]), script])
+    ids = adapter.submit_many([script, (str(other), ["x y"]), script], {"job_name": "sweep"})
     assert ids == ["100_0", "100_1", "100_2"]
     assert len(fake.submitted) == 1 and "--array=0-2" in fake.submitted[0]
+    assert "--job-name=sweep" in fake.submitted[0]
     output = next(part for part in fake.submitted[0] if part.startswith("--output="))
     assert output.endswith("/slurm-%A_%a.out")
     wrapper = Path(fake.submitted[0][-1]).read_text()
@@ -280,6 +281,20 @@ def test_submit_many_one_array(
     final = adapter.wait_all(ids, poll_interval=0.01)
     assert final["100_1"].state is JobState.FAILED and final["100_1"].exit_code == 3
     assert final["100_0"].state is JobState.COMPLETED
+
+
+def test_submit_many_names_each_job_after_its_script(
+    adapter: RealSlurmAdapter, fake: FakeSlurm, script: str, tmp_path: Path
+) -> None:
+    other = tmp_path / "other.sh"
+    other.write_text("exit 3\n")
+    ids = adapter.submit_many([script, script, str(other), script])
+    # Slurm names an array once: a run of one script is an array, each other run its own job.
+    assert ids == ["100_0", "100_1", "101", "102"]
+    names = [next(p for p in argv if p.startswith("--job-name=")) for argv in fake.submitted]
+    assert names == ["--job-name=run.sh", "--job-name=other.sh", "--job-name=run.sh"]
+    records = [adapter.store.get(job_id, "slurm") for job_id in ids]
+    assert [r.job_name for r in records if r] == ["run.sh", "run.sh", "other.sh", "run.sh"]
 
 
 def test_submit_many_respects_max_array_size(
@@ -389,10 +404,11 @@ def test_native_driver_required_but_missing(
     monkeypatch.setattr(native, "installed_pyslurm_version", lambda: None)  # not installed
     settings = Settings.from_env(env={}, state_dir=str(tmp_path), scheduler="slurm")
     with pytest.raises(SchedulerUnavailableError, match="not importable"):
-        RealSlurmAdapter(executor=fake, settings=settings, driver="native")
+        RealSlurmAdapter(executor=fake, settings=settings, driver="native").open()
     adapter = RealSlurmAdapter(executor=fake, settings=settings)
-    assert adapter.driver.name == "cli" and "not importable" in adapter.describe()
-    assert adapter.driver_choice.name == "cli" and "not importable" in adapter.driver_choice.reason
+    session = adapter.open()
+    assert session.driver.name == "cli" and "not importable" in adapter.describe()
+    assert session.choice.name == "cli" and "not importable" in session.choice.reason
 
 
 def test_unknown_driver_name(fake: FakeSlurm, tmp_path: Path) -> None:

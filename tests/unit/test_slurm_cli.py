@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Callable, List, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence
 
 import pytest
 
@@ -20,6 +20,16 @@ from hpcbridge.schedulers.driver import PartialSubmissionError, SubmitBatch, Sub
 from hpcbridge.schedulers.slurm import submission
 from hpcbridge.schedulers.slurm.cli import SlurmCliDriver
 from hpcbridge.transports.base import CommandResult
+
+
+def submit(driver: Any, batch: SubmitBatch) -> List[Submitted]:
+    """The driver's plan of ``batch``, submitted (what a ``Submission`` does)."""
+    return driver.submit_many(driver.plan(batch))
+
+
+def describe(driver: Any, batch: SubmitBatch) -> str:
+    return driver.describe(driver.plan(batch))
+
 
 Responder = Callable[[List[str]], CommandResult]
 
@@ -137,17 +147,17 @@ def test_submit_without_an_id_is_uncertain() -> None:
 def test_submit_many_of_one_is_a_plain_job() -> None:
     executor = ScriptedExecutor(sbatch=numbered_sbatch())
     driver = SlurmCliDriver(executor)
-    assert driver.submit_many(batch(1)) == [Submitted("100", "/j/slurm-100.out", 0)]
+    assert submit(driver, batch(1)) == [Submitted("100", "/j/slurm-100.out", 0)]
     argv = executor.calls[0]
     assert "--dependency=afterok:7" in argv and argv[-1] == "/j/.hpcbridge/t.sh"
     assert not any(part.startswith(("--array", "--export")) for part in argv)
-    assert driver.describe(batch(1)).startswith("sbatch --parsable --job-name=w")
+    assert describe(driver, batch(1)).startswith("sbatch --parsable --job-name=w")
 
 
 def test_submit_many_is_one_array_named_by_array_and_task() -> None:
     executor = ScriptedExecutor(sbatch=numbered_sbatch())
     driver = SlurmCliDriver(executor)
-    found = driver.submit_many(batch(3, "/j/out-%x-%j.log"))
+    found = submit(driver, batch(3, "/j/out-%x-%j.log"))
     assert found == [
         Submitted(f"100_{index}", f"/j/out-w-100_{index}.log", index) for index in range(3)
     ]
@@ -155,12 +165,12 @@ def test_submit_many_is_one_array_named_by_array_and_task() -> None:
     assert "--array=0-2" in executor.calls[0]
     assert "--output=/j/out-%x-%A_%a.log" in executor.calls[0]
     assert "--export=ALL,HPCBRIDGE_TASK_INDEX=" in executor.calls[0]
-    assert "--array=0-2" in driver.describe(batch(3))
+    assert "--array=0-2" in describe(driver, batch(3))
 
 
 def test_submit_many_one_job_per_task_where_arrays_are_refused() -> None:
     executor = ScriptedExecutor(sbatch=numbered_sbatch(refuse_arrays=True))
-    found = SlurmCliDriver(executor).submit_many(batch(3))
+    found = submit(SlurmCliDriver(executor), batch(3))
     # call 1 (id 100 unused) was the refused array
     assert found == [Submitted(str(101 + i), f"/j/slurm-{101 + i}.out", i) for i in range(3)]
     singles = executor.calls[1:]
@@ -174,7 +184,7 @@ def test_submit_many_later_failure_is_partial() -> None:
     # call 1: the refused array; calls 2-3 go in; call 4 fails
     executor = ScriptedExecutor(sbatch=numbered_sbatch(refuse_arrays=True, fail_from=4))
     with pytest.raises(PartialSubmissionError) as caught:
-        SlurmCliDriver(executor).submit_many(batch(4))
+        submit(SlurmCliDriver(executor), batch(4))
     assert caught.value.submitted_ids == ["101", "102"]
     assert "Unable to contact slurm controller" in caught.value.failures[0]
     assert len(caught.value.failures) == 2 and "4 submissions" in str(caught.value)
@@ -184,7 +194,7 @@ def test_submit_many_later_failure_is_partial() -> None:
 def test_submit_many_first_failure_is_a_plain_error() -> None:
     executor = ScriptedExecutor(sbatch=numbered_sbatch(fail_from=1))
     with pytest.raises(JobSubmissionError) as caught:
-        SlurmCliDriver(executor).submit_many(batch(3))
+        submit(SlurmCliDriver(executor), batch(3))
     assert not isinstance(caught.value, PartialSubmissionError)
     assert len(executor.calls) == 1  # not an array refusal: no job-by-job retry
 
@@ -192,7 +202,7 @@ def test_submit_many_first_failure_is_a_plain_error() -> None:
 def test_submit_many_uncertain_array_is_never_retried() -> None:
     executor = ScriptedExecutor(sbatch=JobTimeoutError("sbatch did not finish"))
     with pytest.raises(SubmissionUncertainError):
-        SlurmCliDriver(executor).submit_many(batch(3))
+        submit(SlurmCliDriver(executor), batch(3))
     assert len(executor.calls) == 1
 
 

@@ -24,6 +24,15 @@ from hpcbridge.transports.base import CommandResult
 from hpcbridge.transports.local import LocalExecutor
 
 
+def submit(driver: Any, batch: SubmitBatch) -> List[Submitted]:
+    """The driver's plan of ``batch``, submitted (what a ``Submission`` does)."""
+    return driver.submit_many(driver.plan(batch))
+
+
+def describe(driver: Any, batch: SubmitBatch) -> str:
+    return driver.describe(driver.plan(batch))
+
+
 def spec(
     depends_on=(), array=None, wrapper: str = "/j/.hpcbridge/t.sh", **resources: Any
 ) -> submission.SubmitSpec:
@@ -516,8 +525,8 @@ def test_native_submit_and_refusal(tmp_path) -> None:
     with pytest.raises(JobSubmissionError, match="Invalid partition name specified") as caught:
         driver_with(refusing).submit(spec(wrapper=wrapper))
     assert caught.value.scheduler_message == "Invalid partition name specified"
-    assert "JobSubmitDescription(" in driver_with(module).describe(batch(staged(tmp_path), 1))
-    assert "array='0-2'" in driver_with(module).describe(batch(staged(tmp_path), 3))
+    assert "JobSubmitDescription(" in describe(driver_with(module), batch(staged(tmp_path), 1))
+    assert "array='0-2'" in describe(driver_with(module), batch(staged(tmp_path), 3))
 
 
 @pytest.mark.parametrize(
@@ -548,7 +557,7 @@ def test_native_submit_many_array_and_environment(
     executor = VersionExecutor()
     executor.env = {"SLURM_CONF": "/settings.conf"}
     job = staged(tmp_path)
-    found = driver_with(module, executor).submit_many(batch(job, 2))
+    found = submit(driver_with(module, executor), batch(job, 2))
     assert found == [Submitted(f"4242_{i}", f"{tmp_path}/slurm-4242_{i}.out", i) for i in range(2)]
     kwargs = module.submitted[0]
     assert kwargs["array"] == "0-1"
@@ -556,7 +565,7 @@ def test_native_submit_many_array_and_environment(
     assert kwargs["environment"]["HPCBRIDGE_TASK_INDEX"] == ""
     assert kwargs["environment"]["SLURM_CONF"] == "/settings.conf"
     assert kwargs["environment"]["PATH"] == os.environ["PATH"]
-    driver_with(module).submit_many(batch(job, 1))
+    submit(driver_with(module), batch(job, 1))
     assert module.submitted[1]["environment"]["HPCBRIDGE_TASK_INDEX"] == "1"
 
 
@@ -569,7 +578,7 @@ def test_native_refused_array_goes_in_task_by_task_through_sbatch(tmp_path) -> N
     executor = Sbatch()
     refusing = fake_pyslurm(submit_error=RPCError("Invalid job array specification"))
     driver = native.SlurmNativeDriver(SlurmCliDriver(executor), refusing)
-    assert [item.job_id for item in driver.submit_many(batch(staged(tmp_path), 2))] == ["51", "52"]
+    assert [item.job_id for item in submit(driver, batch(staged(tmp_path), 2))] == ["51", "52"]
     assert [argv[-2] for argv in executor.calls] == [
         "--export=ALL,HPCBRIDGE_TASK_INDEX=0",
         "--export=ALL,HPCBRIDGE_TASK_INDEX=1",
@@ -599,7 +608,7 @@ def test_folded_exit_code_from_the_exit_file_of_a_submitted_job(tmp_path) -> Non
     folded = fake_job(id=4242, state="FAILED", exit_code=15, end_time=1)
     module = fake_pyslurm(jobs={4242: folded})
     driver = driver_with(module)
-    driver.submit_many(batch(job, 1))
+    submit(driver, batch(job, 1))
     Path(job.exit_file).write_text("143\n")
     assert driver.query(["4242"])["4242"].exit_code == 143
 
@@ -645,14 +654,14 @@ def test_both_drivers_refuse_a_mem_sbatch_refuses(tmp_path, mem: str) -> None:
     unchecked = Resources(mem=mem)  # built without Resources.from_mapping's rules
     for driver in (driver_with(module, executor), SlurmCliDriver(executor)):
         with pytest.raises(JobSubmissionError, match="invalid mem"):
-            driver.submit_many(batch(staged(tmp_path), 1, unchecked))
+            submit(driver, batch(staged(tmp_path), 1, unchecked))
     assert module.submitted == [] and executor.calls == []
 
 
 def test_both_drivers_send_the_normalised_mem(tmp_path) -> None:
     module = fake_pyslurm()
     resources = Resources.from_mapping({"mem": "1.5G"})
-    driver_with(module).submit_many(batch(staged(tmp_path), 1, resources))
+    submit(driver_with(module), batch(staged(tmp_path), 1, resources))
     assert module.submitted[0]["memory_per_node"] == "1536M"
     argv = submission.sbatch_argv(spec(mem="1.5G"))
     assert "--mem=1536M" in argv

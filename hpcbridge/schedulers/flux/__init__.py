@@ -1,12 +1,23 @@
 """Flux: the adapter, its session and two drivers, over pure builders and parsers.
 
-- ``adapter``: ``FluxAdapter`` (ids, output template, dry runs without Flux);
-- ``session``: the instance, its release policy, queues and driver, built once;
-- ``native`` / ``native_wait`` and ``cli`` / ``runner``: the two drivers;
-- ``planning``: what both do before submitting (queue choice, time limits);
-- pure: ``requests`` (submission argv and jobspec params), ``jobspec`` (also run
-  under ``flux python``), ``jobs`` (status commands and their output),
-  ``states`` (Flux states to ours), ``instance``, ``queues``, ``versions``,
-  ``uri``, ``ids``;
-- ``bindings``: loading flux-core's Python bindings; ``doctor``: ``hpcbridge doctor``.
+One submission, in reading order: ``adapter`` (the job kind, ids, dry runs) ->
+``plan`` (resources translated, queue, time left, dependencies: refused before
+anything is staged) -> a driver, ``bindings_driver`` (flux-core's Python
+bindings) or ``command_driver`` (``flux`` commands, locally or over SSH) ->
+``sending`` (again while the instance starts, then the outcome) -> ``jobspec``
+(the jobspec and the pipelined submit, also run under ``flux python``).
+
+Around it:
+
+- ``session``: opening the session - instance, driver, release - once;
+- ``uri``: which instance the settings name, and resolving ``slurm:ID``,
+  ``lsf:ID`` or a Flux job id to its URI;
+- ``instance``: what is known of the instance (release, queues), pure;
+- ``versions``: the version policies of the releases (0.26, 0.49);
+- ``command_line``: the ``flux`` command lines and the parsers of their answers, pure;
+- ``status``: a job's state from ``flux jobs``, its eventlog or the bindings, pure;
+- ``events``: waiting woken by job ends (native driver);
+- ``bindings``: loading flux-core's Python bindings;
+- ``ids``: the encodings of a Flux job id;
+- ``doctor``: ``hpcbridge doctor`` for Flux.
 """

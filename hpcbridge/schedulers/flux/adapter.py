@@ -1,44 +1,35 @@
 """FluxAdapter: the Flux scheduler = a session (instance, release, driver) x an executor.
 
-The base adapter does the scheduler-neutral work; this class builds its
-``session`` once, on first use (``session.build_session``): the instance
-to talk to, the driver - the bindings when ``import flux`` works here, the
-transport is local and a handle to the instance answers within
-``probe_timeout``; else the ``flux`` commands, see ``driver.choose_driver``
-- and the version policy of the broker's release.  It knows Flux's id forms
-and output template, and describes a dry run even where no Flux is reachable.
+The base adapter does the scheduler-neutral work (staging, records, waiting);
+this class opens its Flux session once (``open``, see ``session.py``), chooses
+the job kind of each submission (``job_options``), knows Flux's id forms and
+output template, and describes a dry run even where no Flux is reachable.
+
+A **batch job** (``flux batch``) suits standalone jobs sent to the system
+instance and a step that launches its own parallel work; a **plain job**
+(``flux submit``) suits many small jobs packed into one allocation.  Hence
+the default: batch jobs on the system instance, plain jobs in an enclosing
+(``FLUX_URI``) or named instance.
 """
 
 from __future__ import annotations
 
 import shlex
-import threading
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Mapping, Optional, Union
 
-from ...config import Settings
 from ...errors import ConfigurationError, JobNotFoundError, SchedulerUnavailableError
 from ...registry import check_driver_choice
-from ...store import JobStore
 from ...transports.base import Executor
 from ..base import SchedulerAdapter
-from ..driver import DriverChoice, SubmitBatch
+from ..driver import SubmitBatch
+from .command_driver import FluxCommands
+from .command_line import submit_argv
 from .doctor import adapter_info
 from .ids import F58_PREFIX, InvalidJobIdError, canonical_job_id
-from .nesting import NestedChoice, choose_nested
-from .planning import FluxOptions, plan_one
-from .queues import QueueInfo
-from .requests import submit_argv
-from .runner import FluxCommands
-from .session import (
-    FluxDriver,
-    FluxSession,
-    build_session,
-    choose_uri_setting,
-    load_bindings,
-    target_policy,
-)
-from .target import command_host, resolve_target
-from .uri import UriSetting
+from .instance import FluxOptions, InstanceFacts, UriSetting, facts
+from .plan import JobChoice, JobKind, choose_kind, flux_plan, plan_batch
+from .session import FluxSession, choose_uri_setting, load_bindings, open_session
+from .uri import command_host, resolve_target
 from .versions import POLICIES, FluxPolicy
 
 
@@ -56,32 +47,24 @@ class FluxAdapter(SchedulerAdapter):
         remote_workdir: Optional[str] = None,
         uri: Optional[str] = None,
         *,
-        settings: Optional[Settings] = None,
-        store: Optional[JobStore] = None,
         driver: Optional[str] = None,
         adapter_version: Optional[str] = None,
         flux_command: Optional[str] = None,
         parent_uri: Optional[str] = None,
-        unknown_limit: Optional[int] = None,
-        command_timeout: Optional[float] = None,
         outer_time_margin: float = 60.0,
         ready_timeout: float = 30.0,
         probe_timeout: float = 10.0,
         discover_bindings: bool = True,
+        **common: Any,
     ) -> None:
-        super().__init__(
-            executor,
-            remote_workdir,
-            settings=settings,
-            store=store,
-            unknown_limit=unknown_limit,
-            command_timeout=command_timeout,
-        )
+        """``uri``: the instance (a URI, ``slurm:ID``, ``lsf:ID``, a Flux job id);
+        ``driver``: "auto", "native" or "cli".  ``common``: the keywords every
+        adapter takes (``settings``, ``store``, ``unknown_limit``, ``command_timeout``)."""
+        super().__init__(executor, remote_workdir, **common)
+        requested = check_driver_choice("flux", driver) if driver else self.settings.flux_driver
         self.options = FluxOptions(
             flux_command=flux_command or self.settings.flux_command,
-            requested_driver=check_driver_choice("flux", driver)
-            if driver
-            else self.settings.flux_driver,
+            requested_driver=requested,
             adapter_version=adapter_version or self.settings.flux_adapter_version or "",
             parent_uri=parent_uri,
             command_timeout=self.command_timeout,
@@ -91,64 +74,25 @@ class FluxAdapter(SchedulerAdapter):
             discover_bindings=discover_bindings,
         )
         self.uri_setting: UriSetting = choose_uri_setting(self.settings, self.executor, uri)
-        self._session: Optional[FluxSession] = None
-        self._session_lock = threading.Lock()
 
     # -- the session ----------------------------------------------------------
 
-    @property
-    def session(self) -> FluxSession:
-        """The instance, its release and the driver; built once, on first use."""
-        session = self._session
-        if session is None:
-            with self._session_lock:
-                if self._session is None:
-                    self._session = build_session(self.uri_setting, self.executor, self.options)
-                session = self._session
+    def open(self) -> FluxSession:
+        """Open the Flux session (``session.open_session``) once; later calls return it."""
+        session = super().open()
+        assert isinstance(session, FluxSession)
         return session
 
-    @property
-    def driver(self) -> FluxDriver:
-        return self.session.driver
-
-    @property
-    def driver_choice(self) -> DriverChoice:  # type: ignore[override]  # base: an attribute
-        """Which driver and why (made with the session)."""
-        return self.session.choice
-
-    @property
-    def driver_kind(self) -> str:
-        return self.session.driver.name
-
-    @property
-    def requested_driver(self) -> str:
-        return self.options.requested_driver
-
-    @property
-    def flux_command(self) -> str:
-        return self.options.flux_command
-
-    @property
-    def uri(self) -> Optional[str]:
-        """The resolved URI of the target instance (``None`` = system instance)."""
-        return self.session.uri
+    def _open_session(self) -> FluxSession:
+        return open_session(self.uri_setting, self.executor, self.options)
 
     @property
     def instance_label(self) -> Optional[str]:
-        return self.session.uri
-
-    @property
-    def policy(self) -> FluxPolicy:
-        """The version policy of the broker's release."""
-        return self.session.policy
-
-    def queue_info(self) -> Optional[QueueInfo]:
-        """The broker's queues (read with the session)."""
-        return self.session.queues
+        return self.open().uri
 
     def time_left(self) -> Optional[float]:
         """Seconds until the target instance ends (inside a time-limited job), else ``None``."""
-        return self.session.driver.time_left()
+        return self.open().driver.time_left()
 
     def resolve_target(self, target: str, *, local: Optional[bool] = None) -> str:
         """The URI of ``target`` (``slurm:ID``, ``lsf:ID``, ``jobid:ID``, a Flux job id).
@@ -158,52 +102,60 @@ class FluxAdapter(SchedulerAdapter):
         always (``local=True``) or never (``local=False``).  A job that is
         still starting is waited for, up to ``ready_timeout``.
         """
-        commands = FluxCommands(self.executor, self.flux_command, self.command_timeout)
-        return resolve_target(
-            target,
-            commands=commands,
-            options=self.options,
-            policy=target_policy(self.options),
-            flux_module=load_bindings(self.executor, self.options).module,
-            here=lambda: command_host(self.executor, commands),
-            local=local,
-        )
+        module = load_bindings(self.executor, self.options).module
+        commands = FluxCommands(self.executor, self.options.flux_command, self.command_timeout)
+        here = lambda: command_host(self.executor, commands)  # noqa: E731
+        return resolve_target(target, commands, self.options, module, here, local)
 
-    # -- ids, dry runs, logs -------------------------------------------------
+    # -- submission -----------------------------------------------------------
+
+    def job_options(self, options: Mapping[str, Any]) -> JobChoice:
+        """``nested=True`` a batch job, ``False`` a plain job; ``None`` takes
+        ``HPCBRIDGE_FLUX_NESTED`` or the instance's default (see ``choose_kind``)."""
+        unknown = sorted(set(options) - {"nested"})
+        if unknown:
+            raise TypeError(f"flux: unexpected submission keyword {unknown[0]!r}")
+        return choose_kind(options.get("nested"), self.settings, self.uri_setting)
+
+    def launcher(self, options: object) -> str:
+        """``flux run`` (``flux mini run`` on 0.26) in a batch job; none in a plain job."""
+        if isinstance(options, JobChoice) and options.kind is JobKind.PLAIN:
+            return ""
+        # Expanded unquoted by the script (`$HPCBRIDGE_LAUNCHER -n 2 app`): plain words.
+        return " ".join([self.options.flux_command, *self.open().facts.policy.run_command])
+
+    def describe_submission(self, script_path: Any, *args: Any, **kwargs: Any) -> str:
+        """What ``submit_job`` would run.  Through the bindings, the command line
+        the CLI driver would run follows the jobspec.  Where no Flux is reachable
+        (a laptop, CI) it shows what the newest adapter would run and says what it
+        could not check."""
+        try:
+            session = self.open()
+        except (SchedulerUnavailableError, ConfigurationError, OSError) as exc:
+            newest = POLICIES[0]
+            line = self._command_line(self.dry_batch(script_path, *args, **kwargs), newest)
+            return f"{line}\n# not checked against a broker ({exc}); adapter {newest.name} assumed"
+        text = super().describe_submission(script_path, *args, **kwargs)
+        if session.driver.name != "native":
+            return text
+        line = self._command_line(self.dry_batch(script_path, *args, **kwargs), session.facts)
+        return f"{text}\n# the same job by command (the CLI driver):\n{line}"
+
+    def _command_line(self, batch: SubmitBatch, known: Union[InstanceFacts, FluxPolicy]) -> str:
+        """``flux submit``/``flux batch`` of a batch, planned with ``known`` facts (or a
+        policy alone), without asking the broker anything."""
+        if isinstance(known, FluxPolicy):
+            known = facts(self.uri_setting.value, None, known, "assumed", None)
+        request = flux_plan(plan_batch(batch, known, None, 0.0)).request
+        return shlex.join(submit_argv(self.options.flux_command, known.policy, request))
+
+    # -- ids, logs -------------------------------------------------------------
 
     def normalize_job_id(self, job_id: Any) -> str:
         try:
             return canonical_job_id(job_id)
         except InvalidJobIdError as exc:
             raise JobNotFoundError(str(exc)) from None
-
-    @property
-    def nested_choice(self) -> NestedChoice:
-        """Batch or plain jobs by default here, and why (``doctor``)."""
-        return choose_nested(None, self.settings, self.uri_setting)
-
-    def choose_nested(self, nested: Optional[bool]) -> Optional[bool]:
-        """The keyword, else ``HPCBRIDGE_FLUX_NESTED``, else the instance's default."""
-        return choose_nested(nested, self.settings, self.uri_setting).nested
-
-    def launcher(self, nested: Optional[bool]) -> str:
-        """``flux run`` (``flux mini run`` on 0.26) in a batch job; none in a plain job."""
-        if nested is False:
-            return ""
-        # Expanded unquoted by the script (`$HPCBRIDGE_LAUNCHER -n 2 app`): plain words.
-        return " ".join([self.flux_command, *self.policy.run_command])
-
-    def _describe_batch(self, batch: SubmitBatch) -> str:
-        try:
-            driver = self.driver
-        except (SchedulerUnavailableError, ConfigurationError, OSError) as exc:
-            # A dry run must work where no Flux is reachable (a laptop, CI): show
-            # what the newest adapter would run, and say what could not be checked.
-            newest = POLICIES[0]
-            request = plan_one(batch, newest, None)
-            line = shlex.join(submit_argv(self.flux_command, newest, request))
-            return f"{line}\n# not checked against a broker ({exc}); adapter {newest.name} assumed"
-        return driver.describe(batch)
 
     def get_job_logs(self, job_id: Any) -> str:
         text = super().get_job_logs(job_id)
@@ -225,27 +177,24 @@ class FluxAdapter(SchedulerAdapter):
     def doctor_info(self) -> Dict[str, Any]:
         """What this adapter uses and why (``hpcbridge doctor``); never raises."""
         info = adapter_info(
-            lambda: self.session,
+            self.open,
             transport=self.executor.kind,
-            flux_command=self.flux_command,
+            flux_command=self.options.flux_command,
             uri_setting=self.uri_setting,
         )
-        choice = self.nested_choice
-        info["job_kind"] = f"{choice.kind} ({choice.reason})"
+        choice = choose_kind(None, self.settings, self.uri_setting)
+        info["job_kind"] = f"{choice.kind.value} ({choice.reason})"
         return info
 
     def describe(self) -> str:
         """``flux via TRANSPORT (DRIVER driver, URI)``; the requested driver if Flux is unusable."""
         try:
-            kind, target = self.driver_kind, self.uri or "system instance"
+            session = self.open()
+            kind, target = session.driver.name, session.uri or "system instance"
         except (SchedulerUnavailableError, ConfigurationError, OSError):
-            kind, target = self.requested_driver, self.uri_setting.value or "system instance"
+            kind = self.options.requested_driver
+            target = self.uri_setting.value or "system instance"
         return f"flux via {self.executor.kind} ({kind} driver, {target})"
-
-    def close(self) -> None:
-        if self._session is not None:
-            self._session.driver.close()
-        super().close()
 
 
 __all__ = ["FluxAdapter"]

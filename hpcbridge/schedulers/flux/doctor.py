@@ -1,7 +1,9 @@
-"""``hpcbridge doctor`` for Flux: commands, driver and why, versions, queues, time left."""
+"""``hpcbridge doctor`` for Flux: commands, driver and why, versions, queues, time left -
+and, where the bindings cannot be used, the command that fixes it."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Dict, List, Optional
 
 from ...config import Settings
@@ -9,12 +11,10 @@ from ...doctor import Check
 from ...errors import SchedulerAdapterError
 from ...transports.base import Executor
 from ...transports.local import LocalExecutor
-from .advice import bindings_advice, release_advice
-from .instance import version_argv
-from .nesting import choose_nested
-from .planning import FluxOptions
-from .session import FluxSession, build_session, choose_uri_setting
-from .uri import UriSetting
+from .command_line import version_argv
+from .instance import FluxOptions, UriSetting
+from .plan import choose_kind
+from .session import FluxSession, choose_uri_setting, open_session
 from .versions import parse_flux_version_output
 
 #: releases that must match the broker's, and what they are called
@@ -49,13 +49,13 @@ def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
     )
     setting = choose_uri_setting(settings, executor, None)
     info = adapter_info(
-        lambda: build_session(setting, executor, options),
+        lambda: open_session(setting, executor, options),
         transport=executor.kind,
         flux_command=flux,
         uri_setting=setting,
     )
-    kind = choose_nested(None, settings, setting)
-    found.append(Check("flux job kind", True, f"{kind.kind} jobs by default: {kind.reason}"))
+    kind = choose_kind(None, settings, setting)
+    found.append(Check("flux job kind", True, f"{kind.kind.value} jobs by default: {kind.reason}"))
     return found + _checks_from(info)
 
 
@@ -90,6 +90,7 @@ def session_info(session: FluxSession) -> Dict[str, Any]:
     info: Dict[str, Any] = {
         "driver": session.driver.name,
         "driver_reason": session.choice.reason,
+        "capabilities": session.driver.capabilities.summary(),
         "uri": facts.uri,
         "adapter_version": facts.policy.name,
         "adapter_version_reason": facts.policy_reason,
@@ -125,6 +126,7 @@ def _checks_from(info: Dict[str, Any]) -> List[Check]:
         return [Check("flux driver", False, str(info.get("error", "unusable")))]
     found = [
         Check("flux driver", True, f"{info['driver']} ({info.get('driver_reason', '')})"),
+        Check("flux driver can", True, str(info.get("capabilities", ""))),
         Check("flux instance", bool(info.get("broker_version")), _instance(info)),
         Check(
             "flux adapter version",
@@ -159,3 +161,61 @@ def _instance(info: Dict[str, Any]) -> str:
     if version:
         return f"{target} ({source}): broker {version}"
     return f"{target} ({source}): broker not reachable"
+
+
+# -- what fixes the bindings --------------------------------------------------------
+
+#: modules the bindings import, and the PyPI package that provides each
+_PACKAGE_OF = {
+    "_cffi_backend": "cffi",
+    "cffi": "cffi",
+    "ply": "ply",
+    "yaml": "pyyaml",
+    "jsonschema": "jsonschema",
+}
+
+_MISSING = re.compile(r"No module named '([\w.]+)'")
+
+
+def flux_python_line(broker_version: Optional[str]) -> str:
+    """The pip line for the bindings of the broker's release."""
+    if broker_version:
+        return f"pip install flux-python=={broker_version}"
+    return "pip install flux-python==<the broker's version, from 'flux version'>"
+
+
+def bindings_advice(error: str, broker_version: Optional[str]) -> str:
+    """The next step for bindings that failed to import with ``error``."""
+    missing = _MISSING.findall(error)
+    # The last name is the deepest: "No module named 'flux'; with <dir>: No module named 'ply'"
+    # means the bindings beside flux were found and lack ply.
+    name = missing[-1] if missing else ""
+    top = name.split(".")[0]
+    if top in _PACKAGE_OF:
+        return (
+            f"pip install {_PACKAGE_OF[top]} (the bindings installed beside flux need it; "
+            f"or {flux_python_line(broker_version)})"
+        )
+    if top in ("flux", "_flux"):
+        return flux_python_line(broker_version)
+    if "libflux" in error or "cannot open shared object" in error:
+        return (
+            f"{flux_python_line(broker_version)}, or add flux-core's lib directory to "
+            "LD_LIBRARY_PATH"
+        )
+    if "driver='cli'" in error or "transport is" in error:
+        return ""  # not a failure: the CLI is the way here
+    return f"{flux_python_line(broker_version)} into this Python"
+
+
+def release_advice(label: str, other: str, broker: str) -> str:
+    """Releases that disagree: say both and how to align them."""
+    fix = (
+        flux_python_line(broker)
+        if label == "the Python bindings"
+        else (f"set HPCBRIDGE_FLUX_COMMAND to the flux of release {broker}")
+    )
+    return (
+        f"{label} are {other} but the broker is {broker}: mixed releases fail with "
+        f"'Protocol error' or 'invalid payload', or hang; {fix}"
+    )

@@ -1,14 +1,16 @@
-"""Build the ``JobspecV1`` of a job: a batch job (a nested Flux instance running
-our wrapper) or a plain job (the wrapper runs directly as the job's tasks).
+"""Build the ``JobspecV1`` of a job - a batch job (a nested Flux instance running our
+wrapper) or a plain job (the wrapper runs directly as the job's tasks) - and submit
+many of them, pipelined.
 
-Pure: the ``JobspecV1`` class is passed in, so this module imports nothing
-from Flux, nothing from hpcbridge, only the standard library - and it stays
-Python 3.6 compatible.  That is on purpose: the CLI driver ships this very
-source to the broker's side and runs it with ``flux python`` to submit many
-jobs from one process (``main`` below), so the native and the CLI paths
-build byte-for-byte the same jobspec.
+Standalone on purpose: the ``JobspecV1`` class and the ``flux.job`` module are
+passed in, nothing from hpcbridge is imported - only the standard library, and
+Flux's own constraint parser where the bindings have one (``parse_constraint``)
+- and it stays Python 3.6 compatible.  The CLI driver ships this very source to the
+broker's side and runs it with ``flux python`` to submit many jobs from one
+process (``main`` below), and the native driver calls ``submit_all`` in this
+process: both paths build byte-for-byte the same jobspec and send it the same way.
 
-``params`` is a plain JSON-able dict (see ``requests.jobspec_params``):
+``params`` is a plain JSON-able dict (see ``plan.jobspec_params``):
 kind ("batch": a nested instance; "plain": the command as the tasks), script
 (batch), command (plain: argv), jobname,
 num_slots, cores_per_slot, gpus_per_slot, num_nodes, duration (seconds;
@@ -148,35 +150,49 @@ def parse_constraint(text: str) -> Any:
 def submit_all(
     handle: Any,
     flux_job: Any,
-    params_list: Sequence[Mapping[str, Any]],
+    params: Mapping[str, Any],
+    environments: Sequence[Mapping[str, str]],
     base_environment: Optional[Mapping[str, str]] = None,
 ) -> List[Tuple[bool, Any]]:
-    """Submit many jobs, pipelined; one ``(ok, id_or_message)`` per job, in order.
+    """Submit one job per entry of ``environments``; ``(ok, id or message)`` each, in order.
 
-    All ``submit_async`` futures are in flight before the first id is read:
-    one round trip in total instead of one per job.
+    The jobs differ only in those variables (a task index), so the jobspec is
+    built once.  Pipelined: every ``submit_async`` is in flight before the
+    first id is read - one round trip in total instead of one per job.
     """
+    try:
+        spec = build_jobspec(flux_job.JobspecV1, params, base_environment)
+    except (ValueError, TypeError, KeyError) as exc:
+        return [(False, "cannot build the Flux jobspec: " + str(exc))] * len(environments)
+    shared = dict(spec.environment)
     futures: List[Any] = []
-    for params in params_list:
+    for own in environments:
+        spec.environment = dict(shared, **own)
         try:
-            spec = build_jobspec(flux_job.JobspecV1, params, base_environment)
             futures.append(flux_job.submit_async(handle, spec.dumps()))
-        except (ValueError, TypeError, KeyError, OSError) as exc:
+        except OSError as exc:
             futures.append(exc)
     results: List[Tuple[bool, Any]] = []
     for future in futures:
         if isinstance(future, Exception):
-            results.append((False, str(future)))
+            results.append((False, _error_text(future)))
             continue
         try:
+            # submit returns a JobID (0.49+) or an int (0.26): both are ints.
             results.append((True, int(future.get_id())))
         except OSError as exc:
-            results.append((False, exc.strerror or str(exc)))
+            results.append((False, _error_text(exc)))
     return results
 
 
+def _error_text(exc: BaseException) -> str:
+    strerror = getattr(exc, "strerror", None)
+    return strerror or str(exc) or type(exc).__name__
+
+
 def main() -> None:
-    """The bulk helper: JSON ``{"jobs": [params, ...]}`` on stdin, one line per job out.
+    """The bulk helper: JSON ``{"job": params, "environments": [...]}`` on stdin, one
+    line per job out.
 
     Output lines: ``OK <decimal id>`` or ``ERR <message>``.  Run by the CLI
     driver as ``flux python -c <this source>`` on the broker's side.
@@ -186,7 +202,7 @@ def main() -> None:
 
     request = json.load(sys.stdin)
     handle = flux.Flux()
-    for ok, value in submit_all(handle, flux.job, request["jobs"]):
+    for ok, value in submit_all(handle, flux.job, request["job"], request["environments"]):
         if ok:
             sys.stdout.write(f"OK {value}\n")
         else:

@@ -1,11 +1,18 @@
-"""The Flux session: what an adapter learned about its instance, built once.
+"""Opening a Flux session: which instance, which driver, which release - learned once.
 
-``build_session`` answers, in order: which instance (the URI setting, a
-target resolved to its URI), whether the bindings can talk to it (else the
-CLI driver, see ``driver.choose_driver``), its release (the version policy,
-0.26 or 0.49) and its queues - and makes the driver with those facts.  The
-result is immutable: nothing is filled in later, no method depends on
-another having run first.
+``open_session`` is the named step ``FluxAdapter.open`` takes, once.  In order:
+
+1. **the instance**: the URI setting, or a target (``slurm:ID``, a Flux job
+   id...) resolved to its URI (``uri.resolve_target``);
+2. **the driver**: the bindings when they import here, the transport is local
+   and a handle to the instance answers within ``probe_timeout``; else the
+   ``flux`` commands (``driver.choose_driver``);
+3. **the release**: the broker's version picks the version policy (0.26 or
+   0.49, ``versions``), and where the release has named queues they are read.
+
+It logs one line saying what it learned.  The facts are fixed once learned;
+the driver made with them keeps its own working state (readiness, the ends
+its waiters heard).
 """
 
 from __future__ import annotations
@@ -13,25 +20,30 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Protocol, Tuple
 
 from ...config import Settings
 from ...errors import SchedulerUnavailableError
 from ...transports.base import Executor
-from ..driver import DriverChoice, NativeDriverBroken, choose_driver
+from ..driver import DriverChoice, NativeDriverBroken, SchedulerDriver, choose_driver
 from .bindings import BindingsUnavailable, bindings_version, import_bindings
-from .cli import CLIDriver
-from .native import NativeConnection, NativeDriver, error_text
-from .planning import FluxOptions, InstanceFacts
-from .queues import QueueInfo
-from .runner import FluxCommands
-from .target import command_host, resolve_target
-from .uri import UriSetting, choose_uri, classify
-from .versions import POLICIES, FluxPolicy, choose_policy, policy_by_name
+from .bindings_driver import BindingsConnection, NativeDriver, error_text
+from .command_driver import CLIDriver, FluxCommands
+from .instance import FluxOptions, InstanceFacts, QueueInfo, UriSetting, facts
+from .plan import TimeLeft
+from .uri import choose_uri, classify, command_host, resolve_target
+from .versions import FluxPolicy, choose_policy
 
 log = logging.getLogger("hpcbridge")
 
-FluxDriver = Union[NativeDriver, CLIDriver]
+
+class FluxDriver(SchedulerDriver, Protocol):
+    """What both Flux drivers offer beyond the contract (``doctor`` reads it)."""
+
+    #: what the session learned about the instance
+    facts: InstanceFacts
+    #: seconds until the instance ends (inside a time-limited job), else ``None``
+    time_left: TimeLeft
 
 
 @dataclass(frozen=True)
@@ -40,10 +52,8 @@ class Bindings:
 
     module: Any
     error: str = ""
-
-    @property
-    def version(self) -> Optional[str]:
-        return bindings_version(self.module) if self.module is not None else None
+    #: the libflux-core release the bindings are linked with, when they imported
+    version: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -59,18 +69,8 @@ class FluxSession:
     commands: FluxCommands
     #: the host the commands run on, when a target had to be resolved
     command_host: Optional[str]
-
-    @property
-    def uri(self) -> Optional[str]:
-        return self.facts.uri
-
-    @property
-    def policy(self) -> FluxPolicy:
-        return self.facts.policy
-
-    @property
-    def queues(self) -> Optional[QueueInfo]:
-        return self.facts.queues
+    #: the resolved URI of the instance (``None`` = the system instance)
+    uri: Optional[str]
 
 
 def choose_uri_setting(settings: Settings, executor: Executor, uri: Optional[str]) -> UriSetting:
@@ -91,50 +91,53 @@ def load_bindings(executor: Executor, options: FluxOptions) -> Bindings:
             "process only, the CLI runs where the broker is",
         )
     try:
-        return Bindings(import_bindings(options.flux_command, options.discover_bindings))
+        module = import_bindings(options.flux_command, options.discover_bindings)
     except BindingsUnavailable as exc:
         return Bindings(None, f"flux bindings unusable: {exc}")
+    return Bindings(module, version=bindings_version(module))
 
 
-def target_policy(options: FluxOptions) -> FluxPolicy:
-    """The policy for resolving a target, before its broker's release is known."""
-    return policy_by_name(options.adapter_version) if options.adapter_version else POLICIES[0]
-
-
-def build_session(setting: UriSetting, executor: Executor, options: FluxOptions) -> FluxSession:
+def open_session(setting: UriSetting, executor: Executor, options: FluxOptions) -> FluxSession:
     """Resolve the instance, choose and make the driver; raises when Flux is unusable."""
     bindings = load_bindings(executor, options)
     commands = FluxCommands(executor, options.flux_command, options.command_timeout)
-    here: Optional[str] = None
-    resolved = setting.value
-    if resolved and classify(resolved)[0] == "target":
-        here = command_host(executor, commands)
-        resolved = resolve_target(
-            resolved,
-            commands=commands,
-            options=options,
-            policy=target_policy(options),
-            flux_module=bindings.module,
-            here=lambda: here,
-        )
-    aimed = commands.for_uri(resolved)
+    host: Optional[str] = None
+    uri = setting.value
+    if uri and classify(uri)[0] == "target":
+        host = command_host(executor, commands)
+        uri = resolve_target(uri, commands, options, bindings.module, lambda: host)
+    aimed = commands.for_uri(uri)
 
-    def native() -> FluxDriver:
-        return _native_driver(bindings, resolved, options, aimed)
+    def native() -> Tuple[FluxDriver, str]:
+        return _native_driver(bindings, uri, options, aimed)
 
     def cli() -> FluxDriver:
-        return _cli_driver(resolved, options, aimed)
+        version = aimed.versions().get("broker")
+        learned = learn_facts(uri, version, options, aimed.queue_info)
+        return CLIDriver(aimed, learned, options.ready_timeout, options.outer_time_margin)
 
     driver, choice = choose_driver("flux", options.requested_driver, native, cli)
-    return FluxSession(setting, driver.facts, driver, choice, bindings, aimed, here)
+    learned = driver.facts
+    queues = learned.queues
+    log.info(
+        "flux: %s (%s): broker %s, adapter %s, %s driver (%s), %s",
+        learned.label,
+        setting.source,
+        learned.broker_version or "?",
+        learned.policy.name,
+        choice.name,
+        choice.reason,
+        "queues unknown" if queues is None else (", ".join(queues.names) or "anonymous queue"),
+    )
+    return FluxSession(setting, learned, driver, choice, bindings, aimed, host, uri)
 
 
 def _native_driver(
     bindings: Bindings, uri: Optional[str], options: FluxOptions, commands: FluxCommands
-) -> NativeDriver:
+) -> Tuple[NativeDriver, str]:
     if bindings.module is None:
         raise SchedulerUnavailableError(bindings.error)
-    connection = NativeConnection(
+    connection = BindingsConnection(
         bindings.module, uri, options.command_timeout, _flux_bin_dir(options.flux_command)
     )
     label = uri or "the system instance"
@@ -143,15 +146,11 @@ def _native_driver(
     except Exception as exc:  # noqa: BLE001 - any failure means "use the CLI"
         connection.reset()
         raise NativeDriverBroken(f"cannot use a handle to {label}: {error_text(exc)}") from exc
-    facts = learn_facts(uri, version, options, lambda _policy: connection.queue_info())
-    reason = f"bindings {bindings.version or '?'} talk to {label}"
-    return NativeDriver(connection, facts, options, commands, reason)
-
-
-def _cli_driver(uri: Optional[str], options: FluxOptions, commands: FluxCommands) -> CLIDriver:
-    version = commands.versions().get("broker")
-    facts = learn_facts(uri, version, options, commands.queue_info)
-    return CLIDriver(commands, facts, options)
+    learned = learn_facts(uri, version, options, lambda _policy: connection.queue_info())
+    driver = NativeDriver(
+        connection, learned, commands, options.ready_timeout, options.outer_time_margin
+    )
+    return driver, f"bindings {bindings.version or '?'} talk to {label}"
 
 
 def learn_facts(
@@ -170,7 +169,7 @@ def learn_facts(
             queues = fetch_queues(policy)
         except OSError as exc:
             log.debug("flux: cannot read the queue configuration: %s", exc)
-    return InstanceFacts(uri, broker_version, policy, reason, queues)
+    return facts(uri, broker_version, policy, reason, queues)
 
 
 def _flux_bin_dir(flux_command: str) -> Optional[str]:

@@ -6,29 +6,33 @@ allocation; only meaningful for the local transport - over SSH it names a
 socket on *this* machine) > the system instance (``None``: no ``FLUX_URI``).
 
 A value is either a URI, used as given (``local://``, ``ssh://``), or a
-*target* resolved like ``flux uri --remote TARGET`` (see ``target.py``):
+*target* resolved like ``flux uri --remote TARGET`` (``resolve_target``):
 ``slurm:<id>``, ``lsf:<id>``, ``pid:<pid>``, ``jobid:<id>`` or a bare Flux
-job id (a nested instance made by ``flux batch``).
+job id (a nested instance made by ``flux batch``) - in-process with the
+bindings when they work here, else by running ``flux uri`` where the commands
+run.  A job that is still starting is waited for, up to the ready timeout.
+The answer is turned into the ``local://`` form when the target runs where
+the commands run (``local_form``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional, Tuple
+import logging
+import platform
+from typing import Any, Callable, Optional, Tuple
 
 from ...errors import ConfigurationError
-from .ids import is_job_id
+from ...retrying import retry
+from ...transports.base import Executor
+from .command_driver import FluxCommands
+from .ids import is_job_id, parse_job_id
+from .instance import FluxOptions, UriSetting
+from .versions import POLICIES, FluxPolicy, policy_by_name
+
+log = logging.getLogger("hpcbridge")
 
 URI_SCHEMES = ("local", "ssh")
 TARGET_SCHEMES = ("slurm", "lsf", "jobid", "pid")
-
-
-@dataclass(frozen=True)
-class UriSetting:
-    """The chosen value and where it came from."""
-
-    value: Optional[str]
-    source: str
 
 
 def choose_uri(
@@ -91,3 +95,91 @@ def always_local(uri: str) -> str:
     if uri.startswith("ssh://"):
         return "local:///" + uri.split("/", 3)[-1]
     return uri
+
+
+def command_host(executor: Executor, commands: FluxCommands) -> Optional[str]:
+    """The host the commands run on (where a ``local://`` URI is usable)."""
+    if executor.is_local:
+        return platform.node()
+    return commands.hostname()
+
+
+def resolve_target(
+    target: str,
+    commands: FluxCommands,
+    options: FluxOptions,
+    flux_module: Any,
+    here: Callable[[], Optional[str]],
+    local: Optional[bool] = None,
+) -> str:
+    """The URI of ``target``; ``ConfigurationError`` when it cannot be resolved.
+
+    A bare job id is looked up in ``options.parent_uri`` (else the commands'
+    default instance).  ``local=None``: the ``local://`` form when the target
+    runs on the host ``here()`` names (where the commands run); ``True``:
+    always; ``False``: never.
+    """
+    kind, text = classify(target)
+    if kind == "uri":
+        return text
+    budget, parent_uri = options.ready_timeout, options.parent_uri
+    uri = _native_uri(flux_module, text, parent_uri, budget) if flux_module else ""
+    if not uri:
+        parent = commands.for_uri(parent_uri or None)
+        try:
+            uri = parent.resolve_uri(text, target_policy(options), budget)
+        except LookupError as exc:
+            raise ConfigurationError(f"cannot resolve {target!r}: {exc}") from None
+    if local is False:
+        return uri
+    localized = local_form(uri, here())
+    if local and localized == uri:
+        localized = always_local(uri)
+    return localized
+
+
+def target_policy(options: FluxOptions) -> FluxPolicy:
+    """The policy for resolving a target, before its broker's release is known."""
+    return policy_by_name(options.adapter_version) if options.adapter_version else POLICIES[0]
+
+
+def _native_uri(flux_module: Any, target: str, parent_uri: Optional[str], budget: float) -> str:
+    """In-process resolution, retried while the job is starting; "" to let the CLI try."""
+    try:
+        return retry(
+            lambda: resolve_uri_natively(flux_module, target, parent_uri),
+            budget=budget,
+            retry_on=(LookupError,),
+            what=f"resolving {target}",
+        )
+    except LookupError as exc:
+        raise ConfigurationError(f"cannot resolve {target!r}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - the CLI may still manage
+        log.debug("native URI resolution of %s failed (%s); trying flux uri", target, exc)
+        return ""
+
+
+def resolve_uri_natively(flux_module: Any, target: str, parent_uri: Optional[str]) -> str:
+    """``flux uri --remote TARGET`` in-process.
+
+    A job id is looked up in ``parent_uri`` (or the enclosing instance);
+    other schemes (``slurm:``, ``lsf:``, ``pid:``) go through
+    ``flux.uri.FluxURIResolver``.  ``LookupError``: not published yet.
+    """
+    from flux.uri import FluxURIResolver, JobURI
+
+    scheme, _, rest = target.partition(":")
+    if scheme != "jobid" and ":" in target:
+        return str(JobURI(str(FluxURIResolver().resolve(target))).remote)
+    job_text = rest if scheme == "jobid" else target
+    parent = flux_module.Flux(parent_uri) if parent_uri else flux_module.Flux()
+    info = flux_module.job.job_list_id(parent, parse_job_id(job_text)).get_jobinfo()
+    if info.state != "RUN":
+        raise ValueError(f"Flux job {job_text} is not running (state {info.state})")
+    try:
+        uri = str(info.user.uri)
+    except (AttributeError, KeyError):
+        uri = ""
+    if not uri or uri == "None":
+        raise LookupError(f"Flux job {job_text} has not published its URI yet")
+    return str(JobURI(uri).remote)

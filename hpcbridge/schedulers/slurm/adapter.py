@@ -9,12 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from ...config import Settings
 from ...registry import check_driver_choice
-from ...store import JobStore
 from ...transports.base import Executor
 from ..base import SchedulerAdapter
-from ..driver import SchedulerDriver
+from ..driver import OpenDriver
 from .cli import SlurmCliDriver
 from .ids import normalize_job_id
 from .native import choose_slurm_driver
@@ -27,48 +25,45 @@ class RealSlurmAdapter(SchedulerAdapter):
     output_template = "slurm-{id}.out"
     output_placeholder = "%j"
     launcher_command = "srun"
+    # Flux's job kind (batch or plain job): Slurm has one kind of job.
+    ignored_options = frozenset({"nested"})
 
     def __init__(
         self,
         executor: Optional[Executor] = None,
         remote_workdir: Optional[str] = None,
         *,
-        settings: Optional[Settings] = None,
-        store: Optional[JobStore] = None,
         driver: Optional[str] = None,
-        unknown_limit: Optional[int] = None,
-        command_timeout: Optional[float] = None,
         max_array_size: Optional[int] = None,
         command_env: Optional[Mapping[str, str]] = None,
+        **common: Any,
     ) -> None:
         """``driver``: "auto" (pyslurm when it imports and matches, else the CLI),
         "native" or "cli"; default from ``HPCBRIDGE_SLURM_DRIVER``.
         ``command_env``: extra environment for the Slurm commands (e.g.
         ``{"SLURM_CONF": ...}`` over SSH).  ``max_array_size`` overrides the
-        cluster's ``MaxArraySize`` (else asked once)."""
-        super().__init__(
-            executor,
-            remote_workdir,
-            settings=settings,
-            store=store,
-            unknown_limit=unknown_limit,
-            command_timeout=command_timeout,
+        cluster's ``MaxArraySize`` (else asked once).  ``common``: the keywords
+        every adapter takes (``settings``, ``store``, ``unknown_limit``,
+        ``command_timeout``)."""
+        super().__init__(executor, remote_workdir, **common)
+        self.requested_driver = (
+            check_driver_choice("slurm", driver) if driver else self.settings.slurm_driver
         )
-        requested = check_driver_choice("slurm", driver) if driver else self.settings.slurm_driver
         self.command_env = dict(command_env or {})
-        cli = SlurmCliDriver(self.executor, self.command_timeout, command_env, max_array_size)
-        conf_env = {**self.settings.command_env, **self.command_env}
-        self._slurm_driver, self.driver_choice = choose_slurm_driver(
-            requested, self.executor, cli, conf_env
-        )
+        self._max_array_size = max_array_size
 
-    @property
-    def driver(self) -> SchedulerDriver:
-        return self._slurm_driver
+    def _open_session(self) -> OpenDriver:
+        """pyslurm when it imports and matches this cluster's Slurm, else the commands."""
+        cli = SlurmCliDriver(
+            self.executor, self.command_timeout, self.command_env, self._max_array_size
+        )
+        conf_env = {**self.settings.command_env, **self.command_env}
+        driver, choice = choose_slurm_driver(self.requested_driver, self.executor, cli, conf_env)
+        return OpenDriver(driver, choice)
 
     def normalize_job_id(self, job_id: Any) -> str:
         return normalize_job_id(job_id)
 
     def max_array_size(self) -> int:
         """Tasks per array: the cluster's ``MaxArraySize`` (asked once) or the override."""
-        return self.driver.max_batch()
+        return self.open().driver.max_batch()

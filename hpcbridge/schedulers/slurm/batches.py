@@ -11,7 +11,7 @@ from typing import Callable, List, Optional
 
 from ...errors import JobSubmissionError, SubmissionUncertainError
 from ...model import JobState, JobStatus
-from ..driver import Capabilities, PartialSubmissionError, SubmitBatch, Submitted
+from ..driver import Capabilities, PartialSubmissionError, Planned, SubmitBatch, Submitted
 from .ids import array_task_ids
 from .messages import arrays_refused
 from .submission import SubmitSpec, array_output, check_mem, output_for_task
@@ -43,13 +43,25 @@ def spec_for(batch: SubmitBatch, task_index: Optional[int] = None) -> SubmitSpec
     )
 
 
-def submit_batch(batch: SubmitBatch, submit: SubmitOne) -> List[Submitted]:
+def plan_batch(batch: SubmitBatch) -> Planned:
+    """The batch as its first submission: a plain job or the whole array."""
+    return Planned(batch, spec_for(batch))
+
+
+def planned_spec(planned: Planned) -> SubmitSpec:
+    """The ``SubmitSpec`` ``plan_batch`` made."""
+    if not isinstance(planned.detail, SubmitSpec):
+        raise TypeError("a Slurm driver was handed another driver's plan")
+    return planned.detail
+
+
+def submit_batch(planned: Planned, submit: SubmitOne) -> List[Submitted]:
     """``batch.count`` jobs: one plain sbatch, else one ``--array=0-N``.
 
     Where Slurm refuses the array, each task goes in on its own with its
     index in ``HPCBRIDGE_TASK_INDEX``.
     """
-    spec = spec_for(batch)
+    batch, spec = planned.batch, planned_spec(planned)
     try:
         first_id = submit(spec)
     except SubmissionUncertainError:

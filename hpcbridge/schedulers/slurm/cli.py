@@ -19,9 +19,9 @@ from ...errors import (
 )
 from ...model import JobStatus
 from ...transports.base import CommandResult, Executor
-from ..driver import SubmitBatch, Submitted, unreachable
+from ..driver import Planned, SubmitBatch, Submitted, unreachable
 from . import control, messages, status, submission
-from .batches import CAPABILITIES, NOT_FOUND, spec_for, submit_batch, unknown
+from .batches import CAPABILITIES, NOT_FOUND, plan_batch, planned_spec, submit_batch, unknown
 
 log = logging.getLogger("hpcbridge.slurm")
 
@@ -57,11 +57,14 @@ class SlurmCliDriver:
 
     # -- submit ------------------------------------------------------------
 
-    def describe(self, batch: SubmitBatch) -> str:
-        return submission.describe_argv(submission.sbatch_argv(spec_for(batch)))
+    def plan(self, batch: SubmitBatch) -> Planned:
+        return plan_batch(batch)
 
-    def submit_many(self, batch: SubmitBatch) -> List[Submitted]:
-        return submit_batch(batch, self.submit)
+    def describe(self, planned: Planned) -> str:
+        return submission.describe_argv(submission.sbatch_argv(planned_spec(planned)))
+
+    def submit_many(self, planned: Planned) -> List[Submitted]:
+        return submit_batch(planned, self.submit)
 
     def submit(self, spec: submission.SubmitSpec) -> str:
         """One sbatch; its job id."""

@@ -21,13 +21,14 @@ from ...transports.base import Executor
 from ..driver import (
     TASK_INDEX_VARIABLE,
     DriverChoice,
+    Planned,
     SchedulerDriver,
     SubmitBatch,
     Submitted,
     choose_driver,
     unreachable,
 )
-from .batches import CAPABILITIES, NOT_FOUND, spec_for, submit_batch, unknown
+from .batches import CAPABILITIES, NOT_FOUND, plan_batch, planned_spec, submit_batch, unknown
 from .cli import SlurmCliDriver
 from .ids import split_job_id
 from .pyslurm_jobs import (
@@ -72,8 +73,8 @@ __all__ = [
 
 def build_native_driver(
     executor: Executor, cli: SlurmCliDriver, command_env: Optional[Mapping[str, str]] = None
-) -> SlurmNativeDriver:
-    """The pyslurm driver, or ``SchedulerUnavailableError`` saying why not.
+) -> Tuple[SlurmNativeDriver, str]:
+    """The pyslurm driver and why it is usable, or ``SchedulerUnavailableError`` saying why not.
 
     ``command_env``: the environment the settings give the Slurm commands;
     its ``SLURM_CONF`` (else the process's) is the cluster pyslurm must talk to.
@@ -99,8 +100,8 @@ def build_native_driver(
             f"pyslurm not importable ({type(exc).__name__}: {exc})"
         ) from exc
     return SlurmNativeDriver(
-        cli, pyslurm, choice_reason=f"pyslurm {pyslurm_version} matches Slurm {slurm_version}"
-    )
+        cli, pyslurm
+    ), f"pyslurm {pyslurm_version} matches Slurm {slurm_version}"
 
 
 def choose_slurm_driver(
@@ -124,25 +125,27 @@ class SlurmNativeDriver:
     name = "native"
     capabilities = CAPABILITIES
 
-    def __init__(self, cli: SlurmCliDriver, pyslurm: Any, choice_reason: str = "") -> None:
+    def __init__(self, cli: SlurmCliDriver, pyslurm: Any) -> None:
         self.cli = cli
         self.pyslurm = pyslurm
-        #: why this driver was chosen (for describe and doctor)
-        self.choice_reason = choice_reason or "pyslurm usable"
         #: "no job history from slurmdbd" is logged once per driver
         self._no_history_noted = False
         #: the environment sbatch would run with, beyond the process's (SLURM_CONF...)
-        self.command_env: Dict[str, str] = {**getattr(cli.executor, "env", {}), **(cli.env or {})}
+        self.command_env: Dict[str, str] = {**cli.executor.env, **(cli.env or {})}
         #: job id -> the wrapper's exit-code file, for the jobs this driver submitted
         self._exit_files: Dict[str, str] = {}
 
-    def describe(self, batch: SubmitBatch) -> str:
-        kwargs = submit_description_kwargs(spec_for(batch))
+    def plan(self, batch: SubmitBatch) -> Planned:
+        return plan_batch(batch)
+
+    def describe(self, planned: Planned) -> str:
+        kwargs = submit_description_kwargs(planned_spec(planned))
         fields = ", ".join(f"{key}={value!r}" for key, value in kwargs.items())
         return f"pyslurm.JobSubmitDescription({fields}).submit()"
 
-    def submit_many(self, batch: SubmitBatch) -> List[Submitted]:
-        submitted = submit_batch(batch, self._submit_spec)
+    def submit_many(self, planned: Planned) -> List[Submitted]:
+        batch = planned.batch
+        submitted = submit_batch(planned, self._submit_spec)
         for item in submitted:
             self._exit_files[item.job_id] = batch.job.exit_file_for(item.index, batch.count)
         return submitted

@@ -1,4 +1,6 @@
-"""Waiting woken by job ends: ``result_async`` futures on a handle of the waiter's own.
+"""Waiting woken by job events, for the native driver.
+
+``ResultWaiter``: ``result_async`` futures on a handle of the waiter's own.
 
 A fulfilled future carries the job's result (state, exit code, times): it is
 kept in ``ended`` for the driver's next ``query``, which answers from it
@@ -15,7 +17,7 @@ from typing import Any, Dict, List, Optional, Set
 
 from ...model import JobStatus
 from .ids import parse_job_id
-from .states import facts_from_jobinfo, status_from_facts
+from .status import facts_from_jobinfo, status_from_facts
 
 log = logging.getLogger("hpcbridge")
 

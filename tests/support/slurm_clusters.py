@@ -17,8 +17,14 @@ import shlex
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Any, Dict, Iterator, Optional
 
+import pytest
+
+from hpcbridge.config import Settings
+from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
+from hpcbridge.store import JobStore
+from hpcbridge.transports.local import LocalExecutor
 from tests.support.components import absent_reason
 
 SKIP = "Slurm test cluster not running: start containers/slurm/start.sh"
@@ -119,3 +125,62 @@ def target_skip_reason(target: Target, env: Optional[Dict[str, str]]) -> Optiona
         if not version.startswith(Path(PREFIX).name.split("-")[-1] + "."):
             return f"pyslurm {version} is not built for {PREFIX}"
     return None
+
+
+# -- what the Slurm test modules share ------------------------------------------------
+
+
+def cluster_for(target: Target) -> Iterator[Dict[str, str]]:
+    env = cluster_env(target.state)
+    reason = target_skip_reason(target, env)
+    if reason:
+        pytest.skip(reason)
+    assert env is not None
+    bad = unusable_nodes(env)
+    if bad:  # every job would stay PENDING: say why at once instead of timing out
+        pytest.fail(
+            f"Slurm test cluster node not usable: {bad} "
+            "(scontrol update nodename=<node> state=resume)"
+        )
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)  # the local executor's commands (and pyslurm) see it
+        patch.setenv("HPCBRIDGE_SLURM_DRIVER", target.driver)
+        yield {**env, "HPCBRIDGE_SLURM_DRIVER": target.driver}
+
+
+def make_adapter(
+    env: Dict[str, str],
+    root: Path,
+    executor: Any = None,
+    remote_workdir: Optional[str] = None,
+    **kwargs: Any,
+) -> RealSlurmAdapter:
+    settings = Settings.from_env(env=dict(env), state_dir=str(root / "state"), scheduler="slurm")
+    made = RealSlurmAdapter(
+        executor=executor if executor is not None else LocalExecutor(default_timeout=60),
+        remote_workdir=remote_workdir or str(root / "jobs"),
+        settings=settings,
+        store=JobStore(root / "state" / "jobs.db"),
+        **kwargs,
+    )
+    wanted = env.get("HPCBRIDGE_SLURM_DRIVER")
+    session = made.open()
+    assert wanted in (None, session.driver.name), session.choice
+    return made
+
+
+def executor_for(kind: str, request: pytest.FixtureRequest) -> Any:
+    if kind == "local":
+        return LocalExecutor(default_timeout=60)
+    return request.getfixturevalue(f"{kind}_executor")  # e.g. an ``ssh_executor`` fixture
+
+
+def squeue_knows(job_id: str) -> bool:
+    out = subprocess.run(
+        ["squeue", "--noheader", "--states=all", f"--jobs={job_id},{job_id}", "--format=%i"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return bool(out.stdout.strip())

@@ -1,8 +1,9 @@
 """Accounting off: the wrapper's exit-code file still gives the final state.
 
-Runs last (file name): it restarts the test cluster with
-``HPCBRIDGE_SLURM_ACCOUNTING=0`` and restores the normal cluster (stop +
-start) at the end, whatever happened.
+The module starts a Slurm 22.05 cluster of its own without accounting (its own
+state folder, ports and munge; ``containers/slurm/start.sh`` with
+``HPCBRIDGE_SLURM_ACCOUNTING=0``) beside the default test cluster, which it
+leaves alone, and stops it at the end - so it runs in any order.
 """
 
 from __future__ import annotations
@@ -21,17 +22,24 @@ from hpcbridge.model import JobState
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
 from hpcbridge.store import JobStore
 from hpcbridge.transports.local import LocalExecutor
-from tests.integration.test_slurm_adapter import squeue_knows
+from tests.support.slurm_clusters import DEBIAN_STATE, SKIP, cluster_env
 
 pytestmark = [pytest.mark.slurm]
 
 SLURM_DIR = Path(__file__).resolve().parents[2] / "containers" / "slurm"
-STATE = Path(os.environ.get("HPCBRIDGE_SLURM_STATE", "/tmp/hpcbridge-slurm"))
-SKIP = "Slurm test cluster not running: start containers/slurm/start.sh"
+#: the cluster of this module: no accounting, ports 6917-6919
+CLUSTER = {
+    "HPCBRIDGE_SLURM_STATE": "/tmp/hpcbridge-slurm-noacct",
+    "HPCBRIDGE_SLURM_ACCOUNTING": "0",
+    "HPCBRIDGE_SLURM_CLUSTER": "hpcbnoacct",
+    "HPCBRIDGE_SLURM_CTLD_PORT": "6917",
+    "HPCBRIDGE_SLURM_SLURMD_PORT": "6918",
+    "HPCBRIDGE_SLURM_DBD_PORT": "6919",
+}
 
 
-def read_env() -> Optional[Dict[str, str]]:
-    env_file = STATE / "env.sh"
+def read_env(state: str) -> Optional[Dict[str, str]]:
+    env_file = Path(state) / "env.sh"
     if not env_file.exists():
         return None
     found: Dict[str, str] = {}
@@ -43,35 +51,44 @@ def read_env() -> Optional[Dict[str, str]]:
     return found if found.get("SLURM_CONF") else None
 
 
-def cluster_script(name: str, accounting: str) -> None:
-    env = {
-        **os.environ,
-        "HPCBRIDGE_SLURM_ACCOUNTING": accounting,
-        "HPCBRIDGE_SLURM_STATE": str(STATE),
-    }
-    result = subprocess.run(
-        ["bash", str(SLURM_DIR / name)], env=env, capture_output=True, text=True, timeout=300
+def cluster_script(name: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", str(SLURM_DIR / name)],
+        env={**os.environ, **CLUSTER},
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
-    assert result.returncode == 0, f"{name} failed:\n{result.stdout}\n{result.stderr}"
 
 
 @pytest.fixture(scope="module")
 def no_accounting() -> Iterator[Dict[str, str]]:
-    before = read_env()
-    if before is None:
-        pytest.skip(SKIP)
+    if cluster_env(DEBIAN_STATE) is None:
+        pytest.skip(SKIP)  # Debian's Slurm is set up by the default cluster's start.sh
+    if os.geteuid() != 0:
+        pytest.skip("starting a Slurm cluster of its own needs root (containers/slurm/start.sh)")
+    started = cluster_script("start.sh")
     try:
-        cluster_script("stop.sh", "1")
-        cluster_script("start.sh", "0")
-        env = read_env()
+        assert started.returncode == 0, f"start.sh failed:\n{started.stdout}\n{started.stderr}"
+        env = read_env(CLUSTER["HPCBRIDGE_SLURM_STATE"])
         assert env is not None and env.get("HPCBRIDGE_SLURM_ACCOUNTING") == "0"
         with pytest.MonkeyPatch.context() as patch:
             for name, value in env.items():
                 patch.setenv(name, value)
             yield env
     finally:
-        cluster_script("stop.sh", "0")
-        cluster_script("start.sh", "1")
+        cluster_script("stop.sh")
+
+
+def squeue_knows(job_id: str) -> bool:
+    """Whether this module's cluster still lists the job (SLURM_CONF is its own)."""
+    out = subprocess.run(
+        ["squeue", "--noheader", "--states=all", f"--jobs={job_id}", "--format=%i"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return bool(out.stdout.strip())
 
 
 def test_exit_code_file_gives_the_final_state(

@@ -1,13 +1,15 @@
 """The native driver: flux-core's Python bindings, in this process.
 
 Used only when ``import flux`` works *and* a handle to the broker opens and
-answers (``NativeConnection.probe``): bindings that import but cannot talk
-to the broker (a missing ``libflux-core.so.2``, an ABI or protocol mismatch
-with the broker's release, no broker) make the adapter use the CLI.
+answers (``BindingsConnection.probe``, when the session is opened): bindings
+that import but cannot talk to the broker (a missing ``libflux-core.so.2``,
+an ABI or protocol mismatch with the broker's release, no broker) make the
+session use the CLI driver instead.
 
-Submissions are pipelined ``submit_async`` futures of one jobspec built
-once (one round trip for many jobs), status for many ids is one
-``JobList(h, ids=...)``, and waiting is event driven (``native_wait``).
+Submissions are pipelined ``submit_async`` futures of one jobspec built once
+(``jobspec.submit_all``, the same code the CLI driver runs under ``flux
+python``), status for many ids is one ``JobList(h, ids=...)``, and waiting is
+event driven (``events.ResultWaiter``).
 """
 
 from __future__ import annotations
@@ -21,28 +23,20 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ...errors import JobSubmissionError, SchedulerAdapterError
 from ...model import JobStatus
-from ..driver import Capabilities, SubmitBatch, Submitted, Waiter
-from . import jobspec as jobspec_module
-from .cli import find_output, raise_cancel_errors
-from .ids import canonical_job_id, parse_job_id
-from .native_wait import ResultWaiter
-from .planning import (
-    FluxOptions,
-    InstanceFacts,
-    Readiness,
-    TimeLeft,
-    plan_requests,
-    submitted_or_raise,
-)
-from .queues import QueueInfo, queue_info_from_config
-from .requests import DROPPED_KEYS, SubmitRequest, jobspec_params
-from .runner import FluxCommands
-from .states import facts_from_jobinfo, statuses_from_facts, unknown
+from ..driver import Capabilities, Planned, SubmitBatch, Submitted, Waiter
+from . import jobspec
+from .command_driver import MAX_BATCH, FluxCommands
+from .command_line import output_path_from_jobspec, raise_cancel_errors
+from .events import ResultWaiter
+from .ids import parse_job_id
+from .instance import InstanceFacts, QueueInfo, queue_info_from_config
+from .plan import DROPPED_KEYS, TimeLeft, flux_plan, jobspec_params, kind_of, plan_batch
+from .sending import Outcome, send
+from .status import facts_from_jobinfo, statuses_from_facts, unknown
 
 log = logging.getLogger("hpcbridge")
 
 CAPABILITIES = Capabilities(events=True, arrays=False, dropped_keys=DROPPED_KEYS)
-MAX_BATCH = 10000
 #: how long a listed state of a job a waiter will hear the end of is answered
 #: again without asking: many jobs ending apart must not each cost a listing of all
 RELIST_AFTER = 1.0
@@ -54,7 +48,7 @@ def error_text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-class NativeConnection:
+class BindingsConnection:
     """Handles to one broker through the bindings, one per thread; the instance's own facts."""
 
     def __init__(
@@ -97,7 +91,7 @@ class NativeConnection:
 
         A client of another release may hang on the first request (newer
         clients to a 0.26 broker) or fail with "Protocol error": both surface
-        here, before the adapter commits to the native driver.
+        here, before the session commits to the native driver.
         """
         return str(self.rpc("attr.get", {"name": "version"}, timeout=timeout)["value"])
 
@@ -110,8 +104,9 @@ class NativeConnection:
         try:
             self.rpc("state-machine.wait", None, timeout=timeout)
         except OSError as exc:
-            if exc.errno != errno.ENOSYS:  # older brokers: the submit retry covers it
-                raise
+            # Older brokers have no state-machine.wait: the submit retry covers them.
+            if exc.errno != errno.ENOSYS:
+                log.debug("flux: readiness check failed: %s", exc)
 
     def queue_info(self) -> QueueInfo:
         return queue_info_from_config(self.rpc("config.get") or {}, source="config.get RPC")
@@ -146,11 +141,6 @@ class NativeConnection:
                 environment["PATH"] = os.pathsep.join([self.flux_bin_dir, *[p for p in parts if p]])
         return environment
 
-    def jobspec(self, request: SubmitRequest) -> Any:
-        return jobspec_module.build_jobspec(
-            self.flux.job.JobspecV1, jobspec_params(request), self.job_environment()
-        )
-
 
 class NativeDriver:
     """Submits, follows and cancels Flux jobs through the bindings."""
@@ -160,21 +150,21 @@ class NativeDriver:
 
     def __init__(
         self,
-        connection: NativeConnection,
+        connection: BindingsConnection,
         facts: InstanceFacts,
-        options: FluxOptions,
         commands: FluxCommands,
-        choice_reason: str = "",
+        ready_timeout: float = 30.0,
+        outer_time_margin: float = 60.0,
     ) -> None:
         self.connection = connection
         self.flux = connection.flux
         self.facts = facts
-        self.options = options
-        #: for a job's jobspec (``find_output``): the same instance, by command
+        #: the same instance by command, where an RPC cannot tell (a job's jobspec)
         self.commands = commands
-        self.choice_reason = choice_reason
+        self.ready_timeout = ready_timeout
+        self.outer_time_margin = outer_time_margin
         self.time_left = TimeLeft(connection.expiration)
-        self.readiness = Readiness(connection.wait_ready, options.ready_timeout)
+        self._ready = False
         #: final statuses the waiters' result futures brought (answered once, then dropped)
         self._ended: Dict[str, JobStatus] = {}
         self._waiters: List[ResultWaiter] = []
@@ -183,63 +173,45 @@ class NativeDriver:
 
     # -- submission --------------------------------------------------------
 
-    def describe(self, batch: SubmitBatch) -> str:
-        request = plan_requests(batch, self.facts, self.options, None)[0]
-        spec = self.connection.jobspec(request)
+    def plan(self, batch: SubmitBatch) -> Planned:
+        return plan_batch(batch, self.facts, self.time_left, self.outer_time_margin)
+
+    def describe(self, planned: Planned) -> str:
+        request = flux_plan(planned).request
+        spec = jobspec.build_jobspec(
+            self.flux.job.JobspecV1, jobspec_params(request), self.connection.job_environment()
+        )
         spec.environment = {"...": "(the submitting process's environment)"}
         return f"flux.job.submit(Flux({self.facts.uri or ''!s}), {spec.dumps()})"
 
-    def submit_many(self, batch: SubmitBatch) -> List[Submitted]:
-        requests = plan_requests(batch, self.facts, self.options, self.time_left)
-        self.readiness.ensure()
-        results = self._submit_until_ready(requests)
-        return submitted_or_raise(results, batch.output, "flux.job.submit")
+    def submit_many(self, planned: Planned) -> List[Submitted]:
+        plan = flux_plan(planned)
+        if not self._ready:
+            self.connection.wait_ready(self.ready_timeout)
+            self._ready = True
+        params = jobspec_params(plan.request)
+        environment = self.connection.job_environment()
 
-    def _submit_until_ready(self, requests: Sequence[SubmitRequest]) -> List[Tuple[bool, str]]:
-        deadline = time.monotonic() + self.options.ready_timeout
-        while True:
+        def attempt() -> List[Outcome]:
             try:
-                results = self._submit_once(requests)
+                found = jobspec.submit_all(
+                    self.connection.handle(), self.flux.job, params, plan.environments, environment
+                )
             except OSError as exc:
                 self.connection.reset()
                 raise JobSubmissionError(
-                    f"cannot submit to the Flux instance {self.facts.uri or '(system)'}: "
-                    f"{error_text(exc)}"
+                    f"cannot submit to the Flux instance {self.facts.label}: {error_text(exc)} "
+                    "(check that it is still running: hpcbridge doctor)"
                 ) from exc
-            # A nested instance still starting has no job-ingest service yet
-            # ("No service matching job-ingest.submit"): nothing was accepted,
-            # so sending again is safe.  Anything else is final.
-            not_ready = not any(ok for ok, _ in results) and all(
-                "job-ingest" in value for _, value in results
-            )
-            if not not_ready or time.monotonic() >= deadline:
-                return results
-            time.sleep(0.25)
+            return [(ok, str(value)) for ok, value in found]
 
-    def _submit_once(self, requests: Sequence[SubmitRequest]) -> List[Tuple[bool, str]]:
-        """Pipelined: every ``submit_async`` is in flight before the first id is read.
-
-        The jobs of one batch differ only in their environment (the task
-        index), so the jobspec is built once.
-        """
-        try:
-            spec = self.connection.jobspec(requests[0])
-        except (ValueError, TypeError, KeyError) as exc:
-            raise JobSubmissionError(f"cannot build the Flux jobspec: {exc}") from exc
-        environment = dict(spec.environment)
-        handle = self.connection.handle()
-        futures = []
-        for request in requests:
-            spec.environment = {**environment, **request.environment}
-            futures.append(self.flux.job.submit_async(handle, spec.dumps()))
-        results: List[Tuple[bool, str]] = []
-        for future in futures:
-            try:
-                # submit returns a JobID (0.49+) or an int (0.26): both are ints.
-                results.append((True, canonical_job_id(int(future.get_id()))))
-            except OSError as exc:
-                results.append((False, error_text(exc)))
-        return results
+        return send(
+            attempt,
+            output=plan.request.output,
+            kind=kind_of(planned.batch).value,
+            what="flux.job.submit",
+            ready_timeout=self.ready_timeout,
+        )
 
     # -- status ------------------------------------------------------------
 
@@ -257,11 +229,11 @@ class NativeDriver:
         rest = [job_id for job_id in job_ids if job_id not in answers]
         if rest:
             fresh = self._list(rest)
-            for job_id, status in fresh.items():
-                if status.is_terminal:
+            for job_id, found in fresh.items():
+                if found.is_terminal:
                     self._listed.pop(job_id, None)
                 else:
-                    self._listed[job_id] = (now, status)
+                    self._listed[job_id] = (now, found)
             answers.update(fresh)
         return answers
 
@@ -279,9 +251,10 @@ class NativeDriver:
             infos = listing.jobs()
         except OSError as exc:
             self.connection.reset()
-            where = self.facts.uri or "(default)"
+            where = self.facts.label
             return unknown(job_ids, f"cannot reach the Flux instance {where}: {error_text(exc)}")
-        errors = "; ".join(getattr(listing, "errors", []) or [])
+        # JobList keeps the per-id failures ("JobID ... unknown") in .errors.
+        errors = "; ".join(listing.errors) if hasattr(listing, "errors") else ""
         facts = [facts_from_jobinfo(info) for info in infos]
         return statuses_from_facts(
             job_ids, facts, f"not known to the Flux instance ({errors or 'no answer'})"
@@ -294,9 +267,10 @@ class NativeDriver:
         and raises ``AttributeError: 'int' object has no attribute 'orig'``
         when it was given a plain int.
         """
-        jobid_class = getattr(self.flux.job, "JobID", None)
         numbers = [parse_job_id(job_id) for job_id in job_ids]
-        return [jobid_class(number) for number in numbers] if jobid_class else numbers
+        if hasattr(self.flux.job, "JobID"):
+            return [self.flux.job.JobID(number) for number in numbers]
+        return numbers
 
     # -- the rest of the contract -----------------------------------------------
 
@@ -311,7 +285,8 @@ class NativeDriver:
         except OSError as exc:
             self.connection.reset()
             raise SchedulerAdapterError(
-                f"cannot reach the Flux instance {self.facts.label} to cancel: {error_text(exc)}"
+                f"cannot reach the Flux instance {self.facts.label} to cancel: "
+                f"{error_text(exc)} (check that it is still running: hpcbridge doctor)"
             ) from exc
         errors = []
         for job_id, future in futures:
@@ -325,22 +300,27 @@ class NativeDriver:
         return MAX_BATCH
 
     def find_output(self, job_id: str) -> Optional[str]:
-        return find_output(self.commands, job_id)
+        """From the job's jobspec (the ``job-info.lookup`` RPC, else the command)."""
+        try:
+            found = self.connection.rpc(
+                "job-info.lookup", {"id": parse_job_id(job_id), "keys": ["jobspec"], "flags": 0}
+            )
+            return output_path_from_jobspec(str(found["jobspec"]), job_id)
+        except (OSError, KeyError, TypeError) as exc:
+            log.debug("flux: job-info.lookup of %s: %s; asking the command", job_id, exc)
+        return self.commands.output_of(job_id)
 
     def waiter(self, job_ids: Sequence[str]) -> Optional[Waiter]:
         """Wakes the wait loop the moment a job ends; ``None`` (sleep) when it cannot."""
         self._waiters = [waiter for waiter in self._waiters if not waiter.closed]
         try:
             waiter = ResultWaiter(self.flux, self.facts.uri, list(job_ids), self._ended)
-            self._waiters.append(waiter)
-            return waiter
         except Exception as exc:  # noqa: BLE001 - fall back to sleeping
             log.debug("flux: cannot watch job results (%s); polling", exc)
             self.connection.reset()
             return None
-
-    def expiration(self) -> Optional[float]:
-        return self.connection.expiration()
+        self._waiters.append(waiter)
+        return waiter
 
     def close(self) -> None:
         self.connection.reset()

@@ -1,0 +1,363 @@
+"""The Flux CLI driver: ``flux`` commands through the executor (local or SSH).
+
+Used when the bindings are missing or broken, or the broker is only
+reachable over SSH.  ``FluxCommands`` runs the command lines of
+``command_line`` against one instance (``FLUX_URI`` in each command's
+environment when a specific broker, e.g. a nested instance, is targeted);
+the ``flux`` that runs is the broker's own release, since clients of another
+release break (``Protocol error``, ``invalid payload``, hangs).
+
+One job goes in as ``flux batch`` (a batch job) or ``flux submit`` (a plain
+job); many go in through one process, ``flux python`` running ``jobspec.py``
+(the same jobspec builder and pipelined send as the native driver) on the
+broker's side - not one process per job.  (``flux submit --cc`` is one
+process too, but ``flux batch`` has no ``--cc``; and ``flux python`` sets the
+bindings' PYTHONPATH itself, which plain jobs and ``flux start``'s initial
+program do not get.)
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import time
+from typing import Callable, Dict, List, Optional, Sequence, Set, TypeVar
+
+from ...errors import JobSubmissionError, SchedulerUnavailableError
+from ...model import JobState, JobStatus
+from ...retrying import retry
+from ...transports.base import CommandResult, Executor
+from ..driver import Capabilities, Planned, SubmitBatch, Submitted, Waiter
+from . import command_line as cl
+from . import jobspec as jobspec_module
+from . import status
+from .instance import InstanceFacts, QueueInfo, parse_config_json, parse_queue_list
+from .plan import (
+    DROPPED_KEYS,
+    FluxPlan,
+    SubmitRequest,
+    TimeLeft,
+    flux_plan,
+    jobspec_params,
+    kind_of,
+    plan_batch,
+)
+from .sending import Outcome, send
+from .versions import FluxPolicy, parse_flux_version_output
+
+log = logging.getLogger("hpcbridge")
+
+T = TypeVar("T")
+
+CAPABILITIES = Capabilities(events=False, arrays=False, dropped_keys=DROPPED_KEYS)
+
+#: jobs per submission (one jobspec, many task indices): the bound of both Flux drivers
+MAX_BATCH = 10000
+#: ids per ``flux jobs`` call (keeps the command line short)
+_QUERY_CHUNK = 400
+#: the longest pause between status rounds while a watched job runs: a job's end is
+#: seen within about this long, at one ``flux jobs`` process per pause
+RUNNING_PAUSE = 1.0
+
+# A job whose broker is still starting is worth waiting for: a Flux job that
+# has not published its URI yet, a Slurm job still pending ("empty nodelist")
+# or whose `flux start` is not up yet ("doesn't seem to have a FLUX_URI").
+# "not running" / "not found" are final.
+_URI_NOT_YET = ("URI not found", "doesn't seem to have a FLUX_URI", "empty nodelist")
+
+
+class FluxCommands:
+    """Runs ``flux`` subcommands against one instance (``uri``; ``None`` = the default)."""
+
+    def __init__(
+        self,
+        executor: Executor,
+        flux_command: str = "flux",
+        command_timeout: float = 60.0,
+        uri: Optional[str] = None,
+    ) -> None:
+        self.executor = executor
+        self.flux = flux_command
+        self.command_timeout = command_timeout
+        self.uri = uri
+
+    def for_uri(self, uri: Optional[str]) -> FluxCommands:
+        """The same commands aimed at another instance."""
+        return FluxCommands(self.executor, self.flux, self.command_timeout, uri)
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: Optional[float] = None,
+        idempotent: bool = True,
+        input: Optional[str] = None,
+        cwd: Optional[str] = None,
+    ) -> CommandResult:
+        result = self.executor.run(
+            list(argv),
+            timeout=timeout if timeout is not None else self.command_timeout,
+            env={"FLUX_URI": self.uri} if self.uri else None,
+            cwd=cwd,
+            input=input,
+            idempotent=idempotent,
+        )
+        if result.returncode == 127 and not result.stdout:
+            raise SchedulerUnavailableError(
+                f"{argv[0]} not found where commands run ({self.executor.kind}): "
+                f"{result.message()} - set HPCBRIDGE_FLUX_COMMAND to the flux command's path"
+            )
+        return result
+
+    def versions(self) -> Dict[str, str]:
+        """``flux version``: commands, libflux-core and (when reachable) broker."""
+        found = parse_flux_version_output(self.run(cl.version_argv(self.flux)).stdout)
+        if "broker" not in found:
+            # The broker line appears only when the broker answered.
+            attr = self.run(cl.getattr_argv(self.flux, "version"))
+            if attr.ok and attr.stdout.strip():
+                found["broker"] = attr.stdout.strip()
+            else:
+                found["broker_error"] = attr.message()
+        return found
+
+    def hostname(self) -> Optional[str]:
+        result = self.executor.run(cl.hostname_argv(), timeout=self.command_timeout)
+        return result.stdout.strip() if result.ok else None
+
+    def queue_info(self, policy: FluxPolicy) -> Optional[QueueInfo]:
+        """The configuration's queues (``flux config get``), else ``flux queue list``."""
+        found = None
+        if policy.config_rpc:
+            found = self._parsed(cl.config_get_argv(self.flux), parse_config_json)
+        if found is None:
+            found = self._parsed(cl.queue_list_argv(self.flux), parse_queue_list)
+        return found
+
+    def _parsed(self, argv: List[str], parse: Callable[[str], T]) -> Optional[T]:
+        """``parse`` of what ``argv`` prints; ``None`` when it fails or prints nonsense."""
+        result = self.run(argv)
+        if not result.ok:
+            return None
+        try:
+            return parse(result.stdout)
+        except ValueError as exc:
+            log.debug("%s: %s", " ".join(argv[1:3]), exc)
+            return None
+
+    def expiration(self) -> Optional[float]:
+        return self._parsed(cl.resource_r_argv(self.flux), cl.parse_expiration)
+
+    def wait_ready(self, timeout: float) -> None:
+        """A trivial request answered = the broker is up (submits retry on top)."""
+        argv = cl.getattr_argv(self.flux, "rank")
+        retry(lambda: self.run(argv), budget=timeout, again=lambda r: not r.ok, pause=0.5)
+
+    def resolve_uri(self, target: str, policy: FluxPolicy, timeout: float) -> str:
+        """``flux uri --remote TARGET`` where the commands run (retried until published).
+
+        Asked of this object's instance: the parent of a job id target, or the
+        commands' default instance.  Raises ``LookupError`` when it cannot tell.
+        """
+        if not policy.uri_resolution:
+            raise SchedulerUnavailableError(
+                f"Flux adapter {policy.name} has no `flux uri`; give an ssh:// or local:// URI"
+            )
+        argv = cl.uri_argv(self.flux, target)
+
+        def published_yet(result: CommandResult) -> bool:
+            return bool(result.ok and cl.parse_uri_output(result.stdout))
+
+        def starting(result: CommandResult) -> bool:
+            return not published_yet(result) and any(m in result.message() for m in _URI_NOT_YET)
+
+        result = retry(lambda: self.run(argv), budget=timeout, again=starting, pause=0.5)
+        uri = cl.parse_uri_output(result.stdout) if result.ok else None
+        if not uri:
+            raise LookupError(f"flux uri --remote {target}: {result.message()}")
+        return uri
+
+    def output_of(self, job_id: str) -> Optional[str]:
+        """From the job's jobspec (``flux job info ID jobspec``) when there is no record."""
+        result = self.run(cl.jobspec_argv(self.flux, job_id))
+        return cl.output_path_from_jobspec(result.stdout, job_id) if result.ok else None
+
+
+def _helper_source() -> str:
+    with open(jobspec_module.__file__, encoding="utf-8") as handle:
+        return handle.read()
+
+
+class CLIDriver:
+    """Submits, follows and cancels Flux jobs with ``flux`` commands."""
+
+    name = "cli"
+    capabilities = CAPABILITIES
+
+    def __init__(
+        self,
+        commands: FluxCommands,
+        facts: InstanceFacts,
+        ready_timeout: float = 30.0,
+        outer_time_margin: float = 60.0,
+    ) -> None:
+        self.commands = commands
+        self.facts = facts
+        self.policy = facts.policy
+        self.flux = commands.flux
+        self.ready_timeout = ready_timeout
+        self.outer_time_margin = outer_time_margin
+        self.time_left = TimeLeft(commands.expiration)
+        self._ready = False
+        #: the ids the last status round saw running
+        self.running: Set[str] = set()
+
+    # -- submission --------------------------------------------------------
+
+    def plan(self, batch: SubmitBatch) -> Planned:
+        return plan_batch(batch, self.facts, self.time_left, self.outer_time_margin)
+
+    def describe(self, planned: Planned) -> str:
+        request = flux_plan(planned).request
+        prefix = f"FLUX_URI={shlex.quote(self.facts.uri)} " if self.facts.uri else ""
+        return prefix + shlex.join(cl.submit_argv(self.flux, self.policy, request))
+
+    def submit_many(self, planned: Planned) -> List[Submitted]:
+        plan = flux_plan(planned)
+        if not self._ready:
+            self.commands.wait_ready(self.ready_timeout)
+            self._ready = True
+        one = len(plan.environments) == 1
+        what = "flux submit" if one else "flux python (bulk submit)"
+        attempt = (lambda: [self._submit_one(plan.request)]) if one else lambda: self._bulk(plan)
+        return send(
+            attempt,
+            output=plan.request.output,
+            kind=kind_of(planned.batch).value,
+            what=what,
+            ready_timeout=self.ready_timeout,
+        )
+
+    def _submit_one(self, request: SubmitRequest) -> Outcome:
+        argv = cl.submit_argv(self.flux, self.policy, request)
+        result = self.commands.run(argv, idempotent=False, cwd=request.cwd)
+        if not result.ok:
+            return False, result.stderr + "\n" + result.stdout
+        try:
+            return True, cl.parse_submit_output(result.stdout)
+        except ValueError as exc:
+            raise JobSubmissionError(str(exc), argv=argv) from None
+
+    def _bulk(self, plan: FluxPlan) -> List[Outcome]:
+        """One ``flux python`` process submits every job (pipelined inside)."""
+        count = len(plan.environments)
+        if not self.policy.python_command:
+            # 0.26's `flux python` runs whatever python is first on PATH: one by one.
+            return [
+                self._submit_one(plan.request.with_environment(own)) for own in plan.environments
+            ]
+        argv = cl.bulk_argv(self.flux, _helper_source())
+        payload = cl.bulk_input(jobspec_params(plan.request), plan.environments)
+        timeout = max(self.commands.command_timeout, 0.1 * count)
+        result = self.commands.run(
+            argv, idempotent=False, cwd=plan.request.cwd, input=payload, timeout=timeout
+        )
+        outcomes = cl.parse_bulk_output(result.stdout) if result.stdout else []
+        if len(outcomes) < count:
+            # Some went in before the helper stopped: the rest count as failed,
+            # never submitted twice.
+            message = result.message() or "the bulk helper stopped early"
+            outcomes += [(False, message)] * (count - len(outcomes))
+        return outcomes
+
+    # -- status ------------------------------------------------------------
+
+    def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
+        answers: Dict[str, JobStatus] = {}
+        for start in range(0, len(job_ids), _QUERY_CHUNK):
+            answers.update(self._query_chunk(list(job_ids[start : start + _QUERY_CHUNK])))
+        self.running.difference_update(job_ids)
+        self.running.update(i for i, s in answers.items() if s.state is JobState.RUNNING)
+        return answers
+
+    def _query_chunk(self, job_ids: List[str]) -> Dict[str, JobStatus]:
+        result = self.commands.run(cl.jobs_argv(self.flux, self.policy, job_ids))
+        if result.ok or status.only_unknown_ids(result.stderr):
+            return self._from_listing(job_ids, result)
+        message = result.message()
+        if "invalid payload" in message or "Protocol error" in message:
+            # `flux jobs` of another release than the broker: the C
+            # eventlog reader still works.
+            return self._query_eventlogs(job_ids)
+        if "Unable to connect" in message or "was not found" in message:
+            # The broker's socket is gone: a nested instance whose job ended.
+            return status.unknown(
+                job_ids, f"the Flux instance {self.facts.label} is gone or unreachable ({message})"
+            )
+        return status.unknown(job_ids, f"flux jobs failed: {message}")
+
+    def _from_listing(self, job_ids: List[str], result: CommandResult) -> Dict[str, JobStatus]:
+        parse = status.parse_jobs_json if self.policy.jobs_json else status.parse_jobs_format
+        try:
+            facts = parse(result.stdout)
+        except (ValueError, KeyError) as exc:
+            return status.unknown(job_ids, f"cannot parse flux jobs output: {exc}")
+        answers = status.statuses_from_facts(
+            job_ids, facts, "not known to the Flux instance (flux jobs)"
+        )
+        for job_id in status.parse_unknown_ids(result.stderr):
+            if job_id in answers and answers[job_id].state is JobState.UNKNOWN:
+                answers[job_id] = answers[job_id].with_(reason="flux jobs: JobID unknown")
+        return answers
+
+    def _query_eventlogs(self, job_ids: List[str]) -> Dict[str, JobStatus]:
+        answers = {}
+        for job_id in job_ids:
+            result = self.commands.run(cl.eventlog_argv(self.flux, job_id))
+            if result.ok:
+                facts = status.parse_eventlog(job_id, result.stdout)
+                answers[job_id] = status.status_from_facts(facts)
+            else:
+                answers[job_id] = JobStatus(job_id, JobState.UNKNOWN, reason=result.message())
+        return answers
+
+    # -- the rest of the contract -----------------------------------------------
+
+    def cancel(self, job_ids: Sequence[str]) -> None:
+        errors = []
+        for group in cl.cancel_groups(self.policy, job_ids):
+            result = self.commands.run(cl.cancel_argv(self.flux, self.policy, group))
+            if not result.ok:
+                errors.append(result.message())
+        cl.raise_cancel_errors(errors)
+
+    def max_batch(self) -> int:
+        return MAX_BATCH
+
+    def find_output(self, job_id: str) -> Optional[str]:
+        return self.commands.output_of(job_id)
+
+    def waiter(self, job_ids: Sequence[str]) -> Optional[Waiter]:
+        return RunningPause(self.running, job_ids)
+
+    def close(self) -> None:
+        """Nothing held open: every command is its own process."""
+
+
+class RunningPause:
+    """A ``driver.Waiter`` for polling: while a watched job runs, pauses of at most
+    ``RUNNING_PAUSE`` (its end is near: a plain job's whole life may be a second);
+    otherwise the wait loop's own backed-off pause."""
+
+    def __init__(self, running: Set[str], job_ids: Sequence[str]) -> None:
+        self.running = running
+        self.job_ids = list(job_ids)
+
+    def pause(self, seconds: float) -> bool:
+        if any(job_id in self.running for job_id in self.job_ids):
+            seconds = min(seconds, RUNNING_PAUSE)
+        time.sleep(max(seconds, 0.0))
+        return False
+
+    def close(self) -> None:
+        """Nothing held."""

@@ -1,0 +1,309 @@
+"""The plan step of a Flux submission: what each job will be, decided before anything is staged.
+
+Pure but for asking how long the instance has left.  Both drivers plan the
+same way: resources translated for Flux, the job kind, the queue, the time
+limit checked against the enclosing allocation, dependencies checked against
+the release - and a refusal now, while nothing is staged, for what Flux
+would refuse later.  The result is a ``FluxPlan``: one ``SubmitRequest`` and
+the task index of each job (the only thing the jobs of one batch differ in).
+
+How resources become Flux options::
+
+    nodes -> -N   ntasks -> -n (slots)   cpus_per_task -> -c (cores per slot)
+    gpus -> -g (gpus per slot; omitted when 0)   time -> -t<seconds>s
+    qos -> --queue   account -> bank   constraint -> --requires
+    job_name -> --job-name   output -> --output
+    mem, partition -> dropped (see DROPPED_KEYS)
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+
+from ...config import Settings
+from ...durations import format_fsd
+from ...errors import JobSubmissionError
+from ...jobscript import EXIT_RANKS_VARIABLE
+from ..driver import TASK_INDEX_VARIABLE, Planned, SubmitBatch
+from .ids import decimal_job_id
+from .instance import InstanceFacts, QueueInfo, UriSetting
+from .jobspec import batch_script
+from .versions import FluxPolicy
+
+log = logging.getLogger("hpcbridge")
+
+#: resource keys Flux ignores, and why
+DROPPED_KEYS: Mapping[str, str] = {
+    "mem": "flux-core has no schedulable memory",
+    "partition": "Flux has no partitions",
+}
+
+#: how long the instance's expiration is trusted before asking again
+EXPIRATION_TTL = 60.0
+
+
+class JobKind(Enum):
+    """The two kinds of Flux job.
+
+    A **batch job** (``flux batch``) is a nested instance of its own: its
+    broker boots, runs the wrapper and shuts down - the analogue of
+    ``sbatch``.  A **plain job** (``flux submit``) runs the wrapper directly
+    as the job's tasks: no broker to boot, so hundreds of small jobs packed
+    into one allocation run at Flux's own rate.
+    """
+
+    BATCH = "batch"
+    PLAIN = "plain"
+
+
+@dataclass(frozen=True)
+class JobChoice:
+    """The kind of job a submission asks for, and why (``FluxAdapter.job_options``)."""
+
+    kind: JobKind
+    reason: str
+
+
+@dataclass(frozen=True)
+class SubmitRequest:
+    """One job, scheduler-side: what both drivers submit."""
+
+    wrapper_path: str
+    job_name: str
+    output: str
+    cwd: str
+    kind: JobKind = JobKind.BATCH
+    nslots: int = 1
+    cores_per_slot: int = 1
+    gpus_per_slot: int = 0
+    nodes: Optional[int] = None
+    #: seconds; ``None`` = unlimited
+    duration: Optional[float] = None
+    queue: Optional[str] = None
+    bank: Optional[str] = None
+    requires: Optional[str] = None
+    #: decimal job ids (``afterok``)
+    dependencies: Tuple[str, ...] = ()
+    #: variables every job of the batch gets
+    environment: Mapping[str, str] = field(default_factory=dict)
+
+    def with_environment(self, extra: Mapping[str, str]) -> SubmitRequest:
+        return replace(self, environment={**self.environment, **extra})
+
+
+@dataclass(frozen=True)
+class FluxPlan:
+    """A batch as Flux jobs: the request, and what each job adds to its environment."""
+
+    request: SubmitRequest
+    #: one entry per job, in index order (the task index of a many-job batch)
+    environments: Tuple[Mapping[str, str], ...]
+
+
+def choose_kind(nested: Optional[bool], settings: Settings, uri_setting: UriSetting) -> JobChoice:
+    """The keyword wins, then ``HPCBRIDGE_FLUX_NESTED``, then the instance's default."""
+    if nested is not None:
+        return JobChoice(JobKind.BATCH if nested else JobKind.PLAIN, "nested= asked for it")
+    if settings.flux_nested is not None:
+        source = settings.sources.get("flux_nested", "HPCBRIDGE_FLUX_NESTED")
+        kind = JobKind.BATCH if settings.flux_nested else JobKind.PLAIN
+        return JobChoice(kind, f"set by {source}")
+    if uri_setting.value is None:
+        return JobChoice(JobKind.BATCH, "the system instance: standalone batch jobs")
+    which = "the enclosing" if uri_setting.source == "FLUX_URI environment" else "a named"
+    return JobChoice(JobKind.PLAIN, f"{which} instance ({uri_setting.source}): allocation packing")
+
+
+def kind_of(batch: SubmitBatch) -> JobKind:
+    """The job kind the adapter chose for ``batch`` (a batch job if it chose none)."""
+    return batch.options.kind if isinstance(batch.options, JobChoice) else JobKind.BATCH
+
+
+def flux_plan(planned: Planned) -> FluxPlan:
+    """The ``FluxPlan`` a Flux driver made."""
+    if not isinstance(planned.detail, FluxPlan):
+        raise TypeError("a Flux driver was handed another driver's plan")
+    return planned.detail
+
+
+def plan_batch(
+    batch: SubmitBatch,
+    facts: InstanceFacts,
+    time_left: Optional[Callable[[], Optional[float]]],
+    margin: float,
+) -> Planned:
+    """The plan of ``batch``; raises ``JobSubmissionError`` for a queue the instance
+    lacks, dependencies the release cannot honour, or a job longer than the
+    instance has left (``time_left=None`` skips that check: a dry run)."""
+    queue = choose_queue(batch.resources.qos, facts.queues, facts.policy)
+    request = translate(batch, queue, facts.policy)
+    if time_left is not None:
+        check_outer_limit(request.duration, time_left(), margin)
+    if batch.count == 1:
+        environments: Tuple[Mapping[str, str], ...] = ({},)
+    else:
+        environments = tuple({TASK_INDEX_VARIABLE: str(index)} for index in range(batch.count))
+    return Planned(batch, FluxPlan(request, environments))
+
+
+def translate(batch: SubmitBatch, queue: Optional[str], policy: FluxPolicy) -> SubmitRequest:
+    """The request of ``batch``'s jobs; what Flux ignores is logged as a warning."""
+    resources, kind = batch.resources, kind_of(batch)
+    if resources.mem:
+        log.warning("flux: mem=%s dropped: %s", resources.mem, DROPPED_KEYS["mem"])
+    if resources.partition:
+        log.warning(
+            "flux: partition=%r dropped: %s (use qos= for a Flux queue)",
+            resources.partition,
+            DROPPED_KEYS["partition"],
+        )
+    requires = resources.constraint
+    if requires and not policy.constraints:
+        log.warning("flux: constraint=%r dropped: Flux %s has no --requires", requires, policy)
+        requires = None
+    dependencies = tuple(decimal_job_id(job_id) for job_id in batch.depends_on)
+    if dependencies and not policy.dependencies:
+        raise JobSubmissionError(
+            f"Flux adapter {policy.name} has no job dependencies (RFC 26 came later); "
+            "submit without depends_on, or wait for the parent first"
+        )
+    duration = resources.time
+    if duration is not None and math.isinf(duration):
+        duration = None  # unlimited: no -t at all
+    environment: Dict[str, str] = {}
+    if kind is JobKind.PLAIN and resources.slots > 1:
+        environment[EXIT_RANKS_VARIABLE] = str(resources.slots)
+    return SubmitRequest(
+        wrapper_path=batch.job.wrapper_path,
+        job_name=batch.job.job_name,
+        output=batch.output,
+        cwd=batch.job.remote_dir,
+        kind=kind,
+        nslots=resources.slots,  # -N must not exceed the slot count
+        cores_per_slot=resources.cpus_per_task or 1,
+        gpus_per_slot=resources.gpus or 0,
+        nodes=resources.nodes,
+        duration=duration,
+        queue=queue,
+        bank=resources.account,
+        requires=requires,
+        dependencies=dependencies,
+        environment=environment,
+    )
+
+
+def choose_queue(
+    requested: Optional[str], info: Optional[QueueInfo], policy: FluxPolicy
+) -> Optional[str]:
+    """Which queue a job is submitted to; raises for a queue the broker does not have."""
+    if not policy.queues:
+        if requested:
+            # 0.26: `--queue` is an unrecognized argument and system.queue is ignored.
+            log.warning("Flux adapter %s has no queues: queue %r dropped", policy.name, requested)
+        return None
+    if info is None:
+        return requested  # the queues could not be read: Flux will judge
+    if not info.names:
+        if requested:
+            # A named queue on an anonymous-only broker is rejected
+            # ("'debug' is not a valid queue"): omit it.
+            log.warning(
+                "this Flux instance has only the anonymous queue: queue %r omitted", requested
+            )
+        return None
+    valid = ", ".join(info.names)
+    if requested:
+        if requested not in info.names:
+            raise JobSubmissionError(
+                f"Flux queue {requested!r} does not exist on this instance; valid queues: {valid}",
+                scheduler_message=f"Invalid queue '{requested}' specified",
+            )
+        return requested
+    if info.default:
+        log.info("no queue requested: using the default queue %r", info.default)
+        return info.default
+    raise JobSubmissionError(
+        "this Flux instance has named queues and no default queue; request one with "
+        f"qos=NAME (valid queues: {valid})",
+        scheduler_message="no queue specified",
+    )
+
+
+class TimeLeft:
+    """Seconds until the instance ends, from its expiration (asked at most once a minute)."""
+
+    def __init__(self, expiration: Callable[[], Optional[float]]) -> None:
+        self._expiration = expiration
+        self._lock = threading.Lock()
+        self._cached: Tuple[float, Optional[float]] = (-math.inf, None)
+
+    def __call__(self) -> Optional[float]:
+        with self._lock:
+            fetched, expiration = self._cached
+            if time.monotonic() - fetched > EXPIRATION_TTL:
+                try:
+                    expiration = self._expiration()
+                except Exception as exc:  # noqa: BLE001 - unknown: no check
+                    log.debug("flux: cannot read the instance expiration: %s", exc)
+                    expiration = None
+                self._cached = (time.monotonic(), expiration)
+        if expiration is None:
+            return None
+        # The client's clock; over SSH a skew of seconds is covered by the margin.
+        return expiration - time.time()
+
+
+def check_outer_limit(duration: Optional[float], left: Optional[float], margin: float) -> None:
+    """Refuse a job that cannot fit in what the enclosing job has left.
+
+    A nested instance (``flux batch``, or a broker inside a Slurm job) ends
+    with its job; Flux may reject a longer request late or kill the job at
+    the outer limit - say so now, with the numbers.
+    """
+    if not duration or left is None:
+        return
+    allowed = left - margin
+    if duration <= allowed:
+        return
+    ends = (
+        f"the target Flux instance ends in {format_fsd(max(round(left), 0))} (it runs "
+        "inside a job with a time limit)"
+    )
+    margin_text = format_fsd(margin)
+    if allowed <= 0:
+        raise JobSubmissionError(
+            f"{ends}: too little left for a job of {format_fsd(duration)} "
+            f"with a {margin_text} margin; submit to an instance with more time left"
+        )
+    raise JobSubmissionError(
+        f"{ends}: a job of {format_fsd(duration)} would not fit; ask for at most "
+        f"{format_fsd(math.floor(allowed))} ({margin_text} margin)"
+    )
+
+
+def jobspec_params(request: SubmitRequest) -> Dict[str, Any]:
+    """The JSON-able description ``jobspec.build_jobspec`` takes."""
+    return {
+        "kind": request.kind.value,
+        "script": batch_script(request.wrapper_path),
+        "command": [request.wrapper_path],
+        "jobname": request.job_name,
+        "num_slots": request.nslots,
+        "cores_per_slot": request.cores_per_slot,
+        "gpus_per_slot": request.gpus_per_slot,
+        "num_nodes": request.nodes,
+        "duration": request.duration or 0,
+        "cwd": request.cwd,
+        "output": request.output,
+        "queue": request.queue,
+        "bank": request.bank,
+        "requires": request.requires,
+        "dependencies": list(request.dependencies),
+        "environment": dict(request.environment),
+    }
