@@ -58,9 +58,7 @@ def modules_passed(call: Any) -> List[str]:
     return seen
 
 
-def test_a_plain_native_submission_passes_at_most_six_modules(
-    broker: Any, tmp_path: Path
-) -> None:
+def test_a_plain_native_submission_passes_at_most_six_modules(broker: Any, tmp_path: Path) -> None:
     native_bindings_or_skip(broker.flux)
     adapter = make_adapter("native", broker.uri, tmp_path / "state", nested=False)
     script = write_script(tmp_path / "scripts", "hello.sh", "echo hello\n")
