@@ -74,6 +74,8 @@ class Settings:
     cpu_cost_per_hour: float = 0.0
     gpu_cost_per_hour: float = 0.0
     command_timeout: float = 60.0
+    #: seconds between two status rounds towards the scheduler (``None``: the adapter's default)
+    poll_interval: Optional[float] = None
     #: environment for every scheduler command, where it runs (e.g. SLURM_CONF)
     command_env: Dict[str, str] = field(default_factory=dict)
     unknown_limit: int = 6
@@ -188,6 +190,13 @@ def _integer(variable: str, text: str) -> int:
         raise ConfigurationError(f"{variable}={text!r}: expected a whole number") from None
 
 
+def _positive(variable: str, text: str) -> float:
+    value = _number(variable, text)
+    if not value > 0:
+        raise ConfigurationError(f"{variable}={text!r}: expected a number of seconds above 0")
+    return value
+
+
 def _number(variable: str, text: str) -> float:
     try:
         return float(text)
@@ -249,6 +258,7 @@ _READERS: Tuple[Tuple[str, str, Callable[[str, str], Any]], ...] = (
     ("flux_nested", "FLUX_NESTED", _boolean),
     ("command_env", "COMMAND_ENV", _assignments),
     ("command_timeout", "COMMAND_TIMEOUT", _number),
+    ("poll_interval", "POLL_INTERVAL", _positive),
     ("cpu_cost_per_hour", "CPU_COST_PER_HOUR", _number),
     ("gpu_cost_per_hour", "GPU_COST_PER_HOUR", _number),
 )

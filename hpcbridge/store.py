@@ -239,7 +239,7 @@ class JobStore:
         for record in records:
             record.updated_at = _now()
             rows.append([_encode(name, getattr(record, name)) for name in _COLUMNS])
-        self._write_many(_INSERT, rows)
+        self.write_many(_INSERT, rows)
 
     def update_status(self, scheduler: str, host: str, status: JobStatus) -> None:
         self.update_statuses(scheduler, host, [status])
@@ -263,28 +263,41 @@ class JobStore:
             for status in statuses
             if status.state is not JobState.UNKNOWN
         ]
-        self._write_many(_UPDATE_STATUS, rows)
+        self.write_many(_UPDATE_STATUS, rows)
 
     def mark_cancel_requested(self, scheduler: str, host: str, job_ids: Iterable[str]) -> None:
         now = _now().isoformat()
-        self._write_many(_MARK_CANCEL, [(now, scheduler, host, job_id) for job_id in job_ids])
+        self.write_many(_MARK_CANCEL, [(now, scheduler, host, job_id) for job_id in job_ids])
 
-    def _write_many(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+    def write_many(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
         """One statement over many rows in one immediate transaction, retried when locked."""
         if not rows:
             return
+        self.transaction(lambda connection: connection.executemany(statement, rows))
+
+    def transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """``work(connection)`` in one immediate transaction, retried when locked."""
         connection = self._connect()
 
-        def write() -> None:
+        def attempt() -> T:
             connection.execute("BEGIN IMMEDIATE")
             try:
-                connection.executemany(statement, rows)
+                result = work(connection)
                 connection.execute("COMMIT")
             except BaseException:
                 connection.execute("ROLLBACK")
                 raise
+            return result
 
-        _retry_locked(write)
+        return _retry_locked(attempt)
+
+    def run_script(self, script: str) -> None:
+        """Statements making the tables of other parts (``CREATE ... IF NOT EXISTS``)."""
+        connection = self._connect()
+        _retry_locked(lambda: connection.executescript(script))
+
+    def query(self, statement: str, params: Sequence[Any] = ()) -> List[Sequence[Any]]:
+        return list(self._connect().execute(statement, params))
 
     # -- reads ----------------------------------------------------------
 
@@ -306,24 +319,24 @@ class JobStore:
 
     def get_many(self, scheduler: str, host: str, job_ids: Sequence[str]) -> Dict[str, JobRecord]:
         """The records of these ids on one scheduler/host: one query per 900 ids."""
-        rows = self._select_ids(_SELECT, "scheduler=? AND host=? AND ", [scheduler, host], job_ids)
+        rows = self.select_ids(_SELECT, "scheduler=? AND host=? AND ", [scheduler, host], job_ids)
         return {record.job_id: record for record in map(_decode, rows)}
 
     def statuses(self, scheduler: str, host: str, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
         """The last recorded status of these ids: ``get_many`` without the rest of
         each record, for the status refresh of many jobs."""
-        rows = self._select_ids(
+        rows = self.select_ids(
             _SELECT_STATUS, "scheduler=? AND host=? AND ", [scheduler, host], job_ids
         )
         return {row[0]: _status_from_row(row) for row in rows}
 
     def find(self, job_ids: Sequence[str]) -> List[JobRecord]:
         """Every record of these ids on any scheduler or host, newest first."""
-        rows = self._select_ids(_SELECT_WITH_ROW_ID, "", [], job_ids)
+        rows = self.select_ids(_SELECT_WITH_ROW_ID, "", [], job_ids)
         return [_decode(row[1:]) for row in sorted(rows, key=lambda row: -int(row[0]))]
 
-    def _select_ids(
-        self, select: str, condition: str, params: List[str], job_ids: Sequence[str]
+    def select_ids(
+        self, select: str, condition: str, params: Sequence[Any], job_ids: Sequence[str]
     ) -> List[Sequence[Any]]:
         """Rows of ``select`` whose job_id is one of ``job_ids`` (and ``condition``)."""
         connection = self._connect()

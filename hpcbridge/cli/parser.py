@@ -47,6 +47,17 @@ def _add_target_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--flux-uri", dest="flux_uri", metavar="URI")
 
 
+def _add_poll_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--poll-interval",
+        type=float,
+        metavar="S",
+        help="seconds between two status rounds towards the scheduler (default: "
+        "HPCBRIDGE_POLL_INTERVAL, else 10; an end is seen within a second from the job's "
+        "exit-code file)",
+    )
+
+
 def _add_nested_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--nested",
@@ -109,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument(
         "--wait", action="store_true", help="follow the job; exit 0 only if COMPLETED"
     )
-    submit.add_argument("--poll-interval", type=float, default=5.0)
+    _add_poll_flag(submit)
     submit.add_argument("--timeout", type=float, help="give up waiting after this many seconds")
     submit.add_argument(
         "--dry-run",
@@ -132,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     many.add_argument("--remote-dir")
     many.add_argument("--after", action="append", default=[], metavar="ID")
     many.add_argument("--wait", action="store_true")
-    many.add_argument("--poll-interval", type=float, default=5.0)
+    _add_poll_flag(many)
     many.add_argument("--timeout", type=float)
     many.add_argument("--json", action="store_true")
 
@@ -144,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     wait = sub("wait", "wait for jobs to end, showing each state change")
     wait.add_argument("job_ids", nargs="+", metavar="ID")
     _add_target_flags(wait)
-    wait.add_argument("--poll-interval", type=float, default=5.0)
+    _add_poll_flag(wait)
     wait.add_argument("--timeout", type=float)
     wait.add_argument("--json", action="store_true")
 

@@ -39,19 +39,20 @@ from abc import ABC, abstractmethod
 from typing import Any, Callable, ClassVar, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from ..config import Settings
-from ..errors import ConfigurationError, JobNotFoundError, SchedulerUnavailableError, TransportError
+from ..errors import ConfigurationError, SchedulerUnavailableError, TransportError
 from ..jobscript import TaskSpec
-from ..model import JobState, JobStatus
+from ..model import JobStatus
 from ..resources import Resources
 from ..store import JobStore
 from ..transports.base import Executor
 from ..transports.local import LocalExecutor
 from . import staging
-from .driver import Session, SubmitBatch, Waiter, unreachable
+from .driver import Session, SubmitBatch, unreachable
+from .following import Following
 from .staging import DependsOn, JobInput, Stager
 from .submitting import Order, Submission, batches
 from .tracking import JobTracker, Placement, exit_code_from_file
-from .waiting import ProgressCallback, StatusCallback, WaitPlan, wait_for_all
+from .waiting import ProgressCallback, StatusCallback
 
 log = logging.getLogger("hpcbridge")
 
@@ -70,6 +71,8 @@ class SchedulerAdapter(ABC):
     launcher_command: ClassVar[str] = ""
     #: submission keywords of other schedulers that this one accepts and ignores
     ignored_options: ClassVar[frozenset[str]] = frozenset()
+    #: seconds between two status rounds when neither the caller nor the settings say
+    default_poll_interval: ClassVar[float] = 10.0
 
     def __init__(
         self,
@@ -102,7 +105,8 @@ class SchedulerAdapter(ABC):
             self.output_template.replace("{id}", self.output_placeholder),
         )
         self._session: Optional[Session] = None
-        self._session_lock = threading.Lock()
+        self._following: Optional[Following] = None
+        self._session_lock = threading.RLock()
         self._ignored_logged: set[str] = set()
 
     # -- the session --------------------------------------------------------
@@ -262,41 +266,35 @@ class SchedulerAdapter(ABC):
         return self.get_job_statuses([job_id])[job_id]
 
     def get_job_statuses(self, job_ids: Iterable[Any]) -> Dict[str, JobStatus]:
-        """Statuses of many jobs: one scheduler query for all that are not finished."""
+        """Statuses of many jobs: one scheduler round for all that are not finished, at
+        the polite rate (an answer not older than the poll interval is served again)."""
         ids = list(dict.fromkeys(self.normalize_job_id(job_id) for job_id in job_ids))
-        return self.tracker.refresh(ids, self._ask)
-
-    def _ask(self, job_ids: List[str]) -> Dict[str, JobStatus]:
-        """The driver's answer for every id; an unreachable scheduler is UNKNOWN for all."""
         try:
-            answers = self.open().driver.query(job_ids)
+            following = self.following()
         except (ConfigurationError, SchedulerUnavailableError) as exc:
             reason = f"cannot reach the {self.scheduler_name} scheduler: {exc}"
-            return {job_id: unreachable(job_id, reason) for job_id in job_ids}
-        return {
-            job_id: answers.get(job_id)
-            or JobStatus(job_id, JobState.UNKNOWN, reason="no answer from the scheduler")
-            for job_id in job_ids
-        }
+            return self.tracker.refresh(
+                ids, lambda asked: {i: unreachable(i, reason) for i in asked}
+            )
+        return following.statuses(ids)
 
     # -- waiting ----------------------------------------------------------
 
     def wait_until_complete(
         self,
         job_id: Any,
-        poll_interval: float = 10.0,
+        poll_interval: Optional[float] = None,
         timeout: Optional[float] = None,
         on_change: Optional[StatusCallback] = None,
     ) -> str:
         """Wait until the job ends (whatever its final state); return its log path."""
-        job_id = self.normalize_job_id(job_id)
-        self.wait_all([job_id], poll_interval=poll_interval, timeout=timeout, on_change=on_change)
+        self.wait(job_id, poll_interval=poll_interval, timeout=timeout, on_change=on_change)
         return self.log_path(job_id)
 
     def wait(
         self,
         job_id: Any,
-        poll_interval: float = 10.0,
+        poll_interval: Optional[float] = None,
         timeout: Optional[float] = None,
         on_change: Optional[StatusCallback] = None,
     ) -> JobStatus:
@@ -309,48 +307,55 @@ class SchedulerAdapter(ABC):
     def wait_all(
         self,
         job_ids: Iterable[Any],
-        poll_interval: float = 10.0,
+        poll_interval: Optional[float] = None,
         timeout: Optional[float] = None,
         on_change: Optional[StatusCallback] = None,
-        first_interval: float = 0.25,
+        notice_interval: float = 1.0,
         on_poll: Optional[ProgressCallback] = None,
     ) -> Dict[str, JobStatus]:
-        """Wait until every job ends; one scheduler query per poll for all of them.
+        """Wait until every job ends.
 
-        The interval starts at ``first_interval`` and backs off to
-        ``poll_interval`` while nothing changes; a driver that hears job ends
-        (Flux's bindings) cuts the pause short (see ``waiting.wait_for_all``).
-        ``on_poll`` gets every job's latest status after each round (progress).
+        The scheduler is asked at most once per ``poll_interval`` (default:
+        ``HPCBRIDGE_POLL_INTERVAL``, else the adapter's ``default_poll_interval``)
+        for all jobs, by one process for every process of this user here;
+        every ``notice_interval`` the wrappers' exit-code files are looked at,
+        so an end is known within about that long (``following``).  ``on_poll``
+        gets every job's latest status after each tick (progress).
         """
         ids = list(dict.fromkeys(self.normalize_job_id(job_id) for job_id in job_ids))
-        plan = WaitPlan(
-            self.scheduler_name,
-            poll_interval=poll_interval,
-            timeout=timeout,
-            unknown_limit=self.unknown_limit,
-            first_interval=first_interval,
-            on_change=on_change,
-            on_poll=on_poll,
+        return self.following().wait_all(
+            ids, poll_interval, timeout, on_change, on_poll, notice_interval
         )
-        return wait_for_all(ids, self.get_job_statuses, self._waiter, plan)
 
-    def _waiter(self, job_ids: List[str]) -> Optional[Waiter]:
-        return self.open().driver.waiter(job_ids)
+    def following(self) -> Following:
+        """The status, wait, log and cancel paths over the open session (made once)."""
+        with self._session_lock:
+            following = self._following
+        if following is None:
+            driver = self.open().driver
+            interval = self.settings.poll_interval or self.default_poll_interval
+            made = Following(
+                driver,
+                self.tracker,
+                self.executor,
+                self.store,
+                poll_interval=interval,
+                poll_target=self.poll_target,
+                unknown_limit=self.unknown_limit,
+            )
+            with self._session_lock:
+                self._following = following = self._following or made
+        return following
+
+    @property
+    def poll_target(self) -> str:
+        """What one shared poll is about: this scheduler instance, seen from here."""
+        return f"{self.scheduler_name}|{self.host_label}|{self.instance_label or ''}"
 
     # -- logs, cancel -----------------------------------------------------
 
     def log_path(self, job_id: Any) -> str:
-        job_id = self.normalize_job_id(job_id)
-        record = self.store.get(job_id, self.scheduler_name, self.host_label)
-        if record is not None and record.log_path:
-            return record.log_path
-        found = self.open().driver.find_output(job_id)
-        if found is None:
-            raise JobNotFoundError(
-                f"no record of {self.scheduler_name} job {job_id} and the scheduler does not "
-                "know where it writes (check the id and the scheduler: hpcbridge jobs)"
-            )
-        return found
+        return self.following().log_path(self.normalize_job_id(job_id))
 
     def get_job_logs(self, job_id: Any) -> str:
         """The job's output so far ("" if it has not started writing)."""
@@ -368,10 +373,7 @@ class SchedulerAdapter(ABC):
         self.cancel_jobs([job_id])
 
     def cancel_jobs(self, job_ids: Iterable[Any]) -> None:
-        ids = [self.normalize_job_id(job_id) for job_id in job_ids]
-        self.store.mark_cancel_requested(self.scheduler_name, self.host_label, ids)
-        self.open().driver.cancel(ids)
-        log.info("cancel requested for %s job(s) %s", self.scheduler_name, ", ".join(ids))
+        self.following().cancel([self.normalize_job_id(job_id) for job_id in job_ids])
 
     # -- misc ---------------------------------------------------------------
 

@@ -189,6 +189,8 @@ class MockAdapter(SchedulerAdapter):
     output_template = "mock-{id}.out"
     # Flux's job kind (batch or plain job): the mock scheduler has one kind of job.
     ignored_options = frozenset({"nested"})
+    # Its "controller" is a folder of this machine: asking it often costs nobody.
+    default_poll_interval = 1.0
 
     def __init__(self, *args: Any, slots: Optional[int] = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

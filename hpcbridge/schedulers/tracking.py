@@ -17,11 +17,16 @@ from ..jobscript import TaskSpec
 from ..model import JobState, JobStatus, advance
 from ..store import JobRecord, JobStore
 from .driver import SCHEDULER_UNREACHABLE, SubmitBatch, Submitted
+from .waiting import ANSWERED_AT
 
 log = logging.getLogger("hpcbridge")
 
 Query = Callable[[List[str]], Dict[str, JobStatus]]
+#: paths -> their modification time (epoch seconds), for those that exist
+StatMany = Callable[[Sequence[str]], Dict[str, float]]
 
+#: the native state of an end read from the wrapper's exit-code file
+FROM_FILE = "(exit-code file)"
 #: answers for which the whole record matters: the exit-code file, a cancel request
 _RECORD_NEEDED = (JobState.UNKNOWN, JobState.FAILED, JobState.TIMEOUT)
 
@@ -50,29 +55,86 @@ class JobTracker:
             self.known[record.job_id] = JobStatus(record.job_id, JobState.PENDING)
 
     def refresh(self, ids: List[str], query: Query) -> Dict[str, JobStatus]:
-        """Every id's status: one ``query`` for all that are not finished."""
-        unseen = [job_id for job_id in ids if job_id not in self.known]
-        if unseen:
-            recorded = self.store.statuses(self.scheduler_name, self.host_label, unseen)
-            for job_id, status in recorded.items():
-                self.known.setdefault(job_id, status)
+        """Every id's status: one ``query`` for all that are not finished.
+
+        ``query`` may leave ids out (no fresh answer yet, see ``polling``):
+        those keep what was known.
+        """
+        self._load(ids)
         to_ask = [job_id for job_id in ids if not self._is_final(job_id)]
-        observed = query(to_ask) if to_ask else {}
-        records = self._records(
-            [job_id for job_id in to_ask if observed[job_id].state in _RECORD_NEEDED]
-        )
+        observed = self.observe(query(to_ask) if to_ask else {})
+        return {job_id: observed.get(job_id) or self._known_or_unknown(job_id) for job_id in ids}
+
+    def observe(self, answers: Dict[str, JobStatus]) -> Dict[str, JobStatus]:
+        """Merge answers into what is known (states never go backwards), record the changes."""
+        records = self._records([i for i, s in answers.items() if s.state in _RECORD_NEEDED])
         changed = []
-        for job_id in to_ask:
-            merged = self._merge(job_id, observed[job_id], records.get(job_id))
+        merged_all: Dict[str, JobStatus] = {}
+        for job_id, answer in answers.items():
+            merged = self._merge(job_id, answer, records.get(job_id))
             previous = self.known.get(job_id)
             if merged.state is not JobState.UNKNOWN and merged != previous:
                 if previous is None or _lasting(previous) != _lasting(merged):
                     changed.append(merged)
                 self.known[job_id] = merged
-            observed[job_id] = merged
+            merged_all[job_id] = merged
         if changed:
             self.store.update_statuses(self.scheduler_name, self.host_label, changed)
-        return {job_id: observed.get(job_id) or self.known[job_id] for job_id in ids}
+        return merged_all
+
+    def ended_by_files(self, ids: List[str], stat_many: StatMany) -> Dict[str, JobStatus]:
+        """The jobs among ``ids`` whose wrapper wrote its exit-code file, from it alone.
+
+        One ``stat_many`` for all (one SFTP round over SSH), a read for each
+        file found.  An exit code of 128 or more (a signal: a time limit, a
+        cancel) and a cancelled job are left to the scheduler, which alone can
+        tell those apart.
+        """
+        self._load(ids)
+        pending = [job_id for job_id in ids if not self._is_final(job_id)]
+        records = {i: r for i, r in self._records(pending).items() if r.exit_file}
+        if not records:
+            return {}
+        found = stat_many([record.exit_file or "" for record in records.values()])
+        answers: Dict[str, JobStatus] = {}
+        for job_id, record in records.items():
+            mtime = found.get(record.exit_file or "")
+            if mtime is None or record.cancel_requested:
+                continue
+            code, started = self._exit_file(record.exit_file or "")
+            if code is None or code >= 128:
+                continue
+            answers[job_id] = JobStatus(
+                job_id,
+                JobState.COMPLETED if code == 0 else JobState.FAILED,
+                exit_code=code,
+                start_time=started,
+                end_time=datetime.fromtimestamp(mtime, tz=timezone.utc),
+                native_state=FROM_FILE,
+                reason="from the exit-code file",
+            )
+        return self.observe(answers)
+
+    def _load(self, ids: List[str]) -> None:
+        """What the store knows of ids this tracker has not seen yet."""
+        unseen = [job_id for job_id in ids if job_id not in self.known]
+        if unseen:
+            recorded = self.store.statuses(self.scheduler_name, self.host_label, unseen)
+            for job_id, status in recorded.items():
+                self.known.setdefault(job_id, status)
+
+    def _known_or_unknown(self, job_id: str) -> JobStatus:
+        # ANSWERED_AT None: not a scheduler's answer, never counted as one.
+        return self.known.get(job_id) or JobStatus(
+            job_id, JobState.UNKNOWN, reason="not answered yet", extra={ANSWERED_AT: None}
+        )
+
+    def _exit_file(self, path: str) -> Tuple[Optional[int], Optional[datetime]]:
+        try:
+            return read_exit_file(self.read_text(path))
+        except Exception as exc:  # noqa: BLE001 - unreadable: the scheduler will tell
+            log.debug("cannot read the exit-code file %s: %s", path, exc)
+            return None, None
 
     def _records(self, job_ids: List[str]) -> Dict[str, JobRecord]:
         if not job_ids:
@@ -113,17 +175,14 @@ class JobTracker:
         when there is no readable exit-code file."""
         if record is None or not record.exit_file:
             return None
-        try:
-            code = exit_code_from_file(self.read_text(record.exit_file))
-        except Exception as exc:  # noqa: BLE001 - missing or unreachable: no answer
-            log.debug("no exit-code file %s: %s", record.exit_file, exc)
-            return None
+        code, started = self._exit_file(record.exit_file)
         if code is None:
             return None
         found = status.with_(
             state=JobState.COMPLETED if code == 0 else JobState.FAILED,
             exit_code=code,
-            native_state=status.native_state or "(exit-code file)",
+            start_time=status.start_time or started,
+            native_state=status.native_state or FROM_FILE,
             reason=f"from the exit-code file ({status.reason})"
             if status.reason
             else "from the exit-code file",
@@ -185,8 +244,19 @@ def _lasting(status: JobStatus) -> Tuple[Any, ...]:
 
 
 def exit_code_from_file(text: str) -> Optional[int]:
-    """The wrapper's exit-code file holds one integer."""
+    """The wrapper's exit-code file: the code, then (since 0.2) when the script started."""
+    return read_exit_file(text)[0]
+
+
+def read_exit_file(text: str) -> Tuple[Optional[int], Optional[datetime]]:
+    """``"<code> <epoch seconds>"`` (or the code alone) as (code, start time)."""
+    words = text.split()
     try:
-        return int(text.strip())
-    except ValueError:
-        return None
+        code = int(words[0])
+    except (IndexError, ValueError):
+        return None, None
+    try:
+        started = datetime.fromtimestamp(float(words[1]), tz=timezone.utc)
+    except (IndexError, ValueError, OverflowError):
+        started = None
+    return code, started

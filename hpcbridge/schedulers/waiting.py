@@ -1,19 +1,27 @@
-"""The one bounded wait loop: status rounds, back-off, UNKNOWN streaks, deadline.
+"""The one bounded wait loop: ticks, quick notice of ends, UNKNOWN streaks, deadline.
 
-It knows nothing of schedulers: it is handed a function doing one status
-round for many jobs, and a ``Waiter`` that pauses between rounds (a plain
+It knows nothing of schedulers.  It is handed two functions over many jobs -
+``status_round`` (the scheduler's answers, through the ``polling.Poller``
+that keeps its polite rate: most ticks it only repeats the last answers) and
+``file_round`` (the jobs whose wrapper wrote its exit-code file: a ``stat``,
+no scheduler asked) - and a ``Waiter`` that pauses between ticks (a plain
 sleep, or a pause a driver ends early when a job ends).
+
+Every ``notice_interval`` seconds (1 s) it takes both rounds, so a job's end
+is known within about a second while the scheduler is asked no more often
+than the poller allows.  An UNKNOWN answer counts towards the streak only
+when it is a new answer (``ANSWERED_AT``), not a repeat of the last one.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
 from ..errors import JobNotFoundError, JobTimeoutError, TransportError
 from ..model import JobState, JobStatus
+from ..retrying import Deadline
 from .driver import Waiter
 
 log = logging.getLogger("hpcbridge")
@@ -22,12 +30,15 @@ StatusCallback = Callable[[JobStatus], None]
 ProgressCallback = Callable[[Dict[str, JobStatus]], None]
 StatusRound = Callable[[List[str]], Dict[str, JobStatus]]
 
+#: ``JobStatus.extra`` key: when the scheduler gave this answer (epoch seconds)
+ANSWERED_AT = "answered_at"
+
 
 class Sleeper:
     """The default pause: sleep, never woken early."""
 
     def pause(self, seconds: float) -> bool:
-        time.sleep(seconds)
+        Deadline(seconds).sleep(seconds)
         return False
 
     def close(self) -> None:
@@ -36,13 +47,13 @@ class Sleeper:
 
 @dataclass
 class WaitPlan:
-    """How to wait: intervals, limits and callbacks."""
+    """How to wait: the tick, limits and callbacks."""
 
     scheduler_name: str
-    poll_interval: float = 10.0
     timeout: Optional[float] = None
     unknown_limit: int = 6
-    first_interval: float = 0.25
+    #: seconds between two looks at the exit-code files (and at the poller's answers)
+    notice_interval: float = 1.0
     on_change: Optional[StatusCallback] = None
     on_poll: Optional[ProgressCallback] = None
 
@@ -56,67 +67,64 @@ class _Progress:
     latest: Dict[str, JobStatus] = field(default_factory=dict)
     last_seen: Dict[str, JobState] = field(default_factory=dict)
     unknown_streak: Dict[str, int] = field(default_factory=dict)
+    #: the ANSWERED_AT of the last UNKNOWN answer counted, per job
+    counted: Dict[str, object] = field(default_factory=dict)
 
 
 def wait_for_all(
     job_ids: List[str],
     status_round: StatusRound,
+    file_round: StatusRound,
     make_waiter: Callable[[List[str]], Optional[Waiter]],
     plan: WaitPlan,
 ) -> Dict[str, JobStatus]:
-    """Every job's final status; one ``status_round`` per poll for all pending ones.
+    """Every job's final status.
 
-    The interval starts short and backs off to ``poll_interval`` while nothing
-    changes.  A job UNKNOWN for ``unknown_limit`` rounds in a row raises
+    A job UNKNOWN for ``unknown_limit`` new answers in a row raises
     ``JobNotFoundError``; past ``timeout`` seconds, ``JobTimeoutError``.
     """
-    deadline = None if plan.timeout is None else time.monotonic() + plan.timeout
+    deadline = Deadline(plan.timeout)
     progress = _Progress(pending=list(job_ids))
-    interval = min(plan.first_interval, plan.poll_interval)
     waiter: Optional[Waiter] = None
     try:
         while True:
-            changed = _one_round(progress, status_round, plan)
+            # The files first: a job that ended is not asked about.
+            _take(progress, file_round(progress.pending), plan)
+            if progress.pending:
+                _take(progress, _asked(status_round, progress.pending), plan)
+            if plan.on_poll is not None:
+                plan.on_poll(progress.latest)
             if not progress.pending:
                 return {job_id: progress.final[job_id] for job_id in job_ids}
-            now = time.monotonic()
-            if deadline is not None and now >= deadline:
+            if deadline.expired:
                 raise JobTimeoutError(
                     f"{len(progress.pending)} job(s) still unfinished after {plan.timeout:g} s: "
                     + ", ".join(progress.pending[:10])
                     + " (they keep running; wait again or cancel them)"
                 )
-            interval = plan.first_interval if changed else min(interval * 1.5, plan.poll_interval)
-            pause = interval if deadline is None else min(interval, max(deadline - now, 0))
             if waiter is None:
                 waiter = make_waiter(progress.pending) or Sleeper()
-            if waiter.pause(pause):
-                interval = plan.first_interval  # a job ended: look again soon
+            waiter.pause(deadline.cap(plan.notice_interval))
     finally:
         if waiter is not None:
             waiter.close()
 
 
-def _one_round(progress: _Progress, status_round: StatusRound, plan: WaitPlan) -> bool:
-    """Ask once, note what changed; True when any job changed state.
-
-    A failed round (a dropped connection, a command past its time) makes every
-    job UNKNOWN this time: a restarting controller is ridden out.
-    """
+def _asked(status_round: StatusRound, pending: List[str]) -> Dict[str, JobStatus]:
+    """One status round; a failed one (a dropped connection, a command past its time)
+    makes every job UNKNOWN this time: a restarting controller is ridden out."""
     try:
-        statuses = status_round(progress.pending)
+        return status_round(pending)
     except (TransportError, JobTimeoutError) as exc:
         log.warning("status query failed (will retry): %s", exc)
         reason = f"query failed: {exc}"
-        statuses = {
-            job_id: JobStatus(job_id, JobState.UNKNOWN, reason=reason)
-            for job_id in progress.pending
-        }
+        return {job_id: JobStatus(job_id, JobState.UNKNOWN, reason=reason) for job_id in pending}
+
+
+def _take(progress: _Progress, statuses: Dict[str, JobStatus], plan: WaitPlan) -> None:
+    """Note what changed; call ``on_change`` for each job whose state changed."""
     progress.latest.update(statuses)
-    if plan.on_poll is not None:
-        plan.on_poll(progress.latest)
-    changed = False
-    for job_id in list(progress.pending):
+    for job_id in [job_id for job_id in progress.pending if job_id in statuses]:
         status = statuses[job_id]
         if status.state is JobState.UNKNOWN:
             _count_unknown(progress, job_id, status, plan)
@@ -124,16 +132,20 @@ def _one_round(progress: _Progress, status_round: StatusRound, plan: WaitPlan) -
         progress.unknown_streak[job_id] = 0
         if progress.last_seen.get(job_id) is not status.state:
             progress.last_seen[job_id] = status.state
-            changed = True
             if plan.on_change is not None:
                 plan.on_change(status)
         if status.is_terminal:
             progress.final[job_id] = status
             progress.pending.remove(job_id)
-    return changed
 
 
 def _count_unknown(progress: _Progress, job_id: str, status: JobStatus, plan: WaitPlan) -> None:
+    answered = status.extra.get(ANSWERED_AT, object())  # no stamp: a new answer each time
+    if answered is None:
+        return  # no answer yet (the poller has not asked about this job)
+    if job_id in progress.counted and progress.counted[job_id] == answered:
+        return  # the same answer again, between two rounds
+    progress.counted[job_id] = answered
     streak = progress.unknown_streak.get(job_id, 0) + 1
     progress.unknown_streak[job_id] = streak
     if streak >= plan.unknown_limit:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 try:  # Python >= 3.8
     from typing import Protocol, runtime_checkable
@@ -72,6 +72,11 @@ class Executor(Protocol):
     def write_text(self, path: str, text: str, mode: Optional[int] = None) -> None: ...
 
     def exists(self, path: str) -> bool: ...
+
+    def stat_many(self, paths: Sequence[str]) -> Dict[str, float]:
+        """The modification time (epoch seconds) of each path that exists; over SSH one
+        listing per folder, so that many jobs' exit-code files cost one round trip."""
+        ...
 
     def abspath(self, path: str) -> str:
         """``path`` made absolute on the executor's side (``~`` and relative paths)."""

@@ -113,6 +113,15 @@ class LocalExecutor:
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
 
+    def stat_many(self, paths: Sequence[str]) -> Dict[str, float]:
+        found: Dict[str, float] = {}
+        for path in paths:
+            try:
+                found[path] = os.stat(path).st_mtime
+            except OSError:
+                continue
+        return found
+
     def abspath(self, path: str) -> str:
         return os.path.abspath(os.path.expanduser(path))
 

@@ -262,3 +262,6 @@ class SSHExecutor:
 
     def exists(self, path: str) -> bool:
         return self._files.exists(path)
+
+    def stat_many(self, paths: Sequence[str]) -> Dict[str, float]:
+        return self._files.stat_many(paths)

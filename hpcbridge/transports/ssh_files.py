@@ -15,7 +15,7 @@ import socket
 import stat
 import tempfile
 import uuid
-from typing import Any, Callable, List, Optional, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar
 
 from ..errors import TransportError
 from .ssh_connect import Connection
@@ -191,6 +191,28 @@ class RemoteFiles:
             return True
 
         return self.call(f"stat {path}", operation)
+
+    def stat_many(self, paths: Sequence[str]) -> Dict[str, float]:
+        """One ``listdir_attr`` per folder: the mtime of each path found there."""
+        folders: Dict[str, List[str]] = {}
+        for path in paths:
+            folders.setdefault(posixpath.dirname(path), []).append(path)
+
+        def operation(sftp: Any) -> Dict[str, float]:
+            found: Dict[str, float] = {}
+            for folder, wanted in folders.items():
+                try:
+                    listing = sftp.listdir_attr(self._path(sftp, folder))
+                except (FileNotFoundError, PermissionError):
+                    continue
+                times = {entry.filename: entry.st_mtime for entry in listing}
+                for path in wanted:
+                    mtime = times.get(posixpath.basename(path))
+                    if mtime is not None:
+                        found[path] = float(mtime)
+            return found
+
+        return self.call(f"list {len(folders)} folder(s)", operation)
 
     def _replacing(
         self, path: str, mode: int, write: Callable[[Any], Optional[int]]

@@ -30,6 +30,7 @@ CHILD = textwrap.dedent(
             remote_workdir=root,
             settings=Settings.from_env(state_dir=root + "/state", scheduler="slurm"),
         )
+        adapter.open()  # the named step that chooses the driver
     except Exception as exc:
         print("REFUSED", type(exc).__name__, exc)
         sys.exit(3)

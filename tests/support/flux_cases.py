@@ -129,8 +129,14 @@ def make_adapter(
     nested: Optional[bool] = None,
     **kwargs: Any,
 ) -> FluxAdapter:
-    """``nested``: batch (True) or plain (False) jobs; ``None``: the instance's default."""
-    settings = Settings.from_env(env={}, state_dir=str(state), flux_nested=nested)
+    """``nested``: batch (True) or plain (False) jobs; ``None``: the instance's default.
+
+    Status rounds every half second: the cases watch jobs change state on a broker
+    of their own (politeness is ``test_polite_polling``'s business).
+    """
+    settings = Settings.from_env(
+        env={}, state_dir=str(state), flux_nested=nested, poll_interval=0.5
+    )
     kwargs.setdefault("unknown_limit", 3)
     kwargs.setdefault("flux_command", require_flux())
     return FluxAdapter(executor=executor, uri=uri, settings=settings, driver=driver, **kwargs)

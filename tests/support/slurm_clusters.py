@@ -156,7 +156,11 @@ def make_adapter(
     remote_workdir: Optional[str] = None,
     **kwargs: Any,
 ) -> RealSlurmAdapter:
-    settings = Settings.from_env(env=dict(env), state_dir=str(root / "state"), scheduler="slurm")
+    # Status rounds every second: the cases watch jobs change state (the test cluster is
+    # ours; the polite rate has cases of its own).
+    settings = Settings.from_env(
+        env=dict(env), state_dir=str(root / "state"), scheduler="slurm", poll_interval=1.0
+    )
     made = RealSlurmAdapter(
         executor=executor if executor is not None else LocalExecutor(default_timeout=60),
         remote_workdir=remote_workdir or str(root / "jobs"),

@@ -6,6 +6,7 @@ scheduler cannot produce on demand.
 """
 
 import itertools
+import time
 from typing import Dict, List, Optional, Sequence
 
 import pytest
@@ -115,7 +116,8 @@ def make(tmp_path, make_script):
         adapter = Scripted(
             list(answers),
             max_batch=max_batch,
-            settings=Settings.from_env({}, state_dir=str(tmp_path / "state")),
+            # Each call a new round: these cases script the scheduler's every answer.
+            settings=Settings.from_env({}, state_dir=str(tmp_path / "state"), poll_interval=1e-6),
             unknown_limit=unknown_limit,
         )
         job_id = adapter.submit_job(make_script("true"))
@@ -194,13 +196,16 @@ def test_wait_all_one_query_per_poll(make, make_script):
     assert adapter.queries == 3  # three polls, each one query for all jobs
 
 
-def test_backoff_grows_to_the_poll_interval(make, monkeypatch):
+def test_the_scheduler_is_asked_once_per_poll_interval(make):
+    """Ticks every notice interval; a scheduler round only every poll interval."""
     adapter, job_id = make(*([JobState.RUNNING] * 8), JobState.COMPLETED)
-    sleeps = []
-    monkeypatch.setattr("time.sleep", sleeps.append)
-    adapter.wait_all([job_id], poll_interval=1.0, first_interval=0.1)
-    assert sleeps[0] == 0.1  # the change PENDING -> RUNNING resets to short
-    assert sleeps == sorted(sleeps) and max(sleeps) == 1.0
+    before = adapter.queries
+    started = time.monotonic()
+    adapter.wait_all([job_id], poll_interval=0.3, notice_interval=0.02, timeout=60)
+    elapsed = time.monotonic() - started
+    rounds = adapter.queries - before
+    assert rounds == 9  # every scripted answer was asked for, none twice
+    assert rounds <= elapsed / 0.3 + 1, (rounds, elapsed)
 
 
 def test_many_jobs_go_in_chunks_of_the_drivers_batch_size(make, make_script):

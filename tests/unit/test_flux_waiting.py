@@ -1,5 +1,5 @@
 """Waiting for Flux jobs without a status round trip after their end (native: the
-result event carries the final state) and with short pauses while a job runs (CLI)."""
+result event carries the final state)."""
 
 import time
 from types import SimpleNamespace
@@ -7,7 +7,6 @@ from typing import Any, List, Sequence
 
 from hpcbridge.model import JobState, JobStatus
 from hpcbridge.schedulers.flux.bindings_driver import NativeDriver
-from hpcbridge.schedulers.flux.command_driver import RUNNING_PAUSE, CLIDriver, RunningPause
 from hpcbridge.schedulers.flux.events import ResultWaiter
 
 
@@ -58,25 +57,3 @@ def test_a_job_a_waiter_hears_is_not_listed_again_within_a_second() -> None:
     listed: List[Sequence[str]] = []
     driver._list = lambda ids: listed.append(ids) or {"ƒ5": running}  # type: ignore[method-assign]
     assert driver.query(["ƒ5"]) == {"ƒ5": running} and listed == [["ƒ5"]]
-
-
-def test_cli_pauses_are_short_only_while_a_watched_job_runs() -> None:
-    running = {"ƒ1"}
-    started = time.monotonic()
-    assert RunningPause(running, ["ƒ1", "ƒ2"]).pause(30.0) is False
-    assert time.monotonic() - started < RUNNING_PAUSE + 0.5
-    started = time.monotonic()
-    RunningPause(running, ["ƒ2"]).pause(0.3)
-    assert 0.25 < time.monotonic() - started < 1.0
-
-
-def test_cli_query_remembers_what_runs() -> None:
-    driver = CLIDriver.__new__(CLIDriver)
-    driver.running = {"ƒ9"}
-    answers = {
-        "ƒ1": JobStatus("ƒ1", JobState.RUNNING),
-        "ƒ9": JobStatus("ƒ9", JobState.COMPLETED),
-    }
-    driver._query_chunk = lambda ids: {job_id: answers[job_id] for job_id in ids}  # type: ignore[method-assign]
-    driver.query(["ƒ1", "ƒ9"])
-    assert driver.running == {"ƒ1"}

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import logging
 import shlex
-import time
-from typing import Callable, Dict, List, Optional, Sequence, Set, TypeVar
+from typing import Callable, Dict, List, Optional, Sequence, TypeVar
 
 from ...errors import JobSubmissionError, SchedulerUnavailableError
 from ...model import JobState, JobStatus
@@ -55,9 +54,6 @@ CAPABILITIES = Capabilities(events=False, arrays=False, dropped_keys=DROPPED_KEY
 MAX_BATCH = 10000
 #: ids per ``flux jobs`` call (keeps the command line short)
 _QUERY_CHUNK = 400
-#: the longest pause between status rounds while a watched job runs: a job's end is
-#: seen within about this long, at one ``flux jobs`` process per pause
-RUNNING_PAUSE = 1.0
 
 # A job whose broker is still starting is worth waiting for: a Flux job that
 # has not published its URI yet, a Slurm job still pending ("empty nodelist")
@@ -209,8 +205,6 @@ class CLIDriver:
         self.outer_time_margin = outer_time_margin
         self.time_left = TimeLeft(commands.expiration)
         self._ready = False
-        #: the ids the last status round saw running
-        self.running: Set[str] = set()
 
     # -- submission --------------------------------------------------------
 
@@ -276,8 +270,6 @@ class CLIDriver:
         answers: Dict[str, JobStatus] = {}
         for start in range(0, len(job_ids), _QUERY_CHUNK):
             answers.update(self._query_chunk(list(job_ids[start : start + _QUERY_CHUNK])))
-        self.running.difference_update(job_ids)
-        self.running.update(i for i, s in answers.items() if s.state is JobState.RUNNING)
         return answers
 
     def _query_chunk(self, job_ids: List[str]) -> Dict[str, JobStatus]:
@@ -338,26 +330,8 @@ class CLIDriver:
         return self.commands.output_of(job_id)
 
     def waiter(self, job_ids: Sequence[str]) -> Optional[Waiter]:
-        return RunningPause(self.running, job_ids)
+        """The commands hear no job events: the wait loop sleeps between its ticks."""
+        return None
 
     def close(self) -> None:
         """Nothing held open: every command is its own process."""
-
-
-class RunningPause:
-    """A ``driver.Waiter`` for polling: while a watched job runs, pauses of at most
-    ``RUNNING_PAUSE`` (its end is near: a plain job's whole life may be a second);
-    otherwise the wait loop's own backed-off pause."""
-
-    def __init__(self, running: Set[str], job_ids: Sequence[str]) -> None:
-        self.running = running
-        self.job_ids = list(job_ids)
-
-    def pause(self, seconds: float) -> bool:
-        if any(job_id in self.running for job_id in self.job_ids):
-            seconds = min(seconds, RUNNING_PAUSE)
-        time.sleep(max(seconds, 0.0))
-        return False
-
-    def close(self) -> None:
-        """Nothing held."""

@@ -7,6 +7,7 @@ knows Slurm's id forms and output patterns.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Mapping, Optional
 
 from ...registry import check_driver_choice
@@ -60,6 +61,16 @@ class RealSlurmAdapter(SchedulerAdapter):
         conf_env = {**self.settings.command_env, **self.command_env}
         driver, choice = choose_slurm_driver(self.requested_driver, self.executor, cli, conf_env)
         return OpenDriver(driver, choice)
+
+    @property
+    def poll_target(self) -> str:
+        """One shared poll per cluster: the slurm.conf the commands read names it."""
+        conf = (
+            self.command_env.get("SLURM_CONF")
+            or self.settings.command_env.get("SLURM_CONF")
+            or (os.environ.get("SLURM_CONF", "") if self.executor.is_local else "")
+        )
+        return f"{super().poll_target}|{conf}"
 
     def normalize_job_id(self, job_id: Any) -> str:
         return normalize_job_id(job_id)

@@ -28,6 +28,7 @@ from ..driver import (
     choose_driver,
     unreachable,
 )
+from ..tracking import exit_code_from_file
 from .batches import CAPABILITIES, NOT_FOUND, plan_batch, planned_spec, submit_batch, unknown
 from .cli import SlurmCliDriver
 from .ids import split_job_id
@@ -225,8 +226,8 @@ class SlurmNativeDriver:
             return None
         try:
             with open(path, encoding="utf-8") as recorded:
-                return int(recorded.read().strip())
-        except (OSError, ValueError):
+                return exit_code_from_file(recorded.read())
+        except OSError:
             return None
 
     def cancel(self, job_ids: Sequence[str]) -> None:

@@ -1,0 +1,120 @@
+"""Following an adapter's jobs once its session is open: status, waiting, logs, cancels.
+
+``Following`` is made once per adapter from the open session's driver, the
+job tracker and a ``polling.Poller``.  Status goes driver -> poller (the
+polite, shared rate) -> tracker (states never go backwards; the exit-code
+file for a job the scheduler no longer knows) -> the store.  Waiting is the
+one loop of ``waiting``, fed by those status rounds and by the exit-code
+files (``tracking.JobTracker.ended_by_files``) for quick notice of ends.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Dict, List, Optional
+
+from ..errors import ConfigurationError, JobNotFoundError, SchedulerUnavailableError
+from ..model import JobState, JobStatus
+from ..store import JobStore
+from ..transports.base import Executor
+from .driver import SchedulerDriver, unreachable
+from .polling import PollBoard, Poller
+from .tracking import JobTracker
+from .waiting import ProgressCallback, StatusCallback, WaitPlan, wait_for_all
+
+log = logging.getLogger("hpcbridge")
+
+
+class Following:
+    """The status, wait, log and cancel paths of one adapter's jobs."""
+
+    def __init__(
+        self,
+        driver: SchedulerDriver,
+        tracker: JobTracker,
+        executor: Executor,
+        store: JobStore,
+        *,
+        poll_interval: float,
+        poll_target: str,
+        unknown_limit: int,
+    ) -> None:
+        self.driver = driver
+        self.tracker = tracker
+        self.executor = executor
+        self.store = store
+        self.scheduler_name = tracker.scheduler_name
+        self.unknown_limit = unknown_limit
+        # A driver woken by job events asks its own broker, cheaply: no shared poll.
+        board = None if driver.capabilities.events else PollBoard(store)
+        interval = 0.0 if driver.capabilities.events else poll_interval
+        self.poller = Poller(self._ask, interval, board=board, target=poll_target)
+
+    def statuses(self, ids: List[str]) -> Dict[str, JobStatus]:
+        """Every id's status; a one-off question waits for a fresh answer (``Poller.ask``)."""
+        return self.tracker.refresh(ids, lambda asked: self.poller.ask(asked, patient=True))
+
+    def _ask(self, job_ids: List[str]) -> Dict[str, JobStatus]:
+        """The driver's answer for every id; an unreachable scheduler is UNKNOWN for all."""
+        try:
+            answers = self.driver.query(job_ids)
+        except (ConfigurationError, SchedulerUnavailableError) as exc:
+            reason = f"cannot reach the {self.scheduler_name} scheduler: {exc}"
+            return {job_id: unreachable(job_id, reason) for job_id in job_ids}
+        return {
+            job_id: answers.get(job_id)
+            or JobStatus(job_id, JobState.UNKNOWN, reason="no answer from the scheduler")
+            for job_id in job_ids
+        }
+
+    def wait_all(
+        self,
+        ids: List[str],
+        poll_interval: Optional[float],
+        timeout: Optional[float],
+        on_change: Optional[StatusCallback],
+        on_poll: Optional[ProgressCallback],
+        notice_interval: float,
+    ) -> Dict[str, JobStatus]:
+        """Every job's final status (see ``waiting.wait_for_all``)."""
+        # No need to look at the files more often than the scheduler may be asked.
+        if poll_interval is not None:
+            notice_interval = min(notice_interval, poll_interval)
+        plan = WaitPlan(
+            self.scheduler_name,
+            timeout=timeout,
+            unknown_limit=self.unknown_limit,
+            notice_interval=notice_interval,
+            on_change=on_change,
+            on_poll=on_poll,
+        )
+
+        def status_round(pending: List[str]) -> Dict[str, JobStatus]:
+            return self.tracker.refresh(
+                pending, lambda asked: self.poller.ask(asked, interval=poll_interval)
+            )
+
+        def file_round(pending: List[str]) -> Dict[str, JobStatus]:
+            return self.tracker.ended_by_files(pending, self.executor.stat_many)
+
+        try:
+            return wait_for_all(ids, status_round, file_round, self.driver.waiter, plan)
+        finally:
+            self.poller.release()  # the next process waiting here takes the poll at once
+
+    def log_path(self, job_id: str) -> str:
+        record = self.store.get(job_id, self.scheduler_name, self.tracker.host_label)
+        if record is not None and record.log_path:
+            return record.log_path
+        found = self.driver.find_output(job_id)
+        if found is None:
+            raise JobNotFoundError(
+                f"no record of {self.scheduler_name} job {job_id} and the scheduler does not "
+                "know where it writes (check the id and the scheduler: hpcbridge jobs)"
+            )
+        return found
+
+    def cancel(self, ids: List[str]) -> None:
+        self.store.mark_cancel_requested(self.scheduler_name, self.tracker.host_label, ids)
+        self.driver.cancel(ids)
+        log.info("cancel requested for %s job(s) %s", self.scheduler_name, ", ".join(ids))

@@ -1,0 +1,316 @@
+"""Asking the scheduler at a polite, predictable rate - one round for every process.
+
+A ``Poller`` stands between the adapter and its driver's ``query``.  It asks
+the scheduler at most once per ``interval`` (or less often, when the
+scheduler itself is slow to answer: the floor is ``SLOW_FACTOR`` times its
+last answer time), for every job anyone here waits on, and serves that
+answer to everyone:
+
+- every process of this user on this host that asks about the same
+  scheduler instance (``target``) writes the ids it wants into the store's
+  poll tables (``PollBoard``);
+- one of them holds the poll (a lease in the store, renewed with each
+  round): it asks the scheduler about the union of all wanted ids and
+  publishes every answer;
+- the others read the published answers.  An answer older than the interval
+  is never served as fresh; a process that dies stops renewing its lease,
+  and the next one to ask takes the poll over.
+
+Drivers whose waiting is woken by events (Flux's bindings) ask their own
+broker, not a shared controller: they get a ``Poller`` without a board,
+which only keeps the rate.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import socket
+import threading
+import time
+import uuid
+from datetime import datetime
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from ..model import JobState, JobStatus
+from ..retrying import Deadline
+from ..store import JobStore
+from .driver import SCHEDULER_UNREACHABLE
+from .waiting import ANSWERED_AT
+
+log = logging.getLogger("hpcbridge")
+
+Query = Callable[[List[str]], Dict[str, JobStatus]]
+
+#: a scheduler that took ``d`` seconds to answer is asked again after ``SLOW_FACTOR * d`` at least
+SLOW_FACTOR = 10.0
+#: how long a lease outlives its last round, in intervals (then another process takes over)
+LEASE_INTERVALS = 2.0
+#: a wanted id is forgotten this many intervals after its process last asked for it
+WANT_INTERVALS = 3.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS poll_lease (
+    target TEXT PRIMARY KEY, owner TEXT NOT NULL, until REAL NOT NULL,
+    last_round REAL, duration REAL
+);
+CREATE TABLE IF NOT EXISTS poll_wants (
+    target TEXT NOT NULL, job_id TEXT NOT NULL, owner TEXT NOT NULL, until REAL NOT NULL,
+    interval REAL NOT NULL, PRIMARY KEY (target, job_id, owner)
+);
+CREATE TABLE IF NOT EXISTS poll_answers (
+    target TEXT NOT NULL, job_id TEXT NOT NULL, at REAL NOT NULL, final INTEGER NOT NULL,
+    answer TEXT NOT NULL, PRIMARY KEY (target, job_id)
+);
+"""
+
+
+def encode(status: JobStatus) -> str:
+    """A status as JSON (with the JSON-able part of ``extra``)."""
+    data = status.to_json()
+    plain = (str, int, float, bool)
+    data["extra"] = {key: v for key, v in status.extra.items() if isinstance(v, plain)}
+    return json.dumps(data)
+
+
+def decode(text: str) -> JobStatus:
+    data = json.loads(text)
+    return JobStatus(
+        job_id=data["job_id"],
+        state=JobState(data["state"]),
+        exit_code=data["exit_code"],
+        start_time=datetime.fromisoformat(data["start_time"]) if data["start_time"] else None,
+        end_time=datetime.fromisoformat(data["end_time"]) if data["end_time"] else None,
+        native_state=data["native_state"],
+        reason=data["reason"],
+        extra=data.get("extra") or {},
+    )
+
+
+class PollBoard:
+    """The poll tables in the job store: who polls, what is wanted, what was answered."""
+
+    def __init__(self, store: JobStore) -> None:
+        self.store = store
+        self._ready = False
+
+    def _ensure(self) -> None:
+        if not self._ready:
+            self.store.run_script(_SCHEMA)
+            self._ready = True
+
+    def want(
+        self, target: str, job_ids: Sequence[str], owner: str, until: float, interval: float
+    ) -> None:
+        """``owner`` waits on these ids, asking at ``interval``, until ``until``."""
+        self._ensure()
+        rows = [(target, job_id, owner, until, interval) for job_id in job_ids]
+        self.store.write_many("INSERT OR REPLACE INTO poll_wants VALUES (?, ?, ?, ?, ?)", rows)
+
+    def take(self, target: str, owner: str, now: float, until: float) -> bool:
+        """Hold the poll of ``target`` until ``until`` if nobody else holds it now."""
+        self._ensure()
+
+        def claim(connection: Any) -> bool:
+            row = connection.execute(
+                "SELECT owner, until FROM poll_lease WHERE target = ?", (target,)
+            ).fetchone()
+            if row is not None and row[0] != owner and row[1] > now:
+                return False
+            connection.execute(
+                "INSERT INTO poll_lease (target, owner, until) VALUES (?, ?, ?) "
+                "ON CONFLICT (target) DO UPDATE SET owner = excluded.owner, until = excluded.until",
+                (target, owner, until),
+            )
+            return True
+
+        return bool(self.store.transaction(claim))
+
+    def wanted(self, target: str, now: float) -> Tuple[List[str], float]:
+        """Every id some process still waits on (less those answered final), and the
+        shortest interval any of them asks at (``inf`` when nobody waits)."""
+        self._ensure()
+        rows = self.store.query(
+            "SELECT w.job_id, w.interval FROM poll_wants w LEFT JOIN poll_answers a "
+            "ON a.target = w.target AND a.job_id = w.job_id "
+            "WHERE w.target = ? AND w.until >= ? AND (a.final IS NULL OR a.final = 0)",
+            (target, now),
+        )
+        least = min((float(row[1]) for row in rows), default=math.inf)
+        return list(dict.fromkeys(row[0] for row in rows)), least
+
+    def publish(
+        self, target: str, owner: str, answers: Dict[str, JobStatus], at: float, until: float
+    ) -> None:
+        """The answers of one round, and the lease renewed with it."""
+        self._ensure()
+        rows = [
+            (target, job_id, at, int(status.is_terminal), encode(status))
+            for job_id, status in answers.items()
+        ]
+
+        def write(connection: Any) -> None:
+            connection.executemany(
+                "INSERT OR REPLACE INTO poll_answers VALUES (?, ?, ?, ?, ?)", rows
+            )
+            connection.execute(
+                "UPDATE poll_lease SET until = ?, last_round = ? WHERE target = ? AND owner = ?",
+                (until, at, target, owner),
+            )
+
+        self.store.transaction(write)
+
+    def answers(
+        self, target: str, job_ids: Sequence[str], since: float
+    ) -> Dict[str, Tuple[JobStatus, float]]:
+        """The published answers for these ids not older than ``since``, with their time."""
+        self._ensure()
+        rows = self.store.select_ids(
+            "SELECT job_id, answer, at FROM poll_answers",
+            "target = ? AND at >= ? AND ",
+            [target, since],
+            job_ids,
+        )
+        return {row[0]: (decode(row[1]), float(row[2])) for row in rows}
+
+    def release(self, target: str, owner: str) -> None:
+        """Give the poll up and forget what this owner wanted."""
+        self._ensure()
+
+        def drop(connection: Any) -> None:
+            connection.execute(
+                "DELETE FROM poll_lease WHERE target = ? AND owner = ?", (target, owner)
+            )
+            connection.execute(
+                "DELETE FROM poll_wants WHERE target = ? AND owner = ?", (target, owner)
+            )
+
+        self.store.transaction(drop)
+
+
+class Poller:
+    """One scheduler round per interval at most; with a board, shared (see the module)."""
+
+    def __init__(
+        self,
+        query: Query,
+        interval: float,
+        *,
+        board: Optional[PollBoard] = None,
+        target: str = "",
+    ) -> None:
+        self.query = query
+        self.interval = interval
+        self.board = board
+        self.target = target
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._lock = threading.Lock()
+        #: when this process last asked the scheduler itself (monotonic), and how long it took
+        self._last_round = -float("inf")
+        self._duration = 0.0
+        #: the answers this process got, and when they were given (wall clock)
+        self._latest: Dict[str, JobStatus] = {}
+        self._latest_at: Dict[str, float] = {}
+
+    def gap(self, interval: Optional[float] = None) -> float:
+        """The least time between two rounds: the interval, or more for a slow scheduler."""
+        return max(self.interval if interval is None else interval, SLOW_FACTOR * self._duration)
+
+    def due(self, interval: Optional[float] = None) -> bool:
+        return time.monotonic() - self._last_round >= self.gap(interval)
+
+    def ask(
+        self, job_ids: List[str], patient: bool = False, interval: Optional[float] = None
+    ) -> Dict[str, JobStatus]:
+        """Answers for as many of ``job_ids`` as are fresh now (not older than the gap).
+
+        Asks the scheduler when a round is due and this process may poll;
+        ``interval`` (a caller's ``poll_interval``) replaces the poller's own
+        from now on.  An id without a fresh answer yet is left out (the caller
+        keeps what it knew), so the wait loop of a process that does not hold
+        the poll never waits for the one that does.  ``patient``: a one-off
+        question (``hpcbridge status``) - wait up to one gap for the poller's
+        next round, then ask the scheduler about what is still unanswered.
+        """
+        with self._lock:
+            if interval is not None:
+                self.interval = interval
+            # Fresh: given less than a gap before this question (or after it).
+            since = time.time() - self.gap()
+            if self.board is None:
+                if self.due():
+                    self._round(job_ids)
+                return self._fresh(job_ids, since)
+            found = self._ask_shared(job_ids, since)
+            if patient and len(found) < len(set(job_ids)):
+                found = self._wait_for_answers(job_ids, found, since)
+            return found
+
+    def _ask_shared(self, job_ids: List[str], since: float) -> Dict[str, JobStatus]:
+        """One look at the shared poll: a round of our own when it is ours and due."""
+        assert self.board is not None
+        now = time.time()
+        until = now + WANT_INTERVALS * self.gap()
+        self.board.want(self.target, job_ids, self.owner, until, self.interval)
+        others, least = self.board.wanted(self.target, now)
+        # The poller asks as often as the most eager waiter wants, never more.
+        interval = min(self.interval, least)
+        lease = now + LEASE_INTERVALS * self.gap(interval) + self._duration
+        if self.due(interval) and self.board.take(self.target, self.owner, now, lease):
+            answers = self._round(list(dict.fromkeys([*job_ids, *others])))
+            lease = time.time() + LEASE_INTERVALS * self.gap(interval) + self._duration
+            self.board.publish(self.target, self.owner, answers, time.time(), lease)
+        else:
+            published = self.board.answers(self.target, job_ids, since)
+            for job_id, (status, at) in published.items():
+                if at > self._latest_at.get(job_id, -math.inf):
+                    self._latest[job_id], self._latest_at[job_id] = status, at
+        return self._fresh(job_ids, since)
+
+    def _wait_for_answers(
+        self, job_ids: List[str], found: Dict[str, JobStatus], since: float
+    ) -> Dict[str, JobStatus]:
+        deadline = Deadline(self.gap())
+        while len(found) < len(set(job_ids)) and not deadline.expired:
+            deadline.sleep(min(0.2, self.gap()))
+            found = self._ask_shared(job_ids, since)
+        missing = [job_id for job_id in dict.fromkeys(job_ids) if job_id not in found]
+        if missing:  # nobody answered within a gap: ask ourselves, once
+            self._round(missing)
+        return self._fresh(job_ids, since)
+
+    def _fresh(self, job_ids: Sequence[str], since: float) -> Dict[str, JobStatus]:
+        return {
+            job_id: self._latest[job_id]
+            for job_id in job_ids
+            if self._latest_at.get(job_id, -math.inf) >= since
+        }
+
+    def _round(self, job_ids: List[str]) -> Dict[str, JobStatus]:
+        started = time.monotonic()
+        answers = self.query(job_ids)
+        if not all(status.extra.get(SCHEDULER_UNREACHABLE) for status in answers.values()):
+            # The scheduler's answer time; a failure's time says nothing of its load.
+            self._duration = time.monotonic() - started
+        self._last_round = time.monotonic()
+        at = time.time()
+        stamped = {}
+        for job_id, status in answers.items():
+            stamped[job_id] = status.with_(extra={**status.extra, ANSWERED_AT: at})
+            self._latest[job_id] = stamped[job_id]
+            self._latest_at[job_id] = at
+        if self._duration * SLOW_FACTOR > self.interval:
+            log.info(
+                "the scheduler took %.1f s to answer: asked again in %.0f s at the soonest",
+                self._duration,
+                self.gap(),
+            )
+        return stamped
+
+    def release(self) -> None:
+        """Hand the poll on (the next process to ask takes it) and forget our wants."""
+        if self.board is not None:
+            with self._lock:
+                self.board.release(self.target, self.owner)
