@@ -59,8 +59,7 @@ def _store_check(settings: Settings) -> Check:
         from .store import JobStore
 
         store = JobStore(settings.database_path)
-        count = len(store.list())
-        return Check("job store", True, f"{settings.database_path} ({count} jobs)")
+        return Check("job store", True, f"{store.location.describe()} ({store.count()} jobs)")
     except Exception as exc:  # doctor reports, it does not fail
         return Check("job store", False, f"{settings.database_path}: {exc}")
 

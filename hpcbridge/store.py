@@ -10,197 +10,50 @@ import os
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, TypeVar
 
+from . import store_location
 from .model import JobState, JobStatus
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS hpc_jobs (
-    id              INTEGER PRIMARY KEY AUTOINCREMENT,
-    job_id          TEXT NOT NULL,
-    scheduler       TEXT NOT NULL,
-    transport       TEXT NOT NULL DEFAULT 'local',
-    host            TEXT NOT NULL DEFAULT '',
-    flux_uri        TEXT,
-    job_name        TEXT,
-    state           TEXT NOT NULL DEFAULT 'PENDING',
-    native_state    TEXT,
-    reason          TEXT,
-    exit_code       INTEGER,
-    submit_time     TEXT,
-    start_time      TEXT,
-    end_time        TEXT,
-    nodes           INTEGER,
-    ntasks          INTEGER,
-    cpus_per_task   INTEGER,
-    gpus            INTEGER,
-    time_limit      REAL,
-    partition       TEXT,
-    qos             TEXT,
-    account         TEXT,
-    remote_dir      TEXT,
-    script          TEXT,
-    log_path        TEXT,
-    exit_file       TEXT,
-    cancel_requested INTEGER NOT NULL DEFAULT 0,
-    updated_at      TEXT,
-    kind            TEXT,
-    UNIQUE (scheduler, host, job_id)
-);
-CREATE INDEX IF NOT EXISTS hpc_jobs_job_id ON hpc_jobs (job_id);
-CREATE INDEX IF NOT EXISTS hpc_jobs_state ON hpc_jobs (state);
-"""
-
-
-@dataclass
-class JobRecord:
-    """One row of ``hpc_jobs``."""
-
-    job_id: str
-    scheduler: str
-    transport: str = "local"
-    host: str = ""
-    flux_uri: Optional[str] = None
-    job_name: Optional[str] = None
-    state: str = JobState.PENDING.value
-    native_state: Optional[str] = None
-    reason: Optional[str] = None
-    exit_code: Optional[int] = None
-    submit_time: Optional[datetime] = None
-    start_time: Optional[datetime] = None
-    end_time: Optional[datetime] = None
-    nodes: Optional[int] = None
-    ntasks: Optional[int] = None
-    cpus_per_task: Optional[int] = None
-    gpus: Optional[int] = None
-    time_limit: Optional[float] = None
-    partition: Optional[str] = None
-    qos: Optional[str] = None
-    account: Optional[str] = None
-    remote_dir: Optional[str] = None
-    script: Optional[str] = None
-    log_path: Optional[str] = None
-    exit_file: Optional[str] = None
-    cancel_requested: bool = False
-    updated_at: Optional[datetime] = None
-    #: Flux: "batch" (a nested instance) or "plain" (the script as the job's tasks);
-    #: ``None`` where the scheduler has no such choice
-    kind: Optional[str] = None
-
-    @property
-    def job_state(self) -> JobState:
-        return JobState(self.state)
-
-    def status(self) -> JobStatus:
-        return JobStatus(
-            job_id=self.job_id,
-            state=self.job_state,
-            exit_code=self.exit_code,
-            start_time=self.start_time,
-            end_time=self.end_time,
-            native_state=self.native_state or "",
-            reason=self.reason or "",
-        )
-
-    @property
-    def cpus(self) -> int:
-        """CPUs held by the job, for cost: tasks × cpus per task (at least one)."""
-        return max(self.ntasks or self.nodes or 1, 1) * max(self.cpus_per_task or 1, 1)
-
-    def elapsed_hours(self, now: Optional[datetime] = None) -> float:
-        if self.start_time is None:
-            return 0.0
-        end = self.end_time or now or datetime.now(timezone.utc)
-        return max((end - self.start_time).total_seconds(), 0.0) / 3600.0
-
-
-_COLUMNS = [f.name for f in fields(JobRecord)]
-_TIME_COLUMNS = {"submit_time", "start_time", "end_time", "updated_at"}
-_TIME_INDEXES = tuple(index for index, name in enumerate(_COLUMNS) if name in _TIME_COLUMNS)
-_CANCEL_INDEX = _COLUMNS.index("cancel_requested")
-# Built from the constant column list; every value goes as a parameter.
-_SELECT = f"SELECT {', '.join(_COLUMNS)} FROM hpc_jobs"  # noqa: S608
-_SELECT_WITH_ROW_ID = f"SELECT id, {', '.join(_COLUMNS)} FROM hpc_jobs"  # noqa: S608
-_INSERT = (
-    f"INSERT OR REPLACE INTO hpc_jobs ({', '.join(_COLUMNS)}) "  # noqa: S608
-    f"VALUES ({', '.join('?' for _ in _COLUMNS)})"
+from .store_journal import journal_for
+from .store_schema import (
+    COLUMNS,
+    IDS_PER_QUERY,
+    IMPORT,
+    INSERT,
+    MARK_CANCEL,
+    SCHEMA,
+    SELECT,
+    SELECT_STATUS,
+    SELECT_WITH_ROW_ID,
+    UPDATE_STATUS,
+    JobRecord,
+    add_missing_columns,
+    decode_row,
+    encode_value,
+    status_from_row,
 )
-_UPDATE_STATUS = (
-    "UPDATE hpc_jobs SET state=?, native_state=?, reason=?, exit_code=?, "
-    "start_time=COALESCE(?, start_time), end_time=COALESCE(?, end_time), "
-    "updated_at=? WHERE scheduler=? AND host=? AND job_id=?"
-)
-_SELECT_STATUS = (
-    "SELECT job_id, state, exit_code, start_time, end_time, native_state, reason FROM hpc_jobs"
-)
-_MARK_CANCEL = (
-    "UPDATE hpc_jobs SET cancel_requested=1, updated_at=? WHERE scheduler=? AND host=? AND job_id=?"
-)
-#: ids per ``IN (...)`` query: under 999, the variable limit of SQLite before 3.32
-_IDS_PER_QUERY = 900
 
 T = TypeVar("T")
 
-
-def _encode(name: str, value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if name == "cancel_requested":
-        return int(bool(value))
-    if isinstance(value, JobState):
-        return value.value
-    return value
-
-
-def _decode(row: Sequence[Any]) -> JobRecord:
-    """A record from a row of ``_SELECT`` (columns in field order)."""
-    values = list(row)
-    for index in _TIME_INDEXES:
-        if values[index]:
-            values[index] = datetime.fromisoformat(values[index])
-    values[_CANCEL_INDEX] = bool(values[_CANCEL_INDEX])
-    return JobRecord(*values)
-
-
-def _status_from_row(row: Sequence[Any]) -> JobStatus:
-    """A status from a row of ``_SELECT_STATUS``."""
-    job_id, state, exit_code, start, end, native_state, reason = row
-    return JobStatus(
-        job_id=job_id,
-        state=JobState(state),
-        exit_code=exit_code,
-        start_time=datetime.fromisoformat(start) if start else None,
-        end_time=datetime.fromisoformat(end) if end else None,
-        native_state=native_state or "",
-        reason=reason or "",
-    )
-
-
-#: columns added after the first release: (name, SQL type); databases made before get them
-_LATER_COLUMNS = (("kind", "TEXT"),)
-
-
-def _add_missing_columns(connection: sqlite3.Connection) -> None:
-    """Bring a database made by an older hpcbridge up to the current columns."""
-    present = {row[1] for row in connection.execute("PRAGMA table_info(hpc_jobs)")}
-    for name, sql_type in _LATER_COLUMNS:
-        if name not in present:
-            # Names and types come from the constant list above, never from input.
-            connection.execute(f"ALTER TABLE hpc_jobs ADD COLUMN {name} {sql_type}")
+__all__ = ["JobRecord", "JobStore"]
 
 
 class JobStore:
-    """Job records in SQLite (WAL, busy timeout): many writers, no row lost.
+    """Job records in SQLite (WAL, busy timeout): many writers, no row lost - on a
+    local disk (``store_location``: a shared place gets a local stand-in, and each
+    record is written there as a file of its own, ``store_journal``).
 
     The database file is opened (and created) on first use, not by the
     constructor: every adapter holds a store, most never touch it.
     """
 
     def __init__(self, path: os.PathLike[str] | str) -> None:
-        self.path = Path(path)
+        #: where the database really is, and why (a local disk for a shared place)
+        self.location = store_location.choose(Path(path))
+        self.path = self.location.path
+        self.journal = journal_for(self.location.shared, self.path)
         self._local = threading.local()
         self._schema_ready = False
 
@@ -216,8 +69,8 @@ class JobStore:
         # on power loss or an OS crash), which is what the records promise.
         opened.execute("PRAGMA synchronous=NORMAL")
         if not self._schema_ready:
-            _retry_locked(lambda: opened.executescript(_SCHEMA))
-            _retry_locked(lambda: _add_missing_columns(opened))
+            _retry_locked(lambda: opened.executescript(SCHEMA))
+            _retry_locked(lambda: add_missing_columns(opened))
             self._schema_ready = True
         self._local.connection = opened
         return opened
@@ -236,10 +89,27 @@ class JobStore:
 
     def add_many(self, records: Iterable[JobRecord]) -> None:
         rows = []
-        for record in records:
+        written = list(records)
+        for record in written:
             record.updated_at = _now()
-            rows.append([_encode(name, getattr(record, name)) for name in _COLUMNS])
-        self.write_many(_INSERT, rows)
+            rows.append([encode_value(name, getattr(record, name)) for name in COLUMNS])
+        self.write_many(INSERT, rows)
+        if self.journal is not None:
+            self.journal.write(written)
+
+    def _share(self, scheduler: str, host: str, job_ids: Sequence[str]) -> None:
+        """The records of these jobs as they are now, into the shared folder (if any)."""
+        if self.journal is not None and job_ids:
+            self.journal.write(self.get_many(scheduler, host, job_ids).values())
+
+    def _import_shared(self) -> None:
+        """The records other hosts wrote since the last look (a relocated store only)."""
+        if self.journal is None:
+            return
+        records = self.journal.others(JobRecord)
+        if records:
+            rows = [[encode_value(name, getattr(r, name)) for name in COLUMNS] for r in records]
+            self.write_many(IMPORT, rows)
 
     def update_status(self, scheduler: str, host: str, status: JobStatus) -> None:
         self.update_statuses(scheduler, host, [status])
@@ -253,8 +123,8 @@ class JobStore:
                 status.native_state,
                 status.reason,
                 status.exit_code,
-                _encode("start_time", status.start_time),
-                _encode("end_time", status.end_time),
+                encode_value("start_time", status.start_time),
+                encode_value("end_time", status.end_time),
                 now,
                 scheduler,
                 host,
@@ -263,11 +133,14 @@ class JobStore:
             for status in statuses
             if status.state is not JobState.UNKNOWN
         ]
-        self.write_many(_UPDATE_STATUS, rows)
+        self.write_many(UPDATE_STATUS, rows)
+        self._share(scheduler, host, [str(row[-1]) for row in rows])
 
     def mark_cancel_requested(self, scheduler: str, host: str, job_ids: Iterable[str]) -> None:
         now = _now().isoformat()
-        self.write_many(_MARK_CANCEL, [(now, scheduler, host, job_id) for job_id in job_ids])
+        ids = list(job_ids)
+        self.write_many(MARK_CANCEL, [(now, scheduler, host, job_id) for job_id in ids])
+        self._share(scheduler, host, ids)
 
     def write_many(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
         """One statement over many rows in one immediate transaction, retried when locked."""
@@ -305,6 +178,7 @@ class JobStore:
         self, job_id: str, scheduler: Optional[str] = None, host: Optional[str] = None
     ) -> Optional[JobRecord]:
         """The newest record for ``job_id`` (optionally on one scheduler/host)."""
+        self._import_shared()
         clauses, params = ["job_id = ?"], [job_id]
         if scheduler is not None:
             clauses.append("scheduler = ?")
@@ -313,27 +187,28 @@ class JobStore:
             clauses.append("host = ?")
             params.append(host)
         # Only constant clauses are joined; every value is a parameter.
-        query = f"{_SELECT} WHERE {' AND '.join(clauses)} ORDER BY id DESC LIMIT 1"  # noqa: S608
+        query = f"{SELECT} WHERE {' AND '.join(clauses)} ORDER BY id DESC LIMIT 1"  # noqa: S608
         row = self._connect().execute(query, params).fetchone()
-        return _decode(row) if row else None
+        return decode_row(row) if row else None
 
     def get_many(self, scheduler: str, host: str, job_ids: Sequence[str]) -> Dict[str, JobRecord]:
         """The records of these ids on one scheduler/host: one query per 900 ids."""
-        rows = self.select_ids(_SELECT, "scheduler=? AND host=? AND ", [scheduler, host], job_ids)
-        return {record.job_id: record for record in map(_decode, rows)}
+        rows = self.select_ids(SELECT, "scheduler=? AND host=? AND ", [scheduler, host], job_ids)
+        return {record.job_id: record for record in map(decode_row, rows)}
 
     def statuses(self, scheduler: str, host: str, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
         """The last recorded status of these ids: ``get_many`` without the rest of
         each record, for the status refresh of many jobs."""
         rows = self.select_ids(
-            _SELECT_STATUS, "scheduler=? AND host=? AND ", [scheduler, host], job_ids
+            SELECT_STATUS, "scheduler=? AND host=? AND ", [scheduler, host], job_ids
         )
-        return {row[0]: _status_from_row(row) for row in rows}
+        return {row[0]: status_from_row(row) for row in rows}
 
     def find(self, job_ids: Sequence[str]) -> List[JobRecord]:
         """Every record of these ids on any scheduler or host, newest first."""
-        rows = self.select_ids(_SELECT_WITH_ROW_ID, "", [], job_ids)
-        return [_decode(row[1:]) for row in sorted(rows, key=lambda row: -int(row[0]))]
+        self._import_shared()
+        rows = self.select_ids(SELECT_WITH_ROW_ID, "", [], job_ids)
+        return [decode_row(row[1:]) for row in sorted(rows, key=lambda row: -int(row[0]))]
 
     def select_ids(
         self, select: str, condition: str, params: Sequence[Any], job_ids: Sequence[str]
@@ -342,8 +217,8 @@ class JobStore:
         connection = self._connect()
         unique = list(dict.fromkeys(job_ids))
         rows: List[Sequence[Any]] = []
-        for start in range(0, len(unique), _IDS_PER_QUERY):
-            chunk = unique[start : start + _IDS_PER_QUERY]
+        for start in range(0, len(unique), IDS_PER_QUERY):
+            chunk = unique[start : start + IDS_PER_QUERY]
             marks = ", ".join("?" for _ in chunk)
             # Only constant text and "?" marks are joined; every value is a parameter.
             query = f"{select} WHERE {condition}job_id IN ({marks})"  # noqa: S608
@@ -351,15 +226,21 @@ class JobStore:
         return rows
 
     def list(self, state: Optional[str] = None, limit: Optional[int] = None) -> List[JobRecord]:
-        query, params = _SELECT, []
+        self._import_shared()
+        query, params = SELECT, []
         if state:
             query += " WHERE state = ?"
             params.append(state.upper())
         if limit:  # the newest ``limit`` rows, still listed oldest first
             query += f" ORDER BY id DESC LIMIT {int(limit)}"
-            return [_decode(row) for row in self._connect().execute(query, params)][::-1]
+            return [decode_row(row) for row in self._connect().execute(query, params)][::-1]
         query += " ORDER BY id"
-        return [_decode(row) for row in self._connect().execute(query, params)]
+        return [decode_row(row) for row in self._connect().execute(query, params)]
+
+    def count(self) -> int:
+        """How many jobs are recorded."""
+        self._import_shared()
+        return int(self._connect().execute("SELECT COUNT(*) FROM hpc_jobs").fetchone()[0])
 
     def __iter__(self) -> Iterator[JobRecord]:
         return iter(self.list())

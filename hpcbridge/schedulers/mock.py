@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from ..errors import ConfigurationError, JobSubmissionError
 from ..jobscript import TASK_INDEX_VARIABLE
 from ..model import JobState, JobStatus
+from ..store_location import local_state_folder
 from .base import SchedulerAdapter, exit_code_from_file
 from .driver import (
     Capabilities,
@@ -199,7 +200,8 @@ class MockAdapter(SchedulerAdapter):
                 "the mock scheduler runs jobs on this machine; use the local transport "
                 "(HPCBRIDGE_TRANSPORT=local)"
             )
-        self.root = self.settings.state_path / "mock"
+        # Its supervisors lock files there: a folder on a local disk (store_location).
+        self.root = local_state_folder(self.settings.state_path / "mock")
         self.slots = slots or os.cpu_count() or 1
 
     def _open_session(self) -> OpenDriver:

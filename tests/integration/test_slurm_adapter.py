@@ -19,6 +19,7 @@ import os
 import subprocess
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
@@ -305,8 +306,14 @@ def test_controller_restart_while_waiting(
     adapter.unknown_limit = 60  # the restart takes a few seconds of failed queries
     # The job outlives the outage: its exit-code file (which the adapter reads
     # for any job the scheduler cannot answer for) appears only after the restart.
-    job_id = adapter.submit_job(script("sleep 40; exit 2"))
+    marker = Path(adapter.remote_workdir) / f"started-{uuid.uuid4().hex[:8]}"
+    job_id = adapter.submit_job(script(f"touch {marker}; sleep 40; exit 2"))
     assert wait_for_state(adapter, job_id, JobState.RUNNING).state is JobState.RUNNING
+    # RUNNING begins with the prolog: a controller stopped before the batch script was
+    # launched may lose the launch (the job then stays RUNNING with nothing running).
+    deadline = time.monotonic() + 60
+    while not adapter.executor.exists(str(marker)) and time.monotonic() < deadline:
+        time.sleep(0.2)
     restarted: Dict[str, Any] = {}
 
     def ctld(action: str) -> subprocess.CompletedProcess:

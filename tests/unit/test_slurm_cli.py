@@ -34,6 +34,14 @@ def describe(driver: Any, batch: SubmitBatch) -> str:
 Responder = Callable[[List[str]], CommandResult]
 
 
+def cli(executor: Any, **options: Any) -> SlurmCliDriver:
+    """A CLI driver of Slurm 22.05 (no light rounds) that does not ask a busy controller
+    again (``query_retries=0``) unless a case says otherwise."""
+    options.setdefault("query_retries", 0.0)
+    options.setdefault("light_rounds", False)
+    return SlurmCliDriver(executor, **options)
+
+
 class ScriptedExecutor:
     """Answers each command by its program name; records every call."""
 
@@ -99,7 +107,7 @@ def numbered_sbatch(refuse_arrays: bool = False, fail_from: int = 0) -> Responde
 
 def test_submit_parses_id_and_is_not_idempotent() -> None:
     executor = ScriptedExecutor(sbatch=(0, "77;hpcbridge\n", ""))
-    assert SlurmCliDriver(executor).submit(spec()) == "77"
+    assert cli(executor).submit(spec()) == "77"
     assert executor.calls[0][:2] == ["sbatch", "--parsable"]
     assert executor.idempotent == [False]
 
@@ -111,7 +119,7 @@ def test_submit_error_keeps_slurms_words() -> None:
     )
     executor = ScriptedExecutor(sbatch=(1, "", err))
     with pytest.raises(JobSubmissionError) as caught:
-        SlurmCliDriver(executor).submit(spec())
+        cli(executor).submit(spec())
     assert "Invalid partition name specified" in str(caught.value)
     assert "Invalid partition name specified" in caught.value.scheduler_message
     assert "sbatch: error:" not in caught.value.scheduler_message
@@ -122,23 +130,23 @@ def test_submit_error_keeps_slurms_words() -> None:
 def test_submit_timeout_is_uncertain() -> None:
     executor = ScriptedExecutor(sbatch=JobTimeoutError("sbatch did not finish"))
     with pytest.raises(SubmissionUncertainError):
-        SlurmCliDriver(executor).submit(spec())
+        cli(executor).submit(spec())
 
 
 def test_submit_socket_timeout_is_uncertain() -> None:
     err = "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation\n"
     with pytest.raises(SubmissionUncertainError):
-        SlurmCliDriver(ScriptedExecutor(sbatch=(1, "", err))).submit(spec())
+        cli(ScriptedExecutor(sbatch=(1, "", err))).submit(spec())
 
 
 def test_submit_without_sbatch() -> None:
     with pytest.raises(JobSubmissionError, match="sbatch not found"):
-        SlurmCliDriver(ScriptedExecutor()).submit(spec())
+        cli(ScriptedExecutor()).submit(spec())
 
 
 def test_submit_without_an_id_is_uncertain() -> None:
     with pytest.raises(SubmissionUncertainError):
-        SlurmCliDriver(ScriptedExecutor(sbatch=(0, "hello\n", ""))).submit(spec())
+        cli(ScriptedExecutor(sbatch=(0, "hello\n", ""))).submit(spec())
 
 
 # -- submit_many ------------------------------------------------------------
@@ -146,7 +154,7 @@ def test_submit_without_an_id_is_uncertain() -> None:
 
 def test_submit_many_of_one_is_a_plain_job() -> None:
     executor = ScriptedExecutor(sbatch=numbered_sbatch())
-    driver = SlurmCliDriver(executor)
+    driver = cli(executor)
     assert submit(driver, batch(1)) == [Submitted("100", "/j/slurm-100.out", 0)]
     argv = executor.calls[0]
     assert "--dependency=afterok:7" in argv and argv[-1] == "/j/.hpcbridge/t.sh"
@@ -156,7 +164,7 @@ def test_submit_many_of_one_is_a_plain_job() -> None:
 
 def test_submit_many_is_one_array_named_by_array_and_task() -> None:
     executor = ScriptedExecutor(sbatch=numbered_sbatch())
-    driver = SlurmCliDriver(executor)
+    driver = cli(executor)
     found = submit(driver, batch(3, "/j/out-%x-%j.log"))
     assert found == [
         Submitted(f"100_{index}", f"/j/out-w-100_{index}.log", index) for index in range(3)
@@ -170,7 +178,7 @@ def test_submit_many_is_one_array_named_by_array_and_task() -> None:
 
 def test_submit_many_one_job_per_task_where_arrays_are_refused() -> None:
     executor = ScriptedExecutor(sbatch=numbered_sbatch(refuse_arrays=True))
-    found = submit(SlurmCliDriver(executor), batch(3))
+    found = submit(cli(executor), batch(3))
     # call 1 (id 100 unused) was the refused array
     assert found == [Submitted(str(101 + i), f"/j/slurm-{101 + i}.out", i) for i in range(3)]
     singles = executor.calls[1:]
@@ -184,7 +192,7 @@ def test_submit_many_later_failure_is_partial() -> None:
     # call 1: the refused array; calls 2-3 go in; call 4 fails
     executor = ScriptedExecutor(sbatch=numbered_sbatch(refuse_arrays=True, fail_from=4))
     with pytest.raises(PartialSubmissionError) as caught:
-        submit(SlurmCliDriver(executor), batch(4))
+        submit(cli(executor), batch(4))
     assert caught.value.submitted_ids == ["101", "102"]
     assert "Unable to contact slurm controller" in caught.value.failures[0]
     assert len(caught.value.failures) == 2 and "4 submissions" in str(caught.value)
@@ -194,16 +202,91 @@ def test_submit_many_later_failure_is_partial() -> None:
 def test_submit_many_first_failure_is_a_plain_error() -> None:
     executor = ScriptedExecutor(sbatch=numbered_sbatch(fail_from=1))
     with pytest.raises(JobSubmissionError) as caught:
-        submit(SlurmCliDriver(executor), batch(3))
+        submit(cli(executor), batch(3))
     assert not isinstance(caught.value, PartialSubmissionError)
     assert len(executor.calls) == 1  # not an array refusal: no job-by-job retry
 
 
-def test_submit_many_uncertain_array_is_never_retried() -> None:
-    executor = ScriptedExecutor(sbatch=JobTimeoutError("sbatch did not finish"))
-    with pytest.raises(SubmissionUncertainError):
-        submit(SlurmCliDriver(executor), batch(3))
-    assert len(executor.calls) == 1
+def test_uncertain_array_is_adopted_by_its_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """sbatch timed out, yet the array exists: found by its comment, never sent twice."""
+    monkeypatch.setattr("hpcbridge.schedulers.adoption.LOOK_EVERY", 0.01)
+    rows = iter(
+        [
+            (1, "", "squeue: error: Socket timed out on send/recv operation\n"),  # still busy
+            (0, "7|hpcbridge:other\n41|hpcbridge:t\n", ""),
+        ]
+    )
+    executor = ScriptedExecutor(
+        sbatch=JobTimeoutError("sbatch did not finish"),
+        squeue=lambda argv: CommandResult(argv, *next(rows)),
+    )
+    found = submit(cli(executor), batch(3))
+    assert [item.job_id for item in found] == ["41_0", "41_1", "41_2"]
+    assert [call[0] for call in executor.calls].count("sbatch") == 1
+    assert "--comment=hpcbridge:t" in executor.calls[0]
+
+
+def test_uncertain_submission_surely_absent_is_sent_once_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("hpcbridge.schedulers.adoption.LOOK_EVERY", 0.01)
+    answers = iter([JobTimeoutError("sbatch did not finish"), (0, "42\n", "")])
+
+    def sbatch(argv: List[str]) -> CommandResult:
+        answer = next(answers)
+        if isinstance(answer, BaseException):
+            raise answer
+        return CommandResult(argv, *answer)
+
+    executor = ScriptedExecutor(
+        sbatch=sbatch,
+        squeue=(0, "7|hpcbridge:other\n", ""),  # answers, without our key
+        sacct=(0, "", ""),
+        scontrol=(0, "MessageTimeout = 0 sec\n", ""),
+    )
+    driver = cli(executor)
+    monkeypatch.setattr(driver, "settle", lambda: 0.05)
+    assert [item.job_id for item in submit(driver, batch(1))] == ["42"]
+    assert [call[0] for call in executor.calls].count("sbatch") == 2
+
+
+def test_never_reached_submission_is_sent_again() -> None:
+    """A "connect failure": sbatch's request never reached slurmctld, nothing went in."""
+    err = (
+        "sbatch: error: Batch job submission failed: "
+        "Unable to contact slurm controller (connect failure)\n"
+    )
+    answers = iter([(1, "", err), (0, "43\n", "")])
+    executor = ScriptedExecutor(sbatch=lambda argv: CommandResult(argv, *next(answers)))
+    assert cli(executor).submit(spec()) == "43"
+    assert len(executor.calls) == 2
+
+
+def test_a_busy_controller_is_asked_again_within_the_budget() -> None:
+    busy = "slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n"
+    answers = iter([(1, "", busy), (0, SQUEUE_OUT, "")])
+    executor = ScriptedExecutor(squeue=lambda argv: CommandResult(argv, *next(answers)))
+    found = cli(executor, query_retries=30.0).query(["5"])
+    assert found["5"].state is JobState.RUNNING and len(executor.calls) == 2
+
+
+def test_light_rounds_ask_the_full_fields_only_for_a_changed_state() -> None:
+    """Slurm 24.05+: ``--only-job-state`` every round, the full squeue for what changed."""
+    states = iter(["5|RUNNING\n6|PENDING\n", "5|RUNNING\n6|RUNNING\n"])
+    full = "5|5|RUNNING|None|2026-11-29T15:32:06|NONE|0|\n6|6|PENDING|Priority|NONE|NONE|0|\n"
+
+    def squeue(argv: List[str]) -> CommandResult:
+        if "--only-job-state" in argv:
+            return CommandResult(argv, 0, next(states), "")
+        return CommandResult(argv, 0, full, "")
+
+    executor = ScriptedExecutor(squeue=squeue)
+    driver = cli(executor, light_rounds=True)
+    driver.query(["5", "6"])
+    driver.query(["5", "6"])
+    jobs = [next(p for p in call if p.startswith("--jobs=")) for call in executor.calls]
+    assert jobs == ["--jobs=5,6", "--jobs=5,6", "--jobs=5,6", "--jobs=6"]
+    assert ["--only-job-state" in call for call in executor.calls] == [True, False, True, False]
 
 
 SQUEUE_OUT = "5|5|RUNNING|None|2026-11-29T15:32:06|NONE|0|\n"
@@ -212,7 +295,7 @@ SACCT_OUT = "6|6|COMPLETED|0:0|2026-11-29T15:32:06|2026-11-29T15:32:07|None\n"
 
 def test_query_squeue_then_sacct_for_the_missing_only() -> None:
     executor = ScriptedExecutor(squeue=(0, SQUEUE_OUT, ""), sacct=(0, SACCT_OUT, ""))
-    found = SlurmCliDriver(executor).query(["5", "6", "7"])
+    found = cli(executor).query(["5", "6", "7"])
     assert found["5"].state is JobState.RUNNING
     assert found["6"].state is JobState.COMPLETED
     # the adapter then looks for the exit-code file
@@ -223,7 +306,7 @@ def test_query_squeue_then_sacct_for_the_missing_only() -> None:
 
 def test_query_all_in_queue_runs_one_command() -> None:
     executor = ScriptedExecutor(squeue=(0, SQUEUE_OUT, ""))
-    assert SlurmCliDriver(executor).query(["5"])["5"].state is JobState.RUNNING
+    assert cli(executor).query(["5"])["5"].state is JobState.RUNNING
     assert len(executor.calls) == 1
 
 
@@ -232,13 +315,13 @@ def test_query_invalid_job_id_means_not_in_queue() -> None:
         squeue=(1, "", "slurm_load_jobs error: Invalid job id specified\n"),
         sacct=(0, SACCT_OUT, ""),
     )
-    assert SlurmCliDriver(executor).query(["6"])["6"].state is JobState.COMPLETED
+    assert cli(executor).query(["6"])["6"].state is JobState.COMPLETED
 
 
 def test_query_controller_down_is_unknown_for_all() -> None:
     err = "slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n"
     executor = ScriptedExecutor(squeue=(1, "", err), sacct=(0, SACCT_OUT, ""))
-    found = SlurmCliDriver(executor).query(["5", "6"])
+    found = cli(executor).query(["5", "6"])
     assert {status.state for status in found.values()} == {JobState.UNKNOWN}
     assert "Unable to contact slurm controller" in found["6"].reason
     assert len(executor.calls) == 1
@@ -248,12 +331,12 @@ def test_accounting_off_is_no_history_logged_once(caplog: pytest.LogCaptureFixtu
     executor = ScriptedExecutor(
         squeue=(0, "", ""), sacct=(1, "", "Slurm accounting storage is disabled\n")
     )
-    driver = SlurmCliDriver(executor)
+    driver = cli(executor)
     with caplog.at_level(logging.INFO, logger="hpcbridge.slurm"):
         assert driver.query(["5"])["5"].state is JobState.UNKNOWN
         assert driver.query(["5"])["5"].state is JobState.UNKNOWN
         first = [record for record in caplog.records if "accounting is disabled" in record.message]
-        SlurmCliDriver(executor).query(["5"])  # another driver notes it once too
+        cli(executor).query(["5"])  # another driver notes it once too
     messages = [record for record in caplog.records if "accounting is disabled" in record.message]
     assert len(first) == 1 and len(messages) == 2
     assert all(record.levelno < logging.WARNING for record in messages)
@@ -261,7 +344,7 @@ def test_accounting_off_is_no_history_logged_once(caplog: pytest.LogCaptureFixtu
 
 def test_sacct_other_failure_is_no_history() -> None:
     executor = ScriptedExecutor(squeue=(0, "", ""), sacct=(1, "", "sacct: error: boom\n"))
-    assert SlurmCliDriver(executor).query(["5"])["5"].state is JobState.UNKNOWN
+    assert cli(executor).query(["5"])["5"].state is JobState.UNKNOWN
 
 
 def test_two_hundred_array_tasks_two_commands_short_argv() -> None:
@@ -275,32 +358,32 @@ def test_two_hundred_array_tasks_two_commands_short_argv() -> None:
         for index in range(200)
     )
     executor = ScriptedExecutor(squeue=(0, rows, ""), sacct=(0, history, ""))
-    found = SlurmCliDriver(executor).query(ids)
+    found = cli(executor).query(ids)
     assert len(found) == 200 and all(s.state is JobState.COMPLETED for s in found.values())
     assert len(executor.calls) == 2
-    assert "--jobs=40,40" in executor.calls[0]  # collapsed to the array id
+    assert "--jobs=40" in executor.calls[0]  # collapsed to the array id
     assert executor.calls[1][4] == "--jobs=" + ",".join(ids[150:])  # only the missing 50
 
 
 def test_cancel_ignores_finished_jobs_and_raises_on_real_failures() -> None:
-    SlurmCliDriver(ScriptedExecutor(scancel=(0, "", ""))).cancel(["5"])
+    cli(ScriptedExecutor(scancel=(0, "", ""))).cancel(["5"])
     gone = "scancel: error: Kill job error on job id 5: Invalid job id specified\n"
-    SlurmCliDriver(ScriptedExecutor(scancel=(1, "", gone))).cancel(["5"])
+    cli(ScriptedExecutor(scancel=(1, "", gone))).cancel(["5"])
     done = "scancel: error: Kill job error on job id 5: Job/step already completing or completed\n"
-    SlurmCliDriver(ScriptedExecutor(scancel=(1, "", done))).cancel(["5"])
+    cli(ScriptedExecutor(scancel=(1, "", done))).cancel(["5"])
     down = "scancel: error: Kill job error on job id 5: Unable to contact slurm controller\n"
     with pytest.raises(SchedulerAdapterError, match="Unable to contact"):
-        SlurmCliDriver(ScriptedExecutor(scancel=(1, "", down))).cancel(["5"])
+        cli(ScriptedExecutor(scancel=(1, "", down))).cancel(["5"])
     executor = ScriptedExecutor()
-    SlurmCliDriver(executor).cancel([])
+    cli(executor).cancel([])
     assert executor.calls == []
 
 
 def test_output_path_from_scontrol() -> None:
     line = "JobId=11 JobName=x StdOut=/tmp/x/slurm-11.out StdErr=/tmp/x/slurm-11.out\n"
-    driver = SlurmCliDriver(ScriptedExecutor(scontrol=(0, line, "")))
+    driver = cli(ScriptedExecutor(scontrol=(0, line, "")))
     assert driver.find_output("11") == "/tmp/x/slurm-11.out"
-    gone = SlurmCliDriver(ScriptedExecutor(scontrol=(1, "", "Invalid job id specified")))
+    gone = cli(ScriptedExecutor(scontrol=(1, "", "Invalid job id specified")))
     assert gone.find_output("11") is None
 
 
@@ -311,7 +394,7 @@ def test_config_cached_and_version() -> None:
         return CommandResult(argv, 0, "MaxArraySize            = 300\nMinJobAge = 10 sec\n", "")
 
     executor = ScriptedExecutor(scontrol=scontrol)
-    driver = SlurmCliDriver(executor)
+    driver = cli(executor)
     assert driver.max_batch() == 300
     assert driver.max_batch() == 300
     assert len(executor.calls) == 1
@@ -327,11 +410,11 @@ def test_max_array_size_override_asks_nothing(override: int, size: int) -> None:
 
 def test_max_array_size_zero_means_one_job_per_submission() -> None:
     executor = ScriptedExecutor(scontrol=(0, "MaxArraySize = 0\n", ""))
-    assert SlurmCliDriver(executor).max_batch() == 1
+    assert cli(executor).max_batch() == 1
 
 
 def test_config_unreadable_gives_default() -> None:
-    driver = SlurmCliDriver(ScriptedExecutor(scontrol=(1, "", "down")))
+    driver = cli(ScriptedExecutor(scontrol=(1, "", "down")))
     assert driver.config() == {}
     assert driver.max_batch() == 1001
     assert driver.version() is None
@@ -340,7 +423,7 @@ def test_config_unreadable_gives_default() -> None:
 
 def test_command_env_reaches_every_command() -> None:
     executor = ScriptedExecutor(sbatch=(0, "5\n", ""), squeue=(0, SQUEUE_OUT, ""))
-    driver = SlurmCliDriver(executor, env={"SLURM_CONF": "/x/slurm.conf"})
+    driver = cli(executor, env={"SLURM_CONF": "/x/slurm.conf"})
     driver.submit(spec())
     driver.query(["5"])
     assert executor.envs == [{"SLURM_CONF": "/x/slurm.conf"}] * 2

@@ -198,9 +198,23 @@ def test_squeue_argv() -> None:
     assert "exit_code:0|" in argv[-1]
 
 
-def test_squeue_argv_single_id_passed_twice() -> None:
-    # squeue -j <one purged id> exits 1 ("Invalid job id specified").
-    assert "--jobs=6,6" in status.squeue_argv(["6"])
+def test_squeue_argv_never_repeats_an_id() -> None:
+    # squeue -j <one purged id> exits 1 ("Invalid job id specified"), read as not queued.
+    assert "--jobs=6" in status.squeue_argv(["6"])
+    assert "--jobs=232_4" in status.squeue_argv(["232_4", "232_4"])
+
+
+def test_light_squeue_and_the_key() -> None:
+    argv = status.squeue_state_argv(["5", "40_1"])
+    assert argv[:2] == ["squeue", "--only-job-state"] and "--jobs=5,40_1" in argv
+    assert status.parse_squeue_states("40_1|RUNNING\n5|PENDING\n") == {
+        "40_1": "RUNNING",
+        "5": "PENDING",
+    }
+    rows = "1543|hpcbridge:abc\n1544|(null)\n"
+    assert status.parse_key_rows(rows, "abc") == "1543"
+    assert status.parse_key_rows("1543_2|hpcbridge:abc\n", "abc") == "1543"
+    assert status.parse_key_rows(rows, "zzz") is None
 
 
 def test_parse_our_squeue() -> None:

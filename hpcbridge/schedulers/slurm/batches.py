@@ -40,6 +40,7 @@ def spec_for(batch: SubmitBatch, task_index: Optional[int] = None) -> SubmitSpec
         depends_on=tuple(batch.depends_on),
         array=f"0-{batch.count - 1}" if as_array else None,
         task_index=task_index,
+        key=batch.job.token if task_index is None else f"{batch.job.token}.{task_index}",
     )
 
 

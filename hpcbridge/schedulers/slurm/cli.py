@@ -18,12 +18,17 @@ from ...errors import (
     SubmissionUncertainError,
 )
 from ...model import JobStatus
+from ...retrying import Deadline, retry
 from ...transports.base import CommandResult, Executor
+from ..adoption import CannotAsk, adopt_or_resubmit
 from ..driver import Planned, SubmitBatch, Submitted, unreachable
 from . import control, messages, status, submission
 from .batches import CAPABILITIES, NOT_FOUND, plan_batch, planned_spec, submit_batch, unknown
 
 log = logging.getLogger("hpcbridge.slurm")
+
+#: seconds an uncertain submission may take to be found, or found surely absent
+ADOPTION_BUDGET = 180.0
 
 
 class SlurmCliDriver:
@@ -38,22 +43,57 @@ class SlurmCliDriver:
         command_timeout: Optional[float] = None,
         env: Optional[Mapping[str, str]] = None,
         max_array_size: Optional[int] = None,
+        *,
+        query_retries: float = 10.0,
+        light_rounds: Optional[bool] = None,
     ) -> None:
         """``env``: extra environment for every command, e.g. ``SLURM_CONF``
         where the login environment lacks it (an SSH session without a login
-        shell).  ``max_array_size`` overrides the cluster's ``MaxArraySize``."""
+        shell).  ``max_array_size`` overrides the cluster's ``MaxArraySize``.
+        ``query_retries``: seconds a question to a busy controller is asked again
+        for; past them the answer is "unreachable" and the wait loop rides the
+        outage out at its own pace.  ``light_rounds``: whether squeue has
+        ``--only-job-state`` (``None``: from Slurm's version, asked once)."""
         self.executor = executor
         self.command_timeout = command_timeout
         self.env = dict(env) if env else None
         self._max_array_size = max_array_size
         self._config: Optional[Dict[str, str]] = None
-        #: "accounting is disabled" is logged once per driver
+        #: "accounting is disabled" and "slurmctld is busy" are logged once per driver
         self._accounting_off_noted = False
+        self._busy_noted = False
+        self.query_retries = query_retries
+        #: whether squeue has ``--only-job-state``, once asked; the last unfinished answers
+        self._has_light = light_rounds
+        self._last: Dict[str, JobStatus] = {}
 
     def _run(self, argv: List[str], idempotent: bool = True) -> CommandResult:
         return self.executor.run(
             argv, timeout=self.command_timeout, env=self.env, idempotent=idempotent
         )
+
+    def _ask(self, argv: List[str]) -> CommandResult:
+        """A question to the controller, asked again with back-off while it is busy,
+        restarting or rate-limiting us, within one command budget."""
+
+        def busy(result: CommandResult) -> bool:
+            return not result.ok and messages.transient(result.message())
+
+        result = retry(
+            lambda: self._run(argv),
+            budget=self.query_retries,
+            again=busy,
+            pause=1.0,
+            backoff=2.0,
+            max_pause=8.0,
+            what=argv[0],
+        )
+        if busy(result) and not self._busy_noted:
+            self._busy_noted = True
+            log.warning(
+                "slurmctld on %s is busy or restarting: %s", self.executor.host, result.message()
+            )
+        return result
 
     # -- submit ------------------------------------------------------------
 
@@ -67,23 +107,49 @@ class SlurmCliDriver:
         return submit_batch(planned, self.submit)
 
     def submit(self, spec: submission.SubmitSpec) -> str:
-        """One sbatch; its job id."""
+        """One sbatch; its job id.  A request that surely never reached the controller
+        is sent again; one whose answer was lost is found by its key (``adoption``)."""
         argv = submission.sbatch_argv(spec)
         try:
-            # Not idempotent: a dropped connection must not submit twice.
-            result = self._run(argv, idempotent=False)
-        except JobTimeoutError as exc:
-            raise SubmissionUncertainError(
-                f"sbatch did not answer in time; the job may or may not exist "
-                f"(check squeue before retrying): {exc}",
-                argv=argv,
-            ) from exc
+            return self._sbatch(argv)
+        except SubmissionUncertainError as lost:
+            if not spec.key:
+                raise
+            log.warning(
+                "sbatch's answer was lost (%s); looking for job hpcbridge:%s", lost, spec.key
+            )
+            return adopt_or_resubmit(
+                lambda: self.find_by_key(spec.key),
+                lambda: self._sbatch(argv),
+                key=spec.key,
+                budget=ADOPTION_BUDGET,
+                settle=self.settle(),
+                where=f"slurmctld on {self.executor.host}",
+            )
+
+    def _sbatch(self, argv: List[str]) -> str:
+        """sbatch, again while its request cannot reach the controller (nothing went in)."""
+        deadline = Deadline(self.command_timeout or 60.0)
+        while True:
+            try:
+                # Not idempotent: a dropped connection must not submit twice.
+                result = self._run(argv, idempotent=False)
+            except JobTimeoutError as exc:
+                raise SubmissionUncertainError(
+                    f"sbatch did not answer in time: {exc}", argv=argv
+                ) from exc
+            message = messages.scheduler_message(result.stderr or result.stdout)
+            if result.ok or not messages.never_reached(message) or deadline.expired:
+                break
+            log.info("sbatch did not reach slurmctld (%s); sending it again", message)
+            deadline.sleep(2.0)
         if result.returncode == 127:
             raise JobSubmissionError(
-                f"sbatch not found on {self.executor.host}: {result.message()}", argv=argv
+                f"sbatch not found on {self.executor.host}: {result.message()} "
+                "(put Slurm's commands on PATH there, or use HPCBRIDGE_SSH_LOGIN_SHELL=1)",
+                argv=argv,
             )
         if not result.ok:
-            message = messages.scheduler_message(result.stderr or result.stdout)
             cls = (
                 SubmissionUncertainError
                 if messages.submission_uncertain(message)
@@ -102,31 +168,77 @@ class SlurmCliDriver:
                 argv=argv,
             ) from exc
 
+    def find_by_key(self, key: str) -> Optional[str]:
+        """The job carrying ``key`` (``None``: surely none); ``CannotAsk`` when unsure."""
+        result = self._ask(status.key_argv())
+        if not result.ok:
+            raise CannotAsk(messages.scheduler_message(result.message()))
+        found = status.parse_key_rows(result.stdout, key)
+        if found is None:
+            # A job that already ended and left the queue: history has the comment
+            # where AccountingStoreFlags=job_comment is set.
+            history = self._run(status.sacct_key_argv("now-3600"))
+            if history.ok:
+                found = status.parse_key_rows(history.stdout, key)
+        return found
+
+    def settle(self) -> float:
+        """How long an absent key must stay absent: slurmctld's MessageTimeout, or 10 s."""
+        try:
+            return max(float(self.config().get("MessageTimeout", "10").split()[0]), 5.0)
+        except ValueError:
+            return 10.0
+
     # -- status ------------------------------------------------------------
 
     def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
         """Every id: from squeue, else sacct, else UNKNOWN.
 
-        When squeue itself fails (controller down or restarting) every id is
-        UNKNOWN with squeue's words: the adapter's wait loop rides that out.
+        Where the release has it (24.05+), the light ``--only-job-state`` round
+        comes first and the full fields are asked only for the jobs whose state
+        changed since the last round.  When squeue itself fails (controller down
+        or restarting, past the retries) every id is unreachable with squeue's words.
         """
         ids = list(dict.fromkeys(job_ids))
         if not ids:
             return {}
-        result = self._run(status.squeue_argv(ids))
         answers: Dict[str, JobStatus] = {}
-        if result.ok:
-            in_queue = status.parse_squeue(result.stdout)
-            answers.update({job_id: in_queue[job_id] for job_id in ids if job_id in in_queue})
-        elif not messages.is_invalid_job_id(result.message()):
-            # e.g. "slurm_load_jobs error: Unable to contact slurm controller
-            # (connect failure)" while slurmctld restarts.
-            reason = f"squeue failed: {messages.scheduler_message(result.message())}"
-            return {job_id: unreachable(job_id, reason) for job_id in ids}
+        to_ask = ids
+        if self._light():
+            light = self._ask(status.squeue_state_argv(ids))
+            if light.ok:
+                states = status.parse_squeue_states(light.stdout)
+                for job_id, state in states.items():
+                    last = self._last.get(job_id)
+                    if last is not None and last.native_state == state:
+                        answers[job_id] = last  # unchanged: the full answer stands
+                to_ask = [job_id for job_id in ids if job_id in states and job_id not in answers]
+        if to_ask:
+            result = self._ask(status.squeue_argv(to_ask))
+            if result.ok:
+                in_queue = status.parse_squeue(result.stdout)
+                answers.update(
+                    {job_id: in_queue[job_id] for job_id in to_ask if job_id in in_queue}
+                )
+            elif not messages.is_invalid_job_id(result.message()):
+                # e.g. "slurm_load_jobs error: Unable to contact slurm controller
+                # (connect failure)" while slurmctld restarts.
+                reason = f"squeue failed: {messages.scheduler_message(result.message())}"
+                return {job_id: unreachable(job_id, reason) for job_id in ids}
         missing = [job_id for job_id in ids if job_id not in answers]
         if missing:
             answers.update(self.history(missing))
+        self._last = {
+            job_id: answer for job_id, answer in answers.items() if not answer.is_terminal
+        }
         return {job_id: answers.get(job_id) or unknown(job_id, NOT_FOUND) for job_id in ids}
+
+    def _light(self) -> bool:
+        """Whether this Slurm has ``squeue --only-job-state`` (asked once)."""
+        if self._has_light is None:
+            parsed = control.parse_version(self.version() or "")
+            self._has_light = parsed is not None and parsed >= status.ONLY_JOB_STATE_SINCE
+        return self._has_light
 
     def history(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
         """What sacct remembers of these ids (nothing when accounting is off)."""

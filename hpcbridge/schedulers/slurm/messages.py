@@ -10,6 +10,20 @@ _PREFIX = re.compile(
 
 #: sbatch messages after which the job may exist although sbatch failed
 UNCERTAIN_SUBMISSION = ("Socket timed out on send/recv operation",)
+#: the controller is busy, restarting or rate-limiting: worth asking again soon
+TRANSIENT = (
+    "Socket timed out on send/recv operation",
+    "Unable to contact slurm controller",
+    "Resource temporarily unavailable",
+    "Rate limit exceeded",
+    "Zero Bytes were transmitted or received",
+    "Transport endpoint is not connected",
+)
+#: ... of which these mean that a request never reached it (so sending it again is safe)
+NEVER_REACHED = (
+    "Unable to contact slurm controller (connect failure)",
+    "Rate limit exceeded",
+)
 
 
 def scheduler_message(text: str) -> str:
@@ -21,6 +35,16 @@ def scheduler_message(text: str) -> str:
     errors = [_PREFIX.sub("", line) for line in lines if _PREFIX.match(line)]
     chosen = errors or lines
     return "; ".join(chosen)
+
+
+def transient(message: str) -> bool:
+    """A failure of the controller (busy, restarting, rate limiting), not of the request."""
+    return any(text in message for text in TRANSIENT)
+
+
+def never_reached(message: str) -> bool:
+    """sbatch failed before its request reached the controller (no job exists)."""
+    return any(text in message for text in NEVER_REACHED)
 
 
 def submission_uncertain(message: str) -> bool:

@@ -15,9 +15,11 @@ import logging
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ...errors import JobSubmissionError, SchedulerUnavailableError
+from ...errors import JobSubmissionError, SchedulerUnavailableError, SubmissionUncertainError
 from ...model import JobStatus
+from ...retrying import retry
 from ...transports.base import Executor
+from ..adoption import adopt_or_resubmit
 from ..driver import (
     TASK_INDEX_VARIABLE,
     DriverChoice,
@@ -29,8 +31,9 @@ from ..driver import (
     unreachable,
 )
 from ..tracking import exit_code_from_file
+from . import messages
 from .batches import CAPABILITIES, NOT_FOUND, plan_batch, planned_spec, submit_batch, unknown
-from .cli import SlurmCliDriver
+from .cli import ADOPTION_BUDGET, SlurmCliDriver
 from .ids import split_job_id
 from .pyslurm_jobs import (
     EXIT_CODE_FOLDED,
@@ -157,7 +160,23 @@ class SlurmNativeDriver:
         return self.cli.submit(spec) if spec.task_index is not None else self.submit(spec)
 
     def submit(self, spec: SubmitSpec) -> str:
-        """One submission; its job id.  Any error pyslurm raises is a refusal."""
+        """One submission; its job id.  An answer lost to a timeout is looked for by
+        the submission's key (``adoption``, as for sbatch); any other error is a refusal."""
+        try:
+            return self._submit_once(spec)
+        except SubmissionUncertainError:
+            if not spec.key:
+                raise
+            return adopt_or_resubmit(
+                lambda: self.cli.find_by_key(spec.key),
+                lambda: self._submit_once(spec),
+                key=spec.key,
+                budget=ADOPTION_BUDGET,
+                settle=self.cli.settle(),
+                where="slurmctld",
+            )
+
+    def _submit_once(self, spec: SubmitSpec) -> str:
         kwargs = submit_description_kwargs(spec)
         try:
             # pyslurm reads ``script`` as a file only when that path exists, else
@@ -171,17 +190,28 @@ class SlurmNativeDriver:
             job_id = self.pyslurm.JobSubmitDescription(**kwargs).submit()
         except Exception as exc:  # RPCError from Slurm; ValueError/TypeError from pyslurm's checks
             message = str(exc) or type(exc).__name__
-            raise JobSubmissionError(
-                f"Slurm refused the job: {message}", scheduler_message=message
-            ) from exc
+            cls = (
+                SubmissionUncertainError
+                if messages.submission_uncertain(message)
+                else JobSubmissionError
+            )
+            raise cls(f"Slurm refused the job: {message}", scheduler_message=message) from exc
         return str(job_id)
 
     def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
         """Every id: from slurmctld, else slurmdbd, else UNKNOWN."""
         ids = list(dict.fromkeys(job_ids))
         try:
-            live = self.pyslurm.Jobs.load()
-        except Exception as exc:  # RPCError: slurmctld down or restarting
+            live = retry(
+                self.pyslurm.Jobs.load,
+                budget=self.cli.query_retries,
+                retry_on=(Exception,),
+                pause=1.0,
+                backoff=2.0,
+                max_pause=8.0,
+                what="pyslurm.Jobs.load",
+            )
+        except Exception as exc:  # RPCError: slurmctld down or restarting, past the retries
             reason = f"slurmctld query failed: {exc}"
             return {job_id: unreachable(job_id, reason) for job_id in ids}
         answers = statuses_from_jobs(iter_jobs(live), ids)

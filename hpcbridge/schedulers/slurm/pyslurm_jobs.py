@@ -13,6 +13,7 @@ from ...durations import format_slurm_time
 from ...model import JobStatus
 from .ids import expand_array_spec
 from .states import map_state
+from .status import KEY_PREFIX
 from .submission import SubmitSpec, dependency_text
 
 #: ``JobStatus.extra`` key: pyslurm's exit code may be 128 below the real one
@@ -44,6 +45,7 @@ def submit_description_kwargs(spec: SubmitSpec) -> Dict[str, Any]:
         "memory_per_node": resources.mem,
         "gpus": resources.gpus or None,  # omitted when 0, as with sbatch
         "array": spec.array,
+        "comment": f"{KEY_PREFIX}{spec.key}" if spec.key else None,
     }
     kwargs.update({key: value for key, value in optional.items() if value is not None})
     dependency = dependency_text(spec.depends_on)

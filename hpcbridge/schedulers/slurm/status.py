@@ -45,22 +45,73 @@ def squeue_argv(job_ids: Sequence[str]) -> List[str]:
 
     Without ``--states=all`` a finished job (kept for MinJobAge) prints no
     row.  ``squeue -j <one purged id>`` exits 1 with "Invalid job id
-    specified" while a list with the id twice exits 0 with no row - so a
-    single id is passed twice.  ``--array`` prints one row per pending array
-    task.
+    specified" (read as "not in the queue", see ``messages.is_invalid_job_id``).
+    ``--array`` prints one row per pending array task.
     """
-    ids = job_list(job_ids)
-    if len(ids) == 1:
-        ids = ids * 2
     fields = ",".join(f"{name}:0|" for name, _ in SQUEUE_FIELDS)
     return [
         "squeue",
         "--noheader",
         "--array",
         "--states=all",
-        f"--jobs={','.join(ids)}",
+        f"--jobs={','.join(job_list(job_ids))}",
         f"--Format={fields}",
     ]
+
+
+#: the first release whose squeue has ``--only-job-state`` (the REQUEST_JOB_STATE RPC)
+ONLY_JOB_STATE_SINCE = (24, 5)
+
+
+def squeue_state_argv(job_ids: Sequence[str]) -> List[str]:
+    """squeue through the light RPC (Slurm 24.05+): only each job's id and state.
+
+    "reducing work required by slurmctld to respond" (squeue(1)); it takes
+    only ``--jobs``, ``--states``, ``--array`` and the print options.
+    """
+    return [
+        "squeue",
+        "--only-job-state",
+        "--noheader",
+        "--array",
+        "--states=all",
+        f"--jobs={','.join(job_list(job_ids))}",
+        "--format=%i|%T",
+    ]
+
+
+def parse_squeue_states(text: str) -> Dict[str, str]:
+    """``squeue_state_argv`` output: job id -> Slurm's state word."""
+    found: Dict[str, str] = {}
+    for line in text.splitlines():
+        job_id, bar, state = line.strip().partition("|")
+        if bar and job_id:
+            found[normalize_job_id(job_id)] = state.strip()
+    return found
+
+
+#: the job comment every submission carries: what an uncertain submission is found by
+KEY_PREFIX = "hpcbridge:"
+
+
+def key_argv() -> List[str]:
+    """This user's jobs with their comments, to find a submission by its key."""
+    return ["squeue", "--me", "--noheader", "--states=all", "--format=%F|%k"]
+
+
+def sacct_key_argv(since: str) -> List[str]:
+    """The same from history (Slurm keeps the comment with AccountingStoreFlags=job_comment)."""
+    return ["sacct", "-X", "-P", "--noheader", f"--starttime={since}", "--format=JobID,Comment"]
+
+
+def parse_key_rows(text: str, key: str) -> Optional[str]:
+    """The job (the array's own id, for an array) whose comment carries ``key``."""
+    wanted = KEY_PREFIX + key
+    for line in text.splitlines():
+        job_id, bar, comment = line.strip().partition("|")
+        if bar and comment.strip() == wanted:
+            return job_id.split("_", 1)[0]
+    return None
 
 
 def parse_squeue(

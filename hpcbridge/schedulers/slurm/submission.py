@@ -11,6 +11,7 @@ from ...durations import format_slurm_time
 from ...resources import Resources
 from ..driver import TASK_INDEX_VARIABLE
 from .ids import normalize_job_id
+from .status import KEY_PREFIX
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,9 @@ class SubmitSpec:
     array: Optional[str] = None
     #: the task a many-task wrapper runs when submitted as a plain job
     task_index: Optional[int] = None
+    #: unique to this submission, kept by Slurm as the job's comment (``status.KEY_PREFIX``):
+    #: what finds the job again when sbatch's answer is lost
+    key: str = ""
 
 
 #: what sbatch's ``--mem`` takes: a whole number with an optional unit
@@ -75,6 +79,8 @@ def sbatch_argv(spec: SubmitSpec) -> List[str]:
     argv.append(f"--job-name={spec.job_name}")
     argv.append(f"--output={spec.output}")
     argv.append(f"--chdir={spec.workdir}")
+    if spec.key:
+        argv.append(f"--comment={KEY_PREFIX}{spec.key}")
     dependency = dependency_text(spec.depends_on)
     if dependency:
         argv.append(f"--dependency={dependency}")

@@ -1,0 +1,121 @@
+"""The Poller: one scheduler round per interval, shared through the store by every
+waiter of one scheduler instance; a waiter that stops hands the poll on."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+from hpcbridge.model import JobState, JobStatus
+from hpcbridge.schedulers.driver import unreachable
+from hpcbridge.schedulers.polling import PollBoard, Poller
+from hpcbridge.schedulers.waiting import ANSWERED_AT
+from hpcbridge.store import JobStore
+
+
+class Scheduler:
+    """Answers every id RUNNING, or what ``states`` says; counts its rounds."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.rounds: List[List[str]] = []
+        self.states: Dict[str, JobState] = {}
+        self.delay = delay
+
+    def query(self, job_ids: List[str]) -> Dict[str, JobStatus]:
+        self.rounds.append(list(job_ids))
+        time.sleep(self.delay)
+        return {i: JobStatus(i, self.states.get(i, JobState.RUNNING)) for i in job_ids}
+
+
+@pytest.fixture
+def board(tmp_path: Path) -> PollBoard:
+    return PollBoard(JobStore(tmp_path / "jobs.db"))
+
+
+def test_alone_one_round_per_interval() -> None:
+    scheduler = Scheduler()
+    poller = Poller(scheduler.query, interval=0.2)
+    for _ in range(10):
+        answers = poller.ask(["1", "2"])
+        assert set(answers) == {"1", "2"}
+    assert len(scheduler.rounds) == 1  # the rest within the interval: the same answers
+    time.sleep(0.25)
+    poller.ask(["1"])
+    assert len(scheduler.rounds) == 2
+    assert answers["1"].extra[ANSWERED_AT] > 0
+
+
+def test_two_waiters_share_one_round(board: PollBoard, tmp_path: Path) -> None:
+    """The second waiter's ids go into the first one's next round; it asks nobody."""
+    scheduler = Scheduler()
+    first = Poller(scheduler.query, 0.3, board=board, target="slurm|here|")
+    second_board = PollBoard(JobStore(tmp_path / "jobs.db"))  # another "process"
+    second = Poller(scheduler.query, 0.3, board=second_board, target="slurm|here|")
+    assert set(first.ask(["1"])) == {"1"}
+    assert second.ask(["2"]) == {}  # the poll is held: no answer yet, no question asked
+    assert scheduler.rounds == [["1"]]
+    time.sleep(0.35)
+    first.ask(["1"])
+    assert sorted(scheduler.rounds[-1]) == ["1", "2"]  # the union
+    assert set(second.ask(["2"])) == {"2"}
+    assert len(scheduler.rounds) == 2
+
+
+def test_a_patient_question_waits_for_the_poller_then_asks_itself(board: PollBoard) -> None:
+    scheduler = Scheduler()
+    holder = Poller(scheduler.query, 0.3, board=board, target="t")
+    holder.ask(["1"])
+    other = Poller(scheduler.query, 0.3, board=board, target="t")
+    started = time.monotonic()
+    found = other.ask(["9"], patient=True)  # the holder never polls again
+    assert set(found) == {"9"} and time.monotonic() - started >= 0.25
+    assert scheduler.rounds[-1] == ["9"]
+
+
+def test_released_poll_is_taken_at_once(board: PollBoard) -> None:
+    scheduler = Scheduler()
+    holder = Poller(scheduler.query, 60.0, board=board, target="t")
+    holder.ask(["1"])
+    holder.release()
+    other = Poller(scheduler.query, 60.0, board=board, target="t")
+    assert set(other.ask(["2"])) == {"2"}
+    assert scheduler.rounds[-1] == ["2"]  # the released wants are gone too
+
+
+def test_a_dead_pollers_lease_runs_out(board: PollBoard, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("hpcbridge.schedulers.polling.LEASE_INTERVALS", 1.0)
+    scheduler = Scheduler()
+    Poller(scheduler.query, 0.2, board=board, target="t").ask(["1"])  # then "dies"
+    other = Poller(scheduler.query, 0.2, board=board, target="t")
+    assert other.ask(["2"]) == {}
+    time.sleep(0.3)
+    assert set(other.ask(["2"])) == {"2"}
+
+
+def test_a_slow_scheduler_is_asked_less_often() -> None:
+    scheduler = Scheduler(delay=0.05)
+    poller = Poller(scheduler.query, interval=0.1)
+    poller.ask(["1"])
+    assert poller.gap() == pytest.approx(0.5, abs=0.1)  # 10 x its answer time
+
+
+def test_failures_do_not_slow_the_rate() -> None:
+    def down(job_ids: List[str]) -> Dict[str, JobStatus]:
+        time.sleep(0.05)
+        return {i: unreachable(i, "Unable to contact slurm controller") for i in job_ids}
+
+    poller = Poller(down, interval=0.1)
+    poller.ask(["1"])
+    assert poller.gap() == pytest.approx(0.1)
+
+
+def test_answers_of_another_target_are_not_served(board: PollBoard) -> None:
+    """Two clusters seen from one host keep their answers apart."""
+    scheduler = Scheduler()
+    Poller(scheduler.query, 60.0, board=board, target="slurm|here|/a.conf").ask(["5"])
+    other = Poller(scheduler.query, 60.0, board=board, target="slurm|here|/b.conf")
+    other.ask(["5"])
+    assert len(scheduler.rounds) == 2
