@@ -46,6 +46,8 @@ Query = Callable[[List[str]], Dict[str, JobStatus]]
 
 #: a scheduler that took ``d`` seconds to answer is asked again after ``SLOW_FACTOR * d`` at least
 SLOW_FACTOR = 10.0
+#: ... when ``d`` is at least this long (a quick answer says nothing of the load)
+SLOW_AFTER = 0.5
 #: how long a lease outlives its last round, in intervals (then another process takes over)
 LEASE_INTERVALS = 2.0
 #: a wanted id is forgotten this many intervals after its process last asked for it
@@ -216,7 +218,8 @@ class Poller:
 
     def gap(self, interval: Optional[float] = None) -> float:
         """The least time between two rounds: the interval, or more for a slow scheduler."""
-        return max(self.interval if interval is None else interval, SLOW_FACTOR * self._duration)
+        slow = self._duration if self._duration >= SLOW_AFTER else 0.0
+        return max(self.interval if interval is None else interval, SLOW_FACTOR * slow)
 
     def due(self, interval: Optional[float] = None) -> bool:
         return time.monotonic() - self._last_round >= self.gap(interval)

@@ -95,14 +95,19 @@ def test_a_dead_pollers_lease_runs_out(board: PollBoard, monkeypatch: pytest.Mon
     assert set(other.ask(["2"])) == {"2"}
 
 
-def test_a_slow_scheduler_is_asked_less_often() -> None:
+def test_a_slow_scheduler_is_asked_less_often(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("hpcbridge.schedulers.polling.SLOW_AFTER", 0.01)
     scheduler = Scheduler(delay=0.05)
     poller = Poller(scheduler.query, interval=0.1)
     poller.ask(["1"])
     assert poller.gap() == pytest.approx(0.5, abs=0.1)  # 10 x its answer time
+    quick = Poller(Scheduler(delay=0.005).query, interval=0.1)
+    quick.ask(["1"])
+    assert quick.gap() == pytest.approx(0.1)  # a quick answer does not slow the rate
 
 
-def test_failures_do_not_slow_the_rate() -> None:
+def test_failures_do_not_slow_the_rate(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("hpcbridge.schedulers.polling.SLOW_AFTER", 0.01)
     def down(job_ids: List[str]) -> Dict[str, JobStatus]:
         time.sleep(0.05)
         return {i: unreachable(i, "Unable to contact slurm controller") for i in job_ids}

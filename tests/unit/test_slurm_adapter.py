@@ -161,6 +161,7 @@ def adapter(fake: FakeSlurm, tmp_path: Path) -> RealSlurmAdapter:
         remote_workdir=str(tmp_path / "jobs"),
         driver="cli",
         unknown_limit=3,
+        command_timeout=1.0,  # a busy fake controller is asked again for a second at most
     )
 
 

@@ -499,7 +499,8 @@ def test_not_installed_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def driver_with(module: Any, executor: Optional[LocalExecutor] = None) -> native.SlurmNativeDriver:
-    return native.SlurmNativeDriver(SlurmCliDriver(executor or VersionExecutor()), module)
+    cli = SlurmCliDriver(executor or VersionExecutor(), query_retries=0.0)
+    return native.SlurmNativeDriver(cli, module)
 
 
 def staged(tmp_path) -> PreparedJob:

@@ -44,15 +44,15 @@ class SlurmCliDriver:
         env: Optional[Mapping[str, str]] = None,
         max_array_size: Optional[int] = None,
         *,
-        query_retries: float = 10.0,
+        query_retries: Optional[float] = None,
         light_rounds: Optional[bool] = None,
     ) -> None:
         """``env``: extra environment for every command, e.g. ``SLURM_CONF``
         where the login environment lacks it (an SSH session without a login
         shell).  ``max_array_size`` overrides the cluster's ``MaxArraySize``.
         ``query_retries``: seconds a question to a busy controller is asked again
-        for; past them the answer is "unreachable" and the wait loop rides the
-        outage out at its own pace.  ``light_rounds``: whether squeue has
+        for (default: 10, or the command timeout if shorter); past them the answer
+        is "unreachable" and the wait loop rides the outage out at its own pace.  ``light_rounds``: whether squeue has
         ``--only-job-state`` (``None``: from Slurm's version, asked once)."""
         self.executor = executor
         self.command_timeout = command_timeout
@@ -62,7 +62,9 @@ class SlurmCliDriver:
         #: "accounting is disabled" and "slurmctld is busy" are logged once per driver
         self._accounting_off_noted = False
         self._busy_noted = False
-        self.query_retries = query_retries
+        self.query_retries = (
+            query_retries if query_retries is not None else min(10.0, command_timeout or 60.0)
+        )
         #: whether squeue has ``--only-job-state``, once asked; the last unfinished answers
         self._has_light = light_rounds
         self._last: Dict[str, JobStatus] = {}
