@@ -111,15 +111,18 @@ class PollBoard:
         rows = [(target, job_id, owner, until, interval) for job_id in job_ids]
         self.store.write_many("INSERT OR REPLACE INTO poll_wants VALUES (?, ?, ?, ?, ?)", rows)
 
-    def take(self, target: str, owner: str, now: float, until: float) -> bool:
-        """Hold the poll of ``target`` until ``until`` if nobody else holds it now."""
+    def take(self, target: str, owner: str, now: float, until: float, gap: float) -> bool:
+        """Hold the poll of ``target`` until ``until`` if nobody else holds it now and
+        nobody asked the scheduler less than ``gap`` ago (a poll handed on keeps the pace)."""
         self._ensure()
 
         def claim(connection: Any) -> bool:
             row = connection.execute(
-                "SELECT owner, until FROM poll_lease WHERE target = ?", (target,)
+                "SELECT owner, until, last_round FROM poll_lease WHERE target = ?", (target,)
             ).fetchone()
             if row is not None and row[0] != owner and row[1] > now:
+                return False
+            if row is not None and row[2] is not None and now - float(row[2]) < gap:
                 return False
             connection.execute(
                 "INSERT INTO poll_lease (target, owner, until) VALUES (?, ?, ?) "
@@ -182,8 +185,10 @@ class PollBoard:
         self._ensure()
 
         def drop(connection: Any) -> None:
+            # The row stays: its last round keeps the pace for the next poller.
             connection.execute(
-                "DELETE FROM poll_lease WHERE target = ? AND owner = ?", (target, owner)
+                "UPDATE poll_lease SET owner = '', until = 0 WHERE target = ? AND owner = ?",
+                (target, owner),
             )
             connection.execute(
                 "DELETE FROM poll_wants WHERE target = ? AND owner = ?", (target, owner)
@@ -261,7 +266,9 @@ class Poller:
         # The poller asks as often as the most eager waiter wants, never more.
         interval = min(self.interval, least)
         lease = now + LEASE_INTERVALS * self.gap(interval) + self._duration
-        if self.due(interval) and self.board.take(self.target, self.owner, now, lease):
+        if self.due(interval) and self.board.take(
+            self.target, self.owner, now, lease, self.gap(interval)
+        ):
             answers = self._round(list(dict.fromkeys([*job_ids, *others])))
             lease = time.time() + LEASE_INTERVALS * self.gap(interval) + self._duration
             self.board.publish(self.target, self.owner, answers, time.time(), lease)

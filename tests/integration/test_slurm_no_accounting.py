@@ -8,12 +8,10 @@ leaves alone, and stops it at the end - so it runs in any order.
 
 from __future__ import annotations
 
-import os
-import shlex
 import subprocess
 import time
 from pathlib import Path
-from typing import Dict, Iterator, Optional
+from typing import Dict, Iterator
 
 import pytest
 
@@ -22,62 +20,19 @@ from hpcbridge.model import JobState
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
 from hpcbridge.store import JobStore
 from hpcbridge.transports.local import LocalExecutor
-from tests.support.slurm_clusters import DEBIAN_STATE, SKIP, cluster_env
+from tests.support.slurm_clusters import own_cluster
 
 pytestmark = [pytest.mark.slurm]
-
-SLURM_DIR = Path(__file__).resolve().parents[2] / "containers" / "slurm"
-#: the cluster of this module: no accounting, ports 6917-6919
-CLUSTER = {
-    "HPCBRIDGE_SLURM_STATE": "/tmp/hpcbridge-slurm-noacct",
-    "HPCBRIDGE_SLURM_ACCOUNTING": "0",
-    "HPCBRIDGE_SLURM_CLUSTER": "hpcbnoacct",
-    "HPCBRIDGE_SLURM_CTLD_PORT": "6917",
-    "HPCBRIDGE_SLURM_SLURMD_PORT": "6918",
-    "HPCBRIDGE_SLURM_DBD_PORT": "6919",
-}
-
-
-def read_env(state: str) -> Optional[Dict[str, str]]:
-    env_file = Path(state) / "env.sh"
-    if not env_file.exists():
-        return None
-    found: Dict[str, str] = {}
-    for line in env_file.read_text().splitlines():
-        parts = shlex.split(line, comments=True)
-        if len(parts) == 2 and parts[0] == "export" and "=" in parts[1]:
-            name, value = parts[1].split("=", 1)
-            found[name] = value
-    return found if found.get("SLURM_CONF") else None
-
-
-def cluster_script(name: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["bash", str(SLURM_DIR / name)],
-        env={**os.environ, **CLUSTER},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 @pytest.fixture(scope="module")
 def no_accounting() -> Iterator[Dict[str, str]]:
-    if cluster_env(DEBIAN_STATE) is None:
-        pytest.skip(SKIP)  # Debian's Slurm is set up by the default cluster's start.sh
-    if os.geteuid() != 0:
-        pytest.skip("starting a Slurm cluster of its own needs root (containers/slurm/start.sh)")
-    started = cluster_script("start.sh")
-    try:
-        assert started.returncode == 0, f"start.sh failed:\n{started.stdout}\n{started.stderr}"
-        env = read_env(CLUSTER["HPCBRIDGE_SLURM_STATE"])
-        assert env is not None and env.get("HPCBRIDGE_SLURM_ACCOUNTING") == "0"
+    with own_cluster("noacct", 6917) as env:
+        assert env.get("HPCBRIDGE_SLURM_ACCOUNTING") == "0"
         with pytest.MonkeyPatch.context() as patch:
             for name, value in env.items():
                 patch.setenv(name, value)
             yield env
-    finally:
-        cluster_script("stop.sh")
 
 
 def squeue_knows(job_id: str) -> bool:

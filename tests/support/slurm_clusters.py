@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import os
 import shlex
@@ -188,3 +189,111 @@ def squeue_knows(job_id: str) -> bool:
         timeout=30,
     )
     return bool(out.stdout.strip())
+
+
+def sdiag_reset(env: Dict[str, str]) -> None:
+    """Zero slurmctld's RPC counters (``sdiag --reset``, as root or SlurmUser)."""
+    result = run_slurm(["sdiag", "--reset"], env)
+    assert result.returncode == 0, result.stderr
+
+
+def rpc_counts(env: Dict[str, str]) -> Dict[str, int]:
+    """slurmctld's RPC counts by message type since the last reset (``sdiag``)."""
+    result = run_slurm(["sdiag"], env)
+    assert result.returncode == 0, result.stderr
+    counts: Dict[str, int] = {}
+    in_types = False
+    for line in result.stdout.splitlines():
+        if line.startswith("Remote Procedure Call statistics by message type"):
+            in_types = True
+            continue
+        if line.startswith("Remote Procedure Call statistics by user"):
+            break
+        words = line.split()
+        if in_types and words and words[0].startswith(("REQUEST_", "MESSAGE_", "RESPONSE_")):
+            count = next((w for w in words if w.startswith("count:")), "count:0")
+            counts[words[0]] = int(count.split(":", 1)[1])
+    return counts
+
+
+#: the RPCs a status round costs the controller (squeue of a list, of one id, the light one)
+JOB_INFO_RPCS = ("REQUEST_JOB_INFO", "REQUEST_JOB_INFO_SINGLE", "REQUEST_JOB_STATE")
+
+
+def job_info_rpcs(env: Dict[str, str]) -> int:
+    counts = rpc_counts(env)
+    return sum(counts.get(name, 0) for name in JOB_INFO_RPCS)
+
+
+SLURM_DIR = Path(__file__).resolve().parents[2] / "containers" / "slurm"
+
+
+def read_env_file(state: str) -> Optional[Dict[str, str]]:
+    """The variables a cluster's ``env.sh`` exports (``None`` until it is up)."""
+    env_file = Path(state) / "env.sh"
+    if not env_file.exists():
+        return None
+    found: Dict[str, str] = {}
+    for line in env_file.read_text().splitlines():
+        parts = shlex.split(line, comments=True)
+        if len(parts) == 2 and parts[0] == "export" and "=" in parts[1]:
+            name, value = parts[1].split("=", 1)
+            found[name] = value
+    return found if found.get("SLURM_CONF") else None
+
+
+@contextlib.contextmanager
+def own_cluster(
+    name: str,
+    port_base: int,
+    *,
+    prefix: Optional[str] = None,
+    extra_conf: str = "",
+    users: str = "",
+) -> Iterator[Dict[str, str]]:
+    """A Slurm cluster of a test module's own, without accounting, beside the shared ones.
+
+    Its own state folder (``/tmp/hpcbridge-slurm-<name>``), ports (``port_base`` ..
+    +2), munge and cluster name: what the module does to it (a restart, a limit,
+    counting its RPCs with ``sdiag``) touches no other test.  Stopped at the end.
+    Skips, saying why, without root or without the Slurm to run.
+    """
+    if os.geteuid() != 0:
+        pytest.skip("a Slurm cluster of its own needs root (containers/slurm/start.sh)")
+    if prefix and not os.path.isdir(prefix):
+        pytest.skip(absent_reason("slurm-25.11", f"no Slurm built under {prefix}"))
+    if not prefix and cluster_env(DEBIAN_STATE) is None:
+        pytest.skip(SKIP)  # Debian's Slurm is set up by the default cluster's start.sh
+    state = f"/tmp/hpcbridge-slurm-{name}"
+    variables = {
+        "HPCBRIDGE_SLURM_STATE": state,
+        "HPCBRIDGE_SLURM_ACCOUNTING": "0",
+        "HPCBRIDGE_SLURM_CLUSTER": f"hpcb{name}",
+        "HPCBRIDGE_SLURM_CTLD_PORT": str(port_base),
+        "HPCBRIDGE_SLURM_SLURMD_PORT": str(port_base + 1),
+        "HPCBRIDGE_SLURM_DBD_PORT": str(port_base + 2),
+        "HPCBRIDGE_SLURM_EXTRA_CONF": extra_conf,
+        "HPCBRIDGE_SLURM_USERS": users,
+    }
+    if prefix:
+        variables["HPCBRIDGE_SLURM_PREFIX"] = prefix
+
+    def script(action: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["bash", str(SLURM_DIR / action)],
+            env={**os.environ, **variables},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    started = script("start.sh")
+    try:
+        assert started.returncode == 0, f"start.sh failed:\n{started.stdout}\n{started.stderr}"
+        env = read_env_file(state)
+        assert env is not None, f"no env file in {state}"
+        if env.get("HPCBRIDGE_SLURM_BIN"):
+            env["PATH"] = f"{env['HPCBRIDGE_SLURM_BIN']}{os.pathsep}{os.environ.get('PATH', '')}"
+        yield env
+    finally:
+        script("stop.sh")

@@ -75,12 +75,15 @@ def test_a_patient_question_waits_for_the_poller_then_asks_itself(board: PollBoa
     assert scheduler.rounds[-1] == ["9"]
 
 
-def test_released_poll_is_taken_at_once(board: PollBoard) -> None:
+def test_a_released_poll_is_taken_at_the_same_pace(board: PollBoard) -> None:
+    """The next waiter polls as soon as a round is due, not sooner: one pace for all."""
     scheduler = Scheduler()
-    holder = Poller(scheduler.query, 60.0, board=board, target="t")
+    holder = Poller(scheduler.query, 0.3, board=board, target="t")
     holder.ask(["1"])
     holder.release()
-    other = Poller(scheduler.query, 60.0, board=board, target="t")
+    other = Poller(scheduler.query, 0.3, board=board, target="t")
+    assert other.ask(["2"]) == {}  # the last round was less than an interval ago
+    time.sleep(0.35)
     assert set(other.ask(["2"])) == {"2"}
     assert scheduler.rounds[-1] == ["2"]  # the released wants are gone too
 
@@ -108,6 +111,7 @@ def test_a_slow_scheduler_is_asked_less_often(monkeypatch: pytest.MonkeyPatch) -
 
 def test_failures_do_not_slow_the_rate(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("hpcbridge.schedulers.polling.SLOW_AFTER", 0.01)
+
     def down(job_ids: List[str]) -> Dict[str, JobStatus]:
         time.sleep(0.05)
         return {i: unreachable(i, "Unable to contact slurm controller") for i in job_ids}

@@ -1,0 +1,188 @@
+"""A submission whose answer is lost ends with exactly one job: adopted by its key.
+
+Real faults on a Slurm 22.05 cluster of the module's own: its slurmctld paused
+with SIGSTOP past ``MessageTimeout`` while ``sbatch`` waits for its answer (the
+request is queued and becomes a job once the controller runs again), the SSH
+connection cut while ``sbatch`` runs, and the controller stopped outright (the
+request never reaches it: sent again).  Each time the queue is asked, by the
+key in the job's comment, how many jobs the submission made.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any, Dict, Iterator, List
+
+import pytest
+
+from hpcbridge.config import Settings
+from hpcbridge.model import JobState
+from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
+from hpcbridge.store import JobStore
+from hpcbridge.transports.local import LocalExecutor
+from tests.support.slurm_clusters import SLURM_DIR, own_cluster, run_slurm
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+#: slurmctld's MessageTimeout on the test clusters (Slurm's default)
+MESSAGE_TIMEOUT = 10.0
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Dict[str, str]]:
+    with own_cluster("once", 6947) as env:
+        yield env
+
+
+def controller_pid(cluster: Dict[str, str]) -> int:
+    state = Path(cluster["SLURM_CONF"]).parent.parent
+    return int((state / "run" / "slurmctld.pid").read_text().strip())
+
+
+def adapter_for(cluster: Dict[str, str], root: Path, executor: Any = None, **kw: Any) -> Any:
+    settings = Settings.from_env(
+        env={}, state_dir=str(root / "state"), scheduler="slurm", poll_interval=1.0
+    )
+    return RealSlurmAdapter(
+        executor=executor or LocalExecutor(default_timeout=60),
+        settings=settings,
+        store=JobStore(root / "state" / "jobs.db"),
+        command_env={"SLURM_CONF": cluster["SLURM_CONF"]},
+        driver="cli",
+        **kw,
+    )
+
+
+def write_script(folder: Path, body: str = "sleep 1\n") -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "job.sh"
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return str(path)
+
+
+def jobs_with_key(cluster: Dict[str, str], key: str) -> List[str]:
+    """The jobs (array ids for an array) whose comment carries the submission's key."""
+    result = run_slurm(
+        ["squeue", "--noheader", "--states=all", "--format=%F|%k"], cluster, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    rows = {line.split("|")[0] for line in result.stdout.split() if line.endswith(f":{key}")}
+    return sorted(rows)
+
+
+def key_of(adapter: Any, job_id: str) -> str:
+    record = adapter.store.get(job_id, "slurm", adapter.host_label)
+    assert record is not None and record.exit_file
+    return Path(record.exit_file).name.split(".")[0]  # the wrapper's token
+
+
+def paused_controller(cluster: Dict[str, str], seconds: float) -> threading.Thread:
+    """SIGSTOP slurmctld now, SIGCONT it after ``seconds``."""
+    pid = controller_pid(cluster)
+    os.kill(pid, signal.SIGSTOP)
+
+    def resume() -> None:
+        time.sleep(seconds)
+        os.kill(pid, signal.SIGCONT)
+
+    thread = threading.Thread(target=resume)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("count", [1, 20], ids=["job", "array"])
+def test_answer_lost_to_a_paused_controller_adopts_the_one_job(
+    cluster: Dict[str, str], tmp_path: Path, count: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    adapter = adapter_for(cluster, tmp_path)
+    script = write_script(tmp_path / "scripts")
+    adapter.open().driver.max_batch()  # MaxArraySize asked now: the pause is sbatch's alone
+    resumed = paused_controller(cluster, MESSAGE_TIMEOUT + 6)
+    try:
+        with caplog.at_level(logging.INFO, logger="hpcbridge"):
+            ids = adapter.submit_many([script] * count)
+    finally:
+        resumed.join()
+    assert "its answer was lost; adopted job" in caplog.text
+    assert len(ids) == count
+    key = key_of(adapter, ids[0])
+    assert jobs_with_key(cluster, key) == [ids[0].split("_")[0]]  # exactly one job (array)
+    final = adapter.wait_all(ids, poll_interval=1, timeout=120)
+    assert {status.state for status in final.values()} == {JobState.COMPLETED}
+
+
+def test_answer_lost_to_a_cut_ssh_connection_adopts_the_one_job(
+    cluster: Dict[str, str],
+    ssh_server: Any,
+    ssh_executor: Any,
+    ssh_remote_dir: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    adapter = adapter_for(cluster, tmp_path, ssh_executor, remote_workdir=ssh_remote_dir)
+    script = write_script(tmp_path / "scripts")
+    resumed = paused_controller(cluster, MESSAGE_TIMEOUT + 4)
+
+    def cut() -> None:
+        # sbatch is waiting for the paused controller: end the SSH session under it.
+        time.sleep(3)
+        subprocess.run(["pkill", "-f", f"sshd: {ssh_server.user}"], check=False)
+
+    cutter = threading.Thread(target=cut)
+    cutter.start()
+    try:
+        with caplog.at_level(logging.INFO, logger="hpcbridge"):
+            job_id = adapter.submit_job(script)
+    finally:
+        cutter.join()
+        resumed.join()
+    assert "dropped while sbatch was running" in caplog.text
+    assert "adopted job" in caplog.text
+    key = key_of(adapter, job_id)
+    assert jobs_with_key(cluster, key) == [job_id]
+    assert adapter.wait(job_id, poll_interval=1, timeout=120).state is JobState.COMPLETED
+
+
+def test_a_request_that_never_reached_the_controller_is_sent_once_more(
+    cluster: Dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    adapter = adapter_for(cluster, tmp_path)
+    script = write_script(tmp_path / "scripts")
+    env = {**os.environ, **cluster}
+    stop = subprocess.run(
+        ["bash", str(SLURM_DIR / "restart-ctld.sh"), "stop"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert stop.returncode == 0, stop.stderr
+
+    def start_again() -> None:
+        time.sleep(25)  # past sbatch's own attempts to connect
+        subprocess.run(
+            ["bash", str(SLURM_DIR / "restart-ctld.sh"), "start"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    starter = threading.Thread(target=start_again)
+    starter.start()
+    try:
+        with caplog.at_level(logging.INFO, logger="hpcbridge"):
+            job_id = adapter.submit_job(script)
+    finally:
+        starter.join()
+    assert "did not reach slurmctld" in caplog.text
+    key = key_of(adapter, job_id)
+    assert jobs_with_key(cluster, key) == [job_id]
+    assert adapter.wait(job_id, poll_interval=1, timeout=120).state is JobState.COMPLETED

@@ -1,0 +1,185 @@
+"""What waiting costs the Slurm controller, counted by the controller itself (``sdiag``).
+
+The module runs a Slurm 22.05 cluster of its own (``own_cluster``), so that its
+RPC counts are this module's alone:
+
+- a sweep of 200 jobs ending steadily over a minute or two, waited for with
+  ``poll_interval=10``: no more job-info rounds than the wait's length / 10 + 2,
+  and each end known within a second of the job's last act (the wrapper writing
+  its exit-code file) - over SSH within two;
+- 8 processes of one user each waiting on 25 of those jobs cost the controller
+  what one process waiting on all 200 does (one shared poll, through the store).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any, Dict, Iterator, List
+
+import pytest
+
+from hpcbridge.config import Settings
+from hpcbridge.model import JobState, JobStatus
+from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
+from hpcbridge.store import JobStore
+from hpcbridge.transports.local import LocalExecutor
+from tests.support.slurm_clusters import job_info_rpcs, own_cluster, sdiag_reset
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+JOBS = 200
+INTERVAL = 10.0
+#: each task sleeps 2 to 5 s: 200 of them on 8 cores end steadily for about 90 s
+BODY = "sleep $(( 2 + ${SLURM_ARRAY_TASK_ID:-0} % 4 ))\n"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Dict[str, str]]:
+    with own_cluster("polite", 6937) as env:
+        yield env
+
+
+def write_script(folder: Path) -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "step.sh"
+    path.write_text("#!/bin/sh\n" + BODY)
+    path.chmod(0o755)
+    return str(path)
+
+
+def adapter_for(cluster: Dict[str, str], root: Path, executor: Any = None, **kw: Any) -> Any:
+    settings = Settings.from_env(env={}, state_dir=str(root / "state"), scheduler="slurm")
+    return RealSlurmAdapter(
+        executor=executor or LocalExecutor(default_timeout=60),
+        settings=settings,
+        store=JobStore(root / "state" / "jobs.db"),
+        command_env={"SLURM_CONF": cluster["SLURM_CONF"]},
+        driver="cli",
+        **kw,
+    )
+
+
+def timed_wait(adapter: Any, ids: List[str]) -> Dict[str, Any]:
+    """Wait on ``ids``; what it cost the controller and when each end was known."""
+    known: Dict[str, float] = {}
+
+    def note(status: JobStatus) -> None:
+        if status.is_terminal:
+            known.setdefault(status.job_id, time.time())
+
+    started = time.monotonic()
+    final = adapter.wait_all(ids, poll_interval=INTERVAL, timeout=600, on_change=note)
+    return {"final": final, "waited": time.monotonic() - started, "known": known}
+
+
+def latencies(adapter: Any, ids: List[str], known: Dict[str, float]) -> List[float]:
+    """Per job: when the wait knew it ended, less its last act (its exit-code file)."""
+    records = adapter.store.get_many("slurm", adapter.host_label, ids)
+    files = [records[job_id].exit_file for job_id in ids]
+    written = adapter.executor.stat_many(files)
+    return [known[job_id] - written[path] for job_id, path in zip(ids, files)]
+
+
+@pytest.fixture(scope="module")
+def one_process(cluster: Dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One process submits 200 jobs and waits on them all."""
+    root = tmp_path_factory.mktemp("one")
+    adapter = adapter_for(cluster, root)
+    ids = adapter.submit_many([write_script(root / "scripts")] * JOBS)
+    sdiag_reset(cluster)
+    run = timed_wait(adapter, ids)
+    run["rpcs"] = job_info_rpcs(cluster)
+    run["latencies"] = latencies(adapter, ids, run["known"])
+    adapter.close()
+    return run
+
+
+def test_one_round_per_interval_and_ends_known_within_a_second(one_process: Any) -> None:
+    assert {status.state for status in one_process["final"].values()} == {JobState.COMPLETED}
+    waited, rpcs = one_process["waited"], one_process["rpcs"]
+    assert waited > 4 * INTERVAL, "the sweep ended too soon to say anything of the rate"
+    assert rpcs <= waited / INTERVAL + 2, (rpcs, waited)
+    assert statistics.median(one_process["latencies"]) <= 1.0, one_process["latencies"]
+
+
+def test_over_ssh_ends_are_known_within_two_seconds(
+    cluster: Dict[str, str], ssh_executor: Any, ssh_remote_dir: str, tmp_path: Path
+) -> None:
+    adapter = adapter_for(cluster, tmp_path, ssh_executor, remote_workdir=ssh_remote_dir)
+    script = write_script(tmp_path / "scripts")
+    ids = adapter.submit_many([script] * JOBS)
+    sdiag_reset(cluster)
+    run = timed_wait(adapter, ids)
+    rpcs = job_info_rpcs(cluster)
+    assert {status.state for status in run["final"].values()} == {JobState.COMPLETED}
+    assert rpcs <= run["waited"] / INTERVAL + 2, (rpcs, run["waited"])
+    assert statistics.median(latencies(adapter, ids, run["known"])) <= 2.0
+
+
+WAITER = textwrap.dedent(
+    """
+    import sys
+    from hpcbridge.config import Settings
+    from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
+    state, conf, script, count, interval = sys.argv[1:6]
+    settings = Settings.from_env(env={}, state_dir=state, scheduler="slurm")
+    adapter = RealSlurmAdapter(settings=settings, command_env={"SLURM_CONF": conf}, driver="cli")
+    ids = adapter.submit_many([script] * int(count))
+    print("SUBMITTED", flush=True)
+    sys.stdin.readline()  # every process has submitted: wait, all at once
+    final = adapter.wait_all(ids, poll_interval=float(interval), timeout=600)
+    print("STATES", sorted({status.state.value for status in final.values()}))
+    """
+)
+
+
+def test_eight_processes_cost_what_one_does(
+    cluster: Dict[str, str], one_process: Any, tmp_path: Path
+) -> None:
+    """8 processes of one user on one host, 25 jobs each, one shared store (the default
+    place under their one state folder): one poll for all of them."""
+    script = write_script(tmp_path / "scripts")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HPCBRIDGE_", "SLURM_"))}
+    processes = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                WAITER,
+                str(tmp_path / "state"),
+                cluster["SLURM_CONF"],
+                script,
+                str(JOBS // 8),
+                str(INTERVAL),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for _ in range(8)
+    ]
+    for process in processes:
+        assert process.stdout is not None and process.stdout.readline().startswith("SUBMITTED")
+    sdiag_reset(cluster)
+    started = time.monotonic()
+    for process in processes:
+        assert process.stdin is not None
+        process.stdin.write("go\n")
+        process.stdin.flush()
+    outputs = [process.communicate(timeout=600) for process in processes]
+    waited = time.monotonic() - started
+    rpcs = job_info_rpcs(cluster)
+    for process, (out, err) in zip(processes, outputs):
+        assert process.returncode == 0, err
+        assert "STATES ['COMPLETED']" in out, out + err
+    single = one_process["rpcs"]
+    # The same sweep, the same length of wait: the same rounds, give or take 10 %.
+    assert abs(rpcs - single) <= max(1.0, 0.1 * single), (rpcs, single, waited)
