@@ -39,18 +39,18 @@ from abc import ABC, abstractmethod
 from typing import Any, Callable, ClassVar, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from ..config import Settings
-from ..errors import ConfigurationError, JobNotFoundError, SchedulerUnavailableError, TransportError
+from ..errors import JobNotFoundError
 from ..jobscript import TaskSpec
-from ..model import JobState, JobStatus
+from ..model import JobStatus
 from ..resources import Resources
 from ..store import JobStore
 from ..transports.base import Executor
 from ..transports.local import LocalExecutor
 from . import staging
-from .driver import Session, SubmitBatch, Waiter, unreachable
+from .driver import Session, SubmitBatch, Waiter
 from .staging import DependsOn, JobInput, Stager
 from .submitting import Order, Submission, batches
-from .tracking import JobTracker, Placement, exit_code_from_file
+from .tracking import JobTracker, Placement, ask, exit_code_from_file, read_output
 from .waiting import ProgressCallback, StatusCallback, WaitPlan, wait_for_all
 
 log = logging.getLogger("hpcbridge")
@@ -268,16 +268,7 @@ class SchedulerAdapter(ABC):
 
     def _ask(self, job_ids: List[str]) -> Dict[str, JobStatus]:
         """The driver's answer for every id; an unreachable scheduler is UNKNOWN for all."""
-        try:
-            answers = self.open().driver.query(job_ids)
-        except (ConfigurationError, SchedulerUnavailableError) as exc:
-            reason = f"cannot reach the {self.scheduler_name} scheduler: {exc}"
-            return {job_id: unreachable(job_id, reason) for job_id in job_ids}
-        return {
-            job_id: answers.get(job_id)
-            or JobStatus(job_id, JobState.UNKNOWN, reason="no answer from the scheduler")
-            for job_id in job_ids
-        }
+        return ask(lambda: self.open().driver, self.scheduler_name, job_ids)
 
     # -- waiting ----------------------------------------------------------
 
@@ -354,15 +345,7 @@ class SchedulerAdapter(ABC):
 
     def get_job_logs(self, job_id: Any) -> str:
         """The job's output so far ("" if it has not started writing)."""
-        path = self.log_path(job_id)
-        try:
-            return self.executor.read_text(path)
-        except FileNotFoundError:
-            return ""
-        except OSError as exc:
-            if getattr(exc, "errno", None) == 2:
-                return ""
-            raise TransportError(f"cannot read {path}: {exc}") from exc
+        return read_output(self.executor, self.log_path(job_id))
 
     def cancel_job(self, job_id: Any) -> None:
         self.cancel_jobs([job_id])

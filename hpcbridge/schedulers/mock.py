@@ -21,6 +21,7 @@ from ..errors import ConfigurationError, JobSubmissionError
 from ..jobscript import TASK_INDEX_VARIABLE
 from ..model import JobState, JobStatus
 from .base import SchedulerAdapter, exit_code_from_file
+from .dependencies import refuse_unmet
 from .driver import (
     Capabilities,
     DriverChoice,
@@ -65,6 +66,7 @@ class MockDriver:
         return [sys.executable, "-m", "hpcbridge.schedulers.mock_runner", "--detach", job_dir]
 
     def plan(self, batch: SubmitBatch) -> Planned:
+        refuse_unmet(batch)
         return Planned(batch)
 
     def describe(self, planned: Planned) -> str:

@@ -11,7 +11,7 @@ import posixpath
 from datetime import datetime
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ..errors import JobSubmissionError, TransportError
+from ..errors import JobNotFoundError, JobSubmissionError, TransportError
 from ..jobscript import (
     MARKER_DIR,
     PreparedJob,
@@ -183,8 +183,18 @@ class Stager:
 
 
 def dependency_ids(depends_on: DependsOn, normalize: Any) -> List[str]:
+    """The parents as the scheduler writes its ids; text that is no id of it is refused
+    like a parent that cannot be found (``dependencies``)."""
     if depends_on is None:
         return []
     if isinstance(depends_on, (str, int)):
         depends_on = [depends_on]
-    return [normalize(job_id) for job_id in depends_on]
+    ids = []
+    for job_id in depends_on:
+        try:
+            ids.append(normalize(job_id))
+        except (JobNotFoundError, ValueError) as exc:
+            raise JobSubmissionError(
+                f"parent job {job_id!r} cannot be found: {exc}; nothing was submitted"
+            ) from None
+    return ids

@@ -5,8 +5,10 @@ tracker.  It cuts the tasks into chunks - one per job name (each script keeps
 its own), at most the driver's ``max_batch`` each (a Slurm array's size
 limit) - and then:
 
-1. **plan**: the driver works out every chunk and refuses what the scheduler
-   would refuse, before anything is staged (a refused job leaves no folder);
+1. **plan**: the parents (``--after``) are looked up - the store, one query
+   for all of them - and the driver works out every chunk and refuses what
+   the scheduler would refuse, the parents it cannot wait for included
+   (``dependencies``), before anything is staged (a refused job leaves no folder);
 2. **stage**: each chunk's scripts and wrapper go into the submission's folder;
 3. **send**: one ``driver.submit_many`` per chunk;
 4. **record**: every job that went in is recorded before anything is raised,
@@ -16,16 +18,17 @@ limit) - and then:
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence, Tuple
+from dataclasses import dataclass, replace
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import JobSubmissionError
 from ..jobscript import PreparedJob, TaskSpec, new_token
+from ..model import JobStatus
 from ..resources import Resources
 from . import staging
 from .driver import PartialSubmissionError, Planned, SchedulerDriver, SubmitBatch, Submitted
 from .staging import Stager
-from .tracking import JobTracker, Placement, job_records
+from .tracking import JobTracker, Placement, ask, job_records
 
 log = logging.getLogger("hpcbridge")
 
@@ -43,20 +46,29 @@ class Order:
 
 
 def batches(
-    order: Order, stager: Stager, chunk_size: int
+    order: Order,
+    stager: Stager,
+    chunk_size: int,
+    parents: Optional[Mapping[str, JobStatus]] = None,
 ) -> List[Tuple[SubmitBatch, List[TaskSpec]]]:
     """The order's chunks as batches - one folder, one wrapper each; pure planning."""
     token = new_token()
     folder = stager.folder(order.remote_dir, token)
     chunks = staging.plan_chunks(folder, order.tasks, order.resources.job_name, chunk_size, token)
-    return [(_batch(job, chunk, order, stager), chunk) for job, chunk in chunks]
+    return [(_batch(job, chunk, order, stager, parents), chunk) for job, chunk in chunks]
 
 
 def _batch(
-    job: PreparedJob, tasks: Sequence[TaskSpec], order: Order, stager: Stager
+    job: PreparedJob,
+    tasks: Sequence[TaskSpec],
+    order: Order,
+    stager: Stager,
+    parents: Optional[Mapping[str, JobStatus]],
 ) -> SubmitBatch:
     output = stager.output_path(job, order.resources)
-    return SubmitBatch(job, len(tasks), order.resources, order.depends_on, output, order.options)
+    return SubmitBatch(
+        job, len(tasks), order.resources, order.depends_on, output, order.options, parents
+    )
 
 
 class Submission:
@@ -80,16 +92,28 @@ class Submission:
         #: what the wrapper exports as ``HPCBRIDGE_LAUNCHER``, for the order's options
         self.launcher = launcher
 
+    def parents(self, depends_on: Sequence[str]) -> Dict[str, JobStatus]:
+        """What is known now of each parent: the store, one query for all, the exit-code file."""
+        if not depends_on:
+            return {}
+        scheduler = self.placement.scheduler
+        query = lambda ids: ask(lambda: self.driver, scheduler, ids)  # noqa: E731
+        return self.tracker.refresh(list(dict.fromkeys(depends_on)), query)
+
     def plan(self, order: Order) -> List[Tuple[Planned, List[TaskSpec]]]:
         """Every chunk as the driver will send it; raises before anything is staged."""
         chunk_size = self.driver.max_batch() if len(order.tasks) > 1 else 1
+        parents = self.parents(order.depends_on)
         return [
             (self.driver.plan(batch), chunk)
-            for batch, chunk in batches(order, self.stager, chunk_size)
+            for batch, chunk in batches(order, self.stager, chunk_size, parents)
         ]
 
     def describe(self, batch: SubmitBatch) -> str:
-        """What the driver would send for ``batch``, and what it does with it (drops...)."""
+        """What the driver would send for ``batch``, and what it does with it (drops...).
+
+        The parents are looked up as for a submission: a dry run refuses what it would."""
+        batch = replace(batch, parents=self.parents(batch.depends_on))
         text = self.driver.describe(self.driver.plan(batch))
         return f"{text}\n# {self.driver.name} driver: {self.driver.capabilities.summary()}"
 

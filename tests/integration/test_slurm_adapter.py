@@ -32,8 +32,10 @@ from tests.support.slurm_clusters import (
     Target,
     cluster_for,
     executor_for,
+    jobs_named,
     make_adapter,
     squeue_knows,
+    staged_folders,
 )
 
 pytestmark = pytest.mark.slurm
@@ -257,13 +259,44 @@ def test_dependency_holds_the_child(adapter: RealSlurmAdapter, script) -> None:
 
 def test_failed_parent_cancels_the_child(adapter: RealSlurmAdapter, script) -> None:
     # --kill-on-invalid-dep: without it the child would wait forever (PENDING,
-    # DependencyNeverSatisfied) and so would anyone waiting on it.
-    parent = adapter.submit_job(script("exit 1"))
+    # DependencyNeverSatisfied) and so would anyone waiting on it.  The parent is
+    # still running when the child goes in (one that already failed is refused).
+    parent = adapter.submit_job(script("sleep 3; exit 1"))
     child = adapter.submit_job(script("exit 0"), depends_on=[parent])
     final = adapter.wait_all([parent, child], poll_interval=1, timeout=60)
     assert final[parent].state is JobState.FAILED
     assert final[child].state is JobState.CANCELLED
     assert final[child].reason == "DependencyNeverSatisfied"
+
+
+def test_a_never_existing_parent_is_refused_and_nothing_submitted(
+    adapter: RealSlurmAdapter, script
+) -> None:
+    # Slurm 22.05 itself takes --dependency=afterok:<an id it never had> and runs the job.
+    name = f"hpcb-never-{os.getpid()}-{time.monotonic_ns()}"
+    with pytest.raises(JobSubmissionError, match="parent job 987654321 cannot be found"):
+        adapter.submit_job(script("true"), {"job_name": name}, depends_on="987654321")
+    with pytest.raises(JobSubmissionError, match="987654321"):
+        adapter.submit_many([script("true")] * 2, {"job_name": name}, depends_on=["987654321"])
+    assert staged_folders(adapter.executor, adapter.remote_workdir) == []
+    assert jobs_named(name) == []
+    assert adapter.store.list() == []
+
+
+def test_a_parent_that_already_failed_is_refused_a_completed_one_satisfied(
+    adapter: RealSlurmAdapter, script
+) -> None:
+    failed = adapter.submit_job(script("exit 3"))
+    done = adapter.submit_job(script("true"))
+    adapter.wait_all([failed, done], poll_interval=1, timeout=120)
+    folders = staged_folders(adapter.executor, adapter.remote_workdir)
+    name = f"hpcb-failed-parent-{os.getpid()}-{time.monotonic_ns()}"
+    with pytest.raises(JobSubmissionError, match=f"parent job {failed} already ended FAILED"):
+        adapter.submit_job(script("true"), {"job_name": name}, depends_on=[done, failed])
+    assert staged_folders(adapter.executor, adapter.remote_workdir) == folders
+    assert jobs_named(name) == []
+    child = adapter.submit_job(script("true"), depends_on=[done])
+    assert adapter.wait(child, poll_interval=1, timeout=120).state is JobState.COMPLETED
 
 
 @pytest.mark.parametrize(

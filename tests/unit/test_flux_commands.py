@@ -231,10 +231,14 @@ def test_unknown_ids_from_stderr() -> None:
 
 
 def test_dependency_failed() -> None:
+    # Flux says FAILED (returncode 1) for a child that never ran; Slurm and mock: CANCELLED
     facts = flux_status.parse_jobs_json(recorded("jobs_json_dependency_failed_0.88.json"))
     status = flux_status.status_from_facts(facts[0])
-    assert status.state is JobState.FAILED and status.exit_code == 1
-    assert "can never be satisfied" in status.reason
+    assert status.state is JobState.CANCELLED and status.exit_code is None
+    assert status.native_state == "FAILED"
+    assert status.reason == (
+        "DependencyNeverSatisfied (dependency after-success=ƒ4QsP9UK can never be satisfied)"
+    )
 
 
 @pytest.mark.parametrize(
@@ -245,7 +249,7 @@ def test_dependency_failed() -> None:
         ("can", JobState.CANCELLED, 143),
         ("tmo", JobState.TIMEOUT, 142),
         ("canp", JobState.CANCELLED, 1),
-        ("dependency_failed", JobState.FAILED, 1),
+        ("dependency_failed", JobState.CANCELLED, None),
         ("dep", JobState.PENDING, None),
     ],
 )

@@ -151,7 +151,19 @@ def _when(stamp: Optional[float]) -> Optional[datetime]:
     return datetime.fromtimestamp(stamp, tz=timezone.utc)
 
 
+#: the exception Flux raises on a job whose ``afterok`` parent did not complete
+DEPENDENCY_EXCEPTION = "dependency"
+#: a parent in a dependency note: ``after-success=14763950080`` (as submitted: decimal)
+_PARENT = re.compile(r"(after-\w+=)(\d+)\b")
+
+
 def _reason(facts: JobFacts, state: JobState) -> str:
+    if facts.exception_type == DEPENDENCY_EXCEPTION:
+        # the parent as hpcbridge shows ids (F58), not in the decimal it was submitted in
+        note = _PARENT.sub(
+            lambda m: m.group(1) + canonical_job_id(int(m.group(2))), facts.exception_note
+        )
+        return f"DependencyNeverSatisfied ({note})"
     if facts.exception_type:
         return f"{facts.exception_type}: {facts.exception_note}".rstrip(": ")
     if state is not JobState.PENDING:
@@ -169,6 +181,10 @@ def status_from_facts(facts: JobFacts) -> JobStatus:
     if state.is_terminal:
         exit_code = exit_code_from(facts.returncode, facts.waitstatus)
         end = _when(facts.t_inactive or facts.t_cleanup)
+    if state is JobState.FAILED and facts.exception_type == DEPENDENCY_EXCEPTION:
+        # Flux fails a child whose parent did not complete (returncode 1, it never
+        # ran); Slurm and the mock cancel it: CANCELLED, no exit code, everywhere.
+        state, exit_code = JobState.CANCELLED, None
     extra: Dict[str, Any] = {}
     if facts.uri:
         extra["uri"] = facts.uri
