@@ -12,27 +12,27 @@ from typing import Dict, List, Mapping, Sequence
 from ..errors import JobNotFoundError, SchedulerAdapterError, SchedulerUnavailableError
 from ..model import JobState, JobStatus
 from ..schedulers.driver import SCHEDULER_UNREACHABLE
-from .targets import Target
+from .targets import Group, Targets
 
 
-def untraced(target: Target, statuses: Mapping[str, JobStatus]) -> List[str]:
+def untraced(group: Group, statuses: Mapping[str, JobStatus]) -> List[str]:
     """The ids with no record that the scheduler answered UNKNOWN for, in order."""
     return [
         job_id
-        for job_id in dict.fromkeys(target.unrecorded())
+        for job_id in dict.fromkeys(group.unrecorded())
         if job_id in statuses and statuses[job_id].state is JobState.UNKNOWN
     ]
 
 
 def not_found_error(
-    target: Target, job_ids: Sequence[str], statuses: Mapping[str, JobStatus]
+    scheduler: str, job_ids: Sequence[str], statuses: Mapping[str, JobStatus], hint: str = ""
 ) -> SchedulerAdapterError:
     """One line: which ids, what the scheduler said, what to try next.
 
     When the scheduler could not be asked at all, that is the error (exit 7),
     not "no such job" (exit 4): it may well know the job once it answers.
+    ``hint``: where else the ids are recorded (``Targets.hint``).
     """
-    scheduler = target.adapter.scheduler_name
     said = sorted({statuses[job_id].reason for job_id in job_ids if statuses[job_id].reason})
     because = f" ({'; '.join(said)})" if said else ""
     which = "job " + job_ids[0] if len(job_ids) == 1 else "jobs " + ", ".join(job_ids)
@@ -42,22 +42,31 @@ def not_found_error(
             "check it with 'hpcbridge doctor' and try again"
         )
     return JobNotFoundError(
-        f"no {which}: no record here, and the {scheduler} scheduler gave no trace of it{because}; "
-        "list the recorded jobs with 'hpcbridge jobs', or name the scheduler that ran it "
-        "with --scheduler (Flux: --flux-uri)"
+        f"no {which}: no record here, and the {scheduler} scheduler gave no trace of it{because}"
+        f"{hint}; list the recorded jobs with 'hpcbridge jobs', or name the scheduler that ran "
+        "it with --scheduler (Flux: --flux-uri)"
     )
 
 
-def require_traced(target: Target) -> Dict[str, JobStatus]:
-    """Ask the scheduler about the ids that have no record; raise for those it does not know.
+def group_error(
+    targets: Targets, group: Group, missing: Sequence[str], statuses: Mapping[str, JobStatus]
+) -> SchedulerAdapterError:
+    """``not_found_error`` for ids of one group, with where else they are recorded."""
+    scheduler = group.adapter.scheduler_name
+    return not_found_error(scheduler, missing, statuses, targets.hint(group, missing))
 
-    Returns what it answered (recorded ids are not asked here).
-    """
-    unrecorded = list(dict.fromkeys(target.unrecorded()))
-    if not unrecorded:
-        return {}
-    statuses = target.adapter.get_job_statuses(unrecorded)
-    missing = untraced(target, statuses)
-    if missing:
-        raise not_found_error(target, missing, statuses)
-    return statuses
+
+def require_traced(targets: Targets) -> Dict[str, JobStatus]:
+    """Ask each group's scheduler about its ids that have no record; raise for those it
+    does not know.  Returns what was answered (recorded ids are not asked here)."""
+    answered: Dict[str, JobStatus] = {}
+    for group in targets.groups:
+        unrecorded = list(dict.fromkeys(group.unrecorded()))
+        if not unrecorded:
+            continue
+        statuses = group.adapter.get_job_statuses(unrecorded)
+        missing = untraced(group, statuses)
+        if missing:
+            raise group_error(targets, group, missing, statuses)
+        answered.update(statuses)
+    return answered

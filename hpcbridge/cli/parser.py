@@ -47,6 +47,16 @@ def _add_target_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--flux-uri", dest="flux_uri", metavar="URI")
 
 
+def _add_lookup_flags(parser: argparse.ArgumentParser) -> None:
+    """The target flags, and ``--host``: which records an id may mean (see targets.py)."""
+    _add_target_flags(parser)
+    parser.add_argument(
+        "--host",
+        metavar="HOST",
+        help="only the jobs recorded on HOST (as 'hpcbridge jobs --json' shows it)",
+    )
+
+
 def _add_nested_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--nested",
@@ -138,26 +148,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     status = sub("status", "show the state of jobs")
     status.add_argument("job_ids", nargs="+", metavar="ID")
-    _add_target_flags(status)
+    _add_lookup_flags(status)
     status.add_argument("--json", action="store_true")
 
     wait = sub("wait", "wait for jobs to end, showing each state change")
     wait.add_argument("job_ids", nargs="+", metavar="ID")
-    _add_target_flags(wait)
+    _add_lookup_flags(wait)
     wait.add_argument("--poll-interval", type=float, default=5.0)
     wait.add_argument("--timeout", type=float)
     wait.add_argument("--json", action="store_true")
 
     logs = sub("logs", "print a job's output")
     logs.add_argument("job_id", metavar="ID")
-    _add_target_flags(logs)
+    _add_lookup_flags(logs)
     logs.add_argument(
         "-f", "--follow", action="store_true", help="keep printing until the job ends"
     )
 
     cancel = sub("cancel", "cancel jobs")
     cancel.add_argument("job_ids", nargs="+", metavar="ID")
-    _add_target_flags(cancel)
+    _add_lookup_flags(cancel)
 
     jobs = sub("jobs", "list the recorded jobs in their states now")
     jobs.add_argument("--state", type=str.upper, choices=[s.value for s in JobState])

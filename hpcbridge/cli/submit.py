@@ -48,7 +48,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         print(job_id, flush=True)
     if not args.wait:
         return EXIT_OK
-    return wait_and_report(adapter, [job_id], args)
+    return wait_and_report([(adapter, [job_id])], args, as_list=False)
 
 
 def _jobs_from(args: argparse.Namespace) -> List[Union[str, Tuple[str, List[str]]]]:
@@ -78,4 +78,4 @@ def cmd_submit_many(args: argparse.Namespace) -> int:
         print("\n".join(job_ids), flush=True)
     if not args.wait:
         return EXIT_OK
-    return wait_and_report(adapter, job_ids, args)
+    return wait_and_report([(adapter, job_ids)], args, as_list=True)

@@ -7,6 +7,7 @@ locally and over SSH, flux-core through its bindings and its commands.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -101,3 +102,130 @@ def test_a_failed_parent_is_refused_and_a_completed_one_satisfied(
     child_id = accepted.stdout.strip()
     assert run(place, "wait", child_id, "--poll-interval", "0.5").returncode == 0
     assert place.named(name) == [child_id]
+
+
+# -- one JSON shape per command, and a word where there is nothing to print ----------------
+
+
+def test_json_is_an_object_for_one_id_and_a_list_for_several_even_when_one_fails(
+    place: Place, make_script: Any
+) -> None:
+    submitted = run(place, "submit", make_script("echo hi"), "--time", "2m", "--wait", "--json")
+    assert submitted.returncode == 0, submitted.stderr
+    job = json.loads(submitted.stdout)
+    job_id = job["job_id"]
+    assert job["state"] == "COMPLETED"
+    assert f'"job_id": "{job_id}"' in submitted.stdout  # as the scheduler writes it (ƒ…)
+    one = json.loads(run(place, "status", job_id, "--json").stdout)
+    assert isinstance(one, dict) and one["job_id"] == job_id
+    both = run(place, "status", job_id, place.never, "--json")
+    assert both.returncode == 4
+    listed = json.loads(both.stdout)
+    assert [item["job_id"] == job_id for item in listed] == [True, False]
+    assert listed[0]["state"] == "COMPLETED" and "error" not in listed[0]
+    assert set(listed[1]) == {"job_id", "error"} and "no job" in listed[1]["error"]
+    assert "no job" in one_line_error(both)
+    waited = json.loads(run(place, "wait", job_id, job_id, "--json").stdout)
+    assert isinstance(waited, list) and len(waited) == 2
+    many = run(place, "submit-many", make_script("true"), "--time", "2m", "--wait", "--json")
+    assert [item["state"] for item in json.loads(many.stdout)] == ["COMPLETED"]
+
+
+def test_logs_of_a_job_that_has_not_started_says_so(place: Place, make_script: Any) -> None:
+    parent = run(place, "submit", make_script("sleep 20"), "--time", "2m").stdout.strip()
+    child = run(place, "submit", make_script("echo late"), "--after", parent, "--time", "2m")
+    child_id = child.stdout.strip()
+    assert child.returncode == 0, child.stderr
+    logs = run(place, "logs", child_id)
+    assert logs.returncode == 0 and logs.stdout == ""
+    assert f"job {child_id} is PENDING" in logs.stderr and "--follow" in logs.stderr
+    run(place, "cancel", child_id, parent)
+
+
+# -- which record an id means ----------------------------------------------------------
+
+
+@pytest.fixture
+def slurm_local(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Place]:
+    yield from slurm_place("local", request, tmp_path)
+
+
+@pytest.fixture
+def slurm_ssh(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Place]:
+    yield from slurm_place("ssh", request, tmp_path)
+
+
+def slurm_state(job_id: str) -> str:
+    """What Slurm's own history says of a job (asked here, not through hpcbridge)."""
+    import subprocess
+
+    found = subprocess.run(
+        ["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return found.stdout.strip()
+
+
+def wait_for_slurm_end(job_id: str, timeout: float = 120) -> str:
+    deadline = time.monotonic() + timeout
+    while slurm_state(job_id) in ("", "PENDING", "RUNNING", "COMPLETING"):
+        assert time.monotonic() < deadline, slurm_state(job_id)
+        time.sleep(0.5)
+    return slurm_state(job_id)
+
+
+@pytest.mark.slurm
+def test_an_id_recorded_for_mock_and_slurm_is_an_error_naming_each(
+    slurm_local: Place, state_dir: Path, make_script: Any
+) -> None:
+    slurm = run(slurm_local, "submit", make_script("exit 3", "fails.sh"), "--time", "2m")
+    job_id = slurm.stdout.strip()
+    assert wait_for_slurm_end(job_id) == "FAILED"
+    mock = mock_place(state_dir)
+    (state_dir / "mock").mkdir(exist_ok=True)
+    (state_dir / "mock" / "counter").write_text(str(int(job_id) - 1))  # the same id, for mock
+    same = run(mock, "submit", make_script("true", "ok.sh"), "--wait", "--poll-interval", "0.2")
+    assert same.returncode == 0 and same.stdout.split()[0] == job_id, same.stderr
+    bare = {"HPCBRIDGE_SLURM_DRIVER": "cli"}  # no scheduler chosen
+    ambiguous = hpcbridge("status", job_id, env=bare)
+    assert ambiguous.returncode == 2 and ambiguous.stdout == ""
+    line = one_line_error(ambiguous)
+    assert f"hpcbridge status {job_id} --scheduler mock" in line
+    assert f"hpcbridge status {job_id} --scheduler slurm" in line
+    by_variable = hpcbridge("status", job_id, env={**bare, "HPCBRIDGE_SCHEDULER": "slurm"})
+    assert by_variable.returncode == 0, by_variable.stderr
+    assert by_variable.stdout.split()[:3] == [job_id, "FAILED", "exit=3"]
+    by_flag = hpcbridge("status", job_id, "--scheduler", "mock", env=bare)
+    assert by_flag.stdout.split()[:3] == [job_id, "COMPLETED", "exit=0"]
+
+
+@pytest.mark.slurm
+@pytest.mark.ssh
+def test_a_job_submitted_over_ssh_is_asked_there_whatever_the_settings(
+    slurm_ssh: Place, state_dir: Path, make_script: Any
+) -> None:
+    script = make_script("echo over-ssh; sleep 2", "far.sh")
+    job_id = run(slurm_ssh, "submit", script, "--time", "2m").stdout.strip()
+    host = "{user}@{host}:{port}".format(
+        user=slurm_ssh.env["HPCBRIDGE_SSH_USER"],
+        host=slurm_ssh.env["HPCBRIDGE_SSH_HOST"],
+        port=slurm_ssh.env["HPCBRIDGE_SSH_PORT"],
+    )
+    # a laptop's settings: Slurm, but no transport or host (the key and host keys are known)
+    keep = ("HPCBRIDGE_SSH_KEY", "HPCBRIDGE_SSH_KNOWN_HOSTS", "HPCBRIDGE_COMMAND_ENV")
+    laptop = {"HPCBRIDGE_SCHEDULER": "slurm", **{k: slurm_ssh.env[k] for k in keep}}
+    assert wait_for_slurm_end(job_id) == "COMPLETED"
+    status = hpcbridge("status", job_id, env=laptop)
+    assert status.returncode == 0, status.stderr
+    assert status.stdout.split()[:2] == [job_id, "COMPLETED"]
+    assert f"asked where it was submitted: slurm over ssh on {host}" in status.stderr
+    # status's answer is recorded on the job's own record
+    cached = hpcbridge("jobs", "--cached", "--json", env=laptop)
+    [record] = [job for job in json.loads(cached.stdout) if job["job_id"] == job_id]
+    assert (record["state"], record["host"]) == ("COMPLETED", host)
+    logs = hpcbridge("logs", job_id, env=laptop)
+    assert logs.returncode == 0 and "over-ssh" in logs.stdout, logs.stderr
+    cancel = hpcbridge("cancel", job_id, env=laptop)
+    assert cancel.stdout.strip() == f"{job_id} already ended COMPLETED (exit 0): nothing to cancel"
