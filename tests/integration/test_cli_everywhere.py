@@ -104,6 +104,30 @@ def test_a_failed_parent_is_refused_and_a_completed_one_satisfied(
     assert place.named(name) == [child_id]
 
 
+# -- names ------------------------------------------------------------------------------
+
+
+def test_submit_many_names_each_job_after_its_own_script(place: Place, make_script: Any) -> None:
+    stem = unique("names")
+    first = make_script("echo a", f"{stem}-a.sh")
+    second = make_script("echo b", f"{stem}-b.sh")
+    result = run(place, "submit-many", first, second, first, "--time", "2m", "--wait")
+    assert result.returncode == 0, result.stderr
+    ids = result.stdout.split()
+    assert len(ids) == 3
+    # what the scheduler itself calls each job
+    assert place.named(f"{stem}-a.sh") == sorted([ids[0], ids[2]])
+    assert place.named(f"{stem}-b.sh") == [ids[1]]
+    # what hpcbridge recorded
+    listed = {job["job_id"]: job for job in json.loads(run(place, "jobs", "--json").stdout)}
+    assert [listed[job_id]["job_name"] for job_id in ids] == [
+        f"{stem}-a.sh",
+        f"{stem}-b.sh",
+        f"{stem}-a.sh",
+    ]
+    assert "echo b" not in run(place, "logs", ids[0]).stdout
+
+
 # -- one JSON shape per command, and a word where there is nothing to print ----------------
 
 
