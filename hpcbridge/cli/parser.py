@@ -30,6 +30,17 @@ _CACHED_HELP = (
 )
 
 
+def _at_least_one(text: str) -> int:
+    """A count of 1 or more (``--limit 0`` and ``-1`` would otherwise list everything)."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {number}")
+    return number
+
+
 def _add_resource_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("resources (scheduler-neutral; see README)")
     for key in RESOURCE_KEYS:
@@ -96,8 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
         )
 
     submit = sub("submit", "submit a batch script; prints the job id")
-    submit.add_argument("script")
-    submit.add_argument("script_args", nargs="*", metavar="ARG", help="arguments for the script")
+    submit.add_argument("script", metavar="SCRIPT")
+    # default=[]: without one argparse counts a "*" positional as required ("required: ARG")
+    submit.add_argument(
+        "script_args", nargs="*", default=[], metavar="ARG", help="arguments for the script"
+    )
     _add_resource_flags(submit)
     _add_target_flags(submit)
     _add_nested_flag(submit)
@@ -171,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     jobs = sub("jobs", "list the recorded jobs in their states now")
     jobs.add_argument("--state", type=str.upper, choices=[s.value for s in JobState])
-    jobs.add_argument("--limit", type=int, help="only the newest N jobs")
+    jobs.add_argument("--limit", type=_at_least_one, metavar="N", help="only the newest N jobs")
     jobs.add_argument("--json", action="store_true")
     jobs.add_argument("--cached", action="store_true", help=_CACHED_HELP)
 

@@ -42,7 +42,7 @@ from ..config import Settings
 from ..errors import JobNotFoundError
 from ..jobscript import TaskSpec
 from ..model import JobStatus
-from ..resources import Resources
+from ..resources import RESOURCE_KEYS, Resources
 from ..store import JobStore
 from ..transports.base import Executor
 from ..transports.local import LocalExecutor
@@ -146,8 +146,11 @@ class SchedulerAdapter(ABC):
     # -- submission -------------------------------------------------------
 
     def validate_resources(self, resources: Optional[Mapping[str, Any]]) -> Resources:
-        """Validated resources over the settings' defaults (raises ``ResourceError``)."""
-        return Resources.from_mapping(resources, defaults=self.settings.resource_defaults)
+        """Validated resources over the settings' defaults (raises ``ResourceError``
+        naming the variable of a default that does not validate)."""
+        sources = self.settings.sources
+        origins = {key: sources.get(f"resource:{key}", "") for key in RESOURCE_KEYS}
+        return Resources.from_mapping(resources, self.settings.resource_defaults, origins)
 
     def job_options(self, options: Mapping[str, Any]) -> object:
         """This scheduler's own submission keywords as the object its drivers read.

@@ -41,6 +41,10 @@ def make_task(
 ) -> TaskSpec:
     """One validated task; ``remote_repo`` reaches the job as ``HPCBRIDGE_REMOTE_REPO``."""
     path = os.fspath(script_path)
+    if must_exist and os.path.isdir(path):
+        raise JobSubmissionError(
+            f"{path} is a directory, not a script (give the path of a batch script file)"
+        )
     if must_exist and not os.path.isfile(path):
         raise JobSubmissionError(
             f"script not found: {path} (give the path of an existing batch script)"
