@@ -158,6 +158,11 @@ def build_parser() -> argparse.ArgumentParser:
     many.add_argument("--wait", action="store_true")
     many.add_argument("--poll-interval", type=float, default=5.0)
     many.add_argument("--timeout", type=float)
+    many.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the exact command (or jobspec) of each submission and submit nothing",
+    )
     many.add_argument("--json", action="store_true")
 
     status = sub("status", "show the state of jobs")

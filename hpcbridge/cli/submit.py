@@ -96,6 +96,13 @@ def cmd_submit_many(args: argparse.Namespace) -> int:
     jobs = _jobs_from(args)
     adapter = adapter_for(args)
     with flags_named(args):
+        if args.dry_run:
+            print(
+                adapter.describe_many(
+                    jobs, resources_from(args), args.after, args.remote_dir, nested=args.nested
+                )
+            )
+            return EXIT_OK
         job_ids = adapter.submit_many(
             jobs,
             resources_from(args),

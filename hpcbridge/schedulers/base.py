@@ -47,9 +47,9 @@ from ..store import JobStore
 from ..transports.base import Executor
 from ..transports.local import LocalExecutor
 from . import staging
-from .driver import Session, SubmitBatch, Waiter
+from .driver import Session, Waiter
 from .staging import DependsOn, JobInput, Stager
-from .submitting import Order, Submission, batches
+from .submitting import Order, Submission
 from .tracking import JobTracker, Placement, ask, exit_code_from_file, read_output
 from .waiting import ProgressCallback, StatusCallback, WaitPlan, wait_for_all
 
@@ -220,21 +220,25 @@ class SchedulerAdapter(ABC):
         **options: Any,
     ) -> str:
         """What ``submit_job`` would run, without staging or submitting anything."""
-        batch = self.dry_batch(script_path, resources, remote_dir, depends_on, **options)
-        return self._submission().describe(batch)
-
-    def dry_batch(
-        self,
-        script_path: Union[str, os.PathLike[str]],
-        resources: Optional[Mapping[str, Any]] = None,
-        remote_dir: Optional[str] = None,
-        depends_on: DependsOn = None,
-        **options: Any,
-    ) -> SubmitBatch:
-        """The batch ``submit_job`` would hand its driver, made without opening the scheduler."""
         task = lambda: [staging.make_task(script_path, (), None, None, must_exist=False)]  # noqa: E731
-        order = self._order(task, resources, depends_on, remote_dir, options)
-        return batches(order, self.stager, 1)[0][0]
+        return self.describe_order(self._order(task, resources, depends_on, remote_dir, options))
+
+    def describe_many(
+        self,
+        jobs: Sequence[JobInput],
+        resources: Optional[Mapping[str, Any]] = None,
+        depends_on: DependsOn = None,
+        remote_dir: Optional[str] = None,
+        **options: Any,
+    ) -> str:
+        """What ``submit_many`` would run - a line per submission it would make - without
+        staging or submitting anything."""
+        tasks = lambda: [staging.coerce_task(item, None, must_exist=False) for item in jobs]  # noqa: E731
+        return self.describe_order(self._order(tasks, resources, depends_on, remote_dir, options))
+
+    def describe_order(self, order: Order) -> str:
+        """What the driver would send for ``order``, checked as a submission would be."""
+        return self._submission().describe(order)
 
     def _order(
         self,

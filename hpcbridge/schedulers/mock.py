@@ -75,7 +75,8 @@ class MockDriver:
         time_limit = batch.resources.time
         limit = f" time limit {time_limit:g}s" if time_limit else ""
         after = f" after {','.join(batch.depends_on)}" if batch.depends_on else ""
-        return shlex.join(argv) + f"  # runs {batch.job.wrapper_path}{limit}{after}"
+        name = f" as {shlex.quote(batch.job.job_name)}"
+        return shlex.join(argv) + f"  # runs {batch.job.wrapper_path}{name}{limit}{after}"
 
     def submit_many(self, planned: Planned) -> List[Submitted]:
         batch = planned.batch

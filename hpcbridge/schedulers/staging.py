@@ -59,18 +59,18 @@ def make_task(
     )
 
 
-def coerce_task(item: JobInput, remote_repo: Optional[str]) -> TaskSpec:
+def coerce_task(item: JobInput, remote_repo: Optional[str], must_exist: bool = True) -> TaskSpec:
     """A ``submit_many`` input as a task (see ``JobInput``)."""
     if isinstance(item, TaskSpec):
-        return make_task(item.script, item.arguments, item.environment, remote_repo)
+        return make_task(item.script, item.arguments, item.environment, remote_repo, must_exist)
     if isinstance(item, tuple):
         script = item[0]
         arguments = item[1] if len(item) > 1 and item[1] is not None else ()
         environment = item[2] if len(item) > 2 else None
         if isinstance(arguments, str):
             raise ValueError("arguments must be a list of strings, not one string")
-        return make_task(script, arguments, environment, remote_repo)
-    return make_task(item, (), None, remote_repo)
+        return make_task(script, arguments, environment, remote_repo, must_exist)
+    return make_task(item, (), None, remote_repo, must_exist)
 
 
 def staged_names(directory: str, scripts: Sequence[str]) -> List[str]:

@@ -18,11 +18,11 @@ limit) - and then:
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import JobSubmissionError
-from ..jobscript import PreparedJob, TaskSpec, new_token
+from ..jobscript import TASK_INDEX_VARIABLE, PreparedJob, TaskSpec, new_token
 from ..model import JobStatus
 from ..resources import Resources
 from . import staging
@@ -56,6 +56,11 @@ def batches(
     folder = stager.folder(order.remote_dir, token)
     chunks = staging.plan_chunks(folder, order.tasks, order.resources.job_name, chunk_size, token)
     return [(_batch(job, chunk, order, stager, parents), chunk) for job, chunk in chunks]
+
+
+def dry_batches(order: Order, stager: Stager, chunk_size: int) -> List[SubmitBatch]:
+    """The batches of ``order`` as a dry run shows them where no driver can plan them."""
+    return [batch for batch, _ in batches(order, stager, chunk_size)]
 
 
 def _batch(
@@ -109,13 +114,16 @@ class Submission:
             for batch, chunk in batches(order, self.stager, chunk_size, parents)
         ]
 
-    def describe(self, batch: SubmitBatch) -> str:
-        """What the driver would send for ``batch``, and what it does with it (drops...).
-
-        The parents are looked up as for a submission: a dry run refuses what it would."""
-        batch = replace(batch, parents=self.parents(batch.depends_on))
-        text = self.driver.describe(self.driver.plan(batch))
-        return f"{text}\n# {self.driver.name} driver: {self.driver.capabilities.summary()}"
+    def describe(self, order: Order) -> str:
+        """What the driver would send for each chunk of ``order``, and what it does with
+        them (drops...).  Planned as ``run`` plans: a dry run refuses what a submission would."""
+        lines = []
+        for planned, _ in self.plan(order):
+            line, count = self.driver.describe(planned), planned.batch.count
+            many = f"  # {count} jobs: {TASK_INDEX_VARIABLE}=0..{count - 1}" if count > 1 else ""
+            lines.append(line + many)
+        summary = self.driver.capabilities.summary()
+        return "\n".join(lines) + f"\n# {self.driver.name} driver: {summary}"
 
     def run(self, order: Order) -> List[str]:
         """Submit every chunk; the ids in task order."""

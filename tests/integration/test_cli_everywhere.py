@@ -128,6 +128,24 @@ def test_submit_many_names_each_job_after_its_own_script(place: Place, make_scri
     assert "echo b" not in run(place, "logs", ids[0]).stdout
 
 
+def test_submit_many_dry_run_shows_each_submission_and_submits_nothing(
+    place: Place, make_script: Any, tmp_path: Path
+) -> None:
+    stem = unique("dry")
+    first, second = make_script("true", f"{stem}-a.sh"), make_script("true", f"{stem}-b.sh")
+    args_file = tmp_path / "params.txt"
+    args_file.write_text("one\ntwo\nthree\n")
+    before = place.folders()
+    many = run(place, "submit-many", first, "--args-file", str(args_file), "--dry-run")
+    assert many.returncode == 0, many.stderr
+    assert "3 jobs: HPCBRIDGE_TASK_INDEX=0..2" in many.stdout, many.stdout
+    two = run(place, "submit-many", first, second, "--dry-run", "--time", "2m")
+    assert two.returncode == 0, two.stderr
+    assert f"{stem}-a.sh" in two.stdout and f"{stem}-b.sh" in two.stdout
+    assert place.folders() == before
+    assert place.named(f"{stem}-a.sh") == [] and place.named(f"{stem}-b.sh") == []
+
+
 # -- one JSON shape per command, and a word where there is nothing to print ----------------
 
 
