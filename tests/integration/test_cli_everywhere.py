@@ -181,7 +181,12 @@ def test_logs_of_a_job_that_has_not_started_says_so(place: Place, make_script: A
     logs = run(place, "logs", child_id)
     assert logs.returncode == 0 and logs.stdout == ""
     assert f"job {child_id} is PENDING" in logs.stderr and "--follow" in logs.stderr
-    run(place, "cancel", child_id, parent)
+    assert run(place, "cancel", child_id).returncode == 0
+    # cancelled before it ran: no exit code, no start, and not its pending reason
+    ended = json.loads(run(place, "wait", child_id, "--json", "--poll-interval", "0.5").stdout)
+    assert (ended["state"], ended["exit_code"], ended["start_time"]) == ("CANCELLED", None, None)
+    assert ended["reason"].startswith("cancelled while pending"), ended
+    run(place, "cancel", parent)
 
 
 # -- which record an id means ----------------------------------------------------------

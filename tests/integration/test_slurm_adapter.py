@@ -267,6 +267,19 @@ def test_failed_parent_cancels_the_child(adapter: RealSlurmAdapter, script) -> N
     assert final[parent].state is JobState.FAILED
     assert final[child].state is JobState.CANCELLED
     assert final[child].reason == "DependencyNeverSatisfied"
+    assert final[child].exit_code is None and final[child].start_time is None  # it never ran
+
+
+def test_a_job_cancelled_while_pending_has_no_exit_code(adapter: RealSlurmAdapter, script) -> None:
+    # Slurm: CANCELLED, 0:0, a start at the cancel and its pending reason (Dependency)
+    parent = adapter.submit_job(script("sleep 30"))
+    child = adapter.submit_job(script("exit 0"), depends_on=parent)
+    assert wait_for_state(adapter, child, JobState.PENDING).state is JobState.PENDING
+    adapter.cancel_job(child)
+    final = adapter.wait(child, poll_interval=1, timeout=60)
+    assert (final.state, final.exit_code, final.start_time) == (JobState.CANCELLED, None, None)
+    assert final.reason == "cancelled while pending (Dependency)", final
+    adapter.cancel_job(parent)
 
 
 def test_a_never_existing_parent_is_refused_and_nothing_submitted(

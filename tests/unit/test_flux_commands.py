@@ -248,7 +248,7 @@ def test_dependency_failed() -> None:
         ("fail", JobState.FAILED, 3),
         ("can", JobState.CANCELLED, 143),
         ("tmo", JobState.TIMEOUT, 142),
-        ("canp", JobState.CANCELLED, 1),
+        ("canp", JobState.CANCELLED, None),
         ("dependency_failed", JobState.CANCELLED, None),
         ("dep", JobState.PENDING, None),
     ],
@@ -258,6 +258,8 @@ def test_eventlogs(name: str, state: JobState, code: object) -> None:
     status = flux_status.status_from_facts(facts)
     assert status.state is state
     assert status.exit_code == code
+    if name == "canp":  # cancelled before it ran: the words of every scheduler
+        assert status.reason.startswith("cancelled while pending") and status.start_time is None
 
 
 @pytest.mark.parametrize(

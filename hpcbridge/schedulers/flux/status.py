@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Set
 
-from ...model import JobState, JobStatus
+from ...model import CANCELLED_WHILE_PENDING, JobState, JobStatus
 from .ids import InvalidJobIdError, canonical_job_id
 
 
@@ -164,6 +164,10 @@ def _reason(facts: JobFacts, state: JobState) -> str:
             lambda m: m.group(1) + canonical_job_id(int(m.group(2))), facts.exception_note
         )
         return f"DependencyNeverSatisfied ({note})"
+    if facts.exception_type == "cancel" and not facts.t_run:
+        # a job cancelled before it ran: the words of Slurm's and the mock's answer
+        note = f" ({facts.exception_note})" if facts.exception_note else ""
+        return CANCELLED_WHILE_PENDING + note
     if facts.exception_type:
         return f"{facts.exception_type}: {facts.exception_note}".rstrip(": ")
     if state is not JobState.PENDING:
@@ -395,6 +399,8 @@ def _result_from_events(facts: JobFacts) -> str:
 
 def _returncode_from_events(facts: JobFacts) -> Optional[int]:
     code = exit_code_from(None, facts.waitstatus)
+    if code is None and facts.exception_type == "cancel" and not facts.t_run:
+        return None  # as `flux jobs` says it (-128): cancelled before it ran, no exit code
     if code is None and facts.exception_type:
         return 1  # Flux's returncode for a job that never ran (e.g. a failed dependency)
     return code
