@@ -164,10 +164,15 @@ def test_exit_zero_is_completed_with_times(adapter: RealSlurmAdapter, script) ->
 
 
 def test_exit_three_is_failed(adapter: RealSlurmAdapter, script) -> None:
-    job_id = adapter.submit_job(script("exit 3"))
-    status = adapter.wait(job_id, poll_interval=1, timeout=120)
+    job_id = adapter.submit_job(script("sleep 1; exit 3"))
+    seen: List[JobStatus] = []
+    status = adapter.wait_all(
+        [job_id], poll_interval=0.1, timeout=120, on_poll=lambda now: seen.append(now[job_id])
+    )[job_id]
     assert status.state is JobState.FAILED and status.exit_code == 3
     assert status.reason == "NonZeroExitCode"
+    # on the way (COMPLETING, Slurm's reason already NonZeroExitCode) it is RUNNING, no reason
+    assert all(item.reason == "" for item in seen if item.state is JobState.RUNNING), seen
 
 
 def test_logs(adapter: RealSlurmAdapter, script) -> None:
