@@ -19,7 +19,6 @@ from ..jobscript import (
     build_wrapper,
     check_environment_names,
     marker_path,
-    new_token,
 )
 from ..resources import Resources
 from ..transports.base import Executor
@@ -116,7 +115,9 @@ def plan_chunks(
     first_token: str,
 ) -> List[Tuple[PreparedJob, List[TaskSpec]]]:
     """One wrapper per run of tasks that share a name, at most ``chunk_size`` each, all
-    in one folder: every job carries its own script's name (or ``job_name``)."""
+    in one folder: every job carries its own script's name (or ``job_name``).  The
+    wrappers are named after ``first_token`` (``T``, ``T-1``, ``T-2``...): one plan
+    of one order always names the same files."""
     scripts = staged_names(directory, [task.script for task in tasks])
     size = max(chunk_size, 1)
     chunks: List[Tuple[PreparedJob, List[TaskSpec]]] = []
@@ -126,7 +127,7 @@ def plan_chunks(
         end = start + 1
         while end < len(tasks) and end - start < size and task_name(tasks[end], job_name) == name:
             end += 1
-        token = first_token if start == 0 else new_token()
+        token = first_token if start == 0 else f"{first_token}-{len(chunks)}"
         chunks.append(
             (prepared(directory, scripts[start:end], name, token), list(tasks[start:end]))
         )
@@ -156,10 +157,11 @@ class Stager:
         #: a job's output file in its folder, with the scheduler's own id placeholder
         self.output_template = output_template
 
-    def folder(self, remote_dir: Optional[str], token: str) -> str:
-        """The submission's folder: ``remote_dir``, else a new dated one under the workdir."""
+    def folder(self, remote_dir: Optional[str], token: str, made: datetime) -> str:
+        """The submission's folder: ``remote_dir``, else a new one under the workdir,
+        named by when the submission was made and its token."""
         directory = remote_dir or posixpath.join(
-            self.workdir, f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-{token}"
+            self.workdir, f"{made.strftime('%Y%m%d-%H%M%S')}-{token}"
         )
         return self.executor.abspath(directory)
 

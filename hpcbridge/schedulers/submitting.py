@@ -18,7 +18,8 @@ limit) - and then:
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import JobSubmissionError
@@ -43,6 +44,10 @@ class Order:
     remote_dir: Optional[str]
     #: the scheduler's own choices (``SchedulerAdapter.job_options``), passed on unread
     options: object = None
+    #: names the submission's folder and first wrapper, made with the order: every
+    #: rendering of one order (a dry run's jobspec and command line) shows the same paths
+    token: str = field(default_factory=new_token)
+    made: datetime = field(default_factory=datetime.now)
 
 
 def batches(
@@ -52,9 +57,10 @@ def batches(
     parents: Optional[Mapping[str, JobStatus]] = None,
 ) -> List[Tuple[SubmitBatch, List[TaskSpec]]]:
     """The order's chunks as batches - one folder, one wrapper each; pure planning."""
-    token = new_token()
-    folder = stager.folder(order.remote_dir, token)
-    chunks = staging.plan_chunks(folder, order.tasks, order.resources.job_name, chunk_size, token)
+    folder = stager.folder(order.remote_dir, order.token, order.made)
+    chunks = staging.plan_chunks(
+        folder, order.tasks, order.resources.job_name, chunk_size, order.token
+    )
     return [(_batch(job, chunk, order, stager, parents), chunk) for job, chunk in chunks]
 
 
