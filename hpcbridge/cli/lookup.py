@@ -7,7 +7,7 @@ line and exits 4, instead of printing UNKNOWN or "cancel requested" for it.
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 from ..errors import JobNotFoundError, SchedulerAdapterError, SchedulerUnavailableError
 from ..model import JobState, JobStatus
@@ -25,17 +25,23 @@ def untraced(group: Group, statuses: Mapping[str, JobStatus]) -> List[str]:
 
 
 def not_found_error(
-    scheduler: str, job_ids: Sequence[str], statuses: Mapping[str, JobStatus], hint: str = ""
+    scheduler: str,
+    job_ids: Sequence[str],
+    statuses: Mapping[str, JobStatus],
+    hint: str = "",
+    typed: Optional[Mapping[str, str]] = None,
 ) -> SchedulerAdapterError:
     """One line: which ids, what the scheduler said, what to try next.
 
     When the scheduler could not be asked at all, that is the error (exit 7),
     not "no such job" (exit 4): it may well know the job once it answers.
-    ``hint``: where else the ids are recorded (``Targets.hint``).
+    ``hint``: where else the ids are recorded (``Targets.hint``); ``typed``: the
+    id as given, where the scheduler writes it otherwise (``1857`` is Flux's ``ƒZ2``).
     """
     said = sorted({statuses[job_id].reason for job_id in job_ids if statuses[job_id].reason})
     because = f" ({'; '.join(said)})" if said else ""
-    which = "job " + job_ids[0] if len(job_ids) == 1 else "jobs " + ", ".join(job_ids)
+    labels = [_label(job_id, (typed or {}).get(job_id)) for job_id in job_ids]
+    which = "job " + labels[0] if len(labels) == 1 else "jobs " + ", ".join(labels)
     if all(statuses[job_id].extra.get(SCHEDULER_UNREACHABLE) for job_id in job_ids):
         return SchedulerUnavailableError(
             f"cannot tell about {which}: the {scheduler} scheduler could not be asked{because}; "
@@ -48,12 +54,17 @@ def not_found_error(
     )
 
 
+def _label(job_id: str, typed: Optional[str]) -> str:
+    return f"{job_id} ({typed} as given)" if typed and typed.strip() != job_id else job_id
+
+
 def group_error(
     targets: Targets, group: Group, missing: Sequence[str], statuses: Mapping[str, JobStatus]
 ) -> SchedulerAdapterError:
     """``not_found_error`` for ids of one group, with where else they are recorded."""
     scheduler = group.adapter.scheduler_name
-    return not_found_error(scheduler, missing, statuses, targets.hint(group, missing))
+    typed = {own: given for given, owner, own in targets.order if owner is group}
+    return not_found_error(scheduler, missing, statuses, targets.hint(group, missing), typed)
 
 
 def require_traced(targets: Targets) -> Dict[str, JobStatus]:

@@ -52,8 +52,9 @@ def _add_resource_flags(parser: argparse.ArgumentParser) -> None:
         group.add_argument(*flags, dest=key, metavar=key.upper())
 
 
-def _add_target_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scheduler", choices=SCHEDULERS)
+def _add_target_flags(parser: argparse.ArgumentParser, scheduler: bool = True) -> None:
+    if scheduler:
+        parser.add_argument("--scheduler", choices=SCHEDULERS)
     parser.add_argument("--transport", choices=("local", "ssh"))
     parser.add_argument("--flux-uri", dest="flux_uri", metavar="URI")
 
@@ -205,5 +206,5 @@ def build_parser() -> argparse.ArgumentParser:
     uri = sub("uri", "resolve a Flux target (slurm:ID, lsf:ID, a Flux job id) to a FLUX_URI")
     uri.add_argument("target")
     uri.add_argument("--local", action="store_true", help="print the local:// form")
-    _add_target_flags(uri)
+    _add_target_flags(uri, scheduler=False)  # always Flux's
     return parser
