@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Callable
 
 from .. import __version__
 from ..model import JobState
@@ -81,6 +82,10 @@ def _add_nested_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+#: makes one subcommand's parser (name, help text)
+Sub = Callable[[str, str], argparse.ArgumentParser]
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-v", "--verbose", action="count", default=0, help="show log messages")
@@ -107,6 +112,14 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
 
+    _add_submit(sub)
+    _add_submit_many(sub)
+    _add_following(sub)
+    _add_records_and_probes(sub)
+    return parser
+
+
+def _add_submit(sub: Sub) -> None:
     submit = sub("submit", "submit a batch script; prints the job id")
     submit.add_argument("script", metavar="SCRIPT")
     # default=[]: without one argparse counts a "*" positional as required ("required: ARG")
@@ -143,6 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     submit.add_argument("--json", action="store_true")
 
+
+def _add_submit_many(sub: Sub) -> None:
     many = sub("submit-many", "submit many jobs at once (one id per line, in order)")
     many.add_argument("scripts", nargs="+", metavar="SCRIPT")
     many.add_argument(
@@ -166,6 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     many.add_argument("--json", action="store_true")
 
+
+def _add_following(sub: Sub) -> None:
+    """``status``, ``wait``, ``logs``, ``cancel``: the commands that take recorded ids."""
     status = sub("status", "show the state of jobs")
     status.add_argument("job_ids", nargs="+", metavar="ID")
     _add_lookup_flags(status)
@@ -189,6 +207,9 @@ def build_parser() -> argparse.ArgumentParser:
     cancel.add_argument("job_ids", nargs="+", metavar="ID")
     _add_lookup_flags(cancel)
 
+
+def _add_records_and_probes(sub: Sub) -> None:
+    """``jobs``, ``cost``, ``doctor``, ``uri``."""
     jobs = sub("jobs", "list the recorded jobs in their states now")
     jobs.add_argument("--state", type=str.upper, choices=[s.value for s in JobState])
     jobs.add_argument("--limit", type=_at_least_one, metavar="N", help="only the newest N jobs")
@@ -207,4 +228,3 @@ def build_parser() -> argparse.ArgumentParser:
     uri.add_argument("target")
     uri.add_argument("--local", action="store_true", help="print the local:// form")
     _add_target_flags(uri, scheduler=False)  # always Flux's
-    return parser

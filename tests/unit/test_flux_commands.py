@@ -17,6 +17,7 @@ from hpcbridge.resources import Resources
 from hpcbridge.schedulers.driver import SubmitBatch
 from hpcbridge.schedulers.flux import command_line, plan
 from hpcbridge.schedulers.flux import status as flux_status
+from hpcbridge.schedulers.flux.eventlog import parse_eventlog
 from hpcbridge.schedulers.flux.ids import canonical_job_id
 from hpcbridge.schedulers.flux.versions import POLICY_0_26, POLICY_0_49
 
@@ -254,7 +255,7 @@ def test_dependency_failed() -> None:
     ],
 )
 def test_eventlogs(name: str, state: JobState, code: object) -> None:
-    facts = flux_status.parse_eventlog("ƒCFKYzj", recorded(f"eventlog_{name}_0.88.txt"))
+    facts = parse_eventlog("ƒCFKYzj", recorded(f"eventlog_{name}_0.88.txt"))
     status = flux_status.status_from_facts(facts)
     assert status.state is state
     assert status.exit_code == code
