@@ -188,7 +188,7 @@ def test_a_parent_that_fails_later_cancels_its_child(scenario: SimpleNamespace) 
 
 def _jobs_and_folders(scenario: SimpleNamespace) -> Any:
     """Every job the broker has, and every job folder: what a submission leaves."""
-    listed = scenario.broker.check(["jobs", "-a", "--no-header", "-o", "{id}"]).split()
+    listed = scenario.broker.check(["jobs", "-a", "-n", "-o", "{id}"]).split()
     return sorted(listed), sorted(path.name for path in (scenario.tmp / "jobs").iterdir())
 
 

@@ -115,7 +115,7 @@ def flux_place(driver: str, broker: Any, tmp: Path) -> Place:
     }
 
     def named(name: str) -> List[str]:
-        listed = broker.check(["jobs", "-a", "--no-header", "-o", "{id.f58} {name}"])
+        listed = broker.check(["jobs", "-a", "-n", "-o", "{id.f58} {name}"])
         return sorted(line.split()[0] for line in listed.splitlines() if line.split()[1:] == [name])
 
     return Place(f"flux-{driver}", "flux", env, named, _local_folders(workdir))
