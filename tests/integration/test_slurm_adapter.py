@@ -459,7 +459,8 @@ def test_submit_many_failing_task_and_task_cancel(adapter: RealSlurmAdapter, scr
     ok = script("echo task $SLURM_ARRAY_TASK_ID; exit 0", name="ok.sh")
     bad = script('echo "bad $1"; exit 7', name="bad.sh")
     slow = script("sleep 120", name="slow.sh")
-    ids = adapter.submit_many([ok, (bad, ["arg one"]), slow, ok])
+    # one name for all: one array (each script's own name would make a submission each)
+    ids = adapter.submit_many([ok, (bad, ["arg one"]), slow, ok], {"job_name": "mixed"})
     assert len({job_id.split("_")[0] for job_id in ids}) == 1
     assert wait_for_state(adapter, ids[2], JobState.RUNNING).state is JobState.RUNNING
     adapter.cancel_job(ids[2])
@@ -505,7 +506,8 @@ def test_array_task_zero_runs_long_while_task_one_is_cancelled(
     adapter: RealSlurmAdapter, script, cluster: Dict[str, str]
 ) -> None:
     # pyslurm reports task 0 without its task id: it must still be found, live and in history
-    ids = adapter.submit_many([script("sleep 20", name="long.sh"), script("sleep 300")])
+    pair = [script("sleep 20", name="long.sh"), script("sleep 300")]
+    ids = adapter.submit_many(pair, {"job_name": "pair"})  # one name: one array
     assert ids[0].endswith("_0") and ids[1].endswith("_1")
     assert wait_for_state(adapter, ids[0], JobState.RUNNING).state is JobState.RUNNING
     assert wait_for_state(adapter, ids[1], JobState.RUNNING).state is JobState.RUNNING
