@@ -73,3 +73,11 @@ def test_usage_marks_only_the_script_required(capsys):
     err = capsys.readouterr().err
     assert "the following arguments are required: SCRIPT\n" in err
     assert "SCRIPT [ARG ...]" in err
+
+
+def test_text_that_is_no_slurm_id_is_not_found_not_an_unreachable_scheduler(state_dir, capsys):
+    # squeue would fail on it ("Invalid job id"), which looked like a controller down (exit 7)
+    assert main(["status", "abc", "--scheduler", "slurm"]) == 4
+    assert "'abc' is not a Slurm job id" in _error(capsys)
+    assert main(["submit", __file__, "--scheduler", "slurm", "--after", "12.x", "--dry-run"]) == 3
+    assert "parent job '12.x' cannot be found" in _error(capsys)

@@ -132,7 +132,7 @@ class SlurmCliDriver:
         """What sacct remembers of these ids (nothing when accounting is off)."""
         result = self._run(status.sacct_argv(job_ids))
         if not result.ok:
-            message = result.message()
+            message = messages.scheduler_message(result.message())  # one line, never raw
             if not messages.accounting_disabled(message):
                 log.warning("sacct failed (exit %s): %s", result.returncode, message)
             elif not self._accounting_off_noted:
@@ -171,7 +171,8 @@ class SlurmCliDriver:
         if self._config is None:
             result = self._run(control.scontrol_config_argv())
             if not result.ok:
-                log.warning("scontrol show config failed: %s", result.message())
+                message = messages.scheduler_message(result.message())
+                log.warning("scontrol show config failed: %s", message)
                 return {}
             self._config = control.parse_scontrol_config(result.stdout)
         return self._config
