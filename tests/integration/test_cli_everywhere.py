@@ -249,6 +249,26 @@ def test_an_id_recorded_for_mock_and_slurm_is_an_error_naming_each(
 
 
 @pytest.mark.slurm
+def test_ids_of_a_mock_and_a_slurm_job_are_asked_together(
+    slurm_local: Place, state_dir: Path, make_script: Any
+) -> None:
+    mock = mock_place(state_dir)
+    mock_id = run(mock, "submit", make_script("true", "ok.sh")).stdout.strip()
+    slurm_id = run(slurm_local, "submit", make_script("exit 3", "no.sh"), "-t", "2m").stdout.strip()
+    bare = {"HPCBRIDGE_SLURM_DRIVER": "cli"}  # no scheduler chosen: each from its record
+    waited = hpcbridge("wait", mock_id, slurm_id, "--json", "--poll-interval", "0.5", env=bare)
+    assert waited.returncode == 1, waited.stderr  # one FAILED
+    answers = json.loads(waited.stdout)
+    assert [(a["job_id"], a["state"]) for a in answers] == [
+        (mock_id, "COMPLETED"),
+        (slurm_id, "FAILED"),
+    ]
+    status = hpcbridge("status", slurm_id, mock_id, env=bare)
+    assert status.returncode == 0, status.stderr
+    assert [line.split()[1] for line in status.stdout.splitlines()] == ["FAILED", "COMPLETED"]
+
+
+@pytest.mark.slurm
 @pytest.mark.ssh
 def test_a_job_submitted_over_ssh_is_asked_there_whatever_the_settings(
     slurm_ssh: Place, state_dir: Path, make_script: Any
