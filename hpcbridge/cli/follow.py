@@ -72,10 +72,31 @@ def _wait(
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    targets = targets_for(args, args.job_ids)
     many = len(args.job_ids) > 1
+    targets = targets_for(args, args.job_ids, keep_going=many)
+    found, errors = _ask_groups(targets, many)
+    placed = {typed: (group, job_id) for typed, group, job_id in targets.order}
+    answers: List[Tuple[str, Any, Optional[Group]]] = []
+    for typed in args.job_ids:
+        if typed in targets.failed:
+            answers.append((typed.strip(), targets.failed[typed], None))
+        else:
+            group, job_id = placed[typed]
+            answers.append((job_id, found[(id(group), job_id)], group))
+    _print_statuses(answers, args.json, many)
+    for failure in errors[:-1]:
+        print(f"hpcbridge: error: {one_line(failure)}", file=sys.stderr)
+    if errors:
+        raise errors[-1]
+    return EXIT_OK
+
+
+def _ask_groups(targets: Targets, many: bool) -> Tuple[Dict[Tuple[int, str], Any], List[Exception]]:
+    """Each group's statuses (one query per group), by (group, id): a status, or the
+    error of an id its scheduler does not know; and every error, in order.  With
+    ``many`` a group that cannot be asked is an error of its ids, not of the command."""
     found: Dict[Tuple[int, str], Any] = {}
-    errors: List[SchedulerAdapterError] = []
+    errors: List[Exception] = list(targets.failed.values())
     for group in targets.groups:
         try:
             statuses = group.adapter.get_job_statuses(group.job_ids)
@@ -91,16 +112,12 @@ def cmd_status(args: argparse.Namespace) -> int:
             errors.append(error)
         for job_id in group.job_ids:
             found[(id(group), job_id)] = error if job_id in missing else statuses[job_id]
-    answers = [(job_id, found[(id(group), job_id)], group) for _, group, job_id in targets.order]
-    _print_statuses(answers, args.json, many)
-    for error in errors[:-1]:
-        print(f"hpcbridge: error: {one_line(error)}", file=sys.stderr)
-    if errors:
-        raise errors[-1]
-    return EXIT_OK
+    return found, errors
 
 
-def _print_statuses(answers: Sequence[Tuple[str, Any, Group]], as_json: bool, many: bool) -> None:
+def _print_statuses(
+    answers: Sequence[Tuple[str, Any, Optional[Group]]], as_json: bool, many: bool
+) -> None:
     """The answers in the order asked; a failed id is an ``error`` entry in a JSON list."""
     if not as_json:
         for _, answer, _ in answers:
@@ -108,7 +125,7 @@ def _print_statuses(answers: Sequence[Tuple[str, Any, Group]], as_json: bool, ma
                 print(status_line(answer))
         return
     items = [
-        with_kind(answer.to_json(), group.records)
+        with_kind(answer.to_json(), group.records if group is not None else {})
         if isinstance(answer, JobStatus)
         else {"job_id": job_id, "error": one_line(answer)}
         for job_id, answer, group in answers

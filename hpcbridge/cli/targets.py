@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..config import Settings
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, SchedulerAdapterError
 from ..registry import SCHEDULER_ENTRIES
 from .places import Place, adapter_at, place_of, settings_place
 
@@ -138,6 +138,9 @@ class Targets:
     order: List[Tuple[str, Group, str]]
     #: typed id -> the commands that ask its records the narrowing left out
     elsewhere: Dict[str, List[str]] = field(default_factory=dict)
+    #: typed id -> why it leads nowhere (recorded twice, no id of the scheduler...);
+    #: filled only with ``keep_going``, else the first such error is raised
+    failed: Dict[str, Exception] = field(default_factory=dict)
 
     def typed(self, group: Group, job_ids: Sequence[str]) -> List[str]:
         """The ids as typed that became these ids of ``group``."""
@@ -153,27 +156,40 @@ class Targets:
         return f" (recorded elsewhere: {', or '.join(asks)})" if asks else ""
 
 
-def targets_for(args: argparse.Namespace, job_ids: Sequence[str]) -> Targets:
-    """The groups of jobs these ids name (see the module docstring)."""
+def targets_for(
+    args: argparse.Namespace, job_ids: Sequence[str], keep_going: bool = False
+) -> Targets:
+    """The groups of jobs these ids name (see the module docstring).
+
+    ``keep_going``: an id that leads nowhere is noted in ``Targets.failed`` and the
+    others are still grouped (``status`` of several ids answers each)."""
     settings = settings_from(args)
     store = store_for(settings)
     narrowing = narrowing_of(args, settings)
     found = records_of(store, job_ids, narrowing)
+    targets = Targets([], [], _elsewhere(args, store, job_ids, narrowing))
     by_place: Dict[Optional[Place], Group] = {}
-    order: List[Tuple[str, Group, str]] = []
     for job_id in job_ids:
-        record = one_record(args, job_id, found[job_id])
-        place = place_of(record) if record is not None else None
-        group = by_place.get(place)
-        if group is None:
-            group = by_place[place] = Group(_adapter(args, settings, place, job_id))
-        normalized = group.adapter.normalize_job_id(record.job_id if record else job_id)
+        try:
+            record = one_record(args, job_id, found[job_id])
+            place = place_of(record) if record is not None else None
+            group = by_place.get(place)
+            if group is None:
+                group = Group(_adapter(args, settings, place, job_id))
+                by_place[place] = group
+                targets.groups.append(group)
+            normalized = group.adapter.normalize_job_id(record.job_id if record else job_id)
+        except (SchedulerAdapterError, ValueError, OSError) as exc:
+            if not keep_going:
+                raise
+            targets.failed[job_id] = exc
+            continue
         if record is not None:
             group.records[normalized] = record
         if normalized not in group.job_ids:
             group.job_ids.append(normalized)
-        order.append((job_id, group, normalized))
-    return Targets(list(by_place.values()), order, _elsewhere(args, store, job_ids, narrowing))
+        targets.order.append((job_id, group, normalized))
+    return targets
 
 
 def _elsewhere(

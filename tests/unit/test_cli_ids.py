@@ -136,6 +136,19 @@ def test_an_id_recorded_for_two_schedulers_is_an_error_naming_each(built, capsys
     assert built[-1].settings.scheduler == "mock"
 
 
+def test_several_ids_answer_each_even_when_one_is_recorded_twice(built, capsys, state_dir):
+    store = JobStore(state_dir / "jobs.db")
+    store.add(JobRecord(job_id="77", scheduler="mock", host=os.uname().nodename))
+    store.close()
+    assert main(["status", "77", FLUX_DECIMAL, "--json"]) == 2
+    captured = capsys.readouterr()
+    answers = json.loads(captured.out)
+    assert [a["job_id"] for a in answers] == ["77", FLUX_ID]
+    assert "recorded more than once" in answers[0]["error"]
+    assert answers[1]["reason"] == "flux" and "error" not in answers[1]
+    assert captured.err.count("hpcbridge: error:") == 1
+
+
 def test_the_same_id_on_two_hosts_names_the_host(built, capsys, state_dir):
     store = JobStore(state_dir / "jobs.db")
     store.add(JobRecord(job_id="77", scheduler="slurm", host="me@login1:22", transport="ssh"))
