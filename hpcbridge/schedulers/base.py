@@ -3,10 +3,11 @@
 The contract every adapter keeps (the README shows it from the caller's side):
 
 - ``submit_job`` / ``submit_many`` validate everything before anything is
-  submitted (bad resources raise ``ResourceError``, a missing script
-  ``JobSubmissionError``), stage the scripts and a wrapper into one folder,
-  submit, and record every job that went in before returning or raising -
-  a record is never lost, a job never submitted twice.
+  submitted (bad resources raise ``ResourceError``; a missing script, or a
+  parent that cannot be waited for, ``JobSubmissionError``), stage the scripts
+  and a wrapper into one folder, submit, and record every job that went in
+  before returning or raising - a record is never lost, a job never submitted
+  twice.  ``describe_submission`` / ``describe_many`` show what would be sent.
 - ``get_job_status(es)`` answers every id with one scheduler query for all
   unfinished ones.  A state never goes backwards; a final state is final.  A
   job the scheduler no longer knows is looked up in the exit-code file its
