@@ -1,4 +1,9 @@
-"""``hpcbridge doctor``: what is usable here, and a one-line reason when not."""
+"""``hpcbridge doctor``: what is usable here, and a one-line reason when not.
+
+A check that fails may make the selected transport or scheduler unusable
+(``Check.blocks``); ``unusable`` finds the first such failure, for the
+command's exit code (6 for the transport, 7 for the scheduler).
+"""
 
 from __future__ import annotations
 
@@ -18,9 +23,24 @@ class Check:
     name: str
     ok: bool
     detail: str
+    #: what cannot be used when this check fails: "transport", a scheduler's name,
+    #: or ``None`` (worth knowing, not in the way: a fallback covers it)
+    blocks: Optional[str] = None
 
     def to_json(self) -> Dict[str, Any]:
         return {"name": self.name, "ok": self.ok, "detail": self.detail}
+
+
+#: ``Check.blocks`` of a check the selected transport needs
+TRANSPORT = "transport"
+
+
+def unusable(checks: List[Check], settings: Settings) -> Optional[Check]:
+    """The first failed check that makes the selected transport or scheduler unusable."""
+    for check in checks:
+        if not check.ok and check.blocks in (TRANSPORT, settings.scheduler):
+            return check
+    return None
 
 
 def run_checks(settings: Settings) -> List[Check]:
@@ -72,9 +92,10 @@ def _ssh_check(settings: Settings) -> Tuple[Optional[Executor], Check]:
         result = executor.run(["true"], timeout=30)
         if result.ok:
             return executor, Check("ssh transport", True, f"{executor.host} reachable")
-        return executor, Check("ssh transport", False, f"{executor.host}: {result.message()}")
+        detail = f"{executor.host}: {result.message()}"
+        return executor, Check("ssh transport", False, detail, TRANSPORT)
     except Exception as exc:
-        return None, Check("ssh transport", False, f"{settings.ssh_host}: {exc}")
+        return None, Check("ssh transport", False, f"{settings.ssh_host}: {exc}", TRANSPORT)
 
 
 def _scheduler_checks(
@@ -88,4 +109,4 @@ def _scheduler_checks(
     try:
         return checks(settings, executor)
     except Exception as exc:
-        return [Check(name, False, f"check failed: {exc}")]
+        return [Check(name, False, f"check failed: {exc}", name)]

@@ -18,11 +18,21 @@ class ConfigurationError(SchedulerAdapterError, ValueError):
 
 
 class ResourceError(SchedulerAdapterError, ValueError):
-    """A resource request is malformed; raised before anything is submitted."""
+    """A resource request is malformed; raised before anything is submitted.
 
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(f"resource {key!r}: {message}")
+    ``origin`` names what the user set: a variable (``HPCBRIDGE_TIME``), a flag (``--time``).
+    """
+
+    def __init__(self, key: str, message: str, origin: Optional[str] = None) -> None:
+        where = f" (set by {origin})" if origin else ""
+        super().__init__(f"resource {key!r}{where}: {message}")
         self.key = key
+        self.detail = message
+        self.origin = origin
+
+    def with_origin(self, origin: str) -> ResourceError:
+        """The same error, naming where the value came from."""
+        return ResourceError(self.key, self.detail, origin)
 
 
 class JobSubmissionError(SchedulerAdapterError):

@@ -39,6 +39,9 @@ class JobState(str, enum.Enum):
         return self.value
 
 
+#: the reason of a job cancelled before it ran, on every scheduler
+CANCELLED_WHILE_PENDING = "cancelled while pending"
+
 TERMINAL_STATES = frozenset(
     {JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT}
 )

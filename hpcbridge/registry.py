@@ -57,7 +57,7 @@ SCHEDULER_ENTRIES: Tuple[SchedulerEntry, ...] = (
         "hpcbridge.schedulers.slurm.doctor",
         "slurm_driver",
         "sbatch/squeue/sacct, or pyslurm in-process",
-        "hpcbridge.schedulers.slurm.ids:normalize_job_id",
+        "hpcbridge.schedulers.slurm.ids:job_id_of",
     ),
     SchedulerEntry(
         "flux",

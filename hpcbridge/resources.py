@@ -62,17 +62,33 @@ class Resources:
         cls,
         requested: Optional[Mapping[str, Any]] = None,
         defaults: Optional[Mapping[str, Any]] = None,
+        origins: Optional[Mapping[str, str]] = None,
     ) -> Resources:
-        """Validate ``requested`` over ``defaults`` (settings); raise :class:`ResourceError`."""
+        """Validate ``requested`` over ``defaults`` (settings); raise :class:`ResourceError`.
+
+        ``origins``: the variable each default came from, named by the error of a
+        default that does not validate (``HPCBRIDGE_TIME``)."""
         if isinstance(requested, Resources):
             requested = requested.to_dict()
         merged: Dict[str, Any] = {}
+        from_defaults = set()
         for source in (defaults or {}, requested or {}):
             for key, value in source.items():
                 _check_known(key)
                 if value is not None and value != "":
                     merged[key] = value
-        return cls(**{key: _validate(key, value) for key, value in merged.items()})
+                    if source is defaults:
+                        from_defaults.add(key)
+                    else:
+                        from_defaults.discard(key)
+        validated = {}
+        for key, value in merged.items():
+            try:
+                validated[key] = _validate(key, value)
+            except ResourceError as exc:
+                origin = (origins or {}).get(key) if key in from_defaults else None
+                raise exc.with_origin(f"{origin}={value!r}") if origin else exc from None
+        return cls(**validated)
 
     def to_dict(self) -> Dict[str, Any]:
         return {key: value for key, value in asdict(self).items() if value is not None}

@@ -30,12 +30,14 @@ exit codes:
   0    success (for --wait / wait: every job COMPLETED)
   1    a job ended FAILED, CANCELLED or TIMEOUT
   2    bad usage, a bad resource value or a bad setting (nothing was submitted)
-  3    the scheduler refused the submission, or the script was not found
+  3    the submission was refused: by the scheduler, or because the script is
+       missing or a parent (--after) cannot be found or already failed
   4    a job could not be found: no record, and nothing in the queue, in history
-       or in its folder
+       or in its folder (uri: no running job with that id)
   5    a scheduler command or the wait ran past its time budget
-  6    the transport failed (SSH connection, host key, file transfer)
-  7    the scheduler is not usable from here
+  6    the transport failed (SSH connection, host key, file transfer); doctor:
+       the selected transport is not usable
+  7    the scheduler is not usable from here (doctor: the selected one)
   130  interrupted
   141  the reader of the output went away (| head)
 """

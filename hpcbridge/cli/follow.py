@@ -1,34 +1,67 @@
-"""Following recorded jobs: ``status``, ``wait``, ``logs``, ``cancel``."""
+"""Following recorded jobs: ``status``, ``wait``, ``logs``, ``cancel``.
+
+Each works on the groups ``targets.targets_for`` makes (one adapter per place
+the ids lead to) and prints in the order the ids were given.  ``--json``
+has one shape per command: an object for one id, a list for several - where
+an id fails, its entry holds an ``error`` and the error line goes to stderr.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Dict, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
+from ..errors import SchedulerAdapterError
 from ..model import JobState, JobStatus
 from ..store import JobRecord
 from .exits import EXIT_JOB_NOT_COMPLETED, EXIT_OK
-from .lookup import not_found_error, require_traced, untraced
-from .output import Progress, announce, print_json, status_line
-from .targets import adapter_for_ids
+from .lookup import group_error, require_traced, untraced
+from .output import Progress, announce, one_line, print_json, status_line
+from .targets import Group, Targets, targets_for
 
 if TYPE_CHECKING:
     from ..schedulers.base import SchedulerAdapter
 
+#: the jobs of one adapter: what one wait (one query per poll) follows
+Batch = Tuple["SchedulerAdapter", List[str]]
+
 
 def wait_and_report(
-    adapter: SchedulerAdapter, job_ids: Sequence[str], args: argparse.Namespace
+    batches: Sequence[Batch],
+    args: argparse.Namespace,
+    as_list: bool,
+    order: Optional[Sequence[Tuple[int, str]]] = None,
 ) -> int:
-    """Wait for the jobs to end; exit 0 only when every one COMPLETED."""
+    """Wait for the jobs to end; exit 0 only when every one COMPLETED.
+
+    ``as_list``: ``--json`` prints a list even for one job (several were asked for);
+    ``order``: (batch index, id) of each entry it prints (default: every job once)."""
+    deadline = None if args.timeout is None else time.monotonic() + args.timeout
+    final: Dict[Tuple[int, str], JobStatus] = {}
+    for index, (adapter, job_ids) in enumerate(batches):
+        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        ended = _wait(adapter, job_ids, args.poll_interval, left)
+        final.update({(index, job_id): status for job_id, status in ended.items()})
+    if getattr(args, "json", False):
+        keys = order if order is not None else list(final)
+        statuses = [final[key].to_json() for key in keys]
+        print_json(statuses if as_list else statuses[0])
+    ok = all(status.state is JobState.COMPLETED for status in final.values())
+    return EXIT_OK if ok else EXIT_JOB_NOT_COMPLETED
+
+
+def _wait(
+    adapter: SchedulerAdapter, job_ids: List[str], poll_interval: float, timeout: Optional[float]
+) -> Dict[str, JobStatus]:
     many = len(job_ids) > 1
     progress = Progress() if many and sys.stderr.isatty() else None
     try:
-        final = adapter.wait_all(
+        return adapter.wait_all(
             list(job_ids),
-            poll_interval=args.poll_interval,
-            timeout=args.timeout,
+            poll_interval=poll_interval,
+            timeout=timeout,
             # With many jobs on a terminal, one progress line beats a line per change.
             on_change=None if progress else announce,
             on_poll=progress,
@@ -36,27 +69,71 @@ def wait_and_report(
     finally:
         if progress is not None:
             progress.finish()
-    if getattr(args, "json", False):
-        statuses = [final[job_id].to_json() for job_id in job_ids]
-        print_json(statuses[0] if len(statuses) == 1 else statuses)
-    ok = all(status.state is JobState.COMPLETED for status in final.values())
-    return EXIT_OK if ok else EXIT_JOB_NOT_COMPLETED
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    target = adapter_for_ids(args, args.job_ids)
-    statuses = target.adapter.get_job_statuses(target.job_ids)
-    missing = untraced(target, statuses)
-    shown = [statuses[job_id] for job_id in target.job_ids if job_id not in missing]
-    if args.json and shown:
-        payload = [with_kind(status.to_json(), target.records) for status in shown]
-        print_json(payload[0] if len(payload) == 1 else payload)
-    elif not args.json:
-        for status in shown:
-            print(status_line(status))
-    if missing:
-        raise not_found_error(target, missing, statuses)
+    many = len(args.job_ids) > 1
+    targets = targets_for(args, args.job_ids, keep_going=many)
+    found, errors = _ask_groups(targets, many)
+    placed = {typed: (group, job_id) for typed, group, job_id in targets.order}
+    answers: List[Tuple[str, Any, Optional[Group]]] = []
+    for typed in args.job_ids:
+        if typed in targets.failed:
+            answers.append((typed.strip(), targets.failed[typed], None))
+        else:
+            group, job_id = placed[typed]
+            answers.append((job_id, found[(id(group), job_id)], group))
+    _print_statuses(answers, args.json, many)
+    for failure in errors[:-1]:
+        print(f"hpcbridge: error: {one_line(failure)}", file=sys.stderr)
+    if errors:
+        raise errors[-1]
     return EXIT_OK
+
+
+def _ask_groups(targets: Targets, many: bool) -> Tuple[Dict[Tuple[int, str], Any], List[Exception]]:
+    """Each group's statuses (one query per group), by (group, id): a status, or the
+    error of an id its scheduler does not know; and every error, in order.  With
+    ``many`` a group that cannot be asked is an error of its ids, not of the command."""
+    found: Dict[Tuple[int, str], Any] = {}
+    errors: List[Exception] = list(targets.failed.values())
+    for group in targets.groups:
+        try:
+            statuses = group.adapter.get_job_statuses(group.job_ids)
+        except SchedulerAdapterError as exc:
+            if not many:
+                raise
+            errors.append(exc)
+            found.update({(id(group), job_id): exc for job_id in group.job_ids})
+            continue
+        missing = untraced(group, statuses)
+        error = group_error(targets, group, missing, statuses) if missing else None
+        if error is not None:
+            errors.append(error)
+        for job_id in group.job_ids:
+            found[(id(group), job_id)] = error if job_id in missing else statuses[job_id]
+    return found, errors
+
+
+def _print_statuses(
+    answers: Sequence[Tuple[str, Any, Optional[Group]]], as_json: bool, many: bool
+) -> None:
+    """The answers in the order asked; a failed id is an ``error`` entry in a JSON list."""
+    if not as_json:
+        for _, answer, _ in answers:
+            if isinstance(answer, JobStatus):
+                print(status_line(answer))
+        return
+    items = [
+        with_kind(answer.to_json(), group.records if group is not None else {})
+        if isinstance(answer, JobStatus)
+        else {"job_id": job_id, "error": one_line(answer)}
+        for job_id, answer, group in answers
+    ]
+    if many:
+        print_json(items)
+    elif "error" not in items[0]:
+        print_json(items[0])
 
 
 def with_kind(item: Dict[str, Any], records: Dict[str, JobRecord]) -> Dict[str, Any]:
@@ -68,19 +145,27 @@ def with_kind(item: Dict[str, Any], records: Dict[str, JobRecord]) -> Dict[str, 
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
-    target = adapter_for_ids(args, args.job_ids)
-    require_traced(target)
-    return wait_and_report(target.adapter, target.job_ids, args)
+    targets = targets_for(args, args.job_ids)
+    require_traced(targets)
+    batches = [(group.adapter, group.job_ids) for group in targets.groups]
+    index = {id(group): number for number, group in enumerate(targets.groups)}
+    order = [(index[id(group)], job_id) for _, group, job_id in targets.order]
+    return wait_and_report(batches, args, len(args.job_ids) > 1, order)
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    target = adapter_for_ids(args, [args.job_id])
-    require_traced(target)
-    adapter, (job_id,) = target.adapter, target.job_ids
+    targets = targets_for(args, [args.job_id])
+    require_traced(targets)
+    [(_, group, job_id)] = targets.order
+    adapter = group.adapter
     if not args.follow:
-        sys.stdout.write(adapter.get_job_logs(job_id))
+        text = adapter.get_job_logs(job_id)
+        sys.stdout.write(text)
+        if not text:
+            _no_output_yet(job_id, adapter.get_job_status(job_id), follow=False)
         return EXIT_OK
     shown = 0
+    waiting_said = False
     while True:
         status = adapter.get_job_status(job_id)
         text = adapter.get_job_logs(job_id)
@@ -92,7 +177,28 @@ def cmd_logs(args: argparse.Namespace) -> int:
             text = adapter.get_job_logs(job_id)  # what was written at the very end
             sys.stdout.write(text[shown:])
             return EXIT_OK
+        if not shown and not waiting_said:
+            waiting_said = _no_output_yet(job_id, status, follow=True)
         time.sleep(1.0)
+
+
+def _no_output_yet(job_id: str, status: JobStatus, follow: bool) -> bool:
+    """Say on stderr why there is nothing to print (the job has not started...); True if said."""
+    if status.is_terminal:
+        if follow:
+            return False
+        why = f"ended {status.state.value} without writing any output"
+    elif status.state is JobState.PENDING:
+        why = "is PENDING: it has not started, so there is no output yet"
+    elif status.state is JobState.RUNNING:
+        why = "is RUNNING and has written no output yet"
+    else:
+        why = "has no output yet (its state cannot be told right now)"
+    then = (
+        "waiting for it" if follow else f"'hpcbridge logs {job_id} --follow' prints it as it comes"
+    )
+    print(f"hpcbridge: job {job_id} {why}; {then}", file=sys.stderr, flush=True)
+    return True
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
@@ -100,30 +206,55 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
     A job whose record or live state is final is not sent to the scheduler.
     """
-    target = adapter_for_ids(args, args.job_ids)
+    targets = targets_for(args, args.job_ids)
+    said: Dict[Tuple[int, str], str] = {}
+    errors: List[SchedulerAdapterError] = []
+    for group in targets.groups:
+        error = _cancel_group(targets, group, said)
+        if error is not None:
+            errors.append(error)
+    for key in dict.fromkeys((id(group), job_id) for _, group, job_id in targets.order):
+        if key in said:
+            print(said[key])
+    for error in errors[:-1]:
+        print(f"hpcbridge: error: {one_line(error)}", file=sys.stderr)
+    if errors:
+        raise errors[-1]
+    return EXIT_OK
+
+
+def _cancel_group(
+    targets: Targets, group: Group, said: Dict[Tuple[int, str], str]
+) -> Optional[SchedulerAdapterError]:
+    """Cancel what is live of one group; fill ``said`` with a line per id; the error of
+    the ids its scheduler does not know, if any."""
     ended = {
         job_id: record.status()
-        for job_id, record in target.records.items()
+        for job_id, record in group.records.items()
         if record.status().is_terminal
     }
-    to_ask = [job_id for job_id in dict.fromkeys(target.job_ids) if job_id not in ended]
-    live = target.adapter.get_job_statuses(to_ask) if to_ask else {}
-    missing = untraced(target, live)
+    to_ask = [job_id for job_id in dict.fromkeys(group.job_ids) if job_id not in ended]
+    live = group.adapter.get_job_statuses(to_ask) if to_ask else {}
+    missing = untraced(group, live)
     ended.update({job_id: status for job_id, status in live.items() if status.is_terminal})
     to_cancel = [job_id for job_id in to_ask if job_id not in ended and job_id not in missing]
     if to_cancel:
-        target.adapter.cancel_jobs(to_cancel)
-    for job_id in dict.fromkeys(target.job_ids):
+        group.adapter.cancel_jobs(to_cancel)
+    for job_id in group.job_ids:
         if job_id in ended:
-            print(f"{job_id} already ended {_how(ended[job_id])}: nothing to cancel")
+            line = f"{job_id} already ended {_how(ended[job_id])}: nothing to cancel"
         elif job_id not in missing:
-            print(f"{job_id} cancel requested")
-    if missing:
-        raise not_found_error(target, missing, live)
-    return EXIT_OK
+            line = f"{job_id} cancel requested"
+        else:
+            continue
+        said[(id(group), job_id)] = line
+    return group_error(targets, group, missing, live) if missing else None
 
 
 def _how(status: JobStatus) -> str:
     """``COMPLETED``, ``FAILED (exit 3)``."""
     code = "" if status.exit_code is None else f" (exit {status.exit_code})"
     return f"{status.state.value}{code}"
+
+
+__all__ = ["cmd_cancel", "cmd_logs", "cmd_status", "cmd_wait", "wait_and_report"]

@@ -7,57 +7,77 @@ line and exits 4, instead of printing UNKNOWN or "cancel requested" for it.
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 from ..errors import JobNotFoundError, SchedulerAdapterError, SchedulerUnavailableError
 from ..model import JobState, JobStatus
 from ..schedulers.driver import SCHEDULER_UNREACHABLE
-from .targets import Target
+from .targets import Group, Targets
 
 
-def untraced(target: Target, statuses: Mapping[str, JobStatus]) -> List[str]:
+def untraced(group: Group, statuses: Mapping[str, JobStatus]) -> List[str]:
     """The ids with no record that the scheduler answered UNKNOWN for, in order."""
     return [
         job_id
-        for job_id in dict.fromkeys(target.unrecorded())
+        for job_id in dict.fromkeys(group.unrecorded())
         if job_id in statuses and statuses[job_id].state is JobState.UNKNOWN
     ]
 
 
 def not_found_error(
-    target: Target, job_ids: Sequence[str], statuses: Mapping[str, JobStatus]
+    scheduler: str,
+    job_ids: Sequence[str],
+    statuses: Mapping[str, JobStatus],
+    hint: str = "",
+    typed: Optional[Mapping[str, str]] = None,
 ) -> SchedulerAdapterError:
     """One line: which ids, what the scheduler said, what to try next.
 
     When the scheduler could not be asked at all, that is the error (exit 7),
     not "no such job" (exit 4): it may well know the job once it answers.
+    ``hint``: where else the ids are recorded (``Targets.hint``); ``typed``: the
+    id as given, where the scheduler writes it otherwise (``1857`` is Flux's ``ƒZ2``).
     """
-    scheduler = target.adapter.scheduler_name
     said = sorted({statuses[job_id].reason for job_id in job_ids if statuses[job_id].reason})
     because = f" ({'; '.join(said)})" if said else ""
-    which = "job " + job_ids[0] if len(job_ids) == 1 else "jobs " + ", ".join(job_ids)
+    labels = [_label(job_id, (typed or {}).get(job_id)) for job_id in job_ids]
+    which = "job " + labels[0] if len(labels) == 1 else "jobs " + ", ".join(labels)
     if all(statuses[job_id].extra.get(SCHEDULER_UNREACHABLE) for job_id in job_ids):
         return SchedulerUnavailableError(
             f"cannot tell about {which}: the {scheduler} scheduler could not be asked{because}; "
             "check it with 'hpcbridge doctor' and try again"
         )
     return JobNotFoundError(
-        f"no {which}: no record here, and the {scheduler} scheduler gave no trace of it{because}; "
-        "list the recorded jobs with 'hpcbridge jobs', or name the scheduler that ran it "
-        "with --scheduler (Flux: --flux-uri)"
+        f"no {which}: no record here, and the {scheduler} scheduler gave no trace of it{because}"
+        f"{hint}; list the recorded jobs with 'hpcbridge jobs', or name the scheduler that ran "
+        "it with --scheduler (Flux: --flux-uri)"
     )
 
 
-def require_traced(target: Target) -> Dict[str, JobStatus]:
-    """Ask the scheduler about the ids that have no record; raise for those it does not know.
+def _label(job_id: str, typed: Optional[str]) -> str:
+    return f"{job_id} ({typed} as given)" if typed and typed.strip() != job_id else job_id
 
-    Returns what it answered (recorded ids are not asked here).
-    """
-    unrecorded = list(dict.fromkeys(target.unrecorded()))
-    if not unrecorded:
-        return {}
-    statuses = target.adapter.get_job_statuses(unrecorded)
-    missing = untraced(target, statuses)
-    if missing:
-        raise not_found_error(target, missing, statuses)
-    return statuses
+
+def group_error(
+    targets: Targets, group: Group, missing: Sequence[str], statuses: Mapping[str, JobStatus]
+) -> SchedulerAdapterError:
+    """``not_found_error`` for ids of one group, with where else they are recorded."""
+    scheduler = group.adapter.scheduler_name
+    typed = {own: given for given, owner, own in targets.order if owner is group}
+    return not_found_error(scheduler, missing, statuses, targets.hint(group, missing), typed)
+
+
+def require_traced(targets: Targets) -> Dict[str, JobStatus]:
+    """Ask each group's scheduler about its ids that have no record; raise for those it
+    does not know.  Returns what was answered (recorded ids are not asked here)."""
+    answered: Dict[str, JobStatus] = {}
+    for group in targets.groups:
+        unrecorded = list(dict.fromkeys(group.unrecorded()))
+        if not unrecorded:
+            continue
+        statuses = group.adapter.get_job_statuses(unrecorded)
+        missing = untraced(group, statuses)
+        if missing:
+            raise group_error(targets, group, missing, statuses)
+        answered.update(statuses)
+    return answered

@@ -16,7 +16,8 @@ def one_line(error: BaseException) -> str:
 
 
 def print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, default=str))
+    # ids as the scheduler writes them: a Flux id is "ƒ…", not "\u0192…"
+    print(json.dumps(data, indent=2, default=str, ensure_ascii=False))
 
 
 def status_line(status: JobStatus) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Callable
 
 from .. import __version__
 from ..model import JobState
@@ -30,6 +31,17 @@ _CACHED_HELP = (
 )
 
 
+def _at_least_one(text: str) -> int:
+    """A count of 1 or more (``--limit 0`` and ``-1`` would otherwise list everything)."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {number}")
+    return number
+
+
 def _add_resource_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("resources (scheduler-neutral; see README)")
     for key in RESOURCE_KEYS:
@@ -41,8 +53,9 @@ def _add_resource_flags(parser: argparse.ArgumentParser) -> None:
         group.add_argument(*flags, dest=key, metavar=key.upper())
 
 
-def _add_target_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scheduler", choices=SCHEDULERS)
+def _add_target_flags(parser: argparse.ArgumentParser, scheduler: bool = True) -> None:
+    if scheduler:
+        parser.add_argument("--scheduler", choices=SCHEDULERS)
     parser.add_argument("--transport", choices=("local", "ssh"))
     parser.add_argument("--flux-uri", dest="flux_uri", metavar="URI")
 
@@ -58,6 +71,16 @@ def _add_poll_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_lookup_flags(parser: argparse.ArgumentParser) -> None:
+    """The target flags, and ``--host``: which records an id may mean (see targets.py)."""
+    _add_target_flags(parser)
+    parser.add_argument(
+        "--host",
+        metavar="HOST",
+        help="only the jobs recorded on HOST (as 'hpcbridge jobs --json' shows it)",
+    )
+
+
 def _add_nested_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--nested",
@@ -68,6 +91,10 @@ def _add_nested_flag(parser: argparse.ArgumentParser) -> None:
         "else batch on the system instance and plain in an enclosing or named one. "
         "Slurm and mock ignore it",
     )
+
+
+#: makes one subcommand's parser (name, help text)
+Sub = Callable[[str, str], argparse.ArgumentParser]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -96,9 +123,20 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
 
+    _add_submit(sub)
+    _add_submit_many(sub)
+    _add_following(sub)
+    _add_records_and_probes(sub)
+    return parser
+
+
+def _add_submit(sub: Sub) -> None:
     submit = sub("submit", "submit a batch script; prints the job id")
-    submit.add_argument("script")
-    submit.add_argument("script_args", nargs="*", metavar="ARG", help="arguments for the script")
+    submit.add_argument("script", metavar="SCRIPT")
+    # default=[]: without one argparse counts a "*" positional as required ("required: ARG")
+    submit.add_argument(
+        "script_args", nargs="*", default=[], metavar="ARG", help="arguments for the script"
+    )
     _add_resource_flags(submit)
     _add_target_flags(submit)
     _add_nested_flag(submit)
@@ -129,6 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     submit.add_argument("--json", action="store_true")
 
+
+def _add_submit_many(sub: Sub) -> None:
     many = sub("submit-many", "submit many jobs at once (one id per line, in order)")
     many.add_argument("scripts", nargs="+", metavar="SCRIPT")
     many.add_argument(
@@ -145,34 +185,45 @@ def build_parser() -> argparse.ArgumentParser:
     many.add_argument("--wait", action="store_true")
     _add_poll_flag(many)
     many.add_argument("--timeout", type=float)
+    many.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the exact command (or jobspec) of each submission and submit nothing",
+    )
     many.add_argument("--json", action="store_true")
 
+
+def _add_following(sub: Sub) -> None:
+    """``status``, ``wait``, ``logs``, ``cancel``: the commands that take recorded ids."""
     status = sub("status", "show the state of jobs")
     status.add_argument("job_ids", nargs="+", metavar="ID")
-    _add_target_flags(status)
+    _add_lookup_flags(status)
     status.add_argument("--json", action="store_true")
 
     wait = sub("wait", "wait for jobs to end, showing each state change")
     wait.add_argument("job_ids", nargs="+", metavar="ID")
-    _add_target_flags(wait)
+    _add_lookup_flags(wait)
     _add_poll_flag(wait)
     wait.add_argument("--timeout", type=float)
     wait.add_argument("--json", action="store_true")
 
     logs = sub("logs", "print a job's output")
     logs.add_argument("job_id", metavar="ID")
-    _add_target_flags(logs)
+    _add_lookup_flags(logs)
     logs.add_argument(
         "-f", "--follow", action="store_true", help="keep printing until the job ends"
     )
 
     cancel = sub("cancel", "cancel jobs")
     cancel.add_argument("job_ids", nargs="+", metavar="ID")
-    _add_target_flags(cancel)
+    _add_lookup_flags(cancel)
 
+
+def _add_records_and_probes(sub: Sub) -> None:
+    """``jobs``, ``cost``, ``doctor``, ``uri``."""
     jobs = sub("jobs", "list the recorded jobs in their states now")
     jobs.add_argument("--state", type=str.upper, choices=[s.value for s in JobState])
-    jobs.add_argument("--limit", type=int, help="only the newest N jobs")
+    jobs.add_argument("--limit", type=_at_least_one, metavar="N", help="only the newest N jobs")
     jobs.add_argument("--json", action="store_true")
     jobs.add_argument("--cached", action="store_true", help=_CACHED_HELP)
 
@@ -187,5 +238,4 @@ def build_parser() -> argparse.ArgumentParser:
     uri = sub("uri", "resolve a Flux target (slurm:ID, lsf:ID, a Flux job id) to a FLUX_URI")
     uri.add_argument("target")
     uri.add_argument("--local", action="store_true", help="print the local:// form")
-    _add_target_flags(uri)
-    return parser
+    _add_target_flags(uri, scheduler=False)  # always Flux's

@@ -21,9 +21,6 @@ from .targets import store_for
 if TYPE_CHECKING:
     from ..cost import JobCost
 
-#: how much of why a state is cached the table shows (JSON has all of it)
-_REASON_WIDTH = 60
-
 
 def listed_jobs(
     settings: Settings, cached_only: bool, state: Optional[str] = None, limit: Optional[int] = None
@@ -48,15 +45,23 @@ def _stale_json(item: Listed) -> Dict[str, Any]:
     return {"stale": item.stale, "stale_reason": item.stale_reason}
 
 
-def _state_cell(item: Listed) -> str:
-    if not item.stale:
-        return item.record.state
-    if item.stale_reason == NOT_ASKED:
-        return f"{item.record.state} (cached)"
-    why = item.stale_reason or ""
-    if len(why) > _REASON_WIDTH:
-        why = why[: _REASON_WIDTH - 1] + "\u2026"
-    return f"{item.record.state} (cached: {why})"
+class Notes:
+    """Why states are cached, numbered once per reason and printed under the table: a long
+    reason would otherwise widen the STATE column of every row."""
+
+    def __init__(self) -> None:
+        self.numbers: Dict[str, int] = {}
+
+    def cell(self, item: Listed) -> str:
+        if not item.stale:
+            return item.record.state
+        if item.stale_reason == NOT_ASKED:
+            return f"{item.record.state} (cached)"
+        number = self.numbers.setdefault(item.stale_reason or "", len(self.numbers) + 1)
+        return f"{item.record.state} (cached [{number}])"
+
+    def lines(self) -> List[str]:
+        return [f"[{number}] cached: {why}" for why, number in self.numbers.items()]
 
 
 def _job_json(item: Listed) -> Dict[str, Any]:
@@ -73,7 +78,7 @@ def _job_json(item: Listed) -> Dict[str, Any]:
     }
 
 
-def _job_row(item: Listed) -> Tuple[str, ...]:
+def _job_row(item: Listed, notes: Notes) -> Tuple[str, ...]:
     record = item.record
     elapsed = ""
     if record.start_time:
@@ -86,7 +91,7 @@ def _job_row(item: Listed) -> Tuple[str, ...]:
         record.job_id,
         f"{record.scheduler} ({record.kind})" if record.kind else record.scheduler,
         (record.job_name or "")[:24],
-        _state_cell(item),
+        notes.cell(item),
         "" if record.exit_code is None else str(record.exit_code),
         submitted,
         elapsed,
@@ -99,7 +104,10 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         print_json([_job_json(item) for item in listed])
         return EXIT_OK
     header = ("JOB ID", "SCHEDULER", "NAME", "STATE", "EXIT", "SUBMITTED", "ELAPSED")
-    print_table([header, *map(_job_row, listed)])
+    notes = Notes()
+    print_table([header, *(_job_row(item, notes) for item in listed)])
+    for line in notes.lines():
+        print(line)
     return EXIT_OK
 
 
@@ -120,14 +128,16 @@ def _cost_json(
     }
 
 
-def _cost_table(rows: Sequence[JobCost], listed: Sequence[Listed]) -> List[Tuple[str, ...]]:
+def _cost_table(
+    rows: Sequence[JobCost], listed: Sequence[Listed], notes: Notes
+) -> List[Tuple[str, ...]]:
     table: List[Tuple[str, ...]] = [("JOB ID", "SCHEDULER", "STATE", "CPU-H", "GPU-H", "COST")]
     for row, item in zip(rows, listed):
         table.append(
             (
                 row.job_id,
                 row.scheduler,
-                _state_cell(item),
+                notes.cell(item),
                 f"{row.cpu_hours:.4f}",
                 f"{row.gpu_hours:.4f}",
                 f"{row.cost:.4f}",
@@ -149,5 +159,8 @@ def cmd_cost(args: argparse.Namespace) -> int:
     if args.json:
         print_json(_cost_json(rows, listed, settings))
     else:
-        print_table(_cost_table(rows, listed))
+        notes = Notes()
+        print_table(_cost_table(rows, listed, notes))
+        for line in notes.lines():
+            print(line)
     return EXIT_OK

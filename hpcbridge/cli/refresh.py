@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..config import Settings
-from ..errors import ConfigurationError, SchedulerAdapterError
+from ..errors import SchedulerAdapterError
 from ..model import JobState, JobStatus
 from .output import one_line
+from .places import Place, adapter_at, place_of
 
 if TYPE_CHECKING:
-    from ..schedulers.base import SchedulerAdapter
     from ..store import JobRecord
 
 #: the reason shown for an unfinished job with ``--cached``
@@ -38,15 +38,6 @@ class Listed:
         return self.stale_reason is not None
 
 
-class Place(NamedTuple):
-    """Where a job runs: what one adapter reaches."""
-
-    scheduler: str
-    host: str
-    flux_uri: Optional[str]
-    transport: str
-
-
 def cached(records: Sequence[JobRecord]) -> List[Listed]:
     """The records as stored; the unfinished ones marked as not asked."""
     return [
@@ -59,7 +50,7 @@ def refreshed(records: Sequence[JobRecord], settings: Settings) -> List[Listed]:
     places: Dict[Place, List[int]] = {}
     for index, record in enumerate(records):
         if not record.status().is_terminal:
-            place = Place(record.scheduler, record.host, record.flux_uri, record.transport)
+            place = place_of(record)
             places.setdefault(place, []).append(index)
     listed = [Listed(record) for record in records]
     for place, indexes in places.items():
@@ -104,41 +95,3 @@ def ask_place(
         return {}, f"{place.scheduler} on {place.host}: {one_line(exc)}"
     finally:
         adapter.close()
-
-
-def adapter_at(place: Place, settings: Settings) -> SchedulerAdapter:
-    """An adapter that reaches ``place``: the settings' own SSH target if it is
-    that host, else the host the record names (``user@host:port``)."""
-    from .. import factory
-
-    changes: Dict[str, Any] = {"scheduler": place.scheduler, "transport": place.transport}
-    if place.flux_uri:
-        changes["flux_uri"] = place.flux_uri
-    candidates = [changes]
-    if place.transport == "ssh":
-        candidates.append({**changes, **_ssh_target(place.host)})
-    for candidate in candidates:
-        try:
-            adapter = factory.adapter_from_settings(settings.with_(**candidate))
-        except ConfigurationError:
-            if candidate is candidates[-1]:
-                raise
-            continue
-        if adapter.host_label == place.host:
-            return adapter
-        adapter.close()
-    raise ConfigurationError(f"recorded on host {place.host}, which these settings do not reach")
-
-
-def _ssh_target(label: str) -> Dict[str, Any]:
-    """``user@host:port`` (how an SSH host is recorded) as settings."""
-    user_host, colon, port = label.rpartition(":")
-    if not colon or not port.isdigit():
-        user_host, port = label, ""
-    user, _, host = user_host.rpartition("@")
-    target: Dict[str, Any] = {"ssh_host": host or user_host}
-    if user:
-        target["ssh_user"] = user
-    if port:
-        target["ssh_port"] = int(port)
-    return target

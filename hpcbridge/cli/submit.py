@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from typing import Any, Dict, List, Tuple, Union
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, List, Tuple, Union
 
 from ..config import name_values
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, ResourceError
 from ..resources import RESOURCE_KEYS
 from .exits import EXIT_OK
 from .follow import wait_and_report
@@ -25,22 +26,23 @@ def resources_from(args: argparse.Namespace) -> Dict[str, Any]:
 def cmd_submit(args: argparse.Namespace) -> int:
     adapter = adapter_for(args)
     resources = resources_from(args)
-    if args.dry_run:
-        print(
-            adapter.describe_submission(
-                args.script, resources, args.remote_dir, args.after, nested=args.nested
+    with flags_named(args):
+        if args.dry_run:
+            print(
+                adapter.describe_submission(
+                    args.script, resources, args.remote_dir, args.after, nested=args.nested
+                )
             )
+            return EXIT_OK
+        job_id = adapter.submit_job(
+            args.script,
+            resources,
+            remote_dir=args.remote_dir,
+            depends_on=args.after or None,
+            arguments=args.script_args,
+            environment=name_values(args.env, "--env"),
+            nested=args.nested,
         )
-        return EXIT_OK
-    job_id = adapter.submit_job(
-        args.script,
-        resources,
-        remote_dir=args.remote_dir,
-        depends_on=args.after or None,
-        arguments=args.script_args,
-        environment=name_values(args.env, "--env"),
-        nested=args.nested,
-    )
     if args.json:  # with --wait, the final status (which holds the id) is printed instead
         if not args.wait:
             print_json({"job_id": job_id, "state": "PENDING"})
@@ -48,7 +50,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         print(job_id, flush=True)
     if not args.wait:
         return EXIT_OK
-    return wait_and_report(adapter, [job_id], args)
+    return wait_and_report([(adapter, [job_id])], args, as_list=False)
 
 
 def _jobs_from(args: argparse.Namespace) -> List[Union[str, Tuple[str, List[str]]]]:
@@ -57,20 +59,57 @@ def _jobs_from(args: argparse.Namespace) -> List[Union[str, Tuple[str, List[str]
         return list(args.scripts)
     if len(args.scripts) != 1:
         raise ConfigurationError("--args-file takes exactly one SCRIPT")
-    with open(args.args_file, encoding="utf-8") as handle:
-        lines = [line for line in handle if line.strip() and not line.lstrip().startswith("#")]
-    return [(args.scripts[0], shlex.split(line)) for line in lines]
+    path = args.args_file
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = [line for line in handle if line.strip() and not line.lstrip().startswith("#")]
+    except OSError as exc:
+        why = "no such file" if isinstance(exc, FileNotFoundError) else exc.strerror or str(exc)
+        raise ConfigurationError(
+            f"--args-file {path}: {why} (give a file with one job per line: the line's words "
+            "are the arguments of SCRIPT)"
+        ) from None
+    if not lines:
+        raise ConfigurationError(
+            f"--args-file {path} has no job lines (blank lines and lines starting with # are "
+            "skipped): nothing was submitted; write one line of arguments per job"
+        )
+    try:
+        return [(args.scripts[0], shlex.split(line)) for line in lines]
+    except ValueError as exc:
+        raise ConfigurationError(f"--args-file {path}: {exc} (quote as a shell would)") from None
+
+
+@contextmanager
+def flags_named(args: argparse.Namespace) -> Iterator[None]:
+    """A bad resource value given as a flag names the flag (``--time``)."""
+    try:
+        yield
+    except ResourceError as exc:
+        if exc.origin is None and getattr(args, exc.key, None) is not None:
+            flag = f"--{exc.key.replace('_', '-')}"
+            raise exc.with_origin(f"{flag} {getattr(args, exc.key)}") from None
+        raise
 
 
 def cmd_submit_many(args: argparse.Namespace) -> int:
+    jobs = _jobs_from(args)
     adapter = adapter_for(args)
-    job_ids = adapter.submit_many(
-        _jobs_from(args),
-        resources_from(args),
-        depends_on=args.after or None,
-        remote_dir=args.remote_dir,
-        nested=args.nested,
-    )
+    with flags_named(args):
+        if args.dry_run:
+            print(
+                adapter.describe_many(
+                    jobs, resources_from(args), args.after, args.remote_dir, nested=args.nested
+                )
+            )
+            return EXIT_OK
+        job_ids = adapter.submit_many(
+            jobs,
+            resources_from(args),
+            depends_on=args.after or None,
+            remote_dir=args.remote_dir,
+            nested=args.nested,
+        )
     if args.json:
         if not args.wait:
             print_json([{"job_id": job_id, "state": "PENDING"} for job_id in job_ids])
@@ -78,4 +117,4 @@ def cmd_submit_many(args: argparse.Namespace) -> int:
         print("\n".join(job_ids), flush=True)
     if not args.wait:
         return EXIT_OK
-    return wait_and_report(adapter, job_ids, args)
+    return wait_and_report([(adapter, job_ids)], args, as_list=True)

@@ -3,10 +3,11 @@
 The contract every adapter keeps (the README shows it from the caller's side):
 
 - ``submit_job`` / ``submit_many`` validate everything before anything is
-  submitted (bad resources raise ``ResourceError``, a missing script
-  ``JobSubmissionError``), stage the scripts and a wrapper into one folder,
-  submit, and record every job that went in before returning or raising -
-  a record is never lost, a job never submitted twice.
+  submitted (bad resources raise ``ResourceError``; a missing script, or a
+  parent that cannot be waited for, ``JobSubmissionError``), stage the scripts
+  and a wrapper into one folder, submit, and record every job that went in
+  before returning or raising - a record is never lost, a job never submitted
+  twice.  ``describe_submission`` / ``describe_many`` show what would be sent.
 - ``get_job_status(es)`` answers every id with one scheduler query for all
   unfinished ones.  A state never goes backwards; a final state is final.  A
   job the scheduler no longer knows is looked up in the exit-code file its
@@ -39,19 +40,19 @@ from abc import ABC, abstractmethod
 from typing import Any, Callable, ClassVar, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from ..config import Settings
-from ..errors import ConfigurationError, SchedulerUnavailableError, TransportError
+from ..errors import ConfigurationError, SchedulerUnavailableError
 from ..jobscript import TaskSpec
 from ..model import JobStatus
-from ..resources import Resources
+from ..resources import RESOURCE_KEYS, Resources
 from ..store import JobStore
 from ..transports.base import Executor
 from ..transports.local import LocalExecutor
 from . import staging
-from .driver import Session, SubmitBatch, unreachable
+from .driver import Session, unreachable
 from .following import Following
 from .staging import DependsOn, JobInput, Stager
-from .submitting import Order, Submission, batches
-from .tracking import JobTracker, Placement, exit_code_from_file
+from .submitting import Order, Submission
+from .tracking import JobTracker, Placement, exit_code_from_file, read_output
 from .waiting import ProgressCallback, StatusCallback
 
 log = logging.getLogger("hpcbridge")
@@ -150,8 +151,11 @@ class SchedulerAdapter(ABC):
     # -- submission -------------------------------------------------------
 
     def validate_resources(self, resources: Optional[Mapping[str, Any]]) -> Resources:
-        """Validated resources over the settings' defaults (raises ``ResourceError``)."""
-        return Resources.from_mapping(resources, defaults=self.settings.resource_defaults)
+        """Validated resources over the settings' defaults (raises ``ResourceError``
+        naming the variable of a default that does not validate)."""
+        sources = self.settings.sources
+        origins = {key: sources.get(f"resource:{key}", "") for key in RESOURCE_KEYS}
+        return Resources.from_mapping(resources, self.settings.resource_defaults, origins)
 
     def job_options(self, options: Mapping[str, Any]) -> object:
         """This scheduler's own submission keywords as the object its drivers read.
@@ -221,21 +225,25 @@ class SchedulerAdapter(ABC):
         **options: Any,
     ) -> str:
         """What ``submit_job`` would run, without staging or submitting anything."""
-        batch = self.dry_batch(script_path, resources, remote_dir, depends_on, **options)
-        return self._submission().describe(batch)
-
-    def dry_batch(
-        self,
-        script_path: Union[str, os.PathLike[str]],
-        resources: Optional[Mapping[str, Any]] = None,
-        remote_dir: Optional[str] = None,
-        depends_on: DependsOn = None,
-        **options: Any,
-    ) -> SubmitBatch:
-        """The batch ``submit_job`` would hand its driver, made without opening the scheduler."""
         task = lambda: [staging.make_task(script_path, (), None, None, must_exist=False)]  # noqa: E731
-        order = self._order(task, resources, depends_on, remote_dir, options)
-        return batches(order, self.stager, 1)[0][0]
+        return self.describe_order(self._order(task, resources, depends_on, remote_dir, options))
+
+    def describe_many(
+        self,
+        jobs: Sequence[JobInput],
+        resources: Optional[Mapping[str, Any]] = None,
+        depends_on: DependsOn = None,
+        remote_dir: Optional[str] = None,
+        **options: Any,
+    ) -> str:
+        """What ``submit_many`` would run - a line per submission it would make - without
+        staging or submitting anything."""
+        tasks = lambda: [staging.coerce_task(item, None, must_exist=False) for item in jobs]  # noqa: E731
+        return self.describe_order(self._order(tasks, resources, depends_on, remote_dir, options))
+
+    def describe_order(self, order: Order) -> str:
+        """What the driver would send for ``order``, checked as a submission would be."""
+        return self._submission().describe(order)
 
     def _order(
         self,
@@ -256,7 +264,13 @@ class SchedulerAdapter(ABC):
         driver = self.open().driver
         where = Placement(self.scheduler_name, self.executor.kind, self.host_label)
         return Submission(
-            driver, self.stager, self.tracker, where, self.instance_label, self.launcher
+            driver,
+            self.stager,
+            self.tracker,
+            where,
+            self.instance_label,
+            self.launcher,
+            self.get_job_statuses,
         )
 
     # -- status -----------------------------------------------------------
@@ -359,15 +373,7 @@ class SchedulerAdapter(ABC):
 
     def get_job_logs(self, job_id: Any) -> str:
         """The job's output so far ("" if it has not started writing)."""
-        path = self.log_path(job_id)
-        try:
-            return self.executor.read_text(path)
-        except FileNotFoundError:
-            return ""
-        except OSError as exc:
-            if getattr(exc, "errno", None) == 2:
-                return ""
-            raise TransportError(f"cannot read {path}: {exc}") from exc
+        return read_output(self.executor, self.log_path(job_id))
 
     def cancel_job(self, job_id: Any) -> None:
         self.cancel_jobs([job_id])

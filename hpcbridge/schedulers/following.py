@@ -13,13 +13,13 @@ from __future__ import annotations
 import logging
 from typing import Dict, List, Optional
 
-from ..errors import ConfigurationError, JobNotFoundError, SchedulerUnavailableError
-from ..model import JobState, JobStatus
+from ..errors import JobNotFoundError
+from ..model import JobStatus
 from ..store import JobStore
 from ..transports.base import Executor
-from .driver import SchedulerDriver, unreachable
+from .driver import SchedulerDriver
 from .polling import PollBoard, Poller
-from .tracking import JobTracker
+from .tracking import JobTracker, ask
 from .waiting import ProgressCallback, StatusCallback, WaitPlan, wait_for_all
 
 log = logging.getLogger("hpcbridge")
@@ -56,16 +56,7 @@ class Following:
 
     def _ask(self, job_ids: List[str]) -> Dict[str, JobStatus]:
         """The driver's answer for every id; an unreachable scheduler is UNKNOWN for all."""
-        try:
-            answers = self.driver.query(job_ids)
-        except (ConfigurationError, SchedulerUnavailableError) as exc:
-            reason = f"cannot reach the {self.scheduler_name} scheduler: {exc}"
-            return {job_id: unreachable(job_id, reason) for job_id in job_ids}
-        return {
-            job_id: answers.get(job_id)
-            or JobStatus(job_id, JobState.UNKNOWN, reason="no answer from the scheduler")
-            for job_id in job_ids
-        }
+        return ask(lambda: self.driver, self.scheduler_name, job_ids)
 
     def wait_all(
         self,

@@ -22,6 +22,7 @@ from ..jobscript import TASK_INDEX_VARIABLE
 from ..model import JobState, JobStatus
 from ..store_location import local_state_folder
 from .base import SchedulerAdapter, exit_code_from_file
+from .dependencies import refuse_unmet
 from .driver import (
     Capabilities,
     DriverChoice,
@@ -66,6 +67,7 @@ class MockDriver:
         return [sys.executable, "-m", "hpcbridge.schedulers.mock_runner", "--detach", job_dir]
 
     def plan(self, batch: SubmitBatch) -> Planned:
+        refuse_unmet(batch)
         return Planned(batch)
 
     def describe(self, planned: Planned) -> str:
@@ -74,7 +76,8 @@ class MockDriver:
         time_limit = batch.resources.time
         limit = f" time limit {time_limit:g}s" if time_limit else ""
         after = f" after {','.join(batch.depends_on)}" if batch.depends_on else ""
-        return shlex.join(argv) + f"  # runs {batch.job.wrapper_path}{limit}{after}"
+        name = f" as {shlex.quote(batch.job.job_name)}"
+        return shlex.join(argv) + f"  # runs {batch.job.wrapper_path}{name}{limit}{after}"
 
     def submit_many(self, planned: Planned) -> List[Submitted]:
         batch = planned.batch

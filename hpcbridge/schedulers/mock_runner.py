@@ -21,6 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from ..model import CANCELLED_WHILE_PENDING
+
 TICK = 0.05  # seconds between checks for cancel, deadline, exit
 KILL_WAIT = 5.0  # seconds between TERM and KILL, like Slurm's KillWait
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}
@@ -113,13 +115,13 @@ class Supervisor:
     def run(self) -> int:
         blocked = self.wait_for_dependencies()
         if blocked == "cancelled":
-            return self.finish("CANCELLED", reason="cancelled while pending")
+            return self.finish("CANCELLED", reason=CANCELLED_WHILE_PENDING)
         if blocked:
             return self.finish("CANCELLED", reason=blocked)
         if not self.take_slot():
-            return self.finish("CANCELLED", reason="cancelled while pending")
+            return self.finish("CANCELLED", reason=CANCELLED_WHILE_PENDING)
         if self.cancel_requested():
-            return self.finish("CANCELLED", reason="cancelled while pending")
+            return self.finish("CANCELLED", reason=CANCELLED_WHILE_PENDING)
 
         environment = dict(os.environ)
         environment.update(self.spec.get("environment", {}))

@@ -11,7 +11,7 @@ import posixpath
 from datetime import datetime
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ..errors import JobSubmissionError, TransportError
+from ..errors import JobNotFoundError, JobSubmissionError, TransportError
 from ..jobscript import (
     MARKER_DIR,
     PreparedJob,
@@ -19,7 +19,6 @@ from ..jobscript import (
     build_wrapper,
     check_environment_names,
     marker_path,
-    new_token,
 )
 from ..resources import Resources
 from ..transports.base import Executor
@@ -41,6 +40,10 @@ def make_task(
 ) -> TaskSpec:
     """One validated task; ``remote_repo`` reaches the job as ``HPCBRIDGE_REMOTE_REPO``."""
     path = os.fspath(script_path)
+    if must_exist and os.path.isdir(path):
+        raise JobSubmissionError(
+            f"{path} is a directory, not a script (give the path of a batch script file)"
+        )
     if must_exist and not os.path.isfile(path):
         raise JobSubmissionError(
             f"script not found: {path} (give the path of an existing batch script)"
@@ -55,18 +58,18 @@ def make_task(
     )
 
 
-def coerce_task(item: JobInput, remote_repo: Optional[str]) -> TaskSpec:
+def coerce_task(item: JobInput, remote_repo: Optional[str], must_exist: bool = True) -> TaskSpec:
     """A ``submit_many`` input as a task (see ``JobInput``)."""
     if isinstance(item, TaskSpec):
-        return make_task(item.script, item.arguments, item.environment, remote_repo)
+        return make_task(item.script, item.arguments, item.environment, remote_repo, must_exist)
     if isinstance(item, tuple):
         script = item[0]
         arguments = item[1] if len(item) > 1 and item[1] is not None else ()
         environment = item[2] if len(item) > 2 else None
         if isinstance(arguments, str):
             raise ValueError("arguments must be a list of strings, not one string")
-        return make_task(script, arguments, environment, remote_repo)
-    return make_task(item, (), None, remote_repo)
+        return make_task(script, arguments, environment, remote_repo, must_exist)
+    return make_task(item, (), None, remote_repo, must_exist)
 
 
 def staged_names(directory: str, scripts: Sequence[str]) -> List[str]:
@@ -112,7 +115,9 @@ def plan_chunks(
     first_token: str,
 ) -> List[Tuple[PreparedJob, List[TaskSpec]]]:
     """One wrapper per run of tasks that share a name, at most ``chunk_size`` each, all
-    in one folder: every job carries its own script's name (or ``job_name``)."""
+    in one folder: every job carries its own script's name (or ``job_name``).  The
+    wrappers are named after ``first_token`` (``T``, ``T-1``, ``T-2``...): one plan
+    of one order always names the same files."""
     scripts = staged_names(directory, [task.script for task in tasks])
     size = max(chunk_size, 1)
     chunks: List[Tuple[PreparedJob, List[TaskSpec]]] = []
@@ -122,7 +127,7 @@ def plan_chunks(
         end = start + 1
         while end < len(tasks) and end - start < size and task_name(tasks[end], job_name) == name:
             end += 1
-        token = first_token if start == 0 else new_token()
+        token = first_token if start == 0 else f"{first_token}-{len(chunks)}"
         chunks.append(
             (prepared(directory, scripts[start:end], name, token), list(tasks[start:end]))
         )
@@ -152,10 +157,11 @@ class Stager:
         #: a job's output file in its folder, with the scheduler's own id placeholder
         self.output_template = output_template
 
-    def folder(self, remote_dir: Optional[str], token: str) -> str:
-        """The submission's folder: ``remote_dir``, else a new dated one under the workdir."""
+    def folder(self, remote_dir: Optional[str], token: str, made: datetime) -> str:
+        """The submission's folder: ``remote_dir``, else a new one under the workdir,
+        named by when the submission was made and its token."""
         directory = remote_dir or posixpath.join(
-            self.workdir, f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-{token}"
+            self.workdir, f"{made.strftime('%Y%m%d-%H%M%S')}-{token}"
         )
         return self.executor.abspath(directory)
 
@@ -183,8 +189,18 @@ class Stager:
 
 
 def dependency_ids(depends_on: DependsOn, normalize: Any) -> List[str]:
+    """The parents as the scheduler writes its ids; text that is no id of it is refused
+    like a parent that cannot be found (``dependencies``)."""
     if depends_on is None:
         return []
     if isinstance(depends_on, (str, int)):
         depends_on = [depends_on]
-    return [normalize(job_id) for job_id in depends_on]
+    ids = []
+    for job_id in depends_on:
+        try:
+            ids.append(normalize(job_id))
+        except (JobNotFoundError, ValueError) as exc:
+            raise JobSubmissionError(
+                f"parent job {job_id!r} cannot be found: {exc}; nothing was submitted"
+            ) from None
+    return ids

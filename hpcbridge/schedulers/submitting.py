@@ -5,8 +5,10 @@ tracker.  It cuts the tasks into chunks - one per job name (each script keeps
 its own), at most the driver's ``max_batch`` each (a Slurm array's size
 limit) - and then:
 
-1. **plan**: the driver works out every chunk and refuses what the scheduler
-   would refuse, before anything is staged (a refused job leaves no folder);
+1. **plan**: the parents (``--after``) are looked up - the store, one query
+   for all of them - and the driver works out every chunk and refuses what
+   the scheduler would refuse, the parents it cannot wait for included
+   (``dependencies``), before anything is staged (a refused job leaves no folder);
 2. **stage**: each chunk's scripts and wrapper go into the submission's folder;
 3. **send**: one ``driver.submit_many`` per chunk;
 4. **record**: every job that went in is recorded before anything is raised,
@@ -16,11 +18,13 @@ limit) - and then:
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence, Tuple
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import JobSubmissionError
-from ..jobscript import PreparedJob, TaskSpec, new_token
+from ..jobscript import TASK_INDEX_VARIABLE, PreparedJob, TaskSpec, new_token
+from ..model import JobStatus
 from ..resources import Resources
 from . import staging
 from .driver import PartialSubmissionError, Planned, SchedulerDriver, SubmitBatch, Submitted
@@ -40,23 +44,42 @@ class Order:
     remote_dir: Optional[str]
     #: the scheduler's own choices (``SchedulerAdapter.job_options``), passed on unread
     options: object = None
+    #: names the submission's folder and first wrapper, made with the order: every
+    #: rendering of one order (a dry run's jobspec and command line) shows the same paths
+    token: str = field(default_factory=new_token)
+    made: datetime = field(default_factory=datetime.now)
 
 
 def batches(
-    order: Order, stager: Stager, chunk_size: int
+    order: Order,
+    stager: Stager,
+    chunk_size: int,
+    parents: Optional[Mapping[str, JobStatus]] = None,
 ) -> List[Tuple[SubmitBatch, List[TaskSpec]]]:
     """The order's chunks as batches - one folder, one wrapper each; pure planning."""
-    token = new_token()
-    folder = stager.folder(order.remote_dir, token)
-    chunks = staging.plan_chunks(folder, order.tasks, order.resources.job_name, chunk_size, token)
-    return [(_batch(job, chunk, order, stager), chunk) for job, chunk in chunks]
+    folder = stager.folder(order.remote_dir, order.token, order.made)
+    chunks = staging.plan_chunks(
+        folder, order.tasks, order.resources.job_name, chunk_size, order.token
+    )
+    return [(_batch(job, chunk, order, stager, parents), chunk) for job, chunk in chunks]
+
+
+def dry_batches(order: Order, stager: Stager, chunk_size: int) -> List[SubmitBatch]:
+    """The batches of ``order`` as a dry run shows them where no driver can plan them."""
+    return [batch for batch, _ in batches(order, stager, chunk_size)]
 
 
 def _batch(
-    job: PreparedJob, tasks: Sequence[TaskSpec], order: Order, stager: Stager
+    job: PreparedJob,
+    tasks: Sequence[TaskSpec],
+    order: Order,
+    stager: Stager,
+    parents: Optional[Mapping[str, JobStatus]],
 ) -> SubmitBatch:
     output = stager.output_path(job, order.resources)
-    return SubmitBatch(job, len(tasks), order.resources, order.depends_on, output, order.options)
+    return SubmitBatch(
+        job, len(tasks), order.resources, order.depends_on, output, order.options, parents
+    )
 
 
 class Submission:
@@ -70,6 +93,7 @@ class Submission:
         placement: Placement,
         instance: Optional[str],
         launcher: Callable[[object], str],
+        statuses: Callable[[List[str]], Dict[str, JobStatus]],
     ) -> None:
         self.driver = driver
         self.stager = stager
@@ -79,19 +103,33 @@ class Submission:
         self.instance = instance
         #: what the wrapper exports as ``HPCBRIDGE_LAUNCHER``, for the order's options
         self.launcher = launcher
+        #: the adapter's status of many ids (the store, then the scheduler at its polite rate)
+        self.statuses = statuses
+
+    def parents(self, depends_on: Sequence[str]) -> Dict[str, JobStatus]:
+        """What is known now of each parent: the store, one status round for all (shared,
+        at the polite rate), the exit-code file."""
+        return self.statuses(list(dict.fromkeys(depends_on))) if depends_on else {}
 
     def plan(self, order: Order) -> List[Tuple[Planned, List[TaskSpec]]]:
         """Every chunk as the driver will send it; raises before anything is staged."""
         chunk_size = self.driver.max_batch() if len(order.tasks) > 1 else 1
+        parents = self.parents(order.depends_on)
         return [
             (self.driver.plan(batch), chunk)
-            for batch, chunk in batches(order, self.stager, chunk_size)
+            for batch, chunk in batches(order, self.stager, chunk_size, parents)
         ]
 
-    def describe(self, batch: SubmitBatch) -> str:
-        """What the driver would send for ``batch``, and what it does with it (drops...)."""
-        text = self.driver.describe(self.driver.plan(batch))
-        return f"{text}\n# {self.driver.name} driver: {self.driver.capabilities.summary()}"
+    def describe(self, order: Order) -> str:
+        """What the driver would send for each chunk of ``order``, and what it does with
+        them (drops...).  Planned as ``run`` plans: a dry run refuses what a submission would."""
+        lines = []
+        for planned, _ in self.plan(order):
+            line, count = self.driver.describe(planned), planned.batch.count
+            many = f"  # {count} jobs: {TASK_INDEX_VARIABLE}=0..{count - 1}" if count > 1 else ""
+            lines.append(line + many)
+        summary = self.driver.capabilities.summary()
+        return "\n".join(lines) + f"\n# {self.driver.name} driver: {summary}"
 
     def run(self, order: Order) -> List[str]:
         """Submit every chunk; the ids in task order."""

@@ -1,4 +1,5 @@
-"""What an adapter knows of its jobs' states, and how one status round updates it.
+"""What an adapter knows of its jobs' states, how one status round updates it, and what
+the jobs left behind (the exit-code file, the output).
 
 Scheduler-neutral: the scheduler's answers come through a query function.
 A state never goes backwards and a final state is final; a job the
@@ -13,10 +14,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from ..errors import ConfigurationError, SchedulerUnavailableError, TransportError
 from ..jobscript import TaskSpec
 from ..model import JobState, JobStatus, advance
 from ..store import JobRecord, JobStore
-from .driver import SCHEDULER_UNREACHABLE, SubmitBatch, Submitted
+from ..transports.base import Executor
+from .driver import SCHEDULER_UNREACHABLE, SchedulerDriver, SubmitBatch, Submitted, unreachable
 from .waiting import ANSWERED_AT
 
 log = logging.getLogger("hpcbridge")
@@ -29,6 +32,23 @@ StatMany = Callable[[Sequence[str]], Dict[str, float]]
 FROM_FILE = "(exit-code file)"
 #: answers for which the whole record matters: the exit-code file, a cancel request
 _RECORD_NEEDED = (JobState.UNKNOWN, JobState.FAILED, JobState.TIMEOUT)
+
+
+def ask(
+    open_driver: Callable[[], SchedulerDriver], scheduler: str, job_ids: List[str]
+) -> Dict[str, JobStatus]:
+    """The driver's answer for every id; a scheduler that cannot be opened or asked
+    is UNKNOWN for all (``unreachable``), an id it left out UNKNOWN too."""
+    try:
+        answers = open_driver().query(job_ids)
+    except (ConfigurationError, SchedulerUnavailableError) as exc:
+        reason = f"cannot reach the {scheduler} scheduler: {exc}"
+        return {job_id: unreachable(job_id, reason) for job_id in job_ids}
+    return {
+        job_id: answers.get(job_id)
+        or JobStatus(job_id, JobState.UNKNOWN, reason="no answer from the scheduler")
+        for job_id in job_ids
+    }
 
 
 class JobTracker:
@@ -241,6 +261,18 @@ def _lasting(status: JobStatus) -> Tuple[Any, ...]:
     """What the store keeps up to date: a new reason alone (a pending job's
     "Priority" turning "Resources") is shown live, not written on every poll."""
     return (status.state, status.exit_code, status.start_time, status.end_time)
+
+
+def read_output(executor: Executor, path: str) -> str:
+    """A job's output so far: "" while it has not been written."""
+    try:
+        return executor.read_text(path)
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        if getattr(exc, "errno", None) == 2:
+            return ""
+        raise TransportError(f"cannot read {path}: {exc}") from exc
 
 
 def exit_code_from_file(text: str) -> Optional[int]:

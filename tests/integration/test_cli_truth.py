@@ -115,9 +115,14 @@ def test_an_unreachable_scheduler_keeps_its_jobs_last_state_marked(state_dir, tm
     slurm = jobs["8123"]
     assert slurm["state"] == "RUNNING" and slurm["stale"] is True
     assert "squeue" in slurm["stale_reason"]
-    table = hpcbridge("jobs", env=env, check=True).stdout
-    [row] = [line for line in table.splitlines() if line.startswith("8123 ")]
-    assert "RUNNING (cached: " in row
+    table = hpcbridge("jobs", env=env, check=True).stdout.splitlines()
+    [row] = [line for line in table if line.startswith("8123 ")]
+    [finished_row] = [line for line in table if line.startswith(f"{finished} ")]
+    assert "RUNNING (cached [1])" in row
+    # the reason is a note under the table: it does not widen the STATE column
+    assert table[-1].startswith("[1] cached: ") and "squeue" in table[-1]
+    assert len(row) < 100 and finished_row.index("COMPLETED") == row.index("RUNNING")
+    assert finished_row.split("COMPLETED")[1].startswith("  "), finished_row
     cost = json.loads(hpcbridge("cost", "--json", env=env, check=True).stdout)
     by_id = {row["job_id"]: row for row in cost["jobs"]}
     assert by_id["8123"]["stale"] is True and by_id[finished]["stale"] is False

@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from hpcbridge.errors import JobNotFoundError
+from hpcbridge.errors import JobNotFoundError, JobSubmissionError
 from hpcbridge.model import JobState
 from hpcbridge.schedulers.tracking import FROM_FILE
 from tests.support.flux_cases import (
@@ -88,6 +88,13 @@ def scenario(
         if adapter.open().facts.policy.dependencies
         else None
     )
+    fails_later = write_script(scripts, "fails_later.sh", "sleep 2\nexit 1\n")
+    ids.doomed_parent = adapter.submit_job(fails_later, {"time": "60s"})
+    ids.doomed_child = (
+        adapter.submit_job(hello, {"time": "60s"}, depends_on=ids.doomed_parent)
+        if adapter.open().facts.policy.dependencies
+        else None
+    )
     ids.bulk = adapter.submit_many(
         [(hello, [f"task{index}"]) for index in range(3)] + [(fail, [])], {"time": "60s"}
     )
@@ -108,7 +115,12 @@ def scenario(
     assert parent_end is not None
     parent_seen_after = time.time() - parent_end.timestamp()
     every = [ids.ok, ids.fail, ids.cancel, ids.timeout, ids.parent, ids.train, *ids.bulk]
-    every += [job_id for job_id in (ids.child, ids.two_ok, ids.two_fail, ids.launch) if job_id]
+    every += [
+        job_id
+        for job_id in (ids.child, ids.two_ok, ids.two_fail, ids.launch, ids.doomed_child)
+        if job_id
+    ]
+    every.append(ids.doomed_parent)
     final = adapter.wait_all(every, poll_interval=1.0, timeout=120)
     yield SimpleNamespace(
         adapter=adapter,
@@ -120,6 +132,7 @@ def scenario(
         child_while_parent_runs=child_while_parent_runs,
         scripts=SimpleNamespace(hello=hello, fail=fail, sleeper=sleeper),
         tmp=tmp,
+        broker=broker,
     )
     adapter.close()
 
@@ -162,6 +175,49 @@ def test_dependency_waits_for_parent(scenario: SimpleNamespace) -> None:
     assert parent.state is JobState.COMPLETED and child.state is JobState.COMPLETED
     assert child.start_time is not None and parent.end_time is not None
     assert child.start_time >= parent.end_time
+
+
+def test_a_parent_that_fails_later_cancels_its_child(scenario: SimpleNamespace) -> None:
+    # Flux itself says FAILED (exit 1) for such a child; Slurm and the mock cancel it.
+    if scenario.ids.doomed_child is None:
+        pytest.skip(f"Flux adapter {scenario.adapter.open().facts.policy.name} has no dependencies")
+    parent = scenario.final[scenario.ids.doomed_parent]
+    child = scenario.final[scenario.ids.doomed_child]
+    assert parent.state is JobState.FAILED and parent.exit_code == 1
+    assert child.state is JobState.CANCELLED and child.exit_code is None, child
+    assert scenario.ids.doomed_parent in child.reason
+
+
+def _jobs_and_folders(scenario: SimpleNamespace) -> Any:
+    """Every job the broker has, and every job folder: what a submission leaves."""
+    listed = scenario.broker.check(["jobs", "-a", "-n", "-o", "{id}"]).split()
+    return sorted(listed), sorted(path.name for path in (scenario.tmp / "jobs").iterdir())
+
+
+def test_a_never_existing_parent_is_refused_before_anything_is_staged(
+    scenario: SimpleNamespace,
+) -> None:
+    adapter, hello = scenario.adapter, scenario.scripts.hello
+    before = _jobs_and_folders(scenario)
+    with pytest.raises(JobSubmissionError, match="cannot be found"):
+        adapter.submit_job(hello, {"time": "60s"}, depends_on="ƒ2TNt8FH")
+    with pytest.raises(JobSubmissionError, match="cannot be found"):
+        adapter.submit_many([hello, hello], {"time": "60s"}, depends_on=[123456789])
+    assert _jobs_and_folders(scenario) == before
+
+
+def test_a_parent_that_already_failed_is_refused_a_completed_one_satisfied(
+    scenario: SimpleNamespace,
+) -> None:
+    if scenario.ids.child is None:
+        pytest.skip(f"Flux adapter {scenario.adapter.open().facts.policy.name} has no dependencies")
+    adapter, ids, hello = scenario.adapter, scenario.ids, scenario.scripts.hello
+    before = _jobs_and_folders(scenario)
+    with pytest.raises(JobSubmissionError, match=f"parent job {ids.fail} already ended FAILED"):
+        adapter.submit_job(hello, {"time": "60s"}, depends_on=[ids.ok, ids.fail])
+    assert _jobs_and_folders(scenario) == before
+    child = adapter.submit_job(hello, {"time": "60s"}, depends_on=[ids.ok], arguments=["late"])
+    assert adapter.wait(child, poll_interval=0.2, timeout=60).state is JobState.COMPLETED
 
 
 def test_logs(scenario: SimpleNamespace) -> None:

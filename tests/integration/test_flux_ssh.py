@@ -21,7 +21,7 @@ from typing import Any, Dict, Iterator
 
 import pytest
 
-from hpcbridge.errors import JobNotFoundError
+from hpcbridge.errors import JobNotFoundError, JobSubmissionError
 from hpcbridge.model import JobState
 from tests.support.flux_cases import (
     make_adapter,
@@ -159,7 +159,12 @@ def scenario(server: Dict[str, str], user_broker: Any) -> Iterator[SimpleNamespa
     every = [ids.ok, ids.fail, ids.cancel, ids.timeout, ids.parent, ids.child, *ids.bulk]
     final = adapter.wait_all(every, poll_interval=1.0, timeout=120)
     yield SimpleNamespace(
-        adapter=adapter, ids=ids, final=final, child_while_parent_runs=child_while_parent_runs
+        adapter=adapter,
+        ids=ids,
+        final=final,
+        child_while_parent_runs=child_while_parent_runs,
+        hello=hello,
+        remote=remote,
     )
     adapter.close()
     cleanup = ssh_executor(server)
@@ -205,3 +210,16 @@ def test_bulk_over_ssh(scenario: SimpleNamespace) -> None:
 def test_unknown_id_over_ssh(scenario: SimpleNamespace) -> None:
     with pytest.raises(JobNotFoundError):
         scenario.adapter.wait("ƒ2TNt8FH", poll_interval=0.2)
+
+
+def test_parents_that_cannot_be_waited_for_are_refused_over_ssh(
+    scenario: SimpleNamespace,
+) -> None:
+    adapter, ids = scenario.adapter, scenario.ids
+    listed = lambda: adapter.executor.run(["ls", "-A", scenario.remote]).stdout  # noqa: E731
+    before = listed()
+    with pytest.raises(JobSubmissionError, match="parent job ƒ2TNt8FH cannot be found"):
+        adapter.submit_job(scenario.hello, {"time": "60s"}, depends_on="ƒ2TNt8FH")
+    with pytest.raises(JobSubmissionError, match=f"parent job {ids.fail} already ended FAILED"):
+        adapter.submit_job(scenario.hello, {"time": "60s"}, depends_on=[ids.ok, ids.fail])
+    assert listed() == before  # nothing staged

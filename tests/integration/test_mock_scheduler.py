@@ -66,11 +66,47 @@ def test_dependency_waits_for_parent(mock_adapter, make_script, tmp_path):
 
 
 def test_failed_dependency_is_never_satisfied(mock_adapter, make_script):
-    parent = mock_adapter.submit_job(make_script("exit 1", "parent.sh"))
+    parent = mock_adapter.submit_job(make_script("sleep 1; exit 1", "parent.sh"))
     child = mock_adapter.submit_job(make_script("true", "child.sh"), depends_on=[parent])
     status = mock_adapter.wait(child, poll_interval=0.5, timeout=60)
     assert status.state is JobState.CANCELLED
     assert "DependencyNeverSatisfied" in status.reason
+
+
+def _staged(state_dir):
+    """The job folders and mock jobs that exist: what a submission leaves behind."""
+    folders = state_dir / "jobs"
+    mock_jobs = state_dir / "mock" / "jobs"
+    return sorted(
+        str(path) for root in (folders, mock_jobs) if root.is_dir() for path in root.iterdir()
+    )
+
+
+def test_a_never_existing_parent_is_refused_before_anything_is_staged(
+    mock_adapter, make_script, state_dir
+):
+    script = make_script("true")
+    before = _staged(state_dir)
+    with pytest.raises(JobSubmissionError, match="parent job 99999 cannot be found"):
+        mock_adapter.submit_job(script, depends_on="99999")
+    with pytest.raises(JobSubmissionError, match="99999"):
+        mock_adapter.submit_many([script, script], depends_on=["99999"])
+    assert _staged(state_dir) == before
+    assert mock_adapter.store.list() == []
+
+
+def test_a_parent_that_already_failed_is_refused_and_a_completed_one_satisfied(
+    mock_adapter, make_script, state_dir
+):
+    failed = mock_adapter.submit_job(make_script("exit 3", "fail.sh"))
+    done = mock_adapter.submit_job(make_script("true", "ok.sh"))
+    mock_adapter.wait_all([failed, done], poll_interval=0.2, timeout=60)
+    before = _staged(state_dir)
+    with pytest.raises(JobSubmissionError, match=f"parent job {failed} already ended FAILED"):
+        mock_adapter.submit_job(make_script("true", "child.sh"), depends_on=[done, failed])
+    assert _staged(state_dir) == before
+    child = mock_adapter.submit_job(make_script("true", "child.sh"), depends_on=[done])
+    assert mock_adapter.wait(child, poll_interval=0.2, timeout=60).state is JobState.COMPLETED
 
 
 def test_unknown_job_raises_after_streak(mock_adapter):

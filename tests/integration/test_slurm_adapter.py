@@ -34,8 +34,10 @@ from tests.support.slurm_clusters import (
     Target,
     cluster_for,
     executor_for,
+    jobs_named,
     make_adapter,
     squeue_knows,
+    staged_folders,
 )
 
 pytestmark = pytest.mark.slurm
@@ -164,12 +166,17 @@ def test_exit_zero_is_completed_with_times(adapter: RealSlurmAdapter, script) ->
 
 
 def test_exit_three_is_failed(adapter: RealSlurmAdapter, script) -> None:
-    job_id = adapter.submit_job(script("exit 3"))
-    status = adapter.wait(job_id, poll_interval=1, timeout=120)
+    job_id = adapter.submit_job(script("sleep 1; exit 3"))
+    seen: List[JobStatus] = []
+    status = adapter.wait_all(
+        [job_id], poll_interval=0.1, timeout=120, on_poll=lambda now: seen.append(now[job_id])
+    )[job_id]
     assert status.state is JobState.FAILED and status.exit_code == 3
     again = fresh_adapter(adapter).get_job_status(job_id)  # no record: the scheduler's answer
     assert again.state is JobState.FAILED and again.exit_code == 3
     assert again.reason == "NonZeroExitCode"
+    # on the way (COMPLETING, Slurm's reason already NonZeroExitCode) it is RUNNING, no reason
+    assert all(item.reason == "" for item in seen if item.state is JobState.RUNNING), seen
 
 
 def test_logs(adapter: RealSlurmAdapter, script) -> None:
@@ -261,13 +268,57 @@ def test_dependency_holds_the_child(adapter: RealSlurmAdapter, script) -> None:
 
 def test_failed_parent_cancels_the_child(adapter: RealSlurmAdapter, script) -> None:
     # --kill-on-invalid-dep: without it the child would wait forever (PENDING,
-    # DependencyNeverSatisfied) and so would anyone waiting on it.
-    parent = adapter.submit_job(script("exit 1"))
+    # DependencyNeverSatisfied) and so would anyone waiting on it.  The parent is
+    # still running when the child goes in (one that already failed is refused).
+    parent = adapter.submit_job(script("sleep 3; exit 1"))
     child = adapter.submit_job(script("exit 0"), depends_on=[parent])
     final = adapter.wait_all([parent, child], poll_interval=1, timeout=60)
     assert final[parent].state is JobState.FAILED
     assert final[child].state is JobState.CANCELLED
     assert final[child].reason == "DependencyNeverSatisfied"
+    assert final[child].exit_code is None and final[child].start_time is None  # it never ran
+
+
+def test_a_job_cancelled_while_pending_has_no_exit_code(adapter: RealSlurmAdapter, script) -> None:
+    # Slurm: CANCELLED, 0:0, a start at the cancel and its pending reason (Dependency)
+    parent = adapter.submit_job(script("sleep 30"))
+    child = adapter.submit_job(script("exit 0"), depends_on=parent)
+    assert wait_for_state(adapter, child, JobState.PENDING).state is JobState.PENDING
+    adapter.cancel_job(child)
+    final = adapter.wait(child, poll_interval=1, timeout=60)
+    assert (final.state, final.exit_code, final.start_time) == (JobState.CANCELLED, None, None)
+    assert final.reason == "cancelled while pending (Dependency)", final
+    adapter.cancel_job(parent)
+
+
+def test_a_never_existing_parent_is_refused_and_nothing_submitted(
+    adapter: RealSlurmAdapter, script
+) -> None:
+    # Slurm 22.05 itself takes --dependency=afterok:<an id it never had> and runs the job.
+    name = f"hpcb-never-{os.getpid()}-{time.monotonic_ns()}"
+    with pytest.raises(JobSubmissionError, match="parent job 987654321 cannot be found"):
+        adapter.submit_job(script("true"), {"job_name": name}, depends_on="987654321")
+    with pytest.raises(JobSubmissionError, match="987654321"):
+        adapter.submit_many([script("true")] * 2, {"job_name": name}, depends_on=["987654321"])
+    assert staged_folders(adapter.executor, adapter.remote_workdir) == []
+    assert jobs_named(name) == []
+    assert adapter.store.list() == []
+
+
+def test_a_parent_that_already_failed_is_refused_a_completed_one_satisfied(
+    adapter: RealSlurmAdapter, script
+) -> None:
+    failed = adapter.submit_job(script("exit 3"))
+    done = adapter.submit_job(script("true"))
+    adapter.wait_all([failed, done], poll_interval=1, timeout=120)
+    folders = staged_folders(adapter.executor, adapter.remote_workdir)
+    name = f"hpcb-failed-parent-{os.getpid()}-{time.monotonic_ns()}"
+    with pytest.raises(JobSubmissionError, match=f"parent job {failed} already ended FAILED"):
+        adapter.submit_job(script("true"), {"job_name": name}, depends_on=[done, failed])
+    assert staged_folders(adapter.executor, adapter.remote_workdir) == folders
+    assert jobs_named(name) == []
+    child = adapter.submit_job(script("true"), depends_on=[done])
+    assert adapter.wait(child, poll_interval=1, timeout=120).state is JobState.COMPLETED
 
 
 @pytest.mark.parametrize(
@@ -418,8 +469,8 @@ def test_submit_many_failing_task_and_task_cancel(adapter: RealSlurmAdapter, scr
     ok = script("echo task $SLURM_ARRAY_TASK_ID; exit 0", name="ok.sh")
     bad = script('echo "bad $1"; exit 7', name="bad.sh")
     slow = script("sleep 120", name="slow.sh")
-    # One name for all: one array (without it, each script's run is a job of its own).
-    ids = adapter.submit_many([ok, (bad, ["arg one"]), slow, ok], {"job_name": "tasks"})
+    # one name for all: one array (each script's own name would make a submission each)
+    ids = adapter.submit_many([ok, (bad, ["arg one"]), slow, ok], {"job_name": "mixed"})
     assert len({job_id.split("_")[0] for job_id in ids}) == 1
     assert wait_for_state(adapter, ids[2], JobState.RUNNING).state is JobState.RUNNING
     adapter.cancel_job(ids[2])
@@ -465,8 +516,8 @@ def test_array_task_zero_runs_long_while_task_one_is_cancelled(
     adapter: RealSlurmAdapter, script, cluster: Dict[str, str]
 ) -> None:
     # pyslurm reports task 0 without its task id: it must still be found, live and in history
-    scripts = [script("sleep 20", name="long.sh"), script("sleep 300")]
-    ids = adapter.submit_many(scripts, {"job_name": "pair"})
+    pair = [script("sleep 20", name="long.sh"), script("sleep 300")]
+    ids = adapter.submit_many(pair, {"job_name": "pair"})  # one name: one array
     assert ids[0].endswith("_0") and ids[1].endswith("_1")
     assert wait_for_state(adapter, ids[0], JobState.RUNNING).state is JobState.RUNNING
     assert wait_for_state(adapter, ids[1], JobState.RUNNING).state is JobState.RUNNING

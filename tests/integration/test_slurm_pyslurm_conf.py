@@ -30,11 +30,11 @@ CHILD = textwrap.dedent(
             remote_workdir=root,
             settings=Settings.from_env(state_dir=root + "/state", scheduler="slurm"),
         )
-        adapter.open()  # the named step that chooses the driver
+        session = adapter.open()  # the named step that chooses the driver
     except Exception as exc:
         print("REFUSED", type(exc).__name__, exc)
         sys.exit(3)
-    print("DRIVER", adapter.open().driver.name, adapter.open().choice.reason)
+    print("DRIVER", session.driver.name, session.choice.reason)
     print("JOB", adapter.submit_job(script, {"job_name": name}))
     """
 )

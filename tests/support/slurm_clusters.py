@@ -18,7 +18,7 @@ import shlex
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
 
@@ -297,3 +297,26 @@ def own_cluster(
         yield env
     finally:
         script("stop.sh")
+
+
+def jobs_named(name: str) -> List[str]:
+    """Every job of any user with this name that the cluster knows: queue and history."""
+    queue = subprocess.run(
+        ["squeue", "--noheader", "--states=all", f"--name={name}", "--format=%i"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    history = subprocess.run(
+        ["sacct", "--noheader", "-X", "-a", "-S", "now-1days", f"--name={name}", "-o", "JobID"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return sorted(set(queue.stdout.split()) | set(history.stdout.split()))
+
+
+def staged_folders(executor: Any, workdir: str) -> List[str]:
+    """The folders a submission left in ``workdir`` (where the executor runs)."""
+    found = executor.run(["find", workdir, "-mindepth", "1", "-maxdepth", "1"])
+    return sorted(line for line in found.stdout.splitlines() if line) if found.ok else []

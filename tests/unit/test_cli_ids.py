@@ -1,4 +1,5 @@
-"""``hpcbridge status|wait|logs|cancel ID`` find a recorded job whatever form its id takes."""
+"""``hpcbridge status|wait|logs|cancel ID`` find a recorded job whatever form its id takes,
+and follow the one rule of ``cli/targets.py`` for which record an id means."""
 
 import json
 import os
@@ -7,7 +8,7 @@ import pytest
 
 from hpcbridge import JobState, JobStatus, factory
 from hpcbridge.cli import main
-from hpcbridge.cli.targets import find_records, recorded_forms
+from hpcbridge.cli.targets import Narrowing, recorded_forms, records_of
 from hpcbridge.schedulers.flux.ids import canonical_job_id
 from hpcbridge.store import JobRecord, JobStore
 
@@ -25,6 +26,7 @@ class FakeAdapter:
     def __init__(self, settings):
         self.settings = settings
         self.scheduler_name = settings.scheduler
+        self.host_label = os.uname().nodename
         self.cancelled = []
         self.asked = []
 
@@ -102,11 +104,68 @@ def test_slurm_record_and_unrecorded_ids(built, capsys):
     assert built[0].settings.flux_uri is None
 
 
-def test_ids_of_two_schedulers_need_scheduler_flag(built, capsys):
-    assert main(["status", "77", FLUX_DECIMAL]) == 2
-    assert "--scheduler" in capsys.readouterr().err
+def test_ids_of_two_schedulers_are_asked_each_of_its_own(built, capsys):
+    assert main(["status", "77", FLUX_DECIMAL, "--json"]) == 0
+    assert [adapter.settings.scheduler for adapter in built] == ["slurm", "flux"]
+    answers = json.loads(capsys.readouterr().out)
+    assert [(a["job_id"], a["reason"]) for a in answers] == [("77", "slurm"), (FLUX_ID, "flux")]
+
+
+def test_an_explicit_scheduler_narrows_the_lookup(built, capsys, monkeypatch):
+    # --scheduler slurm: the Flux record of FLUX_ID does not count; Slurm is asked
     assert main(["status", "77", FLUX_DECIMAL, "--scheduler", "slurm"]) == 0
-    assert built[-1].settings.scheduler == "slurm"
+    assert [adapter.settings.scheduler for adapter in built] == ["slurm", "slurm"]
+    assert built[1].asked == [FLUX_DECIMAL]
+    monkeypatch.setenv("HPCBRIDGE_SCHEDULER", "mock")  # a variable narrows too
+    built.clear()
+    assert main(["status", "77"]) == 0
+    assert [adapter.settings.scheduler for adapter in built] == ["mock"]
+
+
+def test_an_id_recorded_for_two_schedulers_is_an_error_naming_each(built, capsys, state_dir):
+    store = JobStore(state_dir / "jobs.db")
+    store.add(JobRecord(job_id="77", scheduler="mock", host=os.uname().nodename))
+    store.close()
+    assert main(["status", "77"]) == 2
+    err = capsys.readouterr().err
+    assert "job 77 is recorded more than once" in err, err
+    assert "hpcbridge status 77 --scheduler mock" in err
+    assert "hpcbridge status 77 --scheduler slurm" in err
+    assert built == []  # nothing asked
+    assert main(["status", "77", "--scheduler", "mock"]) == 0
+    assert built[-1].settings.scheduler == "mock"
+
+
+def test_several_ids_answer_each_even_when_one_is_recorded_twice(built, capsys, state_dir):
+    store = JobStore(state_dir / "jobs.db")
+    store.add(JobRecord(job_id="77", scheduler="mock", host=os.uname().nodename))
+    store.close()
+    assert main(["status", "77", FLUX_DECIMAL, "--json"]) == 2
+    captured = capsys.readouterr()
+    answers = json.loads(captured.out)
+    assert [a["job_id"] for a in answers] == ["77", FLUX_ID]
+    assert "recorded more than once" in answers[0]["error"]
+    assert answers[1]["reason"] == "flux" and "error" not in answers[1]
+    assert captured.err.count("hpcbridge: error:") == 1
+
+
+def test_the_same_id_on_two_hosts_names_the_host(built, capsys, state_dir):
+    store = JobStore(state_dir / "jobs.db")
+    store.add(JobRecord(job_id="77", scheduler="slurm", host="me@login1:22", transport="ssh"))
+    store.close()
+    assert main(["cancel", "77"]) == 2
+    err = capsys.readouterr().err
+    assert f"hpcbridge cancel 77 --scheduler slurm --host {os.uname().nodename}" in err
+    assert "hpcbridge cancel 77 --scheduler slurm --host me@login1:22" in err
+    assert main(["status", "77", "--host", os.uname().nodename]) == 0
+
+
+def test_an_id_left_out_by_the_narrowing_says_where_it_is_recorded(built, capsys, monkeypatch):
+    monkeypatch.setattr(FakeAdapter, "live_state", JobState.UNKNOWN)
+    assert main(["cancel", "77", "--scheduler", "flux"]) == 4
+    err = capsys.readouterr().err
+    assert "no job ƒ2L" in err  # 77 as a Flux id
+    assert "(recorded elsewhere: hpcbridge cancel 77 --scheduler slurm)" in err
 
 
 def test_recorded_forms():
@@ -117,14 +176,17 @@ def test_recorded_forms():
     assert recorded_forms("123_4")["mock"] == "123_4"
 
 
-def test_find_records_prefers_the_newest(tmp_path):
+def test_records_of_every_form_and_the_narrowing(tmp_path):
     store = JobStore(tmp_path / "jobs.db")
     store.add(JobRecord(job_id=FLUX_ID, scheduler="flux", host="a"))
     store.add(JobRecord(job_id=FLUX_DECIMAL, scheduler="slurm", host="b"))
-    assert find_records(store, [FLUX_DECIMAL])[FLUX_DECIMAL].scheduler == "slurm"
-    assert find_records(store, ["fcAyxmV"])["fcAyxmV"].scheduler == "flux"
-    assert find_records(store, [FLUX_DECIMAL], "flux")[FLUX_DECIMAL].job_id == FLUX_ID
-    assert find_records(store, ["5"]) == {}
+    found = records_of(store, [FLUX_DECIMAL, "fcAyxmV", "5"])
+    assert [r.scheduler for r in found[FLUX_DECIMAL]] == ["slurm", "flux"]  # newest first
+    assert [r.scheduler for r in found["fcAyxmV"]] == ["flux"]
+    assert found["5"] == []
+    narrowed = records_of(store, [FLUX_DECIMAL], Narrowing(scheduler="flux"))
+    assert [r.job_id for r in narrowed[FLUX_DECIMAL]] == [FLUX_ID]
+    assert records_of(store, [FLUX_DECIMAL], Narrowing(host="b"))[FLUX_DECIMAL][0].host == "b"
 
 
 def test_an_unrecorded_id_the_scheduler_does_not_know_exits_4(built, capsys, monkeypatch):

@@ -1,23 +1,14 @@
 """An id the scheduler cannot trace: exit 4 when it has no trace, 7 when it could not be asked."""
 
-from types import SimpleNamespace
-from typing import Any, cast
-
 from hpcbridge import JobNotFoundError, JobState, JobStatus, SchedulerUnavailableError
 from hpcbridge.cli.exits import EXIT_NOT_FOUND, EXIT_UNAVAILABLE, exit_code_for
 from hpcbridge.cli.lookup import not_found_error
-from hpcbridge.cli.targets import Target
 from hpcbridge.schedulers.driver import unreachable
-
-
-def _target() -> Target:
-    adapter = cast(Any, SimpleNamespace(scheduler_name="slurm"))
-    return Target(adapter=adapter, job_ids=["999"], records={})
 
 
 def test_no_trace_is_not_found() -> None:
     statuses = {"999": JobStatus("999", JobState.UNKNOWN, reason="not in squeue or sacct")}
-    error = not_found_error(_target(), ["999"], statuses)
+    error = not_found_error("slurm", ["999"], statuses)
     assert isinstance(error, JobNotFoundError)
     assert exit_code_for(error) == EXIT_NOT_FOUND
     assert "not in squeue or sacct" in str(error) and "hpcbridge jobs" in str(error)
@@ -25,7 +16,7 @@ def test_no_trace_is_not_found() -> None:
 
 def test_a_scheduler_that_could_not_be_asked_is_unavailable_not_not_found() -> None:
     statuses = {"999": unreachable("999", "squeue failed: Unable to contact slurm controller")}
-    error = not_found_error(_target(), ["999"], statuses)
+    error = not_found_error("slurm", ["999"], statuses)
     assert isinstance(error, SchedulerUnavailableError)
     assert exit_code_for(error) == EXIT_UNAVAILABLE
     assert "Unable to contact slurm controller" in str(error) and "doctor" in str(error)

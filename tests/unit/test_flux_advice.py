@@ -27,7 +27,9 @@ def test_a_missing_library_points_at_the_loader_path() -> None:
 
 
 def test_the_cli_by_choice_needs_no_fix() -> None:
-    assert bindings_advice("driver='cli' requested", "0.88.0") == ""
+    assert (
+        bindings_advice("the CLI driver was asked for (HPCBRIDGE_FLUX_DRIVER=cli)", "0.88.0") == ""
+    )
 
 
 def test_mixed_releases_say_both_versions_and_the_fix() -> None:

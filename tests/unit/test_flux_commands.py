@@ -17,6 +17,7 @@ from hpcbridge.resources import Resources
 from hpcbridge.schedulers.driver import SubmitBatch
 from hpcbridge.schedulers.flux import command_line, plan
 from hpcbridge.schedulers.flux import status as flux_status
+from hpcbridge.schedulers.flux.eventlog import parse_eventlog
 from hpcbridge.schedulers.flux.ids import canonical_job_id
 from hpcbridge.schedulers.flux.versions import POLICY_0_26, POLICY_0_49
 
@@ -231,10 +232,14 @@ def test_unknown_ids_from_stderr() -> None:
 
 
 def test_dependency_failed() -> None:
+    # Flux says FAILED (returncode 1) for a child that never ran; Slurm and mock: CANCELLED
     facts = flux_status.parse_jobs_json(recorded("jobs_json_dependency_failed_0.88.json"))
     status = flux_status.status_from_facts(facts[0])
-    assert status.state is JobState.FAILED and status.exit_code == 1
-    assert "can never be satisfied" in status.reason
+    assert status.state is JobState.CANCELLED and status.exit_code is None
+    assert status.native_state == "FAILED"
+    assert status.reason == (
+        "DependencyNeverSatisfied (dependency after-success=ƒ4QsP9UK can never be satisfied)"
+    )
 
 
 @pytest.mark.parametrize(
@@ -244,16 +249,18 @@ def test_dependency_failed() -> None:
         ("fail", JobState.FAILED, 3),
         ("can", JobState.CANCELLED, 143),
         ("tmo", JobState.TIMEOUT, 142),
-        ("canp", JobState.CANCELLED, 1),
-        ("dependency_failed", JobState.FAILED, 1),
+        ("canp", JobState.CANCELLED, None),
+        ("dependency_failed", JobState.CANCELLED, None),
         ("dep", JobState.PENDING, None),
     ],
 )
 def test_eventlogs(name: str, state: JobState, code: object) -> None:
-    facts = flux_status.parse_eventlog("ƒCFKYzj", recorded(f"eventlog_{name}_0.88.txt"))
+    facts = parse_eventlog("ƒCFKYzj", recorded(f"eventlog_{name}_0.88.txt"))
     status = flux_status.status_from_facts(facts)
     assert status.state is state
     assert status.exit_code == code
+    if name == "canp":  # cancelled before it ran: the words of every scheduler
+        assert status.reason.startswith("cancelled while pending") and status.start_time is None
 
 
 @pytest.mark.parametrize(

@@ -183,9 +183,37 @@ def test_submit_job_argv_record_and_describe(
     record = adapter.store.get("100", "slurm")
     assert record is not None and record.log_path == f"{folder}/slurm-100.out"
     assert record.exit_file and record.exit_file.endswith(".exit")
-    described = adapter.describe_submission(script, {"qos": "fast"}, depends_on="7")
+    described = adapter.describe_submission(script, {"qos": "fast"}, depends_on="100")
     assert described.startswith("sbatch --parsable --qos=fast")
-    assert "--dependency=afterok:7" in described
+    assert "--dependency=afterok:100" in described
+
+
+def test_a_parent_slurm_forgot_is_judged_by_its_exit_code_file(
+    adapter: RealSlurmAdapter, fake: FakeSlurm, script: str
+) -> None:
+    """No accounting, purged from squeue: the record's exit-code file says how it ended."""
+    fake.accounting = False
+    completed, failed = adapter.submit_job(script), adapter.submit_job(script)
+    for job_id, code in ((completed, "0"), (failed, "2")):
+        fake.purge(job_id, to_history=False)
+        record = adapter.store.get(job_id, "slurm")
+        assert record is not None and record.exit_file
+        Path(record.exit_file).write_text(f"{code}\n")
+    child = adapter.submit_job(script, depends_on=completed)
+    assert f"--dependency=afterok:{completed}" in fake.submitted[-1]
+    with pytest.raises(JobSubmissionError, match=f"parent job {failed} already ended FAILED"):
+        adapter.submit_job(script, depends_on=[child, failed])
+    assert len(fake.submitted) == 3
+
+
+def test_a_parent_the_controller_cannot_be_asked_about_stops_the_submission(
+    adapter: RealSlurmAdapter, fake: FakeSlurm, script: str, tmp_path: Path
+) -> None:
+    parent = adapter.submit_job(script)
+    fake.controller_up = False
+    with pytest.raises(SchedulerUnavailableError, match=f"cannot check the parent job.*{parent}"):
+        adapter.submit_job(script, depends_on=parent, remote_dir=str(tmp_path / "child"))
+    assert len(fake.submitted) == 1 and not (tmp_path / "child").exists()
 
 
 def test_submission_error_carries_the_message(adapter: RealSlurmAdapter, script: str) -> None:
@@ -303,6 +331,7 @@ def test_submit_many_respects_max_array_size(
     adapter: RealSlurmAdapter, fake: FakeSlurm, script: str
 ) -> None:
     fake.max_array = "2"
+    fake.jobs["7"] = {"state": "RUNNING", "exit": "0", "reason": ""}
     ids = adapter.submit_many([script] * 5, depends_on=["7"])
     assert ids == ["100_0", "100_1", "101_0", "101_1", "102"]
     assert [part for part in fake.submitted[0] if part.startswith("--array")] == ["--array=0-1"]

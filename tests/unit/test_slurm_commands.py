@@ -239,8 +239,10 @@ def test_parse_our_squeue() -> None:
 
 def test_parse_recorded_squeue_mixed() -> None:
     found = status.parse_squeue(recorded("squeue_mixed"), RECORDED_SQUEUE)
-    assert found["9"].state is JobState.CANCELLED
-    assert found["10"].state is JobState.CANCELLED and found["10"].reason == "BeginTime"
+    assert found["9"].state is JobState.CANCELLED and found["9"].start_time is not None
+    # cancelled before it ran: squeue keeps the pending reason and a start; it had none
+    assert found["10"].state is JobState.CANCELLED and found["10"].start_time is None
+    assert found["10"].reason == "cancelled while pending (BeginTime)"
     assert found["2"].state is JobState.COMPLETED
     assert found["7"].state is JobState.FAILED and found["7"].reason == "NonZeroExitCode"
     assert found["8"].state is JobState.FAILED
@@ -302,6 +304,23 @@ def test_parse_recorded_sacct() -> None:
     assert found["1"].end_time is None or found["1"].state is JobState.TIMEOUT
     cancelled = [status for status in found.values() if status.state is JobState.CANCELLED]
     assert cancelled and all(status.native_state.startswith("CANCELLED") for status in cancelled)
+
+
+def test_parse_recorded_sacct_of_jobs_cancelled_before_and_after_they_ran() -> None:
+    found = status.parse_sacct(recorded("sacct_cancelled"), RECORDED_SACCT)
+    for ran in ("9", "11"):  # Slurm: 0:0 and a start; a start of their own
+        assert found[ran].start_time is not None and found[ran].exit_code == 0
+    for never in ("10", "12"):  # Slurm: 0:0, no start, the pending reason
+        assert found[never].exit_code is None and found[never].start_time is None
+        assert found[never].reason.startswith("cancelled while pending (")
+    assert found["12"].reason == "cancelled while pending (Dependency)"
+
+
+def test_a_running_job_has_no_reason_even_while_slurm_completes_it() -> None:
+    # squeue while a failing script's job completes (the driver's own --Format fields)
+    found = status.parse_squeue(recorded("squeue_completing"))["1609"]
+    assert found.state is JobState.RUNNING and found.native_state == "COMPLETING"
+    assert found.reason == ""
 
 
 def test_parse_sacct_our_format() -> None:

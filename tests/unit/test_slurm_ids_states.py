@@ -177,3 +177,14 @@ def test_job_list_dedups_and_collapses_big_arrays() -> None:
     asked = [f"9_{index}" for index in range(200)] + ["5", "5", "7_1"]
     assert ids.job_list(asked) == ["9", "5", "7_1"]
     assert ids.job_list(["9_1", "9_2"]) == ["9_1", "9_2"]
+
+
+@pytest.mark.parametrize("typed", ["123", " 123 ", "123_4", "123;cluster"])
+def test_job_id_of_takes_what_users_type(typed: str) -> None:
+    assert ids.job_id_of(typed) in ("123", "123_4")
+
+
+@pytest.mark.parametrize("bad", ["abc", "", "123_[1-3]", "12.x", "ƒCFKYzj"])
+def test_job_id_of_refuses_text_that_is_no_slurm_id(bad: str) -> None:
+    with pytest.raises(ValueError, match="is not a Slurm job id"):
+        ids.job_id_of(bad)

@@ -15,7 +15,8 @@ Around it:
 - ``instance``: what is known of the instance (release, queues), pure;
 - ``versions``: the version policies of the releases (0.26, 0.49);
 - ``command_line``: the ``flux`` command lines and the parsers of their answers, pure;
-- ``status``: a job's state from ``flux jobs``, its eventlog or the bindings, pure;
+- ``status``: a job's state from ``flux jobs`` or the bindings, pure;
+- ``eventlog``: a job's state from its eventlog (where ``flux jobs`` cannot say), pure;
 - ``events``: waiting woken by job ends (native driver);
 - ``bindings``: loading flux-core's Python bindings;
 - ``ids``: the encodings of a Flux job id;

@@ -21,8 +21,8 @@ from ...errors import ConfigurationError, JobNotFoundError, SchedulerUnavailable
 from ...registry import check_driver_choice
 from ...transports.base import Executor
 from ..base import SchedulerAdapter
-from ..driver import SubmitBatch
-from .command_driver import FluxCommands
+from ..submitting import Order, dry_batches
+from .command_driver import MAX_BATCH, FluxCommands
 from .command_line import submit_argv
 from .doctor import adapter_info
 from .ids import F58_PREFIX, InvalidJobIdError, canonical_job_id
@@ -124,30 +124,33 @@ class FluxAdapter(SchedulerAdapter):
         # Expanded unquoted by the script (`$HPCBRIDGE_LAUNCHER -n 2 app`): plain words.
         return " ".join([self.options.flux_command, *self.open().facts.policy.run_command])
 
-    def describe_submission(self, script_path: Any, *args: Any, **kwargs: Any) -> str:
-        """What ``submit_job`` would run.  Through the bindings, the command line
-        the CLI driver would run follows the jobspec.  Where no Flux is reachable
-        (a laptop, CI) it shows what the newest adapter would run and says what it
-        could not check."""
+    def describe_order(self, order: Order) -> str:
+        """What ``submit_job``/``submit_many`` would run.  Through the bindings, the
+        command lines the CLI driver would run follow the jobspecs.  Where no Flux is
+        reachable (a laptop, CI) it shows what the newest adapter would run and says
+        what it could not check."""
         try:
             session = self.open()
         except (SchedulerUnavailableError, ConfigurationError, OSError) as exc:
             newest = POLICIES[0]
-            line = self._command_line(self.dry_batch(script_path, *args, **kwargs), newest)
-            return f"{line}\n# not checked against a broker ({exc}); adapter {newest.name} assumed"
-        text = super().describe_submission(script_path, *args, **kwargs)
+            lines = self._command_lines(order, newest)
+            return f"{lines}\n# not checked against a broker ({exc}); adapter {newest.name} assumed"
+        text = super().describe_order(order)
         if session.driver.name != "native":
             return text
-        line = self._command_line(self.dry_batch(script_path, *args, **kwargs), session.facts)
-        return f"{text}\n# the same job by command (the CLI driver):\n{line}"
+        lines = self._command_lines(order, session.facts)
+        return f"{text}\n# the same by command (the CLI driver):\n{lines}"
 
-    def _command_line(self, batch: SubmitBatch, known: Union[InstanceFacts, FluxPolicy]) -> str:
-        """``flux submit``/``flux batch`` of a batch, planned with ``known`` facts (or a
-        policy alone), without asking the broker anything."""
+    def _command_lines(self, order: Order, known: Union[InstanceFacts, FluxPolicy]) -> str:
+        """``flux submit``/``flux batch`` of each batch of ``order``, planned with ``known``
+        facts (or a policy alone), without asking the broker anything."""
         if isinstance(known, FluxPolicy):
             known = facts(self.uri_setting.value, None, known, "assumed", None)
-        request = flux_plan(plan_batch(batch, known, None, 0.0)).request
-        return shlex.join(submit_argv(self.options.flux_command, known.policy, request))
+        lines = []
+        for batch in dry_batches(order, self.stager, MAX_BATCH):
+            request = flux_plan(plan_batch(batch, known, None, 0.0)).request
+            lines.append(shlex.join(submit_argv(self.options.flux_command, known.policy, request)))
+        return "\n".join(lines)
 
     # -- ids, logs -------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from ..driver import Capabilities, Planned, SubmitBatch, Submitted, Waiter
 from . import command_line as cl
 from . import jobspec as jobspec_module
 from . import status
+from .eventlog import parse_eventlog
 from .instance import InstanceFacts, QueueInfo, parse_config_json, parse_queue_list
 from .plan import (
     DROPPED_KEYS,
@@ -307,7 +308,7 @@ class CLIDriver:
         for job_id in job_ids:
             result = self.commands.run(cl.eventlog_argv(self.flux, job_id))
             if result.ok:
-                facts = status.parse_eventlog(job_id, result.stdout)
+                facts = parse_eventlog(job_id, result.stdout)
                 answers[job_id] = status.status_from_facts(facts)
             else:
                 answers[job_id] = JobStatus(job_id, JobState.UNKNOWN, reason=result.message())

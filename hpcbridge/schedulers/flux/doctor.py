@@ -25,7 +25,10 @@ _SAME_RELEASE = (
 
 
 def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
-    """What is usable for Flux from here; never raises."""
+    """What is usable for Flux from here - what ``submit`` would use; never raises.
+
+    The ``flux`` command missing is not the end: where the bindings reach the
+    instance without it (``FLUX_URI``, ``PYTHONPATH``), they are what is used."""
     if executor is None:
         executor = LocalExecutor(settings.command_timeout, env=settings.command_env)
     where = "" if executor.is_local else f" on {executor.host}"
@@ -33,14 +36,10 @@ def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
     try:
         result = executor.run(version_argv(flux), timeout=30)
     except SchedulerAdapterError as exc:
-        return [Check("flux", False, f"cannot run {flux}{where}: {exc}")]
-    if not result.ok:
-        detail = f"{flux} not found{where} (set HPCBRIDGE_FLUX_COMMAND to its path)"
-        if settings.scheduler != "flux":
-            detail += "; flux is not the selected scheduler"
-        return [Check("flux", False, detail)]
-    versions = parse_flux_version_output(result.stdout)
-    found = [Check("flux commands", True, f"{flux}{where}: {versions.get('commands', '?')}")]
+        return [Check("flux", False, f"cannot run {flux}{where}: {exc}", "flux")]
+    missing = _missing(flux, where, settings) if not result.ok else None
+    if missing is not None and not executor.is_local:
+        return [missing]  # over SSH the commands are the only way
     options = FluxOptions(
         flux_command=flux,
         requested_driver=settings.flux_driver,
@@ -54,9 +53,25 @@ def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
         flux_command=flux,
         uri_setting=setting,
     )
+    if missing is not None and info.get("driver") != "native":
+        return [missing]
+    if missing is None:
+        versions = parse_flux_version_output(result.stdout)
+        commands = Check("flux commands", True, f"{flux}{where}: {versions.get('commands', '?')}")
+    else:  # the bindings work without it: worth knowing, not in the way
+        commands = Check("flux commands", False, f"{missing.detail}; the bindings are used")
+        info["warnings"] = [w for w in info["warnings"] if not w.startswith("flux version")]
     kind = choose_kind(None, settings, setting)
-    found.append(Check("flux job kind", True, f"{kind.kind.value} jobs by default: {kind.reason}"))
-    return found + _checks_from(info)
+    kind_check = Check("flux job kind", True, f"{kind.kind.value} jobs by default: {kind.reason}")
+    return [commands, kind_check, *_checks_from(info)]
+
+
+def _missing(flux: str, where: str, settings: Settings) -> Check:
+    """The check for a ``flux`` that does not run, naming the setting that fixes it."""
+    detail = f"{flux} not found{where} (set HPCBRIDGE_FLUX_COMMAND to its path)"
+    if settings.scheduler != "flux":
+        detail += "; flux is not the selected scheduler"
+    return Check("flux", False, detail, "flux")
 
 
 def adapter_info(
@@ -123,11 +138,11 @@ def session_info(session: FluxSession) -> Dict[str, Any]:
 
 def _checks_from(info: Dict[str, Any]) -> List[Check]:
     if not info.get("driver"):
-        return [Check("flux driver", False, str(info.get("error", "unusable")))]
+        return [Check("flux driver", False, str(info.get("error", "unusable")), "flux")]
     found = [
         Check("flux driver", True, f"{info['driver']} ({info.get('driver_reason', '')})"),
         Check("flux driver can", True, str(info.get("capabilities", ""))),
-        Check("flux instance", bool(info.get("broker_version")), _instance(info)),
+        Check("flux instance", bool(info.get("broker_version")), _instance(info), "flux"),
         Check(
             "flux adapter version",
             info.get("adapter_version") is not None,
@@ -203,7 +218,7 @@ def bindings_advice(error: str, broker_version: Optional[str]) -> str:
             f"{flux_python_line(broker_version)}, or add flux-core's lib directory to "
             "LD_LIBRARY_PATH"
         )
-    if "driver='cli'" in error or "transport is" in error:
+    if "CLI driver was asked for" in error or "transport is" in error:
         return ""  # not a failure: the CLI is the way here
     return f"{flux_python_line(broker_version)} into this Python"
 

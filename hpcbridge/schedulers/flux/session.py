@@ -83,7 +83,9 @@ def choose_uri_setting(settings: Settings, executor: Executor, uri: Optional[str
 def load_bindings(executor: Executor, options: FluxOptions) -> Bindings:
     """The bindings, where they can be used: the CLI driver not forced, commands local."""
     if options.requested_driver == "cli":
-        return Bindings(None, "driver='cli' requested")
+        return Bindings(
+            None, "the CLI driver was asked for (HPCBRIDGE_FLUX_DRIVER=cli, driver='cli')"
+        )
     if not executor.is_local:
         return Bindings(
             None,

@@ -1,8 +1,8 @@
 """A Flux job's state, whoever tells it: ``flux jobs``, its eventlog, or the bindings.
 
 Three sources give the same ``JobFacts`` - the output of ``flux jobs``
-(``--json``, or ``--format`` where a release has no JSON), a job's eventlog,
-and the bindings' ``JobInfo`` - and ``status_from_facts`` makes our
+(``--json``, or ``--format`` where a release has no JSON), a job's eventlog
+(read by ``eventlog``), and the bindings' ``JobInfo`` - and ``status_from_facts`` makes our
 ``JobStatus`` from them.  States and results are mapped from their NAMES,
 never from the one/two-letter display abbreviations (they changed across
 releases, e.g. "S" vs "SCHED").  Pure; each parser is tested against output
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Set
 
-from ...model import JobState, JobStatus
+from ...model import CANCELLED_WHILE_PENDING, JobState, JobStatus
 from .ids import InvalidJobIdError, canonical_job_id
 
 
@@ -151,7 +151,23 @@ def _when(stamp: Optional[float]) -> Optional[datetime]:
     return datetime.fromtimestamp(stamp, tz=timezone.utc)
 
 
+#: the exception Flux raises on a job whose ``afterok`` parent did not complete
+DEPENDENCY_EXCEPTION = "dependency"
+#: a parent in a dependency note: ``after-success=14763950080`` (as submitted: decimal)
+_PARENT = re.compile(r"(after-\w+=)(\d+)\b")
+
+
 def _reason(facts: JobFacts, state: JobState) -> str:
+    if facts.exception_type == DEPENDENCY_EXCEPTION:
+        # the parent as hpcbridge shows ids (F58), not in the decimal it was submitted in
+        note = _PARENT.sub(
+            lambda m: m.group(1) + canonical_job_id(int(m.group(2))), facts.exception_note
+        )
+        return f"DependencyNeverSatisfied ({note})"
+    if facts.exception_type == "cancel" and not facts.t_run:
+        # a job cancelled before it ran: the words of Slurm's and the mock's answer
+        note = f" ({facts.exception_note})" if facts.exception_note else ""
+        return CANCELLED_WHILE_PENDING + note
     if facts.exception_type:
         return f"{facts.exception_type}: {facts.exception_note}".rstrip(": ")
     if state is not JobState.PENDING:
@@ -169,6 +185,10 @@ def status_from_facts(facts: JobFacts) -> JobStatus:
     if state.is_terminal:
         exit_code = exit_code_from(facts.returncode, facts.waitstatus)
         end = _when(facts.t_inactive or facts.t_cleanup)
+    if state is JobState.FAILED and facts.exception_type == DEPENDENCY_EXCEPTION:
+        # Flux fails a child whose parent did not complete (returncode 1, it never
+        # ran); Slurm and the mock cancel it: CANCELLED, no exit code, everywhere.
+        state, exit_code = JobState.CANCELLED, None
     extra: Dict[str, Any] = {}
     if facts.uri:
         extra["uri"] = facts.uri
@@ -316,69 +336,3 @@ def only_unknown_ids(stderr: str) -> bool:
     return bool(lines) and all(
         _UNKNOWN_ID.search(line) or "Filtering options ignored" in line for line in lines
     )
-
-
-def _apply_event(facts: JobFacts, name: str, stamp: Optional[float], context: Any) -> None:
-    """One eventlog event's effect on the facts, in the order Flux writes them."""
-    if name == "submit":
-        facts.t_submit, facts.state = stamp, "DEPEND"
-    elif name in ("depend", "validate"):
-        facts.state = "DEPEND" if name == "validate" else "PRIORITY"
-    elif name == "dependency-add":
-        facts.dependencies.append(str(context.get("description", "")))
-    elif name == "priority":
-        facts.state = "SCHED"
-    elif name == "alloc":
-        facts.state, facts.t_run = "RUN", stamp
-    elif name == "start":
-        facts.state = "RUN"
-    elif name == "exception":
-        # Severity 0 is fatal: the first one is the job's end.
-        if int(context.get("severity", 0)) == 0 and not facts.exception_type:
-            facts.exception_type = str(context.get("type", ""))
-            facts.exception_note = str(context.get("note", ""))
-            facts.state = "CLEANUP" if facts.state == "RUN" else facts.state
-    elif name == "finish":
-        facts.waitstatus, facts.t_cleanup = integer(context.get("status")), stamp
-        facts.state = "CLEANUP"
-    elif name == "clean":
-        facts.state, facts.t_inactive = "INACTIVE", stamp
-
-
-def parse_eventlog(job_id: str, text: str) -> JobFacts:
-    """Facts from ``flux job info ID eventlog`` (one JSON event per line).
-
-    The fallback when ``flux jobs`` cannot answer (e.g. a client of another
-    release: "invalid payload").  A C subcommand, ~10 ms.
-    """
-    facts = JobFacts(id=canonical_job_id(job_id))
-    for line in text.splitlines():
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # empty or garbled lines
-        if isinstance(event, dict):
-            context = event.get("context") or {}
-            _apply_event(facts, str(event.get("name")), number(event.get("timestamp")), context)
-    if facts.state == "INACTIVE":
-        facts.result = _result_from_events(facts)
-        facts.returncode = _returncode_from_events(facts)
-    return facts
-
-
-def _result_from_events(facts: JobFacts) -> str:
-    kind = facts.exception_type
-    if kind == "cancel":
-        return "CANCELED"
-    if kind == "timeout":
-        return "TIMEOUT"
-    if kind:
-        return "FAILED"
-    return "COMPLETED" if facts.waitstatus == 0 else "FAILED"
-
-
-def _returncode_from_events(facts: JobFacts) -> Optional[int]:
-    code = exit_code_from(None, facts.waitstatus)
-    if code is None and facts.exception_type:
-        return 1  # Flux's returncode for a job that never ran (e.g. a failed dependency)
-    return code

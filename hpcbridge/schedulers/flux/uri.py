@@ -10,18 +10,23 @@ A value is either a URI, used as given (``local://``, ``ssh://``), or a
 ``slurm:<id>``, ``lsf:<id>``, ``pid:<pid>``, ``jobid:<id>`` or a bare Flux
 job id (a nested instance made by ``flux batch``) - in-process with the
 bindings when they work here, else by running ``flux uri`` where the commands
-run.  A job that is still starting is waited for, up to the ready timeout.
-The answer is turned into the ``local://`` form when the target runs where
-the commands run (``local_form``).
+run.  A job that is still starting is waited for, up to the ready timeout;
+a target that names no running job (never existed, ended, still not up)
+raises ``JobNotFoundError``.  The answer is turned into the ``local://``
+form when the target runs where the commands run (``local_form``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import platform
-from typing import Any, Callable, Optional, Tuple
+import sys
+import tempfile
+from typing import Any, Callable, Iterator, List, Optional, Tuple
 
-from ...errors import ConfigurationError
+from ...errors import ConfigurationError, JobNotFoundError
 from ...retrying import retry
 from ...transports.base import Executor
 from .command_driver import FluxCommands
@@ -129,7 +134,7 @@ def resolve_target(
         try:
             uri = parent.resolve_uri(text, target_policy(options), budget)
         except LookupError as exc:
-            raise ConfigurationError(f"cannot resolve {target!r}: {exc}") from None
+            raise not_resolved(target, str(exc)) from None
     if local is False:
         return uri
     localized = local_form(uri, here())
@@ -143,20 +148,57 @@ def target_policy(options: FluxOptions) -> FluxPolicy:
     return policy_by_name(options.adapter_version) if options.adapter_version else POLICIES[0]
 
 
+def not_resolved(target: str, why: str) -> JobNotFoundError:
+    """A target that names no running job with an instance to reach (exit 4)."""
+    return JobNotFoundError(
+        f"cannot resolve {target!r}: no running job with a Flux instance ({why}); check "
+        "that the job exists and runs (squeue, flux jobs), or wait until it started"
+    )
+
+
 def _native_uri(flux_module: Any, target: str, parent_uri: Optional[str], budget: float) -> str:
     """In-process resolution, retried while the job is starting; "" to let the CLI try."""
+    said: List[str] = []
     try:
-        return retry(
-            lambda: resolve_uri_natively(flux_module, target, parent_uri),
-            budget=budget,
-            retry_on=(LookupError,),
-            what=f"resolving {target}",
-        )
+        with _stderr_kept(said):
+            return retry(
+                lambda: resolve_uri_natively(flux_module, target, parent_uri),
+                budget=budget,
+                retry_on=(LookupError,),
+                what=f"resolving {target}",
+            )
     except LookupError as exc:
-        raise ConfigurationError(f"cannot resolve {target!r}: {exc}") from None
+        raise not_resolved(target, str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - the CLI may still manage
-        log.debug("native URI resolution of %s failed (%s); trying flux uri", target, exc)
+        words = "; ".join(said)
+        log.debug(
+            "native URI resolution of %s failed (%s: %s); trying flux uri", target, exc, words
+        )
         return ""
+
+
+@contextlib.contextmanager
+def _stderr_kept(said: List[str]) -> Iterator[None]:
+    """Keep what the resolver's own subprocesses write to stderr (Flux's Slurm plugin runs
+    ``squeue``, whose "slurm_load_jobs error: ..." would appear as a raw line) in ``said``."""
+    try:
+        fileno = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # no real stderr (captured): nothing leaks
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(fileno)
+    with tempfile.TemporaryFile(mode="w+b") as kept:
+        os.dup2(kept.fileno(), fileno)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, fileno)
+            os.close(saved)
+            kept.seek(0)
+            text = kept.read().decode("utf-8", "replace")
+            said.extend(line.strip() for line in text.splitlines() if line.strip())
 
 
 def resolve_uri_natively(flux_module: Any, target: str, parent_uri: Optional[str]) -> str:

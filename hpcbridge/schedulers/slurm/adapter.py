@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping, Optional
 
+from ...errors import JobNotFoundError
 from ...registry import check_driver_choice
 from ...transports.base import Executor
 from ..base import SchedulerAdapter
 from ..driver import OpenDriver
 from .cli import SlurmCliDriver
-from .ids import normalize_job_id
+from .ids import job_id_of
 from .native import choose_slurm_driver
 
 
@@ -73,7 +74,10 @@ class RealSlurmAdapter(SchedulerAdapter):
         return f"{super().poll_target}|{conf}"
 
     def normalize_job_id(self, job_id: Any) -> str:
-        return normalize_job_id(job_id)
+        try:
+            return job_id_of(job_id)
+        except ValueError as exc:
+            raise JobNotFoundError(str(exc)) from None
 
     def max_array_size(self) -> int:
         """Tasks per array: the cluster's ``MaxArraySize`` (asked once) or the override."""

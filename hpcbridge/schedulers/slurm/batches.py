@@ -11,6 +11,7 @@ from typing import Callable, List, Optional
 
 from ...errors import JobSubmissionError, SubmissionUncertainError
 from ...model import JobState, JobStatus
+from ..dependencies import refuse_unmet
 from ..driver import Capabilities, PartialSubmissionError, Planned, SubmitBatch, Submitted
 from .ids import array_task_ids
 from .messages import arrays_refused
@@ -45,7 +46,12 @@ def spec_for(batch: SubmitBatch, task_index: Optional[int] = None) -> SubmitSpec
 
 
 def plan_batch(batch: SubmitBatch) -> Planned:
-    """The batch as its first submission: a plain job or the whole array."""
+    """The batch as its first submission: a plain job or the whole array.
+
+    Parents are checked here, not left to sbatch: Slurm takes
+    ``--dependency=afterok:<an id it never had>`` and runs the job (it cannot
+    tell such an id from one purged long ago)."""
+    refuse_unmet(batch)
     return Planned(batch, spec_for(batch))
 
 

@@ -52,8 +52,9 @@ class SlurmCliDriver:
         shell).  ``max_array_size`` overrides the cluster's ``MaxArraySize``.
         ``query_retries``: seconds a question to a busy controller is asked again
         for (default: 10, or the command timeout if shorter); past them the answer
-        is "unreachable" and the wait loop rides the outage out at its own pace.  ``light_rounds``: whether squeue has
-        ``--only-job-state`` (``None``: from Slurm's version, asked once)."""
+        is "unreachable" and the wait loop rides the outage out at its own pace.
+        ``light_rounds``: whether squeue has ``--only-job-state`` (``None``: from
+        Slurm's version, asked once)."""
         self.executor = executor
         self.command_timeout = command_timeout
         self.env = dict(env) if env else None
@@ -246,7 +247,7 @@ class SlurmCliDriver:
         """What sacct remembers of these ids (nothing when accounting is off)."""
         result = self._run(status.sacct_argv(job_ids))
         if not result.ok:
-            message = result.message()
+            message = messages.scheduler_message(result.message())  # one line, never raw
             if not messages.accounting_disabled(message):
                 log.warning("sacct failed (exit %s): %s", result.returncode, message)
             elif not self._accounting_off_noted:
@@ -285,7 +286,8 @@ class SlurmCliDriver:
         if self._config is None:
             result = self._run(control.scontrol_config_argv())
             if not result.ok:
-                log.warning("scontrol show config failed: %s", result.message())
+                message = messages.scheduler_message(result.message())
+                log.warning("scontrol show config failed: %s", message)
                 return {}
             self._config = control.parse_scontrol_config(result.stdout)
         return self._config

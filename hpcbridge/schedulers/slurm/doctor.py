@@ -24,7 +24,7 @@ def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
     try:
         version = executor.run(["sbatch", "--version"], timeout=30)
     except SchedulerAdapterError as exc:
-        return [Check("slurm", False, f"cannot run sbatch{where}: {exc}")]
+        return [Check("slurm", False, f"cannot run sbatch{where}: {exc}", "slurm")]
     if not version.ok:
         # 127: no such command; anything else: it is there but fails (no slurm.conf...).
         detail = (
@@ -34,7 +34,7 @@ def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
         )
         if not selected:
             detail += " (slurm is not the selected scheduler)"
-        return [Check("slurm", False, detail)]
+        return [Check("slurm", False, detail, "slurm")]
     found: List[Check] = [Check("slurm commands", True, f"sbatch{where}: {version.stdout.strip()}")]
     found.append(_controller(executor))
     cli = SlurmCliDriver(executor, min(settings.command_timeout, 30.0))
@@ -47,10 +47,10 @@ def _controller(executor: Executor) -> Check:
     try:
         ping = executor.run(["scontrol", "ping"], timeout=30)
     except SchedulerAdapterError as exc:
-        return Check("slurm controller", False, f"scontrol ping failed: {exc}")
+        return Check("slurm controller", False, f"scontrol ping failed: {exc}", "slurm")
     text = scheduler_message(ping.stdout or ping.stderr)
     up = ping.ok and "is UP" in ping.stdout
-    return Check("slurm controller", up, text or f"scontrol ping exited {ping.returncode}")
+    return Check("slurm controller", up, text or f"scontrol ping exited {ping.returncode}", "slurm")
 
 
 def _accounting(cli: SlurmCliDriver) -> Check:
@@ -77,7 +77,9 @@ def _driver(executor: Executor, cli: SlurmCliDriver, settings: Settings) -> List
     the import cannot end the process (a bad SLURM_CONF) or load another cluster."""
     _, choice = choose_slurm_driver("auto", executor, cli, settings.command_env)
     # The choice's reason, not what happens to be installed: over SSH it is the transport.
+    # Without pyslurm the commands do the work, unless pyslurm was asked for.
+    needed = "slurm" if settings.slurm_driver == "native" else None
     return [
-        Check("pyslurm", choice.name == "native", choice.reason),
+        Check("pyslurm", choice.name == "native", choice.reason, needed),
         Check("slurm driver", True, f"{choice.name} ({choice.reason})"),
     ]

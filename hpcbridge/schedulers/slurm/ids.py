@@ -22,6 +22,23 @@ def normalize_job_id(job_id: object) -> str:
     return text.split(";", 1)[0].strip()
 
 
+#: what a user may name a job by: a job (``123``) or an array task (``123_4``)
+_TYPED_ID = re.compile(r"^\d+(?:_\d+)?$")
+
+
+def job_id_of(text: object) -> str:
+    """A job id as a user types it (``123``, ``123_4``, ``123;cluster``), as recorded;
+    ``ValueError`` for text that is no Slurm job id (squeue would say only that it
+    failed, and the id would look like a controller that cannot be asked)."""
+    job_id = normalize_job_id(text)
+    if not _TYPED_ID.match(job_id):
+        raise ValueError(
+            f"{str(text).strip()!r} is not a Slurm job id (expected a number such as 123, "
+            "or 123_4 for a task of an array)"
+        )
+    return job_id
+
+
 def split_job_id(job_id: str) -> Tuple[str, Optional[int]]:
     """``"123_4"`` -> ``("123", 4)``; ``"123"`` -> ``("123", None)``."""
     if "_" not in job_id:

@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
 from ...durations import format_slurm_time
 from ...model import JobStatus
 from .ids import expand_array_spec
-from .states import map_state
+from .states import map_state, settled
 from .status import KEY_PREFIX
 from .submission import SubmitSpec, dependency_text
 
@@ -121,7 +121,7 @@ def status_from_job(job: Any, job_id: Optional[str] = None) -> JobStatus:
     extra: Dict[str, Any] = {"raw_id": str(getattr(job, "id", ""))}
     if folded:
         extra[EXIT_CODE_FOLDED] = True
-    return JobStatus(
+    status = JobStatus(
         job_id=job_id or (ids[0] if ids else str(getattr(job, "id", ""))),
         state=state,
         exit_code=exit_code,
@@ -131,6 +131,7 @@ def status_from_job(job: Any, job_id: Optional[str] = None) -> JobStatus:
         reason="" if reason in ("None", "(null)") else reason,
         extra=extra,
     )
+    return settled(status)
 
 
 def unfold_exit_code(status: JobStatus, recorded: Optional[int]) -> JobStatus:

@@ -7,7 +7,7 @@ import re
 from datetime import datetime, tzinfo
 from typing import Dict, Optional
 
-from ...model import JobState
+from ...model import CANCELLED_WHILE_PENDING, JobState, JobStatus
 
 #: Every Slurm job state (long form, as squeue %T / sacct State print it).
 STATE_MAP: Dict[str, JobState] = {
@@ -140,3 +140,29 @@ def parse_time(text: str, zone: Optional[tzinfo] = None) -> Optional[datetime]:
     if zone is not None:
         return moment.replace(tzinfo=zone)
     return moment.astimezone()  # a naive time is local time: attach the local zone
+
+
+#: Slurm's reason for a job whose parent did not complete (``--kill-on-invalid-dep``)
+NEVER_SATISFIED = "DependencyNeverSatisfied"
+
+
+def settled(status: JobStatus) -> JobStatus:
+    """A status in the words every scheduler uses, where Slurm's own would mislead.
+
+    - A running job (RUNNING, COMPLETING...) has no reason: Slurm keeps the one
+      it will end with (a failing script shows ``COMPLETING``, ``NonZeroExitCode``).
+    - A job cancelled before it ran has no exit code and no start: Slurm reports
+      ``0:0``, sacct no start, squeue start = end = the cancel, and both keep its
+      pending reason (``BeginTime``, ``Dependency``) where a job that ran has
+      ``None``; its reason is ``cancelled while pending`` (with Slurm's).
+    """
+    if status.state is JobState.RUNNING and status.reason:
+        return status.with_(reason="")
+    if status.state is not JobState.CANCELLED or status.exit_code not in (0, None):
+        return status
+    if status.start_time is not None and not status.reason:
+        return status  # it ran: exit 0 is its own
+    reason = status.reason
+    if not reason.startswith(NEVER_SATISFIED):  # that one already says why, everywhere
+        reason = CANCELLED_WHILE_PENDING + (f" ({reason})" if reason else "")
+    return status.with_(exit_code=None, start_time=None, reason=reason)

@@ -10,7 +10,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...model import JobStatus
 from .ids import expand_job_id, job_list, normalize_job_id, split_job_id
-from .states import map_state, parse_exit_code, parse_time, parse_wait_status
+from .states import map_state, parse_exit_code, parse_time, parse_wait_status, settled
 
 #: ``squeue --Format`` fields.  Each is ``Name:0|``: width 0 = never truncated,
 #: ``|`` the suffix that separates them.  ``--Format`` rather than ``--format``
@@ -192,7 +192,7 @@ def _status_from_row(job_id: str, row: Mapping[str, str], zone: Optional[tzinfo]
     start = parse_time(row.get("start", ""), zone) if state.rank >= 1 else None
     end = parse_time(row.get("end", ""), zone) if state.is_terminal else None
     extra = {"raw_id": row["raw_id"]} if row.get("raw_id") else {}
-    return JobStatus(
+    status = JobStatus(
         job_id=job_id,
         state=state,
         exit_code=exit_code,
@@ -202,6 +202,7 @@ def _status_from_row(job_id: str, row: Mapping[str, str], zone: Optional[tzinfo]
         reason=_clean_reason(row.get("reason", "")),
         extra=extra,
     )
+    return settled(status)
 
 
 def _statuses(text: str, columns: Sequence[str], zone: Optional[tzinfo]) -> Dict[str, JobStatus]:
