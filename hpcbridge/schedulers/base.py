@@ -8,9 +8,10 @@ The contract every adapter keeps (the README shows it from the caller's side):
   and a wrapper into one folder, submit, and record every job that went in
   before returning or raising - a record is never lost, a job never submitted
   twice.  ``describe_submission`` / ``describe_many`` show what would be sent.
-- ``get_job_status(es)`` answers every id with one scheduler query for all
-  unfinished ones.  A state never goes backwards; a final state is final.  A
-  job the scheduler no longer knows is looked up in the exit-code file its
+- ``get_job_status(es)`` answers every id with one scheduler round for all
+  unfinished ones, at the polite rate shared by every process of this user
+  here (``polling``).  A state never goes backwards; a final state is final.
+  A job the scheduler no longer knows is looked up in the exit-code file its
   wrapper wrote; only then is it UNKNOWN ("cannot tell right now").
 - ``wait_until_complete`` / ``wait`` / ``wait_all`` return whatever the final
   state is; only a streak of UNKNOWN raises ``JobNotFoundError`` and only the
@@ -48,11 +49,11 @@ from ..store import JobStore
 from ..transports.base import Executor
 from ..transports.local import LocalExecutor
 from . import staging
-from .driver import Session, unreachable
+from .driver import SchedulerDriver, Session
 from .following import Following
 from .staging import DependsOn, JobInput, Stager
 from .submitting import Order, Submission
-from .tracking import JobTracker, Placement, exit_code_from_file, read_output
+from .tracking import JobTracker, Placement, ask, exit_code_from_file, read_output
 from .waiting import ProgressCallback, StatusCallback
 
 log = logging.getLogger("hpcbridge")
@@ -225,8 +226,7 @@ class SchedulerAdapter(ABC):
         **options: Any,
     ) -> str:
         """What ``submit_job`` would run, without staging or submitting anything."""
-        task = lambda: [staging.make_task(script_path, (), None, None, must_exist=False)]  # noqa: E731
-        return self.describe_order(self._order(task, resources, depends_on, remote_dir, options))
+        return self.describe_many([script_path], resources, depends_on, remote_dir, **options)
 
     def describe_many(
         self,
@@ -261,17 +261,9 @@ class SchedulerAdapter(ABC):
 
     def _submission(self) -> Submission:
         """A submission through the open session's driver, recorded where this adapter records."""
-        driver = self.open().driver
         where = Placement(self.scheduler_name, self.executor.kind, self.host_label)
-        return Submission(
-            driver,
-            self.stager,
-            self.tracker,
-            where,
-            self.instance_label,
-            self.launcher,
-            self.get_job_statuses,
-        )
+        parts = (self.stager, self.tracker, where, self.instance_label, self.launcher)
+        return Submission(self.open().driver, *parts, self.get_job_statuses)
 
     # -- status -----------------------------------------------------------
 
@@ -285,24 +277,22 @@ class SchedulerAdapter(ABC):
         ids = list(dict.fromkeys(self.normalize_job_id(job_id) for job_id in job_ids))
         try:
             following = self.following()
-        except (ConfigurationError, SchedulerUnavailableError) as exc:
-            reason = f"cannot reach the {self.scheduler_name} scheduler: {exc}"
+        except (ConfigurationError, SchedulerUnavailableError):
+            # Every id unreachable, with the reason (tracking.ask opens the session again).
             return self.tracker.refresh(
-                ids, lambda asked: {i: unreachable(i, reason) for i in asked}
+                ids, lambda asked: ask(self._driver, self.scheduler_name, asked)
             )
         return following.statuses(ids)
 
+    def _driver(self) -> SchedulerDriver:
+        return self.open().driver
+
     # -- waiting ----------------------------------------------------------
 
-    def wait_until_complete(
-        self,
-        job_id: Any,
-        poll_interval: Optional[float] = None,
-        timeout: Optional[float] = None,
-        on_change: Optional[StatusCallback] = None,
-    ) -> str:
-        """Wait until the job ends (whatever its final state); return its log path."""
-        self.wait(job_id, poll_interval=poll_interval, timeout=timeout, on_change=on_change)
+    def wait_until_complete(self, job_id: Any, *args: Any, **kwargs: Any) -> str:
+        """Wait until the job ends (whatever its final state); return its log path.
+        Takes ``wait``'s arguments."""
+        self.wait(job_id, *args, **kwargs)
         return self.log_path(job_id)
 
     def wait(
@@ -312,11 +302,9 @@ class SchedulerAdapter(ABC):
         timeout: Optional[float] = None,
         on_change: Optional[StatusCallback] = None,
     ) -> JobStatus:
-        """Wait until the job ends; return its final status."""
+        """Wait until the job ends; return its final status (``wait_all`` of one)."""
         job_id = self.normalize_job_id(job_id)
-        return self.wait_all(
-            [job_id], poll_interval=poll_interval, timeout=timeout, on_change=on_change
-        )[job_id]
+        return self.wait_all([job_id], poll_interval, timeout, on_change)[job_id]
 
     def wait_all(
         self,
