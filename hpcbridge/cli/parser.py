@@ -148,24 +148,7 @@ def _add_submit(sub: Sub) -> None:
         metavar="NAME=VALUE",
         help="set a variable in the job's environment (repeatable)",
     )
-    submit.add_argument(
-        "--after",
-        action="append",
-        default=[],
-        metavar="ID",
-        help="start only after job ID completed (repeatable)",
-    )
-    submit.add_argument(
-        "--wait", action="store_true", help="follow the job; exit 0 only if COMPLETED"
-    )
-    _add_poll_flag(submit)
-    submit.add_argument("--timeout", type=float, help="give up waiting after this many seconds")
-    submit.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print the exact command (or jobspec) and submit nothing",
-    )
-    submit.add_argument("--json", action="store_true")
+    _add_submit_tail(submit, "print the exact command (or jobspec) and submit nothing")
 
 
 def _add_submit_many(sub: Sub) -> None:
@@ -180,17 +163,28 @@ def _add_submit_many(sub: Sub) -> None:
     _add_resource_flags(many)
     _add_target_flags(many)
     _add_nested_flag(many)
-    many.add_argument("--remote-dir")
-    many.add_argument("--after", action="append", default=[], metavar="ID")
-    many.add_argument("--wait", action="store_true")
-    _add_poll_flag(many)
-    many.add_argument("--timeout", type=float)
-    many.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print the exact command (or jobspec) of each submission and submit nothing",
+    many.add_argument("--remote-dir", help="the jobs' folder (default: a new one)")
+    _add_submit_tail(
+        many, "print the exact command (or jobspec) of each submission and submit nothing"
     )
-    many.add_argument("--json", action="store_true")
+
+
+def _add_submit_tail(parser: argparse.ArgumentParser, dry_run: str) -> None:
+    """What ``submit`` and ``submit-many`` share: parents, following, dry run, JSON."""
+    parser.add_argument(
+        "--after",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="start only after job ID completed (repeatable)",
+    )
+    parser.add_argument(
+        "--wait", action="store_true", help="follow the jobs; exit 0 only if all COMPLETED"
+    )
+    _add_poll_flag(parser)
+    parser.add_argument("--timeout", type=float, help="give up waiting after this many seconds")
+    parser.add_argument("--dry-run", action="store_true", help=dry_run)
+    parser.add_argument("--json", action="store_true")
 
 
 def _add_following(sub: Sub) -> None:
