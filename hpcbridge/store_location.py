@@ -137,9 +137,12 @@ def choose(asked: Path, mount_table: Optional[str] = None) -> StoreLocation:
     return StoreLocation(local, asked, filesystem, asked.parent / "records")
 
 
-def local_state_folder(folder: Path, mount_table: Optional[str] = None) -> Path:
-    """``folder`` itself on a local disk, else its local stand-in (the mock's state)."""
+def machine_folder(folder: Path, mount_table: Optional[str] = None) -> Path:
+    """``folder`` itself on a local disk, else one folder of this machine's local disk
+    by its name (``<local root>/<name>``): the state of something that belongs to the
+    machine (the mock scheduler, whose ids are unique per machine), whatever shared
+    place - or mount of it - asked for it."""
     folder = Path(os.path.abspath(folder))
     if is_network(filesystem_of(folder, mount_table)):
-        return local_folder_for(folder)
+        return local_state_root() / folder.name
     return folder

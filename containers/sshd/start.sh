@@ -63,11 +63,12 @@ fi
 # ---------------------------------------------------------------- packages
 need_install=
 [ -x "$SSHD_BIN" ] || need_install=1
-for tool in ssh sftp ssh-keygen ssh-keyscan; do
+# sshfs: the tests mount the test user's folders twice, as two login nodes sharing a home.
+for tool in ssh sftp ssh-keygen ssh-keyscan sshfs; do
     command -v "$tool" >/dev/null 2>&1 || need_install=1
 done
 if [ -n "$need_install" ]; then
-    log "installing openssh-server openssh-client"
+    log "installing openssh-server openssh-client sshfs"
     export DEBIAN_FRONTEND=noninteractive
     # Without systemd, the package's postinst would start a system-wide sshd
     # on 0.0.0.0:22 through invoke-rc.d.  Deny that with a temporary
@@ -83,7 +84,8 @@ if [ -n "$need_install" ]; then
     # another apt-get runs concurrently (e.g. a Slurm setup script).
     apt_opts=(-o DPkg::Lock::Timeout=600)
     apt_install() {
-        apt-get "${apt_opts[@]}" install -y --no-install-recommends openssh-server openssh-client
+        apt-get "${apt_opts[@]}" install -y --no-install-recommends openssh-server openssh-client \
+            sshfs
     }
     if ! apt_install; then
         log "apt-get install failed; running apt-get update and retrying"

@@ -378,6 +378,8 @@ class SchedulerAdapter(ABC):
         return f"{self.scheduler_name} via {self.executor.kind} ({how})"
 
     def close(self) -> None:
+        if self._following is not None:
+            self._following.poller.release()  # the next process here polls at once
         if self._session is not None:
             self._session.driver.close()
         self.executor.close()

@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from ..errors import ConfigurationError, JobSubmissionError
 from ..jobscript import TASK_INDEX_VARIABLE
 from ..model import JobState, JobStatus
-from ..store_location import local_state_folder
+from ..store_location import machine_folder
 from .base import SchedulerAdapter, exit_code_from_file
 from .dependencies import refuse_unmet
 from .driver import (
@@ -203,8 +203,9 @@ class MockAdapter(SchedulerAdapter):
                 "the mock scheduler runs jobs on this machine; use the local transport "
                 "(HPCBRIDGE_TRANSPORT=local)"
             )
-        # Its supervisors lock files there: a folder on a local disk (store_location).
-        self.root = local_state_folder(self.settings.state_path / "mock")
+        # Its supervisors lock files there, and its ids are this machine's: one folder
+        # on a local disk (store_location.machine_folder).
+        self.root = machine_folder(self.settings.state_path / "mock")
         self.slots = slots or os.cpu_count() or 1
 
     def _open_session(self) -> OpenDriver:

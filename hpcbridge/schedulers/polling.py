@@ -52,6 +52,8 @@ SLOW_AFTER = 0.5
 LEASE_INTERVALS = 2.0
 #: a wanted id is forgotten this many intervals after its process last asked for it
 WANT_INTERVALS = 3.0
+#: seconds a one-off question waits past the poller's next round before asking itself
+NEXT_ROUND_SLACK = 1.5
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS poll_lease (
@@ -67,6 +69,27 @@ CREATE TABLE IF NOT EXISTS poll_answers (
     answer TEXT NOT NULL, PRIMARY KEY (target, job_id)
 );
 """
+
+
+def owner_name() -> str:
+    """Who holds a poll: this host, this process, and a random part (one per Poller)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def alive(owner: str) -> bool:
+    """Whether the process named by ``owner`` still runs (always assumed on another host:
+    its lease runs out instead)."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def encode(status: JobStatus) -> str:
@@ -111,18 +134,22 @@ class PollBoard:
         rows = [(target, job_id, owner, until, interval) for job_id in job_ids]
         self.store.write_many("INSERT OR REPLACE INTO poll_wants VALUES (?, ?, ?, ?, ?)", rows)
 
-    def take(self, target: str, owner: str, now: float, until: float, gap: float) -> bool:
-        """Hold the poll of ``target`` until ``until`` if nobody else holds it now and
-        nobody asked the scheduler less than ``gap`` ago (a poll handed on keeps the pace)."""
+    def take(
+        self, target: str, owner: str, now: float, until: float, pace: Optional[float]
+    ) -> bool:
+        """Hold the poll of ``target`` until ``until``, unless another live process holds
+        it now - or, with ``pace``, somebody asked the scheduler less than ``pace`` ago
+        (a poll handed on keeps the rate; a one-off question passes ``None``)."""
         self._ensure()
 
         def claim(connection: Any) -> bool:
             row = connection.execute(
                 "SELECT owner, until, last_round FROM poll_lease WHERE target = ?", (target,)
             ).fetchone()
-            if row is not None and row[0] != owner and row[1] > now:
+            if row is not None and row[0] not in ("", owner) and row[1] > now and alive(row[0]):
                 return False
-            if row is not None and row[2] is not None and now - float(row[2]) < gap:
+            recent = row is not None and row[2] is not None and now - float(row[2]) < (pace or 0)
+            if pace is not None and recent:
                 return False
             connection.execute(
                 "INSERT INTO poll_lease (target, owner, until) VALUES (?, ?, ?) "
@@ -132,6 +159,16 @@ class PollBoard:
             return True
 
         return bool(self.store.transaction(claim))
+
+    def holder(self, target: str, now: float) -> Optional[Tuple[str, float]]:
+        """The live process holding the poll, and when it last asked; ``None``: nobody."""
+        self._ensure()
+        rows = self.store.query(
+            "SELECT owner, until, last_round FROM poll_lease WHERE target = ?", (target,)
+        )
+        if not rows or not rows[0][0] or rows[0][1] <= now or not alive(rows[0][0]):
+            return None
+        return str(rows[0][0]), float(rows[0][2] or 0.0)
 
     def wanted(self, target: str, now: float) -> Tuple[List[str], float]:
         """Every id some process still waits on (less those answered final), and the
@@ -212,7 +249,7 @@ class Poller:
         self.interval = interval
         self.board = board
         self.target = target
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.owner = owner_name()
         self._lock = threading.Lock()
         #: when this process last asked the scheduler itself (monotonic), and how long it took
         self._last_round = -float("inf")
@@ -251,13 +288,19 @@ class Poller:
                 if self.due():
                     self._round(job_ids)
                 return self._fresh(job_ids, since)
-            found = self._ask_shared(job_ids, since)
+            found = self._ask_shared(job_ids, since, patient)
             if patient and len(found) < len(set(job_ids)):
                 found = self._wait_for_answers(job_ids, found, since)
             return found
 
-    def _ask_shared(self, job_ids: List[str], since: float) -> Dict[str, JobStatus]:
-        """One look at the shared poll: a round of our own when it is ours and due."""
+    def _ask_shared(
+        self, job_ids: List[str], since: float, patient: bool = False
+    ) -> Dict[str, JobStatus]:
+        """One look at the shared poll: a round of our own when it is ours and due.
+
+        A one-off question (``patient``) asks at once unless another live process is
+        polling; a waiter keeps the pace of the last round, whoever asked it.
+        """
         assert self.board is not None
         now = time.time()
         until = now + WANT_INTERVALS * self.gap()
@@ -266,9 +309,9 @@ class Poller:
         # The poller asks as often as the most eager waiter wants, never more.
         interval = min(self.interval, least)
         lease = now + LEASE_INTERVALS * self.gap(interval) + self._duration
-        if self.due(interval) and self.board.take(
-            self.target, self.owner, now, lease, self.gap(interval)
-        ):
+        due = patient or self.due(interval)
+        pace = None if patient else self.gap(interval)
+        if due and self.board.take(self.target, self.owner, now, lease, pace):
             answers = self._round(list(dict.fromkeys([*job_ids, *others])))
             lease = time.time() + LEASE_INTERVALS * self.gap(interval) + self._duration
             self.board.publish(self.target, self.owner, answers, time.time(), lease)
@@ -282,12 +325,16 @@ class Poller:
     def _wait_for_answers(
         self, job_ids: List[str], found: Dict[str, JobStatus], since: float
     ) -> Dict[str, JobStatus]:
-        deadline = Deadline(self.gap())
+        """Another process polls: its next round, a little after it is due, has our ids."""
+        assert self.board is not None
+        holder = self.board.holder(self.target, time.time())
+        last = holder[1] if holder else time.time()
+        deadline = Deadline(max(last + self.gap() - time.time(), 0.0) + NEXT_ROUND_SLACK)
         while len(found) < len(set(job_ids)) and not deadline.expired:
-            deadline.sleep(min(0.2, self.gap()))
-            found = self._ask_shared(job_ids, since)
+            deadline.sleep(0.2)
+            found = self._ask_shared(job_ids, since, patient=True)
         missing = [job_id for job_id in dict.fromkeys(job_ids) if job_id not in found]
-        if missing:  # nobody answered within a gap: ask ourselves, once
+        if missing:  # nobody answered in time: ask ourselves, once
             self._round(missing)
         return self._fresh(job_ids, since)
 

@@ -8,7 +8,9 @@ RPC counts are this module's alone:
   and each end known within a second of the job's last act (the wrapper writing
   its exit-code file) - over SSH within two;
 - 8 processes of one user each waiting on 25 of those jobs cost the controller
-  what one process waiting on all 200 does (one shared poll, through the store).
+  what one process waiting on all 200 does (one shared poll, through the store);
+- on a Slurm 25.11 cluster that rate-limits every user's RPCs (``rl_enable``, a small
+  bucket), 8 processes waiting on 500 jobs end with no error reaching them.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from hpcbridge.model import JobState, JobStatus
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
 from hpcbridge.store import JobStore
 from hpcbridge.transports.local import LocalExecutor
-from tests.support.slurm_clusters import job_info_rpcs, own_cluster, sdiag_reset
+from tests.support.slurm_clusters import PREFIX, job_info_rpcs, own_cluster, sdiag_reset
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -139,47 +141,81 @@ WAITER = textwrap.dedent(
 )
 
 
-def test_eight_processes_cost_what_one_does(
-    cluster: Dict[str, str], one_process: Any, tmp_path: Path
-) -> None:
-    """8 processes of one user on one host, 25 jobs each, one shared store (the default
-    place under their one state folder): one poll for all of them."""
-    script = write_script(tmp_path / "scripts")
+@pytest.fixture(scope="module")
+def rate_limited() -> Iterator[Dict[str, str]]:
+    """A Slurm 25.11 cluster of the module's own that rate-limits each user's RPCs hard:
+    a bucket of 2, refilled by 1 a second (8 submissions at once already exceed it)."""
+    limits = "SlurmctldParameters=rl_enable,rl_bucket_size=2,rl_refill_rate=1,rl_refill_period=1"
+    with own_cluster("ratelimit", 7957, prefix=PREFIX, extra_conf=limits) as env:
+        yield env
+
+
+def start_waiters(
+    cluster: Dict[str, str], state: Path, script: str, count: int, per: int, interval: float
+) -> List[subprocess.Popen]:
+    """``count`` processes of one user, ``per`` jobs each, one state folder; each
+    submits, says so, and waits on its jobs once told to go."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HPCBRIDGE_", "SLURM_"))}
+    if cluster.get("HPCBRIDGE_SLURM_BIN"):  # that cluster's own commands
+        env["PATH"] = f"{cluster['HPCBRIDGE_SLURM_BIN']}{os.pathsep}{env.get('PATH', '')}"
+    argv = [sys.executable, "-c", WAITER, str(state), cluster["SLURM_CONF"], script]
     processes = [
         subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                WAITER,
-                str(tmp_path / "state"),
-                cluster["SLURM_CONF"],
-                script,
-                str(JOBS // 8),
-                str(INTERVAL),
-            ],
+            [*argv, str(per), str(interval)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             env=env,
         )
-        for _ in range(8)
+        for _ in range(count)
     ]
     for process in processes:
-        assert process.stdout is not None and process.stdout.readline().startswith("SUBMITTED")
-    sdiag_reset(cluster)
-    started = time.monotonic()
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("SUBMITTED"), line + (
+            process.stderr.read() if process.stderr else ""
+        )
+    return processes
+
+
+def finish_waiters(processes: List[subprocess.Popen]) -> None:
+    """Tell every waiter to go; each must end with every job COMPLETED and exit 0."""
     for process in processes:
         assert process.stdin is not None
         process.stdin.write("go\n")
         process.stdin.flush()
-    outputs = [process.communicate(timeout=600) for process in processes]
-    waited = time.monotonic() - started
-    rpcs = job_info_rpcs(cluster)
-    for process, (out, err) in zip(processes, outputs):
+    for process in processes:
+        out, err = process.communicate(timeout=900)
         assert process.returncode == 0, err
         assert "STATES ['COMPLETED']" in out, out + err
+
+
+def test_rate_limited_controller_no_error_reaches_a_caller(
+    rate_limited: Dict[str, str], tmp_path: Path
+) -> None:
+    """Slurm 25.11 with rl_enable and a small bucket: 8 processes waiting on 500 jobs."""
+    script = tmp_path / "quick.sh"
+    script.write_text("#!/bin/sh\nsleep 1\n")
+    script.chmod(0o755)
+    processes = start_waiters(rate_limited, tmp_path / "state", str(script), 8, 62, 2.0)
+    finish_waiters(processes)
+    log = Path(rate_limited["SLURM_CONF"]).parent.parent / "log" / "slurmctld.log"
+    assert "RPC rate limit exceeded" in log.read_text(), "the limit was never reached"
+
+
+def test_eight_processes_cost_what_one_does(
+    cluster: Dict[str, str], one_process: Any, tmp_path: Path
+) -> None:
+    """8 processes of one user on one host, 25 jobs each, one shared store (the default
+    place under their one state folder): one poll for all of them."""
+    script = write_script(tmp_path / "scripts")
+    processes = start_waiters(cluster, tmp_path / "state", script, 8, JOBS // 8, INTERVAL)
+    sdiag_reset(cluster)
+    started = time.monotonic()
+    finish_waiters(processes)
+    waited = time.monotonic() - started
+    rpcs = job_info_rpcs(cluster)
     single = one_process["rpcs"]
     # The same sweep, the same length of wait: the same rounds, give or take 10 %.
     assert abs(rpcs - single) <= max(1.0, 0.1 * single), (rpcs, single, waited)

@@ -15,7 +15,7 @@ from hpcbridge.store_location import (
     choose,
     filesystem_of,
     is_network,
-    local_state_folder,
+    machine_folder,
     mounts,
 )
 
@@ -73,8 +73,13 @@ def test_a_store_asked_on_nfs_lives_on_a_local_disk(
     assert not choose(Path("/var/lib/x/jobs.db"), MOUNTINFO).relocated
 
 
-def test_local_state_folder_stays_where_it_is_on_a_local_disk(tmp_path: Path) -> None:
-    assert local_state_folder(tmp_path / "mock") == tmp_path / "mock"
+def test_machine_folder_stays_where_it_is_on_a_local_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert machine_folder(tmp_path / "mock") == tmp_path / "mock"
+    monkeypatch.setenv("HPCBRIDGE_LOCAL_STATE_DIR", str(tmp_path / "local"))
+    shared = Path("/home/me/state/mock")  # on nfs4 in MOUNTINFO: one folder per machine
+    assert machine_folder(shared, MOUNTINFO) == tmp_path / "local" / "mock"
 
 
 def test_two_hosts_see_each_others_jobs_through_the_shared_folder(
