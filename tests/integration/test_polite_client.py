@@ -15,6 +15,7 @@ RPC counts are this module's alone:
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import subprocess
@@ -126,16 +127,24 @@ def test_over_ssh_ends_are_known_within_two_seconds(
 
 WAITER = textwrap.dedent(
     """
-    import sys
+    import json, sys
     from hpcbridge.config import Settings
     from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
-    state, conf, script, count, interval = sys.argv[1:6]
+    state, conf, script, count, interval, ssh = sys.argv[1:7]
     settings = Settings.from_env(env={}, state_dir=state, scheduler="slurm")
-    adapter = RealSlurmAdapter(settings=settings, command_env={"SLURM_CONF": conf}, driver="cli")
+    command_env, executor, workdir = {"SLURM_CONF": conf}, None, None
+    if ssh != "-":  # as the unprivileged ssh test user: Slurm rate-limits users, never root
+        from hpcbridge.transports.ssh import SSHExecutor
+        details = json.loads(ssh)
+        executor = SSHExecutor(**details["executor"])
+        command_env["PATH"], workdir = details["path"], details["workdir"]
+    adapter = RealSlurmAdapter(
+        executor, workdir, settings=settings, command_env=command_env, driver="cli"
+    )
     ids = adapter.submit_many([script] * int(count))
     print("SUBMITTED", flush=True)
     sys.stdin.readline()  # every process has submitted: wait, all at once
-    final = adapter.wait_all(ids, poll_interval=float(interval), timeout=600)
+    final = adapter.wait_all(ids, poll_interval=float(interval), timeout=900)
     print("STATES", sorted({status.state.value for status in final.values()}))
     """
 )
@@ -151,7 +160,13 @@ def rate_limited() -> Iterator[Dict[str, str]]:
 
 
 def start_waiters(
-    cluster: Dict[str, str], state: Path, script: str, count: int, per: int, interval: float
+    cluster: Dict[str, str],
+    state: Path,
+    script: str,
+    count: int,
+    per: int,
+    interval: float,
+    ssh: str = "-",
 ) -> List[subprocess.Popen]:
     """``count`` processes of one user, ``per`` jobs each, one state folder; each
     submits, says so, and waits on its jobs once told to go."""
@@ -161,7 +176,7 @@ def start_waiters(
     argv = [sys.executable, "-c", WAITER, str(state), cluster["SLURM_CONF"], script]
     processes = [
         subprocess.Popen(
-            [*argv, str(per), str(interval)],
+            [*argv, str(per), str(interval), ssh],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -192,13 +207,28 @@ def finish_waiters(processes: List[subprocess.Popen]) -> None:
 
 
 def test_rate_limited_controller_no_error_reaches_a_caller(
-    rate_limited: Dict[str, str], tmp_path: Path
+    rate_limited: Dict[str, str], ssh_server: Any, ssh_remote_dir: str, tmp_path: Path
 ) -> None:
-    """Slurm 25.11 with rl_enable and a small bucket: 8 processes waiting on 500 jobs."""
+    """Slurm 25.11 with rl_enable and a small bucket: 8 processes of one user (the ssh
+    test user: Slurm never rate-limits root) waiting on 500 jobs."""
     script = tmp_path / "quick.sh"
     script.write_text("#!/bin/sh\nsleep 1\n")
     script.chmod(0o755)
-    processes = start_waiters(rate_limited, tmp_path / "state", str(script), 8, 62, 2.0)
+    ssh = json.dumps(
+        {
+            "executor": {
+                "host": ssh_server.host,
+                "user": ssh_server.user,
+                "port": ssh_server.port,
+                "key_filename": ssh_server.key,
+                "known_hosts": ssh_server.known_hosts,
+                "ssh_config_path": os.devnull,
+            },
+            "path": f"{rate_limited['HPCBRIDGE_SLURM_BIN']}:/usr/bin:/bin",
+            "workdir": ssh_remote_dir,
+        }
+    )
+    processes = start_waiters(rate_limited, tmp_path / "state", str(script), 8, 62, 2.0, ssh)
     finish_waiters(processes)
     log = Path(rate_limited["SLURM_CONF"]).parent.parent / "log" / "slurmctld.log"
     assert "RPC rate limit exceeded" in log.read_text(), "the limit was never reached"
