@@ -70,7 +70,7 @@ class StoreLocation:
                 "where SQLite's locks do not hold across hosts; each record is also written "
                 f"to {self.shared}, which other hosts read"
             )
-        return str(self.path)
+        return f"{self.path} (on {self.filesystem or 'a local filesystem'}: used in place)"
 
 
 def mounts(text: str) -> List[Tuple[str, str]]:

@@ -164,26 +164,26 @@ def start_waiters(
     state: Path,
     script: str,
     count: int,
-    per: int,
+    total: int,
     interval: float,
     ssh: str = "-",
 ) -> List[subprocess.Popen]:
-    """``count`` processes of one user, ``per`` jobs each, one state folder; each
-    submits, says so, and waits on its jobs once told to go."""
+    """``count`` processes of one user, ``total`` jobs shared out between them, one
+    state folder; each submits, says so, and waits on its jobs once told to go."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HPCBRIDGE_", "SLURM_"))}
     if cluster.get("HPCBRIDGE_SLURM_BIN"):  # that cluster's own commands
         env["PATH"] = f"{cluster['HPCBRIDGE_SLURM_BIN']}{os.pathsep}{env.get('PATH', '')}"
     argv = [sys.executable, "-c", WAITER, str(state), cluster["SLURM_CONF"], script]
     processes = [
         subprocess.Popen(
-            [*argv, str(per), str(interval), ssh],
+            [*argv, str(total // count + (index < total % count)), str(interval), ssh],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             env=env,
         )
-        for _ in range(count)
+        for index in range(count)
     ]
     for process in processes:
         assert process.stdout is not None
@@ -228,7 +228,7 @@ def test_rate_limited_controller_no_error_reaches_a_caller(
             "workdir": ssh_remote_dir,
         }
     )
-    processes = start_waiters(rate_limited, tmp_path / "state", str(script), 8, 62, 2.0, ssh)
+    processes = start_waiters(rate_limited, tmp_path / "state", str(script), 8, 500, 2.0, ssh)
     finish_waiters(processes)
     log = Path(rate_limited["SLURM_CONF"]).parent.parent / "log" / "slurmctld.log"
     assert "RPC rate limit exceeded" in log.read_text(), "the limit was never reached"
@@ -240,7 +240,7 @@ def test_eight_processes_cost_what_one_does(
     """8 processes of one user on one host, 25 jobs each, one shared store (the default
     place under their one state folder): one poll for all of them."""
     script = write_script(tmp_path / "scripts")
-    processes = start_waiters(cluster, tmp_path / "state", script, 8, JOBS // 8, INTERVAL)
+    processes = start_waiters(cluster, tmp_path / "state", script, 8, JOBS, INTERVAL)
     sdiag_reset(cluster)
     started = time.monotonic()
     finish_waiters(processes)

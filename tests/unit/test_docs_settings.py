@@ -25,6 +25,16 @@ def test_every_variable_is_documented():
         assert variable in REFERENCE, f"{variable} is read by config.py but not documented"
 
 
+def test_every_variable_the_package_names_is_documented():
+    """Variables read (or set for jobs) outside config.py too: the store's local folder,
+    the wrapper's."""
+    named = set()
+    for path in (REPO / "hpcbridge").rglob("*.py"):
+        named |= set(re.findall(r'"(HPCBRIDGE_[A-Z][A-Z_0-9]*)"', path.read_text()))
+    missing = sorted(name for name in named if f"`{name}`" not in REFERENCE)
+    assert not missing, f"named in hpcbridge/ but not in docs/settings.md: {missing}"
+
+
 def test_every_keyword_is_documented():
     for field in fields(Settings):
         if field.name in ("sources", "resource_defaults"):

@@ -70,7 +70,9 @@ def test_a_store_asked_on_nfs_lives_on_a_local_disk(
     assert "nfs4" in location.describe() and "local disk" in location.describe()
     other = choose(Path("/home/you/.local/state/hpcbridge/jobs.db"), MOUNTINFO)
     assert other.path != location.path  # one local stand-in per asked place
-    assert not choose(Path("/var/lib/x/jobs.db"), MOUNTINFO).relocated
+    in_place = choose(Path("/var/lib/x/jobs.db"), MOUNTINFO)
+    assert not in_place.relocated
+    assert in_place.describe() == f"/var/lib/x/jobs.db (on {in_place.filesystem}: used in place)"
 
 
 def test_machine_folder_stays_where_it_is_on_a_local_disk(
