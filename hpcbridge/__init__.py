@@ -18,6 +18,7 @@ from .errors import (
     JobNotFoundError,
     JobSubmissionError,
     JobTimeoutError,
+    LimitRefusedError,
     ResourceError,
     SchedulerAdapterError,
     SchedulerUnavailableError,
@@ -44,6 +45,7 @@ __all__ = [
     "JobStore",
     "JobSubmissionError",
     "JobTimeoutError",
+    "LimitRefusedError",
     "LocalExecutor",
     "MockAdapter",
     "PartialSubmissionError",
@@ -56,6 +58,7 @@ __all__ = [
     "SchedulerUnavailableError",
     "Settings",
     "SlurmAdapterError",
+    "Sweep",
     "SubmissionUncertainError",
     "TransportError",
     "__version__",
@@ -72,6 +75,7 @@ _LAZY = {
     "FluxAdapter": ("hpcbridge.schedulers.flux.adapter", "FluxAdapter"),
     "SSHExecutor": ("hpcbridge.transports.ssh", "SSHExecutor"),
     "JobStore": ("hpcbridge.store", "JobStore"),
+    "Sweep": ("hpcbridge.schedulers.sweeping", "Sweep"),
     "get_scheduler_adapter": ("hpcbridge.factory", "get_scheduler_adapter"),
 }
 

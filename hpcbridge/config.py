@@ -76,6 +76,8 @@ class Settings:
     command_timeout: float = 60.0
     #: seconds between two status rounds towards the scheduler (``None``: the adapter's default)
     poll_interval: Optional[float] = None
+    #: the most jobs of one ``submit_many`` queued at once (``None``: the cluster's own cap)
+    max_queued: Optional[int] = None
     #: environment for every scheduler command, where it runs (e.g. SLURM_CONF)
     command_env: Dict[str, str] = field(default_factory=dict)
     unknown_limit: int = 6
@@ -190,6 +192,13 @@ def _integer(variable: str, text: str) -> int:
         raise ConfigurationError(f"{variable}={text!r}: expected a whole number") from None
 
 
+def _count(variable: str, text: str) -> int:
+    value = _integer(variable, text)
+    if value < 1:
+        raise ConfigurationError(f"{variable}={text!r}: expected a whole number of 1 or more")
+    return value
+
+
 def _positive(variable: str, text: str) -> float:
     value = _number(variable, text)
     if not value > 0:
@@ -259,6 +268,7 @@ _READERS: Tuple[Tuple[str, str, Callable[[str, str], Any]], ...] = (
     ("command_env", "COMMAND_ENV", _assignments),
     ("command_timeout", "COMMAND_TIMEOUT", _number),
     ("poll_interval", "POLL_INTERVAL", _positive),
+    ("max_queued", "MAX_QUEUED", _count),
     ("cpu_cost_per_hour", "CPU_COST_PER_HOUR", _number),
     ("gpu_cost_per_hour", "GPU_COST_PER_HOUR", _number),
 )

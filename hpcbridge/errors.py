@@ -62,6 +62,15 @@ class SubmissionUncertainError(JobSubmissionError):
     """
 
 
+class LimitRefusedError(JobSubmissionError):
+    """The scheduler refused the job for a limit on how many one may have queued
+    (Slurm's ``MaxSubmitJobs``): nothing went in, and it can go in once others end.
+
+    A sweep (``submit_many(max_queued=...)``) holds such jobs back and sends them
+    later; it never reports them as failed.
+    """
+
+
 class JobNotFoundError(SchedulerAdapterError):
     """The job cannot be observed in the queue, in history or in its job folder."""
 

@@ -41,6 +41,8 @@ class JobState(str, enum.Enum):
 
 #: the reason of a job cancelled before it ran, on every scheduler
 CANCELLED_WHILE_PENDING = "cancelled while pending"
+#: the native state of an end read from the wrapper's exit-code file, not the scheduler
+FROM_FILE = "(exit-code file)"
 
 TERMINAL_STATES = frozenset(
     {JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT}

@@ -225,12 +225,17 @@ class JobStore:
             rows.extend(connection.execute(query, [*params, *chunk]))
         return rows
 
-    def list(self, state: Optional[str] = None, limit: Optional[int] = None) -> List[JobRecord]:
+    def list(
+        self, state: Optional[str] = None, limit: Optional[int] = None, where: str = ""
+    ) -> List[JobRecord]:
+        """The records, oldest first (``state``: in it; ``limit``: the newest N; ``where``:
+        a constant SQL condition of another part, e.g. the jobs of no sweep)."""
         self._import_shared()
-        query, params = SELECT, []
+        clauses, params = [where] if where else [], []
         if state:
-            query += " WHERE state = ?"
+            clauses.append("state = ?")
             params.append(state.upper())
+        query = SELECT + (f" WHERE {' AND '.join(clauses)}" if clauses else "")
         if limit:  # the newest ``limit`` rows, still listed oldest first
             query += f" ORDER BY id DESC LIMIT {int(limit)}"
             return [decode_row(row) for row in self._connect().execute(query, params)][::-1]

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 from ..errors import SchedulerAdapterError
 from ..model import JobState, JobStatus
 from ..store import JobRecord
+from . import sweeps
 from .exits import EXIT_JOB_NOT_COMPLETED, EXIT_OK
 from .lookup import group_error, require_traced, untraced
 from .output import Progress, announce, one_line, print_json, status_line
-from .targets import Group, Targets, targets_for
+from .targets import Group, Targets, settings_from, targets_for
 
 if TYPE_CHECKING:
     from ..schedulers.base import SchedulerAdapter
@@ -145,12 +146,29 @@ def with_kind(item: Dict[str, Any], records: Dict[str, JobRecord]) -> Dict[str, 
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
-    targets = targets_for(args, args.job_ids)
+    """Wait for jobs - a sweep's name stands for all its jobs, the rest fed first."""
+    found, ids = sweeps.split(args.job_ids, settings_from(args))
+    never: List[str] = []
+    for record in found:
+        sent, refused = sweeps.feed(record, settings_from(args))
+        ids.extend(sent)
+        never.extend(f"sweep {record.name}: {line}" for line in refused)
+    for line in never:
+        print(f"hpcbridge: error: {line}", file=sys.stderr)
+    if found and not ids:
+        return EXIT_JOB_NOT_COMPLETED if never else EXIT_OK
+    # A sweep's name prints a list in --json, whatever the number of its jobs.
+    code = _wait_ids(args, ids, as_list=bool(found) or len(ids) > 1)
+    return EXIT_JOB_NOT_COMPLETED if never and code == EXIT_OK else code
+
+
+def _wait_ids(args: argparse.Namespace, ids: List[str], as_list: bool) -> int:
+    targets = targets_for(args, ids)
     require_traced(targets)
     batches = [(group.adapter, group.job_ids) for group in targets.groups]
     index = {id(group): number for number, group in enumerate(targets.groups)}
     order = [(index[id(group)], job_id) for _, group, job_id in targets.order]
-    return wait_and_report(batches, args, len(args.job_ids) > 1, order)
+    return wait_and_report(batches, args, as_list, order)
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
@@ -204,9 +222,15 @@ def _no_output_yet(job_id: str, status: JobStatus, follow: bool) -> bool:
 def cmd_cancel(args: argparse.Namespace) -> int:
     """Cancel the jobs still queued or running; say how each of the others ended.
 
-    A job whose record or live state is final is not sent to the scheduler.
+    A job whose record or live state is final is not sent to the scheduler; a
+    sweep's name sends nothing more of it and cancels its live jobs.
     """
-    targets = targets_for(args, args.job_ids)
+    found, ids = sweeps.split(args.job_ids, settings_from(args))
+    for record in found:
+        print(sweeps.cancel(record, settings_from(args)))
+    if not ids:
+        return EXIT_OK
+    targets = targets_for(args, ids)
     said: Dict[Tuple[int, str], str] = {}
     errors: List[SchedulerAdapterError] = []
     for group in targets.groups:

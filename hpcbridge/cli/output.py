@@ -7,7 +7,7 @@ import sys
 from datetime import datetime
 from typing import Any, Dict, Sequence
 
-from ..model import JobStatus
+from ..model import FROM_FILE, JobStatus
 
 
 def one_line(error: BaseException) -> str:
@@ -24,6 +24,8 @@ def status_line(status: JobStatus) -> str:
     parts = [f"{status.job_id}", status.state.value]
     if status.exit_code is not None:
         parts.append(f"exit={status.exit_code}")
+    if status.native_state == FROM_FILE:  # the wrapper's own record: the exit code says it
+        return "  ".join(parts)
     if status.reason:
         parts.append(f"reason={status.reason}")
     if status.native_state and status.native_state != status.state.value:

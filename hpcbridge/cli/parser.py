@@ -164,6 +164,19 @@ def _add_submit_many(sub: Sub) -> None:
     _add_target_flags(many)
     _add_nested_flag(many)
     many.add_argument("--remote-dir", help="the jobs' folder (default: a new one)")
+    many.add_argument(
+        "--max-queued",
+        type=_at_least_one,
+        metavar="N",
+        help="at most N of these jobs queued at once, more sent as jobs end (default: "
+        "HPCBRIDGE_MAX_QUEUED, else the cluster's own cap on your queued jobs)",
+    )
+    many.add_argument(
+        "--sweep",
+        metavar="NAME",
+        help="record the jobs as a sweep of this name (wait, jobs and cancel take it; "
+        "'hpcbridge wait NAME' goes on feeding it if this command dies)",
+    )
     _add_submit_tail(
         many, "print the exact command (or jobspec) of each submission and submit nothing"
     )
@@ -194,8 +207,8 @@ def _add_following(sub: Sub) -> None:
     _add_lookup_flags(status)
     status.add_argument("--json", action="store_true")
 
-    wait = sub("wait", "wait for jobs to end, showing each state change")
-    wait.add_argument("job_ids", nargs="+", metavar="ID")
+    wait = sub("wait", "wait for jobs (or a sweep, fed on) to end, showing each change")
+    wait.add_argument("job_ids", nargs="+", metavar="ID", help="a job id, or a sweep's name")
     _add_lookup_flags(wait)
     _add_poll_flag(wait)
     wait.add_argument("--timeout", type=float)
@@ -208,14 +221,15 @@ def _add_following(sub: Sub) -> None:
         "-f", "--follow", action="store_true", help="keep printing until the job ends"
     )
 
-    cancel = sub("cancel", "cancel jobs")
-    cancel.add_argument("job_ids", nargs="+", metavar="ID")
+    cancel = sub("cancel", "cancel jobs (a sweep: all its jobs, and send no more)")
+    cancel.add_argument("job_ids", nargs="+", metavar="ID", help="a job id, or a sweep's name")
     _add_lookup_flags(cancel)
 
 
 def _add_records_and_probes(sub: Sub) -> None:
     """``jobs``, ``cost``, ``doctor``, ``uri``."""
-    jobs = sub("jobs", "list the recorded jobs in their states now")
+    jobs = sub("jobs", "list the recorded jobs in their states now (a sweep as one line)")
+    jobs.add_argument("sweep", nargs="?", metavar="SWEEP", help="list this sweep's jobs")
     jobs.add_argument("--state", type=str.upper, choices=[s.value for s in JobState])
     jobs.add_argument("--limit", type=_at_least_one, metavar="N", help="only the newest N jobs")
     jobs.add_argument("--json", action="store_true")

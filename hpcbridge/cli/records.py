@@ -13,6 +13,8 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from ..config import Settings
+from ..errors import JobNotFoundError
+from . import sweeps
 from .exits import EXIT_OK
 from .output import format_seconds, print_json, print_table
 from .refresh import NOT_ASKED, Listed, cached, refreshed
@@ -23,18 +25,23 @@ if TYPE_CHECKING:
 
 
 def listed_jobs(
-    settings: Settings, cached_only: bool, state: Optional[str] = None, limit: Optional[int] = None
+    settings: Settings,
+    cached_only: bool,
+    state: Optional[str] = None,
+    limit: Optional[int] = None,
+    where: str = "",
 ) -> List[Listed]:
-    """The recorded jobs (``state``: only those in it now; ``limit``: the newest N)."""
+    """The recorded jobs (``state``: only those in it now; ``limit``: the newest N;
+    ``where``: a condition of the store's, e.g. no sweep's)."""
     store = store_for(settings)
     if cached_only:
-        return cached(store.list(state=state, limit=limit))
+        return cached(store.list(state=state, limit=limit, where=where))
     if state is None:
-        return refreshed(store.list(limit=limit), settings)
+        return refreshed(store.list(limit=limit, where=where), settings)
     # Only an unfinished job, or one already in it, can be in ``state`` now.
     candidates = [
         record
-        for record in store.list()
+        for record in store.list(where=where)
         if record.state == state or not record.status().is_terminal
     ]
     shown = [item for item in refreshed(candidates, settings) if item.record.state == state]
@@ -99,13 +106,58 @@ def _job_row(item: Listed, notes: Notes) -> Tuple[str, ...]:
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    listed = listed_jobs(Settings.from_env(), args.cached, state=args.state, limit=args.limit)
+    """The jobs outside sweeps, and each sweep as one line of counts; with a sweep's
+    name, that sweep's jobs one by one."""
+    settings = Settings.from_env()
+    if args.sweep:
+        return _sweep_jobs(args, settings)
+    book = sweeps.book_for(settings)
+    records = [book.get(name) for name in book.names()]
+    shown = [record for record in records if record is not None]
+    if not args.cached:  # the sweeps' unfinished jobs asked too: their counts are live
+        for record in shown:
+            refreshed(book.records(record.name, unfinished_only=True), settings)
+    counted = [(record, book.counts(record)) for record in shown]
+    where = sweeps_outside() if shown else ""
+    listed = listed_jobs(settings, args.cached, state=args.state, limit=args.limit, where=where)
+    if args.state:
+        counted = [(record, counts) for record, counts in counted if args.state in counts]
+    if args.json:
+        entries = [sweeps.summary(record, counts) for record, counts in counted]
+        print_json(entries + [_job_json(item) for item in listed])
+        return EXIT_OK
+    return _print_jobs(listed, [sweeps.row(record, counts) for record, counts in counted])
+
+
+def _sweep_jobs(args: argparse.Namespace, settings: Settings) -> int:
+    book = sweeps.book_for(settings)
+    if book.get(args.sweep) is None:
+        raise JobNotFoundError(
+            f"no sweep named {args.sweep!r} is recorded in {book.store.path} "
+            "(hpcbridge jobs lists the sweeps)"
+        )
+    records = book.records(args.sweep)
+    listed = cached(records) if args.cached else refreshed(records, settings)
+    if args.state:
+        listed = [item for item in listed if item.record.state == args.state]
+    if args.limit:
+        listed = listed[-args.limit :]
     if args.json:
         print_json([_job_json(item) for item in listed])
         return EXIT_OK
+    return _print_jobs(listed, [])
+
+
+def sweeps_outside() -> str:
+    from ..sweep_store import OUTSIDE_SWEEPS
+
+    return OUTSIDE_SWEEPS
+
+
+def _print_jobs(listed: Sequence[Listed], sweep_rows: Sequence[Tuple[str, ...]]) -> int:
     header = ("JOB ID", "SCHEDULER", "NAME", "STATE", "EXIT", "SUBMITTED", "ELAPSED")
     notes = Notes()
-    print_table([header, *(_job_row(item, notes) for item in listed)])
+    print_table([header, *sweep_rows, *(_job_row(item, notes) for item in listed)])
     for line in notes.lines():
         print(line)
     return EXIT_OK

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import sys
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Tuple, Union
 
 from ..config import name_values
 from ..errors import ConfigurationError, ResourceError
 from ..resources import RESOURCE_KEYS
+from . import sweeps
 from .exits import EXIT_OK
 from .follow import wait_and_report
 from .output import print_json
@@ -92,6 +94,20 @@ def flags_named(args: argparse.Namespace) -> Iterator[None]:
         raise
 
 
+def _fed(adapter: Any, jobs: List[Any], args: argparse.Namespace) -> List[str]:
+    """``submit_many`` as a sweep, with its progress line on a terminal."""
+    from ..schedulers.sweeping import Sweep
+
+    sweep = Sweep(adapter, args.sweep, args.max_queued or adapter.settings.max_queued)
+    sweep.add(jobs, resources_from(args), args.after or None, nested=args.nested)
+    progress = sweeps.SweepProgress(sweep.name)
+    print(f"hpcbridge: sweep {sweep.name}: {len(jobs)} job(s)", file=sys.stderr, flush=True)
+    try:
+        return sweep.submit(args.remote_dir, progress)
+    finally:
+        progress.finish()
+
+
 def cmd_submit_many(args: argparse.Namespace) -> int:
     jobs = _jobs_from(args)
     adapter = adapter_for(args)
@@ -103,13 +119,16 @@ def cmd_submit_many(args: argparse.Namespace) -> int:
                 )
             )
             return EXIT_OK
-        job_ids = adapter.submit_many(
-            jobs,
-            resources_from(args),
-            depends_on=args.after or None,
-            remote_dir=args.remote_dir,
-            nested=args.nested,
-        )
+        if args.max_queued or args.sweep or adapter.settings.max_queued:
+            job_ids = _fed(adapter, jobs, args)
+        else:
+            job_ids = adapter.submit_many(
+                jobs,
+                resources_from(args),
+                depends_on=args.after or None,
+                remote_dir=args.remote_dir,
+                nested=args.nested,
+            )
     if args.json:
         if not args.wait:
             print_json([{"job_id": job_id, "state": "PENDING"} for job_id in job_ids])

@@ -54,6 +54,19 @@ def adopt_or_resubmit(
     ``find()`` returns the id of the job carrying ``key``, ``None`` when the
     scheduler answered that there is none, or raises ``CannotAsk``.
     """
+    found = look_up(find, key=key, budget=budget, settle=settle, where=where)
+    if found is not None:
+        return found
+    log.warning("submission %s: %s surely has no such job; submitting it once more", key, where)
+    return resubmit()
+
+
+def look_up(
+    find: Callable[[], Optional[str]], *, key: str, budget: float, settle: float, where: str
+) -> Optional[str]:
+    """The job carrying ``key`` (adopted), or ``None`` once the scheduler has answered
+    for ``settle`` seconds that none does; ``SubmissionUncertainError`` when neither
+    is known within ``budget``."""
     deadline = Deadline(budget)
     absent_since: Optional[float] = None
     while True:
@@ -68,10 +81,7 @@ def adopt_or_resubmit(
                 return found
             absent_since = absent_since if absent_since is not None else time.monotonic()
             if time.monotonic() - absent_since >= settle:
-                log.warning(
-                    "submission %s: %s surely has no such job; submitting it once more", key, where
-                )
-                return resubmit()
+                return None
         if deadline.expired:
             raise SubmissionUncertainError(
                 f"the answer to submission {key} was lost and {where} could not tell within "

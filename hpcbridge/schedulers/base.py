@@ -48,7 +48,7 @@ from ..resources import RESOURCE_KEYS, Resources
 from ..store import JobStore
 from ..transports.base import Executor
 from ..transports.local import LocalExecutor
-from . import staging
+from . import staging, sweeping
 from .driver import SchedulerDriver, Session
 from .following import Following
 from .staging import DependsOn, JobInput, Stager
@@ -202,12 +202,18 @@ class SchedulerAdapter(ABC):
         resources: Optional[Mapping[str, Any]] = None,
         depends_on: DependsOn = None,
         remote_dir: Optional[str] = None,
+        *,
+        max_queued: Optional[int] = None,
+        sweep: Optional[str] = None,
         **options: Any,
     ) -> List[str]:
         """Submit many similar jobs; one id per input, in order.
 
-        When only some go in, ``PartialSubmissionError`` says which (they are
-        recorded and can be waited for or cancelled).  ``options`` as for
+        With ``max_queued``, a ``sweep`` name, or more jobs than the scheduler lets
+        this user queue, they go in as a sweep (``sweeping``): at most that many
+        queued at once, more sent as jobs end, the call returning once all are
+        sent.  When only some go in, ``PartialSubmissionError`` says which (they
+        are recorded and can be waited for or cancelled).  ``options`` as for
         ``submit_job``.
         """
         repo = self.settings.remote_repo
@@ -215,7 +221,7 @@ class SchedulerAdapter(ABC):
         order = self._order(tasks, resources, depends_on, remote_dir, options)
         if not order.tasks:
             return []
-        return self._submission().run(order)
+        return sweeping.send_or_feed(self, order, resources, options, max_queued, sweep)
 
     def describe_submission(
         self,

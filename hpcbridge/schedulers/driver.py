@@ -37,6 +37,15 @@ Every driver keeps the same promises:
 ``cancel(job_ids)``
     Asks the scheduler to end the jobs.  An id that already ended or is
     unknown is not an error; anything else raises ``SchedulerAdapterError``.
+``find_submitted(planned)``
+    For a submission whose answer was lost (the process that sent it died, the
+    connection dropped): the ``Submitted`` jobs ``submit_many(planned)`` made,
+    found by the batch's key; ``None`` once the scheduler surely has none;
+    ``SubmissionUncertainError`` when it cannot tell within its budget.
+``queue_limit()``
+    How many jobs this user may have queued at once, where the scheduler sets
+    a cap (Slurm's ``MaxSubmitJobs``); ``None`` where it sets none.  A job
+    refused for such a cap raises ``LimitRefusedError`` from ``submit_many``.
 ``capabilities``
     What the driver can do, as data: waiting woken by events, arrays,
     dependencies, and the resource keys it drops with the reason - shown by
@@ -201,6 +210,14 @@ class SchedulerDriver(Protocol):
 
     def max_batch(self) -> int:
         """How many jobs one ``SubmitBatch`` may hold (an array's size limit)."""
+        ...
+
+    def find_submitted(self, planned: Planned) -> Optional[List[Submitted]]:
+        """The jobs a lost submission of ``planned`` made, by its key (``None``: none)."""
+        ...
+
+    def queue_limit(self) -> Optional[int]:
+        """The cap on this user's queued jobs, if the scheduler sets one."""
         ...
 
     def find_output(self, job_id: str) -> Optional[str]:

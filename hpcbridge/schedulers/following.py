@@ -51,8 +51,11 @@ class Following:
         self.poller = Poller(self._ask, interval, board=board, target=poll_target)
 
     def statuses(self, ids: List[str]) -> Dict[str, JobStatus]:
-        """Every id's status; a one-off question waits for a fresh answer (``Poller.ask``)."""
-        return self.tracker.refresh(ids, lambda asked: self.poller.ask(asked, patient=True))
+        """Every id's status; a one-off question waits for a fresh answer (``Poller.ask``),
+        and an end known only from the exit-code file is confirmed by the scheduler."""
+        return self.tracker.refresh(
+            ids, lambda asked: self.poller.ask(asked, patient=True), confirm=True
+        )
 
     def _ask(self, job_ids: List[str]) -> Dict[str, JobStatus]:
         """The driver's answer for every id; an unreachable scheduler is UNKNOWN for all."""
@@ -66,8 +69,10 @@ class Following:
         on_change: Optional[StatusCallback],
         on_poll: Optional[ProgressCallback],
         notice_interval: float,
+        enough: Optional[int] = None,
     ) -> Dict[str, JobStatus]:
-        """Every job's final status (see ``waiting.wait_for_all``)."""
+        """Every job's final status (see ``waiting.wait_for_all``); with ``enough``, the
+        final statuses of the first ones to end, once that many have."""
         # No need to look at the files more often than the scheduler may be asked.
         if poll_interval is not None:
             notice_interval = min(notice_interval, poll_interval)
@@ -78,6 +83,7 @@ class Following:
             notice_interval=notice_interval,
             on_change=on_change,
             on_poll=on_poll,
+            enough=enough,
         )
 
         def status_round(pending: List[str]) -> Dict[str, JobStatus]:
@@ -91,7 +97,8 @@ class Following:
         try:
             return wait_for_all(ids, status_round, file_round, self.driver.waiter, plan)
         finally:
-            self.poller.release()  # the next process waiting here takes the poll at once
+            if enough is None:
+                self.poller.release()  # the next process waiting here takes the poll at once
 
     def log_path(self, job_id: str) -> str:
         record = self.store.get(job_id, self.scheduler_name, self.tracker.host_label)

@@ -116,8 +116,31 @@ class MockDriver:
             },
         )
         write_json(job_dir / "state.json", {"state": "PENDING", "submit_time": now_iso()})
+        # The submission's key -> the id, before the job starts: a submitter that dies
+        # now leaves a job that find_submitted finds.
+        self._key_file(batch, index).parent.mkdir(exist_ok=True)
+        self._key_file(batch, index).write_text(job_id, encoding="ascii")
         self._launch(job_dir)
         return Submitted(job_id, output, index)
+
+    def _key_file(self, batch: SubmitBatch, index: int) -> Path:
+        return self.root / "keys" / f"{batch.job.token}.{index}"
+
+    def find_submitted(self, planned: Planned) -> Optional[List[Submitted]]:
+        """The jobs the batch made, from their key files (written as each one went in:
+        a mock submission is never in flight, so none found is surely none)."""
+        batch, found = planned.batch, []
+        for index in range(batch.count):
+            try:
+                job_id = self._key_file(batch, index).read_text(encoding="ascii").strip()
+            except FileNotFoundError:
+                break
+            found.append(Submitted(job_id, batch.output.replace("{id}", job_id), index))
+        return found or None
+
+    def queue_limit(self) -> Optional[int]:
+        """The mock scheduler caps nothing (its slots bound what runs, not what waits)."""
+        return None
 
     def _launch(self, job_dir: Path) -> None:
         try:

@@ -48,6 +48,9 @@ Query = Callable[[List[str]], Dict[str, JobStatus]]
 SLOW_FACTOR = 10.0
 #: ... when ``d`` is at least this long (a quick answer says nothing of the load)
 SLOW_AFTER = 0.5
+#: ... but never more than this: an answer that waited out a controller restart (squeue
+#: retries its connection until slurmctld is back) says the outage is over, not the load
+SLOW_CAP = 60.0
 #: how long a lease outlives its last round, in intervals (then another process takes over)
 LEASE_INTERVALS = 2.0
 #: a wanted id is forgotten this many intervals after its process last asked for it
@@ -261,7 +264,8 @@ class Poller:
     def gap(self, interval: Optional[float] = None) -> float:
         """The least time between two rounds: the interval, or more for a slow scheduler."""
         slow = self._duration if self._duration >= SLOW_AFTER else 0.0
-        return max(self.interval if interval is None else interval, SLOW_FACTOR * slow)
+        chosen = self.interval if interval is None else interval
+        return max(chosen, min(SLOW_FACTOR * slow, SLOW_CAP))
 
     def due(self, interval: Optional[float] = None) -> bool:
         return time.monotonic() - self._last_round >= self.gap(interval)

@@ -106,15 +106,23 @@ class Submission:
         #: the adapter's status of many ids (the store, then the scheduler at its polite rate)
         self.statuses = statuses
 
-    def parents(self, depends_on: Sequence[str]) -> Dict[str, JobStatus]:
-        """What is known now of each parent: the store, one status round for all (shared,
-        at the polite rate), the exit-code file."""
-        return self.statuses(list(dict.fromkeys(depends_on))) if depends_on else {}
+    def parents(
+        self, depends_on: Sequence[str], known: Optional[Mapping[str, JobStatus]] = None
+    ) -> Dict[str, JobStatus]:
+        """What is known now of each parent: ``known`` (a sweep's feeder knows its own
+        jobs), else the store, one status round for all (shared, at the polite rate),
+        the exit-code file."""
+        known = known or {}
+        unknown = [job_id for job_id in dict.fromkeys(depends_on) if job_id not in known]
+        found = self.statuses(unknown) if unknown else {}
+        return {job_id: known.get(job_id) or found[job_id] for job_id in depends_on}
 
-    def plan(self, order: Order) -> List[Tuple[Planned, List[TaskSpec]]]:
+    def plan(
+        self, order: Order, known: Optional[Mapping[str, JobStatus]] = None
+    ) -> List[Tuple[Planned, List[TaskSpec]]]:
         """Every chunk as the driver will send it; raises before anything is staged."""
         chunk_size = self.driver.max_batch() if len(order.tasks) > 1 else 1
-        parents = self.parents(order.depends_on)
+        parents = self.parents(order.depends_on, known)
         return [
             (self.driver.plan(batch), chunk)
             for batch, chunk in batches(order, self.stager, chunk_size, parents)
@@ -131,9 +139,9 @@ class Submission:
         summary = self.driver.capabilities.summary()
         return "\n".join(lines) + f"\n# {self.driver.name} driver: {summary}"
 
-    def run(self, order: Order) -> List[str]:
-        """Submit every chunk; the ids in task order."""
-        plans = self.plan(order)
+    def run(self, order: Order, known: Optional[Mapping[str, JobStatus]] = None) -> List[str]:
+        """Submit every chunk; the ids in task order (``known``: as for ``parents``)."""
+        plans = self.plan(order, known)
         launcher = self.launcher(order.options)
         done: List[Submitted] = []
         for planned, chunk in plans:
@@ -162,12 +170,12 @@ class Submission:
         try:
             submitted = self.driver.submit_many(planned)
         except PartialSubmissionError as exc:
-            self._record(exc.submitted, batch, tasks)
+            self.record(exc.submitted, batch, tasks)
             raise
-        self._record(submitted, batch, tasks)
+        self.record(submitted, batch, tasks)
         return submitted
 
-    def _record(
+    def record(
         self, submitted: Sequence[Submitted], batch: SubmitBatch, tasks: Sequence[TaskSpec]
     ) -> None:
         self.tracker.record(job_records(submitted, batch, tasks, self.placement, self.instance))

@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import ConfigurationError, SchedulerUnavailableError, TransportError
 from ..jobscript import TaskSpec
-from ..model import JobState, JobStatus, advance
+from ..model import FROM_FILE, JobState, JobStatus, advance
 from ..store import JobRecord, JobStore
 from ..transports.base import Executor
 from .driver import SCHEDULER_UNREACHABLE, SchedulerDriver, SubmitBatch, Submitted, unreachable
@@ -28,8 +28,6 @@ Query = Callable[[List[str]], Dict[str, JobStatus]]
 #: paths -> their modification time (epoch seconds), for those that exist
 StatMany = Callable[[Sequence[str]], Dict[str, float]]
 
-#: the native state of an end read from the wrapper's exit-code file
-FROM_FILE = "(exit-code file)"
 #: answers for which the whole record matters: the exit-code file, a cancel request
 _RECORD_NEEDED = (JobState.UNKNOWN, JobState.FAILED, JobState.TIMEOUT)
 
@@ -74,14 +72,20 @@ class JobTracker:
         for record in records:
             self.known[record.job_id] = JobStatus(record.job_id, JobState.PENDING)
 
-    def refresh(self, ids: List[str], query: Query) -> Dict[str, JobStatus]:
+    def refresh(self, ids: List[str], query: Query, confirm: bool = False) -> Dict[str, JobStatus]:
         """Every id's status: one ``query`` for all that are not finished.
 
         ``query`` may leave ids out (no fresh answer yet, see ``polling``):
-        those keep what was known.
+        those keep what was known.  With ``confirm``, an end known only from the
+        exit-code file (a wait's quick notice) is asked of the scheduler too, once:
+        its own final answer - native state, reason, times - then replaces the file's.
         """
         self._load(ids)
-        to_ask = [job_id for job_id in ids if not self._is_final(job_id)]
+        to_ask = [
+            job_id
+            for job_id in ids
+            if not self._is_final(job_id) or (confirm and self._from_file_only(job_id))
+        ]
         observed = self.observe(query(to_ask) if to_ask else {})
         return {job_id: observed.get(job_id) or self._known_or_unknown(job_id) for job_id in ids}
 
@@ -161,6 +165,10 @@ class JobTracker:
             return {}
         return self.store.get_many(self.scheduler_name, self.host_label, job_ids)
 
+    def _from_file_only(self, job_id: str) -> bool:
+        known = self.known.get(job_id)
+        return known is not None and known.native_state == FROM_FILE
+
     def _is_final(self, job_id: str) -> bool:
         known = self.known.get(job_id)
         return known is not None and known.is_terminal
@@ -186,7 +194,11 @@ class JobTracker:
             observed = observed.with_(
                 state=JobState.CANCELLED, reason=observed.reason or "cancel requested"
             )
-        return advance(self.known.get(job_id), observed)
+        known = self.known.get(job_id)
+        if known is not None and known.native_state == FROM_FILE and observed.is_terminal:
+            # The scheduler's own end stands over the file's (times, reason, its words).
+            return observed.with_(start_time=observed.start_time or known.start_time)
+        return advance(known, observed)
 
     def _from_exit_file(
         self, status: JobStatus, record: Optional[JobRecord]

@@ -56,13 +56,17 @@ class WaitPlan:
     notice_interval: float = 1.0
     on_change: Optional[StatusCallback] = None
     on_poll: Optional[ProgressCallback] = None
+    #: return as soon as this many have ended (a sweep's feeder: room for more), with
+    #: the final statuses of those alone; ``None``: wait for all
+    enough: Optional[int] = None
 
 
 @dataclass
 class _Progress:
     """What the loop has seen so far."""
 
-    pending: List[str]
+    #: the unfinished jobs, in the order given (a dict: each end removed in O(1))
+    pending: Dict[str, None]
     final: Dict[str, JobStatus] = field(default_factory=dict)
     latest: Dict[str, JobStatus] = field(default_factory=dict)
     last_seen: Dict[str, JobState] = field(default_factory=dict)
@@ -84,26 +88,28 @@ def wait_for_all(
     ``JobNotFoundError``; past ``timeout`` seconds, ``JobTimeoutError``.
     """
     deadline = Deadline(plan.timeout)
-    progress = _Progress(pending=list(job_ids))
+    progress = _Progress(pending=dict.fromkeys(job_ids))
     waiter: Optional[Waiter] = None
     try:
         while True:
             # The files first: a job that ended is not asked about.
-            _take(progress, file_round(progress.pending), plan)
+            _take(progress, file_round(list(progress.pending)), plan)
             if progress.pending:
-                _take(progress, _asked(status_round, progress.pending), plan)
+                _take(progress, _asked(status_round, list(progress.pending)), plan)
             if plan.on_poll is not None:
                 plan.on_poll(progress.latest)
             if not progress.pending:
                 return {job_id: progress.final[job_id] for job_id in job_ids}
+            if plan.enough is not None and len(progress.final) >= plan.enough:
+                return dict(progress.final)
             if deadline.expired:
                 raise JobTimeoutError(
                     f"{len(progress.pending)} job(s) still unfinished after {plan.timeout:g} s: "
-                    + ", ".join(progress.pending[:10])
+                    + ", ".join(list(progress.pending)[:10])
                     + " (they keep running; wait again or cancel them)"
                 )
             if waiter is None:
-                waiter = make_waiter(progress.pending) or Sleeper()
+                waiter = make_waiter(list(progress.pending)) or Sleeper()
             waiter.pause(deadline.cap(plan.notice_interval))
     finally:
         if waiter is not None:
@@ -136,7 +142,7 @@ def _take(progress: _Progress, statuses: Dict[str, JobStatus], plan: WaitPlan) -
                 plan.on_change(status)
         if status.is_terminal:
             progress.final[job_id] = status
-            progress.pending.remove(job_id)
+            del progress.pending[job_id]
 
 
 def _count_unknown(progress: _Progress, job_id: str, status: JobStatus, plan: WaitPlan) -> None:

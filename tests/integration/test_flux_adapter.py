@@ -15,8 +15,7 @@ from typing import Any, Iterator
 import pytest
 
 from hpcbridge.errors import JobNotFoundError, JobSubmissionError
-from hpcbridge.model import JobState
-from hpcbridge.schedulers.tracking import FROM_FILE
+from hpcbridge.model import FROM_FILE, JobState
 from tests.support.flux_cases import (
     flux_params,
     make_adapter,

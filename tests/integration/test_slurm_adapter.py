@@ -26,9 +26,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 import pytest
 
 from hpcbridge.errors import JobNotFoundError, JobSubmissionError
-from hpcbridge.model import JobState, JobStatus
+from hpcbridge.model import FROM_FILE, JobState, JobStatus
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
-from hpcbridge.schedulers.tracking import FROM_FILE
 from tests.support.slurm_clusters import (
     TARGETS,
     Target,
@@ -172,7 +171,12 @@ def test_exit_three_is_failed(adapter: RealSlurmAdapter, script) -> None:
         [job_id], poll_interval=0.1, timeout=120, on_poll=lambda now: seen.append(now[job_id])
     )[job_id]
     assert status.state is JobState.FAILED and status.exit_code == 3
-    again = fresh_adapter(adapter).get_job_status(job_id)  # no record: the scheduler's answer
+    # The wait ended on the exit-code file, maybe while Slurm still says COMPLETING: a
+    # fresh client (no record) has the scheduler's answer only, RUNNING until then.
+    fresh, deadline = fresh_adapter(adapter), time.monotonic() + 60
+    while not (again := fresh.get_job_status(job_id)).is_terminal:
+        assert time.monotonic() < deadline, again
+        time.sleep(0.5)
     assert again.state is JobState.FAILED and again.exit_code == 3
     assert again.reason == "NonZeroExitCode"
     # on the way (COMPLETING, Slurm's reason already NonZeroExitCode) it is RUNNING, no reason
@@ -387,10 +391,17 @@ def test_controller_restart_while_waiting(
 
     observed: List[JobStatus] = []
     driver = adapter.open().driver
+    # No retries inside a round: each failed round is seen by the wait loop, which
+    # rides the outage out itself (retries within a round have tests of their own).
+    getattr(driver, "cli", driver).query_retries = 0.0  # pyslurm's driver uses its CLI's
     real_query = driver.query
 
+    spans: List[float] = []
+
     def query(job_ids: List[str]) -> Dict[str, JobStatus]:
+        started = time.monotonic()
         answers = real_query(job_ids)
+        spans.append(time.monotonic() - started)
         observed.extend(answers.values())
         return answers
 
@@ -407,8 +418,11 @@ def test_controller_restart_while_waiting(
     assert restarted["done"] <= ended, "the wait ended before slurmctld was back"
     assert status.state is JobState.FAILED and status.exit_code == 2
     down = [seen for seen in observed if seen.state is JobState.UNKNOWN]
-    assert down, "no query failed while slurmctld was down"
-    assert any("Unable to contact slurm controller" in seen.reason for seen in down), down[:3]
+    # Either squeue gave up during the outage (UNKNOWN, "Unable to contact"), or it kept
+    # retrying its connection until slurmctld was back: one round spans the outage.
+    assert down or max(spans) >= 10, ("the outage was never met", spans)
+    if down:
+        assert any("Unable to contact slurm controller" in seen.reason for seen in down), down
 
 
 # -- bulk submission -------------------------------------------------------------------------
@@ -447,7 +461,8 @@ def test_two_hundred_jobs_array_two_commands_per_poll(
         calls.clear()
         statuses = adapter.get_job_statuses(ids)
         polls += 1
-        assert len(calls) <= per_poll, [call[0] for call in calls]
+        asked = [call for call in calls if call[:2] != ["scontrol", "--version"]]  # once
+        assert len(asked) <= per_poll, [call[0] for call in calls]
         if all(status.is_terminal for status in statuses.values()):
             break
         assert time.monotonic() < deadline, "200 jobs did not finish in time"
@@ -462,7 +477,8 @@ def test_two_hundred_jobs_array_two_commands_per_poll(
     )
     calls.clear()
     again = fresh.get_job_statuses(ids)  # no records here: all asked of Slurm
-    assert len(calls) <= per_poll and {s.state for s in again.values()} == {JobState.COMPLETED}
+    asked = [call for call in calls if call[:2] != ["scontrol", "--version"]]
+    assert len(asked) <= per_poll and {s.state for s in again.values()} == {JobState.COMPLETED}
 
 
 def test_submit_many_failing_task_and_task_cancel(adapter: RealSlurmAdapter, script) -> None:

@@ -81,6 +81,12 @@ class ScriptedDriver:
     def max_batch(self) -> int:
         return self._max_batch
 
+    def queue_limit(self) -> Optional[int]:
+        return None
+
+    def find_submitted(self, planned: Planned) -> Optional[List[Submitted]]:
+        return None
+
     def find_output(self, job_id: str) -> Optional[str]:
         return None
 

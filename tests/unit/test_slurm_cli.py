@@ -271,8 +271,9 @@ def test_a_busy_controller_is_asked_again_within_the_budget() -> None:
 
 
 def test_light_rounds_ask_the_full_fields_only_for_a_changed_state() -> None:
-    """Slurm 24.05+: ``--only-job-state`` every round, the full squeue for what changed."""
-    states = iter(["5|RUNNING\n6|PENDING\n", "5|RUNNING\n6|RUNNING\n"])
+    """Slurm 24.05+: ``--only-job-state`` every round but the first (a cold round needs
+    every job's full fields), the full squeue for what changed."""
+    states = iter(["5|RUNNING\n6|RUNNING\n"])
     full = "5|5|RUNNING|None|2026-11-29T15:32:06|NONE|0|\n6|6|PENDING|Priority|NONE|NONE|0|\n"
 
     def squeue(argv: List[str]) -> CommandResult:
@@ -285,8 +286,8 @@ def test_light_rounds_ask_the_full_fields_only_for_a_changed_state() -> None:
     driver.query(["5", "6"])
     driver.query(["5", "6"])
     jobs = [next(p for p in call if p.startswith("--jobs=")) for call in executor.calls]
-    assert jobs == ["--jobs=5,6", "--jobs=5,6", "--jobs=5,6", "--jobs=6"]
-    assert ["--only-job-state" in call for call in executor.calls] == [True, False, True, False]
+    assert jobs == ["--jobs=5,6", "--jobs=5,6", "--jobs=6"]
+    assert ["--only-job-state" in call for call in executor.calls] == [False, True, False]
 
 
 SQUEUE_OUT = "5|5|RUNNING|None|2026-11-29T15:32:06|NONE|0|\n"

@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ...errors import JobSubmissionError, SchedulerAdapterError
+from ...errors import JobSubmissionError, SchedulerAdapterError, SubmissionUncertainError
 from ...model import JobStatus
 from ..driver import Capabilities, Planned, SubmitBatch, Submitted, Waiter
 from . import jobspec
@@ -298,6 +298,18 @@ class NativeDriver:
 
     def max_batch(self) -> int:
         return MAX_BATCH
+
+    def queue_limit(self) -> Optional[int]:
+        """flux-core caps no user's queued jobs (its policy limits bound a job's size and
+        duration); a sweep's own ``max_queued`` is the cap."""
+        return None
+
+    def find_submitted(self, planned: Planned) -> Optional[List[Submitted]]:
+        """Flux submissions are not looked up by key yet: the answer stays uncertain."""
+        raise SubmissionUncertainError(
+            f"cannot tell whether {planned.batch.job.wrapper_path} went in: look for it "
+            "with flux jobs -a before sending it again"
+        )
 
     def find_output(self, job_id: str) -> Optional[str]:
         """From the job's jobspec (the ``job-info.lookup`` RPC, else the command)."""

@@ -22,7 +22,7 @@ import logging
 import shlex
 from typing import Callable, Dict, List, Optional, Sequence, TypeVar
 
-from ...errors import JobSubmissionError, SchedulerUnavailableError
+from ...errors import JobSubmissionError, SchedulerUnavailableError, SubmissionUncertainError
 from ...model import JobState, JobStatus
 from ...retrying import retry
 from ...transports.base import CommandResult, Executor
@@ -326,6 +326,18 @@ class CLIDriver:
 
     def max_batch(self) -> int:
         return MAX_BATCH
+
+    def queue_limit(self) -> Optional[int]:
+        """flux-core caps no user's queued jobs (its policy limits bound a job's size and
+        duration); a sweep's own ``max_queued`` is the cap."""
+        return None
+
+    def find_submitted(self, planned: Planned) -> Optional[List[Submitted]]:
+        """Flux submissions are not looked up by key yet: the answer stays uncertain."""
+        raise SubmissionUncertainError(
+            f"cannot tell whether {planned.batch.job.wrapper_path} went in: look for it "
+            "with flux jobs -a before sending it again"
+        )
 
     def find_output(self, job_id: str) -> Optional[str]:
         return self.commands.output_of(job_id)

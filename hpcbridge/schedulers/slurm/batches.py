@@ -78,6 +78,11 @@ def submit_batch(planned: Planned, submit: SubmitOne) -> List[Submitted]:
             raise
         log.warning("Slurm refused a job array (%s); submitting one job per task", exc)
         return _one_by_one(batch, submit)
+    return submitted_for(batch, spec, first_id)
+
+
+def submitted_for(batch: SubmitBatch, spec: SubmitSpec, first_id: str) -> List[Submitted]:
+    """The jobs one submission of ``spec`` made: the job, or every task of the array."""
     if spec.array is None:
         return [Submitted(first_id, _log_path(spec, first_id))]
     task_ids = array_task_ids(first_id, batch.count)

@@ -9,21 +9,30 @@ the wrapper's exit-code file).
 from __future__ import annotations
 
 import logging
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...errors import (
     JobSubmissionError,
     JobTimeoutError,
+    LimitRefusedError,
     SchedulerAdapterError,
     SubmissionUncertainError,
 )
 from ...model import JobStatus
 from ...retrying import Deadline, retry
 from ...transports.base import CommandResult, Executor
-from ..adoption import CannotAsk, adopt_or_resubmit
+from ..adoption import CannotAsk, adopt_or_resubmit, look_up
 from ..driver import Planned, SubmitBatch, Submitted, unreachable
-from . import control, messages, status, submission
-from .batches import CAPABILITIES, NOT_FOUND, plan_batch, planned_spec, submit_batch, unknown
+from . import control, limits, messages, status, submission
+from .batches import (
+    CAPABILITIES,
+    NOT_FOUND,
+    plan_batch,
+    planned_spec,
+    submit_batch,
+    submitted_for,
+    unknown,
+)
 
 log = logging.getLogger("hpcbridge.slurm")
 
@@ -69,6 +78,8 @@ class SlurmCliDriver:
         #: whether squeue has ``--only-job-state``, once asked; the last unfinished answers
         self._has_light = light_rounds
         self._last: Dict[str, JobStatus] = {}
+        #: the cap on queued jobs, once asked (a 1-tuple: ``(None,)`` when there is none)
+        self._queue_limit: Optional[Tuple[Optional[int]]] = None
 
     def _run(self, argv: List[str], idempotent: bool = True) -> CommandResult:
         return self.executor.run(
@@ -156,6 +167,8 @@ class SlurmCliDriver:
             cls = (
                 SubmissionUncertainError
                 if messages.submission_uncertain(message)
+                else LimitRefusedError
+                if messages.limit_refused(message)
                 else JobSubmissionError
             )
             raise cls(
@@ -185,6 +198,37 @@ class SlurmCliDriver:
                 found = status.parse_key_rows(history.stdout, key)
         return found
 
+    def find_submitted(self, planned: Planned) -> Optional[List[Submitted]]:
+        """The jobs a lost submission of ``planned`` made, by its key (``adoption``)."""
+        spec = planned_spec(planned)
+        found = look_up(
+            lambda: self.find_by_key(spec.key),
+            key=spec.key,
+            budget=ADOPTION_BUDGET,
+            settle=self.settle(),
+            where=f"slurmctld on {self.executor.host}",
+        )
+        return None if found is None else submitted_for(planned.batch, spec, found)
+
+    def queue_limit(self) -> Optional[int]:
+        """The smallest cap on this user's queued jobs (``limits``), asked once; ``None``
+        where none is set or the accounting cannot be asked."""
+        if self._queue_limit is None:
+            self._queue_limit = (self._read_queue_limit(),)
+        return self._queue_limit[0]
+
+    def _read_queue_limit(self) -> Optional[int]:
+        user = self._run(limits.user_argv())
+        assoc = self._run(limits.assoc_argv(user.stdout.strip())) if user.ok else user
+        if not assoc.ok:
+            log.info("no cap on queued jobs known: %s", messages.scheduler_message(assoc.message()))
+            return None
+        caps, qos_names = limits.parse_assoc(assoc.stdout, self.config().get("ClusterName"))
+        qos = self._run(limits.qos_argv())
+        if qos.ok:
+            caps += limits.parse_qos(qos.stdout, qos_names)
+        return limits.smallest(caps)
+
     def settle(self) -> float:
         """How long an absent key must stay absent: slurmctld's MessageTimeout, or 10 s."""
         try:
@@ -207,7 +251,8 @@ class SlurmCliDriver:
             return {}
         answers: Dict[str, JobStatus] = {}
         to_ask = ids
-        if self._light():
+        # A cold round (nothing known yet) needs every job's full fields: no light one.
+        if self._last and self._light():
             light = self._ask(status.squeue_state_argv(ids))
             if light.ok:
                 states = status.parse_squeue_states(light.stdout)

@@ -78,3 +78,17 @@ def accounting_disabled(message: str) -> bool:
     """sacct's answer on a cluster without slurmdbd (exit 1)."""
     lowered = message.lower()
     return "accounting storage is disabled" in lowered or "accounting_storage/none" in lowered
+
+
+#: sbatch's words for a job refused by a cap on queued jobs (the reason codes, and the
+#: message Slurm prints for ESLURM_ACCOUNTING_POLICY when it names no code)
+LIMIT_REFUSED = (
+    "MaxSubmitJob",
+    "GrpSubmitJob",
+    "job submit limit",
+)
+
+
+def limit_refused(message: str) -> bool:
+    """sbatch was refused because this user has as many jobs queued as allowed."""
+    return any(text in message for text in LIMIT_REFUSED)

@@ -15,7 +15,12 @@ import logging
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ...errors import JobSubmissionError, SchedulerUnavailableError, SubmissionUncertainError
+from ...errors import (
+    JobSubmissionError,
+    LimitRefusedError,
+    SchedulerUnavailableError,
+    SubmissionUncertainError,
+)
 from ...model import JobStatus
 from ...retrying import retry
 from ...transports.base import Executor
@@ -193,6 +198,8 @@ class SlurmNativeDriver:
             cls = (
                 SubmissionUncertainError
                 if messages.submission_uncertain(message)
+                else LimitRefusedError
+                if messages.limit_refused(message)
                 else JobSubmissionError
             )
             raise cls(f"Slurm refused the job: {message}", scheduler_message=message) from exc
@@ -276,6 +283,19 @@ class SlurmNativeDriver:
             return None
         path = getattr(job, "standard_output", None)
         return str(path) if path else None
+
+    def find_submitted(self, planned: Planned) -> Optional[List[Submitted]]:
+        """By the key in the job's comment, as the CLI driver finds it (one squeue)."""
+        found = self.cli.find_submitted(planned)
+        for item in found or ():
+            self._exit_files[item.job_id] = planned.batch.job.exit_file_for(
+                item.index, planned.batch.count
+            )
+        return found
+
+    def queue_limit(self) -> Optional[int]:
+        """The cap on queued jobs, read with sacctmgr (pyslurm has no association query)."""
+        return self.cli.queue_limit()
 
     def max_batch(self) -> int:
         return self.cli.max_batch()

@@ -1,0 +1,332 @@
+"""Feeding a sweep: keep at most ``cap`` of its jobs queued, send more as jobs end.
+
+One ``Feeder`` per sweep per process, and one process at a time per sweep
+(the feeder's lease in ``sweep_store``).  Its loop:
+
+1. **recover**: tasks left ``sending`` by a feeder that died are looked up by
+   their key (``driver.find_submitted``): found, they are recorded as sent;
+   surely absent, they wait to be sent again - no job is sent twice;
+2. **fill**: while fewer than ``cap`` of the sweep's jobs are unfinished, the
+   next tasks whose parents in the sweep all have an id are sent - runs of
+   tasks of one step without parents as one submission (one array on Slurm),
+   a task with parents on its own, ``afterok`` those parents' ids.  A refusal
+   for the cluster's own cap (``LimitRefusedError``) holds the rest back until
+   a job ends; it is never reported as a failed job;
+3. **wait** for at least one of the unfinished jobs to end (the adapter's one
+   wait loop, at its polite rate), then fill again - until every task is sent.
+
+The cap is ``max_queued`` when given, else the scheduler's cap on this user's
+queued jobs (``driver.queue_limit()``: Slurm's ``MaxSubmitJobs``), else none.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence
+
+from ..errors import (
+    JobSubmissionError,
+    JobTimeoutError,
+    LimitRefusedError,
+    SubmissionUncertainError,
+)
+from ..jobscript import TaskSpec
+from ..model import JobState, JobStatus
+from ..sweep_store import (
+    FED,
+    SENDING,
+    SENT,
+    WAITING,
+    SweepBook,
+    SweepRecord,
+    SweepTask,
+)
+from .driver import PartialSubmissionError, Submitted
+from .submitting import Order, batches
+
+if TYPE_CHECKING:
+    from .base import SchedulerAdapter
+
+log = logging.getLogger("hpcbridge")
+
+#: the most seconds one wait for an end lasts before the feeder looks again (and beats)
+LOOK_AGAIN = 30.0
+
+ProgressCallback = Callable[[Dict[str, int]], None]
+
+
+class SweepCancelled(Exception):
+    """The sweep was cancelled (``hpcbridge cancel SWEEP``) while being fed."""
+
+
+class Feeder:
+    """Sends one sweep's tasks through its adapter; see the module docstring."""
+
+    def __init__(self, adapter: SchedulerAdapter, book: SweepBook, sweep: SweepRecord) -> None:
+        self.adapter = adapter
+        self.book = book
+        self.sweep = sweep
+        self.tasks: List[SweepTask] = book.tasks(sweep.name)
+        self.by_index = {task.index: task for task in self.tasks}
+        #: the sweep's jobs not known to have ended
+        self.unfinished: Dict[str, None] = {}
+        #: ids of jobs that ended, and whether each COMPLETED
+        self.ended: Dict[str, bool] = {}
+        self.cap = sweep.max_queued or adapter.open().driver.queue_limit()
+        #: the scheduler refused more for its own cap: wait for an end before trying again
+        self.held = False
+
+    # -- the loop ------------------------------------------------------------
+
+    def run(self, on_progress: Optional[ProgressCallback] = None) -> None:
+        """Feed until every task is sent (or will never be); then the sweep is ``fed``."""
+        self._recover()
+        self._note_unfinished()
+        if self.cap:
+            log.info("sweep %s: at most %d job(s) queued at once", self.sweep.name, self.cap)
+        while True:
+            self._check_not_cancelled()
+            self.book.beat(self.sweep.name)
+            self._fill()
+            if on_progress is not None:
+                on_progress(self.counts())
+            waiting = [task for task in self.tasks if task.state == WAITING]
+            if not waiting:
+                break
+            if not self.unfinished and not self.held:
+                self._give_up_orphans(waiting)
+                continue
+            self._wait_for_an_end()
+        self.book.release(self.sweep.name, FED)
+
+    def counts(self) -> Dict[str, int]:
+        """Tasks not sent, jobs unfinished, jobs ended (COMPLETED or not) - from memory."""
+        unsent = sum(task.state in (WAITING, SENDING) for task in self.tasks)
+        done = sum(self.ended.values())
+        return {
+            "total": len(self.tasks),
+            "unsent": unsent,
+            "queued": len(self.unfinished),
+            "completed": done,
+            "failed": len(self.ended) - done,
+        }
+
+    def _check_not_cancelled(self) -> None:
+        current = self.book.get(self.sweep.name)
+        if current is not None and current.state == "cancelled":
+            raise SweepCancelled(f"sweep {self.sweep.name} was cancelled")
+
+    def _note_unfinished(self) -> None:
+        """The sent jobs' last recorded states (one store query): which still count."""
+        ids = [task.job_id for task in self.tasks if task.state == SENT and task.job_id]
+        recorded = self.adapter.store.statuses(
+            self.adapter.scheduler_name, self.adapter.host_label, [i for i in ids if i]
+        )
+        for job_id in ids:
+            status = recorded.get(job_id)
+            if status is not None and status.is_terminal:
+                self.ended[job_id] = status.state is JobState.COMPLETED
+            else:
+                self.unfinished[job_id] = None
+
+    def _wait_for_an_end(self) -> None:
+        if not self.unfinished:  # held by the cluster's cap with none of ours queued
+            time.sleep(self.adapter.settings.poll_interval or self.adapter.default_poll_interval)
+            self.held = False
+            return
+        try:
+            ended = self.adapter.following().wait_all(
+                list(self.unfinished), None, LOOK_AGAIN, None, None, 1.0, enough=1
+            )
+        except JobTimeoutError:
+            return  # none ended within LOOK_AGAIN: look again (and beat)
+        for job_id, status in ended.items():
+            self.unfinished.pop(job_id, None)
+            self.ended[job_id] = status.state is JobState.COMPLETED
+        self.held = False
+
+    # -- sending -------------------------------------------------------------
+
+    def _fill(self) -> None:
+        """Send ready tasks while there is room (see the module docstring)."""
+        if self.held:
+            return
+        room: Optional[int] = (self.cap - len(self.unfinished)) if self.cap else None
+        group: List[SweepTask] = []
+
+        def send(tasks: List[SweepTask]) -> None:
+            nonlocal room
+            if tasks:
+                self._send_group(tasks)
+                room = None if room is None else room - len(tasks)
+
+        for task in self.tasks:
+            if self.held or (room is not None and room - len(group) <= 0):
+                break
+            if task.state != WAITING or not self._parents_sent(task):
+                continue
+            if task.after:  # its own submission, afterok its parents' ids
+                send(group)
+                group = []
+                if not self.held:
+                    send([task])
+                continue
+            if group and group[-1].step != task.step:
+                send(group)
+                group = []
+            group.append(task)
+        if not self.held:
+            send(group)
+
+    def _parents_sent(self, task: SweepTask) -> bool:
+        return all(self.by_index[parent].state == SENT for parent in task.after)
+
+    def _send_group(self, group: Sequence[SweepTask]) -> int:
+        """Send one run of tasks as one order; how many went in."""
+        if not group or self.held:
+            return 0
+        order = self._order(group)
+        indexes = [task.index for task in group]
+        if not self.book.mark_sending(self.sweep.name, indexes, order.token, _iso(order.made)):
+            self._check_not_cancelled()
+            return 0
+        for task in group:
+            task.state, task.token = SENDING, order.token
+        try:
+            ids = self.adapter._submission().run(order, self._known(order.depends_on))
+        except LimitRefusedError as exc:
+            return self._held_back(group, [], str(exc))
+        except PartialSubmissionError as exc:
+            went_in = [item.job_id for item in exc.submitted]
+            if any("limit" in failure.lower() for failure in exc.failures):
+                return self._held_back(group, went_in, "; ".join(exc.failures))
+            self._sent(group[: len(went_in)], went_in)
+            self._never(group[len(went_in) :], "; ".join(exc.failures))
+            return len(went_in)
+        except SubmissionUncertainError:
+            raise  # left "sending": the next feeder looks it up by its key
+        except JobSubmissionError as exc:
+            self._never(group, str(exc))
+            return 0
+        self._sent(group, ids)
+        return len(ids)
+
+    def _known(self, parents: Sequence[str]) -> Dict[str, JobStatus]:
+        """The sweep's own parents as recorded (no scheduler asked): the store's states."""
+        ours = [job_id for job_id in parents if job_id in self.unfinished or job_id in self.ended]
+        if not ours:
+            return {}
+        return self.adapter.store.statuses(
+            self.adapter.scheduler_name, self.adapter.host_label, ours
+        )
+
+    def _held_back(self, group: Sequence[SweepTask], went_in: List[str], why: str) -> int:
+        """The scheduler refused more for its own cap: what did not go in waits for an
+        end, and the cap becomes what it took (halved when it took none of ours: an
+        array is refused whole, and other jobs of the user may count too)."""
+        self._sent(group[: len(went_in)], went_in)
+        rest = group[len(went_in) :]
+        self.book.mark_waiting(self.sweep.name, [task.index for task in rest])
+        for task in rest:
+            task.state, task.token = WAITING, None
+        took = len(self.unfinished) or max(1, len(group) // 2)
+        self.cap = min(self.cap, took) if self.cap else took
+        if not self.held:
+            log.info(
+                "sweep %s: the scheduler takes no more jobs for now (%s); holding %d back "
+                "until some end, at most %d queued from now on",
+                self.sweep.name,
+                why,
+                len(rest),
+                self.cap,
+            )
+        self.held = True
+        return len(went_in)
+
+    def _sent(self, group: Sequence[SweepTask], ids: Sequence[str]) -> None:
+        self.book.mark_sent(self.sweep.name, {t.index: i for t, i in zip(group, ids)})
+        for task, job_id in zip(group, ids):
+            task.state, task.job_id = SENT, job_id
+            self.unfinished[job_id] = None
+
+    def _never(self, tasks: Sequence[SweepTask], why: str) -> None:
+        if not tasks:
+            return
+        log.error("sweep %s: %d task(s) refused: %s", self.sweep.name, len(tasks), why)
+        self.book.mark_never(self.sweep.name, {task.index: why for task in tasks})
+        for task in tasks:
+            task.state, task.note = "cancelled", why
+
+    def _give_up_orphans(self, waiting: Sequence[SweepTask]) -> None:
+        """Nothing queued, nothing sendable: what waits has a parent that never went in."""
+        self._never(waiting, "a task it runs after was never submitted")
+
+    def _order(self, group: Sequence[SweepTask], token: Optional[str] = None) -> Order:
+        step = self.sweep.steps[group[0].step]
+        parents = [self.by_index[p].job_id or "" for task in group for p in task.after]
+        specs = [TaskSpec(t.script, t.arguments, t.environment) for t in group]
+        order = self.adapter._order(
+            lambda: specs,
+            step.resources,
+            [*step.depends_on, *parents],
+            self.sweep.folder,
+            step.options,
+        )
+        if token is None:
+            return order
+        made = datetime.fromisoformat(group[0].made) if group[0].made else order.made
+        return replace(order, token=token, made=made)  # the order as it was first sent
+
+    # -- recovery ------------------------------------------------------------
+
+    def _recover(self) -> None:
+        """Tasks a dead feeder left ``sending``: adopted by their key, or sent again."""
+        runs: Dict[str, List[SweepTask]] = {}
+        for task in self.tasks:
+            if task.state == SENDING and task.token:
+                runs.setdefault(task.token, []).append(task)
+        for token, group in runs.items():
+            found = self._find(group, token)
+            if found:
+                self._adopt(group, token, found)
+            else:
+                log.info(
+                    "sweep %s: %d task(s) never went in; sending them", self.sweep.name, len(group)
+                )
+                self.book.mark_waiting(self.sweep.name, [task.index for task in group])
+                for task in group:
+                    task.state, task.token = WAITING, None
+
+    def _find(self, group: Sequence[SweepTask], token: str) -> Optional[List[Submitted]]:
+        submission = self.adapter._submission()
+        order = self._order(group, token)
+        found: List[Submitted] = []
+        for batch, _ in batches(order, submission.stager, submission.driver.max_batch()):
+            planned = submission.driver.plan(batch)
+            part = submission.driver.find_submitted(planned)
+            if not part:
+                break
+            found.extend(part)
+        return found or None
+
+    def _adopt(self, group: Sequence[SweepTask], token: str, found: List[Submitted]) -> None:
+        submission = self.adapter._submission()
+        order = self._order(group, token)
+        chunks = batches(order, submission.stager, submission.driver.max_batch())
+        start = 0
+        for batch, chunk in chunks:
+            mine = found[start : start + batch.count]
+            if mine:
+                submission.record(mine, batch, chunk)
+            start += batch.count
+        self._sent(group[: len(found)], [item.job_id for item in found])
+        log.warning(
+            "sweep %s: adopted %d job(s) sent by a feeder that died", self.sweep.name, len(found)
+        )
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat()

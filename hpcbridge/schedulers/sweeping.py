@@ -1,0 +1,318 @@
+"""Sweeps: many jobs under one name, fed to the scheduler a few at a time.
+
+    sweep = Sweep(adapter, "hello_bye", max_queued=50)
+    hellos = sweep.add([("hello.sh", [name]) for name in names])
+    sweep.add([("bye.sh", [name]) for name in names], after=hellos)  # each bye after its hello
+    final = sweep.wait()                                             # feeds, then waits
+
+Everything is checked when added - resources, options, scripts, outside
+parents, a representative task planned by the driver - so a bad value fails
+before anything is recorded, staged or sent.  ``submit()`` records every task
+in the job store (``sweep_store``) and feeds them (``feeding.Feeder``) until
+all are sent; its ids come back in the order the tasks were added.  A process
+that dies while feeding leaves the sweep in the store: ``Sweep.resume(adapter,
+name)`` - ``hpcbridge wait NAME`` - goes on from there, no job sent twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Union
+
+from ..errors import JobSubmissionError, JobTimeoutError, LimitRefusedError
+from ..jobscript import new_token
+from ..model import JobStatus
+from ..retrying import Deadline
+from ..sweep_store import (
+    CANCELLED,
+    FEEDING,
+    GIVEN_UP,
+    SENT,
+    Step,
+    SweepBook,
+    SweepRecord,
+    SweepTask,
+    now_text,
+)
+from . import staging
+from .driver import PartialSubmissionError, Submitted
+from .feeding import LOOK_AGAIN, Feeder, ProgressCallback
+from .staging import DependsOn, JobInput
+from .submitting import Order
+
+if TYPE_CHECKING:
+    from .base import SchedulerAdapter
+
+log = logging.getLogger("hpcbridge")
+
+#: what a sweep may be called: it names a folder, and starts with a letter as no Slurm or
+#: mock id does (the command takes an argument as a sweep's name when one is recorded)
+NAME = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,63}")
+
+#: a task's parents in the sweep: one index for every task, or one entry per task
+#: (an index, or several)
+After = Union[None, int, Sequence[Union[int, Sequence[int]]]]
+
+
+class Sweep:
+    """One sweep of one adapter's jobs; see the module docstring."""
+
+    def __init__(
+        self,
+        adapter: SchedulerAdapter,
+        name: Optional[str] = None,
+        max_queued: Optional[int] = None,
+    ) -> None:
+        if max_queued is not None and (
+            isinstance(max_queued, bool) or not isinstance(max_queued, int) or max_queued < 1
+        ):
+            raise ValueError(f"max_queued must be a whole number of 1 or more, not {max_queued!r}")
+        if name is not None and not NAME.fullmatch(name):
+            raise ValueError(
+                f"a sweep's name is a letter, then letters, digits, '.', '_' or '-' (at most "
+                f"64), not {name!r}: it names a folder and is told apart from job ids"
+            )
+        self.adapter = adapter
+        self.book = SweepBook(adapter.store)
+        self.name = name or f"sweep-{new_token()[:8]}"
+        self.max_queued = int(max_queued) if max_queued is not None else None
+        self._steps: List[Step] = []
+        self._tasks: List[SweepTask] = []
+        self._record: Optional[SweepRecord] = None
+
+    # -- building -----------------------------------------------------------
+
+    def add(
+        self,
+        jobs: Sequence[JobInput],
+        resources: Optional[Mapping[str, Any]] = None,
+        depends_on: DependsOn = None,
+        after: After = None,
+        **options: Any,
+    ) -> List[int]:
+        """Add tasks sharing ``resources``, outside parents and scheduler options;
+        ``after``: the tasks of this sweep each runs after (``afterok``).  Returns
+        the new tasks' indexes, for a later ``after``."""
+        repo = self.adapter.settings.remote_repo
+        tasks = [staging.coerce_task(item, repo) for item in jobs]
+        order = self.adapter._order(lambda: tasks, resources, depends_on, None, options)
+        return self.add_order(order, resources, options, after)
+
+    def add_order(
+        self,
+        order: Order,
+        resources: Optional[Mapping[str, Any]],
+        options: Mapping[str, Any],
+        after: After = None,
+    ) -> List[int]:
+        """``add`` of an order already validated (``submit_many``'s)."""
+        if self._record is not None:
+            raise JobSubmissionError(f"sweep {self.name} was already submitted; add to a new one")
+        parents = _parents(after, len(order.tasks), len(self._tasks))
+        if order.tasks:  # one task planned as it will be sent: refused now, not midway
+            self.adapter._submission().plan(Order(order.tasks[:1], *_shared(order)))
+        step = len(self._steps)
+        self._steps.append(Step(dict(resources or {}), dict(options), order.depends_on))
+        first = len(self._tasks)
+        for offset, (task, before) in enumerate(zip(order.tasks, parents)):
+            self._tasks.append(
+                SweepTask(
+                    first + offset,
+                    step,
+                    task.script,
+                    tuple(task.arguments),
+                    task.environment,
+                    before,
+                )
+            )
+        return list(range(first, len(self._tasks)))
+
+    # -- running ------------------------------------------------------------
+
+    def submit(
+        self, remote_dir: Optional[str] = None, on_progress: Optional[ProgressCallback] = None
+    ) -> List[str]:
+        """Record the sweep and feed it until every task is sent; the ids in task order.
+
+        Tasks that will never be sent (refused, a parent that never went in) raise
+        ``PartialSubmissionError`` at the end, with the ids of those that were."""
+        if self._record is None:
+            self._record = self._create(remote_dir)
+        return self.feed(on_progress)
+
+    def wait(
+        self,
+        poll_interval: Optional[float] = None,
+        timeout: Optional[float] = None,
+        on_progress: Optional[ProgressCallback] = None,
+    ) -> Dict[str, JobStatus]:
+        """Feed what is left, then wait for every job; the final statuses by id."""
+        if self._record is None:
+            self._record = self._create(None)
+        ids = self.feed(on_progress)
+        return self.adapter.wait_all(ids, poll_interval, timeout)
+
+    @classmethod
+    def resume(cls, adapter: SchedulerAdapter, name: str) -> Sweep:
+        """The sweep recorded under ``name``, to go on feeding (``submit``/``wait``)."""
+        book = SweepBook(adapter.store)
+        record = book.get(name)
+        if record is None:
+            raise JobSubmissionError(f"no sweep named {name!r} in {adapter.store.path}")
+        sweep = cls(adapter, name, record.max_queued)
+        sweep._record = record
+        return sweep
+
+    def job_ids(self) -> List[str]:
+        """The ids of the sweep's jobs sent so far, in task order."""
+        return self.book.job_ids(self.name)
+
+    def counts(self) -> Dict[str, int]:
+        """How many tasks wait, are being sent, and how many jobs are in each state."""
+        record = self._record or self.book.get(self.name)
+        return self.book.counts(record) if record is not None else {}
+
+    def cancel(self) -> List[str]:
+        """Send nothing more and cancel the jobs not ended; their ids."""
+        record = self._record or self.book.get(self.name)
+        if record is None:
+            return []
+        self.book.cancel_unsent(self.name)
+        self.book.release(self.name, GIVEN_UP)
+        ids = self.job_ids()
+        statuses = self.adapter.store.statuses(record.scheduler, record.host, ids)
+        alive = [i for i in ids if i not in statuses or not statuses[i].is_terminal]
+        if alive:
+            self.adapter.cancel_jobs(alive)
+        return alive
+
+    # -- inside -------------------------------------------------------------
+
+    def _create(self, remote_dir: Optional[str]) -> SweepRecord:
+        if not self._tasks:
+            raise JobSubmissionError(f"sweep {self.name} has no tasks: add some first")
+        adapter = self.adapter
+        folder = adapter.stager.folder(remote_dir, f"sweep-{self.name}", datetime.now())
+        record = SweepRecord(
+            name=self.name,
+            scheduler=adapter.scheduler_name,
+            transport=adapter.executor.kind,
+            host=adapter.host_label,
+            flux_uri=adapter.instance_label,
+            folder=folder,
+            max_queued=self.max_queued,
+            steps=self._steps,
+            total=len(self._tasks),
+            created=now_text(),
+        )
+        try:
+            self.book.create(record, self._tasks)
+        except ValueError:
+            raise JobSubmissionError(
+                f"a sweep named {self.name!r} is already recorded: choose another name, "
+                f"or go on with it (hpcbridge wait {self.name})"
+            ) from None
+        return record
+
+    def feed(self, on_progress: Optional[ProgressCallback] = None) -> List[str]:
+        """Send what is left - or, while another live process feeds the sweep, follow
+        its jobs until that one is done (or dies and this one takes over) - until every
+        task is sent; the ids in task order (``submit``'s outcome)."""
+        if self._record is None:
+            raise JobSubmissionError(f"sweep {self.name} is not submitted yet: submit() it")
+        record = self.book.get(self.name) or self._record
+        if record.state == GIVEN_UP:
+            raise JobSubmissionError(f"sweep {self.name} was cancelled; nothing more is sent")
+        while record.state == FEEDING:
+            holder = self.book.take(self.name)
+            if holder is None:
+                try:
+                    Feeder(self.adapter, self.book, record).run(on_progress)
+                finally:
+                    self.book.release(self.name)
+                break
+            log.info("sweep %s is being fed by %s: following its jobs", self.name, holder)
+            # Another live process feeds it: follow its jobs until it is done (or dies).
+            self._follow_a_while()
+            record = self.book.get(self.name) or record
+        return self._outcome()
+
+    def _follow_a_while(self) -> None:
+        ids = self.job_ids()
+        try:
+            if ids:
+                self.adapter.wait_all(ids, timeout=LOOK_AGAIN)
+            else:
+                Deadline(LOOK_AGAIN).sleep(LOOK_AGAIN)
+        except JobTimeoutError:
+            pass
+
+    def _outcome(self) -> List[str]:
+        tasks = self.book.tasks(self.name)
+        sent = [task for task in tasks if task.state == SENT and task.job_id]
+        never = [task for task in tasks if task.state == CANCELLED]
+        ids = [str(task.job_id) for task in sent]
+        if never:
+            failures = [f"task {task.index}: {task.note or 'cancelled'}" for task in never]
+            submitted = [Submitted(str(task.job_id), "", task.index) for task in sent]
+            raise PartialSubmissionError(submitted, failures, len(tasks))
+        return ids
+
+
+def send_or_feed(
+    adapter: SchedulerAdapter,
+    order: Order,
+    resources: Optional[Mapping[str, Any]],
+    options: Mapping[str, Any],
+    max_queued: Optional[int],
+    name: Optional[str],
+) -> List[str]:
+    """``submit_many``'s choice: one submission, or a sweep fed through a cap (given,
+    the scheduler's own, or met on the way: a refusal for it sends nothing)."""
+    if max_queued is None:
+        max_queued = adapter.settings.max_queued
+    if max_queued is None and name is None:
+        many = len(order.tasks) > 1
+        cap = adapter.open().driver.queue_limit() if many else None
+        if cap is None or len(order.tasks) <= cap:
+            try:
+                return adapter._submission().run(order)
+            except LimitRefusedError as exc:
+                log.info("the scheduler takes no more jobs now (%s): feeding them as a sweep", exc)
+        max_queued = cap
+    sweep = Sweep(adapter, name, max_queued)
+    sweep.add_order(order, resources, options)
+    return sweep.submit(order.remote_dir)
+
+
+def _shared(order: Order) -> tuple:
+    """An order's fields after its tasks (for a one-task copy of it)."""
+    return (order.resources, order.depends_on, order.remote_dir, order.options, order.token)
+
+
+def _parents(after: After, count: int, earlier: int) -> List[tuple]:
+    """Each new task's parents (indexes of earlier tasks of the sweep)."""
+    if after is None:
+        return [()] * count
+    if isinstance(after, int) and not isinstance(after, bool):
+        each: List[Any] = [after] * count
+    else:
+        each = list(after)  # type: ignore[arg-type]
+        if len(each) != count:
+            raise ValueError(
+                f"after has {len(each)} entries for {count} tasks: give one per task, "
+                "or one index for all"
+            )
+    parents = []
+    for entry in each:
+        indexes = (entry,) if isinstance(entry, int) else tuple(entry)
+        for index in indexes:
+            if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < earlier:
+                raise ValueError(
+                    f"after names task {index!r}, which is not an earlier task of this sweep "
+                    f"(0..{earlier - 1}): add parents first and pass the indexes add returned"
+                )
+        parents.append(indexes)
+    return parents

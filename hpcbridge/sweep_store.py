@@ -1,0 +1,421 @@
+"""The sweeps in the job store: every task of a sweep, submitted or not yet.
+
+A sweep is many jobs fed to the scheduler a few at a time (``max_queued``),
+under a name, so that another process can go on feeding it when the first one
+dies.  Two tables beside ``hpc_jobs``:
+
+* ``sweeps``: one row per sweep - where its jobs go (scheduler, host, folder),
+  its steps (the resources, options and outside parents each step's tasks
+  share, as JSON), its cap, and which process feeds it (``feeder``, with a
+  heartbeat: a dead or silent feeder's sweep can be taken over);
+* ``sweep_tasks``: one row per task - its script, arguments, environment, the
+  tasks of the same sweep it runs after, and where it is: ``waiting`` (not
+  sent), ``sending`` (handed to the scheduler under ``token``: if the feeder
+  died now, the job may or may not exist and is looked up by its key),
+  ``sent`` (``job_id`` known, its record in ``hpc_jobs``), ``cancelled``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from .store import JobRecord, JobStore
+from .store_schema import COLUMNS, decode_row
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sweeps (
+    name        TEXT PRIMARY KEY,
+    scheduler   TEXT NOT NULL,
+    transport   TEXT NOT NULL,
+    host        TEXT NOT NULL,
+    flux_uri    TEXT,
+    folder      TEXT NOT NULL,
+    max_queued  INTEGER,
+    steps       TEXT NOT NULL,
+    total       INTEGER NOT NULL,
+    created     TEXT NOT NULL,
+    state       TEXT NOT NULL DEFAULT 'feeding',
+    feeder      TEXT NOT NULL DEFAULT '',
+    beat        REAL NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS sweep_tasks (
+    sweep       TEXT NOT NULL,
+    idx         INTEGER NOT NULL,
+    step        INTEGER NOT NULL,
+    script      TEXT NOT NULL,
+    arguments   TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    after       TEXT NOT NULL,
+    state       TEXT NOT NULL DEFAULT 'waiting',
+    token       TEXT,
+    made        TEXT,
+    job_id      TEXT,
+    note        TEXT,
+    PRIMARY KEY (sweep, idx)
+);
+CREATE INDEX IF NOT EXISTS sweep_tasks_state ON sweep_tasks (sweep, state);
+CREATE INDEX IF NOT EXISTS sweep_tasks_job ON sweep_tasks (job_id);
+"""
+
+#: a task's places (see the module docstring)
+WAITING, SENDING, SENT, CANCELLED = "waiting", "sending", "sent", "cancelled"
+#: a sweep's: still being fed, every task sent, given up
+FEEDING, FED, GIVEN_UP = "feeding", "fed", "cancelled"
+#: seconds without a heartbeat after which a feeder on another host counts as gone
+SILENT_AFTER = 120.0
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the tasks of one ``add`` share (as the caller gave it: re-validated on use)."""
+
+    resources: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
+    #: outside parents: ids of jobs not in the sweep
+    depends_on: Tuple[str, ...] = ()
+
+
+@dataclass
+class SweepTask:
+    index: int
+    step: int
+    script: str
+    arguments: Tuple[str, ...] = ()
+    environment: Mapping[str, str] = field(default_factory=dict)
+    #: indexes of the tasks of this sweep it runs after (each must have completed)
+    after: Tuple[int, ...] = ()
+    state: str = WAITING
+    token: Optional[str] = None
+    made: Optional[str] = None
+    job_id: Optional[str] = None
+    #: why a task was never sent (its parent failed, the scheduler refused it)
+    note: Optional[str] = None
+
+
+@dataclass
+class SweepRecord:
+    name: str
+    scheduler: str
+    transport: str
+    host: str
+    flux_uri: Optional[str]
+    folder: str
+    max_queued: Optional[int]
+    steps: List[Step]
+    total: int
+    created: str
+    state: str = FEEDING
+    feeder: str = ""
+    beat: float = 0.0
+
+
+class _NotAllWaiting(Exception):
+    """Rolls ``mark_sending`` back."""
+
+
+def me() -> str:
+    """This process, as a feeder: ``host:pid``."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def feeder_alive(feeder: str, beat: float, now: float) -> bool:
+    """Whether the process named ``feeder`` may still be feeding: on this host its pid
+    says so; on another, a heartbeat within ``SILENT_AFTER``."""
+    if not feeder:
+        return False
+    host, _, pid = feeder.rpartition(":")
+    if host == socket.gethostname() and pid.isdigit():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return now - beat < SILENT_AFTER
+
+
+def _steps_json(steps: Sequence[Step]) -> str:
+    return json.dumps(
+        [
+            {"resources": dict(s.resources), "options": dict(s.options), "depends_on": s.depends_on}
+            for s in steps
+        ]
+    )
+
+
+def _steps(text: str) -> List[Step]:
+    return [
+        Step(item["resources"], item["options"], tuple(item["depends_on"]))
+        for item in json.loads(text)
+    ]
+
+
+_TASK_COLUMNS = "idx, step, script, arguments, environment, after, state, token, made, job_id, note"
+
+
+def _task(row: Sequence[Any]) -> SweepTask:
+    index, step, script, arguments, environment, after, state, token, made, job_id, note = row
+    return SweepTask(
+        index,
+        step,
+        script,
+        tuple(json.loads(arguments)),
+        json.loads(environment),
+        tuple(json.loads(after)),
+        state,
+        token,
+        made,
+        job_id,
+        note,
+    )
+
+
+class SweepBook:
+    """The sweeps of one job store (the same database file, tables of their own)."""
+
+    def __init__(self, store: JobStore) -> None:
+        self.store = store
+        self._ready = False
+
+    def _setup(self) -> JobStore:
+        if not self._ready:
+            self.store.run_script(SCHEMA)
+            self._ready = True
+        return self.store
+
+    # -- writes ---------------------------------------------------------
+
+    def create(self, sweep: SweepRecord, tasks: Sequence[SweepTask]) -> None:
+        """Record a new sweep and all its tasks in one transaction (taken by this process).
+
+        A name already used raises ``ValueError``: sweeps are found by name."""
+        store = self._setup()
+
+        def write(connection: Any) -> None:
+            if connection.execute("SELECT 1 FROM sweeps WHERE name = ?", (sweep.name,)).fetchone():
+                raise ValueError(sweep.name)
+            connection.execute(
+                "INSERT INTO sweeps (name, scheduler, transport, host, flux_uri, folder, "
+                "max_queued, steps, total, created, state, feeder, beat) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    sweep.name,
+                    sweep.scheduler,
+                    sweep.transport,
+                    sweep.host,
+                    sweep.flux_uri,
+                    sweep.folder,
+                    sweep.max_queued,
+                    _steps_json(sweep.steps),
+                    sweep.total,
+                    sweep.created,
+                    FEEDING,
+                    me(),
+                    time.time(),
+                ),
+            )
+            connection.executemany(
+                "INSERT INTO sweep_tasks (sweep, idx, step, script, arguments, environment, "
+                "after) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        sweep.name,
+                        task.index,
+                        task.step,
+                        task.script,
+                        json.dumps(list(task.arguments)),
+                        json.dumps(dict(task.environment)),
+                        json.dumps(list(task.after)),
+                    )
+                    for task in tasks
+                ],
+            )
+
+        store.transaction(write)
+
+    def take(self, name: str) -> Optional[str]:
+        """Become the sweep's feeder; ``None`` when taken, else who feeds it now."""
+        store, mine, now = self._setup(), me(), time.time()
+
+        def attempt(connection: Any) -> Optional[str]:
+            row = connection.execute(
+                "SELECT feeder, beat FROM sweeps WHERE name = ?", (name,)
+            ).fetchone()
+            if row is None:
+                raise KeyError(name)
+            feeder, beat = row
+            if feeder not in ("", mine) and feeder_alive(feeder, beat, now):
+                return str(feeder)
+            connection.execute(
+                "UPDATE sweeps SET feeder = ?, beat = ? WHERE name = ?", (mine, now, name)
+            )
+            return None
+
+        return store.transaction(attempt)
+
+    def beat(self, name: str) -> None:
+        self._setup().write_many(
+            "UPDATE sweeps SET beat = ? WHERE name = ? AND feeder = ?", [(time.time(), name, me())]
+        )
+
+    def release(self, name: str, state: Optional[str] = None) -> None:
+        """Stop feeding (and say the sweep is ``fed`` or ``cancelled``)."""
+        if state:
+            self._setup().write_many(
+                "UPDATE sweeps SET feeder = '', state = ? WHERE name = ? AND feeder IN ('', ?)",
+                [(state, name, me())],
+            )
+        else:
+            self._setup().write_many(
+                "UPDATE sweeps SET feeder = '' WHERE name = ? AND feeder = ?", [(name, me())]
+            )
+
+    def mark_sending(self, name: str, indexes: Sequence[int], token: str, made: str) -> bool:
+        """Hand these waiting tasks to the scheduler under ``token``: all of them, or -
+        when one is no longer waiting (the sweep was cancelled meanwhile) - none."""
+        store = self._setup()
+
+        def write(connection: Any) -> bool:
+            changed = 0
+            for index in indexes:
+                cursor = connection.execute(
+                    "UPDATE sweep_tasks SET state = ?, token = ?, made = ? "
+                    "WHERE sweep = ? AND idx = ? AND state = ?",
+                    (SENDING, token, made, name, index, WAITING),
+                )
+                changed += cursor.rowcount
+            if changed != len(indexes):
+                raise _NotAllWaiting
+            return True
+
+        try:
+            return store.transaction(write)
+        except _NotAllWaiting:
+            return False
+
+    def mark_sent(self, name: str, job_ids: Mapping[int, str]) -> None:
+        self._setup().write_many(
+            "UPDATE sweep_tasks SET state = ?, job_id = ? WHERE sweep = ? AND idx = ?",
+            [(SENT, job_id, name, index) for index, job_id in job_ids.items()],
+        )
+
+    def mark_waiting(self, name: str, indexes: Sequence[int]) -> None:
+        """Back to unsent: the scheduler surely has no job for them."""
+        self._setup().write_many(
+            "UPDATE sweep_tasks SET state = ?, token = NULL, made = NULL "
+            "WHERE sweep = ? AND idx = ?",
+            [(WAITING, name, index) for index in indexes],
+        )
+
+    def mark_never(self, name: str, notes: Mapping[int, str]) -> None:
+        """These tasks will never be sent, and why."""
+        self._setup().write_many(
+            "UPDATE sweep_tasks SET state = ?, note = ? WHERE sweep = ? AND idx = ?",
+            [(CANCELLED, note, name, index) for index, note in notes.items()],
+        )
+
+    def cancel_unsent(self, name: str) -> int:
+        """Every task not sent yet will never be: how many."""
+        store = self._setup()
+
+        def write(connection: Any) -> int:
+            cursor = connection.execute(
+                "UPDATE sweep_tasks SET state = ? WHERE sweep = ? AND state = ?",
+                (CANCELLED, name, WAITING),
+            )
+            return int(cursor.rowcount)
+
+        return store.transaction(write)
+
+    # -- reads ----------------------------------------------------------
+
+    def get(self, name: str) -> Optional[SweepRecord]:
+        rows = self._setup().query(
+            "SELECT name, scheduler, transport, host, flux_uri, folder, max_queued, steps, "
+            "total, created, state, feeder, beat FROM sweeps WHERE name = ?",
+            (name,),
+        )
+        if not rows:
+            return None
+        values = list(rows[0])
+        values[7] = _steps(values[7])
+        return SweepRecord(*values)
+
+    def names(self) -> List[str]:
+        rows = self._setup().query("SELECT name FROM sweeps ORDER BY created")
+        return [str(row[0]) for row in rows]
+
+    def tasks(self, name: str, state: Optional[str] = None) -> List[SweepTask]:
+        query = f"SELECT {_TASK_COLUMNS} FROM sweep_tasks WHERE sweep = ?"  # noqa: S608
+        params: List[Any] = [name]
+        if state:
+            query += " AND state = ?"
+            params.append(state)
+        return [_task(row) for row in self._setup().query(query + " ORDER BY idx", params)]
+
+    def job_ids(self, name: str) -> List[str]:
+        """The ids of the sweep's jobs sent so far, in task order."""
+        rows = self._setup().query(
+            "SELECT job_id FROM sweep_tasks WHERE sweep = ? AND state = ? ORDER BY idx",
+            (name, SENT),
+        )
+        return [str(row[0]) for row in rows]
+
+    def records(self, name: str, unfinished_only: bool = False) -> List[JobRecord]:
+        """The job records of a sweep's sent tasks, in task order."""
+        sweep = self.get(name)
+        if sweep is None:
+            return []
+        where = " AND j.state NOT IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMEOUT')"
+        columns = ", ".join(f"j.{column}" for column in COLUMNS)
+        # Only constant text is joined; every value is a parameter.
+        query = (
+            f"SELECT {columns} FROM sweep_tasks t JOIN hpc_jobs j ON j.job_id = t.job_id "  # noqa: S608
+            "AND j.scheduler = ? AND j.host = ? WHERE t.sweep = ?"
+            + (where if unfinished_only else "")
+            + " ORDER BY t.idx"
+        )
+        rows = self._setup().query(query, (sweep.scheduler, sweep.host, name))
+        return [decode_row(row) for row in rows]
+
+    def records_outside(
+        self, state: Optional[str] = None, limit: Optional[int] = None
+    ) -> List[JobRecord]:
+        """``JobStore.list`` of the jobs that belong to no sweep (indexed anti-join)."""
+        self._setup()
+        return self.store.list(state=state, limit=limit, where=OUTSIDE_SWEEPS)
+
+    def counts(self, sweep: SweepRecord) -> Dict[str, int]:
+        """How many tasks are where: ``waiting``/``sending``/``cancelled`` for the unsent,
+        the last recorded state (``PENDING``, ``RUNNING``, ``COMPLETED``...) for the
+        sent - one grouped query, no row loaded."""
+        rows = self._setup().query(
+            "SELECT t.state, j.state, COUNT(*) FROM sweep_tasks t LEFT JOIN hpc_jobs j "
+            "ON j.job_id = t.job_id AND j.scheduler = ? AND j.host = ? "
+            "WHERE t.sweep = ? GROUP BY t.state, j.state",
+            (sweep.scheduler, sweep.host, sweep.name),
+        )
+        counts: Dict[str, int] = {}
+        for place, job_state, count in rows:
+            key = str(job_state or "PENDING") if place == SENT else str(place)
+            counts[key] = counts.get(key, 0) + int(count)
+        return counts
+
+
+#: a record of ``hpc_jobs`` that is no sweep's job (the listing's jobs outside sweeps)
+OUTSIDE_SWEEPS = (
+    "NOT EXISTS (SELECT 1 FROM sweep_tasks t JOIN sweeps s ON s.name = t.sweep "
+    "WHERE t.job_id = hpc_jobs.job_id AND s.scheduler = hpc_jobs.scheduler "
+    "AND s.host = hpc_jobs.host)"
+)
+
+
+def now_text() -> str:
+    return datetime.now(timezone.utc).isoformat()
