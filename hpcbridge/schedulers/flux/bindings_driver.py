@@ -25,8 +25,9 @@ from ...errors import JobSubmissionError, SchedulerAdapterError
 from ...model import JobStatus
 from ..driver import Capabilities, Planned, SubmitBatch, Submitted, Waiter
 from . import jobspec
-from .command_driver import MAX_BATCH, FluxCommands
+from .command_driver import MAX_BATCH
 from .command_line import output_path_from_jobspec, raise_cancel_errors
+from .commands import FluxCommands
 from .events import ResultWaiter
 from .ids import parse_job_id
 from .instance import InstanceFacts, QueueInfo, queue_info_from_config
