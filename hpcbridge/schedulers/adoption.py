@@ -48,11 +48,14 @@ def adopt_or_resubmit(
     budget: float,
     settle: float,
     where: str,
+    look_for: str = "",
 ) -> str:
     """The id of the one job the uncertain submission made (see the module docstring).
 
     ``find()`` returns the id of the job carrying ``key``, ``None`` when the
     scheduler answered that there is none, or raises ``CannotAsk``.
+    ``look_for`` says, in the error, what a person should look for (default:
+    a job with the comment ``hpcbridge:<key>``, Slurm's).
     """
     deadline = Deadline(budget)
     absent_since: Optional[float] = None
@@ -75,7 +78,7 @@ def adopt_or_resubmit(
         if deadline.expired:
             raise SubmissionUncertainError(
                 f"the answer to submission {key} was lost and {where} could not tell within "
-                f"{budget:g} s whether the job exists; look for a job with the comment or "
-                f"attribute hpcbridge:{key} before submitting again"
+                f"{budget:g} s whether the job exists; look for "
+                f"{look_for or f'a job with the comment hpcbridge:{key}'} before submitting again"
             )
         deadline.sleep(LOOK_EVERY)

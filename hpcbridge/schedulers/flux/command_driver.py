@@ -11,22 +11,29 @@ job); many go in through one process, ``flux python`` running ``jobspec.py``
 broker's side - not one process per job.  (``flux submit --cc`` is one
 process too, but ``flux batch`` has no ``--cc``; and ``flux python`` sets the
 bindings' PYTHONPATH itself, which plain jobs and ``flux start``'s initial
-program do not get.)
+program do not get.)  Every job carries its key; a submission whose answer was
+lost (a dropped SSH connection, a timeout) is found by it or sent once more
+(``adopting``).
 """
 
 from __future__ import annotations
 
 import logging
 import shlex
+import time
 from typing import Dict, List, Optional, Sequence
 
-from ...errors import JobSubmissionError
+from ...errors import (
+    JobSubmissionError,
+    JobTimeoutError,
+    SubmissionUncertainError,
+)
 from ...model import JobState, JobStatus
 from ...transports.base import CommandResult
 from ..driver import Capabilities, Planned, SubmitBatch, Submitted, Waiter
+from . import adopting, status
 from . import command_line as cl
 from . import jobspec as jobspec_module
-from . import status
 from .commands import FluxCommands
 from .eventlog import parse_eventlog
 from .instance import InstanceFacts
@@ -96,7 +103,7 @@ class CLIDriver:
             self._ready = True
         one = len(plan.environments) == 1
         what = "flux submit" if one else "flux python (bulk submit)"
-        attempt = (lambda: [self._submit_one(plan.request)]) if one else lambda: self._bulk(plan)
+        attempt = (lambda: [self._submit_one(plan.job(0))]) if one else lambda: self._bulk(plan)
         return send(
             attempt,
             output=plan.request.output,
@@ -107,7 +114,40 @@ class CLIDriver:
 
     def _submit_one(self, request: SubmitRequest) -> Outcome:
         argv = cl.submit_argv(self.flux, self.policy, request)
-        result = self.commands.run(argv, idempotent=False, cwd=request.cwd)
+        started = time.time()
+        try:
+            return self._outcome(argv, self._submission(argv, request.cwd))
+        except SubmissionUncertainError as lost:
+            if not request.key:
+                raise
+            what = " ".join(argv[1 : 2 + (argv[1] == "mini")])
+            log.warning("%s's answer was lost (%s); looking for job %s", what, lost, request.key)
+            finder = adopting.KeyFinder(self.commands, self.policy, started)
+
+            def resubmit() -> str:
+                ok, value = self._outcome(argv, self._submission(argv, request.cwd))
+                if not ok:
+                    raise cl.submission_error(value, argv, what)
+                return value
+
+            return True, adopting.adopt_one(finder, request.key, resubmit, self._where())
+
+    def _submission(
+        self,
+        argv: List[str],
+        cwd: str,
+        input: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> CommandResult:
+        """A submitting command, run once: a lost answer (dropped connection, timeout)
+        is ``SubmissionUncertainError``."""
+        try:
+            return self.commands.run(argv, idempotent=False, cwd=cwd, input=input, timeout=timeout)
+        except JobTimeoutError as exc:
+            raise SubmissionUncertainError(f"{exc}: its answer was lost", argv=argv) from exc
+
+    @staticmethod
+    def _outcome(argv: List[str], result: CommandResult) -> Outcome:
         if not result.ok:
             return False, result.stderr + "\n" + result.stdout
         try:
@@ -115,20 +155,40 @@ class CLIDriver:
         except ValueError as exc:
             raise JobSubmissionError(str(exc), argv=argv) from None
 
+    def _where(self) -> str:
+        return f"the Flux instance {self.facts.label}"
+
     def _bulk(self, plan: FluxPlan) -> List[Outcome]:
         """One ``flux python`` process submits every job (pipelined inside)."""
-        count = len(plan.environments)
         if not self.policy.python_command:
             # 0.26's `flux python` runs whatever python is first on PATH: one by one.
-            return [
-                self._submit_one(plan.request.with_environment(own)) for own in plan.environments
-            ]
+            return [self._submit_one(plan.job(index)) for index in range(len(plan.environments))]
+        started = time.time()
+        try:
+            return self._bulk_once(plan)
+        except SubmissionUncertainError as lost:
+            if not plan.keys:
+                raise
+            log.warning("the bulk submission's answer was lost (%s); looking for its jobs", lost)
+            finder = adopting.KeyFinder(self.commands, self.policy, started)
+
+            def resend(indices: List[int]) -> List[Outcome]:
+                return self._bulk_once(
+                    FluxPlan(
+                        plan.request,
+                        tuple(plan.environments[index] for index in indices),
+                        tuple(plan.keys[index] for index in indices),
+                    )
+                )
+
+            return adopting.adopt_all(finder, plan.keys, resend, self._where())
+
+    def _bulk_once(self, plan: FluxPlan) -> List[Outcome]:
+        count = len(plan.environments)
         argv = cl.bulk_argv(self.flux, _helper_source())
-        payload = cl.bulk_input(jobspec_params(plan.request), plan.environments)
+        payload = cl.bulk_input(jobspec_params(plan.request), plan.environments, plan.keys)
         timeout = max(self.commands.command_timeout, 0.1 * count)
-        result = self.commands.run(
-            argv, idempotent=False, cwd=plan.request.cwd, input=payload, timeout=timeout
-        )
+        result = self._submission(argv, plan.request.cwd, input=payload, timeout=timeout)
         outcomes = cl.parse_bulk_output(result.stdout) if result.stdout else []
         if len(outcomes) < count:
             # Some went in before the helper stopped: the rest count as failed,
