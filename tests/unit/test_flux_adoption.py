@@ -325,3 +325,22 @@ def test_bulk_past_the_budget_keeps_the_jobs_found(tmp_path: Path, script: str) 
         adapter.submit_many([script] * 3)
     assert caught.value.submitted_ids == list(executor.jobs)
     assert "user.hpcbridge_key=" in caught.value.failures[0]
+
+
+def test_a_submission_that_could_not_connect_is_sent_again(
+    tmp_path: Path, script: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    executor = FakeFlux()
+    adapter = make(executor, tmp_path)
+    adapter.submit_job(script)  # the driver is ready: what follows is the submission's own
+    refused = "flux-submit: ERROR: Unable to connect to Flux: broker socket /tmp/x was not found"
+    answers = [CommandResult([], 1, "", refused)] * 2
+
+    def answer(argv: List[str], _: Optional[str]) -> CommandResult:
+        return answers.pop(0) if answers else CommandResult(argv, 0, executor.submit(argv), "")
+
+    executor.handlers["batch"] = answer
+    with caplog.at_level(logging.INFO, logger="hpcbridge"):
+        job_id = adapter.submit_job(script)
+    assert executor.with_key(key_of(adapter, job_id)) == [job_id] and len(executor.jobs) == 2
+    assert "did not reach the Flux instance (Unable to connect to Flux" in caplog.text
