@@ -9,7 +9,11 @@ session use the CLI driver instead.
 Submissions are pipelined ``submit_async`` futures of one jobspec built once
 (``jobspec.submit_all``, the same code the CLI driver runs under ``flux
 python``), status for many ids is one ``JobList(h, ids=...)``, and waiting is
-event driven (``events.ResultWaiter``).
+event driven (``events.ResultWaiter``).  A submission's answer can be lost here
+too - the broker does not answer within the timeout (paused, hung), or the
+connection fails after the request went out (a broker restarting, an ``ssh://``
+connector's link) - and is then found by its key or sent once more
+(``adopting``; asked by command, like a job's jobspec).
 """
 
 from __future__ import annotations
@@ -25,13 +29,23 @@ from ...errors import JobSubmissionError, SchedulerAdapterError
 from ...model import JobStatus
 from ..driver import Capabilities, Planned, SubmitBatch, Submitted, Waiter
 from . import jobspec
+from .adopting import KeyFinder, adopt_all
 from .command_driver import MAX_BATCH
 from .command_line import output_path_from_jobspec, raise_cancel_errors
 from .commands import FluxCommands
 from .events import ResultWaiter
 from .ids import parse_job_id
 from .instance import InstanceFacts, QueueInfo, queue_info_from_config
-from .plan import DROPPED_KEYS, TimeLeft, flux_plan, jobspec_params, kind_of, plan_batch
+from .jobspec import LOST
+from .plan import (
+    DROPPED_KEYS,
+    FluxPlan,
+    TimeLeft,
+    flux_plan,
+    jobspec_params,
+    kind_of,
+    plan_batch,
+)
 from .sending import Outcome, send
 from .status import facts_from_jobinfo, statuses_from_facts, unknown
 
@@ -190,21 +204,18 @@ class NativeDriver:
         if not self._ready:
             self.connection.wait_ready(self.ready_timeout)
             self._ready = True
-        params = jobspec_params(plan.request)
-        environment = self.connection.job_environment()
 
         def attempt() -> List[Outcome]:
-            try:
-                found = jobspec.submit_all(
-                    self.connection.handle(), self.flux.job, params, plan.environments, environment
-                )
-            except OSError as exc:
+            started = time.time()
+            outcomes = self._submit(plan)
+            lost = [i for i, (ok, text) in enumerate(outcomes) if not ok and text.startswith(LOST)]
+            if lost and plan.keys:
                 self.connection.reset()
-                raise JobSubmissionError(
-                    f"cannot submit to the Flux instance {self.facts.label}: {error_text(exc)} "
-                    "(check that it is still running: hpcbridge doctor)"
-                ) from exc
-            return [(ok, str(value)) for ok, value in found]
+                found = self._adopt(plan, [plan.keys[index] for index in lost], started)
+                outcomes = list(outcomes)
+                for index, outcome in zip(lost, found):
+                    outcomes[index] = outcome
+            return outcomes
 
         return send(
             attempt,
@@ -213,6 +224,47 @@ class NativeDriver:
             what="flux.job.submit",
             ready_timeout=self.ready_timeout,
         )
+
+    def _submit(self, plan: FluxPlan) -> List[Outcome]:
+        """Every job of ``plan``, pipelined; an answer not come within the RPC timeout
+        (at least 0.1 s a job) is lost (``jobspec.LOST``)."""
+        count = len(plan.environments)
+        try:
+            found = jobspec.submit_all(
+                self.connection.handle(),
+                self.flux.job,
+                jobspec_params(plan.request),
+                plan.environments,
+                self.connection.job_environment(),
+                plan.keys,
+                timeout=max(self.connection.rpc_timeout, 0.1 * count),
+            )
+        except OSError as exc:
+            self.connection.reset()
+            raise JobSubmissionError(
+                f"cannot submit to the Flux instance {self.facts.label}: {error_text(exc)} "
+                "(check that it is still running: hpcbridge doctor)"
+            ) from exc
+        return [(ok, str(value)) for ok, value in found]
+
+    def _adopt(self, plan: FluxPlan, keys: List[str], started: float) -> List[Outcome]:
+        """The jobs of ``keys`` whose answers were lost: found by their keys (asked by
+        command), or sent once more."""
+        log.warning("flux.job.submit: the answers of %d job(s) were lost; looking", len(keys))
+        by_key = dict(zip(plan.keys, range(len(plan.keys))))
+        finder = KeyFinder(self.commands, self.facts.policy, started)
+
+        def resend(indices: List[int]) -> List[Outcome]:
+            chosen = [by_key[keys[index]] for index in indices]
+            return self._submit(
+                FluxPlan(
+                    plan.request,
+                    tuple(plan.environments[index] for index in chosen),
+                    tuple(plan.keys[index] for index in chosen),
+                )
+            )
+
+        return adopt_all(finder, keys, resend, f"the Flux instance {self.facts.label}")
 
     # -- status ------------------------------------------------------------
 

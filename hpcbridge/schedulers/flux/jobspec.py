@@ -19,10 +19,12 @@ requires (RFC 35 text), environment (extra variables), key (the submission's key
 ``KEY_ATTRIBUTE``).
 """
 
+import errno
 import json
 import os
 import shlex
 import sys
+import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 #: the job kinds ``build_jobspec`` can build
@@ -31,6 +33,11 @@ KINDS = ("batch", "plain")
 # The key lives in the jobspec: the instance keeps it with the job and `flux job info
 # <id> jobspec` reads it back in every release (the job's name belongs to the user).
 KEY_ATTRIBUTE = "user.hpcbridge_key"
+
+#: how the message of a job whose answer never came begins (the connection failed, or
+#: the broker did not answer within the timeout): the job may or may not exist
+LOST = "its answer was lost: "
+_LOST_ERRNOS = (errno.ECONNRESET, errno.ECONNABORTED, errno.EPIPE, errno.ENOTCONN, errno.ETIMEDOUT)
 
 
 def batch_script(wrapper_path: str) -> str:
@@ -161,13 +168,16 @@ def submit_all(
     environments: Sequence[Mapping[str, str]],
     base_environment: Optional[Mapping[str, str]] = None,
     keys: Optional[Sequence[str]] = None,
+    timeout: Optional[float] = None,
 ) -> List[Tuple[bool, Any]]:
     """Submit one job per entry of ``environments``; ``(ok, id or message)`` each, in order.
 
     The jobs differ only in those variables (a task index) and in their key
     (``keys``, one per job; else ``params["key"]``), so the jobspec is built
     once.  Pipelined: every ``submit_async`` is in flight before the first id is
-    read - one round trip in total instead of one per job.
+    read - one round trip in total instead of one per job.  A job not answered
+    within ``timeout`` seconds (all of them; ``None``: waits), or whose connection
+    failed after it was sent, gets a message beginning with ``LOST``.
     """
     try:
         spec = build_jobspec(flux_job.JobspecV1, params, base_environment)
@@ -184,15 +194,19 @@ def submit_all(
         except OSError as exc:
             futures.append(exc)
     results: List[Tuple[bool, Any]] = []
+    ends = None if timeout is None else time.monotonic() + timeout
     for future in futures:
         if isinstance(future, Exception):
-            results.append((False, _error_text(future)))
+            results.append((False, _error_text(future)))  # never sent
             continue
         try:
+            if ends is not None:
+                future.wait_for(max(ends - time.monotonic(), 0.0))
             # submit returns a JobID (0.49+) or an int (0.26): both are ints.
             results.append((True, int(future.get_id())))
         except OSError as exc:
-            results.append((False, _error_text(exc)))
+            lost = exc.errno in _LOST_ERRNOS
+            results.append((False, (LOST if lost else "") + _error_text(exc)))
     return results
 
 
