@@ -120,7 +120,7 @@ class CLIDriver:
         except SubmissionUncertainError as lost:
             if not request.key:
                 raise
-            what = " ".join(argv[1 : 2 + (argv[1] == "mini")])
+            what = "flux " + " ".join(argv[1 : 2 + (argv[1] == "mini")])
             log.warning("%s's answer was lost (%s); looking for job %s", what, lost, request.key)
             finder = adopting.KeyFinder(self.commands, self.policy, started)
 
