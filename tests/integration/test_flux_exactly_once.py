@@ -195,6 +195,12 @@ def cut_ssh(server: Any) -> List[int]:
         words = line.split()
         if words[2] == where and words[3].rsplit(":", 1)[1] in ours:
             pids.update(int(part.split(",")[0]) for part in line.split("pid=")[1:])
+    listening = subprocess.run(
+        ["ss", "-tlnpH"], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    for line in listening:  # never the server itself, only its per-connection processes
+        if line.split()[3] == where:
+            pids.difference_update(int(part.split(",")[0]) for part in line.split("pid=")[1:])
     assert pids, f"no sshd serves a connection of this process to {where}"
     for pid in sorted(pids):
         try:
