@@ -18,163 +18,51 @@ dies.  Two tables beside ``hpc_jobs``:
 from __future__ import annotations
 
 import json
-import os
-import socket
 import time
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from .store import JobRecord, JobStore
 from .store_schema import COLUMNS, decode_row
+from .sweep_schema import (
+    CANCELLED,
+    FED,
+    FEEDING,
+    GIVEN_UP,
+    OUTSIDE_SWEEPS,
+    SCHEMA,
+    SENDING,
+    SENT,
+    SILENT_AFTER,
+    TASK_COLUMNS,
+    WAITING,
+    NotAllWaiting,
+    Step,
+    SweepRecord,
+    SweepTask,
+    feeder_alive,
+    me,
+    now_text,
+    steps_from_json,
+    steps_to_json,
+    task_from_row,
+)
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS sweeps (
-    name        TEXT PRIMARY KEY,
-    scheduler   TEXT NOT NULL,
-    transport   TEXT NOT NULL,
-    host        TEXT NOT NULL,
-    flux_uri    TEXT,
-    folder      TEXT NOT NULL,
-    max_queued  INTEGER,
-    steps       TEXT NOT NULL,
-    total       INTEGER NOT NULL,
-    created     TEXT NOT NULL,
-    state       TEXT NOT NULL DEFAULT 'feeding',
-    feeder      TEXT NOT NULL DEFAULT '',
-    beat        REAL NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS sweep_tasks (
-    sweep       TEXT NOT NULL,
-    idx         INTEGER NOT NULL,
-    step        INTEGER NOT NULL,
-    script      TEXT NOT NULL,
-    arguments   TEXT NOT NULL,
-    environment TEXT NOT NULL,
-    after       TEXT NOT NULL,
-    state       TEXT NOT NULL DEFAULT 'waiting',
-    token       TEXT,
-    made        TEXT,
-    job_id      TEXT,
-    note        TEXT,
-    PRIMARY KEY (sweep, idx)
-);
-CREATE INDEX IF NOT EXISTS sweep_tasks_state ON sweep_tasks (sweep, state);
-CREATE INDEX IF NOT EXISTS sweep_tasks_job ON sweep_tasks (job_id);
-"""
-
-#: a task's places (see the module docstring)
-WAITING, SENDING, SENT, CANCELLED = "waiting", "sending", "sent", "cancelled"
-#: a sweep's: still being fed, every task sent, given up
-FEEDING, FED, GIVEN_UP = "feeding", "fed", "cancelled"
-#: seconds without a heartbeat after which a feeder on another host counts as gone
-SILENT_AFTER = 120.0
-
-
-@dataclass(frozen=True)
-class Step:
-    """What the tasks of one ``add`` share (as the caller gave it: re-validated on use)."""
-
-    resources: Mapping[str, Any] = field(default_factory=dict)
-    options: Mapping[str, Any] = field(default_factory=dict)
-    #: outside parents: ids of jobs not in the sweep
-    depends_on: Tuple[str, ...] = ()
-
-
-@dataclass
-class SweepTask:
-    index: int
-    step: int
-    script: str
-    arguments: Tuple[str, ...] = ()
-    environment: Mapping[str, str] = field(default_factory=dict)
-    #: indexes of the tasks of this sweep it runs after (each must have completed)
-    after: Tuple[int, ...] = ()
-    state: str = WAITING
-    token: Optional[str] = None
-    made: Optional[str] = None
-    job_id: Optional[str] = None
-    #: why a task was never sent (its parent failed, the scheduler refused it)
-    note: Optional[str] = None
-
-
-@dataclass
-class SweepRecord:
-    name: str
-    scheduler: str
-    transport: str
-    host: str
-    flux_uri: Optional[str]
-    folder: str
-    max_queued: Optional[int]
-    steps: List[Step]
-    total: int
-    created: str
-    state: str = FEEDING
-    feeder: str = ""
-    beat: float = 0.0
-
-
-class _NotAllWaiting(Exception):
-    """Rolls ``mark_sending`` back."""
-
-
-def me() -> str:
-    """This process, as a feeder: ``host:pid``."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def feeder_alive(feeder: str, beat: float, now: float) -> bool:
-    """Whether the process named ``feeder`` may still be feeding: on this host its pid
-    says so; on another, a heartbeat within ``SILENT_AFTER``."""
-    if not feeder:
-        return False
-    host, _, pid = feeder.rpartition(":")
-    if host == socket.gethostname() and pid.isdigit():
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    return now - beat < SILENT_AFTER
-
-
-def _steps_json(steps: Sequence[Step]) -> str:
-    return json.dumps(
-        [
-            {"resources": dict(s.resources), "options": dict(s.options), "depends_on": s.depends_on}
-            for s in steps
-        ]
-    )
-
-
-def _steps(text: str) -> List[Step]:
-    return [
-        Step(item["resources"], item["options"], tuple(item["depends_on"]))
-        for item in json.loads(text)
-    ]
-
-
-_TASK_COLUMNS = "idx, step, script, arguments, environment, after, state, token, made, job_id, note"
-
-
-def _task(row: Sequence[Any]) -> SweepTask:
-    index, step, script, arguments, environment, after, state, token, made, job_id, note = row
-    return SweepTask(
-        index,
-        step,
-        script,
-        tuple(json.loads(arguments)),
-        json.loads(environment),
-        tuple(json.loads(after)),
-        state,
-        token,
-        made,
-        job_id,
-        note,
-    )
+__all__ = [
+    "CANCELLED",
+    "FED",
+    "FEEDING",
+    "GIVEN_UP",
+    "OUTSIDE_SWEEPS",
+    "SENDING",
+    "SENT",
+    "SILENT_AFTER",
+    "WAITING",
+    "Step",
+    "SweepBook",
+    "SweepRecord",
+    "SweepTask",
+    "now_text",
+]
 
 
 class SweepBook:
@@ -213,7 +101,7 @@ class SweepBook:
                     sweep.flux_uri,
                     sweep.folder,
                     sweep.max_queued,
-                    _steps_json(sweep.steps),
+                    steps_to_json(sweep.steps),
                     sweep.total,
                     sweep.created,
                     FEEDING,
@@ -292,12 +180,12 @@ class SweepBook:
                 )
                 changed += cursor.rowcount
             if changed != len(indexes):
-                raise _NotAllWaiting
+                raise NotAllWaiting
             return True
 
         try:
             return store.transaction(write)
-        except _NotAllWaiting:
+        except NotAllWaiting:
             return False
 
     def mark_sent(self, name: str, job_ids: Mapping[int, str]) -> None:
@@ -345,7 +233,7 @@ class SweepBook:
         if not rows:
             return None
         values = list(rows[0])
-        values[7] = _steps(values[7])
+        values[7] = steps_from_json(values[7])
         return SweepRecord(*values)
 
     def names(self) -> List[str]:
@@ -353,12 +241,12 @@ class SweepBook:
         return [str(row[0]) for row in rows]
 
     def tasks(self, name: str, state: Optional[str] = None) -> List[SweepTask]:
-        query = f"SELECT {_TASK_COLUMNS} FROM sweep_tasks WHERE sweep = ?"  # noqa: S608
+        query = f"SELECT {TASK_COLUMNS} FROM sweep_tasks WHERE sweep = ?"  # noqa: S608
         params: List[Any] = [name]
         if state:
             query += " AND state = ?"
             params.append(state)
-        return [_task(row) for row in self._setup().query(query + " ORDER BY idx", params)]
+        return [task_from_row(row) for row in self._setup().query(query + " ORDER BY idx", params)]
 
     def job_ids(self, name: str) -> List[str]:
         """The ids of the sweep's jobs sent so far, in task order."""
@@ -407,15 +295,3 @@ class SweepBook:
             key = str(job_state or "PENDING") if place == SENT else str(place)
             counts[key] = counts.get(key, 0) + int(count)
         return counts
-
-
-#: a record of ``hpc_jobs`` that is no sweep's job (the listing's jobs outside sweeps)
-OUTSIDE_SWEEPS = (
-    "NOT EXISTS (SELECT 1 FROM sweep_tasks t JOIN sweeps s ON s.name = t.sweep "
-    "WHERE t.job_id = hpc_jobs.job_id AND s.scheduler = hpc_jobs.scheduler "
-    "AND s.host = hpc_jobs.host)"
-)
-
-
-def now_text() -> str:
-    return datetime.now(timezone.utc).isoformat()

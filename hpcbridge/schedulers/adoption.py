@@ -48,13 +48,16 @@ def adopt_or_resubmit(
     budget: float,
     settle: float,
     where: str,
+    look_for: str = "",
 ) -> str:
     """The id of the one job the uncertain submission made (see the module docstring).
 
     ``find()`` returns the id of the job carrying ``key``, ``None`` when the
     scheduler answered that there is none, or raises ``CannotAsk``.
+    ``look_for`` says, in the error, what a person should look for (default:
+    a job with the comment ``hpcbridge:<key>``, Slurm's).
     """
-    found = look_up(find, key=key, budget=budget, settle=settle, where=where)
+    found = look_up(find, key=key, budget=budget, settle=settle, where=where, look_for=look_for)
     if found is not None:
         return found
     log.warning("submission %s: %s surely has no such job; submitting it once more", key, where)
@@ -62,11 +65,17 @@ def adopt_or_resubmit(
 
 
 def look_up(
-    find: Callable[[], Optional[str]], *, key: str, budget: float, settle: float, where: str
+    find: Callable[[], Optional[str]],
+    *,
+    key: str,
+    budget: float,
+    settle: float,
+    where: str,
+    look_for: str = "",
 ) -> Optional[str]:
     """The job carrying ``key`` (adopted), or ``None`` once the scheduler has answered
     for ``settle`` seconds that none does; ``SubmissionUncertainError`` when neither
-    is known within ``budget``."""
+    is known within ``budget`` (``look_for``: as for ``adopt_or_resubmit``)."""
     deadline = Deadline(budget)
     absent_since: Optional[float] = None
     while True:
@@ -85,7 +94,7 @@ def look_up(
         if deadline.expired:
             raise SubmissionUncertainError(
                 f"the answer to submission {key} was lost and {where} could not tell within "
-                f"{budget:g} s whether the job exists; look for a job with the comment or "
-                f"attribute hpcbridge:{key} before submitting again"
+                f"{budget:g} s whether the job exists; look for "
+                f"{look_for or f'a job with the comment hpcbridge:{key}'} before submitting again"
             )
         deadline.sleep(LOOK_EVERY)

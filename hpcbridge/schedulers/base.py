@@ -207,15 +207,11 @@ class SchedulerAdapter(ABC):
         sweep: Optional[str] = None,
         **options: Any,
     ) -> List[str]:
-        """Submit many similar jobs; one id per input, in order.
-
-        With ``max_queued``, a ``sweep`` name, or more jobs than the scheduler lets
-        this user queue, they go in as a sweep (``sweeping``): at most that many
-        queued at once, more sent as jobs end, the call returning once all are
-        sent.  When only some go in, ``PartialSubmissionError`` says which (they
-        are recorded and can be waited for or cancelled).  ``options`` as for
-        ``submit_job``.
-        """
+        """Submit many similar jobs; one id per input, in order.  ``options`` as for
+        ``submit_job``.  When only some go in, ``PartialSubmissionError`` says which
+        (recorded: they can be waited for or cancelled).  With ``max_queued``, a
+        ``sweep`` name, or past the scheduler's cap on queued jobs, they are fed as a
+        sweep (``sweeping``), this returning once all are sent."""
         repo = self.settings.remote_repo
         tasks = lambda: [staging.coerce_task(item, repo) for item in jobs]  # noqa: E731
         order = self._order(tasks, resources, depends_on, remote_dir, options)

@@ -212,8 +212,11 @@ class SchedulerDriver(Protocol):
         """How many jobs one ``SubmitBatch`` may hold (an array's size limit)."""
         ...
 
-    def find_submitted(self, planned: Planned) -> Optional[List[Submitted]]:
-        """The jobs a lost submission of ``planned`` made, by its key (``None``: none)."""
+    def find_submitted(
+        self, planned: Planned, since: Optional[float] = None
+    ) -> Optional[List[Submitted]]:
+        """The jobs a lost submission of ``planned`` made, by its key (``None``: none);
+        ``since``: when it was sent (epoch seconds), where a lookup lists recent jobs."""
         ...
 
     def queue_limit(self) -> Optional[int]:

@@ -306,7 +306,8 @@ class Feeder:
         found: List[Submitted] = []
         for batch, _ in batches(order, submission.stager, submission.driver.max_batch()):
             planned = submission.driver.plan(batch)
-            part = submission.driver.find_submitted(planned)
+            made = datetime.fromisoformat(group[0].made) if group[0].made else None
+            part = submission.driver.find_submitted(planned, made.timestamp() if made else None)
             if not part:
                 break
             found.extend(part)

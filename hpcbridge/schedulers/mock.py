@@ -126,7 +126,9 @@ class MockDriver:
     def _key_file(self, batch: SubmitBatch, index: int) -> Path:
         return self.root / "keys" / f"{batch.job.token}.{index}"
 
-    def find_submitted(self, planned: Planned) -> Optional[List[Submitted]]:
+    def find_submitted(
+        self, planned: Planned, since: Optional[float] = None
+    ) -> Optional[List[Submitted]]:
         """The jobs the batch made, from their key files (written as each one went in:
         a mock submission is never in flight, so none found is surely none)."""
         batch, found = planned.batch, []

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..errors import ConfigurationError, SchedulerUnavailableError, TransportError
 from ..jobscript import TaskSpec
@@ -125,7 +125,7 @@ class JobTracker:
             mtime = found.get(record.exit_file or "")
             if mtime is None or record.cancel_requested:
                 continue
-            code, started = self._exit_file(record.exit_file or "")
+            code, started, ended = self._exit_file(record.exit_file or "")
             if code is None or code >= 128:
                 continue
             answers[job_id] = JobStatus(
@@ -133,7 +133,7 @@ class JobTracker:
                 JobState.COMPLETED if code == 0 else JobState.FAILED,
                 exit_code=code,
                 start_time=started,
-                end_time=datetime.fromtimestamp(mtime, tz=timezone.utc),
+                end_time=ended or _file_end(mtime, started),
                 native_state=FROM_FILE,
                 reason="from the exit-code file",
             )
@@ -153,12 +153,12 @@ class JobTracker:
             job_id, JobState.UNKNOWN, reason="not answered yet", extra={ANSWERED_AT: None}
         )
 
-    def _exit_file(self, path: str) -> Tuple[Optional[int], Optional[datetime]]:
+    def _exit_file(self, path: str) -> ExitRecord:
         try:
             return read_exit_file(self.read_text(path))
         except Exception as exc:  # noqa: BLE001 - unreadable: the scheduler will tell
             log.debug("cannot read the exit-code file %s: %s", path, exc)
-            return None, None
+            return ExitRecord(None)
 
     def _records(self, job_ids: List[str]) -> Dict[str, JobRecord]:
         if not job_ids:
@@ -207,13 +207,14 @@ class JobTracker:
         when there is no readable exit-code file."""
         if record is None or not record.exit_file:
             return None
-        code, started = self._exit_file(record.exit_file)
+        code, started, ended = self._exit_file(record.exit_file)
         if code is None:
             return None
         found = status.with_(
             state=JobState.COMPLETED if code == 0 else JobState.FAILED,
             exit_code=code,
             start_time=status.start_time or started,
+            end_time=status.end_time or ended,
             native_state=status.native_state or FROM_FILE,
             reason=f"from the exit-code file ({status.reason})"
             if status.reason
@@ -288,19 +289,38 @@ def read_output(executor: Executor, path: str) -> str:
 
 
 def exit_code_from_file(text: str) -> Optional[int]:
-    """The wrapper's exit-code file: the code, then (since 0.2) when the script started."""
-    return read_exit_file(text)[0]
+    """The exit code in the wrapper's exit-code file."""
+    return read_exit_file(text).code
 
 
-def read_exit_file(text: str) -> Tuple[Optional[int], Optional[datetime]]:
-    """``"<code> <epoch seconds>"`` (or the code alone) as (code, start time)."""
+def _file_end(mtime: float, started: Optional[datetime]) -> datetime:
+    """An older wrapper's end: the file's mtime, which lags the clock by up to a
+    tick, so never before the start."""
+    ended = datetime.fromtimestamp(mtime, tz=timezone.utc)
+    return max(ended, started) if started is not None else ended
+
+
+class ExitRecord(NamedTuple):
+    """What the wrapper's exit-code file holds; ``code`` None when unreadable."""
+
+    code: Optional[int]
+    started: Optional[datetime] = None
+    ended: Optional[datetime] = None
+
+
+def read_exit_file(text: str) -> ExitRecord:
+    """``"<code> <start epoch> <end epoch>"`` (older wrappers: the code alone, or the
+    code and the start)."""
     words = text.split()
     try:
         code = int(words[0])
     except (IndexError, ValueError):
-        return None, None
+        return ExitRecord(None)
+    return ExitRecord(code, _epoch(words, 1), _epoch(words, 2))
+
+
+def _epoch(words: List[str], index: int) -> Optional[datetime]:
     try:
-        started = datetime.fromtimestamp(float(words[1]), tz=timezone.utc)
+        return datetime.fromtimestamp(float(words[index]), tz=timezone.utc)
     except (IndexError, ValueError, OverflowError):
-        started = None
-    return code, started
+        return None

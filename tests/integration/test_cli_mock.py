@@ -146,12 +146,15 @@ def test_bad_setting_names_the_variable(state_dir, monkeypatch):
     assert "EXAMLOPS_HPC_SCHEDULER" in result.stderr
 
 
-def test_cost_and_doctor(state_dir, monkeypatch):
+def test_cost_and_doctor(state_dir, make_script, monkeypatch):
     monkeypatch.setenv("HPCBRIDGE_CPU_COST_PER_HOUR", "3.6")
-    hpcbridge("submit", HELLO, "--wait", "--poll-interval", "0.3", check=True)
+    nap = make_script("sleep 1\n")
+    hpcbridge("submit", nap, "--wait", "--poll-interval", "0.3", check=True)
     cost = json.loads(hpcbridge("cost", "--json", check=True).stdout)
     assert len(cost["jobs"]) == 1 and cost["prices"]["cpu_per_hour"] == 3.6
-    assert cost["total"]["cpu_hours"] > 0
+    # One CPU for the second the job slept (and its start-up), at 3.6 an hour.
+    assert 1 / 3600 <= cost["total"]["cpu_hours"] < 10 / 3600
+    assert cost["total"]["cost"] == pytest.approx(cost["total"]["cpu_hours"] * 3.6, abs=1e-5)
     doctor = hpcbridge("doctor", check=True)
     assert "mock scheduler" in doctor.stdout
 

@@ -6,6 +6,7 @@ unknown ids, logs, artifact fetch, bulk submission; a plain job of two tasks
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from pathlib import Path
@@ -251,6 +252,28 @@ def test_bulk_submission(scenario: SimpleNamespace) -> None:
     assert final[ids[3]].exit_code == 3
     for index in range(3):
         assert f"hello from task{index}" in adapter.get_job_logs(ids[index])
+
+
+def test_every_job_carries_its_key_in_its_jobspec(scenario: SimpleNamespace) -> None:
+    """What a lost answer is found by (``adopting``): the wrapper's token, ``.<task
+    index>`` for each job of a bulk submission, read back as the instance keeps it."""
+    adapter, broker, ids = scenario.adapter, scenario.broker, scenario.ids
+
+    def key(job_id: str) -> Any:
+        spec = json.loads(broker.check(["job", "info", job_id, "jobspec"]))
+        return spec["attributes"].get("user", {}).get("hpcbridge_key")
+
+    def own_key(job_id: str) -> str:
+        """From the record: ``<token>.exit`` alone, ``<token>.exit.<index>`` in a batch."""
+        record = adapter.store.get(job_id, "flux", adapter.host_label)
+        assert record is not None and record.exit_file
+        token, _, index = Path(record.exit_file).name.partition(".exit")
+        return token + index
+
+    every = [ids.ok, ids.fail, *ids.bulk]
+    assert [key(job_id) for job_id in every] == [own_key(job_id) for job_id in every]
+    # hello x3 and fail: two chunks, one per script - three jobs of one, one alone.
+    assert [own_key(job_id).count(".") for job_id in ids.bulk] == [1, 1, 1, 0]
 
 
 def test_native_wait_is_event_driven(scenario: SimpleNamespace) -> None:

@@ -84,7 +84,9 @@ class ScriptedDriver:
     def queue_limit(self) -> Optional[int]:
         return None
 
-    def find_submitted(self, planned: Planned) -> Optional[List[Submitted]]:
+    def find_submitted(
+        self, planned: Planned, since: Optional[float] = None
+    ) -> Optional[List[Submitted]]:
         return None
 
     def find_output(self, job_id: str) -> Optional[str]:

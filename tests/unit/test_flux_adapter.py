@@ -23,7 +23,8 @@ from hpcbridge.errors import (
 from hpcbridge.model import JobState
 from hpcbridge.schedulers.driver import PartialSubmissionError
 from hpcbridge.schedulers.flux.adapter import FluxAdapter
-from hpcbridge.schedulers.flux.command_driver import CLIDriver, FluxCommands
+from hpcbridge.schedulers.flux.command_driver import CLIDriver
+from hpcbridge.schedulers.flux.commands import FluxCommands
 from hpcbridge.schedulers.flux.ids import parse_job_id
 from hpcbridge.schedulers.flux.instance import facts as instance_facts
 from hpcbridge.schedulers.flux.versions import POLICY_0_49

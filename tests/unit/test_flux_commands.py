@@ -78,6 +78,7 @@ def test_batch_argv_seed_table() -> None:
         "--dependency=afterok:7381975040",
         "--job-name=train",
         "--output=/j/flux-{{id}}.out",
+        '--setattr=user.hpcbridge_key="t"',
         "/j/.hpcbridge/w.sh",
     ]
 

@@ -2,10 +2,12 @@
 
 import os
 import subprocess
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Dict, List
 
 from hpcbridge.jobscript import TaskSpec, build_wrapper
+from hpcbridge.schedulers.tracking import ExitRecord, read_exit_file
 
 
 def _script(folder: Path, name: str, body: str) -> str:
@@ -58,3 +60,21 @@ def test_one_task_ignores_an_inherited_index(tmp_path: Path) -> None:
     result = _run(wrapper, tmp_path, {"HPCBRIDGE_TASK_INDEX": "0"})
     assert result.stdout.strip() == "b index=unset"
     assert (tmp_path / "job.exit").read_text().split()[0] == "4"
+
+
+def test_the_exit_file_holds_the_code_then_a_start_before_the_end(tmp_path: Path) -> None:
+    script = _script(tmp_path, "nap.sh", "sleep 0.05\nexit 3\n")
+    wrapper = build_wrapper([TaskSpec(script)], str(tmp_path), str(tmp_path / "job.exit"))
+    assert _run(wrapper, tmp_path, {}).returncode == 3
+    record = read_exit_file((tmp_path / "job.exit").read_text())
+    assert record.code == 3 and record.started is not None and record.ended is not None
+    assert 0.05 <= (record.ended - record.started).total_seconds() < 5
+
+
+def test_older_exit_files_and_unknown_times_still_read() -> None:
+    assert read_exit_file("0\n") == ExitRecord(0)
+    assert read_exit_file("2 1700000000.5\n").started is not None
+    assert read_exit_file("2 - 1700000000\n") == ExitRecord(
+        2, None, datetime.fromtimestamp(1700000000, tz=timezone.utc)
+    )
+    assert read_exit_file("").code is None and read_exit_file("oops").code is None

@@ -22,8 +22,9 @@ from ...registry import check_driver_choice
 from ...transports.base import Executor
 from ..base import SchedulerAdapter
 from ..submitting import Order, dry_batches
-from .command_driver import MAX_BATCH, FluxCommands
+from .command_driver import MAX_BATCH
 from .command_line import submit_argv
+from .commands import FluxCommands
 from .doctor import adapter_info
 from .ids import F58_PREFIX, InvalidJobIdError, canonical_job_id
 from .instance import FluxOptions, InstanceFacts, UriSetting, facts

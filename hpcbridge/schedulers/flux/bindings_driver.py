@@ -9,7 +9,11 @@ session use the CLI driver instead.
 Submissions are pipelined ``submit_async`` futures of one jobspec built once
 (``jobspec.submit_all``, the same code the CLI driver runs under ``flux
 python``), status for many ids is one ``JobList(h, ids=...)``, and waiting is
-event driven (``events.ResultWaiter``).
+event driven (``events.ResultWaiter``).  A submission's answer can be lost here
+too - the broker does not answer within the timeout (paused, hung), or the
+connection fails after the request went out (a broker restarting, an ``ssh://``
+connector's link) - and is then found by its key or sent once more
+(``adopting``; asked by command, like a job's jobspec).
 """
 
 from __future__ import annotations
@@ -21,16 +25,27 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ...errors import JobSubmissionError, SchedulerAdapterError, SubmissionUncertainError
+from ...errors import JobSubmissionError, SchedulerAdapterError
 from ...model import JobStatus
 from ..driver import Capabilities, Planned, SubmitBatch, Submitted, Waiter
 from . import jobspec
-from .command_driver import MAX_BATCH, FluxCommands
+from .adopting import LOOK_BACK, KeyFinder, adopt_all, look_up_all, submitted_of
+from .command_driver import MAX_BATCH
 from .command_line import output_path_from_jobspec, raise_cancel_errors
+from .commands import FluxCommands
 from .events import ResultWaiter
 from .ids import parse_job_id
 from .instance import InstanceFacts, QueueInfo, queue_info_from_config
-from .plan import DROPPED_KEYS, TimeLeft, flux_plan, jobspec_params, kind_of, plan_batch
+from .jobspec import LOST
+from .plan import (
+    DROPPED_KEYS,
+    FluxPlan,
+    TimeLeft,
+    flux_plan,
+    jobspec_params,
+    kind_of,
+    plan_batch,
+)
 from .sending import Outcome, send
 from .status import facts_from_jobinfo, statuses_from_facts, unknown
 
@@ -189,21 +204,18 @@ class NativeDriver:
         if not self._ready:
             self.connection.wait_ready(self.ready_timeout)
             self._ready = True
-        params = jobspec_params(plan.request)
-        environment = self.connection.job_environment()
 
         def attempt() -> List[Outcome]:
-            try:
-                found = jobspec.submit_all(
-                    self.connection.handle(), self.flux.job, params, plan.environments, environment
-                )
-            except OSError as exc:
+            started = time.time()
+            outcomes = self._submit(plan)
+            lost = [i for i, (ok, text) in enumerate(outcomes) if not ok and text.startswith(LOST)]
+            if lost and plan.keys:
                 self.connection.reset()
-                raise JobSubmissionError(
-                    f"cannot submit to the Flux instance {self.facts.label}: {error_text(exc)} "
-                    "(check that it is still running: hpcbridge doctor)"
-                ) from exc
-            return [(ok, str(value)) for ok, value in found]
+                found = self._adopt(plan, [plan.keys[index] for index in lost], started)
+                outcomes = list(outcomes)
+                for index, outcome in zip(lost, found):
+                    outcomes[index] = outcome
+            return outcomes
 
         return send(
             attempt,
@@ -212,6 +224,47 @@ class NativeDriver:
             what="flux.job.submit",
             ready_timeout=self.ready_timeout,
         )
+
+    def _submit(self, plan: FluxPlan) -> List[Outcome]:
+        """Every job of ``plan``, pipelined; an answer not come within the RPC timeout
+        (at least 0.1 s a job) is lost (``jobspec.LOST``)."""
+        count = len(plan.environments)
+        try:
+            found = jobspec.submit_all(
+                self.connection.handle(),
+                self.flux.job,
+                jobspec_params(plan.request),
+                plan.environments,
+                self.connection.job_environment(),
+                plan.keys,
+                timeout=max(self.connection.rpc_timeout, 0.1 * count),
+            )
+        except OSError as exc:
+            self.connection.reset()
+            raise JobSubmissionError(
+                f"cannot submit to the Flux instance {self.facts.label}: {error_text(exc)} "
+                "(check that it is still running: hpcbridge doctor)"
+            ) from exc
+        return [(ok, str(value)) for ok, value in found]
+
+    def _adopt(self, plan: FluxPlan, keys: List[str], started: float) -> List[Outcome]:
+        """The jobs of ``keys`` whose answers were lost: found by their keys (asked by
+        command), or sent once more."""
+        log.warning("flux.job.submit: the answers of %d job(s) were lost; looking", len(keys))
+        by_key = dict(zip(plan.keys, range(len(plan.keys))))
+        finder = KeyFinder(self.commands, self.facts.policy, started)
+
+        def resend(indices: List[int]) -> List[Outcome]:
+            chosen = [by_key[keys[index]] for index in indices]
+            return self._submit(
+                FluxPlan(
+                    plan.request,
+                    tuple(plan.environments[index] for index in chosen),
+                    tuple(plan.keys[index] for index in chosen),
+                )
+            )
+
+        return adopt_all(finder, keys, resend, f"the Flux instance {self.facts.label}")
 
     # -- status ------------------------------------------------------------
 
@@ -304,12 +357,15 @@ class NativeDriver:
         duration); a sweep's own ``max_queued`` is the cap."""
         return None
 
-    def find_submitted(self, planned: Planned) -> Optional[List[Submitted]]:
-        """Flux submissions are not looked up by key yet: the answer stays uncertain."""
-        raise SubmissionUncertainError(
-            f"cannot tell whether {planned.batch.job.wrapper_path} went in: look for it "
-            "with flux jobs -a before sending it again"
-        )
+    def find_submitted(
+        self, planned: Planned, since: Optional[float] = None
+    ) -> Optional[List[Submitted]]:
+        """As the CLI driver finds them: by command, the keys in the jobs' jobspecs."""
+        plan = flux_plan(planned)
+        began = since if since is not None else time.time() - LOOK_BACK
+        finder = KeyFinder(self.commands, self.facts.policy, began)
+        found = look_up_all(finder, plan.keys, f"the Flux instance {self.facts.label}")
+        return submitted_of(plan.keys, found, plan.request.output, kind_of(planned.batch).value)
 
     def find_output(self, job_id: str) -> Optional[str]:
         """From the job's jobspec (the ``job-info.lookup`` RPC, else the command)."""

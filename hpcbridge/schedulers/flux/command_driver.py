@@ -1,9 +1,7 @@
 """The Flux CLI driver: ``flux`` commands through the executor (local or SSH).
 
 Used when the bindings are missing or broken, or the broker is only
-reachable over SSH.  ``FluxCommands`` runs the command lines of
-``command_line`` against one instance (``FLUX_URI`` in each command's
-environment when a specific broker, e.g. a nested instance, is targeted);
+reachable over SSH.  The commands run through ``commands.FluxCommands``;
 the ``flux`` that runs is the broker's own release, since clients of another
 release break (``Protocol error``, ``invalid payload``, hangs).
 
@@ -13,25 +11,32 @@ job); many go in through one process, ``flux python`` running ``jobspec.py``
 broker's side - not one process per job.  (``flux submit --cc`` is one
 process too, but ``flux batch`` has no ``--cc``; and ``flux python`` sets the
 bindings' PYTHONPATH itself, which plain jobs and ``flux start``'s initial
-program do not get.)
+program do not get.)  Every job carries its key; a submission whose answer was
+lost (a dropped SSH connection, a timeout) is found by it or sent once more
+(``adopting``).
 """
 
 from __future__ import annotations
 
 import logging
 import shlex
-from typing import Callable, Dict, List, Optional, Sequence, TypeVar
+import time
+from typing import Dict, List, Optional, Sequence
 
-from ...errors import JobSubmissionError, SchedulerUnavailableError, SubmissionUncertainError
+from ...errors import (
+    JobSubmissionError,
+    JobTimeoutError,
+    SubmissionUncertainError,
+)
 from ...model import JobState, JobStatus
-from ...retrying import retry
-from ...transports.base import CommandResult, Executor
+from ...transports.base import CommandResult
 from ..driver import Capabilities, Planned, SubmitBatch, Submitted, Waiter
+from . import adopting, status
 from . import command_line as cl
 from . import jobspec as jobspec_module
-from . import status
+from .commands import FluxCommands
 from .eventlog import parse_eventlog
-from .instance import InstanceFacts, QueueInfo, parse_config_json, parse_queue_list
+from .instance import InstanceFacts
 from .plan import (
     DROPPED_KEYS,
     FluxPlan,
@@ -43,11 +48,8 @@ from .plan import (
     plan_batch,
 )
 from .sending import Outcome, send
-from .versions import FluxPolicy, parse_flux_version_output
 
 log = logging.getLogger("hpcbridge")
-
-T = TypeVar("T")
 
 CAPABILITIES = Capabilities(events=False, arrays=False, dropped_keys=DROPPED_KEYS)
 
@@ -55,129 +57,6 @@ CAPABILITIES = Capabilities(events=False, arrays=False, dropped_keys=DROPPED_KEY
 MAX_BATCH = 10000
 #: ids per ``flux jobs`` call (keeps the command line short)
 _QUERY_CHUNK = 400
-
-# A job whose broker is still starting is worth waiting for: a Flux job that
-# has not published its URI yet, a Slurm job still pending ("empty nodelist")
-# or whose `flux start` is not up yet ("doesn't seem to have a FLUX_URI").
-# "not running" / "not found" are final.
-_URI_NOT_YET = ("URI not found", "doesn't seem to have a FLUX_URI", "empty nodelist")
-
-
-class FluxCommands:
-    """Runs ``flux`` subcommands against one instance (``uri``; ``None`` = the default)."""
-
-    def __init__(
-        self,
-        executor: Executor,
-        flux_command: str = "flux",
-        command_timeout: float = 60.0,
-        uri: Optional[str] = None,
-    ) -> None:
-        self.executor = executor
-        self.flux = flux_command
-        self.command_timeout = command_timeout
-        self.uri = uri
-
-    def for_uri(self, uri: Optional[str]) -> FluxCommands:
-        """The same commands aimed at another instance."""
-        return FluxCommands(self.executor, self.flux, self.command_timeout, uri)
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: Optional[float] = None,
-        idempotent: bool = True,
-        input: Optional[str] = None,
-        cwd: Optional[str] = None,
-    ) -> CommandResult:
-        result = self.executor.run(
-            list(argv),
-            timeout=timeout if timeout is not None else self.command_timeout,
-            env={"FLUX_URI": self.uri} if self.uri else None,
-            cwd=cwd,
-            input=input,
-            idempotent=idempotent,
-        )
-        if result.returncode == 127 and not result.stdout:
-            raise SchedulerUnavailableError(
-                f"{argv[0]} not found where commands run ({self.executor.kind}): "
-                f"{result.message()} - set HPCBRIDGE_FLUX_COMMAND to the flux command's path"
-            )
-        return result
-
-    def versions(self) -> Dict[str, str]:
-        """``flux version``: commands, libflux-core and (when reachable) broker."""
-        found = parse_flux_version_output(self.run(cl.version_argv(self.flux)).stdout)
-        if "broker" not in found:
-            # The broker line appears only when the broker answered.
-            attr = self.run(cl.getattr_argv(self.flux, "version"))
-            if attr.ok and attr.stdout.strip():
-                found["broker"] = attr.stdout.strip()
-            else:
-                found["broker_error"] = attr.message()
-        return found
-
-    def hostname(self) -> Optional[str]:
-        result = self.executor.run(cl.hostname_argv(), timeout=self.command_timeout)
-        return result.stdout.strip() if result.ok else None
-
-    def queue_info(self, policy: FluxPolicy) -> Optional[QueueInfo]:
-        """The configuration's queues (``flux config get``), else ``flux queue list``."""
-        found = None
-        if policy.config_rpc:
-            found = self._parsed(cl.config_get_argv(self.flux), parse_config_json)
-        if found is None:
-            found = self._parsed(cl.queue_list_argv(self.flux), parse_queue_list)
-        return found
-
-    def _parsed(self, argv: List[str], parse: Callable[[str], T]) -> Optional[T]:
-        """``parse`` of what ``argv`` prints; ``None`` when it fails or prints nonsense."""
-        result = self.run(argv)
-        if not result.ok:
-            return None
-        try:
-            return parse(result.stdout)
-        except ValueError as exc:
-            log.debug("%s: %s", " ".join(argv[1:3]), exc)
-            return None
-
-    def expiration(self) -> Optional[float]:
-        return self._parsed(cl.resource_r_argv(self.flux), cl.parse_expiration)
-
-    def wait_ready(self, timeout: float) -> None:
-        """A trivial request answered = the broker is up (submits retry on top)."""
-        argv = cl.getattr_argv(self.flux, "rank")
-        retry(lambda: self.run(argv), budget=timeout, again=lambda r: not r.ok, pause=0.5)
-
-    def resolve_uri(self, target: str, policy: FluxPolicy, timeout: float) -> str:
-        """``flux uri --remote TARGET`` where the commands run (retried until published).
-
-        Asked of this object's instance: the parent of a job id target, or the
-        commands' default instance.  Raises ``LookupError`` when it cannot tell.
-        """
-        if not policy.uri_resolution:
-            raise SchedulerUnavailableError(
-                f"Flux adapter {policy.name} has no `flux uri`; give an ssh:// or local:// URI"
-            )
-        argv = cl.uri_argv(self.flux, target)
-
-        def published_yet(result: CommandResult) -> bool:
-            return bool(result.ok and cl.parse_uri_output(result.stdout))
-
-        def starting(result: CommandResult) -> bool:
-            return not published_yet(result) and any(m in result.message() for m in _URI_NOT_YET)
-
-        result = retry(lambda: self.run(argv), budget=timeout, again=starting, pause=0.5)
-        uri = cl.parse_uri_output(result.stdout) if result.ok else None
-        if not uri:
-            raise LookupError(f"flux uri --remote {target}: {result.message()}")
-        return uri
-
-    def output_of(self, job_id: str) -> Optional[str]:
-        """From the job's jobspec (``flux job info ID jobspec``) when there is no record."""
-        result = self.run(cl.jobspec_argv(self.flux, job_id))
-        return cl.output_path_from_jobspec(result.stdout, job_id) if result.ok else None
 
 
 def _helper_source() -> str:
@@ -224,7 +103,7 @@ class CLIDriver:
             self._ready = True
         one = len(plan.environments) == 1
         what = "flux submit" if one else "flux python (bulk submit)"
-        attempt = (lambda: [self._submit_one(plan.request)]) if one else lambda: self._bulk(plan)
+        attempt = (lambda: [self._submit_one(plan.job(0))]) if one else lambda: self._bulk(plan)
         return send(
             attempt,
             output=plan.request.output,
@@ -235,7 +114,40 @@ class CLIDriver:
 
     def _submit_one(self, request: SubmitRequest) -> Outcome:
         argv = cl.submit_argv(self.flux, self.policy, request)
-        result = self.commands.run(argv, idempotent=False, cwd=request.cwd)
+        started = time.time()
+        try:
+            return self._outcome(argv, self._submission(argv, request.cwd))
+        except SubmissionUncertainError as lost:
+            if not request.key:
+                raise
+            what = "flux " + " ".join(argv[1 : 2 + (argv[1] == "mini")])
+            log.warning("%s's answer was lost (%s); looking for job %s", what, lost, request.key)
+            finder = adopting.KeyFinder(self.commands, self.policy, started)
+
+            def resubmit() -> str:
+                ok, value = self._outcome(argv, self._submission(argv, request.cwd))
+                if not ok:
+                    raise cl.submission_error(value, argv, what)
+                return value
+
+            return True, adopting.adopt_one(finder, request.key, resubmit, self._where())
+
+    def _submission(
+        self,
+        argv: List[str],
+        cwd: str,
+        input: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> CommandResult:
+        """A submitting command, run once: a lost answer (dropped connection, timeout)
+        is ``SubmissionUncertainError``."""
+        try:
+            return self.commands.run(argv, idempotent=False, cwd=cwd, input=input, timeout=timeout)
+        except JobTimeoutError as exc:
+            raise SubmissionUncertainError(f"{exc}: its answer was lost", argv=argv) from exc
+
+    @staticmethod
+    def _outcome(argv: List[str], result: CommandResult) -> Outcome:
         if not result.ok:
             return False, result.stderr + "\n" + result.stdout
         try:
@@ -243,20 +155,40 @@ class CLIDriver:
         except ValueError as exc:
             raise JobSubmissionError(str(exc), argv=argv) from None
 
+    def _where(self) -> str:
+        return f"the Flux instance {self.facts.label}"
+
     def _bulk(self, plan: FluxPlan) -> List[Outcome]:
         """One ``flux python`` process submits every job (pipelined inside)."""
-        count = len(plan.environments)
         if not self.policy.python_command:
             # 0.26's `flux python` runs whatever python is first on PATH: one by one.
-            return [
-                self._submit_one(plan.request.with_environment(own)) for own in plan.environments
-            ]
+            return [self._submit_one(plan.job(index)) for index in range(len(plan.environments))]
+        started = time.time()
+        try:
+            return self._bulk_once(plan)
+        except SubmissionUncertainError as lost:
+            if not plan.keys:
+                raise
+            log.warning("the bulk submission's answer was lost (%s); looking for its jobs", lost)
+            finder = adopting.KeyFinder(self.commands, self.policy, started)
+
+            def resend(indices: List[int]) -> List[Outcome]:
+                return self._bulk_once(
+                    FluxPlan(
+                        plan.request,
+                        tuple(plan.environments[index] for index in indices),
+                        tuple(plan.keys[index] for index in indices),
+                    )
+                )
+
+            return adopting.adopt_all(finder, plan.keys, resend, self._where())
+
+    def _bulk_once(self, plan: FluxPlan) -> List[Outcome]:
+        count = len(plan.environments)
         argv = cl.bulk_argv(self.flux, _helper_source())
-        payload = cl.bulk_input(jobspec_params(plan.request), plan.environments)
+        payload = cl.bulk_input(jobspec_params(plan.request), plan.environments, plan.keys)
         timeout = max(self.commands.command_timeout, 0.1 * count)
-        result = self.commands.run(
-            argv, idempotent=False, cwd=plan.request.cwd, input=payload, timeout=timeout
-        )
+        result = self._submission(argv, plan.request.cwd, input=payload, timeout=timeout)
         outcomes = cl.parse_bulk_output(result.stdout) if result.stdout else []
         if len(outcomes) < count:
             # Some went in before the helper stopped: the rest count as failed,
@@ -332,12 +264,17 @@ class CLIDriver:
         duration); a sweep's own ``max_queued`` is the cap."""
         return None
 
-    def find_submitted(self, planned: Planned) -> Optional[List[Submitted]]:
-        """Flux submissions are not looked up by key yet: the answer stays uncertain."""
-        raise SubmissionUncertainError(
-            f"cannot tell whether {planned.batch.job.wrapper_path} went in: look for it "
-            "with flux jobs -a before sending it again"
-        )
+    def find_submitted(
+        self, planned: Planned, since: Optional[float] = None
+    ) -> Optional[List[Submitted]]:
+        """By the keys in the jobs' jobspecs (``adopting``), among this user's jobs
+        submitted since ``since`` (epoch seconds; default: the last hour)."""
+        plan = flux_plan(planned)
+        began = since if since is not None else time.time() - adopting.LOOK_BACK
+        finder = adopting.KeyFinder(self.commands, self.policy, began)
+        found = adopting.look_up_all(finder, plan.keys, self._where())
+        kind = kind_of(planned.batch).value
+        return adopting.submitted_of(plan.keys, found, plan.request.output, kind)
 
     def find_output(self, job_id: str) -> Optional[str]:
         return self.commands.output_of(job_id)

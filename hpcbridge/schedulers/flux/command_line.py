@@ -1,6 +1,6 @@
 """The ``flux`` command lines hpcbridge runs, and the parsers of what Flux says back.
 
-Pure: nothing here runs a process (``command_driver.FluxCommands`` does).
+Pure: nothing here runs a process (``commands.FluxCommands`` does).
 Each builder is paired with the parser of its output, tested against output
 recorded from real releases (``tests/data/flux/``); job states are parsed in
 ``status``.  Ids go to commands in decimal: plain ASCII, understood by every
@@ -10,6 +10,7 @@ release and locale.
 from __future__ import annotations
 
 import json
+import math
 import posixpath
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -18,6 +19,7 @@ from ...durations import format_fsd
 from ...errors import JobSubmissionError, SchedulerAdapterError
 from .ids import InvalidJobIdError, canonical_job_id, decimal_job_id
 from .instance import strip_ansi
+from .jobspec import KEY_ATTRIBUTE
 from .plan import JobKind, SubmitRequest
 from .status import JOBS_FORMAT
 from .versions import FluxPolicy
@@ -53,6 +55,10 @@ def submit_argv(flux: str, policy: FluxPolicy, request: SubmitRequest) -> List[s
     argv.append(f"--output={request.output}")
     for name, value in sorted(request.environment.items()):
         argv.append(f"--env={name}={value}")
+    if request.key:
+        # --setattr parses its value as JSON (a key like 123e45 would become a
+        # number): a JSON string stays the key itself, in every release.
+        argv.append(f"--setattr={KEY_ATTRIBUTE}={json.dumps(request.key)}")
     argv.append(request.wrapper_path)
     return argv
 
@@ -79,9 +85,16 @@ def bulk_argv(flux: str, helper_source: str) -> List[str]:
     return [flux, "python", "-c", helper_source]
 
 
-def bulk_input(params: Mapping[str, Any], environments: Sequence[Mapping[str, str]]) -> str:
-    """What the bulk helper reads on stdin: one job's parameters, each job's variables."""
-    return json.dumps({"job": dict(params), "environments": [dict(e) for e in environments]})
+def bulk_input(
+    params: Mapping[str, Any],
+    environments: Sequence[Mapping[str, str]],
+    keys: Sequence[str] = (),
+) -> str:
+    """What the bulk helper reads on stdin: one job's parameters, each job's variables
+    and key."""
+    return json.dumps(
+        {"job": dict(params), "environments": [dict(e) for e in environments], "keys": list(keys)}
+    )
 
 
 def parse_bulk_output(stdout: str) -> List[Tuple[bool, str]]:
@@ -133,6 +146,60 @@ def submission_error(
     return JobSubmissionError(
         f"{what} refused the job: {message}", argv=argv, scheduler_message=message
     )
+
+
+# -- finding a job by its key (``adopting``) ----------------------------------------
+
+#: what the listing of recent jobs prints: decimal id, submit time (epoch seconds)
+RECENT_FORMAT = "{id.dec} {t_submit}"
+
+
+def recent_jobs_argv(flux: str, policy: FluxPolicy, since: float) -> List[str]:
+    """This user's jobs of every state (``flux jobs`` lists only the caller's jobs
+    without ``-A``), all of them (``-c 0``), inactive ones only since ``since`` where
+    the release can (``--since``; 0.26 lists them all and ``parse_recent_jobs`` filters)."""
+    argv = [flux, "jobs", "-a", "-n", "-c", "0"]
+    if policy.jobs_since:
+        argv.append(f"--since={math.floor(since)}")
+    # 0.26 knows only the short spellings of --no-header and --format.
+    return [*argv, "-o", RECENT_FORMAT]
+
+
+def parse_recent_jobs(stdout: str, since: float) -> List[str]:
+    """The ids (canonical) of the listed jobs submitted at ``since`` or later, newest first."""
+    found: List[Tuple[float, str]] = []
+    for line in stdout.splitlines():
+        words = line.split()
+        if len(words) != 2:
+            continue
+        try:
+            job_id, submitted = canonical_job_id(words[0]), float(words[1])
+        except (InvalidJobIdError, ValueError):
+            continue
+        if submitted >= since:
+            found.append((submitted, job_id))
+    return [job_id for _, job_id in sorted(found, reverse=True)]
+
+
+def key_of_jobspec(text: str) -> Optional[str]:
+    """The submission key a job's jobspec carries (``KEY_ATTRIBUTE``), ``None`` if none;
+    raises ``ValueError`` for text that is no jobspec."""
+    try:
+        value: Any = json.loads(text)["attributes"]
+        for part in KEY_ATTRIBUTE.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"not a jobspec: {text.strip()[:120]!r}") from exc
+    return value if isinstance(value, str) else None
+
+
+def clock_argv() -> List[str]:
+    return ["date", "+%s"]
+
+
+def parse_clock(stdout: str) -> float:
+    """The epoch seconds ``date +%s`` printed; raises ``ValueError``."""
+    return float(stdout.strip())
 
 
 # -- following and ending jobs -----------------------------------------------------

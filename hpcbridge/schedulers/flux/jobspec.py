@@ -15,17 +15,29 @@ kind ("batch": a nested instance; "plain": the command as the tasks), script
 (batch), command (plain: argv), jobname,
 num_slots, cores_per_slot, gpus_per_slot, num_nodes, duration (seconds;
 0/None = unlimited), cwd, output, queue, bank, dependencies (job ids),
-requires (RFC 35 text), environment (extra variables).
+requires (RFC 35 text), environment (extra variables), key (the submission's key,
+``KEY_ATTRIBUTE``).
 """
 
+import errno
 import json
 import os
 import shlex
 import sys
+import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 #: the job kinds ``build_jobspec`` can build
 KINDS = ("batch", "plain")
+
+# The key lives in the jobspec: the instance keeps it with the job and `flux job info
+# <id> jobspec` reads it back in every release (the job's name belongs to the user).
+KEY_ATTRIBUTE = "user.hpcbridge_key"
+
+#: how the message of a job whose answer never came begins (the connection failed, or
+#: the broker did not answer within the timeout): the job may or may not exist
+LOST = "its answer was lost: "
+_LOST_ERRNOS = (errno.ECONNRESET, errno.ECONNABORTED, errno.EPIPE, errno.ENOTCONN, errno.ETIMEDOUT)
 
 
 def batch_script(wrapper_path: str) -> str:
@@ -124,6 +136,8 @@ def apply_attributes(
     if params.get("jobname") and params.get("kind") == "plain":
         # from_batch_command takes the name; a plain job's is set here.
         spec.setattr("system.job.name", params["jobname"])
+    if params.get("key"):
+        spec.setattr(KEY_ATTRIBUTE, str(params["key"]))
 
 
 def parse_constraint(text: str) -> Any:
@@ -153,12 +167,17 @@ def submit_all(
     params: Mapping[str, Any],
     environments: Sequence[Mapping[str, str]],
     base_environment: Optional[Mapping[str, str]] = None,
+    keys: Optional[Sequence[str]] = None,
+    timeout: Optional[float] = None,
 ) -> List[Tuple[bool, Any]]:
     """Submit one job per entry of ``environments``; ``(ok, id or message)`` each, in order.
 
-    The jobs differ only in those variables (a task index), so the jobspec is
-    built once.  Pipelined: every ``submit_async`` is in flight before the
-    first id is read - one round trip in total instead of one per job.
+    The jobs differ only in those variables (a task index) and in their key
+    (``keys``, one per job; else ``params["key"]``), so the jobspec is built
+    once.  Pipelined: every ``submit_async`` is in flight before the first id is
+    read - one round trip in total instead of one per job.  A job not answered
+    within ``timeout`` seconds (all of them; ``None``: waits), or whose connection
+    failed after it was sent, gets a message beginning with ``LOST``.
     """
     try:
         spec = build_jobspec(flux_job.JobspecV1, params, base_environment)
@@ -166,22 +185,28 @@ def submit_all(
         return [(False, "cannot build the Flux jobspec: " + str(exc))] * len(environments)
     shared = dict(spec.environment)
     futures: List[Any] = []
-    for own in environments:
+    for index, own in enumerate(environments):
         spec.environment = dict(shared, **own)
+        if keys:
+            spec.setattr(KEY_ATTRIBUTE, str(keys[index]))
         try:
             futures.append(flux_job.submit_async(handle, spec.dumps()))
         except OSError as exc:
             futures.append(exc)
     results: List[Tuple[bool, Any]] = []
+    ends = None if timeout is None else time.monotonic() + timeout
     for future in futures:
         if isinstance(future, Exception):
-            results.append((False, _error_text(future)))
+            results.append((False, _error_text(future)))  # never sent
             continue
         try:
+            if ends is not None:
+                future.wait_for(max(ends - time.monotonic(), 0.0))
             # submit returns a JobID (0.49+) or an int (0.26): both are ints.
             results.append((True, int(future.get_id())))
         except OSError as exc:
-            results.append((False, _error_text(exc)))
+            lost = exc.errno in _LOST_ERRNOS
+            results.append((False, (LOST if lost else "") + _error_text(exc)))
     return results
 
 
@@ -191,8 +216,8 @@ def _error_text(exc: BaseException) -> str:
 
 
 def main() -> None:
-    """The bulk helper: JSON ``{"job": params, "environments": [...]}`` on stdin, one
-    line per job out.
+    """The bulk helper: JSON ``{"job": params, "environments": [...], "keys": [...]}`` on
+    stdin, one line per job out.
 
     Output lines: ``OK <decimal id>`` or ``ERR <message>``.  Run by the CLI
     driver as ``flux python -c <this source>`` on the broker's side.
@@ -202,7 +227,8 @@ def main() -> None:
 
     request = json.load(sys.stdin)
     handle = flux.Flux()
-    for ok, value in submit_all(handle, flux.job, request["job"], request["environments"]):
+    jobs = request["environments"]
+    for ok, value in submit_all(handle, flux.job, request["job"], jobs, keys=request.get("keys")):
         if ok:
             sys.stdout.write(f"OK {value}\n")
         else:

@@ -4,8 +4,9 @@ Pure but for asking how long the instance has left.  Both drivers plan the
 same way: resources translated for Flux, the job kind, the queue, the time
 limit checked against the enclosing allocation, dependencies checked against
 the release - and a refusal now, while nothing is staged, for what Flux
-would refuse later.  The result is a ``FluxPlan``: one ``SubmitRequest`` and
-the task index of each job (the only thing the jobs of one batch differ in).
+would refuse later.  The result is a ``FluxPlan``: one ``SubmitRequest``, and
+the task index and key of each job (the only things the jobs of one batch differ
+in; the key finds a job whose submission's answer was lost, ``adopting``).
 
 How resources become Flux options::
 
@@ -93,6 +94,9 @@ class SubmitRequest:
     dependencies: Tuple[str, ...] = ()
     #: variables every job of the batch gets
     environment: Mapping[str, str] = field(default_factory=dict)
+    #: the submission's key (``jobspec.KEY_ATTRIBUTE``) when this request is one job;
+    #: ``None`` when it is shared by many (each has its own: ``FluxPlan.keys``)
+    key: Optional[str] = None
 
     def with_environment(self, extra: Mapping[str, str]) -> SubmitRequest:
         return replace(self, environment={**self.environment, **extra})
@@ -105,6 +109,19 @@ class FluxPlan:
     request: SubmitRequest
     #: one entry per job, in index order (the task index of a many-job batch)
     environments: Tuple[Mapping[str, str], ...]
+    #: each job's key, in index order (``job_keys``)
+    keys: Tuple[str, ...] = ()
+
+    def job(self, index: int) -> SubmitRequest:
+        """The request of job ``index`` alone: its variables and its key."""
+        key = self.keys[index] if self.keys else self.request.key
+        return replace(self.request.with_environment(self.environments[index]), key=key)
+
+
+def job_keys(token: str, count: int) -> Tuple[str, ...]:
+    """The key of each job of a batch: the wrapper's token, ``.<task index>`` when many
+    (as Slurm's job comments: unique per job, found again by ``adopting``)."""
+    return (token,) if count == 1 else tuple(f"{token}.{index}" for index in range(count))
 
 
 def choose_kind(nested: Optional[bool], settings: Settings, uri_setting: UriSetting) -> JobChoice:
@@ -152,7 +169,7 @@ def plan_batch(
         environments: Tuple[Mapping[str, str], ...] = ({},)
     else:
         environments = tuple({TASK_INDEX_VARIABLE: str(index)} for index in range(batch.count))
-    return Planned(batch, FluxPlan(request, environments))
+    return Planned(batch, FluxPlan(request, environments, job_keys(batch.job.token, batch.count)))
 
 
 def translate(batch: SubmitBatch, queue: Optional[str], policy: FluxPolicy) -> SubmitRequest:
@@ -198,6 +215,7 @@ def translate(batch: SubmitBatch, queue: Optional[str], policy: FluxPolicy) -> S
         requires=requires,
         dependencies=dependencies,
         environment=environment,
+        key=batch.job.token if batch.count == 1 else None,
     )
 
 
@@ -309,4 +327,5 @@ def jobspec_params(request: SubmitRequest) -> Dict[str, Any]:
         "requires": request.requires,
         "dependencies": list(request.dependencies),
         "environment": dict(request.environment),
+        "key": request.key,
     }

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator, List, Optional, Tuple
 from ...errors import ConfigurationError, JobNotFoundError
 from ...retrying import retry
 from ...transports.base import Executor
-from .command_driver import FluxCommands
+from .commands import FluxCommands
 from .ids import is_job_id, parse_job_id
 from .instance import FluxOptions, UriSetting
 from .versions import POLICIES, FluxPolicy, policy_by_name

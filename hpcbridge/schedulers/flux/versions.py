@@ -37,6 +37,8 @@ class FluxPolicy:
     queues: bool
     #: ``flux jobs --json``
     jobs_json: bool
+    #: ``flux jobs --since=WHEN`` (inactive jobs only from WHEN on)
+    jobs_since: bool
     #: the ``config.get`` RPC and ``flux config get``
     config_rpc: bool
     #: RFC 26 dependencies (``--dependency=afterok:ID``)
@@ -63,6 +65,8 @@ POLICY_0_26 = FluxPolicy(
     # `--queue` is an unrecognized argument and system.queue is ignored.
     queues=False,
     jobs_json=False,
+    # `flux jobs` has no --since: every job of the user is listed.
+    jobs_since=False,
     # config.get answers "Unknown service method".
     config_rpc=False,
     dependencies=False,
@@ -83,6 +87,7 @@ POLICY_0_49 = FluxPolicy(
     cancel_command=("cancel",),
     queues=True,
     jobs_json=True,
+    jobs_since=True,
     config_rpc=True,
     dependencies=True,
     constraints=True,

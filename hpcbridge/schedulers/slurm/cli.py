@@ -198,7 +198,9 @@ class SlurmCliDriver:
                 found = status.parse_key_rows(history.stdout, key)
         return found
 
-    def find_submitted(self, planned: Planned) -> Optional[List[Submitted]]:
+    def find_submitted(
+        self, planned: Planned, since: Optional[float] = None
+    ) -> Optional[List[Submitted]]:
         """The jobs a lost submission of ``planned`` made, by its key (``adoption``)."""
         spec = planned_spec(planned)
         found = look_up(

@@ -284,9 +284,11 @@ class SlurmNativeDriver:
         path = getattr(job, "standard_output", None)
         return str(path) if path else None
 
-    def find_submitted(self, planned: Planned) -> Optional[List[Submitted]]:
+    def find_submitted(
+        self, planned: Planned, since: Optional[float] = None
+    ) -> Optional[List[Submitted]]:
         """By the key in the job's comment, as the CLI driver finds it (one squeue)."""
-        found = self.cli.find_submitted(planned)
+        found = self.cli.find_submitted(planned, since)
         for item in found or ():
             self._exit_files[item.job_id] = planned.batch.job.exit_file_for(
                 item.index, planned.batch.count
