@@ -38,6 +38,17 @@ def fmt_ratio(value: Optional[float]) -> str:
     return f"{value:.3f}x"
 
 
+def _value(value: Any) -> str:
+    """An extra column's cell: numbers as the table's numbers, text as it is."""
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int):
+        return str(value)
+    return fmt(value) if isinstance(value, float) else str(value)
+
+
 def _cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -86,12 +97,14 @@ def scenario_markdown(index: int, scenario: Dict[str, Any]) -> List[str]:
     with_groups = any(item.get("group") for item in rows)
     with_commands = any("commands" in item for item in rows)
     with_seen = any("answered" in item for item in rows)
+    columns = scenario.get("columns", [])
     header = (["group"] if with_groups else []) + [
         "contender",
         f"median {unit}",
         "min-max",
         "speed vs baseline",
     ]
+    header += [title for _, title in columns]
     if with_commands:
         header.append("commands / refresh")
     if with_seen:
@@ -110,6 +123,7 @@ def scenario_markdown(index: int, scenario: Dict[str, Any]) -> List[str]:
             f"{fmt(item.get('min'))}-{fmt(item.get('max'))}" if item.get("median") else "-",
             fmt_ratio(item.get("speed_vs_baseline")),
         ]
+        cells += [_value(item.get(key)) for key, _ in columns]
         if with_commands:
             by_name = item.get("commands_by_name") or {}
             detail = ", ".join(f"{count} {name}" for name, count in sorted(by_name.items()))

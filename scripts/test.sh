@@ -112,7 +112,8 @@ else
   echo "== pytest: unit tests in random order (--randomly-seed=$seed)"
   "$python" -m pytest "${pytest_args[@]}" -p randomly --randomly-seed="$seed" tests/unit || status=1
   echo "== pytest: integration tests"
-  "$python" -m pytest "${pytest_args[@]}" tests/integration || status=1
+  # The slowest cases are listed, to keep the warm run within its budget.
+  "$python" -m pytest "${pytest_args[@]}" --durations=25 tests/integration || status=1
   for prefix in "${other_flux[@]}"; do
     echo "== pytest: the core Flux cases against $prefix"
     HPCBRIDGE_TEST_FLUX_PREFIXES=$prefix "$python" -m pytest "${pytest_args[@]}" \

@@ -9,6 +9,7 @@ SCENARIOS = (
     "slurm_submit",
     "slurm_bulk",
     "slurm_status",
+    "slurm_polite",
     "slurm_pyslurm",
     "flux_submit",
     "flux_packing",
