@@ -242,10 +242,16 @@ class JobStore:
         query += " ORDER BY id"
         return [decode_row(row) for row in self._connect().execute(query, params)]
 
-    def count(self) -> int:
-        """How many jobs are recorded."""
+    def count(self, state: Optional[str] = None, where: str = "") -> int:
+        """How many jobs are recorded (``state``, ``where``: as for ``list``)."""
         self._import_shared()
-        return int(self._connect().execute("SELECT COUNT(*) FROM hpc_jobs").fetchone()[0])
+        clauses, params = [where] if where else [], []
+        if state:
+            clauses.append("state = ?")
+            params.append(state.upper())
+        condition = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        query = f"SELECT COUNT(*) FROM hpc_jobs{condition}"  # noqa: S608 - values are bound
+        return int(self._connect().execute(query, params).fetchone()[0])
 
     def __iter__(self) -> Iterator[JobRecord]:
         return iter(self.list())

@@ -15,8 +15,22 @@ def one_line(error: BaseException) -> str:
     return " ".join((str(error) or type(error).__name__).split())
 
 
+#: a longer list is printed one compact entry per line: json's C encoder, ~5x faster
+#: than an indented dump (100,000 jobs in a second, not five)
+LONG_LIST = 100
+
+
 def print_json(data: Any) -> None:
     # ids as the scheduler writes them: a Flux id is "ƒ…", not "\u0192…"
+    if isinstance(data, list) and len(data) > LONG_LIST:
+        write = sys.stdout.write
+        write("[\n")
+        last = len(data) - 1
+        for index, entry in enumerate(data):
+            text = json.dumps(entry, default=str, ensure_ascii=False)
+            write(f"  {text},\n" if index < last else f"  {text}\n")
+        write("]\n")
+        return
     print(json.dumps(data, indent=2, default=str, ensure_ascii=False))
 
 

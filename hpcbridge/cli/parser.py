@@ -25,6 +25,9 @@ _SHORT_FLAGS = {
     "job_name": "-J",
 }
 
+#: the jobs the table shows without --limit or --all: the newest
+TABLE_JOBS = 500
+
 _CACHED_HELP = (
     "print the states as last recorded, without asking the schedulers "
     "(by default every unfinished job is asked about first)"
@@ -231,7 +234,16 @@ def _add_records_and_probes(sub: Sub) -> None:
     jobs = sub("jobs", "list the recorded jobs in their states now (a sweep as one line)")
     jobs.add_argument("sweep", nargs="?", metavar="SWEEP", help="list this sweep's jobs")
     jobs.add_argument("--state", type=str.upper, choices=[s.value for s in JobState])
-    jobs.add_argument("--limit", type=_at_least_one, metavar="N", help="only the newest N jobs")
+    many = jobs.add_mutually_exclusive_group()
+    many.add_argument(
+        "--limit",
+        type=_at_least_one,
+        metavar="N",
+        help=f"only the newest N jobs (the table: the newest {TABLE_JOBS} unless --all)",
+    )
+    many.add_argument(
+        "--all", action="store_true", help="the table lists every job (--json always does)"
+    )
     jobs.add_argument("--json", action="store_true")
     jobs.add_argument("--cached", action="store_true", help=_CACHED_HELP)
 

@@ -9,6 +9,7 @@ table ``RUNNING (cached: why)``, in JSON ``"stale": true, "stale_reason": why``.
 from __future__ import annotations
 
 import argparse
+import sys
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
@@ -17,6 +18,7 @@ from ..errors import JobNotFoundError
 from . import sweeps
 from .exits import EXIT_OK
 from .output import format_seconds, print_json, print_table
+from .parser import TABLE_JOBS
 from .refresh import NOT_ASKED, Listed, cached, refreshed
 from .targets import store_for
 
@@ -119,14 +121,24 @@ def cmd_jobs(args: argparse.Namespace) -> int:
             refreshed(book.records(record.name, unfinished_only=True), settings)
     counted = [(record, book.counts(record)) for record in shown]
     where = sweeps_outside() if shown else ""
-    listed = listed_jobs(settings, args.cached, state=args.state, limit=args.limit, where=where)
+    limit = args.limit or (None if args.json or args.all else TABLE_JOBS)
+    listed = listed_jobs(settings, args.cached, state=args.state, limit=limit, where=where)
     if args.state:
         counted = [(record, counts) for record, counts in counted if args.state in counts]
     if args.json:
         entries = [sweeps.summary(record, counts) for record, counts in counted]
         print_json(entries + [_job_json(item) for item in listed])
         return EXIT_OK
-    return _print_jobs(listed, [sweeps.row(record, counts) for record, counts in counted])
+    status = _print_jobs(listed, [sweeps.row(record, counts) for record, counts in counted])
+    if limit and not args.limit and len(listed) == limit:
+        recorded = book.store.count(state=args.state, where=where)
+        if recorded > limit:  # said apart from the table: a pipe reads the table alone
+            print(
+                f"hpcbridge: the newest {limit} of {recorded} jobs; --limit N or --all for "
+                "more, --json for every one",
+                file=sys.stderr,
+            )
+    return status
 
 
 def _sweep_jobs(args: argparse.Namespace, settings: Settings) -> int:
