@@ -16,4 +16,5 @@ SCENARIOS = (
     "wait_latency",
     "ssh",
     "startup",
+    "store_listing",
 )
