@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, TypeVar
+from typing import Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Set, Tuple, TypeVar
 
 from ..errors import JobSubmissionError, SchedulerUnavailableError
 from ..jobscript import TASK_INDEX_VARIABLE, PreparedJob
@@ -180,8 +180,13 @@ class PartialSubmissionError(JobSubmissionError):
 class Waiter(Protocol):
     """Pauses between status rounds; ends early when a watched job ends."""
 
-    def pause(self, seconds: float) -> bool:
-        """Wait up to ``seconds``; True when a watched job ended meanwhile."""
+    def pause(self, seconds: float) -> Set[str]:
+        """Wait up to ``seconds``; the ids of the watched jobs that ended meanwhile
+        (empty: none did, or this waiter cannot tell)."""
+        ...
+
+    def listening(self) -> bool:
+        """Whether it hears every watched job's end now (then no exit-code file is read)."""
         ...
 
     def close(self) -> None: ...

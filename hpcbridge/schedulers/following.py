@@ -70,9 +70,11 @@ class Following:
         on_poll: Optional[ProgressCallback],
         notice_interval: float,
         enough: Optional[int] = None,
+        files: bool = True,
     ) -> Dict[str, JobStatus]:
         """Every job's final status (see ``waiting.wait_for_all``); with ``enough``, the
-        final statuses of the first ones to end, once that many have."""
+        final statuses of the first ones to end, once that many have; ``files``: as
+        ``WaitPlan.files``."""
         # No need to look at the files more often than the scheduler may be asked.
         if poll_interval is not None:
             notice_interval = min(notice_interval, poll_interval)
@@ -84,6 +86,7 @@ class Following:
             on_change=on_change,
             on_poll=on_poll,
             enough=enough,
+            files=files,
         )
 
         def status_round(pending: List[str]) -> Dict[str, JobStatus]:
@@ -94,8 +97,14 @@ class Following:
         def file_round(pending: List[str]) -> Dict[str, JobStatus]:
             return self.tracker.ended_by_files(pending, self.executor.stat_many)
 
+        def heard_round(ended: List[str]) -> Dict[str, JobStatus]:
+            # The driver answers these from the events its waiter heard: no round trip.
+            return self.tracker.refresh(ended, self._ask)
+
         try:
-            return wait_for_all(ids, status_round, file_round, self.driver.waiter, plan)
+            return wait_for_all(
+                ids, status_round, file_round, self.driver.waiter, plan, heard_round
+            )
         finally:
             if enough is None:
                 self.poller.release()  # the next process waiting here takes the poll at once

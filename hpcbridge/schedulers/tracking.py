@@ -65,6 +65,8 @@ class JobTracker:
         self.read_text = read_text
         # the last state seen of each job: spares the store on every poll
         self.known: Dict[str, JobStatus] = {}
+        #: each job's exit-code file ("" when it has none), read from its record once
+        self.exit_paths: Dict[str, str] = {}
 
     def record(self, records: Sequence[JobRecord]) -> None:
         """Jobs that went in: stored at once (a crash loses none), known PENDING."""
@@ -116,14 +118,18 @@ class JobTracker:
         """
         self._load(ids)
         pending = [job_id for job_id in ids if not self._is_final(job_id)]
-        records = {i: r for i, r in self._records(pending).items() if r.exit_file}
-        if not records:
+        paths = self._exit_paths(pending)
+        if not paths:
             return {}
-        found = stat_many([record.exit_file or "" for record in records.values()])
+        found = stat_many(list(paths.values()))
+        appeared = [job_id for job_id, path in paths.items() if path in found]
+        # Only the records of jobs whose file appeared are read (a cancel may be asked).
+        records = self._records(appeared)
         answers: Dict[str, JobStatus] = {}
-        for job_id, record in records.items():
-            mtime = found.get(record.exit_file or "")
-            if mtime is None or record.cancel_requested:
+        for job_id in appeared:
+            record = records.get(job_id)
+            mtime = found.get(paths[job_id])
+            if record is None or mtime is None or record.cancel_requested:
                 continue
             code, started, ended = self._exit_file(record.exit_file or "")
             if code is None or code >= 128:
@@ -152,6 +158,15 @@ class JobTracker:
         return self.known.get(job_id) or JobStatus(
             job_id, JobState.UNKNOWN, reason="not answered yet", extra={ANSWERED_AT: None}
         )
+
+    def _exit_paths(self, ids: List[str]) -> Dict[str, str]:
+        """Each job's exit-code file (read from the store once per job, then known)."""
+        unknown = [job_id for job_id in ids if job_id not in self.exit_paths]
+        records = self._records(unknown)
+        for job_id in unknown:
+            record = records.get(job_id)
+            self.exit_paths[job_id] = (record.exit_file or "") if record is not None else ""
+        return {job_id: self.exit_paths[job_id] for job_id in ids if self.exit_paths.get(job_id)}
 
     def _exit_file(self, path: str) -> ExitRecord:
         try:

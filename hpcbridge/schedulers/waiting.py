@@ -7,17 +7,23 @@ that keeps its polite rate: most ticks it only repeats the last answers) and
 no scheduler asked) - and a ``Waiter`` that pauses between ticks (a plain
 sleep, or a pause a driver ends early when a job ends).
 
-Every ``notice_interval`` seconds (1 s) it takes both rounds, so a job's end
-is known within about a second while the scheduler is asked no more often
-than the poller allows.  An UNKNOWN answer counts towards the streak only
-when it is a new answer (``ANSWERED_AT``), not a repeat of the last one.
+Every ``notice_interval`` seconds (1 s) it takes both rounds - a *full tick* -
+so a job's end is known within about a second while the scheduler is asked no
+more often than the poller allows.  With many jobs the full ticks are spaced
+so that at most ``FULL_TICK_RATE`` jobs a second are looked at: the client's
+cost stays linear in the number of jobs, whatever their number.  A waiter that
+hears ends (Flux's bindings) wakes the loop with the ids that ended: that tick
+looks at those alone, and while it hears, no exit-code file is looked at.  An
+UNKNOWN answer counts towards the streak only when it is a new answer
+(``ANSWERED_AT``), not a repeat of the last one.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Set
 
 from ..errors import JobNotFoundError, JobTimeoutError, TransportError
 from ..model import JobState, JobStatus
@@ -32,13 +38,18 @@ StatusRound = Callable[[List[str]], Dict[str, JobStatus]]
 
 #: ``JobStatus.extra`` key: when the scheduler gave this answer (epoch seconds)
 ANSWERED_AT = "answered_at"
+#: the most jobs a second the full ticks look at (3,000 unfinished: a full tick every 1.5 s)
+FULL_TICK_RATE = 2000.0
 
 
 class Sleeper:
     """The default pause: sleep, never woken early."""
 
-    def pause(self, seconds: float) -> bool:
+    def pause(self, seconds: float) -> Set[str]:
         Deadline(seconds).sleep(seconds)
+        return set()
+
+    def listening(self) -> bool:
         return False
 
     def close(self) -> None:
@@ -59,6 +70,9 @@ class WaitPlan:
     #: return as soon as this many have ended (a sweep's feeder: room for more), with
     #: the final statuses of those alone; ``None``: wait for all
     enough: Optional[int] = None
+    #: whether an exit-code file may tell an end first; a sweep's feeder waits for the
+    #: scheduler's word: a job whose file is written still holds its place in the queue
+    files: bool = True
 
 
 @dataclass
@@ -81,8 +95,10 @@ def wait_for_all(
     file_round: StatusRound,
     make_waiter: Callable[[List[str]], Optional[Waiter]],
     plan: WaitPlan,
+    heard_round: Optional[StatusRound] = None,
 ) -> Dict[str, JobStatus]:
-    """Every job's final status.
+    """Every job's final status; ``heard_round`` answers for the jobs a waiter heard
+    end (from its events, at once: not through the polite poll), else ``status_round``.
 
     A job UNKNOWN for ``unknown_limit`` new answers in a row raises
     ``JobNotFoundError``; past ``timeout`` seconds, ``JobTimeoutError``.
@@ -90,12 +106,22 @@ def wait_for_all(
     deadline = Deadline(plan.timeout)
     progress = _Progress(pending=dict.fromkeys(job_ids))
     waiter: Optional[Waiter] = None
+    heard: Set[str] = set()
+    next_full = 0.0
     try:
         while True:
-            # The files first: a job that ended is not asked about.
-            _take(progress, file_round(list(progress.pending)), plan)
-            if progress.pending:
-                _take(progress, _asked(status_round, list(progress.pending)), plan)
+            if heard and time.monotonic() < next_full:
+                # The waiter heard these end: they alone are asked (from its events).
+                ended = [job_id for job_id in heard if job_id in progress.pending]
+                if ended:
+                    _take(progress, _asked(heard_round or status_round, ended), plan)
+            else:
+                next_full = time.monotonic() + _full_gap(plan, len(progress.pending))
+                if plan.files and (waiter is None or not waiter.listening()):
+                    # The files first: a job that ended is not asked about.
+                    _take(progress, file_round(list(progress.pending)), plan)
+                if progress.pending:
+                    _take(progress, _asked(status_round, list(progress.pending)), plan)
             if plan.on_poll is not None:
                 plan.on_poll(progress.latest)
             if not progress.pending:
@@ -110,10 +136,15 @@ def wait_for_all(
                 )
             if waiter is None:
                 waiter = make_waiter(list(progress.pending)) or Sleeper()
-            waiter.pause(deadline.cap(plan.notice_interval))
+            heard = waiter.pause(deadline.cap(max(next_full - time.monotonic(), 0.0)))
     finally:
         if waiter is not None:
             waiter.close()
+
+
+def _full_gap(plan: WaitPlan, pending: int) -> float:
+    """Seconds to the next full tick: ``notice_interval``, more for many jobs."""
+    return max(plan.notice_interval, pending / FULL_TICK_RATE)
 
 
 def _asked(status_round: StatusRound, pending: List[str]) -> Dict[str, JobStatus]:
@@ -130,7 +161,7 @@ def _asked(status_round: StatusRound, pending: List[str]) -> Dict[str, JobStatus
 def _take(progress: _Progress, statuses: Dict[str, JobStatus], plan: WaitPlan) -> None:
     """Note what changed; call ``on_change`` for each job whose state changed."""
     progress.latest.update(statuses)
-    for job_id in [job_id for job_id in progress.pending if job_id in statuses]:
+    for job_id in [job_id for job_id in statuses if job_id in progress.pending]:
         status = statuses[job_id]
         if status.state is JobState.UNKNOWN:
             _count_unknown(progress, job_id, status, plan)

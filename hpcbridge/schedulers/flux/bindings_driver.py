@@ -37,6 +37,7 @@ from .events import ResultWaiter
 from .ids import parse_job_id
 from .instance import InstanceFacts, QueueInfo, queue_info_from_config
 from .jobspec import LOST
+from .journal import Journal, JournalWaiter, journal_usable
 from .plan import (
     DROPPED_KEYS,
     FluxPlan,
@@ -182,7 +183,10 @@ class NativeDriver:
         self._ready = False
         #: final statuses the waiters' result futures brought (answered once, then dropped)
         self._ended: Dict[str, JobStatus] = {}
-        self._waiters: List[ResultWaiter] = []
+        self._waiters: List[Any] = []
+        #: the instance's journal, one stream for all our jobs (``journal``); why not
+        self._journal: Optional[Journal] = None
+        self._no_journal: Optional[str] = None
         #: the last listed state of each job, and when (monotonic)
         self._listed: Dict[str, Tuple[float, JobStatus]] = {}
 
@@ -204,6 +208,7 @@ class NativeDriver:
         if not self._ready:
             self.connection.wait_ready(self.ready_timeout)
             self._ready = True
+        journal = self._open_journal()  # before sending: it hears each job from its submit
 
         def attempt() -> List[Outcome]:
             started = time.time()
@@ -217,13 +222,31 @@ class NativeDriver:
                     outcomes[index] = outcome
             return outcomes
 
-        return send(
+        sent = send(
             attempt,
             output=plan.request.output,
             kind=kind_of(planned.batch).value,
             what="flux.job.submit",
             ready_timeout=self.ready_timeout,
         )
+        if journal is not None:
+            journal.follow([item.job_id for item in sent], from_submit=True)
+        return sent
+
+    def _open_journal(self) -> Optional[Journal]:
+        """The instance's journal, opened once where it can be read (see ``journal``)."""
+        if self._journal is None and self._no_journal is None:
+            try:
+                self._no_journal = journal_usable(self.flux, self.connection.handle())
+                if not self._no_journal:
+                    self._journal = Journal(self.flux, self.facts.uri, self._ended)
+            except Exception as exc:  # noqa: BLE001 - per-job watches instead
+                self._no_journal = f"{type(exc).__name__}: {exc}"
+            if self._no_journal:
+                log.debug("flux: no journal (%s): a watch per job", self._no_journal)
+        if self._journal is not None and self._journal.broken:
+            return None
+        return self._journal
 
     def _submit(self, plan: FluxPlan) -> List[Outcome]:
         """Every job of ``plan``, pipelined; an answer not come within the RPC timeout
@@ -381,6 +404,11 @@ class NativeDriver:
     def waiter(self, job_ids: Sequence[str]) -> Optional[Waiter]:
         """Wakes the wait loop the moment a job ends; ``None`` (sleep) when it cannot."""
         self._waiters = [waiter for waiter in self._waiters if not waiter.closed]
+        journal = self._open_journal()
+        if journal is not None:
+            made = JournalWaiter(journal, list(job_ids))
+            self._waiters.append(made)
+            return made
         try:
             waiter = ResultWaiter(self.flux, self.facts.uri, list(job_ids), self._ended)
         except Exception as exc:  # noqa: BLE001 - fall back to sleeping
@@ -391,4 +419,7 @@ class NativeDriver:
         return waiter
 
     def close(self) -> None:
+        if self._journal is not None:
+            self._journal.close()
+            self._journal, self._no_journal = None, None
         self.connection.reset()

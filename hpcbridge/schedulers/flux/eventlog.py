@@ -15,7 +15,7 @@ from .ids import canonical_job_id
 from .status import JobFacts, exit_code_from, integer, number
 
 
-def _apply_event(facts: JobFacts, name: str, stamp: Optional[float], context: Any) -> None:
+def apply_event(facts: JobFacts, name: str, stamp: Optional[float], context: Any) -> None:
     """One eventlog event's effect on the facts, in the order Flux writes them."""
     if name == "submit":
         facts.t_submit, facts.state = stamp, "DEPEND"
@@ -56,7 +56,12 @@ def parse_eventlog(job_id: str, text: str) -> JobFacts:
             continue  # empty or garbled lines
         if isinstance(event, dict):
             context = event.get("context") or {}
-            _apply_event(facts, str(event.get("name")), number(event.get("timestamp")), context)
+            apply_event(facts, str(event.get("name")), number(event.get("timestamp")), context)
+    return settle(facts)
+
+
+def settle(facts: JobFacts) -> JobFacts:
+    """An inactive job's result and return code, from its events (as ``flux jobs``)."""
     if facts.state == "INACTIVE":
         facts.result = _result_from_events(facts)
         facts.returncode = _returncode_from_events(facts)

@@ -53,7 +53,10 @@ class ResultWaiter:
 
     def hears(self, job_id: str) -> bool:
         """Whether this waiter will hear ``job_id`` end (open, connected, watching it)."""
-        return not (self.closed or self.broken) and job_id in self._watched
+        return self.listening() and job_id in self._watched
+
+    def listening(self) -> bool:
+        return not (self.closed or self.broken)
 
     def _fulfilled(self, future: Any, job_id: str) -> None:
         self._done.add(job_id)
@@ -65,23 +68,23 @@ class ResultWaiter:
             log.debug("flux: cannot read the result of %s: %s", job_id, exc)
         self.handle.reactor_stop()
 
-    def pause(self, seconds: float) -> bool:
-        """Up to ``seconds``; True when a watched job ended meanwhile.
+    def pause(self, seconds: float) -> Set[str]:
+        """Up to ``seconds``; the watched jobs that ended meanwhile.
 
         Never returns early without a reason: a waiter whose broker went away
         answers at once, and the UNKNOWN streak must still take its time.
         """
         started = time.monotonic()
-        woke = False
+        ended: Set[str] = set()
         if not self.broken:
             try:
-                woke = bool(self.wait(seconds))
+                ended = self.wait(seconds)
             except Exception as exc:  # noqa: BLE001 - a lost connection: just sleep
                 log.debug("flux: waiting for results failed (%s)", exc)
                 self.broken = True
-        if not woke:
+        if not ended:
             time.sleep(max(seconds - (time.monotonic() - started), 0))
-        return woke
+        return ended
 
     def wait(self, timeout: float) -> Set[str]:
         """Run the reactor until a job ends or ``timeout`` passes; the ids that ended."""

@@ -1,0 +1,155 @@
+"""One event stream for all of a native driver's jobs: the job manager's journal.
+
+Which waiter a wait gets (``NativeDriver.waiter``):
+
+- flux-core 0.68 and later, on an instance this user owns (an allocation, a
+  batch job, an instance started inside a Slurm job): ``JournalWaiter`` - one
+  ``flux.job.JournalConsumer`` (the ``job-manager.events-journal`` stream of
+  every job's primary events), opened once per driver before its first
+  submission and kept until the driver closes, so that a sweep's many waits
+  cost one stream, not a watch per job per wait;
+- older releases (0.49, 0.26: no ``JournalConsumer``) and instances of another
+  owner (the system instance: the journal is the owner's): ``events.ResultWaiter``,
+  a ``result_async`` future per job.
+
+A job is heard ended at its ``clean`` event - inactive, its resources freed -
+with its state, exit code and times from its own events (``eventlog.apply_event``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any, Dict, Optional, Sequence, Set
+
+from ...model import JobStatus
+from .eventlog import apply_event, settle
+from .ids import canonical_job_id
+from .status import JobFacts, status_from_facts
+
+log = logging.getLogger("hpcbridge")
+
+
+def journal_usable(flux_module: Any, handle: Any) -> str:
+    """Why the journal cannot be read here ("" when it can)."""
+    if not hasattr(flux_module.job, "JournalConsumer"):
+        return "no flux.job.JournalConsumer before flux-core 0.68"
+    try:
+        owner = int(handle.attr_get("security.owner"))
+    except Exception as exc:  # noqa: BLE001 - an attribute this release lacks
+        return f"the instance's owner is not known ({exc})"
+    if owner != os.getuid():
+        return f"the instance is owned by uid {owner}: its journal is the owner's"
+    return ""
+
+
+class Journal:
+    """The journal stream of one instance, and the facts of the jobs it follows."""
+
+    def __init__(self, flux_module: Any, uri: Optional[str], ended: Dict[str, JobStatus]):
+        self.handle = flux_module.Flux(uri) if uri else flux_module.Flux()
+        #: final statuses heard, for the driver's next ``query`` (shared with it)
+        self.ended = ended
+        #: the followed jobs' facts so far; ``partial``: followed after their submit
+        self._facts: Dict[str, JobFacts] = {}
+        self._partial: Set[str] = set()
+        self._heard: Set[str] = set()
+        self.broken = False
+        self.consumer = flux_module.job.JournalConsumer(self.handle, full=False)
+        self.consumer.set_callback(self._event)
+        self.consumer.start()
+
+    def follow(self, job_ids: Sequence[str], from_submit: bool) -> None:
+        """Follow these jobs; ``from_submit``: submitted after the stream began."""
+        for job_id in job_ids:
+            key = canonical_job_id(job_id)
+            if key not in self._facts:
+                self._facts[key] = JobFacts(id=key)
+                if not from_submit:
+                    self._partial.add(key)
+
+    def _event(self, event: Any) -> None:
+        if event is None:  # the stream ended (the broker went away)
+            self.broken = True
+            self.handle.reactor_stop()
+            return
+        key = canonical_job_id(int(event.jobid))
+        facts = self._facts.get(key)
+        if facts is None:
+            return  # another job's
+        apply_event(facts, event.name, event.timestamp, event.context or {})
+        if event.name != "clean":
+            return
+        del self._facts[key]
+        if key not in self._partial:
+            self.ended[key] = status_from_facts(settle(facts))
+        # A job followed midway misses its first events: its end is listed instead.
+        self._partial.discard(key)
+        self._heard.add(key)
+        self.handle.reactor_stop()
+
+    def wait(self, timeout: float) -> Set[str]:
+        """Run the reactor until a followed job is heard ending or ``timeout`` passes."""
+        if not self._heard and not self.broken:
+            timer = self.handle.timer_watcher_create(
+                max(timeout, 0.0), lambda *_args: self.handle.reactor_stop()
+            )
+            timer.start()
+            try:
+                self.handle.reactor_run()
+            except OSError as exc:
+                log.debug("flux journal stopped: %s", exc)
+                self.broken = True
+            finally:
+                timer.stop()
+                timer.destroy()
+        heard, self._heard = self._heard, set()
+        return heard
+
+    def close(self) -> None:
+        self.broken = True
+        try:
+            self.consumer.stop()
+            self.handle.close()
+        except Exception:  # noqa: BLE001, S110 - a dead handle may not close cleanly
+            pass
+
+
+class JournalWaiter:
+    """A ``driver.Waiter`` on the driver's journal: the ids of its jobs heard ending."""
+
+    def __init__(self, journal: Journal, job_ids: Sequence[str]) -> None:
+        self.journal = journal
+        #: canonical id -> the id as the caller spells it
+        self._watched = {canonical_job_id(job_id): job_id for job_id in job_ids}
+        journal.follow(list(self._watched), from_submit=False)
+        self.closed = False
+
+    def hears(self, job_id: str) -> bool:
+        return self.listening() and canonical_job_id(job_id) in self._watched
+
+    def listening(self) -> bool:
+        return not (self.closed or self.journal.broken)
+
+    def pause(self, seconds: float) -> Set[str]:
+        deadline = time.monotonic() + seconds
+        while self.listening() and time.monotonic() < deadline:
+            heard = [
+                key
+                for key in self.journal.wait(deadline - time.monotonic())
+                if key in self._watched
+            ]
+            if heard:
+                return {self._as_given(key) for key in heard}
+        time.sleep(max(deadline - time.monotonic(), 0))
+        return set()
+
+    def _as_given(self, key: str) -> str:
+        given = self._watched[key]
+        if given != key and key in self.journal.ended:
+            self.journal.ended[given] = self.journal.ended.pop(key)
+        return given
+
+    def close(self) -> None:
+        self.closed = True  # the journal stays open for the driver's next wait
