@@ -116,9 +116,10 @@ else
   "$python" -m pytest "${pytest_args[@]}" --durations=25 tests/integration || status=1
   for prefix in "${other_flux[@]}"; do
     echo "== pytest: the core Flux cases against $prefix"
-    HPCBRIDGE_TEST_FLUX_PREFIXES=$prefix "$python" -m pytest "${pytest_args[@]}" \
-      tests/integration/test_flux_adapter.py tests/integration/test_flux_queues.py \
-      tests/integration/test_flux_fallback.py || status=1
+    HPCBRIDGE_TEST_FLUX_PREFIXES=$prefix HPCBRIDGE_TEST_FLUX_CORE_ONLY=1 "$python" -m pytest \
+      "${pytest_args[@]}" tests/integration/test_flux_adapter.py \
+      tests/integration/test_flux_queues.py tests/integration/test_flux_fallback.py \
+      tests/integration/test_flux_sweeps.py || status=1
   done
 fi
 set -e

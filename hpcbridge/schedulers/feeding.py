@@ -138,8 +138,10 @@ class Feeder:
             self.held = False
             return
         try:
+            # The scheduler's word, not the exit-code file's: a job still counts against
+            # its cap while it completes (Slurm COMPLETING, Flux CLEANUP).
             ended = self.adapter.following().wait_all(
-                list(self.unfinished), None, LOOK_AGAIN, None, None, 1.0, enough=1
+                list(self.unfinished), None, LOOK_AGAIN, None, None, 1.0, enough=1, files=False
             )
         except JobTimeoutError:
             return  # none ended within LOOK_AGAIN: look again (and beat)

@@ -31,7 +31,9 @@ def assoc_argv(user: str) -> List[str]:
         "--parsable2",
         "show",
         "assoc",
-        f"where user={user}",
+        # Separate words: sacctmgr refuses "where user=X" as one ("Unknown condition").
+        "where",
+        f"user={user}",
         f"format={ASSOC_FIELDS}",
     ]
 

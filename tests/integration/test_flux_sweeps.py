@@ -1,0 +1,101 @@
+"""A sweep of 600 plain jobs fed into a real Flux instance with ``max_queued=50``,
+through the bindings and through the CLI on the newest flux-core release, through
+the bindings on the others (the core case).
+
+Where the release has dependencies (0.49 and later), a hello->bye pair per
+parameter, each bye ``afterok`` its hello; on 0.26, 600 independent jobs.  The
+instance's own times (``t_submit``, ``t_inactive``) say how many of the sweep's
+jobs were active at once: never more than 50.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+from typing import Any, Iterator, List, Tuple
+
+import pytest
+
+from hpcbridge.model import JobState
+from hpcbridge.schedulers.sweeping import Sweep
+from tests.support.flux_cases import (
+    flux_params,
+    make_adapter,
+    native_bindings_or_skip,
+    require_flux,
+    start_instance,
+    write_script,
+)
+
+pytestmark = pytest.mark.flux
+
+CAP = 50
+PAIRS = 300  # 600 jobs
+#: scripts/test.sh sets it for every release but the newest: their core case only
+CORE_ONLY = os.environ.get("HPCBRIDGE_TEST_FLUX_CORE_ONLY") == "1"
+
+
+@pytest.fixture(scope="module", params=flux_params())
+def broker(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    flux = request.param or require_flux()
+    instance = start_instance(tmp_path_factory.mktemp("flux-sweeps"), flux=flux, cores=16)
+    yield instance
+    instance.stop()
+
+
+def most_active(spans: List[Tuple[float, float]]) -> int:
+    """The most jobs submitted and not yet inactive at any moment."""
+    moments = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    current = peak = 0
+    for _, step in moments:
+        current += step
+        peak = max(peak, current)
+    return peak
+
+
+def instance_spans(broker: Any) -> List[Tuple[float, float]]:
+    """(t_submit, t_inactive) of every job the instance has seen, by its own clock."""
+    out = broker.check(["jobs", "-a", "-n", "-c", "100000", "-o", "{t_submit} {t_inactive}"])
+    spans = [tuple(float(word) for word in line.split()) for line in out.splitlines() if line]
+    return [(start, end) for start, end in spans]
+
+
+@pytest.mark.parametrize("driver", ["native", "cli"])
+def test_never_more_than_max_queued_active(driver: str, broker: Any, tmp_path: Path) -> None:
+    if driver == "cli" and CORE_ONLY:
+        pytest.skip("the CLI driver's sweep runs on the newest release (a core-only run)")
+    if driver == "native":
+        native_bindings_or_skip(broker.flux)
+    before = len(instance_spans(broker))
+    adapter = make_adapter(
+        driver,
+        broker.uri,
+        tmp_path / "state",
+        remote_workdir=str(tmp_path / "jobs"),
+        flux_command=broker.flux,
+        nested=False,
+    )
+    assert adapter.open().driver.name == driver
+    ran = shlex.quote(str(tmp_path / "ran"))
+    hello = write_script(tmp_path / "scripts", "hello.sh", f'echo "hello $1" >> {ran}\n')
+    bye = write_script(tmp_path / "scripts", "bye.sh", f'echo "bye $1" >> {ran}\n')
+    pairs = adapter.open().facts.policy.dependencies
+    sweep = Sweep(adapter, f"flux-{driver}", max_queued=CAP)
+    hellos = sweep.add([(hello, [str(i)]) for i in range(PAIRS)], {"time": "60s"})
+    second = [(bye if pairs else hello, [str(i if pairs else PAIRS + i)]) for i in range(PAIRS)]
+    sweep.add(second, {"time": "60s"}, after=hellos if pairs else None)
+    final = sweep.wait(poll_interval=1, timeout=900)
+    assert len(final) == 2 * PAIRS
+    assert {status.state for status in final.values()} == {JobState.COMPLETED}
+    after = instance_spans(broker)
+    spans = after[: len(after) - before]  # newest first: this sweep's
+    assert len(spans) == 2 * PAIRS
+    assert most_active(spans) <= CAP
+    noted = sorted((tmp_path / "ran").read_text().splitlines())
+    words = ("hello", "bye") if pairs else ("hello",)
+    wanted = sorted(f"{w} {i}" for w in words for i in range(PAIRS * (1 if pairs else 2)))
+    assert noted == wanted
+    adapter.close()

@@ -1,0 +1,27 @@
+"""The sacctmgr commands and parsers of a user's cap on queued jobs (``slurm.limits``),
+on output recorded from the Slurm 22.05 test cluster."""
+
+from hpcbridge.schedulers.slurm import limits
+
+#: sacctmgr --noheader --parsable2 show assoc where user=root format=... (root in two accounts)
+ASSOC = "hpcbridge|hpcb|50||normal|fast,normal\nhpcbridge|root|50|||normal\nother|hpcb|7|||\n"
+QOS = "normal|||\nfast|20|100\n"
+
+
+def test_the_condition_is_separate_words() -> None:
+    argv = limits.assoc_argv("root")
+    assert argv[argv.index("where") + 1] == "user=root"  # one word: "Unknown condition"
+    assert all(" " not in word for word in argv)
+
+
+def test_the_caps_of_this_cluster_and_the_default_qos() -> None:
+    caps, qos = limits.parse_assoc(ASSOC, "hpcbridge")
+    assert caps == [50, 50] and qos == ["normal", "normal"]
+    assert limits.smallest(caps + limits.parse_qos(QOS, qos)) == 50
+
+
+def test_a_qos_cap_that_binds_first_and_no_cap_at_all() -> None:
+    assert limits.parse_qos(QOS, ["fast"]) == [20, 100]
+    caps, _ = limits.parse_assoc("hpcbridge|hpcb||||\n", "hpcbridge")
+    assert limits.smallest(caps) is None
+    assert limits.parse_assoc(ASSOC, None)[0] == [50, 50, 7]  # cluster unknown: every row
