@@ -115,16 +115,13 @@ def build_wrapper(
 
 
 def _record_lines() -> List[str]:
-    """Write the exit code, when the script started and when it ended
-    (``"<code> <start epoch> <end epoch>"``, ``-`` for a time date could not tell); with
+    """Write the exit code and when the script started (``"<code> <start epoch>"``,
+    ``-`` for a start date could not tell; the end is the file's mtime); with
     ``hpcb_ranks`` tasks, one code per task, then the highest once every task has
     written (the last one to end sees them all)."""
     return [
         'hpcb_record() { printf "%s\\n" "$2" > "$1.tmp.$$" && mv -f "$1.tmp.$$" "$1"; }',
-        # The end from date, not the file's mtime: a file time lags the clock by a tick.
-        "hpcb_end=$(date +%s.%N 2>/dev/null) || hpcb_end=",
-        'case "$hpcb_end" in *N) hpcb_end=${hpcb_end%.*} ;; esac',
-        'hpcb_times="${hpcb_start:--} ${hpcb_end:--}"',
+        'hpcb_times="${hpcb_start:--}"',
         'if [ -n "$hpcb_ranks" ]; then',
         '  hpcb_record "$hpcb_exit.rank${FLUX_TASK_RANK:-0}" "$hpcb_rc"',
         "  hpcb_max=0; hpcb_rank=0",

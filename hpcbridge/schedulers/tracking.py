@@ -309,8 +309,8 @@ def exit_code_from_file(text: str) -> Optional[int]:
 
 
 def _file_end(mtime: float, started: Optional[datetime]) -> datetime:
-    """An older wrapper's end: the file's mtime, which lags the clock by up to a
-    tick, so never before the start."""
+    """The end: the file's mtime (no ``date`` process in every job for it), which lags
+    the clock by up to a tick (4 ms), so never before the nanosecond start."""
     ended = datetime.fromtimestamp(mtime, tz=timezone.utc)
     return max(ended, started) if started is not None else ended
 
@@ -324,8 +324,8 @@ class ExitRecord(NamedTuple):
 
 
 def read_exit_file(text: str) -> ExitRecord:
-    """``"<code> <start epoch> <end epoch>"`` (older wrappers: the code alone, or the
-    code and the start)."""
+    """``"<code> <start epoch>"`` (older wrappers: the code alone), or with the end too,
+    ``"<code> <start> <end>"``."""
     words = text.split()
     try:
         code = int(words[0])

@@ -1,0 +1,137 @@
+"""The journal waiter (``flux.journal``) on a stand-in for the bindings: the events of
+a job followed from its submit give its final status; one followed midway is heard
+but listed; the ids come back as the caller spelled them; who may read the journal.
+
+The real stream is tested on flux-core 0.88 by the native Flux integration cases.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, Callable, List, Optional
+
+from hpcbridge.model import JobState
+from hpcbridge.schedulers.flux.ids import canonical_job_id
+from hpcbridge.schedulers.flux.journal import Journal, JournalWaiter, journal_usable
+
+
+class FakeHandle:
+    """A reactor that hands queued events to the consumer until it is stopped."""
+
+    def __init__(self, owner: int) -> None:
+        self.owner = owner
+        self.queue: List[Any] = []
+        self.callback: Optional[Callable[[Any], None]] = None
+        self.stopped = False
+
+    def attr_get(self, name: str) -> str:
+        assert name == "security.owner"
+        return str(self.owner)
+
+    def reactor_stop(self) -> None:
+        self.stopped = True
+
+    def reactor_run(self) -> None:
+        self.stopped = False
+        while self.queue and not self.stopped:
+            assert self.callback is not None
+            self.callback(self.queue.pop(0))
+
+    def timer_watcher_create(self, timeout: float, callback: Callable[..., None]) -> Any:
+        return SimpleNamespace(start=lambda: None, stop=lambda: None, destroy=lambda: None)
+
+    def close(self) -> None:
+        pass
+
+
+def fake_flux(owner: int, with_journal: bool = True) -> Any:
+    handle = FakeHandle(owner)
+
+    class Consumer:
+        def __init__(self, flux_handle: FakeHandle, full: bool) -> None:
+            assert full is False  # only what happens from now on
+            self.handle = flux_handle
+
+        def set_callback(self, callback: Callable[[Any], None]) -> None:
+            self.handle.callback = callback
+
+        def start(self) -> "Consumer":
+            return self
+
+        def stop(self) -> None:
+            pass
+
+    job = SimpleNamespace(JournalConsumer=Consumer) if with_journal else SimpleNamespace()
+    return SimpleNamespace(Flux=lambda *args: handle, job=job, handle=handle)
+
+
+def event(job: int, name: str, stamp: float, **context: Any) -> Any:
+    return SimpleNamespace(jobid=job, name=name, timestamp=stamp, context=context)
+
+
+def life(job: int, status: int) -> List[Any]:
+    return [
+        event(job, "submit", 10.0, userid=0),
+        event(job, "depend", 10.1),
+        event(job, "priority", 10.2, priority=16),
+        event(job, "alloc", 10.3),
+        event(job, "start", 10.4),
+        event(job, "finish", 11.0, status=status),
+        event(job, "release", 11.1, final=True),
+        event(job, "free", 11.2),
+        event(job, "clean", 11.3),
+    ]
+
+
+def test_a_job_followed_from_its_submit_ends_with_its_own_events() -> None:
+    flux = fake_flux(owner=0)
+    ended: dict = {}
+    journal = Journal(flux, "local:///x", ended)
+    job = canonical_job_id(1234567)
+    journal.follow([job], from_submit=True)
+    waiter = JournalWaiter(journal, [job])
+    flux.handle.queue += [event(999, "submit", 9.0)] + life(1234567, 3 << 8)
+    assert waiter.pause(5.0) == {job}
+    status = ended[job]
+    assert status.state is JobState.FAILED and status.exit_code == 3
+    assert status.start_time is not None and status.end_time is not None
+
+
+def test_a_job_followed_midway_is_heard_but_left_to_a_listing() -> None:
+    flux = fake_flux(owner=0)
+    ended: dict = {}
+    journal = Journal(flux, None, ended)
+    waiter = JournalWaiter(journal, ["1234567"])  # as the caller spells it: decimal
+    flux.handle.queue += life(1234567, 0)[-3:]  # its start went by before the stream
+    assert waiter.pause(5.0) == {"1234567"}
+    assert ended == {}  # no finish heard: the driver lists it instead
+
+
+def test_the_id_comes_back_as_given_with_its_status() -> None:
+    flux = fake_flux(owner=0)
+    ended: dict = {}
+    journal = Journal(flux, None, ended)
+    journal.follow(["1234567"], from_submit=True)
+    waiter = JournalWaiter(journal, ["1234567"])
+    flux.handle.queue += life(1234567, 0)
+    assert waiter.pause(5.0) == {"1234567"}
+    assert ended["1234567"].state is JobState.COMPLETED
+
+
+def test_a_broken_stream_stops_listening() -> None:
+    flux = fake_flux(owner=0)
+    journal = Journal(flux, None, {})
+    waiter = JournalWaiter(journal, ["1234567"])
+    flux.handle.queue.append(None)  # the consumer's end: the broker went away
+    assert waiter.pause(0.01) == set()
+    assert not waiter.listening()
+
+
+def test_who_may_read_the_journal() -> None:
+    import os
+
+    assert "0.68" in journal_usable(fake_flux(0, with_journal=False), fake_flux(0).handle)
+    mine = fake_flux(os.getuid())
+    assert journal_usable(mine, mine.handle) == ""
+    other = fake_flux(os.getuid() + 1)
+    assert "owned by uid" in journal_usable(other, other.handle)
