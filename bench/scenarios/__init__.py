@@ -13,6 +13,7 @@ SCENARIOS = (
     "slurm_pyslurm",
     "flux_submit",
     "flux_packing",
+    "flux_sweep",
     "wait_latency",
     "ssh",
     "startup",

@@ -72,7 +72,13 @@ def _raw_async(flux: Any, uri: str, jobs: int, folder: Path) -> float:
 
 
 def _hpcbridge(
-    flux_command: str, uri: str, driver: str, nested: bool, jobs: int, folder: Path
+    flux_command: str,
+    uri: str,
+    driver: str,
+    nested: bool,
+    jobs: int,
+    folder: Path,
+    poll_interval: float = 10.0,
 ) -> float:
     from hpcbridge import JobState, Settings
     from hpcbridge.schedulers.flux.adapter import FluxAdapter
@@ -94,7 +100,7 @@ def _hpcbridge(
 
     def work() -> None:
         ids = adapter.submit_many([str(script)] * jobs, {"ntasks": 1}, nested=nested)
-        final.update(adapter.wait_all(ids, poll_interval=10.0, timeout=3600))
+        final.update(adapter.wait_all(ids, poll_interval=poll_interval, timeout=3600))
 
     try:
         elapsed = _timed(work)

@@ -1,0 +1,154 @@
+"""Sweeps: N = 200, 1000 and 3000 one-core ``true`` plain jobs into one Flux instance,
+submitted and run to the end, seconds and each client's CPU seconds.
+
+One fresh single-broker instance (this machine's cores), drained between runs:
+raw ``flux submit --cc=1-N`` + ``flux queue drain`` (the baseline); hpcbridge
+``submit_many`` + ``wait_all(poll_interval=1)`` with the native and the CLI
+driver; PSI/J's Flux executor.  A client's CPU is its process's user + system
+time over the run, plus its child processes' (the ``flux`` commands it starts).
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Tuple
+
+from ..common import Skip, row, scenario_result, skipped_row, skipped_scenario
+from . import flux_packing as packing
+from .flux_common import find_flux, flux_instance, reset
+
+NAME = "flux_sweep"
+TITLE = "Sweeps of 200, 1000 and 3000 one-core `true` plain Flux jobs, seconds"
+
+RAW = "raw flux submit --cc + flux queue drain"
+NATIVE = "hpcbridge plain jobs (native)"
+CLI = "hpcbridge plain jobs (CLI)"
+PSIJ = "PSI/J FluxJobExecutor"
+KINDS = {RAW: "raw", NATIVE: "hpcbridge", CLI: "hpcbridge", PSIJ: "peer"}
+#: the issue's targets, as a fraction of the raw speed at every N
+TARGETS = {NATIVE: 0.9, CLI: 0.6}
+
+
+def _cpu() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _measured(work: Callable[[], float]) -> Tuple[float, float]:
+    """(seconds, client CPU seconds) of one run."""
+    before = _cpu()
+    seconds = work()
+    return seconds, _cpu() - before
+
+
+def _contenders(
+    flux_command: str, instance: Any, jobs: int, folder: Path
+) -> Dict[str, Callable[[], float]]:
+    uri = instance.uri
+    return {
+        RAW: lambda: packing._raw_cc(instance, jobs),
+        NATIVE: lambda: packing._hpcbridge(
+            flux_command, uri, "native", False, jobs, folder / f"native-{jobs}", poll_interval=1
+        ),
+        CLI: lambda: packing._hpcbridge(
+            flux_command, uri, "cli", False, jobs, folder / f"cli-{jobs}", poll_interval=1
+        ),
+        PSIJ: lambda: packing._psij(uri, jobs, folder),
+    }
+
+
+def _one_size(flux_command: str, instance: Any, jobs: int, folder: Path) -> List[Dict[str, Any]]:
+    rows: List[Dict[str, Any]] = []
+    group = f"N={jobs}"
+    for name, work in _contenders(flux_command, instance, jobs, folder).items():
+        try:
+            seconds, cpu = _measured(work)
+        except ImportError as exc:
+            rows.append(skipped_row(name, f"not installed: {exc}", group=group, kind=KINDS[name]))
+        except Skip as exc:
+            rows.append(skipped_row(name, str(exc), group=group, kind=KINDS[name]))
+        except Exception as exc:  # noqa: BLE001 - one contender failing is a result
+            reason = f"failed: {type(exc).__name__}: {exc}"[:400]
+            rows.append(skipped_row(name, reason, group=group, kind=KINDS[name]))
+        else:
+            rows.append(
+                row(
+                    name,
+                    [seconds],
+                    group=group,
+                    kind=KINDS[name],
+                    jobs=jobs,
+                    client_cpu_s=round(cpu, 2),
+                    cpu_ms_per_job=round(1000 * cpu / jobs, 3),
+                )
+            )
+        reset(instance, timeout=600)
+        instance.run(["queue", "drain"], timeout=600)
+    return rows
+
+
+def _goals(rows: List[Dict[str, Any]], sizes: List[int]) -> List[str]:
+    """Each target, said for every N, and the CPU per job from the smallest N to the largest."""
+    found = {(item["group"], item["contender"]): item for item in rows if item.get("median")}
+    lines = []
+    for name, target in TARGETS.items():
+        for jobs in sizes:
+            raw, mine = found.get((f"N={jobs}", RAW)), found.get((f"N={jobs}", name))
+            if raw and mine:
+                ratio = raw["median"] / mine["median"]
+                met = "met" if ratio >= target else "NOT met"
+                lines.append(f"Goal {name} >= {target}x raw at N={jobs}: {ratio:.2f}x - {met}.")
+    for name in (NATIVE, CLI):
+        small = found.get((f"N={sizes[0]}", name))
+        large = found.get((f"N={sizes[-1]}", name))
+        if small and large and small["cpu_ms_per_job"]:
+            growth = large["cpu_ms_per_job"] / small["cpu_ms_per_job"]
+            met = "met" if growth <= 1.5 else "NOT met"
+            lines.append(
+                f"Goal {name} client CPU per job flat (within 1.5x from N={sizes[0]} to "
+                f"N={sizes[-1]}): {small['cpu_ms_per_job']} -> {large['cpu_ms_per_job']} ms "
+                f"({growth:.2f}x) - {met}."
+            )
+    return lines
+
+
+def run(quick: bool, workdir: Path) -> Dict[str, Any]:
+    try:
+        flux_command, _flux = find_flux()
+    except Skip as exc:
+        return skipped_scenario(NAME, TITLE, str(exc))
+    sizes = [40, 120] if quick else [200, 1000, 3000]
+    started = time.perf_counter()
+    rows: List[Dict[str, Any]] = []
+    with flux_instance(flux_command, str(workdir / "sweep-broker")) as instance:
+        for jobs in sizes:
+            rows += _one_size(flux_command, instance, jobs, workdir / "sweep")
+    result = scenario_result(
+        NAME,
+        TITLE,
+        unit="s",
+        higher_is_better=False,
+        baseline=RAW,
+        rows=rows,
+        params={"sizes": sizes, "rounds": 1, "job": "true, one core, plain"},
+        notes=[
+            "One instance with this machine's cores; each contender submits every job, then "
+            "waits until all have ended; one run each, the instance drained in between "
+            f"(the whole scenario: {time.perf_counter() - started:.0f} s).",
+            "client_cpu_s: the client's own CPU plus its child processes' (flux commands); "
+            "on a 2-core instance that CPU is taken from the jobs.",
+            "hpcbridge's native driver hears every job's end from the instance's journal "
+            "(flux-core 0.68+, the instance's owner): one stream, not a watch per job.",
+        ],
+        why={
+            NATIVE: "hpcbridge stages a wrapper and records every job in SQLite before "
+            "it is sent; each job runs the wrapper (its exit-code file) around `true`",
+            CLI: "each submission is a `flux python` process; ends are polled with "
+            "`flux jobs` at most once a second",
+        },
+    )
+    result["notes"] += _goals(rows, sizes)
+    return result
