@@ -356,13 +356,15 @@ def test_never_existing_id_is_not_found_after_the_streak(adapter: RealSlurmAdapt
 
 
 def test_controller_restart_while_waiting(
-    adapter: RealSlurmAdapter, script, cluster: Dict[str, str]
+    adapter: RealSlurmAdapter, script, cluster: Dict[str, str], target: Target
 ) -> None:
+    if target.label == "25.11-cli":  # the CLI's outage handling runs in 22.05-cli (and -ssh)
+        pytest.skip("the CLI driver rides a restart out in 22.05-cli; 25.11 runs pyslurm's")
     adapter.unknown_limit = 60  # the restart takes a few seconds of failed queries
     # The job outlives the outage: its exit-code file (which the adapter reads
     # for any job the scheduler cannot answer for) appears only after the restart.
     marker = Path(adapter.remote_workdir) / f"started-{uuid.uuid4().hex[:8]}"
-    job_id = adapter.submit_job(script(f"touch {marker}; sleep 40; exit 2"))
+    job_id = adapter.submit_job(script(f"touch {marker}; sleep 30; exit 2"))
     assert wait_for_state(adapter, job_id, JobState.RUNNING).state is JobState.RUNNING
     # RUNNING begins with the prolog: a controller stopped before the batch script was
     # launched may lose the launch (the job then stays RUNNING with nothing running).
@@ -532,7 +534,7 @@ def test_array_task_zero_runs_long_while_task_one_is_cancelled(
     adapter: RealSlurmAdapter, script, cluster: Dict[str, str]
 ) -> None:
     # pyslurm reports task 0 without its task id: it must still be found, live and in history
-    pair = [script("sleep 20", name="long.sh"), script("sleep 300")]
+    pair = [script("sleep 8", name="long.sh"), script("sleep 300")]
     ids = adapter.submit_many(pair, {"job_name": "pair"})  # one name: one array
     assert ids[0].endswith("_0") and ids[1].endswith("_1")
     assert wait_for_state(adapter, ids[0], JobState.RUNNING).state is JobState.RUNNING
@@ -545,7 +547,8 @@ def test_array_task_zero_runs_long_while_task_one_is_cancelled(
     assert final[ids[0]].start_time and final[ids[0]].end_time
     assert final[ids[1]].state is JobState.CANCELLED
     if cluster.get("HPCBRIDGE_SLURM_ACCOUNTING") != "0":
-        again = fresh_adapter(adapter).get_job_status(ids[0])
+        # A fresh adapter has only Slurm to ask: COMPLETING a moment past the file's end.
+        again = wait_for_state(fresh_adapter(adapter), ids[0], JobState.COMPLETED, timeout=30)
         assert again.state is JobState.COMPLETED and again.native_state == "COMPLETED"
 
 

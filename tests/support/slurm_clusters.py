@@ -250,12 +250,14 @@ def own_cluster(
     prefix: Optional[str] = None,
     extra_conf: str = "",
     users: str = "",
+    cpus: int = 8,
 ) -> Iterator[Dict[str, str]]:
     """A Slurm cluster of a test module's own, without accounting, beside the shared ones.
 
     Its own state folder (``/tmp/hpcbridge-slurm-<name>``), ports (``port_base`` ..
     +2), munge and cluster name: what the module does to it (a restart, a limit,
-    counting its RPCs with ``sdiag``) touches no other test.  Stopped at the end.
+    counting its RPCs with ``sdiag``) touches no other test; ``cpus``: the node's CPUs
+    (jobs are not pinned: more than the machine has run side by side).  Stopped at the end.
     Skips, saying why, without root or without the Slurm to run.
     """
     if os.geteuid() != 0:
@@ -274,6 +276,7 @@ def own_cluster(
         "HPCBRIDGE_SLURM_DBD_PORT": str(port_base + 2),
         "HPCBRIDGE_SLURM_EXTRA_CONF": extra_conf,
         "HPCBRIDGE_SLURM_USERS": users,
+        "HPCBRIDGE_SLURM_CPUS": str(cpus),
     }
     if prefix:
         variables["HPCBRIDGE_SLURM_PREFIX"] = prefix

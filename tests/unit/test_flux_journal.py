@@ -55,7 +55,7 @@ def fake_flux(owner: int, with_journal: bool = True) -> Any:
         def set_callback(self, callback: Callable[[Any], None]) -> None:
             self.handle.callback = callback
 
-        def start(self) -> "Consumer":
+        def start(self) -> Consumer:
             return self
 
         def stop(self) -> None:
