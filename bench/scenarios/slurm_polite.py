@@ -49,7 +49,7 @@ NAME = "slurm_polite"
 TITLE = "Slurm load of waiting: 8 processes x 25 jobs, status RPCs per wait"
 
 RAW = "raw: one squeue of all per interval (1 process)"
-HPCB1 = "hpcbridge wait_all, 1 process x 200"
+HPCB1 = "hpcbridge wait_all, 1 process x all"
 HPCB8 = "hpcbridge wait_all, 8 processes x 25"
 PSIJ = "PSI/J, 8 executors x 25"
 SUBMITIT = "submitit, 8 watchers x 25"
@@ -278,7 +278,7 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
             "DBD_GET_JOBS_COND, what sacct costs), counted from the moment every process "
             "had submitted to the last one's exit; speed vs baseline = the raw floor's count "
             "over the contender's (> 1: fewer RPCs than one bare squeue per interval).",
-            "Every contender polls at the same 10 s: PSI/J's queue_polling_interval, "
+            f"Every contender polls at the same {interval:g} s: PSI/J's queue_polling_interval, "
             "submitit's watcher delay_s (it asks sooner while jobs are young: 2, 4, 8 s "
             "after the last submission), Maestro's conductor sleep, hpcbridge's "
             "poll_interval. hpcbridge's 8 processes share one state folder.",
