@@ -71,6 +71,11 @@ class Feeder:
         self.sweep = sweep
         self.tasks: List[SweepTask] = book.tasks(sweep.name)
         self.by_index = {task.index: task for task in self.tasks}
+        self._position = {task.index: at for at, task in enumerate(self.tasks)}
+        #: every task before this position is sent or never will be: a fill starts here,
+        #: so feeding N tasks costs O(N) in all, not O(N) per job that ends
+        self._first_waiting = 0
+        self._unsent = sum(task.state in (WAITING, SENDING) for task in self.tasks)
         #: the sweep's jobs not known to have ended
         self.unfinished: Dict[str, None] = {}
         #: ids of jobs that ended, and whether each COMPLETED
@@ -93,22 +98,20 @@ class Feeder:
             self._fill()
             if on_progress is not None:
                 on_progress(self.counts())
-            waiting = [task for task in self.tasks if task.state == WAITING]
-            if not waiting:
-                break
+            if self._advance() == len(self.tasks):
+                break  # nothing waits
             if not self.unfinished and not self.held:
-                self._give_up_orphans(waiting)
+                self._give_up_orphans([task for task in self.tasks if task.state == WAITING])
                 continue
             self._wait_for_an_end()
         self.book.release(self.sweep.name, FED)
 
     def counts(self) -> Dict[str, int]:
         """Tasks not sent, jobs unfinished, jobs ended (COMPLETED or not) - from memory."""
-        unsent = sum(task.state in (WAITING, SENDING) for task in self.tasks)
         done = sum(self.ended.values())
         return {
             "total": len(self.tasks),
-            "unsent": unsent,
+            "unsent": self._unsent,
             "queued": len(self.unfinished),
             "completed": done,
             "failed": len(self.ended) - done,
@@ -165,7 +168,8 @@ class Feeder:
                 self._send_group(tasks)
                 room = None if room is None else room - len(tasks)
 
-        for task in self.tasks:
+        for at in range(self._advance(), len(self.tasks)):  # no copy of the rest
+            task = self.tasks[at]
             if self.held or (room is not None and room - len(group) <= 0):
                 break
             if task.state != WAITING or not self._parents_sent(task):
@@ -182,6 +186,22 @@ class Feeder:
             group.append(task)
         if not self.held:
             send(group)
+
+    def _advance(self) -> int:
+        """The position of the first task still waiting (``len(tasks)``: none)."""
+        while (
+            self._first_waiting < len(self.tasks)
+            and self.tasks[self._first_waiting].state != WAITING
+        ):
+            self._first_waiting += 1
+        return self._first_waiting
+
+    def _waiting_again(self, tasks: Sequence[SweepTask]) -> None:
+        """These go back to waiting (held back, or never went in): a fill sees them."""
+        self.book.mark_waiting(self.sweep.name, [task.index for task in tasks])
+        for task in tasks:
+            task.state, task.token = WAITING, None
+            self._first_waiting = min(self._first_waiting, self._position[task.index])
 
     def _parents_sent(self, task: SweepTask) -> bool:
         return all(self.by_index[parent].state == SENT for parent in task.after)
@@ -231,9 +251,7 @@ class Feeder:
         array is refused whole, and other jobs of the user may count too)."""
         self._sent(group[: len(went_in)], went_in)
         rest = group[len(went_in) :]
-        self.book.mark_waiting(self.sweep.name, [task.index for task in rest])
-        for task in rest:
-            task.state, task.token = WAITING, None
+        self._waiting_again(rest)
         took = len(self.unfinished) or max(1, len(group) // 2)
         self.cap = min(self.cap, took) if self.cap else took
         if not self.held:
@@ -253,6 +271,7 @@ class Feeder:
         for task, job_id in zip(group, ids):
             task.state, task.job_id = SENT, job_id
             self.unfinished[job_id] = None
+        self._unsent -= len(ids)
 
     def _never(self, tasks: Sequence[SweepTask], why: str) -> None:
         if not tasks:
@@ -261,6 +280,7 @@ class Feeder:
         self.book.mark_never(self.sweep.name, {task.index: why for task in tasks})
         for task in tasks:
             task.state, task.note = "cancelled", why
+        self._unsent -= len(tasks)
 
     def _give_up_orphans(self, waiting: Sequence[SweepTask]) -> None:
         """Nothing queued, nothing sendable: what waits has a parent that never went in."""
@@ -298,9 +318,7 @@ class Feeder:
                 log.info(
                     "sweep %s: %d task(s) never went in; sending them", self.sweep.name, len(group)
                 )
-                self.book.mark_waiting(self.sweep.name, [task.index for task in group])
-                for task in group:
-                    task.state, task.token = WAITING, None
+                self._waiting_again(group)
 
     def _find(self, group: Sequence[SweepTask], token: str) -> Optional[List[Submitted]]:
         submission = self.adapter._submission()
