@@ -47,6 +47,12 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument(
         "--no-readme", action="store_true", help="do not refresh the table in bench/README.md"
     )
+    parser.add_argument(
+        "--replace",
+        action="store_true",
+        help="put the scenarios run (--only) into the results already there, in place of "
+        "the same-named ones (a re-run of what a change touched), and refresh the README",
+    )
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
     parser.add_argument("-v", "--verbose", action="store_true", help="log hpcbridge's INFO lines")
     return parser.parse_args(argv)
@@ -76,6 +82,25 @@ def preload_flux_bindings() -> None:
         find_flux()
     except Exception:  # noqa: BLE001 - the Flux scenarios report why
         pass
+
+
+def replaced(path: Path, fresh: Dict[str, Any]) -> Dict[str, Any]:
+    """The results in ``path`` with the scenarios of ``fresh`` in place of theirs (each
+    one keeps its own start time, machine and versions: ``rerun`` says when)."""
+    if not path.is_file():
+        return fresh
+    results = json.loads(path.read_text())
+    by_name = {scenario["name"]: scenario for scenario in fresh["scenarios"]}
+    for scenario in by_name.values():
+        scenario["rerun"] = {"at": fresh["started_at"], "versions": fresh["versions"]}
+    names = [scenario["name"] for scenario in results["scenarios"]]
+    results["scenarios"] = [by_name.get(s["name"], s) for s in results["scenarios"]] + [
+        scenario for name, scenario in by_name.items() if name not in names
+    ]
+    results.setdefault("reruns", []).append(
+        {"at": fresh["started_at"], "command": fresh["command"], "selected": fresh["selected"]}
+    )
+    return results
 
 
 def update_readme(text: str) -> bool:
@@ -145,6 +170,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
     results["runtime_s"] = round(time.perf_counter() - started, 1)
     results["load_average_at_end"] = machine_info().get("load_average")
+    if options.replace:
+        results = replaced(out / "latest.json", results)
     text = markdown(results)
     (out / "latest.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
     (out / "latest.md").write_text(text + "\n")
@@ -153,8 +180,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"[bench] no chart: {chart_problem}", file=sys.stderr)
     print(text)
     print(f"[bench] wrote {out / 'latest.json'}, latest.md, latest.png", file=sys.stderr)
-    full_default = not options.quick and not options.only and not options.out
-    if full_default and not options.no_readme and update_readme(text):
+    full_default = not options.quick and (not options.only or options.replace)
+    if full_default and not options.out and not options.no_readme and update_readme(text):
         print(f"[bench] refreshed the results in {README}", file=sys.stderr)
     return 0
 

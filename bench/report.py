@@ -207,6 +207,12 @@ def markdown(results: Dict[str, Any]) -> str:
         "shown; median and min-max over the rounds. hpcbridge rows are in bold.",
         "",
     ]
+    for rerun in results.get("reruns", []):
+        lines += [
+            f"Re-run {rerun['at']} by `{rerun['command']}`: "
+            f"{', '.join(rerun['selected'])} (in place of that run's).",
+            "",
+        ]
     for index, scenario in enumerate(results["scenarios"], 1):
         lines += scenario_markdown(index, scenario)
     skipped = skipped_lines(results)

@@ -133,7 +133,10 @@ def _record_lines() -> List[str]:
         "  done",
         '  [ -z "$hpcb_max" ] || hpcb_record "$hpcb_exit" "$hpcb_max $hpcb_times"',
         "else",
-        '  hpcb_record "$hpcb_exit" "$hpcb_rc $hpcb_times"',
+        # One short write, no mv process per job: a reader that finds the file still
+        # empty takes it for not written yet (the rank files above, read by the other
+        # ranks, are renamed into place whole).
+        '  printf "%s\\n" "$hpcb_rc $hpcb_times" > "$hpcb_exit"',
         "fi",
     ]
 

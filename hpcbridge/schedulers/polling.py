@@ -260,6 +260,8 @@ class Poller:
         #: the answers this process got, and when they were given (wall clock)
         self._latest: Dict[str, JobStatus] = {}
         self._latest_at: Dict[str, float] = {}
+        #: a wait asks through this poller (until ``release``): it keeps the poll it takes
+        self._waiting = False
 
     def gap(self, interval: Optional[float] = None) -> float:
         """The least time between two rounds: the interval, or more for a slow scheduler."""
@@ -315,10 +317,14 @@ class Poller:
         lease = now + LEASE_INTERVALS * self.gap(interval) + self._duration
         due = patient or self.due(interval)
         pace = None if patient else self.gap(interval)
+        self._waiting = self._waiting or not patient
         if due and self.board.take(self.target, self.owner, now, lease, pace):
             answers = self._round(list(dict.fromkeys([*job_ids, *others])))
             lease = time.time() + LEASE_INTERVALS * self.gap(interval) + self._duration
             self.board.publish(self.target, self.owner, answers, time.time(), lease)
+            if not self._waiting:
+                # A one-off question polls no more: nobody waits for a round of ours.
+                self.board.release(self.target, self.owner)
         else:
             published = self.board.answers(self.target, job_ids, since)
             for job_id, (status, at) in published.items():
@@ -374,4 +380,5 @@ class Poller:
         """Hand the poll on (the next process to ask takes it) and forget our wants."""
         if self.board is not None:
             with self._lock:
+                self._waiting = False
                 self.board.release(self.target, self.owner)

@@ -31,7 +31,7 @@ class FakeHandle:
     def reactor_stop(self) -> None:
         self.stopped = True
 
-    def reactor_run(self) -> None:
+    def reactor_run(self, flags: int = 0) -> None:
         self.stopped = False
         while self.queue and not self.stopped:
             assert self.callback is not None
@@ -62,7 +62,8 @@ def fake_flux(owner: int, with_journal: bool = True) -> Any:
             pass
 
     job = SimpleNamespace(JournalConsumer=Consumer) if with_journal else SimpleNamespace()
-    return SimpleNamespace(Flux=lambda *args: handle, job=job, handle=handle)
+    constants = SimpleNamespace(FLUX_REACTOR_NOWAIT=2)
+    return SimpleNamespace(Flux=lambda *args: handle, job=job, handle=handle, constants=constants)
 
 
 def event(job: int, name: str, stamp: float, **context: Any) -> Any:
@@ -135,3 +136,16 @@ def test_who_may_read_the_journal() -> None:
     assert journal_usable(mine, mine.handle) == ""
     other = fake_flux(os.getuid() + 1)
     assert "owned by uid" in journal_usable(other, other.handle)
+
+
+def test_a_followed_job_is_answered_from_its_events_while_it_runs() -> None:
+    flux = fake_flux(owner=0)
+    journal = Journal(flux, None, {})
+    job = canonical_job_id(1234567)
+    journal.follow([job], from_submit=True)
+    assert journal.status(job) is None  # no event yet: listed instead
+    flux.handle.queue += life(1234567, 0)[:5]  # submitted .. started
+    journal.drain()
+    status = journal.status(job)
+    assert status is not None and status.state is JobState.RUNNING
+    assert journal.status(canonical_job_id(42)) is None  # not followed

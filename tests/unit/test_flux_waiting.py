@@ -41,6 +41,7 @@ def test_a_heard_end_answers_the_next_query_without_asking_flux() -> None:
 
     driver = NativeDriver.__new__(NativeDriver)
     driver._ended, driver._listed, driver._waiters = waiter.ended, {}, []
+    driver._journal = None  # a release without the journal: a watch per job
     driver.flux = SimpleNamespace(job=SimpleNamespace(JobList=NoListing))
     assert driver.query(["ƒ1234"])["ƒ1234"] == status
     assert driver._ended == {}  # answered once, then forgotten
@@ -50,6 +51,7 @@ def test_a_job_a_waiter_hears_is_not_listed_again_within_a_second() -> None:
     driver = NativeDriver.__new__(NativeDriver)
     running = JobStatus("ƒ5", JobState.RUNNING)
     driver._ended, driver._listed = {}, {"ƒ5": (time.monotonic(), running)}
+    driver._journal = None
     driver._waiters = [SimpleNamespace(hears=lambda job_id: job_id == "ƒ5")]  # type: ignore[list-item]
     driver.flux = SimpleNamespace(job=SimpleNamespace(JobList=NoListing))
     assert driver.query(["ƒ5"]) == {"ƒ5": running}

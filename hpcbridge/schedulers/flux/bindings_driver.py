@@ -190,14 +190,22 @@ class NativeDriver:
     # -- status ------------------------------------------------------------
 
     def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
-        """The ends a waiter heard; the state listed less than ``RELIST_AFTER`` ago of
-        a job a waiter will hear end; one ``JobList(h, ids=...)`` for the rest."""
+        """The ends a waiter heard; for a job the journal follows from its submit, what
+        its events say (no RPC: a wait on thousands lists none of them again and
+        again); the state listed less than ``RELIST_AFTER`` ago of a job a waiter will
+        hear end; one ``JobList(h, ids=...)`` for the rest."""
+        journal = self._journal if self._journal is not None else None
+        if journal is not None:
+            journal.drain()
         answers = {job_id: self._ended.pop(job_id) for job_id in job_ids if job_id in self._ended}
         for job_id in answers:
             self._listed.pop(job_id, None)
         now = time.monotonic()
         for job_id in job_ids:
-            recent = None if job_id in answers else self._recent(job_id, now)
+            if job_id in answers:
+                continue
+            heard = journal.status(job_id) if journal is not None else None
+            recent = heard or self._recent(job_id, now)
             if recent is not None:
                 answers[job_id] = recent
         rest = [job_id for job_id in job_ids if job_id not in answers]

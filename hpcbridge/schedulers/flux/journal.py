@@ -56,6 +56,7 @@ class Journal:
         self._partial: Set[str] = set()
         self._heard: Set[str] = set()
         self.broken = False
+        self.nowait = flux_module.constants.FLUX_REACTOR_NOWAIT
         self.consumer = flux_module.job.JournalConsumer(self.handle, full=False)
         self.consumer.set_callback(self._event)
         self.consumer.start()
@@ -88,6 +89,25 @@ class Journal:
         self._partial.discard(key)
         self._heard.add(key)
         self.handle.reactor_stop()
+
+    def status(self, job_id: str) -> Optional[JobStatus]:
+        """What its events say so far of a job followed from its submit (its state while
+        it is not done: pending, running); ``None`` for any other."""
+        key = canonical_job_id(job_id)
+        facts = self._facts.get(key)
+        if facts is None or not facts.state or key in self._partial:
+            return None
+        return status_from_facts(facts).with_(job_id=job_id)
+
+    def drain(self) -> None:
+        """Take the events already come in (no wait): ``status`` is up to date after it."""
+        if self.broken:
+            return
+        try:
+            self.handle.reactor_run(flags=self.nowait)
+        except OSError as exc:
+            log.debug("flux journal stopped: %s", exc)
+            self.broken = True
 
     def wait(self, timeout: float) -> Set[str]:
         """Run the reactor until a followed job is heard ending or ``timeout`` passes."""
