@@ -48,8 +48,8 @@ def fake_flux(owner: int, with_journal: bool = True) -> Any:
     handle = FakeHandle(owner)
 
     class Consumer:
-        def __init__(self, flux_handle: FakeHandle, full: bool) -> None:
-            assert full is False  # only what happens from now on
+        def __init__(self, flux_handle: FakeHandle, full: bool, since: float) -> None:
+            assert full is True  # the history since the first submission, then live
             self.handle = flux_handle
 
         def set_callback(self, callback: Callable[[Any], None]) -> None:
@@ -87,9 +87,8 @@ def life(job: int, status: int) -> List[Any]:
 def test_a_job_followed_from_its_submit_ends_with_its_own_events() -> None:
     flux = fake_flux(owner=0)
     ended: dict = {}
-    journal = Journal(flux, "local:///x", ended)
     job = canonical_job_id(1234567)
-    journal.follow([job], from_submit=True)
+    journal = Journal(flux, "local:///x", ended, {job}, since=0.0)
     waiter = JournalWaiter(journal, [job])
     flux.handle.queue += [event(999, "submit", 9.0)] + life(1234567, 3 << 8)
     assert waiter.pause(5.0) == {job}
@@ -101,7 +100,7 @@ def test_a_job_followed_from_its_submit_ends_with_its_own_events() -> None:
 def test_a_job_followed_midway_is_heard_but_left_to_a_listing() -> None:
     flux = fake_flux(owner=0)
     ended: dict = {}
-    journal = Journal(flux, None, ended)
+    journal = Journal(flux, None, ended, set(), since=0.0)
     waiter = JournalWaiter(journal, ["1234567"])  # as the caller spells it: decimal
     flux.handle.queue += life(1234567, 0)[-3:]  # its start went by before the stream
     assert waiter.pause(5.0) == {"1234567"}
@@ -111,8 +110,7 @@ def test_a_job_followed_midway_is_heard_but_left_to_a_listing() -> None:
 def test_the_id_comes_back_as_given_with_its_status() -> None:
     flux = fake_flux(owner=0)
     ended: dict = {}
-    journal = Journal(flux, None, ended)
-    journal.follow(["1234567"], from_submit=True)
+    journal = Journal(flux, None, ended, {canonical_job_id(1234567)}, since=0.0)
     waiter = JournalWaiter(journal, ["1234567"])
     flux.handle.queue += life(1234567, 0)
     assert waiter.pause(5.0) == {"1234567"}
@@ -121,7 +119,7 @@ def test_the_id_comes_back_as_given_with_its_status() -> None:
 
 def test_a_broken_stream_stops_listening() -> None:
     flux = fake_flux(owner=0)
-    journal = Journal(flux, None, {})
+    journal = Journal(flux, None, {}, set(), since=0.0)
     waiter = JournalWaiter(journal, ["1234567"])
     flux.handle.queue.append(None)  # the consumer's end: the broker went away
     assert waiter.pause(0.01) == set()
@@ -140,9 +138,8 @@ def test_who_may_read_the_journal() -> None:
 
 def test_a_followed_job_is_answered_from_its_events_while_it_runs() -> None:
     flux = fake_flux(owner=0)
-    journal = Journal(flux, None, {})
     job = canonical_job_id(1234567)
-    journal.follow([job], from_submit=True)
+    journal = Journal(flux, None, {}, {job}, since=0.0)
     assert journal.status(job) is None  # no event yet: listed instead
     flux.handle.queue += life(1234567, 0)[:5]  # submitted .. started
     journal.drain()

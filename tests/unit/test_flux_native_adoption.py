@@ -17,9 +17,8 @@ from hpcbridge.resources import Resources
 from hpcbridge.schedulers import adoption
 from hpcbridge.schedulers.driver import SubmitBatch
 from hpcbridge.schedulers.flux import adopting, plan
-from hpcbridge.schedulers.flux.bindings_driver import NativeDriver
+from hpcbridge.schedulers.flux.bindings_driver import BindingsConnection, NativeDriver
 from hpcbridge.schedulers.flux.commands import FluxCommands
-from hpcbridge.schedulers.flux.connection import BindingsConnection
 from hpcbridge.schedulers.flux.ids import parse_job_id
 from hpcbridge.schedulers.flux.instance import facts as instance_facts
 from hpcbridge.schedulers.flux.jobspec import KEY_ATTRIBUTE

@@ -26,11 +26,12 @@ from ...errors import (
     TransportError,
 )
 from ..adoption import CannotAsk, adopt_or_resubmit, look_up
-from ..driver import Submitted
+from ..driver import Planned, Submitted
 from . import command_line as cl
 from .commands import FluxCommands
 from .ids import canonical_job_id
 from .jobspec import KEY_ATTRIBUTE
+from .plan import FluxPlan, flux_plan, kind_of
 from .sending import log_path
 from .versions import FluxPolicy
 
@@ -212,3 +213,43 @@ def submitted_of(
         if key in found
     ]
     return jobs or None
+
+
+def find_by_keys(
+    commands: FluxCommands,
+    policy: FluxPolicy,
+    planned: Planned,
+    since: Optional[float],
+    where: str,
+) -> Optional[List[Submitted]]:
+    """Either driver's ``find_submitted``: by the keys in the jobs' jobspecs, among this
+    user's jobs submitted since ``since`` (epoch seconds; default: ``LOOK_BACK`` ago)."""
+    plan = flux_plan(planned)
+    began = since if since is not None else time.time() - LOOK_BACK
+    found = look_up_all(KeyFinder(commands, policy, began), plan.keys, where)
+    return submitted_of(plan.keys, found, plan.request.output, kind_of(planned.batch).value)
+
+
+def adopt_lost(
+    plan: FluxPlan,
+    keys: List[str],
+    finder: KeyFinder,
+    submit: Callable[[FluxPlan], List[Tuple[bool, str]]],
+    where: str,
+) -> List[Tuple[bool, str]]:
+    """The native driver's jobs of ``keys`` whose answers were lost: found by their keys
+    (asked by command), or sent once more through ``submit``."""
+    log.warning("flux.job.submit: the answers of %d job(s) were lost; looking", len(keys))
+    by_key = dict(zip(plan.keys, range(len(plan.keys))))
+
+    def resend(indices: List[int]) -> List[Tuple[bool, str]]:
+        chosen = [by_key[keys[index]] for index in indices]
+        return submit(
+            FluxPlan(
+                plan.request,
+                tuple(plan.environments[index] for index in chosen),
+                tuple(plan.keys[index] for index in chosen),
+            )
+        )
+
+    return adopt_all(finder, keys, resend, where)

@@ -9,33 +9,34 @@ session use the CLI driver instead.
 Submissions are pipelined ``submit_async`` futures of one jobspec built once
 (``jobspec.submit_all``, the same code the CLI driver runs under ``flux
 python``), status for many ids is one ``JobList(h, ids=...)``, and waiting is
-event driven (``events.ResultWaiter``).  A submission's answer can be lost here
-too - the broker does not answer within the timeout (paused, hung), or the
-connection fails after the request went out (a broker restarting, an ``ssh://``
-connector's link) - and is then found by its key or sent once more
-(``adopting``; asked by command, like a job's jobspec).
+event driven (``journal``: one stream for all, else ``events``: a watch per job).
+A submission's answer can be lost too - the broker does not answer in time
+(paused, hung), or the connection fails after the request went out - and is then
+found by its key or sent once more (``adopting``; asked by command).
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
+import threading
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ...errors import JobSubmissionError, SchedulerAdapterError
 from ...model import JobStatus
 from ..driver import Capabilities, Planned, SubmitBatch, Submitted, Waiter
 from . import jobspec
-from .adopting import LOOK_BACK, KeyFinder, adopt_all, look_up_all, submitted_of
+from .adopting import KeyFinder, adopt_lost, find_by_keys
 from .command_driver import MAX_BATCH
 from .command_line import output_path_from_jobspec, raise_cancel_errors
 from .commands import FluxCommands
-from .connection import BindingsConnection, error_text
 from .events import ResultWaiter
-from .ids import parse_job_id
-from .instance import InstanceFacts
+from .ids import bindings_job_ids, parse_job_id
+from .instance import InstanceFacts, QueueInfo, queue_info_from_config
 from .jobspec import LOST
-from .journal import Journal, JournalWaiter, journal_usable
+from .journal import Journal, JournalWaiter, open_journal
 from .plan import (
     DROPPED_KEYS,
     FluxPlan,
@@ -54,6 +55,106 @@ CAPABILITIES = Capabilities(events=True, arrays=False, dropped_keys=DROPPED_KEYS
 #: how long a listed state of a job a waiter will hear the end of is answered
 #: again without asking: many jobs ending apart must not each cost a listing of all
 RELIST_AFTER = 1.0
+
+
+def error_text(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
+
+
+class BindingsConnection:
+    """Handles to one broker through the bindings, one per thread; the instance's own facts."""
+
+    def __init__(
+        self,
+        flux_module: Any,
+        uri: Optional[str],
+        rpc_timeout: float = 30.0,
+        flux_bin_dir: Optional[str] = None,
+    ) -> None:
+        self.flux = flux_module
+        self.uri = uri
+        self.rpc_timeout = rpc_timeout
+        self.flux_bin_dir = flux_bin_dir
+        self._local = threading.local()
+
+    def handle(self) -> Any:
+        handle = getattr(self._local, "handle", None)
+        if handle is None:
+            handle = self.flux.Flux(self.uri) if self.uri else self.flux.Flux()
+            self._local.handle = handle
+        return handle
+
+    def reset(self) -> None:
+        """Forget this thread's handle (after a lost connection)."""
+        handle = getattr(self._local, "handle", None)
+        self._local.handle = None
+        if handle is not None:
+            try:
+                handle.close()
+            except Exception:  # noqa: BLE001, S110 - closing a dead handle may fail
+                pass
+
+    def rpc(self, topic: str, payload: Any = None, timeout: Optional[float] = None) -> Any:
+        future = self.handle().rpc(topic, payload)
+        future.wait_for(self.rpc_timeout if timeout is None else timeout)
+        return future.get()
+
+    def probe(self, timeout: float) -> str:
+        """Open a handle and ask the broker's version, bounded; return the version.
+
+        A client of another release may hang on the first request (newer
+        clients to a 0.26 broker) or fail with "Protocol error": both surface
+        here, before the session commits to the native driver.
+        """
+        return str(self.rpc("attr.get", {"name": "version"}, timeout=timeout)["value"])
+
+    def wait_ready(self, timeout: float) -> None:
+        """Block until the broker finished starting (``state-machine.wait``), bounded.
+
+        A nested instance publishes its URI before rc1 is done; the first
+        submit would otherwise fail with "No service matching job-ingest.submit".
+        """
+        try:
+            self.rpc("state-machine.wait", None, timeout=timeout)
+        except OSError as exc:
+            # Older brokers have no state-machine.wait: the submit retry covers them.
+            if exc.errno != errno.ENOSYS:
+                log.debug("flux: readiness check failed: %s", exc)
+
+    def queue_info(self) -> QueueInfo:
+        return queue_info_from_config(self.rpc("config.get") or {}, source="config.get RPC")
+
+    def expiration(self) -> Optional[float]:
+        """The instance's own expiration (inside a time-limited job), else ``None``."""
+        try:
+            resource_r = self.rpc("resource.status")["R"]
+        except (OSError, KeyError, TypeError):
+            try:
+                kvs = __import__("flux.kvs", fromlist=["get"])
+                resource_r = kvs.get(self.handle(), "resource.R")
+            except Exception:  # noqa: BLE001 - unknown: no check
+                return None
+        try:
+            expiration = float(resource_r["execution"].get("expiration") or 0.0)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+        return expiration if expiration > 0 else None
+
+    def job_environment(self) -> Dict[str, str]:
+        """The environment jobs get: ours, like ``flux batch`` gives its own.
+
+        A batch job's command is ``flux broker ...``, found on the job's PATH:
+        the ``flux`` front command puts its own directory there for its
+        subcommands, bindings loaded from elsewhere do not - so add it.
+        """
+        environment = dict(os.environ)
+        if self.flux_bin_dir:
+            parts = environment.get("PATH", "").split(os.pathsep)
+            if self.flux_bin_dir not in parts:
+                environment["PATH"] = os.pathsep.join([self.flux_bin_dir, *[p for p in parts if p]])
+        return environment
 
 
 class NativeDriver:
@@ -85,6 +186,9 @@ class NativeDriver:
         #: the instance's journal, one stream for all our jobs (``journal``); why not
         self._journal: Optional[Journal] = None
         self._no_journal: Optional[str] = None
+        #: the jobs this driver submitted (canonical ids), and since when (epoch)
+        self._ours: Set[str] = set()
+        self._since: Optional[float] = None
         #: the last listed state of each job, and when (monotonic)
         self._listed: Dict[str, Tuple[float, JobStatus]] = {}
 
@@ -106,7 +210,8 @@ class NativeDriver:
         if not self._ready:
             self.connection.wait_ready(self.ready_timeout)
             self._ready = True
-        journal = self._open_journal()  # before sending: it hears each job from its submit
+        if self._since is None:  # the journal, opened at the first wait, begins here
+            self._since = time.time() - 1.0
 
         def attempt() -> List[Outcome]:
             started = time.time()
@@ -114,7 +219,10 @@ class NativeDriver:
             lost = [i for i, (ok, text) in enumerate(outcomes) if not ok and text.startswith(LOST)]
             if lost and plan.keys:
                 self.connection.reset()
-                found = self._adopt(plan, [plan.keys[index] for index in lost], started)
+                lost_keys = [plan.keys[index] for index in lost]
+                where = f"the Flux instance {self.facts.label}"
+                finder = KeyFinder(self.commands, self.facts.policy, started)
+                found = adopt_lost(plan, lost_keys, finder, self._submit, where)
                 outcomes = list(outcomes)
                 for index, outcome in zip(lost, found):
                     outcomes[index] = outcome
@@ -127,24 +235,17 @@ class NativeDriver:
             what="flux.job.submit",
             ready_timeout=self.ready_timeout,
         )
-        if journal is not None:
-            journal.follow([item.job_id for item in sent], from_submit=True)
+        self._ours.update(item.job_id for item in sent)  # canonical: the journal's keys
         return sent
 
     def _open_journal(self) -> Optional[Journal]:
         """The instance's journal, opened once where it can be read (see ``journal``)."""
         if self._journal is None and self._no_journal is None:
-            try:
-                self._no_journal = journal_usable(self.flux, self.connection.handle())
-                if not self._no_journal:
-                    self._journal = Journal(self.flux, self.facts.uri, self._ended)
-            except Exception as exc:  # noqa: BLE001 - per-job watches instead
-                self._no_journal = f"{type(exc).__name__}: {exc}"
-            if self._no_journal:
-                log.debug("flux: no journal (%s): a watch per job", self._no_journal)
-        if self._journal is not None and self._journal.broken:
-            return None
-        return self._journal
+            since = self._since if self._since is not None else time.time()
+            self._journal, self._no_journal = open_journal(
+                self.flux, self.connection.handle(), self.facts.uri, self._ended, self._ours, since
+            )
+        return self._journal if self._journal is not None and not self._journal.broken else None
 
     def _submit(self, plan: FluxPlan) -> List[Outcome]:
         """Every job of ``plan``, pipelined; an answer not come within the RPC timeout
@@ -167,25 +268,6 @@ class NativeDriver:
                 "(check that it is still running: hpcbridge doctor)"
             ) from exc
         return [(ok, str(value)) for ok, value in found]
-
-    def _adopt(self, plan: FluxPlan, keys: List[str], started: float) -> List[Outcome]:
-        """The jobs of ``keys`` whose answers were lost: found by their keys (asked by
-        command), or sent once more."""
-        log.warning("flux.job.submit: the answers of %d job(s) were lost; looking", len(keys))
-        by_key = dict(zip(plan.keys, range(len(plan.keys))))
-        finder = KeyFinder(self.commands, self.facts.policy, started)
-
-        def resend(indices: List[int]) -> List[Outcome]:
-            chosen = [by_key[keys[index]] for index in indices]
-            return self._submit(
-                FluxPlan(
-                    plan.request,
-                    tuple(plan.environments[index] for index in chosen),
-                    tuple(plan.keys[index] for index in chosen),
-                )
-            )
-
-        return adopt_all(finder, keys, resend, f"the Flux instance {self.facts.label}")
 
     # -- status ------------------------------------------------------------
 
@@ -229,7 +311,9 @@ class NativeDriver:
     def _list(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
         """One ``JobList(h, ids=...)`` for all: pipelined list-id RPCs."""
         try:
-            listing = self.flux.job.JobList(self.connection.handle(), ids=self._jobids(job_ids))
+            listing = self.flux.job.JobList(
+                self.connection.handle(), ids=bindings_job_ids(self.flux, job_ids)
+            )
             infos = listing.jobs()
         except OSError as exc:
             self.connection.reset()
@@ -241,18 +325,6 @@ class NativeDriver:
         return statuses_from_facts(
             job_ids, facts, f"not known to the Flux instance ({errors or 'no answer'})"
         )
-
-    def _jobids(self, job_ids: Sequence[str]) -> List[Any]:
-        """``JobID`` objects where the bindings have them (0.49+), else ints.
-
-        0.49's ``JobList`` reports an unknown id as ``JobID {id.orig} unknown``
-        and raises ``AttributeError: 'int' object has no attribute 'orig'``
-        when it was given a plain int.
-        """
-        numbers = [parse_job_id(job_id) for job_id in job_ids]
-        if hasattr(self.flux.job, "JobID"):
-            return [self.flux.job.JobID(number) for number in numbers]
-        return numbers
 
     # -- the rest of the contract -----------------------------------------------
 
@@ -289,12 +361,9 @@ class NativeDriver:
     def find_submitted(
         self, planned: Planned, since: Optional[float] = None
     ) -> Optional[List[Submitted]]:
-        """As the CLI driver finds them: by command, the keys in the jobs' jobspecs."""
-        plan = flux_plan(planned)
-        began = since if since is not None else time.time() - LOOK_BACK
-        finder = KeyFinder(self.commands, self.facts.policy, began)
-        found = look_up_all(finder, plan.keys, f"the Flux instance {self.facts.label}")
-        return submitted_of(plan.keys, found, plan.request.output, kind_of(planned.batch).value)
+        """As the CLI driver finds them: by command (``adopting.find_by_keys``)."""
+        where = f"the Flux instance {self.facts.label}"
+        return find_by_keys(self.commands, self.facts.policy, planned, since, where)
 
     def find_output(self, job_id: str) -> Optional[str]:
         """From the job's jobspec (the ``job-info.lookup`` RPC, else the command)."""

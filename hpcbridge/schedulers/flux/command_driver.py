@@ -267,14 +267,8 @@ class CLIDriver:
     def find_submitted(
         self, planned: Planned, since: Optional[float] = None
     ) -> Optional[List[Submitted]]:
-        """By the keys in the jobs' jobspecs (``adopting``), among this user's jobs
-        submitted since ``since`` (epoch seconds; default: the last hour)."""
-        plan = flux_plan(planned)
-        began = since if since is not None else time.time() - adopting.LOOK_BACK
-        finder = adopting.KeyFinder(self.commands, self.policy, began)
-        found = adopting.look_up_all(finder, plan.keys, self._where())
-        kind = kind_of(planned.batch).value
-        return adopting.submitted_of(plan.keys, found, plan.request.output, kind)
+        """By the keys in the jobs' jobspecs (``adopting.find_by_keys``)."""
+        return adopting.find_by_keys(self.commands, self.policy, planned, since, self._where())
 
     def find_output(self, job_id: str) -> Optional[str]:
         return self.commands.output_of(job_id)

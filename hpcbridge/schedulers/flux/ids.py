@@ -25,7 +25,7 @@ are passed in decimal: plain ASCII, understood by every release and locale.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, List, Sequence
 
 F58_ALPHABET = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 F58_PREFIX = "\u0192"  # ƒ
@@ -127,3 +127,16 @@ def is_job_id(text: Any) -> bool:
     except InvalidJobIdError:
         return False
     return True
+
+
+def bindings_job_ids(flux_module: Any, job_ids: Sequence[str]) -> List[Any]:
+    """``JobID`` objects where the bindings have them (0.49+), else ints.
+
+    0.49's ``JobList`` reports an unknown id as ``JobID {id.orig} unknown``
+    and raises ``AttributeError: 'int' object has no attribute 'orig'``
+    when it was given a plain int.
+    """
+    numbers = [parse_job_id(job_id) for job_id in job_ids]
+    if hasattr(flux_module.job, "JobID"):
+        return [flux_module.job.JobID(number) for number in numbers]
+    return numbers

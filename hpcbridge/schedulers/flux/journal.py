@@ -5,9 +5,10 @@ Which waiter a wait gets (``NativeDriver.waiter``):
 - flux-core 0.68 and later, on an instance this user owns (an allocation, a
   batch job, an instance started inside a Slurm job): ``JournalWaiter`` - one
   ``flux.job.JournalConsumer`` (the ``job-manager.events-journal`` stream of
-  every job's primary events), opened once per driver before its first
-  submission and kept until the driver closes, so that a sweep's many waits
-  cost one stream, not a watch per job per wait;
+  every job's primary events), opened at the driver's first wait with the history
+  since its first submission (so its jobs are followed from their submit event) and
+  kept until the driver closes: a sweep's many waits cost one stream, not a watch
+  per job per wait;
 - older releases (0.49, 0.26: no ``JournalConsumer``) and instances of another
   owner (the system instance: the journal is the owner's): ``events.ResultWaiter``,
   a ``result_async`` future per job.
@@ -21,7 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any, Dict, Optional, Sequence, Set
+from typing import Any, Dict, Optional, Sequence, Set, Tuple
 
 from ...model import JobStatus
 from .eventlog import apply_event, settle
@@ -44,31 +45,56 @@ def journal_usable(flux_module: Any, handle: Any) -> str:
     return ""
 
 
-class Journal:
-    """The journal stream of one instance, and the facts of the jobs it follows."""
+def open_journal(
+    flux_module: Any,
+    handle: Any,
+    uri: Optional[str],
+    ended: Dict[str, JobStatus],
+    ours: Set[str],
+    since: float,
+) -> Tuple[Optional[Journal], str]:
+    """The journal where it can be read, else ``None`` and why (a watch per job then)."""
+    try:
+        why = journal_usable(flux_module, handle)
+        if not why:
+            return Journal(flux_module, uri, ended, ours, since), ""
+    except Exception as exc:  # noqa: BLE001 - per-job watches instead
+        why = f"{type(exc).__name__}: {exc}"
+    log.debug("flux: no journal (%s): a watch per job", why)
+    return None, why
 
-    def __init__(self, flux_module: Any, uri: Optional[str], ended: Dict[str, JobStatus]):
+
+class Journal:
+    """The journal stream of one instance, and the facts of the jobs it follows: the
+    driver's own (``ours``, canonical ids) and those a waiter watches."""
+
+    def __init__(
+        self,
+        flux_module: Any,
+        uri: Optional[str],
+        ended: Dict[str, JobStatus],
+        ours: Set[str],
+        since: float,
+    ) -> None:
         self.handle = flux_module.Flux(uri) if uri else flux_module.Flux()
         #: final statuses heard, for the driver's next ``query`` (shared with it)
         self.ended = ended
-        #: the followed jobs' facts so far; ``partial``: followed after their submit
+        self._ours = ours
+        self._watched: Set[str] = set()
+        #: the followed jobs' facts so far, and those whose submit event was heard
         self._facts: Dict[str, JobFacts] = {}
-        self._partial: Set[str] = set()
+        self._whole: Set[str] = set()
         self._heard: Set[str] = set()
         self.broken = False
         self.nowait = flux_module.constants.FLUX_REACTOR_NOWAIT
-        self.consumer = flux_module.job.JournalConsumer(self.handle, full=False)
+        # The history since ``since`` first (filtered here: Flux sends it all), then live.
+        self.consumer = flux_module.job.JournalConsumer(self.handle, full=True, since=since)
         self.consumer.set_callback(self._event)
         self.consumer.start()
 
-    def follow(self, job_ids: Sequence[str], from_submit: bool) -> None:
-        """Follow these jobs; ``from_submit``: submitted after the stream began."""
-        for job_id in job_ids:
-            key = canonical_job_id(job_id)
-            if key not in self._facts:
-                self._facts[key] = JobFacts(id=key)
-                if not from_submit:
-                    self._partial.add(key)
+    def follow(self, job_ids: Sequence[str]) -> None:
+        """Follow these jobs too (a waiter's: perhaps submitted elsewhere)."""
+        self._watched.update(canonical_job_id(job_id) for job_id in job_ids)
 
     def _event(self, event: Any) -> None:
         if event is None:  # the stream ended (the broker went away)
@@ -78,15 +104,20 @@ class Journal:
         key = canonical_job_id(int(event.jobid))
         facts = self._facts.get(key)
         if facts is None:
-            return  # another job's
+            if key not in self._ours and key not in self._watched:
+                return  # another job's
+            facts = self._facts[key] = JobFacts(id=key)
+        if event.name == "submit":
+            self._whole.add(key)
         apply_event(facts, event.name, event.timestamp, event.context or {})
         if event.name != "clean":
             return
         del self._facts[key]
-        if key not in self._partial:
+        if key in self._whole:
             self.ended[key] = status_from_facts(settle(facts))
-        # A job followed midway misses its first events: its end is listed instead.
-        self._partial.discard(key)
+        # A job whose submit went by before the stream misses events: its end is listed.
+        self._whole.discard(key)
+        self._watched.discard(key)
         self._heard.add(key)
         self.handle.reactor_stop()
 
@@ -95,7 +126,7 @@ class Journal:
         it is not done: pending, running); ``None`` for any other."""
         key = canonical_job_id(job_id)
         facts = self._facts.get(key)
-        if facts is None or not facts.state or key in self._partial:
+        if facts is None or key not in self._whole:
             return None
         return status_from_facts(facts).with_(job_id=job_id)
 
@@ -143,7 +174,7 @@ class JournalWaiter:
         self.journal = journal
         #: canonical id -> the id as the caller spells it
         self._watched = {canonical_job_id(job_id): job_id for job_id in job_ids}
-        journal.follow(list(self._watched), from_submit=False)
+        journal.follow(list(self._watched))
         self.closed = False
 
     def hears(self, job_id: str) -> bool:

@@ -27,10 +27,9 @@ from ...errors import SchedulerUnavailableError
 from ...transports.base import Executor
 from ..driver import DriverChoice, NativeDriverBroken, SchedulerDriver, choose_driver
 from .bindings import BindingsUnavailable, bindings_version, import_bindings
-from .bindings_driver import NativeDriver
+from .bindings_driver import BindingsConnection, NativeDriver, error_text
 from .command_driver import CLIDriver
 from .commands import FluxCommands
-from .connection import BindingsConnection, error_text
 from .instance import FluxOptions, InstanceFacts, QueueInfo, UriSetting, facts
 from .plan import TimeLeft
 from .uri import choose_uri, classify, command_host, resolve_target
