@@ -153,7 +153,7 @@ def test_cost_and_doctor(state_dir, make_script, monkeypatch):
     cost = json.loads(hpcbridge("cost", "--json", check=True).stdout)
     assert len(cost["jobs"]) == 1 and cost["prices"]["cpu_per_hour"] == 3.6
     # One CPU for the second the job slept (and its start-up), at 3.6 an hour.
-    assert 1 / 3600 <= cost["total"]["cpu_hours"] < 10 / 3600
+    assert 0.9 / 3600 <= cost["total"]["cpu_hours"] < 10 / 3600  # an mtime lags a tick
     assert cost["total"]["cost"] == pytest.approx(cost["total"]["cpu_hours"] * 3.6, abs=1e-5)
     doctor = hpcbridge("doctor", check=True)
     assert "mock scheduler" in doctor.stdout
