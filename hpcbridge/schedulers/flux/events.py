@@ -22,6 +22,22 @@ from .status import facts_from_jobinfo, status_from_facts
 log = logging.getLogger("hpcbridge")
 
 
+def run_reactor(handle: Any, timeout: float) -> bool:
+    """Run ``handle``'s reactor until a callback stops it or ``timeout`` passes; False
+    when the broker went away (no more wake-ups from this handle)."""
+    timer = handle.timer_watcher_create(max(timeout, 0.0), lambda *_args: handle.reactor_stop())
+    timer.start()
+    try:
+        handle.reactor_run()
+    except OSError as exc:
+        log.debug("flux reactor stopped: %s", exc)
+        return False
+    finally:
+        timer.stop()
+        timer.destroy()
+    return True
+
+
 class ResultWaiter:
     """A ``driver.Waiter``: the pause between status rounds ends when a watched job ends.
 
@@ -88,20 +104,8 @@ class ResultWaiter:
 
     def wait(self, timeout: float) -> Set[str]:
         """Run the reactor until a job ends or ``timeout`` passes; the ids that ended."""
-        if not self._done and not self.broken:
-            timer = self.handle.timer_watcher_create(
-                max(timeout, 0.0), lambda *_args: self.handle.reactor_stop()
-            )
-            timer.start()
-            try:
-                self.handle.reactor_run()
-            except OSError as exc:
-                # The broker went away: no more wake-ups from this handle.
-                log.debug("flux reactor stopped: %s", exc)
-                self.broken = True
-            finally:
-                timer.stop()
-                timer.destroy()
+        if not self._done and not self.broken and not run_reactor(self.handle, timeout):
+            self.broken = True  # a callback may have said so already
         done, self._done = self._done, set()
         return done
 

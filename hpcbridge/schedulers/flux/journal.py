@@ -26,6 +26,7 @@ from typing import Any, Dict, Optional, Sequence, Set, Tuple
 
 from ...model import JobStatus
 from .eventlog import apply_event, settle
+from .events import run_reactor
 from .ids import canonical_job_id
 from .status import JobFacts, status_from_facts
 
@@ -142,19 +143,8 @@ class Journal:
 
     def wait(self, timeout: float) -> Set[str]:
         """Run the reactor until a followed job is heard ending or ``timeout`` passes."""
-        if not self._heard and not self.broken:
-            timer = self.handle.timer_watcher_create(
-                max(timeout, 0.0), lambda *_args: self.handle.reactor_stop()
-            )
-            timer.start()
-            try:
-                self.handle.reactor_run()
-            except OSError as exc:
-                log.debug("flux journal stopped: %s", exc)
-                self.broken = True
-            finally:
-                timer.stop()
-                timer.destroy()
+        if not self._heard and not self.broken and not run_reactor(self.handle, timeout):
+            self.broken = True  # a callback may have said so already
         heard, self._heard = self._heard, set()
         return heard
 
