@@ -27,6 +27,7 @@ from tests.support.flux_cases import (
     start_instance,
     write_script,
 )
+from tests.support.spans import most_at_once
 
 pytestmark = pytest.mark.flux
 
@@ -44,16 +45,6 @@ def broker(
     instance = start_instance(tmp_path_factory.mktemp("flux-sweeps"), flux=flux, cores=16)
     yield instance
     instance.stop()
-
-
-def most_active(spans: List[Tuple[float, float]]) -> int:
-    """The most jobs submitted and not yet inactive at any moment."""
-    moments = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
-    current = peak = 0
-    for _, step in moments:
-        current += step
-        peak = max(peak, current)
-    return peak
 
 
 def instance_spans(broker: Any) -> List[Tuple[float, float]]:
@@ -93,7 +84,7 @@ def test_never_more_than_max_queued_active(driver: str, broker: Any, tmp_path: P
     after = instance_spans(broker)
     spans = after[: len(after) - before]  # newest first: this sweep's
     assert len(spans) == 2 * PAIRS
-    assert most_active(spans) <= CAP
+    assert most_at_once(spans) <= CAP
     noted = sorted((tmp_path / "ran").read_text().splitlines())
     words = ("hello", "bye") if pairs else ("hello",)
     wanted = sorted(f"{w} {i}" for w in words for i in range(PAIRS * (1 if pairs else 2)))

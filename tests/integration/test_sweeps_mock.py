@@ -26,22 +26,13 @@ from hpcbridge.schedulers.mock import MockDriver
 from hpcbridge.schedulers.sweeping import Sweep
 from hpcbridge.sweep_store import SweepBook
 from tests.conftest import REPO
+from tests.support.spans import most_at_once
 
 
 def intervals(adapter: Any, ids: List[str]) -> List[Tuple[datetime, datetime]]:
     """(submitted, ended) of each job, from its record."""
     records = adapter.store.get_many("mock", adapter.host_label, ids)
     return [(records[i].submit_time, records[i].end_time) for i in ids]
-
-
-def most_at_once(spans: List[Tuple[datetime, datetime]]) -> int:
-    """The most jobs submitted and not yet ended at any moment."""
-    moments = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
-    current = peak = 0
-    for _, step in moments:
-        current += step
-        peak = max(peak, current)
-    return peak
 
 
 def test_at_most_max_queued_and_each_bye_after_its_hello(
