@@ -105,9 +105,10 @@ def wait_for_all(
     """
     deadline = Deadline(plan.timeout)
     progress = _Progress(pending=dict.fromkeys(job_ids))
-    waiter: Optional[Waiter] = None
     heard: Set[str] = set()
     next_full = 0.0
+    # Before the first round: a driver's event stream may answer it (Flux's journal).
+    waiter: Waiter = make_waiter(list(progress.pending)) or Sleeper()
     try:
         while True:
             if heard and time.monotonic() < next_full:
@@ -117,7 +118,7 @@ def wait_for_all(
                     _take(progress, _asked(heard_round or status_round, ended), plan)
             else:
                 next_full = time.monotonic() + _full_gap(plan, len(progress.pending))
-                if plan.files and (waiter is None or not waiter.listening()):
+                if plan.files and not waiter.listening():
                     # The files first: a job that ended is not asked about.
                     _take(progress, file_round(list(progress.pending)), plan)
                 if progress.pending:
@@ -134,12 +135,9 @@ def wait_for_all(
                     + ", ".join(list(progress.pending)[:10])
                     + " (they keep running; wait again or cancel them)"
                 )
-            if waiter is None:
-                waiter = make_waiter(list(progress.pending)) or Sleeper()
             heard = waiter.pause(deadline.cap(max(next_full - time.monotonic(), 0.0)))
     finally:
-        if waiter is not None:
-            waiter.close()
+        waiter.close()
 
 
 def _full_gap(plan: WaitPlan, pending: int) -> float:

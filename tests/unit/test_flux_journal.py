@@ -1,6 +1,8 @@
 """The journal waiter (``flux.journal``) on a stand-in for the bindings: the events of
 a job followed from its submit give its final status; one followed midway is heard
-but listed; the ids come back as the caller spelled them; who may read the journal.
+but listed; the ids come back as the caller spelled them; who may read the journal;
+the stream asks for no history and only the events it reads, and the backlog of
+active jobs is read when it opens.
 
 The real stream is tested on flux-core 0.88 by the native Flux integration cases.
 """
@@ -12,7 +14,16 @@ from typing import Any, Callable, List, Optional
 
 from hpcbridge.model import JobState
 from hpcbridge.schedulers.flux.ids import canonical_job_id
-from hpcbridge.schedulers.flux.journal import Journal, JournalWaiter, journal_usable
+from hpcbridge.schedulers.flux.journal import (
+    BACKLOG_END_ID,
+    EVENTS,
+    Journal,
+    JournalWaiter,
+    journal_usable,
+)
+
+#: in a fake reactor's queue: the job manager's response that ends the backlog
+BACKLOG_END = "backlog end"
 
 
 class FakeHandle:
@@ -20,8 +31,10 @@ class FakeHandle:
 
     def __init__(self, owner: int) -> None:
         self.owner = owner
-        self.queue: List[Any] = []
+        #: the backlog (events, then its end), then live events
+        self.queue: List[Any] = [BACKLOG_END]
         self.callback: Optional[Callable[[Any], None]] = None
+        self.consumer: Any = None
         self.stopped = False
 
     def attr_get(self, name: str) -> str:
@@ -35,7 +48,11 @@ class FakeHandle:
         self.stopped = False
         while self.queue and not self.stopped:
             assert self.callback is not None
-            self.callback(self.queue.pop(0))
+            item = self.queue.pop(0)
+            if item == BACKLOG_END:
+                self.consumer.process_response({"id": BACKLOG_END_ID, "events": []})
+            else:
+                self.callback(item)
 
     def timer_watcher_create(self, timeout: float, callback: Callable[..., None]) -> Any:
         return SimpleNamespace(start=lambda: None, stop=lambda: None, destroy=lambda: None)
@@ -48,9 +65,17 @@ def fake_flux(owner: int, with_journal: bool = True) -> Any:
     handle = FakeHandle(owner)
 
     class Consumer:
-        def __init__(self, flux_handle: FakeHandle, full: bool, since: float) -> None:
-            assert full is True  # the history since the first submission, then live
+        def __init__(self, flux_handle: FakeHandle, full: bool) -> None:
+            self.full = full
             self.handle = flux_handle
+            flux_handle.consumer = self
+
+        @property
+        def request_payload(self) -> dict:
+            return {"full": self.full}
+
+        def process_response(self, resp: dict) -> dict:
+            return {"jobid": resp.get("id")}
 
         def set_callback(self, callback: Callable[[Any], None]) -> None:
             self.handle.callback = callback
@@ -88,7 +113,7 @@ def test_a_job_followed_from_its_submit_ends_with_its_own_events() -> None:
     flux = fake_flux(owner=0)
     ended: dict = {}
     job = canonical_job_id(1234567)
-    journal = Journal(flux, "local:///x", ended, {job}, since=0.0)
+    journal = Journal(flux, "local:///x", ended, {job})
     waiter = JournalWaiter(journal, [job])
     flux.handle.queue += [event(999, "submit", 9.0)] + life(1234567, 3 << 8)
     assert waiter.pause(5.0) == {job}
@@ -100,7 +125,7 @@ def test_a_job_followed_from_its_submit_ends_with_its_own_events() -> None:
 def test_a_job_followed_midway_is_heard_but_left_to_a_listing() -> None:
     flux = fake_flux(owner=0)
     ended: dict = {}
-    journal = Journal(flux, None, ended, set(), since=0.0)
+    journal = Journal(flux, None, ended, set())
     waiter = JournalWaiter(journal, ["1234567"])  # as the caller spells it: decimal
     flux.handle.queue += life(1234567, 0)[-3:]  # its start went by before the stream
     assert waiter.pause(5.0) == {"1234567"}
@@ -110,7 +135,7 @@ def test_a_job_followed_midway_is_heard_but_left_to_a_listing() -> None:
 def test_the_id_comes_back_as_given_with_its_status() -> None:
     flux = fake_flux(owner=0)
     ended: dict = {}
-    journal = Journal(flux, None, ended, {canonical_job_id(1234567)}, since=0.0)
+    journal = Journal(flux, None, ended, {canonical_job_id(1234567)})
     waiter = JournalWaiter(journal, ["1234567"])
     flux.handle.queue += life(1234567, 0)
     assert waiter.pause(5.0) == {"1234567"}
@@ -119,7 +144,7 @@ def test_the_id_comes_back_as_given_with_its_status() -> None:
 
 def test_a_broken_stream_stops_listening() -> None:
     flux = fake_flux(owner=0)
-    journal = Journal(flux, None, {}, set(), since=0.0)
+    journal = Journal(flux, None, {}, set())
     waiter = JournalWaiter(journal, ["1234567"])
     flux.handle.queue.append(None)  # the consumer's end: the broker went away
     assert waiter.pause(0.01) == set()
@@ -139,10 +164,32 @@ def test_who_may_read_the_journal() -> None:
 def test_a_followed_job_is_answered_from_its_events_while_it_runs() -> None:
     flux = fake_flux(owner=0)
     job = canonical_job_id(1234567)
-    journal = Journal(flux, None, {}, {job}, since=0.0)
+    journal = Journal(flux, None, {}, {job})
     assert journal.status(job) is None  # no event yet: listed instead
     flux.handle.queue += life(1234567, 0)[:5]  # submitted .. started
     journal.drain()
     status = journal.status(job)
     assert status is not None and status.state is JobState.RUNNING
     assert journal.status(canonical_job_id(42)) is None  # not followed
+
+
+def test_the_stream_asks_for_active_jobs_and_the_events_it_reads_and_reads_their_backlog() -> None:
+    flux = fake_flux(owner=0)
+    job = canonical_job_id(1234567)
+    flux.handle.queue[:0] = life(1234567, 0)[:5]  # active when the stream opens
+    journal = Journal(flux, None, {}, {job})
+    assert journal.consumer.request_payload == {"full": False, "allow": dict.fromkeys(EVENTS, 1)}
+    status = journal.status(job)  # no drain: the backlog was read at the open
+    assert status is not None and status.state is JobState.RUNNING
+
+
+def test_a_waiter_gathers_the_ends_close_behind_the_first_and_returns_once_all_have() -> None:
+    flux = fake_flux(owner=0)
+    jobs = [1234567, 1234568, 1234569]
+    ours = {canonical_job_id(job) for job in jobs}
+    journal = Journal(flux, None, {}, ours)
+    waiter = JournalWaiter(journal, sorted(ours))
+    flux.handle.queue += life(jobs[0], 0) + life(jobs[1], 0)
+    assert waiter.pause(5.0) == {canonical_job_id(jobs[0]), canonical_job_id(jobs[1])}
+    flux.handle.queue += life(jobs[2], 0)
+    assert waiter.pause(60.0) == {canonical_job_id(jobs[2])}  # the last: at once

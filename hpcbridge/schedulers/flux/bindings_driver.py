@@ -186,9 +186,8 @@ class NativeDriver:
         #: the instance's journal, one stream for all our jobs (``journal``); why not
         self._journal: Optional[Journal] = None
         self._no_journal: Optional[str] = None
-        #: the jobs this driver submitted (canonical ids), and since when (epoch)
+        #: the jobs this driver submitted (canonical ids)
         self._ours: Set[str] = set()
-        self._since: Optional[float] = None
         #: the last listed state of each job, and when (monotonic)
         self._listed: Dict[str, Tuple[float, JobStatus]] = {}
 
@@ -210,8 +209,6 @@ class NativeDriver:
         if not self._ready:
             self.connection.wait_ready(self.ready_timeout)
             self._ready = True
-        if self._since is None:  # the journal, opened at the first wait, begins here
-            self._since = time.time() - 1.0
 
         def attempt() -> List[Outcome]:
             started = time.time()
@@ -241,9 +238,8 @@ class NativeDriver:
     def _open_journal(self) -> Optional[Journal]:
         """The instance's journal, opened once where it can be read (see ``journal``)."""
         if self._journal is None and self._no_journal is None:
-            since = self._since if self._since is not None else time.time()
             self._journal, self._no_journal = open_journal(
-                self.flux, self.connection.handle(), self.facts.uri, self._ended, self._ours, since
+                self.flux, self.connection.handle(), self.facts.uri, self._ended, self._ours
             )
         return self._journal if self._journal is not None and not self._journal.broken else None
 

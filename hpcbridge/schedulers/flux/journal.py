@@ -5,14 +5,17 @@ Which waiter a wait gets (``NativeDriver.waiter``):
 - flux-core 0.68 and later, on an instance this user owns (an allocation, a
   batch job, an instance started inside a Slurm job): ``JournalWaiter`` - one
   ``flux.job.JournalConsumer`` (the ``job-manager.events-journal`` stream of
-  every job's primary events), opened at the driver's first wait with the history
-  since its first submission (so its jobs are followed from their submit event) and
-  kept until the driver closes: a sweep's many waits cost one stream, not a watch
-  per job per wait;
+  every job's primary events), opened at the driver's first wait and kept until
+  the driver closes: a sweep's many waits cost one stream, not a watch per job
+  per wait;
 - older releases (0.49, 0.26: no ``JournalConsumer``) and instances of another
   owner (the system instance: the journal is the owner's): ``events.ResultWaiter``,
   a ``result_async`` future per job.
 
+The stream begins with the jobs active when it opens, each with its events so far
+(read before the first status round), then goes on live; no inactive history (an
+allocation's thousands of past jobs are not sent again), and only the events read
+here (``EVENTS``).  A job that ended before the stream opened is listed instead.
 A job is heard ended at its ``clean`` event - inactive, its resources freed -
 with its state, exit code and times from its own events (``eventlog.apply_event``).
 """
@@ -22,7 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any, Dict, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Set, Tuple
 
 from ...model import JobStatus
 from .eventlog import apply_event, settle
@@ -31,6 +34,27 @@ from .ids import canonical_job_id
 from .status import JobFacts, status_from_facts
 
 log = logging.getLogger("hpcbridge")
+
+#: the events ``eventlog.apply_event`` reads: the job manager sends no others
+EVENTS = (
+    "submit",
+    "validate",
+    "depend",
+    "dependency-add",
+    "priority",
+    "alloc",
+    "start",
+    "exception",
+    "finish",
+    "clean",
+)
+#: the job manager's id on the response that ends the backlog: FLUX_JOBID_ANY, packed
+#: as a signed 64-bit integer
+BACKLOG_END_ID = -1
+#: seconds to read the backlog of the jobs active when the stream opens
+BACKLOG_TIMEOUT = 30.0
+#: seconds a waiter that heard an end goes on listening for the next ones
+GATHER = 0.1
 
 
 def journal_usable(flux_module: Any, handle: Any) -> str:
@@ -52,13 +76,12 @@ def open_journal(
     uri: Optional[str],
     ended: Dict[str, JobStatus],
     ours: Set[str],
-    since: float,
 ) -> Tuple[Optional[Journal], str]:
     """The journal where it can be read, else ``None`` and why (a watch per job then)."""
     try:
         why = journal_usable(flux_module, handle)
         if not why:
-            return Journal(flux_module, uri, ended, ours, since), ""
+            return Journal(flux_module, uri, ended, ours), ""
     except Exception as exc:  # noqa: BLE001 - per-job watches instead
         why = f"{type(exc).__name__}: {exc}"
     log.debug("flux: no journal (%s): a watch per job", why)
@@ -75,7 +98,6 @@ class Journal:
         uri: Optional[str],
         ended: Dict[str, JobStatus],
         ours: Set[str],
-        since: float,
     ) -> None:
         self.handle = flux_module.Flux(uri) if uri else flux_module.Flux()
         #: final statuses heard, for the driver's next ``query`` (shared with it)
@@ -86,12 +108,26 @@ class Journal:
         self._facts: Dict[str, JobFacts] = {}
         self._whole: Set[str] = set()
         self._heard: Set[str] = set()
+        #: the canonical id of each active job's integer id in the stream
+        self._keys: Dict[int, str] = {}
         self.broken = False
         self.nowait = flux_module.constants.FLUX_REACTOR_NOWAIT
-        # The history since ``since`` first (filtered here: Flux sends it all), then live.
-        self.consumer = flux_module.job.JournalConsumer(self.handle, full=True, since=since)
+        self._backlog_read = False
+        self.consumer = _consumer(flux_module, self.handle, self._backlog_end)
         self.consumer.set_callback(self._event)
         self.consumer.start()
+        self._read_backlog()
+
+    def _read_backlog(self) -> None:
+        """The active jobs' events, before anyone asks: their states come from them."""
+        deadline = time.monotonic() + BACKLOG_TIMEOUT
+        while not (self._backlog_read or self.broken) and time.monotonic() < deadline:
+            if not run_reactor(self.handle, deadline - time.monotonic()):
+                self.broken = True
+
+    def _backlog_end(self) -> None:
+        self._backlog_read = True
+        self.handle.reactor_stop()
 
     def follow(self, job_ids: Sequence[str]) -> None:
         """Follow these jobs too (a waiter's: perhaps submitted elsewhere)."""
@@ -102,7 +138,12 @@ class Journal:
             self.broken = True
             self.handle.reactor_stop()
             return
-        key = canonical_job_id(int(event.jobid))
+        # Each job's eight or so events: its id encoded once, forgotten at its end.
+        key = self._keys.pop(event.jobid, None) if event.name == "clean" else None
+        if key is None:
+            key = self._keys.get(event.jobid) or canonical_job_id(int(event.jobid))
+            if event.name != "clean":
+                self._keys[event.jobid] = key
         facts = self._facts.get(key)
         if facts is None:
             if key not in self._ours and key not in self._watched:
@@ -116,7 +157,8 @@ class Journal:
         del self._facts[key]
         if key in self._whole:
             self.ended[key] = status_from_facts(settle(facts))
-        # A job whose submit went by before the stream misses events: its end is listed.
+        # A job without its submit event (not expected: the backlog sends each active
+        # job's events from the first) misses events: its end is listed.
         self._whole.discard(key)
         self._watched.discard(key)
         self._heard.add(key)
@@ -157,6 +199,25 @@ class Journal:
             pass
 
 
+def _consumer(flux_module: Any, handle: Any, backlog_end: Callable[[], None]) -> Any:
+    """A ``JournalConsumer`` of the jobs active now, then live (``full=False``), asking
+    only for ``EVENTS``; ``backlog_end()`` when the backlog has all come in."""
+
+    class Consumer(flux_module.job.JournalConsumer):
+        @property
+        def request_payload(self) -> Dict[str, Any]:
+            return {**super().request_payload, "allow": dict.fromkeys(EVENTS, 1)}
+
+        def process_response(self, resp: Dict[str, Any]) -> Dict[str, Any]:
+            # The job manager ends the backlog with an empty response for FLUX_JOBID_ANY;
+            # the consumer marks it only with full=True (where it sorts the history).
+            if resp.get("id") == BACKLOG_END_ID and not resp.get("events"):
+                backlog_end()
+            return dict(super().process_response(resp))
+
+    return Consumer(handle, full=False)
+
+
 class JournalWaiter:
     """A ``driver.Waiter`` on the driver's journal: the ids of its jobs heard ending."""
 
@@ -164,6 +225,8 @@ class JournalWaiter:
         self.journal = journal
         #: canonical id -> the id as the caller spells it
         self._watched = {canonical_job_id(job_id): job_id for job_id in job_ids}
+        #: those not heard ending yet
+        self._left = set(self._watched)
         journal.follow(list(self._watched))
         self.closed = False
 
@@ -174,17 +237,22 @@ class JournalWaiter:
         return not (self.closed or self.journal.broken)
 
     def pause(self, seconds: float) -> Set[str]:
+        """Until a watched job ends, then ``GATHER`` seconds more for the ends close
+        behind it (one wait tick for a few, not for each); at once when all have."""
         deadline = time.monotonic() + seconds
+        heard: Set[str] = set()
         while self.listening() and time.monotonic() < deadline:
-            heard = [
-                key
-                for key in self.journal.wait(deadline - time.monotonic())
-                if key in self._watched
-            ]
+            for key in self.journal.wait(deadline - time.monotonic()):
+                if key in self._left:
+                    self._left.discard(key)
+                    heard.add(self._as_given(key))
+            if heard and not self._left:
+                return heard
             if heard:
-                return {self._as_given(key) for key in heard}
-        time.sleep(max(deadline - time.monotonic(), 0))
-        return set()
+                deadline = min(deadline, time.monotonic() + GATHER)
+        if not heard:
+            time.sleep(max(deadline - time.monotonic(), 0))
+        return heard
 
     def _as_given(self, key: str) -> str:
         given = self._watched[key]
