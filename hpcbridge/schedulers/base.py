@@ -99,7 +99,11 @@ class SchedulerAdapter(ABC):
         self.store = store if store is not None else JobStore(self.settings.database_path)
         self.unknown_limit = unknown_limit or self.settings.unknown_limit
         self.tracker = JobTracker(
-            self.store, self.scheduler_name, self.host_label, self.executor.read_text
+            self.store,
+            self.scheduler_name,
+            self.host_label,
+            self.executor.read_text,
+            self.executor.stat_many,
         )
         self.stager = Stager(
             self.executor,

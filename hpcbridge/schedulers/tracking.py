@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..errors import ConfigurationError, SchedulerUnavailableError, TransportError
@@ -58,11 +58,14 @@ class JobTracker:
         scheduler_name: str,
         host_label: str,
         read_text: Callable[[str], str],
+        stat_many: Optional[StatMany] = None,
     ) -> None:
         self.store = store
         self.scheduler_name = scheduler_name
         self.host_label = host_label
         self.read_text = read_text
+        #: the exit-code files' mtimes (a job's end) where ``ended_by_files`` is not given one
+        self.stat_many: StatMany = stat_many or (lambda paths: {})
         # the last state seen of each job: spares the store on every poll
         self.known: Dict[str, JobStatus] = {}
         #: each job's exit-code file ("" when it has none), read from its record once
@@ -131,15 +134,17 @@ class JobTracker:
             mtime = found.get(paths[job_id])
             if record is None or mtime is None or record.cancel_requested:
                 continue
-            code, started, ended = self._exit_file(record.exit_file or "")
+            exit_record = self._exit_file(record.exit_file or "")
+            code = exit_record.code
             if code is None or code >= 128:
                 continue
+            started, ended = exit_record.times(mtime)
             answers[job_id] = JobStatus(
                 job_id,
                 JobState.COMPLETED if code == 0 else JobState.FAILED,
                 exit_code=code,
                 start_time=started,
-                end_time=ended or _file_end(mtime, started),
+                end_time=ended,
                 native_state=FROM_FILE,
                 reason="from the exit-code file",
             )
@@ -222,9 +227,12 @@ class JobTracker:
         when there is no readable exit-code file."""
         if record is None or not record.exit_file:
             return None
-        code, started, ended = self._exit_file(record.exit_file)
+        exit_record = self._exit_file(record.exit_file)
+        code = exit_record.code
         if code is None:
             return None
+        mtime = self.stat_many([record.exit_file]).get(record.exit_file)
+        started, ended = exit_record.times(mtime)
         found = status.with_(
             state=JobState.COMPLETED if code == 0 else JobState.FAILED,
             exit_code=code,
@@ -308,29 +316,44 @@ def exit_code_from_file(text: str) -> Optional[int]:
     return read_exit_file(text).code
 
 
-def _file_end(mtime: float, started: Optional[datetime]) -> datetime:
-    """The end: the file's mtime (no ``date`` process in every job for it), which lags
-    the clock by up to a tick (4 ms), so never before the nanosecond start."""
-    ended = datetime.fromtimestamp(mtime, tz=timezone.utc)
-    return max(ended, started) if started is not None else ended
-
-
 class ExitRecord(NamedTuple):
     """What the wrapper's exit-code file holds; ``code`` None when unreadable."""
 
     code: Optional[int]
     started: Optional[datetime] = None
     ended: Optional[datetime] = None
+    #: seconds the wrapper ran (Linux: from /proc, no process per job); its start is
+    #: then the end less these
+    ran: Optional[float] = None
+
+    def times(self, mtime: Optional[float]) -> Tuple[Optional[datetime], Optional[datetime]]:
+        """(start, end): the end written, else the file's mtime (no ``date`` process in
+        every job for it); an mtime lags the clock by up to a tick (4 ms), so the end
+        is never before a start to the nanosecond."""
+        ended = self.ended
+        if ended is None and mtime is not None:
+            ended = datetime.fromtimestamp(mtime, tz=timezone.utc)
+        started = self.started
+        if started is None and self.ran is not None and ended is not None:
+            started = ended - timedelta(seconds=self.ran)
+        if started is not None and ended is not None and ended < started:
+            ended = started
+        return started, ended
 
 
 def read_exit_file(text: str) -> ExitRecord:
-    """``"<code> <start epoch>"`` (older wrappers: the code alone), or with the end too,
-    ``"<code> <start> <end>"``."""
+    """``"<code> +<seconds it ran>"`` or ``"<code> <start epoch>"`` (``-``: not known);
+    older wrappers: the code alone, or ``"<code> <start> <end>"``."""
     words = text.split()
     try:
         code = int(words[0])
     except (IndexError, ValueError):
         return ExitRecord(None)
+    if len(words) > 1 and words[1].startswith("+"):
+        try:
+            return ExitRecord(code, ran=float(words[1][1:]))
+        except ValueError:
+            return ExitRecord(code)
     return ExitRecord(code, _epoch(words, 1), _epoch(words, 2))
 
 

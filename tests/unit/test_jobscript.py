@@ -2,7 +2,7 @@
 
 import os
 import subprocess
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Dict, List
 
@@ -62,16 +62,35 @@ def test_one_task_ignores_an_inherited_index(tmp_path: Path) -> None:
     assert (tmp_path / "job.exit").read_text().split()[0] == "4"
 
 
-def test_the_exit_file_holds_the_code_then_the_start(tmp_path: Path) -> None:
+def test_the_exit_file_holds_the_code_then_how_long_it_ran(tmp_path: Path) -> None:
+    script = _script(tmp_path, "nap.sh", "sleep 0.3\nexit 3\n")
+    wrapper = build_wrapper([TaskSpec(script)], str(tmp_path), str(tmp_path / "job.exit"))
+    before = datetime.now(timezone.utc)
+    assert _run(wrapper, tmp_path, {}).returncode == 3
+    after = datetime.now(timezone.utc)
+    path = tmp_path / "job.exit"
+    record = read_exit_file(path.read_text())
+    # Linux: the seconds it ran, from /proc (ticks of 10 ms), no date process.
+    assert record.code == 3 and record.ran is not None and 0.29 <= record.ran < 5
+    started, ended = record.times(path.stat().st_mtime)
+    assert started is not None and ended is not None
+    slack = timedelta(seconds=0.05)
+    assert before - slack <= started <= ended <= after + slack
+
+
+def test_without_proc_the_wrapper_records_when_it_started(tmp_path: Path) -> None:
     script = _script(tmp_path, "nap.sh", "sleep 0.05\nexit 3\n")
     wrapper = build_wrapper([TaskSpec(script)], str(tmp_path), str(tmp_path / "job.exit"))
+    # As on a system with no /proc: the shell cannot read its own start there.
+    wrapper = wrapper.replace("/proc/$$/stat", "/nonexistent/stat")
     before = datetime.now(timezone.utc)
     assert _run(wrapper, tmp_path, {}).returncode == 3
     path = tmp_path / "job.exit"
     record = read_exit_file(path.read_text())
-    assert record.code == 3 and record.started is not None and record.ended is None
-    ended = datetime.fromtimestamp(path.stat().st_mtime, tz=timezone.utc)
-    assert before <= record.started and 0.04 <= (ended - record.started).total_seconds() < 5
+    assert record.code == 3 and record.started is not None and record.ran is None
+    started, ended = record.times(path.stat().st_mtime)
+    assert started is not None and ended is not None
+    assert before <= started and 0.04 <= (ended - started).total_seconds() < 5
 
 
 def test_older_exit_files_and_unknown_times_still_read() -> None:
@@ -81,3 +100,13 @@ def test_older_exit_files_and_unknown_times_still_read() -> None:
         2, None, datetime.fromtimestamp(1700000000, tz=timezone.utc)
     )
     assert read_exit_file("").code is None and read_exit_file("oops").code is None
+
+
+def test_an_exit_file_with_how_long_it_ran_gives_its_start_from_the_end() -> None:
+    record = read_exit_file("0 +12.50\n")
+    assert record == ExitRecord(0, ran=12.5)
+    started, ended = record.times(1700000000.0)
+    assert ended == datetime.fromtimestamp(1700000000.0, tz=timezone.utc)
+    assert started == ended - timedelta(seconds=12.5)
+    assert read_exit_file("1 +oops").code == 1 and read_exit_file("1 +oops").ran is None
+    assert ExitRecord(0, ran=1.0).times(None) == (None, None)  # no end: no start either
