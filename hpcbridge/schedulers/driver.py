@@ -150,7 +150,11 @@ class PartialSubmissionError(JobSubmissionError):
     """Some jobs of a bulk submission went in and some did not.
 
     ``submitted`` holds the ones that went in (they are recorded and can be
-    waited for or cancelled); ``failures`` the scheduler's words for the rest.
+    waited for or cancelled), each with its task's index (not always the first
+    ones: Flux takes a pipelined batch job by job, and a cap may free up midway);
+    ``failures`` the scheduler's words for the rest;
+    ``limited``: the rest was refused for a cap on this user's queued jobs (as
+    ``LimitRefusedError``: a sweep holds it back until some end).
     """
 
     def __init__(
@@ -158,9 +162,11 @@ class PartialSubmissionError(JobSubmissionError):
         submitted: Sequence[Submitted],
         failures: Sequence[str],
         total: Optional[int] = None,
+        limited: bool = False,
     ) -> None:
         self.submitted = list(submitted)
         self.failures = list(failures)
+        self.limited = limited
         total = total if total is not None else len(self.submitted) + len(self.failures)
         first = self.failures[0] if self.failures else "unknown error"
         ids = ", ".join(item.job_id for item in self.submitted) or "none"

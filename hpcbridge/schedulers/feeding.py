@@ -220,14 +220,16 @@ class Feeder:
         try:
             ids = self.adapter._submission().run(order, self._known(order.depends_on))
         except LimitRefusedError as exc:
-            return self._held_back(group, [], str(exc))
+            return self._held_back(group, group, str(exc))
         except PartialSubmissionError as exc:
-            went_in = [item.job_id for item in exc.submitted]
-            if any("limit" in failure.lower() for failure in exc.failures):
-                return self._held_back(group, went_in, "; ".join(exc.failures))
-            self._sent(group[: len(went_in)], went_in)
-            self._never(group[len(went_in) :], "; ".join(exc.failures))
-            return len(went_in)
+            # By the tasks' indexes: not always the first ones went in.
+            went = {item.index: item.job_id for item in exc.submitted}
+            self._sent([group[i] for i in sorted(went)], [went[i] for i in sorted(went)])
+            rest = [task for i, task in enumerate(group) if i not in went]
+            if exc.limited:
+                return self._held_back(group, rest, "; ".join(exc.failures))
+            self._never(rest, "; ".join(exc.failures))
+            return len(went)
         except SubmissionUncertainError:
             raise  # left "sending": the next feeder looks it up by its key
         except JobSubmissionError as exc:
@@ -245,12 +247,11 @@ class Feeder:
             self.adapter.scheduler_name, self.adapter.host_label, ours
         )
 
-    def _held_back(self, group: Sequence[SweepTask], went_in: List[str], why: str) -> int:
-        """The scheduler refused more for its own cap: what did not go in waits for an
-        end, and the cap becomes what it took (halved when it took none of ours: an
-        array is refused whole, and other jobs of the user may count too)."""
-        self._sent(group[: len(went_in)], went_in)
-        rest = group[len(went_in) :]
+    def _held_back(self, group: Sequence[SweepTask], rest: Sequence[SweepTask], why: str) -> int:
+        """The scheduler refused ``rest`` of ``group`` for its own cap (the others went in,
+        marked sent): those wait for an end, and the cap becomes what it took (halved
+        when it took none of ours: an array is refused whole, and other jobs of the user
+        may count too); how many went in."""
         self._waiting_again(rest)
         took = len(self.unfinished) or max(1, len(group) // 2)
         self.cap = min(self.cap, took) if self.cap else took
@@ -264,7 +265,7 @@ class Feeder:
                 self.cap,
             )
         self.held = True
-        return len(went_in)
+        return len(group) - len(rest)
 
     def _sent(self, group: Sequence[SweepTask], ids: Sequence[str]) -> None:
         self.book.mark_sent(self.sweep.name, {t.index: i for t, i in zip(group, ids)})

@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from ..errors import ConfigurationError, JobSubmissionError
+from ..errors import ConfigurationError, JobSubmissionError, LimitRefusedError
 from ..jobscript import TASK_INDEX_VARIABLE
 from ..model import JobState, JobStatus
 from ..store_location import machine_folder
@@ -89,7 +89,8 @@ class MockDriver:
                 if not submitted:
                     raise
                 failures = [str(exc)] * (batch.count - len(submitted))
-                raise PartialSubmissionError(submitted, failures, batch.count) from exc
+                limited = isinstance(exc, LimitRefusedError)
+                raise PartialSubmissionError(submitted, failures, batch.count, limited) from exc
         return submitted
 
     def _start(self, batch: SubmitBatch, index: int) -> Submitted:

@@ -18,11 +18,11 @@ limit) - and then:
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ..errors import JobSubmissionError
+from ..errors import JobSubmissionError, LimitRefusedError
 from ..jobscript import TASK_INDEX_VARIABLE, PreparedJob, TaskSpec, new_token
 from ..model import JobStatus
 from ..resources import Resources
@@ -48,6 +48,10 @@ class Order:
     #: rendering of one order (a dry run's jobspec and command line) shows the same paths
     token: str = field(default_factory=new_token)
     made: datetime = field(default_factory=datetime.now)
+
+
+def _shifted(submitted: Sequence[Submitted], offset: int) -> List[Submitted]:
+    return [replace(item, index=item.index + offset) for item in submitted]
 
 
 def batches(
@@ -144,17 +148,21 @@ class Submission:
         plans = self.plan(order, known)
         launcher = self.launcher(order.options)
         done: List[Submitted] = []
+        offset = 0  # each chunk's indexes are its own; the caller's, the order's
         for planned, chunk in plans:
             try:
-                done.extend(self._send(planned, chunk, launcher))
+                done.extend(_shifted(self._send(planned, chunk, launcher), offset))
             except PartialSubmissionError as exc:
+                went = done + _shifted(exc.submitted, offset)
                 raise PartialSubmissionError(
-                    done + exc.submitted, exc.failures, len(order.tasks)
+                    went, exc.failures, len(order.tasks), exc.limited
                 ) from exc
             except JobSubmissionError as exc:
                 if not done:
                     raise
-                raise PartialSubmissionError(done, [str(exc)], len(order.tasks)) from exc
+                limited = isinstance(exc, LimitRefusedError)
+                raise PartialSubmissionError(done, [str(exc)], len(order.tasks), limited) from exc
+            offset += len(chunk)
         ids = [item.job_id for item in done]
         folder = plans[0][0].batch.job.remote_dir
         log.info(
@@ -165,8 +173,8 @@ class Submission:
     def _send(self, planned: Planned, tasks: List[TaskSpec], launcher: str) -> List[Submitted]:
         batch = planned.batch
         array_variable = self.driver.capabilities.array_index_variable
-        wrapper = staging.wrapper_text(batch.job, tasks, array_variable, launcher)
-        self.stager.stage(batch.job, tasks, wrapper)
+        files = staging.wrapper_files(batch.job, tasks, array_variable, launcher)
+        self.stager.stage(batch.job, tasks, files)
         try:
             submitted = self.driver.submit_many(planned)
         except PartialSubmissionError as exc:

@@ -281,10 +281,40 @@ def send_or_feed(
                 return adapter._submission().run(order)
             except LimitRefusedError as exc:
                 log.info("the scheduler takes no more jobs now (%s): feeding them as a sweep", exc)
+            except PartialSubmissionError as exc:
+                if not exc.limited:
+                    raise
+                return _feed_the_rest(adapter, order, exc, resources, options, name)
         max_queued = cap
     sweep = Sweep(adapter, name, max_queued)
     sweep.add_order(order, resources, options)
     return sweep.submit(order.remote_dir)
+
+
+def _feed_the_rest(
+    adapter: SchedulerAdapter,
+    order: Order,
+    refused: PartialSubmissionError,
+    resources: Optional[Mapping[str, Any]],
+    options: Mapping[str, Any],
+    name: Optional[str],
+) -> List[str]:
+    """Some went in, the rest was refused for the cluster's cap: the rest goes in as a
+    sweep through that cap (what was taken); every id, in task order."""
+    went = {item.index: item.job_id for item in refused.submitted}
+    rest = [index for index in range(len(order.tasks)) if index not in went]
+    log.info(
+        "the scheduler took %d job(s) and no more (%s): feeding the other %d as a sweep",
+        len(went),
+        refused.failures[0] if refused.failures else "a limit",
+        len(rest),
+    )
+    tasks = [order.tasks[index] for index in rest]
+    later = Order(tasks, order.resources, order.depends_on, order.remote_dir, order.options)
+    sweep = Sweep(adapter, name, max(len(went), 1))
+    sweep.add_order(later, resources, options)
+    went.update(zip(rest, sweep.submit(later.remote_dir)))
+    return [went[index] for index in range(len(order.tasks))]
 
 
 def _shared(order: Order) -> tuple:

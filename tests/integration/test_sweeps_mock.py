@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 
 from hpcbridge import JobState, JobSubmissionError, LimitRefusedError, MockAdapter, Settings
+from hpcbridge.schedulers.driver import PartialSubmissionError
 from hpcbridge.schedulers.mock import MockDriver
 from hpcbridge.schedulers.sweeping import Sweep
 from hpcbridge.sweep_store import SweepBook
@@ -100,6 +101,39 @@ def test_a_refusal_for_the_cluster_cap_holds_the_rest_back_and_is_no_failure(
     assert len(ids) == 8 and {s.state for s in final.values()} == {JobState.COMPLETED}
     assert CappedDriver.refusals > 0
     assert most_at_once(intervals(adapter, ids)) <= CappedDriver.cap
+    adapter.close()
+
+
+class PartlyDriver(MockDriver):
+    """Takes tasks 0 and 2 of its first submission and refuses the rest for a cap, as
+    Flux does a pipelined batch when a job ends midway (not the first ones only)."""
+
+    calls = 0
+
+    def submit_many(self, planned: Any) -> Any:
+        type(self).calls += 1
+        batch = planned.batch
+        if type(self).calls > 1 or batch.count < 4:
+            return super().submit_many(planned)
+        took = [self._start(batch, index) for index in (0, 2)]
+        refused = ["flux-job: user has max active jobs"] * (batch.count - 2)
+        raise PartialSubmissionError(took, refused, batch.count, limited=True)
+
+
+def test_the_rest_of_a_partly_refused_submission_is_fed_each_task_once(
+    state_dir: Path, make_script: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("hpcbridge.schedulers.mock.MockDriver", PartlyDriver)
+    adapter = MockAdapter(settings=Settings.from_env({}, state_dir=str(state_dir)))
+    out = tmp_path / "ran"
+    scripts = [make_script(f"echo {i} >> {out}", f"task{i}.sh") for i in range(6)]
+    ids = adapter.submit_many(scripts)  # no cap given or known: met on the way
+    final = adapter.wait_all(ids, poll_interval=1, timeout=120)
+    assert PartlyDriver.calls > 1 and len(set(ids)) == 6
+    assert {status.state for status in final.values()} == {JobState.COMPLETED}
+    assert sorted(out.read_text().split(), key=int) == [str(i) for i in range(6)]
+    records = adapter.store.get_many("mock", adapter.host_label, ids)
+    assert [records[job_id].script for job_id in ids] == scripts  # each id is its task's
     adapter.close()
 
 

@@ -350,8 +350,7 @@ class NativeDriver:
         return MAX_BATCH
 
     def queue_limit(self) -> Optional[int]:
-        """flux-core caps no user's queued jobs (its policy limits bound a job's size and
-        duration); a sweep's own ``max_queued`` is the cap."""
+        """None, as the CLI driver's (``CLIDriver.queue_limit``)."""
         return None
 
     def find_submitted(

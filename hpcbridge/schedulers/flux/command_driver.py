@@ -260,8 +260,10 @@ class CLIDriver:
         return MAX_BATCH
 
     def queue_limit(self) -> Optional[int]:
-        """flux-core caps no user's queued jobs (its policy limits bound a job's size and
-        duration); a sweep's own ``max_queued`` is the cap."""
+        """None: flux-core caps no user's jobs, and flux-accounting's ``max_active_jobs``
+        is readable only by the instance's owner (``job-manager.jobtap-query`` is an
+        owner's RPC); a guest meets it as a refusal, "user has max active jobs", which
+        holds a sweep back (``LimitRefusedError``) and becomes its cap."""
         return None
 
     def find_submitted(

@@ -16,7 +16,7 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...durations import format_fsd
-from ...errors import JobSubmissionError, SchedulerAdapterError
+from ...errors import JobSubmissionError, LimitRefusedError, SchedulerAdapterError
 from .ids import InvalidJobIdError, canonical_job_id, decimal_job_id
 from .instance import strip_ansi
 from .jobspec import KEY_ATTRIBUTE
@@ -138,14 +138,24 @@ def scheduler_message(text: str) -> str:
     return ""
 
 
+#: Flux's words for a job refused by a cap on this user's active jobs: flux-core caps
+#: none; flux-accounting's priority plugin rejects past the bank's max_active_jobs
+LIMIT_REFUSED = ("user has max active jobs",)
+
+
+def limit_refused(text: str) -> bool:
+    """Flux refused the job because this user has as many jobs active as allowed."""
+    return any(marker in text for marker in LIMIT_REFUSED)
+
+
 def submission_error(
     text: str, argv: Optional[Sequence[str]] = None, what: str = "flux batch"
 ) -> JobSubmissionError:
-    """A ``JobSubmissionError`` carrying Flux's refusal text."""
+    """A ``JobSubmissionError`` carrying Flux's refusal text (``LimitRefusedError`` for
+    a cap on active jobs)."""
     message = scheduler_message(text) or "no message"
-    return JobSubmissionError(
-        f"{what} refused the job: {message}", argv=argv, scheduler_message=message
-    )
+    cls = LimitRefusedError if limit_refused(message) else JobSubmissionError
+    return cls(f"{what} refused the job: {message}", argv=argv, scheduler_message=message)
 
 
 # -- finding a job by its key (``adopting``) ----------------------------------------

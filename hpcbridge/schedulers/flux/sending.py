@@ -17,7 +17,7 @@ from typing import Callable, List, Sequence, Tuple
 from ...errors import JobSubmissionError
 from ...retrying import retry
 from ..driver import PartialSubmissionError, Submitted
-from .command_line import scheduler_message, submission_error
+from .command_line import limit_refused, scheduler_message, submission_error
 from .ids import canonical_job_id
 
 #: one job's outcome: (True, its id) or (False, why not)
@@ -77,7 +77,8 @@ def send(
         else:
             failures.append(value)
     if failures and submitted:
-        raise PartialSubmissionError(submitted, failures, len(outcomes))
+        limited = any(limit_refused(failure) for failure in failures)
+        raise PartialSubmissionError(submitted, failures, len(outcomes), limited)
     if failures:
         raise submission_error(failures[0], what=what)
     if not submitted:

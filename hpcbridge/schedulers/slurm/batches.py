@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Callable, List, Optional
 
-from ...errors import JobSubmissionError, SubmissionUncertainError
+from ...errors import JobSubmissionError, LimitRefusedError, SubmissionUncertainError
 from ...model import JobState, JobStatus
 from ..dependencies import refuse_unmet
 from ..driver import Capabilities, PartialSubmissionError, Planned, SubmitBatch, Submitted
@@ -109,7 +109,9 @@ def _one_by_one(batch: SubmitBatch, submit: SubmitOne) -> List[Submitted]:
                 f"task {later} not submitted: task {index} failed"
                 for later in range(index + 1, batch.count)
             ]
-            raise PartialSubmissionError(submitted, [str(exc), *skipped], batch.count) from exc
+            limited = isinstance(exc, LimitRefusedError)
+            failures = [str(exc), *skipped]
+            raise PartialSubmissionError(submitted, failures, batch.count, limited) from exc
         submitted.append(Submitted(job_id, _log_path(spec, job_id), index))
     return submitted
 
