@@ -19,6 +19,7 @@ from ..jobscript import (
     build_wrapper,
     check_environment_names,
     marker_path,
+    wrapper_parts,
 )
 from ..resources import Resources
 from ..transports.base import Executor
@@ -135,17 +136,22 @@ def plan_chunks(
     return chunks
 
 
-def wrapper_text(
+def wrapper_files(
     job: PreparedJob,
     tasks: Sequence[TaskSpec],
     array_index_variable: Optional[str],
     launcher: str = "",
-) -> str:
+) -> List[Tuple[str, str]]:
+    """``(path, text)`` of the wrapper and, with many tasks, the parts of its table
+    (``jobscript.wrapper_parts``), the wrapper last."""
     staged = [
         TaskSpec(remote, task.arguments, task.environment)
         for remote, task in zip(job.scripts, tasks)
     ]
-    return build_wrapper(staged, job.remote_dir, job.exit_file, array_index_variable, launcher)
+    wrapper = build_wrapper(
+        staged, job.remote_dir, job.exit_file, array_index_variable, launcher, job.wrapper_path
+    )
+    return [*wrapper_parts(staged, job.wrapper_path), (job.wrapper_path, wrapper)]
 
 
 class Stager:
@@ -169,8 +175,10 @@ class Stager:
         """The output path handed to the scheduler (its own placeholder kept)."""
         return posixpath.join(job.remote_dir, resources.output or self.output_template)
 
-    def stage(self, job: PreparedJob, tasks: Sequence[TaskSpec], wrapper: str) -> None:
-        """Create the job folder, copy the scripts, write the wrapper."""
+    def stage(
+        self, job: PreparedJob, tasks: Sequence[TaskSpec], files: Sequence[Tuple[str, str]]
+    ) -> None:
+        """Create the job folder, copy the scripts, write the wrapper's ``files``."""
         executor = self.executor
         try:
             executor.mkdir(job.remote_dir, mode=0o700)
@@ -180,7 +188,8 @@ class Stager:
                 if remote not in copied:
                     executor.put(task.script, remote, mode=0o700)
                     copied.add(remote)
-            executor.write_text(job.wrapper_path, wrapper, mode=0o700)
+            for path, text in files:
+                executor.write_text(path, text, mode=0o700)
         except (OSError, TransportError) as exc:
             raise JobSubmissionError(
                 f"cannot stage the job into {job.remote_dir}: {exc} "

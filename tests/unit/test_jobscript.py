@@ -1,12 +1,13 @@
 """The wrapper, run for real by /bin/sh: task choice, exit-code files, the index hidden."""
 
 import os
+import re
 import subprocess
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Dict, List
 
-from hpcbridge.jobscript import TaskSpec, build_wrapper
+from hpcbridge.jobscript import TASKS_PER_PART, TaskSpec, build_wrapper, wrapper_parts
 from hpcbridge.schedulers.tracking import ExitRecord, read_exit_file
 
 
@@ -110,3 +111,29 @@ def test_an_exit_file_with_how_long_it_ran_gives_its_start_from_the_end() -> Non
     assert started == ended - timedelta(seconds=12.5)
     assert read_exit_file("1 +oops").code == 1 and read_exit_file("1 +oops").ran is None
     assert ExitRecord(0, ran=1.0).times(None) == (None, None)  # no end: no start either
+
+
+def test_a_wrapper_of_many_tasks_keeps_its_table_in_parts_each_job_reads_one(
+    tmp_path: Path,
+) -> None:
+    script = _script(tmp_path, "say.sh", 'echo "task $1"\n')
+    tasks = [TaskSpec(script, [str(i)]) for i in range(2 * TASKS_PER_PART + 50)]
+    wrapper_path = str(tmp_path / "w.sh")
+    exit_file = str(tmp_path / "job.exit")
+    wrapper = build_wrapper(tasks, str(tmp_path), exit_file, None, "", wrapper_path)
+    parts = wrapper_parts(tasks, wrapper_path)
+    assert [path for path, _text in parts] == [f"{wrapper_path}.{k}" for k in range(3)]
+    assert len(wrapper) < 3000  # no table inline
+    for path, text in parts:
+        labels = [line for line in text.splitlines() if re.fullmatch(r"  [0-9]+\)", line)]
+        assert len(labels) <= TASKS_PER_PART  # a hundred tasks at most
+        Path(path).write_text(text)
+    for index in (0, TASKS_PER_PART - 1, TASKS_PER_PART, len(tasks) - 1):
+        result = _run(wrapper, tmp_path, {"HPCBRIDGE_TASK_INDEX": str(index)})
+        assert result.returncode == 0 and result.stdout.strip() == f"task {index}"
+        assert (tmp_path / f"job.exit.{index}").read_text().split()[0] == "0"
+    for bad in (str(len(tasks)), "07", "x", "-1"):
+        result = _run(wrapper, tmp_path, {"HPCBRIDGE_TASK_INDEX": bad})
+        assert result.returncode == 98 and "no task" in result.stderr, (bad, result.stderr)
+    # Few tasks: the table stays inline, no parts.
+    assert wrapper_parts(tasks[:TASKS_PER_PART], wrapper_path) == []
