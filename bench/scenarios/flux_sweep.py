@@ -1,23 +1,25 @@
 """Sweeps: N = 200, 1000 and 3000 one-core ``true`` plain jobs into one Flux instance,
 submitted and run to the end, seconds and each client's CPU seconds.
 
-One fresh single-broker instance (this machine's cores), drained between runs:
-raw ``flux submit --cc=1-N`` + ``flux queue drain`` (the baseline); hpcbridge
-``submit_many`` + ``wait_all(poll_interval=1)`` with the native and the CLI
-driver; PSI/J's Flux executor.  A client's CPU is its process's user + system
-time over the run, plus its child processes' (the ``flux`` commands it starts).
+Every run in a fresh single-broker instance (this machine's cores), a few rounds
+in turned order, the median kept: raw ``flux submit --cc=1-N`` + ``flux queue
+drain`` (the baseline); hpcbridge ``submit_many`` + ``wait_all(poll_interval=1)``
+with the native and the CLI driver; PSI/J's Flux executor.  A client's CPU is its
+process's user + system time over the run, plus its child processes' (the ``flux``
+commands it starts).
 """
 
 from __future__ import annotations
 
 import resource
+import statistics
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
 from ..common import Skip, row, scenario_result, skipped_row, skipped_scenario
 from . import flux_packing as packing
-from .flux_common import find_flux, flux_instance, reset
+from .flux_common import find_flux, flux_instance
 
 NAME = "flux_sweep"
 TITLE = "Sweeps of 200, 1000 and 3000 one-core `true` plain Flux jobs, seconds"
@@ -29,6 +31,8 @@ PSIJ = "PSI/J FluxJobExecutor"
 KINDS = {RAW: "raw", NATIVE: "hpcbridge", CLI: "hpcbridge", PSIJ: "peer"}
 #: the issue's targets, as a fraction of the raw speed at every N
 TARGETS = {NATIVE: 0.9, CLI: 0.6}
+#: runs of each contender at each N (the machine's noise is some 10% run to run)
+ROUNDS = 2
 
 
 def _cpu() -> float:
@@ -51,42 +55,62 @@ def _contenders(
     return {
         RAW: lambda: packing._raw_cc(instance, jobs),
         NATIVE: lambda: packing._hpcbridge(
-            flux_command, uri, "native", False, jobs, folder / f"native-{jobs}", poll_interval=1
+            flux_command, uri, "native", False, jobs, folder / "native", poll_interval=1
         ),
         CLI: lambda: packing._hpcbridge(
-            flux_command, uri, "cli", False, jobs, folder / f"cli-{jobs}", poll_interval=1
+            flux_command, uri, "cli", False, jobs, folder / "cli", poll_interval=1
         ),
         PSIJ: lambda: packing._psij(uri, jobs, folder),
     }
 
 
-def _one_size(flux_command: str, instance: Any, jobs: int, folder: Path) -> List[Dict[str, Any]]:
-    rows: List[Dict[str, Any]] = []
+def _one_run(flux_command: str, name: str, jobs: int, folder: Path) -> Tuple[float, float]:
+    """(seconds, client CPU seconds) of one contender's run, in an instance of its own:
+    an instance slows as its inactive jobs pile up, so none runs after another's."""
+    with flux_instance(flux_command, str(folder / "broker")) as instance:
+        return _measured(_contenders(flux_command, instance, jobs, folder)[name])
+
+
+def _skipped(name: str, reason: str, group: str) -> Dict[str, Any]:
+    return skipped_row(name, reason, group=group, kind=KINDS[name])
+
+
+def _one_size(flux_command: str, jobs: int, rounds: int, folder: Path) -> List[Dict[str, Any]]:
+    """Every contender ``rounds`` times, the order turned by one each round."""
+    names = list(KINDS)
+    samples: Dict[str, List[Tuple[float, float]]] = {name: [] for name in names}
+    failed: Dict[str, Dict[str, Any]] = {}
     group = f"N={jobs}"
-    for name, work in _contenders(flux_command, instance, jobs, folder).items():
-        try:
-            seconds, cpu = _measured(work)
-        except ImportError as exc:
-            rows.append(skipped_row(name, f"not installed: {exc}", group=group, kind=KINDS[name]))
-        except Skip as exc:
-            rows.append(skipped_row(name, str(exc), group=group, kind=KINDS[name]))
-        except Exception as exc:  # noqa: BLE001 - one contender failing is a result
-            reason = f"failed: {type(exc).__name__}: {exc}"[:400]
-            rows.append(skipped_row(name, reason, group=group, kind=KINDS[name]))
-        else:
-            rows.append(
-                row(
-                    name,
-                    [seconds],
-                    group=group,
-                    kind=KINDS[name],
-                    jobs=jobs,
-                    client_cpu_s=round(cpu, 2),
-                    cpu_ms_per_job=round(1000 * cpu / jobs, 3),
-                )
+    for turn in range(rounds):
+        for name in names[turn % len(names) :] + names[: turn % len(names)]:
+            if name in failed:
+                continue
+            where = folder / f"n{jobs}r{turn}c{names.index(name)}"  # short: a socket's path
+            try:
+                samples[name].append(_one_run(flux_command, name, jobs, where))
+            except ImportError as exc:
+                failed[name] = _skipped(name, f"not installed: {exc}", group)
+            except Skip as exc:
+                failed[name] = _skipped(name, str(exc), group)
+            except Exception as exc:  # noqa: BLE001 - one contender failing is a result
+                failed[name] = _skipped(name, f"failed: {type(exc).__name__}: {exc}"[:400], group)
+    rows: List[Dict[str, Any]] = []
+    for name in names:
+        if name in failed:
+            rows.append(failed[name])
+            continue
+        cpu = statistics.median(cpu for _seconds, cpu in samples[name])
+        rows.append(
+            row(
+                name,
+                [seconds for seconds, _cpu in samples[name]],
+                group=group,
+                kind=KINDS[name],
+                jobs=jobs,
+                client_cpu_s=round(cpu, 2),
+                cpu_ms_per_job=round(1000 * cpu / jobs, 3),
             )
-        reset(instance, timeout=600)
-        instance.run(["queue", "drain"], timeout=600)
+        )
     return rows
 
 
@@ -121,11 +145,11 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
     except Skip as exc:
         return skipped_scenario(NAME, TITLE, str(exc))
     sizes = [40, 120] if quick else [200, 1000, 3000]
+    rounds = 1 if quick else ROUNDS
     started = time.perf_counter()
     rows: List[Dict[str, Any]] = []
-    with flux_instance(flux_command, str(workdir / "sweep-broker")) as instance:
-        for jobs in sizes:
-            rows += _one_size(flux_command, instance, jobs, workdir / "sweep")
+    for jobs in sizes:
+        rows += _one_size(flux_command, jobs, rounds, workdir / "sweep")
     result = scenario_result(
         NAME,
         TITLE,
@@ -133,11 +157,13 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
         higher_is_better=False,
         baseline=RAW,
         rows=rows,
-        params={"sizes": sizes, "rounds": 1, "job": "true, one core, plain"},
+        params={"sizes": sizes, "rounds": rounds, "job": "true, one core, plain"},
         notes=[
-            "One instance with this machine's cores; each contender submits every job, then "
-            "waits until all have ended; one run each, the instance drained in between "
-            f"(the whole scenario: {time.perf_counter() - started:.0f} s).",
+            "Each run in a fresh single-broker instance with this machine's cores (an "
+            "instance slows as its inactive jobs pile up: no contender runs after "
+            "another's); each contender submits every job, then waits until all have "
+            f"ended; {rounds} rounds, the order turned by one each round, the median "
+            f"shown (the whole scenario: {time.perf_counter() - started:.0f} s).",
             "client_cpu_s: the client's own CPU plus its child processes' (flux commands); "
             "on a 2-core instance that CPU is taken from the jobs.",
             "hpcbridge's native driver hears every job's end from the instance's journal "
