@@ -98,12 +98,9 @@ class SchedulerAdapter(ABC):
         self.remote_workdir = remote_workdir or self.settings.remote_workdir or self._workdir()
         self.store = store if store is not None else JobStore(self.settings.database_path)
         self.unknown_limit = unknown_limit or self.settings.unknown_limit
+        files = self.executor  # the exit-code files: read, and their mtimes
         self.tracker = JobTracker(
-            self.store,
-            self.scheduler_name,
-            self.host_label,
-            self.executor.read_text,
-            self.executor.stat_many,
+            self.store, self.scheduler_name, self.host_label, files.read_text, files.stat_many
         )
         self.stager = Stager(
             self.executor,
@@ -296,8 +293,7 @@ class SchedulerAdapter(ABC):
     # -- waiting ----------------------------------------------------------
 
     def wait_until_complete(self, job_id: Any, *args: Any, **kwargs: Any) -> str:
-        """Wait until the job ends (whatever its final state); return its log path.
-        Takes ``wait``'s arguments."""
+        """Wait (``wait``'s arguments) until the job ends, whatever its end; its log path."""
         self.wait(job_id, *args, **kwargs)
         return self.log_path(job_id)
 
