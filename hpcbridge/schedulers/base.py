@@ -341,7 +341,6 @@ class SchedulerAdapter(ABC):
             made = Following(
                 driver,
                 self.tracker,
-                self.executor,
                 self.store,
                 poll_interval=interval,
                 poll_target=self.poll_target,

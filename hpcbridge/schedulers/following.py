@@ -16,7 +16,6 @@ from typing import Dict, List, Optional
 from ..errors import JobNotFoundError
 from ..model import JobStatus
 from ..store import JobStore
-from ..transports.base import Executor
 from .driver import SchedulerDriver
 from .polling import PollBoard, Poller
 from .tracking import JobTracker, ask
@@ -32,7 +31,6 @@ class Following:
         self,
         driver: SchedulerDriver,
         tracker: JobTracker,
-        executor: Executor,
         store: JobStore,
         *,
         poll_interval: float,
@@ -41,7 +39,6 @@ class Following:
     ) -> None:
         self.driver = driver
         self.tracker = tracker
-        self.executor = executor
         self.store = store
         self.scheduler_name = tracker.scheduler_name
         self.unknown_limit = unknown_limit
@@ -95,7 +92,7 @@ class Following:
             )
 
         def file_round(pending: List[str]) -> Dict[str, JobStatus]:
-            return self.tracker.ended_by_files(pending, self.executor.stat_many)
+            return self.tracker.ended_by_files(pending)
 
         def heard_round(ended: List[str]) -> Dict[str, JobStatus]:
             # The driver answers these from the events its waiter heard: no round trip.

@@ -58,14 +58,14 @@ class JobTracker:
         scheduler_name: str,
         host_label: str,
         read_text: Callable[[str], str],
-        stat_many: Optional[StatMany] = None,
+        stat_many: StatMany,
     ) -> None:
         self.store = store
         self.scheduler_name = scheduler_name
         self.host_label = host_label
         self.read_text = read_text
-        #: the exit-code files' mtimes (a job's end) where ``ended_by_files`` is not given one
-        self.stat_many: StatMany = stat_many or (lambda paths: {})
+        #: the exit-code files' mtimes (a job's end): one SFTP round for many over SSH
+        self.stat_many = stat_many
         # the last state seen of each job: spares the store on every poll
         self.known: Dict[str, JobStatus] = {}
         #: each job's exit-code file ("" when it has none), read from its record once
@@ -111,10 +111,10 @@ class JobTracker:
             self.store.update_statuses(self.scheduler_name, self.host_label, changed)
         return merged_all
 
-    def ended_by_files(self, ids: List[str], stat_many: StatMany) -> Dict[str, JobStatus]:
+    def ended_by_files(self, ids: List[str]) -> Dict[str, JobStatus]:
         """The jobs among ``ids`` whose wrapper wrote its exit-code file, from it alone.
 
-        One ``stat_many`` for all (one SFTP round over SSH), a read for each
+        One ``stat_many`` for all, a read for each
         file found.  An exit code of 128 or more (a signal: a time limit, a
         cancel) and a cancelled job are left to the scheduler, which alone can
         tell those apart.
@@ -124,7 +124,7 @@ class JobTracker:
         paths = self._exit_paths(pending)
         if not paths:
             return {}
-        found = stat_many(list(paths.values()))
+        found = self.stat_many(list(paths.values()))
         appeared = [job_id for job_id, path in paths.items() if path in found]
         # Only the records of jobs whose file appeared are read (a cancel may be asked).
         records = self._records(appeared)

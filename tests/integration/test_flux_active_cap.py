@@ -22,6 +22,7 @@ from hpcbridge.model import JobState
 from tests.conftest import REPO
 from tests.support.flux_cases import (
     flux_params,
+    instance_spans,
     make_adapter,
     native_bindings_or_skip,
     require_flux,
@@ -78,7 +79,7 @@ def test_a_cap_met_on_the_way_holds_the_rest_back_and_fails_none(
     assert "user has max active jobs" in refused.stderr, refused.stderr  # the plugin refuses
     capped.check(["cancel", "--all"])
     capped.check(["queue", "drain"])
-    before = len(capped.check(["jobs", "-a", "-n", "-c", "100000", "-o", "{id}"]).split())
+    before = len(instance_spans(capped))
     adapter = make_adapter(
         driver,
         capped.uri,
@@ -94,8 +95,7 @@ def test_a_cap_met_on_the_way_holds_the_rest_back_and_fails_none(
     assert len(ids) == JOBS and len(set(ids)) == JOBS
     assert {status.state for status in final.values()} == {JobState.COMPLETED}
     assert sorted((tmp_path / "ran").read_text().split(), key=int) == [str(i) for i in range(JOBS)]
-    out = capped.check(["jobs", "-a", "-n", "-c", "100000", "-o", "{t_submit} {t_inactive}"])
-    spans = [tuple(float(word) for word in line.split()) for line in out.splitlines() if line]
+    spans = instance_spans(capped)
     ours = spans[: len(spans) - before]  # newest first: this case's
     assert len(ours) == JOBS  # a refused job is never made: each task went in once
     assert most_at_once(ours) <= CAP

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import shlex
 from pathlib import Path
-from typing import Any, Iterator, List, Tuple
+from typing import Any, Iterator
 
 import pytest
 
@@ -21,6 +21,7 @@ from hpcbridge.model import JobState
 from hpcbridge.schedulers.sweeping import Sweep
 from tests.support.flux_cases import (
     flux_params,
+    instance_spans,
     make_adapter,
     native_bindings_or_skip,
     require_flux,
@@ -45,13 +46,6 @@ def broker(
     instance = start_instance(tmp_path_factory.mktemp("flux-sweeps"), flux=flux, cores=16)
     yield instance
     instance.stop()
-
-
-def instance_spans(broker: Any) -> List[Tuple[float, float]]:
-    """(t_submit, t_inactive) of every job the instance has seen, by its own clock."""
-    out = broker.check(["jobs", "-a", "-n", "-c", "100000", "-o", "{t_submit} {t_inactive}"])
-    spans = [tuple(float(word) for word in line.split()) for line in out.splitlines() if line]
-    return [(start, end) for start, end in spans]
 
 
 @pytest.mark.parametrize("driver", ["native", "cli"])

@@ -14,7 +14,7 @@ import subprocess
 import textwrap
 import time
 from pathlib import Path
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Tuple
 
 import pytest
 
@@ -140,6 +140,14 @@ def make_adapter(
     kwargs.setdefault("unknown_limit", 3)
     kwargs.setdefault("flux_command", require_flux())
     return FluxAdapter(executor=executor, uri=uri, settings=settings, driver=driver, **kwargs)
+
+
+def instance_spans(instance: FluxInstance) -> List[Tuple[float, float]]:
+    """(t_submit, t_inactive) of every job the instance has seen, newest first, by its
+    own clock."""
+    out = instance.check(["jobs", "-a", "-n", "-c", "100000", "-o", "{t_submit} {t_inactive}"])
+    rows = [line.split() for line in out.splitlines() if line]
+    return [(float(start), float(end)) for start, end in rows]
 
 
 def write_script(folder: Path, name: str, body: str) -> str:
