@@ -13,7 +13,10 @@ more often than the poller allows.  With many jobs the full ticks are spaced
 so that at most ``FULL_TICK_RATE`` jobs a second are looked at: the client's
 cost stays linear in the number of jobs, whatever their number.  A waiter that
 hears ends (Flux's bindings) wakes the loop with the ids that ended: that tick
-looks at those alone, and while it hears, no exit-code file is looked at.  An
+looks at those alone, and while it hears, no exit-code file is looked at and a
+full tick is only the safety net (and the running jobs' states for ``on_poll``):
+at most ``HEARING_TICK_RATE`` jobs a second, at least every ``HEARING_GAP``
+seconds.  An
 UNKNOWN answer counts towards the streak only when it is a new answer
 (``ANSWERED_AT``), not a repeat of the last one.
 """
@@ -40,6 +43,10 @@ StatusRound = Callable[[List[str]], Dict[str, JobStatus]]
 ANSWERED_AT = "answered_at"
 #: the most jobs a second the full ticks look at (3,000 unfinished: a full tick every 1.5 s)
 FULL_TICK_RATE = 2000.0
+#: the same while the waiter hears every end (1,000 unfinished: a full tick every 10 s)
+HEARING_TICK_RATE = 100.0
+#: the longest gap between two full ticks while the waiter hears every end
+HEARING_GAP = 30.0
 
 
 class Sleeper:
@@ -117,7 +124,8 @@ def wait_for_all(
                 if ended:
                     _take(progress, _asked(heard_round or status_round, ended), plan)
             else:
-                next_full = time.monotonic() + _full_gap(plan, len(progress.pending))
+                gap = _full_gap(plan, len(progress.pending), waiter.listening())
+                next_full = time.monotonic() + gap
                 if plan.files and not waiter.listening():
                     # The files first: a job that ended is not asked about.
                     _take(progress, file_round(list(progress.pending)), plan)
@@ -140,9 +148,13 @@ def wait_for_all(
         waiter.close()
 
 
-def _full_gap(plan: WaitPlan, pending: int) -> float:
-    """Seconds to the next full tick: ``notice_interval``, more for many jobs."""
-    return max(plan.notice_interval, pending / FULL_TICK_RATE)
+def _full_gap(plan: WaitPlan, pending: int, hearing: bool) -> float:
+    """Seconds to the next full tick: ``notice_interval``, more for many jobs, more
+    again while the waiter hears every end."""
+    gap = max(plan.notice_interval, pending / FULL_TICK_RATE)
+    if hearing:
+        gap = max(gap, min(pending / HEARING_TICK_RATE, HEARING_GAP))
+    return gap
 
 
 def _asked(status_round: StatusRound, pending: List[str]) -> Dict[str, JobStatus]:

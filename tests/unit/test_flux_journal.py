@@ -27,7 +27,8 @@ BACKLOG_END = "backlog end"
 
 
 class FakeHandle:
-    """A reactor that hands queued events to the consumer until it is stopped."""
+    """A reactor that hands queued events to the consumer until it is stopped: only
+    those the stream asked for (``allow``), as the job manager does."""
 
     def __init__(self, owner: int) -> None:
         self.owner = owner
@@ -49,8 +50,11 @@ class FakeHandle:
         while self.queue and not self.stopped:
             assert self.callback is not None
             item = self.queue.pop(0)
+            allow = self.consumer.request_payload.get("allow")
             if item == BACKLOG_END:
                 self.consumer.process_response({"id": BACKLOG_END_ID, "events": []})
+            elif item is not None and allow is not None and item.name not in allow:
+                continue
             else:
                 self.callback(item)
 

@@ -1,13 +1,14 @@
 """The wait loop (``waiting.wait_for_all``) with stand-in rounds: the driver's waiter is
 made before the first status round (an event stream opened then can answer it), and
-the jobs it hears end are asked alone."""
+the jobs it hears end are asked alone; while it hears every end, the full rounds are
+spaced out (a safety net), and kept at the notice interval once it stops hearing."""
 
 from __future__ import annotations
 
 from typing import Dict, List, Set
 
 from hpcbridge.model import JobState, JobStatus
-from hpcbridge.schedulers.waiting import WaitPlan, wait_for_all
+from hpcbridge.schedulers.waiting import HEARING_GAP, WaitPlan, _full_gap, wait_for_all
 
 
 class Waiter:
@@ -56,3 +57,54 @@ def test_the_waiter_comes_before_the_first_round_and_a_heard_end_is_asked_alone(
     assert events == ["waiter", "round", "pause", "heard"]
     assert asked == [["a", "b"], ["b"]]
     assert waiters[0].closed
+
+
+def test_while_the_waiter_hears_every_end_the_full_rounds_are_a_safety_net() -> None:
+    plan = WaitPlan("test", notice_interval=1.0)
+    assert _full_gap(plan, 50, hearing=False) == 1.0
+    assert _full_gap(plan, 3000, hearing=False) == 1.5  # FULL_TICK_RATE jobs a second
+    assert _full_gap(plan, 50, hearing=True) == 1.0
+    assert _full_gap(plan, 1000, hearing=True) == 10.0  # HEARING_TICK_RATE jobs a second
+    assert _full_gap(plan, 3000, hearing=True) == HEARING_GAP
+    assert _full_gap(plan, 100000, hearing=True) == 50.0  # never past FULL_TICK_RATE
+
+
+def test_a_waiter_hearing_every_end_leaves_one_full_round() -> None:
+    jobs = [f"j{index}" for index in range(300)]
+
+    def full_rounds() -> int:
+        rounds: List[int] = []
+
+        def status_round(pending: List[str]) -> Dict[str, JobStatus]:
+            rounds.append(len(pending))
+            return {job_id: JobStatus(job_id, JobState.RUNNING) for job_id in pending}
+
+        def heard_round(ended: List[str]) -> Dict[str, JobStatus]:
+            return {job_id: JobStatus(job_id, JobState.COMPLETED) for job_id in ended}
+
+        # 300 jobs heard ending ten a pause, at once.
+        plan = WaitPlan("test", timeout=60, notice_interval=0.0, files=False)
+        final = wait_for_all(
+            jobs, status_round, lambda ids: {}, lambda ids: Hearing(ids), plan, heard_round
+        )
+        assert all(status.state is JobState.COMPLETED for status in final.values())
+        return len(rounds)
+
+    assert full_rounds() == 1  # the first; the next was 3 s away
+
+
+class Hearing:
+    """A waiter that hears ten jobs end per pause, at once."""
+
+    def __init__(self, job_ids: List[str]) -> None:
+        self.left = list(job_ids)
+
+    def pause(self, seconds: float) -> Set[str]:
+        heard, self.left = set(self.left[:10]), self.left[10:]
+        return heard
+
+    def listening(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass

@@ -35,19 +35,10 @@ from .status import JobFacts, status_from_facts
 
 log = logging.getLogger("hpcbridge")
 
-#: the events ``eventlog.apply_event`` reads: the job manager sends no others
-EVENTS = (
-    "submit",
-    "validate",
-    "depend",
-    "dependency-add",
-    "priority",
-    "alloc",
-    "start",
-    "exception",
-    "finish",
-    "clean",
-)
+#: the events asked for: those that change what a job's ``JobFacts`` say.  Not
+#: validate, depend, priority or start: every pending state is pending, and the alloc
+#: that follows them says running: four events a job, not eight.
+EVENTS = ("submit", "dependency-add", "alloc", "exception", "finish", "clean")
 #: the job manager's id on the response that ends the backlog: FLUX_JOBID_ANY, packed
 #: as a signed 64-bit integer
 BACKLOG_END_ID = -1
