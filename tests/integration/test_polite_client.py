@@ -3,8 +3,8 @@
 The module runs a Slurm 22.05 cluster of its own (``own_cluster``), so that its
 RPC counts are this module's alone:
 
-- a sweep of 200 jobs ending steadily over a minute or two, waited for with
-  ``poll_interval=10``: no more job-info rounds than the wait's length / 10 + 2,
+- a sweep of 200 jobs ending steadily for about a minute, waited for with
+  ``poll_interval=5``: no more job-info rounds than the wait's length / 5 + 2,
   and each end known within a second of the job's last act (the wrapper writing
   its exit-code file) - over SSH within two;
 - 8 processes of one user each waiting on 25 of those jobs cost the controller
@@ -37,9 +37,9 @@ from tests.support.slurm_clusters import PREFIX, job_info_rpcs, own_cluster, sdi
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 JOBS = 200
-INTERVAL = 10.0
-#: each task sleeps 2 to 5 s: 200 of them on 8 cores end steadily for about 90 s
-BODY = "sleep $(( 2 + ${SLURM_ARRAY_TASK_ID:-0} % 4 ))\n"
+INTERVAL = 5.0
+#: each task sleeps 1 to 3 s: 200 of them on 8 cores end steadily for about 50 s
+BODY = "sleep $(( 1 + ${SLURM_ARRAY_TASK_ID:-0} % 3 ))\n"
 
 
 @pytest.fixture(scope="module")
