@@ -16,9 +16,8 @@ hears ends (Flux's bindings) wakes the loop with the ids that ended: that tick
 looks at those alone, and while it hears, no exit-code file is looked at and a
 full tick is only the safety net (and the running jobs' states for ``on_poll``):
 at most ``HEARING_TICK_RATE`` jobs a second, at least every ``HEARING_GAP``
-seconds.  An
-UNKNOWN answer counts towards the streak only when it is a new answer
-(``ANSWERED_AT``), not a repeat of the last one.
+seconds.  An UNKNOWN answer counts towards the streak only when it is a new
+answer (``ANSWERED_AT``), not a repeat of the last one.
 """
 
 from __future__ import annotations
@@ -124,9 +123,9 @@ def wait_for_all(
                 if ended:
                     _take(progress, _asked(heard_round or status_round, ended), plan)
             else:
-                gap = _full_gap(plan, len(progress.pending), waiter.listening())
-                next_full = time.monotonic() + gap
-                if plan.files and not waiter.listening():
+                hearing = waiter.listening()
+                next_full = time.monotonic() + _full_gap(plan, len(progress.pending), hearing)
+                if plan.files and not hearing:
                     # The files first: a job that ended is not asked about.
                     _take(progress, file_round(list(progress.pending)), plan)
                 if progress.pending:
