@@ -26,6 +26,11 @@ started=()
 started_slurm_prefixes=()
 cleanup() {
   local status=$?
+  # A run stopped early stops the other releases' cases too (their pytest and its brokers).
+  if [ -n "${other_pid:-}" ] && kill -0 "$other_pid" 2>/dev/null; then
+    pkill -TERM -P "$other_pid" 2>/dev/null || true
+    kill "$other_pid" 2>/dev/null || true
+  fi
   for service in "${started[@]}"; do
     echo "== stopping $service"
     bash "$repo/containers/$service/stop.sh" >/dev/null 2>&1 || true
@@ -109,18 +114,31 @@ if [ "$#" -gt 0 ]; then
   echo "== pytest $*"
   "$python" -m pytest "${pytest_args[@]}" "$@" || status=1
 else
+  # The other releases' core Flux cases use only instances of their own (no Slurm, no sshd):
+  # they run beside the main suite, one release after the other, their output kept in a log
+  # that is printed when they end.
+  other_log=$(mktemp /tmp/hpcbridge-other-flux.XXXXXX)
+  (
+    other_status=0
+    for prefix in "${other_flux[@]}"; do
+      echo "== pytest: the core Flux cases against $prefix"
+      HPCBRIDGE_TEST_FLUX_PREFIXES=$prefix HPCBRIDGE_TEST_FLUX_CORE_ONLY=1 "$python" -m pytest \
+        "${pytest_args[@]}" tests/integration/test_flux_adapter.py \
+        tests/integration/test_flux_queues.py tests/integration/test_flux_fallback.py \
+        tests/integration/test_flux_sweeps.py || other_status=1
+    done
+    exit "$other_status"
+  ) >"$other_log" 2>&1 &
+  other_pid=$!
+  echo "== pytest: the core Flux cases of ${other_flux[*]:-no other release} run beside the suite"
   echo "== pytest: unit tests in random order (--randomly-seed=$seed)"
   "$python" -m pytest "${pytest_args[@]}" -p randomly --randomly-seed="$seed" tests/unit || status=1
   echo "== pytest: integration tests"
   # The slowest cases are listed, to keep the warm run within its budget.
   "$python" -m pytest "${pytest_args[@]}" --durations=25 tests/integration || status=1
-  for prefix in "${other_flux[@]}"; do
-    echo "== pytest: the core Flux cases against $prefix"
-    HPCBRIDGE_TEST_FLUX_PREFIXES=$prefix HPCBRIDGE_TEST_FLUX_CORE_ONLY=1 "$python" -m pytest \
-      "${pytest_args[@]}" tests/integration/test_flux_adapter.py \
-      tests/integration/test_flux_queues.py tests/integration/test_flux_fallback.py \
-      tests/integration/test_flux_sweeps.py || status=1
-  done
+  wait "$other_pid" || status=1
+  cat "$other_log"
+  rm -f "$other_log"
 fi
 set -e
 exit "$status"

@@ -66,11 +66,32 @@ def _contenders(
     }
 
 
-def _one_run(flux_command: str, name: str, jobs: int, folder: Path) -> Tuple[float, float]:
-    """(seconds, client CPU seconds) of one contender's run, in an instance of its own:
-    an instance slows as its inactive jobs pile up, so none runs after another's."""
+#: (seconds, client CPU seconds, the instance's own seconds) of one run
+Sample = Tuple[float, float, float]
+
+
+def _one_run(flux_command: str, name: str, jobs: int, folder: Path) -> Sample:
+    """One contender's run, in an instance of its own: an instance slows as its inactive
+    jobs pile up, so none runs after another's."""
     with flux_instance(flux_command, str(folder / "broker")) as instance:
-        return _measured(_contenders(flux_command, instance, jobs, folder)[name])
+        seconds, cpu = _measured(_contenders(flux_command, instance, jobs, folder)[name])
+        return seconds, cpu, _instance_seconds(instance)
+
+
+def _instance_seconds(instance: Any) -> float:
+    """The instance's own time for the run, from its first job's submit to its last job's
+    end (``flux jobs``): what the broker took, whoever the client was.  A run that is slow
+    here as well was a slow machine, not a slow client."""
+    out = instance.run(
+        ["jobs", "-a", "--no-header", "-o", "{t_submit} {t_inactive}"], timeout=120
+    ).stdout
+    submits, ends = [], []
+    for line in out.splitlines():
+        words = line.split()
+        if len(words) == 2:
+            submits.append(float(words[0]))
+            ends.append(float(words[1]))
+    return round(max(ends) - min(submits), 3) if submits else 0.0
 
 
 def _skipped(name: str, reason: str, group: str) -> Dict[str, Any]:
@@ -80,8 +101,7 @@ def _skipped(name: str, reason: str, group: str) -> Dict[str, Any]:
 def _one_size(flux_command: str, jobs: int, rounds: int, folder: Path) -> List[Dict[str, Any]]:
     """Every contender ``rounds`` times, the order turned by one each round."""
     names = list(KINDS)
-    #: (seconds, client CPU seconds) of each contender, by round
-    samples: Dict[str, Dict[int, Tuple[float, float]]] = {name: {} for name in names}
+    samples: Dict[str, Dict[int, Sample]] = {name: {} for name in names}
     failed: Dict[str, Dict[str, Any]] = {}
     group = f"N={jobs}"
     for turn in range(rounds):
@@ -103,23 +123,25 @@ def _one_size(flux_command: str, jobs: int, rounds: int, folder: Path) -> List[D
             rows.append(failed[name])
             continue
         runs = samples[name]
-        cpu = statistics.median(cpu for _seconds, cpu in runs.values())
+        cpu = statistics.median(cpu for _seconds, cpu, _own in runs.values())
         rows.append(
             row(
                 name,
-                [seconds for seconds, _cpu in runs.values()],
+                [seconds for seconds, _cpu, _own in runs.values()],
                 group=group,
                 kind=KINDS[name],
                 jobs=jobs,
                 client_cpu_s=round(cpu, 2),
                 cpu_ms_per_job=round(1000 * cpu / jobs, 3),
                 paired=_paired(samples[RAW], runs),
+                instance_s=statistics.median(own for _seconds, _cpu, own in runs.values()),
+                instance_samples=[own for _seconds, _cpu, own in runs.values()],
             )
         )
     return rows
 
 
-def _paired(raw: Dict[int, Tuple[float, float]], mine: Dict[int, Tuple[float, float]]) -> Any:
+def _paired(raw: Dict[int, Sample], mine: Dict[int, Sample]) -> Any:
     """The median of each round's raw seconds over this contender's in that round."""
     ratios = [raw[turn][0] / mine[turn][0] for turn in mine if turn in raw and mine[turn][0]]
     return round(statistics.median(ratios), 3) if ratios else None
@@ -192,6 +214,9 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
             f"shown (the whole scenario: {time.perf_counter() - started:.0f} s).",
             "client_cpu_s: the client's own CPU plus its child processes' (flux commands); "
             "on a 2-core instance that CPU is taken from the jobs.",
+            "instance's own s: from the first job's submit to the last job's end, as the "
+            "instance recorded them (`flux jobs`): a run slow there too was a slow "
+            "machine or broker, not a slow client.",
             "hpcbridge's native driver hears every job's end from the instance's journal "
             "(flux-core 0.68+, the instance's owner): one stream, not a watch per job.",
         ],
@@ -199,6 +224,7 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
             "columns": [
                 ("paired", "vs raw, paired by round"),
                 ("cpu_ms_per_job", "client CPU ms/job"),
+                ("instance_s", "instance's own s"),
             ]
         },
         why={
