@@ -24,13 +24,17 @@ export DO_NOT_TRACK=true PREFECT_SERVER_ANALYTICS_ENABLED=false MLFLOW_DISABLE_T
 
 started=()
 started_slurm_prefixes=()
+lane_pids=()
+lane_logs=()
 cleanup() {
   local status=$?
-  # A run stopped early stops the other releases' cases too (their pytest and its brokers).
-  if [ -n "${other_pid:-}" ] && kill -0 "$other_pid" 2>/dev/null; then
-    pkill -TERM -P "$other_pid" 2>/dev/null || true
-    kill "$other_pid" 2>/dev/null || true
-  fi
+  # A run stopped early stops the lanes beside it too (their pytest and what it started).
+  for pid in "${lane_pids[@]}"; do
+    if kill -0 "$pid" 2>/dev/null; then
+      pkill -TERM -P "$pid" 2>/dev/null || true
+      kill "$pid" 2>/dev/null || true
+    fi
+  done
   for service in "${started[@]}"; do
     echo "== stopping $service"
     bash "$repo/containers/$service/stop.sh" >/dev/null 2>&1 || true
@@ -114,12 +118,23 @@ if [ "$#" -gt 0 ]; then
   echo "== pytest $*"
   "$python" -m pytest "${pytest_args[@]}" "$@" || status=1
 else
-  # The other releases' core Flux cases use only instances of their own (no Slurm, no sshd):
-  # they run beside the main suite, one release after the other, their output kept in a log
-  # that is printed when they end.
-  other_log=$(mktemp /tmp/hpcbridge-other-flux.XXXXXX)
-  (
-    other_status=0
+  # Two lanes run beside the main suite, each its output in a log printed when all end:
+  # none of their cases touches the shared Slurm clusters.
+  # - the other flux-core releases' core cases (instances of their own), one after the other;
+  # - the modules with Slurm clusters of their own (test_polite_client counts its own
+  #   controller's RPCs) and Spack (no service), the slowest of the suite.
+  own=(tests/integration/test_polite_client.py tests/integration/test_exactly_once.py
+    tests/integration/test_slurm_no_accounting.py tests/integration/test_spack.py)
+  lane() { # lane NAME COMMAND...: run COMMAND in the background into a log of its own
+    local log
+    log=$(mktemp "/tmp/hpcbridge-lane-$1.XXXXXX")
+    shift
+    ("$@") >"$log" 2>&1 &
+    lane_pids+=($!)
+    lane_logs+=("$log")
+  }
+  other_releases() {
+    local other_status=0 prefix
     for prefix in "${other_flux[@]}"; do
       echo "== pytest: the core Flux cases against $prefix"
       HPCBRIDGE_TEST_FLUX_PREFIXES=$prefix HPCBRIDGE_TEST_FLUX_CORE_ONLY=1 "$python" -m pytest \
@@ -127,18 +142,30 @@ else
         tests/integration/test_flux_queues.py tests/integration/test_flux_fallback.py \
         tests/integration/test_flux_sweeps.py || other_status=1
     done
-    exit "$other_status"
-  ) >"$other_log" 2>&1 &
-  other_pid=$!
-  echo "== pytest: the core Flux cases of ${other_flux[*]:-no other release} run beside the suite"
+    return "$other_status"
+  }
+  own_services() {
+    echo "== pytest: the modules with services of their own: ${own[*]}"
+    "$python" -m pytest "${pytest_args[@]}" --durations=10 "${own[@]}"
+  }
+  lane flux-releases other_releases
+  lane own-services own_services
+  echo "== pytest: beside the suite, in lanes of their own: the core Flux cases of" \
+    "${other_flux[*]:-no other release}; ${own[*]}"
   echo "== pytest: unit tests in random order (--randomly-seed=$seed)"
   "$python" -m pytest "${pytest_args[@]}" -p randomly --randomly-seed="$seed" tests/unit || status=1
   echo "== pytest: integration tests"
   # The slowest cases are listed, to keep the warm run within its budget.
-  "$python" -m pytest "${pytest_args[@]}" --durations=25 tests/integration || status=1
-  wait "$other_pid" || status=1
-  cat "$other_log"
-  rm -f "$other_log"
+  ignored=()
+  for path in "${own[@]}"; do ignored+=("--ignore=$path"); done
+  "$python" -m pytest "${pytest_args[@]}" --durations=25 "${ignored[@]}" tests/integration ||
+    status=1
+  for index in "${!lane_pids[@]}"; do
+    wait "${lane_pids[$index]}" || status=1
+    cat "${lane_logs[$index]}"
+    rm -f "${lane_logs[$index]}"
+  done
+  echo "== done after $SECONDS s"
 fi
 set -e
 exit "$status"
