@@ -35,6 +35,7 @@ from typing import (
     Any,
     Dict,
     Generic,
+    List,
     Mapping,
     Optional,
     Sequence,
@@ -43,7 +44,7 @@ from typing import (
     overload,
 )
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, TransportError
 from .base import CommandResult
 from .ssh_command import build_command
 from .ssh_config import Target, resolve
@@ -51,6 +52,7 @@ from .ssh_connect import Connection, SSHOptions, open_connection
 from .ssh_files import RemoteFiles
 from .ssh_reconnect import SharedConnection
 from .ssh_run import RemoteCommands
+from .ssh_times import exact_mtime_commands, parse_exact_mtimes
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import Settings
@@ -150,6 +152,8 @@ class SSHExecutor:
         self._connections = SharedConnection(self.host, self.options, self._open)
         self._commands = RemoteCommands(self._connections)
         self._files = RemoteFiles(self._connections)
+        #: whether the host's ``stat`` gives times to the nanosecond (see stat_many)
+        self._exact_times = True
 
     def _open(self, first: bool) -> Connection:
         return open_connection(self.target, self.options, first)
@@ -264,4 +268,25 @@ class SSHExecutor:
         return self._files.exists(path)
 
     def stat_many(self, paths: Sequence[str]) -> Dict[str, float]:
-        return self._files.stat_many(paths)
+        found = self._files.stat_many(paths)
+        if found and self._exact_times:
+            found.update(self._exact_mtimes(list(found)))
+        return found
+
+    def _exact_mtimes(self, paths: List[str]) -> Dict[str, float]:
+        """The SFTP listing's whole seconds made exact (``ssh_times``): only for what it
+        found, so one command in a round where ends appeared.  A host whose ``stat`` cannot
+        say (no GNU coreutils) is not asked again: whole seconds then."""
+        exact: Dict[str, float] = {}
+        for argv in exact_mtime_commands(paths):
+            try:
+                result = self.run(argv, timeout=self.default_timeout, env={"LC_ALL": "C"})
+            except TransportError:
+                return exact  # the whole seconds stand this round
+            answered = parse_exact_mtimes(result.stdout, paths)
+            if not answered and "No such file" not in result.stderr:
+                log.info("%s: no exact file times (%s): whole seconds", self.host, result.message())
+                self._exact_times = False
+                return exact
+            exact.update(answered)
+        return exact

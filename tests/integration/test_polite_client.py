@@ -7,8 +7,9 @@ RPC counts are this module's alone:
   ``poll_interval=5``: no more job-info rounds than the wait's length / 5 + 2,
   and each end known within a second of the job's last act (the wrapper writing
   its exit-code file) - over SSH within two;
-- 8 processes of one user each waiting on 25 of those jobs cost the controller
-  what one process waiting on all 200 does (one shared poll, through the store);
+- 8 processes of one user each waiting on 25 of those jobs cost the controller, a
+  second of waiting, what one process waiting on all 200 does (one shared poll,
+  through the store);
 - on a Slurm 25.11 cluster that rate-limits every user's RPCs (``rl_enable``, a small
   bucket), 8 processes waiting on 500 jobs end with no error reaching them.
 """
@@ -247,6 +248,9 @@ def test_eight_processes_cost_what_one_does(
     finish_waiters(processes)
     waited = time.monotonic() - started
     rpcs = job_info_rpcs(cluster)
-    single = one_process["rpcs"]
-    # The same sweep, the same length of wait: the same rounds, give or take 10 %.
-    assert abs(rpcs - single) <= max(1.0, 0.1 * single), (rpcs, single, waited)
+    # One poll for all 8: the one process's bound, not 8 times it.
+    assert rpcs <= waited / INTERVAL + 2, (rpcs, waited)
+    # The same rate as the one process's, give or take 10 % and a round; by the rate, as a
+    # loaded machine stretches either wait (a CI run: 17 rounds in 95 s against 15).
+    single = one_process["rpcs"] * waited / one_process["waited"]
+    assert rpcs <= 1.1 * single + 1, (rpcs, single, waited, one_process["waited"])

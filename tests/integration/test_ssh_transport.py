@@ -622,3 +622,15 @@ def test_proxycommand(server, tmp_path):
         assert ex.target.proxy_command and ex.target.jumps == ()
         assert ex.run(["echo", "via proxy"]).stdout == "via proxy\n"
         assert ex.exists(server.known_hosts)
+
+
+def test_file_times_to_the_nanosecond(executor, remote_dir):
+    """SFTP gives whole seconds; stat_many's times are the files' own (one ``stat``)."""
+    folder = f"{remote_dir}/times"
+    executor.mkdir(folder)
+    stamps = {f"{folder}/a.exit": "1700000000.123456789", f"{folder}/b c.exit": "1700000001.5"}
+    for path, stamp in stamps.items():
+        executor.write_text(path, "0 +0.01\n")
+        assert executor.run(["touch", "-d", f"@{stamp}", "--", path]).ok
+    found = executor.stat_many([*stamps, f"{folder}/missing.exit", f"{remote_dir}/none/x"])
+    assert found == {path: float(stamp) for path, stamp in stamps.items()}

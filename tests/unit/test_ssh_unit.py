@@ -768,3 +768,30 @@ def test_a_command_that_keeps_dropping_gives_up(fake, monkeypatch):
     with pytest.raises(TransportError, match="kept dropping"):
         fake.run(["squeue"])
     assert fake.connection_count == fake.max_reconnect_attempts
+
+
+def test_exact_mtime_commands_quote_nothing_and_chunk() -> None:
+    from hpcbridge.transports.ssh_times import PATHS_PER_COMMAND, exact_mtime_commands
+
+    paths = [f"/w/{index}.exit" for index in range(PATHS_PER_COMMAND + 1)] + ["/w/0.exit"]
+    commands = exact_mtime_commands(paths)
+    assert [len(argv) - 4 for argv in commands] == [PATHS_PER_COMMAND, 1]
+    assert all(argv[:4] == ["stat", "-c", "%.9Y %n", "--"] for argv in commands)
+    assert sorted(sum((argv[4:] for argv in commands), [])) == sorted(set(paths))
+
+
+def test_parse_exact_mtimes_keeps_only_exact_times_of_asked_paths() -> None:
+    from hpcbridge.transports.ssh_times import parse_exact_mtimes
+
+    text = (
+        "1700000000.123456789 /w/a.exit\n"
+        "1700000001.500000000 /w/b c.exit\n"
+        "1700000002 /w/whole.exit\n"  # a stat without %.9Y
+        "?Y /w/odd.exit\n"
+        "1700000003.0 /w/not-asked\n"
+    )
+    asked = ["/w/a.exit", "/w/b c.exit", "/w/whole.exit", "/w/odd.exit"]
+    assert parse_exact_mtimes(text, asked) == {
+        "/w/a.exit": 1700000000.123456789,
+        "/w/b c.exit": 1700000001.5,
+    }
