@@ -5,7 +5,8 @@ Every run in a fresh single-broker instance (this machine's cores), a few rounds
 in turned order, the median kept, and beside it the median of each round's own
 ratio to raw (``paired``: this machine drifts by 10-20 % over minutes, a round's
 runs are minutes apart, the rounds are not): raw ``flux submit --cc=1-N`` + ``flux queue
-drain`` (the baseline); hpcbridge ``submit_many`` + ``wait_all(poll_interval=1)``
+drain`` (the baseline); the same with each job running hpcbridge's wrapper (what
+the jobs cost, apart from any client); hpcbridge ``submit_many`` + ``wait_all(poll_interval=1)``
 with the native and the CLI driver; PSI/J's Flux executor.  A client's CPU is its
 process's user + system time over the run, plus its child processes' (the ``flux``
 commands it starts).
@@ -27,10 +28,11 @@ NAME = "flux_sweep"
 TITLE = "Sweeps of 200, 1000 and 3000 one-core `true` plain Flux jobs, seconds"
 
 RAW = "raw flux submit --cc + flux queue drain"
+WRAPPED = "raw, each job hpcbridge's wrapper"
 NATIVE = "hpcbridge plain jobs (native)"
 CLI = "hpcbridge plain jobs (CLI)"
 PSIJ = "PSI/J FluxJobExecutor"
-KINDS = {RAW: "raw", NATIVE: "hpcbridge", CLI: "hpcbridge", PSIJ: "peer"}
+KINDS = {RAW: "raw", WRAPPED: "raw", NATIVE: "hpcbridge", CLI: "hpcbridge", PSIJ: "peer"}
 #: the issue's targets, as a fraction of the raw speed at every N
 TARGETS = {NATIVE: 0.9, CLI: 0.6}
 #: runs of each contender at each N (the machine's noise is 10-20 % run to run)
@@ -56,6 +58,7 @@ def _contenders(
     uri = instance.uri
     return {
         RAW: lambda: packing._raw_cc(instance, jobs),
+        WRAPPED: lambda: _raw_wrapped(instance, jobs, folder / "wrapped"),
         NATIVE: lambda: packing._hpcbridge(
             flux_command, uri, "native", False, jobs, folder / "native", poll_interval=1
         ),
@@ -64,6 +67,26 @@ def _contenders(
         ),
         PSIJ: lambda: packing._psij(uri, jobs, folder),
     }
+
+
+def _raw_wrapped(instance: Any, jobs: int, folder: Path) -> float:
+    """Raw ``flux submit --cc``, each job what a native hpcbridge job runs: the wrapper
+    around the script, in its folder, its output in a file of its own.  What the jobs
+    themselves cost, apart from the client."""
+    from hpcbridge.jobscript import TaskSpec, build_wrapper
+
+    folder.mkdir(parents=True, exist_ok=True)
+    script, wrapper = folder / "true.sh", folder / "wrapper.sh"
+    script.write_text("#!/bin/sh\ntrue\n")
+    wrapper.write_text(build_wrapper([TaskSpec(str(script))], str(folder), str(folder / "exit")))
+    for path in (script, wrapper):
+        path.chmod(0o755)
+    started = time.perf_counter()
+    submit = [*instance.submit_words("submit"), f"--cc=1-{jobs}", "--quiet"]
+    output = [f"--cwd={folder}", f"--output={folder}/out.{{cc}}", "--job-name=true.sh"]
+    instance.check([*submit, *output, str(wrapper)], timeout=600)
+    instance.check(["queue", "drain"], timeout=1800)
+    return time.perf_counter() - started
 
 
 #: (seconds, client CPU seconds, the instance's own seconds) of one run

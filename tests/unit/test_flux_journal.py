@@ -197,3 +197,18 @@ def test_a_waiter_gathers_the_ends_close_behind_the_first_and_returns_once_all_h
     assert waiter.pause(5.0) == {canonical_job_id(jobs[0]), canonical_job_id(jobs[1])}
     flux.handle.queue += life(jobs[2], 0)
     assert waiter.pause(60.0) == {canonical_job_id(jobs[2])}  # the last: at once
+
+
+def test_a_job_ended_before_the_stream_opened_is_left_to_listings_until_one_finds_it() -> None:
+    flux = fake_flux(owner=0)
+    gone, live = canonical_job_id(1234567), canonical_job_id(7654321)
+    journal = Journal(flux, None, {}, {gone, live})
+    waiter = JournalWaiter(journal, [gone, live])
+    flux.handle.queue += life(7654321, 0)[:1]  # the live one's submit: followed from here
+    assert waiter.pause(0.01) == set()
+    # The other ended before: no event of it will come, so the waiter does not say it
+    # hears every end (the loop lists at the notice interval) until a listing finds it.
+    assert waiter.hears(live) and not waiter.hears(gone)
+    assert not waiter.listening()
+    waiter.settled(gone)
+    assert waiter.listening() and waiter.hears(gone)

@@ -74,6 +74,9 @@ class ResultWaiter:
     def listening(self) -> bool:
         return not (self.closed or self.broken)
 
+    def settled(self, job_id: str) -> None:
+        """Nothing to note: a watch hears even a job that ended before it began."""
+
     def _fulfilled(self, future: Any, job_id: str) -> None:
         self._done.add(job_id)
         try:

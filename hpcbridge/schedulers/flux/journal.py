@@ -155,6 +155,11 @@ class Journal:
         self._heard.add(key)
         self.handle.reactor_stop()
 
+    def follows(self, key: str) -> bool:
+        """Whether the stream hears this job's end (or has heard it): it was active when
+        the stream opened, or submitted since.  A job that ended before is listed."""
+        return key in self._whole or key in self.ended
+
     def status(self, job_id: str) -> Optional[JobStatus]:
         """What its events say so far of a job followed from its submit (its state while
         it is not done: pending, running); ``None`` for any other."""
@@ -219,12 +224,28 @@ class JournalWaiter:
         #: those not heard ending yet
         self._left = set(self._watched)
         journal.follow(list(self._watched))
+        #: those the stream does not follow (yet): ended before it opened (their end is
+        #: listed), or their submit event not read yet
+        self._unfollowed = {key for key in self._left if not journal.follows(key)}
         self.closed = False
 
     def hears(self, job_id: str) -> bool:
-        return self.listening() and canonical_job_id(job_id) in self._watched
+        key = canonical_job_id(job_id)
+        followed = key not in self._unfollowed or self.journal.follows(key)
+        return self._open() and key in self._watched and followed
 
     def listening(self) -> bool:
+        """Not while a job it does not follow is unfinished: the loop's full rounds, at
+        the notice interval, list it meanwhile."""
+        if self._unfollowed:
+            self._unfollowed = {key for key in self._unfollowed if not self.journal.follows(key)}
+        return self._open() and not self._unfollowed
+
+    def settled(self, job_id: str) -> None:
+        """A listing found this job ended (the driver says so)."""
+        self._unfollowed.discard(canonical_job_id(job_id))
+
+    def _open(self) -> bool:
         return not (self.closed or self.journal.broken)
 
     def pause(self, seconds: float) -> Set[str]:
@@ -232,7 +253,7 @@ class JournalWaiter:
         behind it (one wait tick for a few, not for each); at once when all have."""
         deadline = time.monotonic() + seconds
         heard: Set[str] = set()
-        while self.listening() and time.monotonic() < deadline:
+        while self._open() and time.monotonic() < deadline:
             for key in self.journal.wait(deadline - time.monotonic()):
                 if key in self._left:
                     self._left.discard(key)
