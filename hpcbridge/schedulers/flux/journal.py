@@ -15,7 +15,10 @@ Which waiter a wait gets (``NativeDriver.waiter``):
 The stream begins with the jobs active when it opens, each with its events so far
 (read before the first status round), then goes on live; no inactive history (an
 allocation's thousands of past jobs are not sent again), and only the events read
-here (``EVENTS``).  A job that ended before the stream opened is listed instead.
+here (``EVENTS``).  A job that ended before the stream opened is listed instead,
+and while one is unfinished the waiter does not say it hears every end, so the wait
+loop lists at the notice interval, not at the slow pace kept for a stream that hears
+them all (a sweep's first jobs can end before its first wait).
 A job is heard ended at its ``clean`` event - inactive, its resources freed -
 with its state, exit code and times from its own events (``eventlog.apply_event``).
 """
