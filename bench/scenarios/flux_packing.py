@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Sequence
 
 from ..common import Skip, row, scenario_result, skipped_row, skipped_scenario
 from .flux_common import find_flux, flux_instance, flux_uri_env, psij_flux_executor, psij_flux_job
@@ -46,10 +46,14 @@ def _timed(work: Callable[[], None]) -> float:
     return time.perf_counter() - started
 
 
-def _raw_cc(instance: Any, jobs: int) -> float:
+def _raw_cc(
+    instance: Any, jobs: int, command: Sequence[str] = ("true",), options: Sequence[str] = ()
+) -> float:
+    """``flux submit --cc=1-N [options] command`` and ``flux queue drain``, seconds."""
+
     def work() -> None:
-        submit = [*instance.submit_words("submit"), f"--cc=1-{jobs}", "--quiet", "true"]
-        instance.check(submit, timeout=600)
+        submit = [*instance.submit_words("submit"), f"--cc=1-{jobs}", "--quiet", *options]
+        instance.check([*submit, *command], timeout=600)
         instance.check(["queue", "drain"], timeout=1800)
 
     return _timed(work)

@@ -81,12 +81,8 @@ def _raw_wrapped(instance: Any, jobs: int, folder: Path) -> float:
     wrapper.write_text(build_wrapper([TaskSpec(str(script))], str(folder), str(folder / "exit")))
     for path in (script, wrapper):
         path.chmod(0o755)
-    started = time.perf_counter()
-    submit = [*instance.submit_words("submit"), f"--cc=1-{jobs}", "--quiet"]
     output = [f"--cwd={folder}", f"--output={folder}/out.{{cc}}", "--job-name=true.sh"]
-    instance.check([*submit, *output, str(wrapper)], timeout=600)
-    instance.check(["queue", "drain"], timeout=1800)
-    return time.perf_counter() - started
+    return packing._raw_cc(instance, jobs, [str(wrapper)], output)
 
 
 #: (seconds, client CPU seconds, the instance's own seconds) of one run

@@ -74,8 +74,10 @@ class Executor(Protocol):
     def exists(self, path: str) -> bool: ...
 
     def stat_many(self, paths: Sequence[str]) -> Dict[str, float]:
-        """The modification time (epoch seconds) of each path that exists; over SSH one
-        listing per folder, so that many jobs' exit-code files cost one round trip."""
+        """The modification time (epoch seconds, to the nanosecond where the host says
+        so) of each path that exists; over SSH one listing per folder, so that many jobs'
+        exit-code files cost one round trip, and one ``stat`` for the paths it found
+        (SFTP's times are whole seconds)."""
         ...
 
     def abspath(self, path: str) -> str:

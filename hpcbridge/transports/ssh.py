@@ -280,7 +280,7 @@ class SSHExecutor:
         exact: Dict[str, float] = {}
         for argv in exact_mtime_commands(paths):
             try:
-                result = self.run(argv, timeout=self.default_timeout, env={"LC_ALL": "C"})
+                result = self.run(argv, env={"LC_ALL": "C"})
             except TransportError:
                 return exact  # the whole seconds stand this round
             answered = parse_exact_mtimes(result.stdout, paths)

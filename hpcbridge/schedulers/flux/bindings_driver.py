@@ -22,7 +22,7 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from ...errors import JobSubmissionError, SchedulerAdapterError
 from ...model import JobStatus
@@ -182,7 +182,7 @@ class NativeDriver:
         self._ready = False
         #: final statuses the waiters' result futures brought (answered once, then dropped)
         self._ended: Dict[str, JobStatus] = {}
-        self._waiters: List[Any] = []
+        self._waiters: List[Union[JournalWaiter, ResultWaiter]] = []
         #: the instance's journal, one stream for all our jobs (``journal``); why not
         self._journal: Optional[Journal] = None
         self._no_journal: Optional[str] = None
