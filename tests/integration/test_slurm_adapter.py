@@ -361,10 +361,20 @@ def test_controller_restart_while_waiting(
     if target.label == "25.11-cli":  # the CLI's outage handling runs in 22.05-cli (and -ssh)
         pytest.skip("the CLI driver rides a restart out in 22.05-cli; 25.11 runs pyslurm's")
     adapter.unknown_limit = 60  # the restart takes a few seconds of failed queries
-    # The job outlives the outage: its exit-code file (which the adapter reads
-    # for any job the scheduler cannot answer for) appears only after the restart.
-    marker = Path(adapter.remote_workdir) / f"started-{uuid.uuid4().hex[:8]}"
-    job_id = adapter.submit_job(script(f"touch {marker}; sleep 30; exit 2"))
+    # The job outlives the outage: its exit-code file (which the adapter reads for any
+    # job the scheduler cannot answer for) appears only once slurmctld is back, whatever
+    # the restart takes on a loaded machine - the job ends when the test releases it
+    # (or after 150 s).  The SSH test server is this machine: its files are ours too.
+    tag = uuid.uuid4().hex[:8]
+    marker = Path(adapter.remote_workdir) / f"started-{tag}"
+    release = Path(adapter.remote_workdir) / f"release-{tag}"
+    job_id = adapter.submit_job(
+        script(
+            f"touch {marker}; i=0\n"
+            f"while [ ! -e {release} ] && [ $i -lt 300 ]; do sleep 0.5; i=$((i+1)); done\n"
+            "exit 2"
+        )
+    )
     assert wait_for_state(adapter, job_id, JobState.RUNNING).state is JobState.RUNNING
     # RUNNING begins with the prolog: a controller stopped before the batch script was
     # launched may lose the launch (the job then stays RUNNING with nothing running).
@@ -386,10 +396,13 @@ def test_controller_restart_while_waiting(
         # Down for longer than one squeue's own retries (~9 s before "Unable
         # to contact slurm controller"), so that the wait does see failures.
         time.sleep(1)
-        stopped = ctld("stop")
-        time.sleep(14)
-        restarted["result"] = ctld("start") if stopped.returncode == 0 else stopped
-        restarted["done"] = time.monotonic()
+        try:
+            stopped = ctld("stop")
+            time.sleep(14)
+            restarted["result"] = ctld("start") if stopped.returncode == 0 else stopped
+            restarted["done"] = time.monotonic()
+        finally:
+            release.touch()
 
     observed: List[JobStatus] = []
     driver = adapter.open().driver
