@@ -59,7 +59,19 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Set, Tuple, TypeVar
+from typing import (
+    Callable,
+    Collection,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Protocol,
+    Sequence,
+    Set,
+    Tuple,
+    TypeVar,
+)
 
 from ..errors import JobSubmissionError, SchedulerUnavailableError
 from ..jobscript import TASK_INDEX_VARIABLE, PreparedJob
@@ -193,6 +205,11 @@ class Waiter(Protocol):
 
     def listening(self) -> bool:
         """Whether it hears every watched job's end now (then no exit-code file is read)."""
+        ...
+
+    def settled(self, job_ids: Collection[str]) -> None:
+        """These watched jobs are known to have ended (a listing, an exit-code file, or
+        this waiter): it no longer waits for them, heard or not."""
         ...
 
     def close(self) -> None: ...

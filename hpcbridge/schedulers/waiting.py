@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Set
+from typing import Callable, Collection, Dict, List, Optional, Set
 
 from ..errors import JobNotFoundError, JobTimeoutError, TransportError
 from ..model import JobState, JobStatus
@@ -57,6 +57,9 @@ class Sleeper:
 
     def listening(self) -> bool:
         return False
+
+    def settled(self, job_ids: Collection[str]) -> None:
+        """Nothing to note."""
 
     def close(self) -> None:
         """Nothing to release."""
@@ -121,15 +124,19 @@ def wait_for_all(
                 # The waiter heard these end: they alone are asked (from its events).
                 ended = [job_id for job_id in heard if job_id in progress.pending]
                 if ended:
-                    _take(progress, _asked(heard_round or status_round, ended), plan)
+                    waiter.settled(
+                        _take(progress, _asked(heard_round or status_round, ended), plan)
+                    )
             else:
                 hearing = waiter.listening()
                 next_full = time.monotonic() + _full_gap(plan, len(progress.pending), hearing)
                 if plan.files and not hearing:
                     # The files first: a job that ended is not asked about.
-                    _take(progress, file_round(list(progress.pending)), plan)
+                    waiter.settled(_take(progress, file_round(list(progress.pending)), plan))
                 if progress.pending:
-                    _take(progress, _asked(status_round, list(progress.pending)), plan)
+                    waiter.settled(
+                        _take(progress, _asked(status_round, list(progress.pending)), plan)
+                    )
             if plan.on_poll is not None:
                 plan.on_poll(progress.latest)
             if not progress.pending:
@@ -167,9 +174,11 @@ def _asked(status_round: StatusRound, pending: List[str]) -> Dict[str, JobStatus
         return {job_id: JobStatus(job_id, JobState.UNKNOWN, reason=reason) for job_id in pending}
 
 
-def _take(progress: _Progress, statuses: Dict[str, JobStatus], plan: WaitPlan) -> None:
-    """Note what changed; call ``on_change`` for each job whose state changed."""
+def _take(progress: _Progress, statuses: Dict[str, JobStatus], plan: WaitPlan) -> List[str]:
+    """Note what changed; call ``on_change`` for each job whose state changed; the jobs
+    that ended (the waiter is told: it may not hear them, see ``Waiter.settled``)."""
     progress.latest.update(statuses)
+    ended: List[str] = []
     for job_id in [job_id for job_id in statuses if job_id in progress.pending]:
         status = statuses[job_id]
         if status.state is JobState.UNKNOWN:
@@ -183,6 +192,8 @@ def _take(progress: _Progress, statuses: Dict[str, JobStatus], plan: WaitPlan) -
         if status.is_terminal:
             progress.final[job_id] = status
             del progress.pending[job_id]
+            ended.append(job_id)
+    return ended
 
 
 def _count_unknown(progress: _Progress, job_id: str, status: JobStatus, plan: WaitPlan) -> None:

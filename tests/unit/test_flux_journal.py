@@ -210,5 +210,5 @@ def test_a_job_ended_before_the_stream_opened_is_left_to_listings_until_one_find
     # hears every end (the loop lists at the notice interval) until a listing finds it.
     assert waiter.hears(live) and not waiter.hears(gone)
     assert not waiter.listening()
-    waiter.settled(gone)
+    waiter.settled([gone])
     assert waiter.listening() and waiter.hears(gone)

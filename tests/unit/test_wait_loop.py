@@ -5,7 +5,7 @@ spaced out (a safety net), and kept at the notice interval once it stops hearing
 
 from __future__ import annotations
 
-from typing import Dict, List, Set
+from typing import Collection, Dict, List, Set
 
 from hpcbridge.model import JobState, JobStatus
 from hpcbridge.schedulers.waiting import HEARING_GAP, WaitPlan, _full_gap, wait_for_all
@@ -23,6 +23,9 @@ class Waiter:
 
     def listening(self) -> bool:
         return True
+
+    def settled(self, job_ids: Collection[str]) -> None:
+        pass
 
     def close(self) -> None:
         self.closed = True
@@ -102,5 +105,53 @@ class Hearing:
     def listening(self) -> bool:
         return True
 
+    def settled(self, job_ids: Collection[str]) -> None:
+        pass
+
     def close(self) -> None:
         pass
+
+
+class HearingAllBut(Hearing):
+    """Hears the jobs it follows end, ten a pause; not ``gone`` (it ended before the
+    stream opened): it says it hears every end only once told ``gone`` ended."""
+
+    def __init__(self, job_ids: List[str], gone: str) -> None:
+        super().__init__([job_id for job_id in job_ids if job_id != gone])
+        self.unfollowed = {gone}
+        self.told: List[str] = []
+
+    def listening(self) -> bool:
+        return not self.unfollowed
+
+    def settled(self, job_ids: Collection[str]) -> None:
+        self.told.extend(job_ids)
+        self.unfollowed.difference_update(job_ids)
+
+
+def test_a_job_ended_by_its_file_is_told_to_the_waiter_which_then_hears_every_end() -> None:
+    jobs = [f"j{index}" for index in range(300)]
+    file_rounds: List[int] = []
+    waiters: List[HearingAllBut] = []
+
+    def file_round(pending: List[str]) -> Dict[str, JobStatus]:
+        file_rounds.append(len(pending))
+        return {"j0": JobStatus("j0", JobState.COMPLETED)} if "j0" in pending else {}
+
+    def status_round(pending: List[str]) -> Dict[str, JobStatus]:
+        return {job_id: JobStatus(job_id, JobState.RUNNING) for job_id in pending}
+
+    def heard_round(ended: List[str]) -> Dict[str, JobStatus]:
+        return {job_id: JobStatus(job_id, JobState.COMPLETED) for job_id in ended}
+
+    def make_waiter(job_ids: List[str]) -> HearingAllBut:
+        waiters.append(HearingAllBut(job_ids, "j0"))
+        return waiters[0]
+
+    # With no end heard for a while, full rounds (and file rounds while it does not
+    # hear every end) come at the notice interval: none once it hears every end.
+    plan = WaitPlan("test", timeout=60, notice_interval=0.0)
+    final = wait_for_all(jobs, status_round, file_round, make_waiter, plan, heard_round)
+    assert all(status.state is JobState.COMPLETED for status in final.values())
+    assert file_rounds == [300]  # the first round's files ended j0; the waiter was told
+    assert waiters[0].told[0] == "j0" and sorted(waiters[0].told) == sorted(jobs)

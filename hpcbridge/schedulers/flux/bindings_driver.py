@@ -292,8 +292,6 @@ class NativeDriver:
             for job_id, found in fresh.items():
                 if found.is_terminal:
                     self._listed.pop(job_id, None)
-                    for waiter in self._waiters:
-                        waiter.settled(job_id)
                 else:
                     self._listed[job_id] = (now, found)
             answers.update(fresh)

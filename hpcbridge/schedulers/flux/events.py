@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Collection, Dict, List, Optional, Set
 
 from ...model import JobStatus
 from .ids import parse_job_id
@@ -74,7 +74,7 @@ class ResultWaiter:
     def listening(self) -> bool:
         return not (self.closed or self.broken)
 
-    def settled(self, job_id: str) -> None:
+    def settled(self, job_ids: Collection[str]) -> None:
         """Nothing to note: a watch hears even a job that ended before it began."""
 
     def _fulfilled(self, future: Any, job_id: str) -> None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any, Callable, Dict, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Collection, Dict, Optional, Sequence, Set, Tuple
 
 from ...model import JobStatus
 from .eventlog import apply_event, settle
@@ -239,14 +239,19 @@ class JournalWaiter:
 
     def listening(self) -> bool:
         """Not while a job it does not follow is unfinished: the loop's full rounds, at
-        the notice interval, list it meanwhile."""
+        the notice interval, list it (or find its exit-code file) meanwhile, and say
+        when it ended (``settled``)."""
         if self._unfollowed:
             self._unfollowed = {key for key in self._unfollowed if not self.journal.follows(key)}
         return self._open() and not self._unfollowed
 
-    def settled(self, job_id: str) -> None:
-        """A listing found this job ended (the driver says so)."""
-        self._unfollowed.discard(canonical_job_id(job_id))
+    def settled(self, job_ids: Collection[str]) -> None:
+        """Known ended, heard or not (one that ended before the stream opened: a listing
+        or its exit-code file said so): no longer waited for."""
+        for job_id in job_ids:
+            key = canonical_job_id(job_id)
+            self._unfollowed.discard(key)
+            self._left.discard(key)
 
     def _open(self) -> bool:
         return not (self.closed or self.journal.broken)
