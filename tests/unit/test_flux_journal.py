@@ -10,56 +10,49 @@ The real stream is tested on flux-core 0.88 by the native Flux integration cases
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any, Callable, List, Optional
+from typing import Any, List, Optional, Sequence
 
 from hpcbridge.model import JobState
 from hpcbridge.schedulers.flux.ids import canonical_job_id
-from hpcbridge.schedulers.flux.journal import (
-    BACKLOG_END_ID,
-    EVENTS,
-    Journal,
-    JournalWaiter,
-    journal_usable,
-)
+from hpcbridge.schedulers.flux.journal import EVENTS, Journal, JournalWaiter, journal_usable
+from hpcbridge.schedulers.flux.journal_stream import BACKLOG_END_ID, request_payload
 
 #: in a fake reactor's queue: the job manager's response that ends the backlog
 BACKLOG_END = "backlog end"
 
 
 class FakeHandle:
-    """A reactor that hands queued events to the consumer until it is stopped: only
-    those the stream asked for (``allow``), as the job manager does."""
+    """The broker's handle, and the journal stream on it: queued events are answered one a
+    response, only those the stream asked for (``allow``), as the job manager does."""
 
     def __init__(self, owner: int) -> None:
         self.owner = owner
-        #: the backlog (events, then its end), then live events
+        #: the backlog (events, then its end), then live events; None: the stream's end
         self.queue: List[Any] = [BACKLOG_END]
-        self.callback: Optional[Callable[[Any], None]] = None
-        self.consumer: Any = None
-        self.stopped = False
+        self.events: Optional[Sequence[str]] = None
 
     def attr_get(self, name: str) -> str:
         assert name == "security.owner"
         return str(self.owner)
 
-    def reactor_stop(self) -> None:
-        self.stopped = True
+    def open(self, flux_module: Any, handle: Any, events: Sequence[str]) -> FakeHandle:
+        """The ``stream`` a ``Journal`` is given: this handle, asked for ``events``."""
+        assert handle is self
+        self.events = events
+        return self
 
-    def reactor_run(self, flags: int = 0) -> None:
-        self.stopped = False
-        while self.queue and not self.stopped:
-            assert self.callback is not None
+    def next(self, timeout: float) -> Optional[dict]:
+        while self.queue:
             item = self.queue.pop(0)
-            allow = self.consumer.request_payload.get("allow")
             if item == BACKLOG_END:
-                self.consumer.process_response({"id": BACKLOG_END_ID, "events": []})
-            elif item is not None and allow is not None and item.name not in allow:
+                return {"id": BACKLOG_END_ID, "events": []}
+            if item is None:
+                raise EOFError("the journal stream ended")
+            if self.events is not None and item.name not in self.events:
                 continue
-            else:
-                self.callback(item)
-
-    def timer_watcher_create(self, timeout: float, callback: Callable[..., None]) -> Any:
-        return SimpleNamespace(start=lambda: None, stop=lambda: None, destroy=lambda: None)
+            entry = {"name": item.name, "timestamp": item.timestamp, "context": item.context}
+            return {"id": item.jobid, "events": [entry]}
+        return None
 
     def close(self) -> None:
         pass
@@ -67,32 +60,12 @@ class FakeHandle:
 
 def fake_flux(owner: int, with_journal: bool = True) -> Any:
     handle = FakeHandle(owner)
+    job = SimpleNamespace(JournalConsumer=object) if with_journal else SimpleNamespace()
+    return SimpleNamespace(Flux=lambda *args: handle, job=job, handle=handle)
 
-    class Consumer:
-        def __init__(self, flux_handle: FakeHandle, full: bool) -> None:
-            self.full = full
-            self.handle = flux_handle
-            flux_handle.consumer = self
 
-        @property
-        def request_payload(self) -> dict:
-            return {"full": self.full}
-
-        def process_response(self, resp: dict) -> dict:
-            return {"jobid": resp.get("id")}
-
-        def set_callback(self, callback: Callable[[Any], None]) -> None:
-            self.handle.callback = callback
-
-        def start(self) -> Consumer:
-            return self
-
-        def stop(self) -> None:
-            pass
-
-    job = SimpleNamespace(JournalConsumer=Consumer) if with_journal else SimpleNamespace()
-    constants = SimpleNamespace(FLUX_REACTOR_NOWAIT=2)
-    return SimpleNamespace(Flux=lambda *args: handle, job=job, handle=handle, constants=constants)
+def fake_journal(flux: Any, uri: Any, ended: dict, ours: set) -> Journal:
+    return Journal(flux, uri, ended, ours, stream=flux.handle.open)
 
 
 def event(job: int, name: str, stamp: float, **context: Any) -> Any:
@@ -117,7 +90,7 @@ def test_a_job_followed_from_its_submit_ends_with_its_own_events() -> None:
     flux = fake_flux(owner=0)
     ended: dict = {}
     job = canonical_job_id(1234567)
-    journal = Journal(flux, "local:///x", ended, {job})
+    journal = fake_journal(flux, "local:///x", ended, {job})
     waiter = JournalWaiter(journal, [job])
     flux.handle.queue += [event(999, "submit", 9.0)] + life(1234567, 3 << 8)
     assert waiter.pause(5.0) == {job}
@@ -129,7 +102,7 @@ def test_a_job_followed_from_its_submit_ends_with_its_own_events() -> None:
 def test_a_job_followed_midway_is_heard_but_left_to_a_listing() -> None:
     flux = fake_flux(owner=0)
     ended: dict = {}
-    journal = Journal(flux, None, ended, set())
+    journal = fake_journal(flux, None, ended, set())
     waiter = JournalWaiter(journal, ["1234567"])  # as the caller spells it: decimal
     flux.handle.queue += life(1234567, 0)[-3:]  # its start went by before the stream
     assert waiter.pause(5.0) == {"1234567"}
@@ -139,7 +112,7 @@ def test_a_job_followed_midway_is_heard_but_left_to_a_listing() -> None:
 def test_the_id_comes_back_as_given_with_its_status() -> None:
     flux = fake_flux(owner=0)
     ended: dict = {}
-    journal = Journal(flux, None, ended, {canonical_job_id(1234567)})
+    journal = fake_journal(flux, None, ended, {canonical_job_id(1234567)})
     waiter = JournalWaiter(journal, ["1234567"])
     flux.handle.queue += life(1234567, 0)
     assert waiter.pause(5.0) == {"1234567"}
@@ -148,9 +121,9 @@ def test_the_id_comes_back_as_given_with_its_status() -> None:
 
 def test_a_broken_stream_stops_listening() -> None:
     flux = fake_flux(owner=0)
-    journal = Journal(flux, None, {}, set())
+    journal = fake_journal(flux, None, {}, set())
     waiter = JournalWaiter(journal, ["1234567"])
-    flux.handle.queue.append(None)  # the consumer's end: the broker went away
+    flux.handle.queue.append(None)  # the stream's end: the broker went away
     assert waiter.pause(0.01) == set()
     assert not waiter.listening()
 
@@ -168,7 +141,7 @@ def test_who_may_read_the_journal() -> None:
 def test_a_followed_job_is_answered_from_its_events_while_it_runs() -> None:
     flux = fake_flux(owner=0)
     job = canonical_job_id(1234567)
-    journal = Journal(flux, None, {}, {job})
+    journal = fake_journal(flux, None, {}, {job})
     assert journal.status(job) is None  # no event yet: listed instead
     flux.handle.queue += life(1234567, 0)[:5]  # submitted .. started
     journal.drain()
@@ -181,8 +154,9 @@ def test_the_stream_asks_for_active_jobs_and_the_events_it_reads_and_reads_their
     flux = fake_flux(owner=0)
     job = canonical_job_id(1234567)
     flux.handle.queue[:0] = life(1234567, 0)[:5]  # active when the stream opens
-    journal = Journal(flux, None, {}, {job})
-    assert journal.consumer.request_payload == {"full": False, "allow": dict.fromkeys(EVENTS, 1)}
+    journal = fake_journal(flux, None, {}, {job})
+    assert flux.handle.events == EVENTS
+    assert request_payload(EVENTS) == {"full": False, "allow": dict.fromkeys(EVENTS, 1)}
     status = journal.status(job)  # no drain: the backlog was read at the open
     assert status is not None and status.state is JobState.RUNNING
 
@@ -191,7 +165,7 @@ def test_a_waiter_gathers_the_ends_close_behind_the_first_and_returns_once_all_h
     flux = fake_flux(owner=0)
     jobs = [1234567, 1234568, 1234569]
     ours = {canonical_job_id(job) for job in jobs}
-    journal = Journal(flux, None, {}, ours)
+    journal = fake_journal(flux, None, {}, ours)
     waiter = JournalWaiter(journal, sorted(ours))
     flux.handle.queue += life(jobs[0], 0) + life(jobs[1], 0)
     assert waiter.pause(5.0) == {canonical_job_id(jobs[0]), canonical_job_id(jobs[1])}
@@ -202,7 +176,7 @@ def test_a_waiter_gathers_the_ends_close_behind_the_first_and_returns_once_all_h
 def test_a_job_ended_before_the_stream_opened_is_left_to_listings_until_one_finds_it() -> None:
     flux = fake_flux(owner=0)
     gone, live = canonical_job_id(1234567), canonical_job_id(7654321)
-    journal = Journal(flux, None, {}, {gone, live})
+    journal = fake_journal(flux, None, {}, {gone, live})
     waiter = JournalWaiter(journal, [gone, live])
     flux.handle.queue += life(7654321, 0)[:1]  # the live one's submit: followed from here
     assert waiter.pause(0.01) == set()

@@ -4,10 +4,10 @@ Which waiter a wait gets (``NativeDriver.waiter``):
 
 - flux-core 0.68 and later, on an instance this user owns (an allocation, a
   batch job, an instance started inside a Slurm job): ``JournalWaiter`` - one
-  ``flux.job.JournalConsumer`` (the ``job-manager.events-journal`` stream of
-  every job's primary events), opened at the driver's first wait and kept until
-  the driver closes: a sweep's many waits cost one stream, not a watch per job
-  per wait;
+  ``job-manager.events-journal`` stream of every job's primary events (what
+  ``flux.job.JournalConsumer`` reads; read here by ``journal_stream``, at a tenth
+  of its cost a response), opened at the driver's first wait and kept until the
+  driver closes: a sweep's many waits cost one stream, not a watch per job per wait;
 - older releases (0.49, 0.26: no ``JournalConsumer``) and instances of another
   owner (the system instance: the journal is the owner's): ``events.ResultWaiter``,
   a ``result_async`` future per job.
@@ -32,8 +32,8 @@ from typing import Any, Callable, Collection, Dict, Optional, Sequence, Set, Tup
 
 from ...model import JobStatus
 from .eventlog import apply_event, settle
-from .events import run_reactor
 from .ids import canonical_job_id
+from .journal_stream import BACKLOG_END_ID, JournalStream
 from .status import JobFacts, status_from_facts
 
 log = logging.getLogger("hpcbridge")
@@ -42,9 +42,6 @@ log = logging.getLogger("hpcbridge")
 #: validate, depend, priority or start: every pending state is pending, and the alloc
 #: that follows them says running: four events a job, not eight.
 EVENTS = ("submit", "dependency-add", "alloc", "exception", "finish", "clean")
-#: the job manager's id on the response that ends the backlog: FLUX_JOBID_ANY, packed
-#: as a signed 64-bit integer
-BACKLOG_END_ID = -1
 #: seconds to read the backlog of the jobs active when the stream opens
 BACKLOG_TIMEOUT = 30.0
 #: seconds a waiter that heard an end goes on listening for the next ones
@@ -53,8 +50,9 @@ GATHER = 0.1
 
 def journal_usable(flux_module: Any, handle: Any) -> str:
     """Why the journal cannot be read here ("" when it can)."""
+    # The bindings' consumer came with the job manager's journal RPC.
     if not hasattr(flux_module.job, "JournalConsumer"):
-        return "no flux.job.JournalConsumer before flux-core 0.68"
+        return "no job-manager journal (flux.job.JournalConsumer) before flux-core 0.68"
     try:
         owner = int(handle.attr_get("security.owner"))
     except Exception as exc:  # noqa: BLE001 - an attribute this release lacks
@@ -92,7 +90,9 @@ class Journal:
         uri: Optional[str],
         ended: Dict[str, JobStatus],
         ours: Set[str],
+        stream: Callable[[Any, Any, Sequence[str]], Any] = JournalStream,
     ) -> None:
+        # A handle of the stream's own: reading it runs a reactor of its own.
         self.handle = flux_module.Flux(uri) if uri else flux_module.Flux()
         #: final statuses heard, for the driver's next ``query`` (shared with it)
         self.ended = ended
@@ -105,48 +105,58 @@ class Journal:
         #: the canonical id of each active job's integer id in the stream
         self._keys: Dict[int, str] = {}
         self.broken = False
-        self.nowait = flux_module.constants.FLUX_REACTOR_NOWAIT
         self._backlog_read = False
-        self.consumer = _consumer(flux_module, self.handle, self._backlog_end)
-        self.consumer.set_callback(self._event)
-        self.consumer.start()
-        self._read_backlog()
+        self.stream = stream(flux_module, self.handle, EVENTS)
+        # The active jobs' events, before anyone asks: their states come from them.
+        self._read(BACKLOG_TIMEOUT, lambda: self._backlog_read)
 
-    def _read_backlog(self) -> None:
-        """The active jobs' events, before anyone asks: their states come from them."""
-        deadline = time.monotonic() + BACKLOG_TIMEOUT
-        while not (self._backlog_read or self.broken) and time.monotonic() < deadline:
-            if not run_reactor(self.handle, deadline - time.monotonic()):
+    def _read(self, timeout: float, enough: Callable[[], bool]) -> None:
+        """Take the stream's responses until ``enough()`` and no other has come, or
+        ``timeout`` seconds pass."""
+        deadline = time.monotonic() + timeout
+        while not self.broken:
+            done = enough()
+            try:
+                response = self.stream.next(0.0 if done else deadline - time.monotonic())
+            except (EOFError, OSError) as exc:  # the broker went away, or the stream failed
+                log.debug("flux journal stopped: %s", exc)
                 self.broken = True
+                return
+            if response is not None:
+                self._response(response)
+            elif done or time.monotonic() >= deadline:
+                return
 
-    def _backlog_end(self) -> None:
-        self._backlog_read = True
-        self.handle.reactor_stop()
+    def _response(self, response: Dict[str, Any]) -> None:
+        job = response.get("id")
+        entries = response.get("events") or []
+        if job == BACKLOG_END_ID and not entries:
+            self._backlog_read = True
+        if not isinstance(job, int):
+            return
+        for entry in entries:
+            self._event(job, entry["name"], entry["timestamp"], entry.get("context") or {})
 
     def follow(self, job_ids: Sequence[str]) -> None:
         """Follow these jobs too (a waiter's: perhaps submitted elsewhere)."""
         self._watched.update(canonical_job_id(job_id) for job_id in job_ids)
 
-    def _event(self, event: Any) -> None:
-        if event is None:  # the stream ended (the broker went away)
-            self.broken = True
-            self.handle.reactor_stop()
-            return
-        # Each job's eight or so events: its id encoded once, forgotten at its end.
-        key = self._keys.pop(event.jobid, None) if event.name == "clean" else None
+    def _event(self, job: int, name: str, timestamp: float, context: Dict[str, Any]) -> None:
+        # Each job's four or so events: its id encoded once, forgotten at its end.
+        key = self._keys.pop(job, None) if name == "clean" else None
         if key is None:
-            key = self._keys.get(event.jobid) or canonical_job_id(int(event.jobid))
-            if event.name != "clean":
-                self._keys[event.jobid] = key
+            key = self._keys.get(job) or canonical_job_id(int(job))
+            if name != "clean":
+                self._keys[job] = key
         facts = self._facts.get(key)
         if facts is None:
             if key not in self._ours and key not in self._watched:
                 return  # another job's
             facts = self._facts[key] = JobFacts(id=key)
-        if event.name == "submit":
+        if name == "submit":
             self._whole.add(key)
-        apply_event(facts, event.name, event.timestamp, event.context or {})
-        if event.name != "clean":
+        apply_event(facts, name, timestamp, context)
+        if name != "clean":
             return
         del self._facts[key]
         if key in self._whole:
@@ -156,7 +166,6 @@ class Journal:
         self._whole.discard(key)
         self._watched.discard(key)
         self._heard.add(key)
-        self.handle.reactor_stop()
 
     def follows(self, key: str) -> bool:
         """Whether the stream hears this job's end (or has heard it): it was active when
@@ -174,47 +183,21 @@ class Journal:
 
     def drain(self) -> None:
         """Take the events already come in (no wait): ``status`` is up to date after it."""
-        if self.broken:
-            return
-        try:
-            self.handle.reactor_run(flags=self.nowait)
-        except OSError as exc:
-            log.debug("flux journal stopped: %s", exc)
-            self.broken = True
+        self._read(0.0, lambda: True)
 
     def wait(self, timeout: float) -> Set[str]:
-        """Run the reactor until a followed job is heard ending or ``timeout`` passes."""
-        if not self._heard and not self.broken and not run_reactor(self.handle, timeout):
-            self.broken = True  # a callback may have said so already
+        """Read until a followed job is heard ending (and the events come in behind it
+        are taken) or ``timeout`` passes; the jobs heard ending."""
+        self._read(timeout, lambda: bool(self._heard))
         heard, self._heard = self._heard, set()
         return heard
 
     def close(self) -> None:
         self.broken = True
         try:
-            self.consumer.stop()
-            self.handle.close()
-        except Exception:  # noqa: BLE001, S110 - a dead handle may not close cleanly
+            self.stream.close()
+        except Exception:  # noqa: BLE001, S110 - a dead handle may not take the cancel
             pass
-
-
-def _consumer(flux_module: Any, handle: Any, backlog_end: Callable[[], None]) -> Any:
-    """A ``JournalConsumer`` of the jobs active now, then live (``full=False``), asking
-    only for ``EVENTS``; ``backlog_end()`` when the backlog has all come in."""
-
-    class Consumer(flux_module.job.JournalConsumer):
-        @property
-        def request_payload(self) -> Dict[str, Any]:
-            return {**super().request_payload, "allow": dict.fromkeys(EVENTS, 1)}
-
-        def process_response(self, resp: Dict[str, Any]) -> Dict[str, Any]:
-            # The job manager ends the backlog with an empty response for FLUX_JOBID_ANY;
-            # the consumer marks it only with full=True (where it sorts the history).
-            if resp.get("id") == BACKLOG_END_ID and not resp.get("events"):
-                backlog_end()
-            return dict(super().process_response(resp))
-
-    return Consumer(handle, full=False)
 
 
 class JournalWaiter:
