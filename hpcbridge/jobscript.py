@@ -82,9 +82,12 @@ def build_wrapper(
     ``i``: the index comes from ``HPCBRIDGE_TASK_INDEX`` (set per job by
     drivers that submit jobs one by one), else from the array's own variable
     (``array_index_variable``, e.g. ``SLURM_ARRAY_TASK_ID``); the exit file
-    gets the index as a suffix, ``<exit_file>.<index>``.  With ``parts_path``
-    and more than ``TASKS_PER_PART`` tasks, the table of tasks is not inline:
-    job ``i`` sources ``<parts_path>.<i // TASKS_PER_PART>`` (``wrapper_parts``).
+    gets the index as a suffix, ``<exit_file>.<index>``.  The table of tasks
+    holds only what each sets (its environment, script and arguments), one line
+    a task; the code that runs it is written once.  Tasks that all set the same
+    need no table, only a check of the index.  With ``parts_path`` and more than
+    ``TASKS_PER_PART`` tasks, the table is not inline: job ``i`` sources
+    ``<parts_path>.<i // TASKS_PER_PART>`` (``wrapper_parts``).
     """
     return "\n".join(
         _wrapper_lines(tasks, workdir, exit_file, array_index_variable, launcher, parts_path)
@@ -94,7 +97,7 @@ def build_wrapper(
 def wrapper_parts(tasks: Sequence[TaskSpec], parts_path: str) -> List[Tuple[str, str]]:
     """The ``(path, text)`` of each part of a many-task wrapper's table (none when the
     table is inline: ``TASKS_PER_PART`` tasks or fewer)."""
-    if len(tasks) <= TASKS_PER_PART:
+    if len(tasks) <= TASKS_PER_PART or _alike(tasks):
         return []
     parts = []
     for first in range(0, len(tasks), TASKS_PER_PART):
@@ -130,39 +133,48 @@ def _wrapper_lines(
     if len(tasks) == 1:
         lines.append(f"unset {TASK_INDEX_VARIABLE}")
         lines.append(f"hpcb_exit={shlex.quote(exit_file)}")
-        lines.extend(_run_lines(tasks[0], indent=""))
+        lines.append(_task_line(tasks[0]))
     else:
         fallback = f"${{{array_index_variable}:-}}" if array_index_variable else ""
         lines.append(f'hpcb_index="${{{TASK_INDEX_VARIABLE}:-{fallback}}}"')
         # Read once, then gone: jobs the script submits in turn must not inherit it.
         lines.append(f"unset {TASK_INDEX_VARIABLE}")
         lines.append(f'hpcb_exit={shlex.quote(exit_file)}."$hpcb_index"')
-        if parts_path is not None and len(tasks) > TASKS_PER_PART:
+        if _alike(tasks):
+            lines.extend(_index_check_lines())
+            lines.append(f'[ "$hpcb_index" -lt {len(tasks)} ] || {{ {NO_TASK}; }}')
+            lines.append(_task_line(tasks[0]))
+        elif parts_path is not None and len(tasks) > TASKS_PER_PART:
             lines.extend(_part_lines(parts_path))
         else:
             lines.extend(_table_lines(tasks, range(len(tasks))))
-    return [*lines, *_record_lines(), 'exit "$hpcb_rc"', ""]
+    return [*lines, *_run_lines(), *_record_lines(), 'exit "$hpcb_rc"', ""]
+
+
+def _alike(tasks: Sequence[TaskSpec]) -> bool:
+    """Whether every task sets the same (the same script, arguments, environment)."""
+    first = _task_line(tasks[0])
+    return all(_task_line(task) == first for task in tasks[1:])
 
 
 def _table_lines(tasks: Sequence[TaskSpec], indexes: Sequence[int]) -> List[str]:
-    """The ``case`` that runs task ``$hpcb_index`` of ``indexes``."""
+    """The ``case`` that sets task ``$hpcb_index`` of ``indexes``, a line each."""
     lines = ['case "$hpcb_index" in']
-    for index in indexes:
-        lines.append(f"  {index})")
-        lines.extend(_run_lines(tasks[index], indent="    "))
-        lines.append("    ;;")
+    lines.extend(f"  {index}) {_task_line(tasks[index])} ;;" for index in indexes)
     lines.append(f"  *) {NO_TASK} ;;")
     lines.append("esac")
     return lines
 
 
+def _index_check_lines() -> List[str]:
+    # Digits only, no leading zero: dash's arithmetic would abort, or read octal.
+    return ['case "$hpcb_index" in', f"  '' | *[!0-9]* | 0?*) {NO_TASK} ;;", "esac"]
+
+
 def _part_lines(parts_path: str) -> List[str]:
     """Source the part of the table that holds task ``$hpcb_index`` (``.``: no process)."""
     return [
-        # Digits only, no leading zero: dash's arithmetic would abort, or read octal.
-        'case "$hpcb_index" in',
-        f"  '' | *[!0-9]* | 0?*) {NO_TASK} ;;",
-        "esac",
+        *_index_check_lines(),
         f'hpcb_part={shlex.quote(parts_path)}."$((hpcb_index / {TASKS_PER_PART}))"',
         f'[ -r "$hpcb_part" ] || {{ {NO_TASK}; }}',
         '. "$hpcb_part"',
@@ -216,25 +228,33 @@ def _record_lines() -> List[str]:
     ]
 
 
-def _run_lines(task: TaskSpec, indent: str) -> List[str]:
-    exports = [
-        f"{indent}{name}={shlex.quote(value)}; export {name}"
-        for name, value in sorted(task.environment.items())
+def _task_line(task: TaskSpec) -> str:
+    """What one task sets, on one line: its environment, its script (``hpcb_script``)
+    and its arguments (the wrapper's own positional parameters, which are none)."""
+    words = [
+        *(
+            f"{name}={shlex.quote(value)}; export {name}"
+            for name, value in sorted(task.environment.items())
+        ),
+        f"hpcb_script={shlex.quote(task.script)}",
+        " ".join(["set --", *(shlex.quote(argument) for argument in task.arguments)]),
     ]
-    command = " ".join(shlex.quote(part) for part in [task.script, *task.arguments])
-    script = shlex.quote(task.script)
+    return "; ".join(words)
+
+
+def _run_lines() -> List[str]:
+    """Run the task's script with its arguments; ``hpcb_rc`` its exit code."""
     return [
-        *exports,
         # A TERM (cancel, time limit) would end this shell before it records
         # anything; with a trap it waits for the script, then records 143.
         # (A trap, not "ignore": an ignored signal stays ignored in the child.)
-        f"{indent}trap 'hpcb_rc=143' TERM",
-        f"{indent}hpcb_first=; IFS= read -r hpcb_first < {script} || true",
-        f'{indent}case "$hpcb_first" in',
-        f"{indent}  '#!'*) {command} ;;",
-        f"{indent}  *) /bin/sh {command} ;;",
-        f"{indent}esac",
-        f"{indent}hpcb_rc=$?",
+        "trap 'hpcb_rc=143' TERM",
+        'hpcb_first=; IFS= read -r hpcb_first < "$hpcb_script" || true',
+        'case "$hpcb_first" in',
+        '  \'#!\'*) "$hpcb_script" "$@" ;;',
+        '  *) /bin/sh "$hpcb_script" "$@" ;;',
+        "esac",
+        "hpcb_rc=$?",
     ]
 
 

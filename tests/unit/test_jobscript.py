@@ -2,6 +2,7 @@
 
 import os
 import re
+import shlex
 import subprocess
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -125,7 +126,7 @@ def test_a_wrapper_of_many_tasks_keeps_its_table_in_parts_each_job_reads_one(
     assert [path for path, _text in parts] == [f"{wrapper_path}.{k}" for k in range(3)]
     assert len(wrapper) < 3000  # no table inline
     for path, text in parts:
-        labels = [line for line in text.splitlines() if re.fullmatch(r"  [0-9]+\)", line)]
+        labels = [line for line in text.splitlines() if re.match(r"  [0-9]+\) ", line)]
         assert len(labels) <= TASKS_PER_PART  # a hundred tasks at most
         Path(path).write_text(text)
     for index in (0, TASKS_PER_PART - 1, TASKS_PER_PART, len(tasks) - 1):
@@ -137,3 +138,34 @@ def test_a_wrapper_of_many_tasks_keeps_its_table_in_parts_each_job_reads_one(
         assert result.returncode == 98 and "no task" in result.stderr, (bad, result.stderr)
     # Few tasks: the table stays inline, no parts.
     assert wrapper_parts(tasks[:TASKS_PER_PART], wrapper_path) == []
+
+
+def test_a_task_line_carries_odd_arguments_and_environment_whole(tmp_path: Path) -> None:
+    script = _script(tmp_path, "show.sh", 'printf "[%s]" "$@"; printf "{%s}" "$ODD"\n')
+    odd = 'it\'s\n$HOME `x` "q"'
+    tasks = [TaskSpec(script, ("-x", "a b", odd), {"ODD": odd}), TaskSpec(script, ())]
+    wrapper = build_wrapper(tasks, str(tmp_path), str(tmp_path / "job.exit"))
+    result = _run(wrapper, tmp_path, {"HPCBRIDGE_TASK_INDEX": "0"})
+    assert result.returncode == 0 and result.stdout == f"[-x][a b][{odd}]{{{odd}}}"
+    result = _run(wrapper, tmp_path, {"HPCBRIDGE_TASK_INDEX": "1"})
+    assert result.returncode == 0 and result.stdout == "[]{}"
+
+
+def test_tasks_that_all_set_the_same_need_no_table_only_the_index_checked(
+    tmp_path: Path,
+) -> None:
+    script = _script(tmp_path, "say.sh", 'echo "ran $#"\n')
+    tasks = [TaskSpec(script)] * (3 * TASKS_PER_PART)
+    wrapper_path = str(tmp_path / "w.sh")
+    wrapper = build_wrapper(
+        tasks, str(tmp_path), str(tmp_path / "job.exit"), None, "", wrapper_path
+    )
+    assert wrapper_parts(tasks, wrapper_path) == []
+    assert len(wrapper) < 3000 and wrapper.count(shlex.quote(script)) == 1
+    for index in (0, len(tasks) - 1):
+        result = _run(wrapper, tmp_path, {"HPCBRIDGE_TASK_INDEX": str(index)})
+        assert result.returncode == 0 and result.stdout.strip() == "ran 0"
+        assert (tmp_path / f"job.exit.{index}").read_text().split()[0] == "0"
+    for bad in (str(len(tasks)), "07", "x", "-1", ""):
+        result = _run(wrapper, tmp_path, {"HPCBRIDGE_TASK_INDEX": bad})
+        assert result.returncode == 98 and "no task" in result.stderr, (bad, result.stderr)
