@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import errno
 import json
+import time
 from typing import Any, Dict, Optional, Sequence
 
 TOPIC = "job-manager.events-journal"
 #: the job manager's id on the response that ends the backlog: FLUX_JOBID_ANY, packed
 #: as a signed 64-bit integer
 BACKLOG_END_ID = -1
+#: the longest one C wait: a signal (Ctrl-C) is acted on between two, not inside one
+SLICE = 0.25
 
 
 def request_payload(events: Sequence[str]) -> Dict[str, Any]:
@@ -54,11 +57,14 @@ class JournalStream:
         ``OSError`` when it failed.
         """
         ffi, lib = self._ffi, self._lib
+        deadline = time.monotonic() + timeout
         # flux_future_wait_for with a timeout of 0 does not read the socket at all.
-        if lib.flux_future_wait_for(self._future, max(timeout, 1e-4)) < 0:
-            if ffi.errno == errno.ETIMEDOUT:
+        while lib.flux_future_wait_for(self._future, min(max(timeout, 1e-4), SLICE)) < 0:
+            if ffi.errno != errno.ETIMEDOUT:
+                raise OSError(ffi.errno, "the journal stream failed")
+            timeout = deadline - time.monotonic()
+            if timeout <= 0:
                 return None
-            raise OSError(ffi.errno, "the journal stream failed")
         if lib.flux_rpc_get(self._future, self._text) < 0:
             if ffi.errno == errno.ENODATA:
                 raise EOFError("the journal stream ended")
