@@ -278,6 +278,16 @@ node_idle() {
 rm -f "$RUN/.node_state"
 wait_for "$TIMEOUT" slurmd node_idle ||
     die "node $NODE did not become idle: $(sinfo -h -N -n "$NODE" -o '%T %E' 2>&1 | sort -u)" "$LOGDIR/slurmd.log" "$LOGDIR/slurmctld.log"
+# slurmctld keeps a node's drain across restarts (its state file): one an earlier run
+# left drained (e.g. "Kill task failed" under a paused controller) is resumed, once.
+if grep -q drain "$RUN/.node_state" 2>/dev/null; then
+    say "resuming node $NODE, left $(sinfo -h -N -n "$NODE" -o '%T reason=%E' 2>&1 | sort -u) by an earlier run"
+    rm -f "$RUN/.node_state"
+    scontrol update NodeName="$NODE" State=RESUME ||
+        die "could not resume node $NODE" "$LOGDIR/slurmctld.log"
+    wait_for "$TIMEOUT" slurmd node_idle ||
+        die "node $NODE did not become idle after its resume" "$LOGDIR/slurmd.log" "$LOGDIR/slurmctld.log"
+fi
 if [ -e "$RUN/.node_state" ]; then
     rm -f "$RUN/.node_state"
     die "node $NODE is not usable: $(sinfo -h -N -n "$NODE" -o '%T reason=%E' 2>&1 | sort -u)" "$LOGDIR/slurmd.log" "$LOGDIR/slurmctld.log"

@@ -84,7 +84,14 @@ def key_of(adapter: Any, job_id: str) -> str:
 
 
 def paused_controller(cluster: Dict[str, str], seconds: float) -> threading.Thread:
-    """SIGSTOP slurmctld now, SIGCONT it after ``seconds``."""
+    """SIGSTOP slurmctld once no job is completing, SIGCONT it after ``seconds``."""
+    # A job whose steps still report their end (the extern step, a few seconds behind
+    # the batch script) to a paused controller is "not ending with signals": slurmd then
+    # drains the node ("Kill task failed") and no later job runs.
+    deadline = time.monotonic() + 120
+    while run_slurm(["squeue", "-h", "-t", "CG", "-o", "%i"], cluster, timeout=60).stdout.strip():
+        assert time.monotonic() < deadline, "a job of an earlier case is still completing"
+        time.sleep(0.5)
     pid = controller_pid(cluster)
     os.kill(pid, signal.SIGSTOP)
 

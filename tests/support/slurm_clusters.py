@@ -15,6 +15,7 @@ import contextlib
 import importlib.metadata
 import os
 import shlex
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -290,6 +291,10 @@ def own_cluster(
             timeout=300,
         )
 
+    # A fresh cluster each time: what an earlier run left in its queue (jobs, a drained
+    # node) is not this run's.  No accounting: no history to keep either.
+    script("stop.sh")
+    shutil.rmtree(f"{state}/spool/slurmctld", ignore_errors=True)
     started = script("start.sh")
     try:
         assert started.returncode == 0, f"start.sh failed:\n{started.stdout}\n{started.stderr}"
