@@ -16,7 +16,9 @@ hears ends (Flux's bindings) wakes the loop with the ids that ended: that tick
 looks at those alone, and while it hears, no exit-code file is looked at and a
 full tick is only the safety net (and the running jobs' states for ``on_poll``):
 at most ``HEARING_TICK_RATE`` jobs a second, at least every ``HEARING_GAP``
-seconds.  An UNKNOWN answer counts towards the streak only when it is a new
+seconds.  Every end the loop learns, heard, listed or read from a file, is told
+to the waiter (``Waiter.settled``): one that could not hear a job stops waiting
+for it.  An UNKNOWN answer counts towards the streak only when it is a new
 answer (``ANSWERED_AT``), not a repeat of the last one.
 """
 
@@ -124,19 +126,15 @@ def wait_for_all(
                 # The waiter heard these end: they alone are asked (from its events).
                 ended = [job_id for job_id in heard if job_id in progress.pending]
                 if ended:
-                    waiter.settled(
-                        _take(progress, _asked(heard_round or status_round, ended), plan)
-                    )
+                    _take(progress, _asked(heard_round or status_round, ended), plan, waiter)
             else:
                 hearing = waiter.listening()
                 next_full = time.monotonic() + _full_gap(plan, len(progress.pending), hearing)
                 if plan.files and not hearing:
                     # The files first: a job that ended is not asked about.
-                    waiter.settled(_take(progress, file_round(list(progress.pending)), plan))
+                    _take(progress, file_round(list(progress.pending)), plan, waiter)
                 if progress.pending:
-                    waiter.settled(
-                        _take(progress, _asked(status_round, list(progress.pending)), plan)
-                    )
+                    _take(progress, _asked(status_round, list(progress.pending)), plan, waiter)
             if plan.on_poll is not None:
                 plan.on_poll(progress.latest)
             if not progress.pending:
@@ -174,9 +172,11 @@ def _asked(status_round: StatusRound, pending: List[str]) -> Dict[str, JobStatus
         return {job_id: JobStatus(job_id, JobState.UNKNOWN, reason=reason) for job_id in pending}
 
 
-def _take(progress: _Progress, statuses: Dict[str, JobStatus], plan: WaitPlan) -> List[str]:
-    """Note what changed; call ``on_change`` for each job whose state changed; the jobs
-    that ended (the waiter is told: it may not hear them, see ``Waiter.settled``)."""
+def _take(
+    progress: _Progress, statuses: Dict[str, JobStatus], plan: WaitPlan, waiter: Waiter
+) -> None:
+    """Note what changed; call ``on_change`` for each job whose state changed; tell the
+    waiter the jobs that ended (it may not hear them: ``Waiter.settled``)."""
     progress.latest.update(statuses)
     ended: List[str] = []
     for job_id in [job_id for job_id in statuses if job_id in progress.pending]:
@@ -193,7 +193,7 @@ def _take(progress: _Progress, statuses: Dict[str, JobStatus], plan: WaitPlan) -
             progress.final[job_id] = status
             del progress.pending[job_id]
             ended.append(job_id)
-    return ended
+    waiter.settled(ended)
 
 
 def _count_unknown(progress: _Progress, job_id: str, status: JobStatus, plan: WaitPlan) -> None:
