@@ -293,7 +293,41 @@ main() {
   fi
   mkdir -p "$STATUS_DIR" "$LOG_DIR" "$SRC_DIR"
   say "sources: ${SOURCES:-none (HPCBRIDGE_TEST_SOURCES unset and no ../shared/vendor)}"
+  # Every Debian build package first, in one apt-get: two at once would wait on each
+  # other's lock and share policy-rc.d.  (A component whose packages fail tries again
+  # on its own, and is left out if they still cannot be had.)
+  local packages="" flux_chain=() slurm_chain=() rest=() slurm_pid=""
   for component in "${components[@]}"; do
+    installed "$component" && continue
+    case $component in
+      flux-*) packages="$packages $FLUX_PACKAGES" ;;
+      slurm-25.11) packages="$packages $SLURM_PACKAGES" ;;
+    esac
+  done
+  # shellcheck disable=SC2086  # one word per package
+  [ -z "$packages" ] || apt_install $(printf '%s\n' $packages | sort -u) || true
+  # Two chains side by side on a machine of two cores: flux-core's releases, and Slurm
+  # 25.11 then pyslurm (whose Cython build keeps one core busy for minutes); Spack after.
+  for component in "${components[@]}"; do
+    case $component in
+      flux-*) flux_chain+=("$component") ;;
+      slurm-25.11 | pyslurm) slurm_chain+=("$component") ;;
+      *) rest+=("$component") ;;
+    esac
+  done
+  if [ ${#slurm_chain[@]} -gt 0 ]; then
+    build_chain "${slurm_chain[@]}" &
+    slurm_pid=$!
+  fi
+  build_chain "${flux_chain[@]}"
+  [ -z "$slurm_pid" ] || wait "$slurm_pid"
+  build_chain "${rest[@]}"
+}
+
+# build_chain COMPONENT...: each in turn (each reports for itself).
+build_chain() {
+  local component
+  for component in "$@"; do
     (cd / && build "$component")
   done
 }
