@@ -126,10 +126,14 @@ else
   own=(tests/integration/test_polite_client.py tests/integration/test_exactly_once.py
     tests/integration/test_slurm_no_accounting.py tests/integration/test_spack.py)
   lane() { # lane NAME COMMAND...: run COMMAND in the background into a log of its own
-    local log
+    local log root
     log=$(mktemp "/tmp/hpcbridge-lane-$1.XXXXXX")
+    # Its pytest's temporary folders apart: each pytest keeps only the newest three
+    # pytest-N folders of its root, and removed a running lane's (a Spack case lost its env).
+    root=/tmp/hpcb-$1
+    mkdir -p "$root"
     shift
-    ("$@") >"$log" 2>&1 &
+    (PYTEST_DEBUG_TEMPROOT=$root "$@") >"$log" 2>&1 &
     lane_pids+=($!)
     lane_logs+=("$log")
   }
