@@ -96,7 +96,8 @@ def build_wrapper(
 
 def wrapper_parts(tasks: Sequence[TaskSpec], parts_path: str) -> List[Tuple[str, str]]:
     """The ``(path, text)`` of each part of a many-task wrapper's table (none when the
-    table is inline: ``TASKS_PER_PART`` tasks or fewer)."""
+    table is inline: ``TASKS_PER_PART`` tasks or fewer; none when the tasks all set the
+    same: no table at all)."""
     if len(tasks) <= TASKS_PER_PART or _alike(tasks):
         return []
     parts = []
