@@ -5,6 +5,7 @@ spaced out (a safety net), and kept at the notice interval once it stops hearing
 
 from __future__ import annotations
 
+import time
 from typing import Collection, Dict, List, Set
 
 from hpcbridge.model import JobState, JobStatus
@@ -155,3 +156,45 @@ def test_a_job_ended_by_its_file_is_told_to_the_waiter_which_then_hears_every_en
     assert all(status.state is JobState.COMPLETED for status in final.values())
     assert file_rounds == [300]  # the first round's files ended j0; the waiter was told
     assert waiters[0].told[0] == "j0" and sorted(waiters[0].told) == sorted(jobs)
+
+
+class HearsOnce(Hearing):
+    """Hears every job end at the very end of its first pause (when a full tick is due),
+    then nothing more; counts its pauses."""
+
+    def __init__(self, job_ids: List[str]) -> None:
+        super().__init__(job_ids)
+        self.pauses = 0
+
+    def pause(self, seconds: float) -> Set[str]:
+        self.pauses += 1
+        time.sleep(seconds + 0.01)
+        heard, self.left = set(self.left), []
+        return heard
+
+    def listening(self) -> bool:
+        return False  # full ticks at the notice interval
+
+
+def test_ends_heard_when_a_full_tick_is_due_are_taken_from_the_waiters_events() -> None:
+    # The poller repeats its last answer (still running) until its interval has passed:
+    # the heard ends must not wait for its next real question.
+    waiters: List[HearsOnce] = []
+
+    def status_round(pending: List[str]) -> Dict[str, JobStatus]:
+        return {job_id: JobStatus(job_id, JobState.RUNNING) for job_id in pending}
+
+    def heard_round(ended: List[str]) -> Dict[str, JobStatus]:
+        return {job_id: JobStatus(job_id, JobState.COMPLETED) for job_id in ended}
+
+    def make_waiter(job_ids: List[str]) -> HearsOnce:
+        waiters.append(HearsOnce(job_ids))
+        return waiters[0]
+
+    plan = WaitPlan("test", timeout=3, notice_interval=0.2, files=False)
+    final = wait_for_all(["a", "b"], status_round, lambda ids: {}, make_waiter, plan, heard_round)
+    assert {job_id: status.state for job_id, status in final.items()} == {
+        "a": JobState.COMPLETED,
+        "b": JobState.COMPLETED,
+    }
+    assert waiters[0].pauses == 1
