@@ -9,18 +9,19 @@ sleep, or a pause a driver ends early when a job ends).
 
 Every ``notice_interval`` seconds (1 s) it takes both rounds - a *full tick* -
 so a job's end is known within about a second while the scheduler is asked no
-more often than the poller allows. With many jobs the full ticks are spaced so
+more often than the poller allows.  With many jobs the full ticks are spaced so
 that at most ``FULL_TICK_RATE`` jobs a second are looked at: the client's cost
-stays linear in the number of jobs, whatever their number. A waiter that hears
+stays linear in the number of jobs, whatever their number.  A waiter that hears
 ends (Flux's bindings) wakes the loop with the ids that ended: they are taken
-from its events (on a full tick too: the poller may repeat an answer from before
-they ended), that tick looks at those alone, and while it hears, no exit-code
-file is looked at and a full tick is only the safety net (and the running jobs'
-states for ``on_poll``): at most ``HEARING_TICK_RATE`` jobs a second, at least
-every ``HEARING_GAP`` seconds. Every end the loop learns, heard, listed or read
-from a file, is told to the waiter (``Waiter.settled``): one that could not hear
-a job stops waiting for it. An UNKNOWN answer counts towards the streak only
-when it is a new answer (``ANSWERED_AT``), not a repeat of the last one.
+from its events (on a full tick too: the poller may repeat an answer from
+before they ended), that tick looks at those alone, and while it hears, no
+exit-code file is looked at and a full tick is only the safety net (and the
+running jobs' states for ``on_poll``): at most ``HEARING_TICK_RATE`` jobs a
+second, at least every ``HEARING_GAP`` seconds.  Every end the loop learns,
+heard, listed or read from a file, is told to the waiter (``Waiter.settled``):
+one that could not hear a job stops waiting for it.  An UNKNOWN answer counts
+towards the streak only when it is a new answer (``ANSWERED_AT``), not a repeat
+of the last one.
 """
 
 from __future__ import annotations
