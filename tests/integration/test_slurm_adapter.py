@@ -398,8 +398,9 @@ def test_controller_restart_while_waiting(
         time.sleep(1)
         try:
             stopped = ctld("stop")
-            restarted["down"] = (time.monotonic(), time.monotonic() + 14)
+            down_since = time.monotonic()
             time.sleep(14)
+            restarted["down"] = (down_since, time.monotonic())
             restarted["result"] = ctld("start") if stopped.returncode == 0 else stopped
             restarted["done"] = time.monotonic()
         finally:
