@@ -72,7 +72,7 @@ def test_the_exit_file_holds_the_code_then_how_long_it_ran(tmp_path: Path) -> No
     after = datetime.now(timezone.utc)
     path = tmp_path / "job.exit"
     record = read_exit_file(path.read_text())
-    # Linux: the seconds it ran, from /proc (ticks of 10 ms), no date process.
+    # Linux: the seconds it ran, from /proc/uptime (10 ms steps), no date process.
     assert record.code == 3 and record.ran is not None and 0.29 <= record.ran < 5
     started, ended = record.times(path.stat().st_mtime)
     assert started is not None and ended is not None
@@ -80,11 +80,25 @@ def test_the_exit_file_holds_the_code_then_how_long_it_ran(tmp_path: Path) -> No
     assert before - slack <= started <= ended <= after + slack
 
 
+def test_how_long_it_ran_borrows_across_the_uptimes_decimals(tmp_path: Path) -> None:
+    script = _script(tmp_path, "quick.sh", "exit 0\n")
+    wrapper = build_wrapper([TaskSpec(script)], str(tmp_path), str(tmp_path / "job.exit"))
+    # The uptime read at the start, then at the end: 100.95 s, then 102.08 s.
+    (tmp_path / "up0").write_text("100.95 7.00\n")
+    (tmp_path / "up1").write_text("102.08 7.50\n")
+    start, end = wrapper.split("/proc/uptime")[:2], wrapper.split("/proc/uptime")[2:]
+    assert len(end) == 1, "the wrapper reads /proc/uptime twice"
+    wrapper = f"{start[0]}{tmp_path}/up0{start[1]}{tmp_path}/up1{end[0]}"
+    assert _run(wrapper, tmp_path, {}).returncode == 0
+    assert (tmp_path / "job.exit").read_text() == "0 +1.13\n"
+
+
 def test_without_proc_the_wrapper_records_when_it_started(tmp_path: Path) -> None:
     script = _script(tmp_path, "nap.sh", "sleep 0.05\nexit 3\n")
     wrapper = build_wrapper([TaskSpec(script)], str(tmp_path), str(tmp_path / "job.exit"))
-    # As on a system with no /proc: the shell cannot read its own start there.
-    wrapper = wrapper.replace("/proc/$$/stat", "/nonexistent/stat")
+    # As on a system with no /proc: the shell cannot read the uptime there.
+    assert "/proc/uptime" in wrapper
+    wrapper = wrapper.replace("/proc/uptime", "/nonexistent/uptime")
     before = datetime.now(timezone.utc)
     assert _run(wrapper, tmp_path, {}).returncode == 3
     path = tmp_path / "job.exit"
