@@ -86,9 +86,9 @@ def test_how_long_it_ran_borrows_across_the_uptimes_decimals(tmp_path: Path) -> 
     # The uptime read at the start, then at the end: 100.95 s, then 102.08 s.
     (tmp_path / "up0").write_text("100.95 7.00\n")
     (tmp_path / "up1").write_text("102.08 7.50\n")
-    start, end = wrapper.split("/proc/uptime")[:2], wrapper.split("/proc/uptime")[2:]
-    assert len(end) == 1, "the wrapper reads /proc/uptime twice"
-    wrapper = f"{start[0]}{tmp_path}/up0{start[1]}{tmp_path}/up1{end[0]}"
+    parts = wrapper.split("/proc/uptime")
+    assert len(parts) == 3, "the wrapper reads /proc/uptime twice"
+    wrapper = f"{parts[0]}{tmp_path}/up0{parts[1]}{tmp_path}/up1{parts[2]}"
     assert _run(wrapper, tmp_path, {}).returncode == 0
     assert (tmp_path / "job.exit").read_text() == "0 +1.13\n"
 
