@@ -80,11 +80,19 @@ class JobTimeoutError(SchedulerAdapterError):
 
 
 class TransportError(SchedulerAdapterError):
-    """Commands or files could not be moved to where the scheduler runs."""
+    """Commands or files could not be moved to where the scheduler runs.
+
+    ``permanent``: trying again cannot fix it (a refused login, a changed host key);
+    a wait rides out any other (the login node down for a while) until its deadline.
+    """
+
+    permanent: bool = False
 
 
 class HostKeyError(TransportError):
     """The SSH server's host key is unknown or differs from the one on record."""
+
+    permanent = True
 
 
 class SchedulerUnavailableError(SchedulerAdapterError):

@@ -60,6 +60,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from typing import (
+    Any,
     Callable,
     Collection,
     Dict,
@@ -151,11 +152,19 @@ class Submitted:
 
 #: ``JobStatus.extra`` key of an UNKNOWN answer given because the scheduler could not be asked
 SCHEDULER_UNREACHABLE = "scheduler_unreachable"
+#: ``JobStatus.extra`` key beside it when asking again cannot help (no command, a bad
+#: setting): a wait counts such answers towards its UNKNOWN streak instead of riding
+#: them out
+UNREACHABLE_LASTS = "unreachable_lasts"
 
 
-def unreachable(job_id: str, reason: str) -> JobStatus:
-    """UNKNOWN for now: the scheduler could not be asked (see ``query``)."""
-    return JobStatus(job_id, JobState.UNKNOWN, reason=reason, extra={SCHEDULER_UNREACHABLE: True})
+def unreachable(job_id: str, reason: str, lasting: bool = False) -> JobStatus:
+    """UNKNOWN for now: the scheduler could not be asked (see ``query``); ``lasting``:
+    nor will it be until something is changed here."""
+    extra: Dict[str, Any] = {SCHEDULER_UNREACHABLE: True}
+    if lasting:
+        extra[UNREACHABLE_LASTS] = True
+    return JobStatus(job_id, JobState.UNKNOWN, reason=reason, extra=extra)
 
 
 class PartialSubmissionError(JobSubmissionError):
@@ -337,6 +346,7 @@ __all__ = [
     "Planned",
     "Session",
     "SCHEDULER_UNREACHABLE",
+    "UNREACHABLE_LASTS",
     "choose_driver",
     "unreachable",
     "TASK_INDEX_VARIABLE",

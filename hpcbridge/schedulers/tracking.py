@@ -36,12 +36,13 @@ def ask(
     open_driver: Callable[[], SchedulerDriver], scheduler: str, job_ids: List[str]
 ) -> Dict[str, JobStatus]:
     """The driver's answer for every id; a scheduler that cannot be opened or asked
-    is UNKNOWN for all (``unreachable``), an id it left out UNKNOWN too."""
+    is UNKNOWN for all (``unreachable``, lasting: a command or a setting is missing
+    here), an id it left out UNKNOWN too."""
     try:
         answers = open_driver().query(job_ids)
     except (ConfigurationError, SchedulerUnavailableError) as exc:
         reason = f"cannot reach the {scheduler} scheduler: {exc}"
-        return {job_id: unreachable(job_id, reason) for job_id in job_ids}
+        return {job_id: unreachable(job_id, reason, lasting=True) for job_id in job_ids}
     return {
         job_id: answers.get(job_id)
         or JobStatus(job_id, JobState.UNKNOWN, reason="no answer from the scheduler")

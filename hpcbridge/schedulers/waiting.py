@@ -22,19 +22,41 @@ heard, listed or read from a file, is told to the waiter (``Waiter.settled``):
 one that could not hear a job stops waiting for it.  An UNKNOWN answer counts
 towards the streak only when it is a new answer (``ANSWERED_AT``), not a repeat
 of the last one.
+
+Every round - the status, the exit-code files, the heard ends, the waiter's
+events - is guarded alike against an *outage*: a round that raises
+``TransportError`` (the login node unreachable: sshd restarting, a reboot, a
+network blip; the transport's own few reconnect attempts spent),
+``JobTimeoutError`` (one command past its budget) or
+``SchedulerUnavailableError`` is not taken, and the loop tries again after a
+pause that doubles from ``OUTAGE_FIRST_PAUSE`` up to ``OUTAGE_MAX_PAUSE``; an
+answer that says the scheduler cannot be asked right now
+(``driver.unreachable``: a controller restarting) is ridden out too, at the
+poller's pace.  Neither counts towards the UNKNOWN streak: an outage ends the
+wait only at its deadline (``JobTimeoutError``, saying how long the scheduler
+was out of reach), never after a number of attempts.  One warning says when an
+outage begins, one when it is over.  An error retrying cannot fix (a changed
+host key, a refused login: ``TransportError.permanent``) is raised at once.
+A waiter whose events fail is given up for plain ticks.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Collection, Dict, List, Optional, Set
 
-from ..errors import JobNotFoundError, JobTimeoutError, TransportError
+from ..errors import (
+    JobNotFoundError,
+    JobTimeoutError,
+    SchedulerUnavailableError,
+    TransportError,
+)
 from ..model import JobState, JobStatus
 from ..retrying import Deadline
-from .driver import Waiter
+from .driver import SCHEDULER_UNREACHABLE, UNREACHABLE_LASTS, Waiter
 
 log = logging.getLogger("hpcbridge")
 
@@ -50,6 +72,12 @@ FULL_TICK_RATE = 2000.0
 HEARING_TICK_RATE = 100.0
 #: the longest gap between two full ticks while the waiter hears every end
 HEARING_GAP = 30.0
+#: the pause before a round is tried again after an outage began (seconds) ...
+OUTAGE_FIRST_PAUSE = 1.0
+#: ... doubled at each failed try up to this: the longest pause between two tries
+OUTAGE_MAX_PAUSE = 30.0
+#: what a round raises when the scheduler, or the way to it, is out of reach for now
+OUTAGE_ERRORS = (TransportError, JobTimeoutError, SchedulerUnavailableError)
 
 
 class Sleeper:
@@ -114,31 +142,44 @@ def wait_for_all(
     end (from its events, at once: not through the polite poll), else ``status_round``.
 
     A job UNKNOWN for ``unknown_limit`` new answers in a row raises
-    ``JobNotFoundError``; past ``timeout`` seconds, ``JobTimeoutError``.
+    ``JobNotFoundError``; past ``timeout`` seconds, ``JobTimeoutError``.  An outage
+    (see the module docstring) is ridden out until then.
     """
     deadline = Deadline(plan.timeout)
     progress = _Progress(pending=dict.fromkeys(job_ids))
+    outage = Outage(plan.scheduler_name, deadline)
     heard: Set[str] = set()
     next_full = 0.0
     # Before the first round: a driver's event stream may answer it (Flux's journal).
-    waiter: Waiter = make_waiter(list(progress.pending)) or Sleeper()
+    waiter: Waiter = _made_waiter(make_waiter, list(progress.pending), outage)
     try:
         while True:
+            took = True
             full = not heard or time.monotonic() >= next_full
             if heard:
                 # The waiter heard these end: asked from its events, on a full tick too
                 # (the poller may repeat an answer from before these ends).
                 ended = [job_id for job_id in heard if job_id in progress.pending]
                 if ended:
-                    _take(progress, _asked(heard_round or status_round, ended), plan, waiter)
-            if full and progress.pending:
+                    took = _guarded(
+                        progress, outage, heard_round or status_round, ended, plan, waiter
+                    )
+            if took and full and progress.pending:
                 hearing = waiter.listening()
                 next_full = time.monotonic() + _full_gap(plan, len(progress.pending), hearing)
                 if plan.files and not hearing:
                     # The files first: a job that ended is not asked about.
-                    _take(progress, file_round(list(progress.pending)), plan, waiter)
-                if progress.pending:
-                    _take(progress, _asked(status_round, list(progress.pending)), plan, waiter)
+                    took = _guarded(
+                        progress, outage, file_round, list(progress.pending), plan, waiter
+                    )
+                if took and progress.pending:
+                    took = _guarded(
+                        progress, outage, status_round, list(progress.pending), plan, waiter
+                    )
+            if took:
+                outage.passed()
+            else:
+                next_full = time.monotonic() + outage.pause
             if plan.on_poll is not None:
                 plan.on_poll(progress.latest)
             if not progress.pending:
@@ -150,10 +191,139 @@ def wait_for_all(
                     f"{len(progress.pending)} job(s) still unfinished after {plan.timeout:g} s: "
                     + ", ".join(list(progress.pending)[:10])
                     + " (they keep running; wait again or cancel them)"
+                    + outage.said()
                 )
-            heard = waiter.pause(deadline.cap(max(next_full - time.monotonic(), 0.0)))
+            pause = deadline.cap(max(next_full - time.monotonic(), 0.0))
+            try:
+                heard = waiter.pause(pause)
+            except OUTAGE_ERRORS as exc:
+                # The events failed: the rest of the wait ticks without them.
+                outage.failed(exc)
+                _close_quietly(waiter)
+                waiter = Sleeper()
+                heard = waiter.pause(deadline.cap(max(next_full - time.monotonic(), 0.0)))
     finally:
         waiter.close()
+
+
+class Outage:
+    """The outage a wait rides out, if one lasts: one warning when it begins and one
+    when it is over, and the pause before the next try (doubling, capped).
+
+    Two kinds: rounds that raise (``failed``; over once a tick's rounds all went
+    through: ``passed``) and answers that say the scheduler cannot be asked right
+    now (``unreachable``; over at the next answer it gives: ``answered``).
+    """
+
+    def __init__(self, scheduler_name: str, deadline: Deadline) -> None:
+        self.scheduler_name = scheduler_name
+        self.deadline = deadline
+        #: when the outage began (monotonic), ``None`` while there is none
+        self.began: Optional[float] = None
+        #: "transport" (rounds raise) or "scheduler" (it answers that it cannot be asked)
+        self.kind = ""
+        self.cause = ""
+        #: seconds before the next try after a failed round
+        self.pause = 0.0
+        #: ``ANSWERED_AT`` of the last "cannot be asked" answer: a later answer ends it
+        self._unreachable_at: object = None
+
+    def failed(self, exc: BaseException) -> None:
+        """A round raised ``exc``: an outage (raised again when retrying cannot fix it)."""
+        if getattr(exc, "permanent", False):
+            raise exc
+        self.pause = min(max(2 * self.pause, OUTAGE_FIRST_PAUSE), OUTAGE_MAX_PAUSE)
+        self._begin("transport", f"{type(exc).__name__}: {exc}")
+
+    def unreachable(self, status: JobStatus) -> None:
+        """The scheduler answered that it cannot be asked right now."""
+        self._unreachable_at = status.extra.get(ANSWERED_AT)
+        self._begin("scheduler", status.reason or "the scheduler cannot be asked right now")
+
+    def answered(self, status: JobStatus) -> None:
+        """A scheduler's answer: after a "cannot be asked" one, the outage is over."""
+        at = status.extra.get(ANSWERED_AT)
+        last = self._unreachable_at
+        newer = not isinstance(last, (int, float)) or (isinstance(at, (int, float)) and at > last)
+        if self.kind == "scheduler" and isinstance(at, (int, float)) and newer:
+            self._over()
+
+    def passed(self) -> None:
+        """Every round of a tick went through: the way to the scheduler works again."""
+        self.pause = 0.0
+        if self.kind == "transport":
+            self._over()
+
+    def said(self) -> str:
+        """For the timeout's message: how long the scheduler was out of reach, and why."""
+        if self.began is None:
+            return ""
+        return (
+            f"; {self.scheduler_name} could not be reached for the last "
+            f"{time.monotonic() - self.began:.0f} s ({self.cause}): check the login node "
+            "and the scheduler"
+        )
+
+    def _begin(self, kind: str, cause: str) -> None:
+        self.cause = cause.splitlines()[0][:300] if cause else kind
+        if self.began is None:
+            self.began = time.monotonic()
+            left = self.deadline.remaining()
+            until = "until it is back"
+            if left != math.inf:
+                until = f"until its deadline, {left:.0f} s away"
+            log.warning(
+                "%s: out of reach (%s); the wait goes on, trying again %s",
+                self.scheduler_name,
+                self.cause,
+                until,
+            )
+        self.kind = kind
+
+    def _over(self) -> None:
+        if self.began is not None:
+            log.warning(
+                "%s: reachable again after %.0f s; the wait goes on",
+                self.scheduler_name,
+                time.monotonic() - self.began,
+            )
+        self.began, self.kind, self.cause, self._unreachable_at = None, "", "", None
+
+
+def _guarded(
+    progress: _Progress,
+    outage: Outage,
+    round_: StatusRound,
+    job_ids: List[str],
+    plan: WaitPlan,
+    waiter: Waiter,
+) -> bool:
+    """Take one round; False when it could not be taken (an outage: noted)."""
+    try:
+        statuses = round_(job_ids)
+    except OUTAGE_ERRORS as exc:
+        outage.failed(exc)
+        return False
+    _take(progress, statuses, plan, waiter, outage)
+    return True
+
+
+def _made_waiter(
+    make_waiter: Callable[[List[str]], Optional[Waiter]], job_ids: List[str], outage: Outage
+) -> Waiter:
+    """The driver's waiter; a plain sleep when it has none, or cannot make one now."""
+    try:
+        return make_waiter(job_ids) or Sleeper()
+    except OUTAGE_ERRORS as exc:
+        outage.failed(exc)
+        return Sleeper()
+
+
+def _close_quietly(waiter: Waiter) -> None:
+    try:
+        waiter.close()
+    except Exception as exc:  # noqa: BLE001 - a waiter whose link is down may not close
+        log.debug("closing the waiter failed: %s", exc)
 
 
 def _full_gap(plan: WaitPlan, pending: int, hearing: bool) -> float:
@@ -165,19 +335,12 @@ def _full_gap(plan: WaitPlan, pending: int, hearing: bool) -> float:
     return gap
 
 
-def _asked(status_round: StatusRound, pending: List[str]) -> Dict[str, JobStatus]:
-    """One status round; a failed one (a dropped connection, a command past its time)
-    makes every job UNKNOWN this time: a restarting controller is ridden out."""
-    try:
-        return status_round(pending)
-    except (TransportError, JobTimeoutError) as exc:
-        log.warning("status query failed (will retry): %s", exc)
-        reason = f"query failed: {exc}"
-        return {job_id: JobStatus(job_id, JobState.UNKNOWN, reason=reason) for job_id in pending}
-
-
 def _take(
-    progress: _Progress, statuses: Dict[str, JobStatus], plan: WaitPlan, waiter: Waiter
+    progress: _Progress,
+    statuses: Dict[str, JobStatus],
+    plan: WaitPlan,
+    waiter: Waiter,
+    outage: Outage,
 ) -> None:
     """Note what changed; call ``on_change`` for each job whose state changed; tell the
     waiter the jobs that ended (it may not hear them: ``Waiter.settled``)."""
@@ -186,8 +349,12 @@ def _take(
     for job_id in [job_id for job_id in statuses if job_id in progress.pending]:
         status = statuses[job_id]
         if status.state is JobState.UNKNOWN:
-            _count_unknown(progress, job_id, status, plan)
+            if status.extra.get(SCHEDULER_UNREACHABLE) and not status.extra.get(UNREACHABLE_LASTS):
+                outage.unreachable(status)  # ridden out, not counted
+            else:
+                _count_unknown(progress, job_id, status, plan)
             continue
+        outage.answered(status)
         progress.unknown_streak[job_id] = 0
         if progress.last_seen.get(job_id) is not status.state:
             progress.last_seen[job_id] = status.state

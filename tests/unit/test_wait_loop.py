@@ -1,15 +1,30 @@
 """The wait loop (``waiting.wait_for_all``) with stand-in rounds: the driver's waiter is
 made before the first status round (an event stream opened then can answer it), and
 the jobs it hears end are asked alone; while it hears every end, the full rounds are
-spaced out (a safety net), and kept at the notice interval once it stops hearing."""
+spaced out (a safety net), and kept at the notice interval once it stops hearing; an
+outage of any round (status, exit-code files, events) is ridden out until the deadline."""
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Collection, Dict, List, Set
 
+import pytest
+
+from hpcbridge.errors import HostKeyError, JobNotFoundError, JobTimeoutError, TransportError
 from hpcbridge.model import JobState, JobStatus
-from hpcbridge.schedulers.waiting import HEARING_GAP, WaitPlan, _full_gap, wait_for_all
+from hpcbridge.schedulers import waiting
+from hpcbridge.schedulers.driver import unreachable
+from hpcbridge.schedulers.waiting import (
+    ANSWERED_AT,
+    HEARING_GAP,
+    Sleeper,
+    StatusRound,
+    WaitPlan,
+    _full_gap,
+    wait_for_all,
+)
 
 
 class Waiter:
@@ -198,3 +213,183 @@ def test_ends_heard_when_a_full_tick_is_due_are_taken_from_the_waiters_events() 
         "b": JobState.COMPLETED,
     }
     assert waiters[0].pauses == 1
+
+
+# -- outages: every round guarded alike, ridden out until the wait's deadline ----------
+
+
+@pytest.fixture
+def quick_outages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The back-off of a wait's outage in hundredths of a second (the loop is the same)."""
+    monkeypatch.setattr(waiting, "OUTAGE_FIRST_PAUSE", 0.01)
+    monkeypatch.setattr(waiting, "OUTAGE_MAX_PAUSE", 0.04)
+
+
+class Pauses(Sleeper):
+    """A plain sleep that notes how long each pause was asked to be."""
+
+    def __init__(self) -> None:
+        self.asked: List[float] = []
+
+    def pause(self, seconds: float) -> Set[str]:
+        self.asked.append(seconds)
+        return super().pause(seconds)
+
+
+def failing(times: int, error: Exception, then: StatusRound) -> StatusRound:
+    """A round that raises ``error`` ``times`` times, then answers as ``then``."""
+    calls: List[int] = []
+
+    def round_(pending: List[str]) -> Dict[str, JobStatus]:
+        calls.append(1)
+        if len(calls) <= times:
+            raise error
+        return then(pending)
+
+    return round_
+
+
+def answering(state: JobState) -> StatusRound:
+    return lambda pending: {job_id: JobStatus(job_id, state) for job_id in pending}
+
+
+def test_a_status_round_failing_for_a_while_is_ridden_out_with_back_off(
+    quick_outages: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Ten failed rounds with an UNKNOWN budget of two: an outage counts no UNKNOWN.
+    lost = TransportError("cannot reconnect to u@login:22 after 5 attempts: connection refused")
+    status_round = failing(10, lost, answering(JobState.COMPLETED))
+    pauses = Pauses()
+    plan = WaitPlan("slurm", timeout=60, unknown_limit=2, notice_interval=0.0)
+    with caplog.at_level(logging.WARNING, logger="hpcbridge"):
+        final = wait_for_all(["7"], status_round, lambda ids: {}, lambda ids: pauses, plan)
+    assert final["7"].state is JobState.COMPLETED
+    # The pause doubles from the first to the longest, and stays there.
+    assert pauses.asked == pytest.approx(
+        [0.01, 0.02, 0.04, 0.04, 0.04, 0.04, 0.04, 0.04, 0.04, 0.04], abs=0.005
+    )
+    said = [record.getMessage() for record in caplog.records]
+    assert len(said) == 2, said  # once when it began, once when it was over
+    assert "out of reach" in said[0] and "connection refused" in said[0]
+    assert "until its deadline" in said[0]
+    assert "reachable again" in said[1]
+
+
+def test_the_exit_code_file_round_is_guarded_the_same(quick_outages: None) -> None:
+    # The scheduler has forgotten the job; only its file tells the end, once reachable.
+    lost = TransportError("sftp stat on u@login:22 failed: Socket is closed")
+    file_round = failing(4, lost, answering(JobState.FAILED))
+    plan = WaitPlan("slurm", timeout=60, unknown_limit=2, notice_interval=0.0)
+    final = wait_for_all(["7"], answering(JobState.RUNNING), file_round, lambda ids: None, plan)
+    assert final["7"].state is JobState.FAILED
+
+
+def test_one_command_past_its_budget_is_an_outage_too(quick_outages: None) -> None:
+    slow = JobTimeoutError("squeue did not finish within 60 s on u@login:22")
+    status_round = failing(3, slow, answering(JobState.COMPLETED))
+    plan = WaitPlan("slurm", timeout=60, unknown_limit=1, notice_interval=0.0, files=False)
+    final = wait_for_all(["7"], status_round, lambda ids: {}, lambda ids: None, plan)
+    assert final["7"].state is JobState.COMPLETED
+
+
+def test_the_deadline_reached_during_an_outage_says_so(quick_outages: None) -> None:
+    lost = TransportError("cannot reconnect to u@login:22 after 5 attempts: connection refused")
+    status_round = failing(10**6, lost, answering(JobState.COMPLETED))
+    plan = WaitPlan("slurm", timeout=0.3, unknown_limit=1, notice_interval=0.0, files=False)
+    with pytest.raises(JobTimeoutError) as caught:
+        wait_for_all(["7"], status_round, lambda ids: {}, lambda ids: None, plan)
+    message = str(caught.value)
+    assert "1 job(s) still unfinished after 0.3 s: 7" in message
+    assert "wait again or cancel them" in message
+    assert "could not be reached" in message and "connection refused" in message
+
+
+def test_an_error_retrying_cannot_fix_ends_the_wait_at_once(quick_outages: None) -> None:
+    rounds: List[int] = []
+
+    def status_round(pending: List[str]) -> Dict[str, JobStatus]:
+        rounds.append(1)
+        raise HostKeyError("HOST KEY CHANGED for [login]:22")
+
+    plan = WaitPlan("slurm", timeout=60, notice_interval=0.0, files=False)
+    with pytest.raises(HostKeyError):
+        wait_for_all(["7"], status_round, lambda ids: {}, lambda ids: None, plan)
+    assert rounds == [1]
+
+
+def stamped(status: JobStatus) -> JobStatus:
+    """As the poller gives it: with the time of the answer."""
+    return status.with_(extra={**status.extra, ANSWERED_AT: time.time()})
+
+
+def test_a_scheduler_that_cannot_be_asked_right_now_is_ridden_out(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Five such answers with an UNKNOWN budget of two: not counted.
+    answers: List[JobStatus] = [
+        JobStatus("7", JobState.RUNNING),
+        *[unreachable("7", "squeue failed: Unable to contact slurm controller")] * 5,
+        JobStatus("7", JobState.COMPLETED),
+    ]
+
+    def status_round(pending: List[str]) -> Dict[str, JobStatus]:
+        return {"7": stamped(answers.pop(0))}
+
+    plan = WaitPlan("slurm", timeout=60, unknown_limit=2, notice_interval=0.0, files=False)
+    with caplog.at_level(logging.WARNING, logger="hpcbridge"):
+        final = wait_for_all(["7"], status_round, lambda ids: {}, lambda ids: None, plan)
+    assert final["7"].state is JobState.COMPLETED
+    said = [record.getMessage() for record in caplog.records]
+    assert len(said) == 2 and "Unable to contact" in said[0] and "reachable again" in said[1]
+
+
+def test_a_scheduler_that_cannot_be_used_from_here_counts_towards_the_streak() -> None:
+    reason = "cannot reach the flux scheduler: flux not found; set HPCBRIDGE_FLUX_COMMAND"
+
+    def status_round(pending: List[str]) -> Dict[str, JobStatus]:
+        return {"7": stamped(unreachable("7", reason, lasting=True))}
+
+    plan = WaitPlan("flux", timeout=60, unknown_limit=3, notice_interval=0.0, files=False)
+    with pytest.raises(JobNotFoundError, match="3 times in a row .*HPCBRIDGE_FLUX_COMMAND"):
+        wait_for_all(["7"], status_round, lambda ids: {}, lambda ids: None, plan)
+
+
+class FailingEvents(Hearing):
+    """A waiter whose event stream fails at its first pause."""
+
+    closed = False
+
+    def pause(self, seconds: float) -> Set[str]:
+        raise TransportError("the event stream to u@login:22 dropped")
+
+    def listening(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_waiter_whose_events_fail_is_given_up_for_plain_ticks(quick_outages: None) -> None:
+    waiters: List[FailingEvents] = []
+    states = [JobState.RUNNING, JobState.RUNNING, JobState.COMPLETED]
+
+    def status_round(pending: List[str]) -> Dict[str, JobStatus]:
+        return {job_id: JobStatus(job_id, states.pop(0)) for job_id in pending}
+
+    def make_waiter(job_ids: List[str]) -> FailingEvents:
+        waiters.append(FailingEvents(job_ids))
+        return waiters[-1]
+
+    plan = WaitPlan("flux", timeout=60, notice_interval=0.0, files=False)
+    final = wait_for_all(["7"], status_round, lambda ids: {}, make_waiter, plan)
+    assert final["7"].state is JobState.COMPLETED
+    assert len(waiters) == 1 and waiters[0].closed
+
+
+def test_a_waiter_that_cannot_be_made_now_leaves_plain_ticks(quick_outages: None) -> None:
+    def make_waiter(job_ids: List[str]) -> Sleeper:
+        raise TransportError("cannot open the event stream")
+
+    plan = WaitPlan("flux", timeout=60, notice_interval=0.0, files=False)
+    final = wait_for_all(["7"], answering(JobState.COMPLETED), lambda ids: {}, make_waiter, plan)
+    assert final["7"].state is JobState.COMPLETED
