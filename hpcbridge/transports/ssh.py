@@ -12,7 +12,9 @@ network adds:
   to accept it, unless ``accept_new_host_keys`` (OpenSSH's ``accept-new``);
   a *changed* key is always refused.
 * **Reconnects.**  A dead connection is reopened transparently with bounded
-  exponential backoff and a minimum interval between connection opens.  A
+  exponential backoff and a minimum interval between connection opens (a few
+  attempts per call: a wait rides out a longer outage by trying its rounds again
+  until its own deadline).  A
   command is retried after a drop only when ``idempotent=True``; a dropped
   submission raises :class:`SubmissionUncertainError` instead of running twice.
 * **Quoting.**  The remote command line is built only with :func:`shlex.quote`

@@ -42,6 +42,7 @@ class Permanent(Exception):
 
     def __init__(self, error: TransportError) -> None:
         super().__init__(str(error))
+        error.permanent = True  # a wait does not ride it out either
         self.error = error
 
 

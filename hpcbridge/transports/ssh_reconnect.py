@@ -2,8 +2,11 @@
 
 Connecting and reconnecting are serialised by a lock; a dead connection is
 reopened with bounded exponential backoff and a minimum interval between
-connection opens.  A forked child starts afresh (it inherits the socket but not
-paramiko's thread).
+connection opens.  The attempts are bounded per call (``max_reconnect_attempts``,
+about 8 s of tries by default), so a single command fails in reasonable time when
+the host stays away; a wait does not stop there: it tries its rounds again, with a
+back-off of its own, until its own deadline (``schedulers.waiting``).  A forked
+child starts afresh (it inherits the socket but not paramiko's thread).
 """
 
 from __future__ import annotations
@@ -96,9 +99,11 @@ class SharedConnection:
                     if reconnect:
                         raise TransportError(
                             f"cannot reconnect to {self.label} after {attempt} attempts: {exc}"
+                            " (is the host up? try again once it answers)"
                         ) from exc.__cause__
                     raise
-                log.info(
+                # One line per outage ("lost", then "reconnected"), not one per attempt.
+                log.debug(
                     "reconnect to %s failed (attempt %d/%d): %s; retrying in %.1f s",
                     self.label,
                     attempt,

@@ -681,6 +681,20 @@ def test_permanent_errors_are_never_retried(fake):
     assert len(fake.opens) == 2 and fake.sleeps == []
 
 
+def test_a_refused_login_is_permanent_and_spent_reconnects_are_not(fake):
+    # A wait rides out the second kind until its deadline; the first it raises at once.
+    fake.connect()
+    fake.transport.active = False
+    fake.script = [TransportError("connection refused")] * 5
+    with pytest.raises(TransportError, match="after 5 attempts") as spent:
+        fake.connect()
+    assert not spent.value.permanent
+    fake.script = [Permanent(TransportError("authentication to u@h.example.org:22 failed"))]
+    with pytest.raises(TransportError, match="authentication") as refused:
+        fake.connect()
+    assert refused.value.permanent
+
+
 def test_minimum_interval_between_connection_opens(fake):
     fake.min_reconnect_interval = 5.0
     fake.connect()
