@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import socket
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
+
+import pytest
 
 SKIP_REASON = "sshd test server not running: start containers/sshd/start.sh"
+SSHD_SCRIPTS = Path(__file__).resolve().parents[2] / "containers" / "sshd"
 KEYS = ("HOST", "PORT", "USER", "KEY", "KNOWN_HOSTS", "CONFIG")
 
 
@@ -84,3 +89,70 @@ def make_executor(server: Server, **overrides: Any) -> Any:
     )
     arguments.update(overrides)
     return SSHExecutor(server.host, server.user, server.port, server.key, **arguments)
+
+
+class PrivateServer:
+    """An sshd of one test's own (``containers/sshd`` with a state folder and a port of
+    its own): stopped and started again without touching the shared server that other
+    tests use at the same moment.  Its client key is the test user's too."""
+
+    def __init__(self, state: Path) -> None:
+        self.state = state
+        with socket.socket() as probe:  # a port free now (start.sh fails if taken later)
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.server: Optional[Server] = None
+
+    def _run(self, script: str, *args: str) -> None:
+        env = {
+            **os.environ,
+            "HPCBRIDGE_SSHD_STATE": str(self.state),
+            "HPCBRIDGE_SSHD_PORT": str(self.port),
+        }
+        done = subprocess.run(
+            ["bash", str(SSHD_SCRIPTS / script), *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert done.returncode == 0, f"{script} {' '.join(args)}: {done.stderr[-2000:]}"
+
+    def start(self) -> Server:
+        """Start it (again: same port, same keys)."""
+        self._run("start.sh")
+        values = _read_env_file(self.state / "env.sh")
+        self.server = Server(
+            host=values["HPCBRIDGE_TEST_SSH_HOST"],
+            port=int(values["HPCBRIDGE_TEST_SSH_PORT"]),
+            user=values["HPCBRIDGE_TEST_SSH_USER"],
+            key=values["HPCBRIDGE_TEST_SSH_KEY"],
+            known_hosts=values["HPCBRIDGE_TEST_SSH_KNOWN_HOSTS"],
+            config=values["HPCBRIDGE_TEST_SSH_CONFIG"],
+            state=str(self.state),
+        )
+        return self.server
+
+    def stop(self) -> None:
+        """Stop the listener and every session it serves: open connections drop."""
+        self._run("stop.sh")
+
+    def purge(self) -> None:
+        """Stop it and remove its state and its key from the test user's authorized_keys."""
+        self._run("stop.sh", "--purge")
+
+
+def private_server(state: Path) -> Iterator[PrivateServer]:
+    """A started ``PrivateServer`` (a fixture's body), purged afterwards; skips with the
+    reason when one cannot be started here."""
+    pytest.importorskip("paramiko", reason="paramiko not installed (pip install '.[ssh]')")
+    if os.geteuid() != 0:
+        pytest.skip("an sshd of the test's own needs root (containers/sshd/start.sh)")
+    if not (os.access("/usr/sbin/sshd", os.X_OK) and shutil.which("ssh")):
+        pytest.skip("openssh-server not installed: run containers/sshd/start.sh once")
+    made = PrivateServer(state)
+    made.start()
+    try:
+        yield made
+    finally:
+        made.purge()
