@@ -5,7 +5,8 @@ The SSH test user (``hpcbtest``) cannot use a broker started by another user:
 ``local-0`` socket) mode 0700, and without flux-security only the instance
 owner may connect anyway.  So this module starts its broker *as the SSH
 user* (``runuser``, when the tests run as root) and checks the limitation
-itself in ``test_root_broker_is_not_reachable_by_another_user``.
+itself in ``test_root_broker_is_not_reachable_by_another_user``.  A wait rides out
+a 30 s outage of an sshd of its own (``tests.support.ssh.PrivateServer``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import shlex
 import shutil
 import socket
 import tempfile
+import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Dict, Iterator
@@ -31,6 +34,7 @@ from tests.support.flux_cases import (
     wait_state,
     write_script,
 )
+from tests.support.ssh import PrivateServer, make_executor, private_server, waiting_pids
 
 pytestmark = [pytest.mark.flux, pytest.mark.ssh]
 
@@ -223,3 +227,75 @@ def test_parents_that_cannot_be_waited_for_are_refused_over_ssh(
     with pytest.raises(JobSubmissionError, match=f"parent job {ids.fail} already ended FAILED"):
         adapter.submit_job(scenario.hello, {"time": "60s"}, depends_on=[ids.ok, ids.fail])
     assert listed() == before  # nothing staged
+
+
+#: how long the login node's sshd is down in the outage test (seconds)
+OUTAGE = 30.0
+
+
+@pytest.fixture
+def own_sshd(tmp_path: Path) -> Iterator[PrivateServer]:
+    """An sshd of this test's own: stopping it leaves the shared one alone."""
+    require_flux()
+    yield from private_server(tmp_path / "sshd")
+
+
+def test_a_wait_rides_out_a_30_s_outage_of_the_login_node(
+    user_broker: Any, own_sshd: PrivateServer, tmp_path: Path
+) -> None:
+    """The login node's sshd (listener and sessions) down for 30 s during a wait: the
+    wait ends with the jobs' real ends, learnt once the node is back."""
+    server = own_sshd.server
+    assert server is not None
+    executor = make_executor(server, default_timeout=60.0, min_reconnect_interval=1.0)
+    made = executor.run(["mktemp", "-d", "/tmp/hpcb-flux-outage.XXXXXX"])
+    assert made.ok, made.stderr
+    remote = made.stdout.strip()
+    adapter = make_adapter(
+        "auto", user_broker.uri, tmp_path / "state", executor=executor, remote_workdir=remote
+    )
+    # The jobs end only once released, during the outage (the SSH server is this
+    # machine: the test writes the release itself while sshd is down).
+    release = Path(remote) / "release"
+    held = f"i=0; while [ ! -e {release} ] && [ $i -lt 600 ]; do sleep 0.5; i=$((i+1)); done\n"
+    scripts = tmp_path / "scripts"
+    ok = adapter.submit_job(write_script(scripts, "ok.sh", held + "echo survived\n"))
+    failed = adapter.submit_job(write_script(scripts, "failed.sh", held + "exit 3\n"))
+    connections_before = executor.connection_count
+    outcome: Dict[str, Any] = {}
+
+    def follow() -> None:
+        try:
+            outcome["final"] = adapter.wait_all([ok, failed], poll_interval=5, timeout=300)
+        except Exception as exc:  # reported below
+            outcome["error"] = exc
+        outcome["ended"] = time.monotonic()
+
+    waiter = threading.Thread(target=follow)
+    waiter.start()
+    deadline = time.monotonic() + 120
+    while os.getpid() not in waiting_pids(tmp_path / "state" / "jobs.db"):
+        assert waiter.is_alive() and time.monotonic() < deadline, outcome
+        time.sleep(0.2)
+    stopped = time.monotonic()
+    own_sshd.stop()
+    time.sleep(OUTAGE / 3)
+    release.touch()  # the jobs end while the node is away
+    time.sleep(OUTAGE - (time.monotonic() - stopped))
+    down = time.monotonic() - stopped
+    own_sshd.start()
+    waiter.join(300)
+    print(
+        f"sshd down {down:.1f} s; the wait ended {outcome['ended'] - stopped:.1f} s "
+        f"after the stop: {outcome}"
+    )
+    assert "error" not in outcome, outcome.get("error")
+    final = outcome["final"]
+    assert final[ok].state is JobState.COMPLETED and final[ok].exit_code == 0
+    assert final[failed].state is JobState.FAILED and final[failed].exit_code == 3
+    assert executor.connection_count > connections_before  # it really reconnected
+    assert "survived" in adapter.get_job_logs(ok)
+    adapter.close()
+    cleanup = make_executor(server)
+    cleanup.run(["rm", "-rf", "--", remote])
+    cleanup.close()

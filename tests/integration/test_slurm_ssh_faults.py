@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, Set
+from typing import Any, Dict, Iterator
 
 import pytest
 
@@ -19,7 +18,7 @@ from hpcbridge import JobState
 from hpcbridge.cli.exits import EXIT_JOB_NOT_COMPLETED, EXIT_OK
 from tests.support.places import ssh_env
 from tests.support.slurm_clusters import TARGETS, cluster_for, make_adapter
-from tests.support.ssh import PrivateServer, make_executor, private_server
+from tests.support.ssh import PrivateServer, make_executor, private_server, waiting_pids
 
 pytestmark = [pytest.mark.slurm, pytest.mark.ssh]
 
@@ -83,18 +82,6 @@ OUTAGE = 30.0
 def own_sshd(tmp_path: Path) -> Iterator[PrivateServer]:
     """An sshd of this test's own: stopping it leaves the shared one alone."""
     yield from private_server(tmp_path / "sshd")
-
-
-def _waiting_pids(store: Path) -> Set[int]:
-    """The processes whose wait has asked about a job (the shared poll's wants)."""
-    if not store.exists():
-        return set()
-    try:
-        with sqlite3.connect(store, timeout=5) as connection:
-            rows = connection.execute("SELECT DISTINCT owner FROM poll_wants").fetchall()
-    except sqlite3.OperationalError:  # no wait has asked yet: no table
-        return set()
-    return {int(row[0].split(":")[1]) for row in rows}
 
 
 def test_every_wait_rides_out_a_30_s_outage_of_the_login_node(
@@ -166,7 +153,7 @@ def test_every_wait_rides_out_a_30_s_outage_of_the_login_node(
     # Every wait has asked about its job before the node goes away.
     expected = {os.getpid(), *(cli.pid for cli in clis.values())}
     deadline = time.monotonic() + 180
-    while not expected <= _waiting_pids(state / "jobs.db"):
+    while not expected <= waiting_pids(state / "jobs.db"):
         exited = {name: cli.poll() for name, cli in clis.items() if cli.poll() is not None}
         assert not exited and time.monotonic() < deadline, (
             f"not every wait began: {exited}",

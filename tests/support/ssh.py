@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
 import socket
+import sqlite3
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, Set
 
 import pytest
 
@@ -156,3 +158,16 @@ def private_server(state: Path) -> Iterator[PrivateServer]:
         yield made
     finally:
         made.purge()
+
+
+def waiting_pids(store: Path) -> Set[int]:
+    """The processes of this host whose wait has asked about a job in this job store
+    (the shared poll's wants): an outage made after it falls inside their waits."""
+    if not store.exists():
+        return set()
+    try:
+        with contextlib.closing(sqlite3.connect(store, timeout=5)) as connection:
+            rows = connection.execute("SELECT DISTINCT owner FROM poll_wants").fetchall()
+    except sqlite3.OperationalError:  # no wait has asked yet: no table
+        return set()
+    return {int(row[0].split(":")[1]) for row in rows}
