@@ -15,7 +15,8 @@ The contract every adapter keeps (the README shows it from the caller's side):
   wrapper wrote; only then is it UNKNOWN ("cannot tell right now").
 - ``wait_until_complete`` / ``wait`` / ``wait_all`` return whatever the final
   state is; only a streak of UNKNOWN raises ``JobNotFoundError`` and only the
-  caller's ``timeout`` raises ``JobTimeoutError``.
+  caller's ``timeout`` raises ``JobTimeoutError`` (an outage of the scheduler, or of
+  the way to it, is ridden out until then: ``waiting``).
 - ``cancel_job(s)`` records that the user asked (so a job the scheduler then
   reports FAILED by SIGTERM is CANCELLED) and asks the scheduler.
 
