@@ -32,12 +32,14 @@ network blip; the transport's own few reconnect attempts spent),
 pause that doubles from ``OUTAGE_FIRST_PAUSE`` up to ``OUTAGE_MAX_PAUSE``; an
 answer that says the scheduler cannot be asked right now
 (``driver.unreachable``: a controller restarting) is ridden out too, at the
-poller's pace.  Neither counts towards the UNKNOWN streak: an outage ends the
-wait only at its deadline (``JobTimeoutError``, saying how long the scheduler
-was out of reach), never after a number of attempts.  One warning says when an
-outage begins, one when it is over.  An error retrying cannot fix (a changed
-host key, a refused login: ``TransportError.permanent``) is raised at once.
-A waiter whose events fail is given up for plain ticks.
+poller's pace - not one that says it cannot be used from here
+(``UNREACHABLE_LASTS``: no command, a bad setting), which counts as UNKNOWN.
+An outage does not count towards the UNKNOWN streak: it ends the wait only at
+its deadline (``JobTimeoutError``, saying how long the scheduler was out of
+reach), never after a number of attempts.  One warning says when an outage
+begins, one when it is over.  An error retrying cannot fix (a changed host key,
+a refused login: ``TransportError.permanent``) is raised at once.  A waiter
+whose events fail is given up for plain ticks.
 """
 
 from __future__ import annotations
