@@ -14,9 +14,9 @@ network adds:
 * **Reconnects.**  A dead connection is reopened transparently with bounded
   exponential backoff and a minimum interval between connection opens (a few
   attempts per call: a wait rides out a longer outage by trying its rounds again
-  until its own deadline).  A
-  command is retried after a drop only when ``idempotent=True``; a dropped
-  submission raises :class:`SubmissionUncertainError` instead of running twice.
+  until its own deadline).  A command is retried after a drop only when
+  ``idempotent=True``; a dropped submission raises
+  :class:`SubmissionUncertainError` instead of running twice.
 * **Quoting.**  The remote command line is built only with :func:`shlex.quote`
   (see :func:`build_command`); nothing from the caller reaches the remote shell
   unquoted.  A POSIX shell (bash, sh, zsh) is assumed on the remote side.
