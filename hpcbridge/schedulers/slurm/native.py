@@ -295,9 +295,9 @@ class SlurmNativeDriver:
             )
         return found
 
-    def queue_limit(self) -> Optional[int]:
+    def queue_limit(self, account: Optional[str] = None) -> Optional[int]:
         """The cap on queued jobs, read with sacctmgr (pyslurm has no association query)."""
-        return self.cli.queue_limit()
+        return self.cli.queue_limit(account)
 
     def max_batch(self) -> int:
         return self.cli.max_batch()
