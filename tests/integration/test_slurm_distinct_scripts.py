@@ -87,7 +87,8 @@ def test_distinct_scripts_go_in_as_one_array_each_task_running_its_own(
     )
     stem = unique("t")
     scripts = write_scripts(tmp_path / "scripts", stem, COUNT)
-    ids = made.submit_many(scripts, {"time": "5"})
+    # %x is the array's one name: each task's output is found where Slurm wrote it
+    ids = made.submit_many(scripts, {"time": "5", "output": "%x-%A_%a.out"})
     arrays = {job_id.split("_")[0] for job_id in ids}
     assert len(arrays) == 1, f"{len(arrays)} submissions for {COUNT} distinct scripts"
     assert [job_id.split("_")[1] for job_id in ids] == [str(k) for k in range(COUNT)]
@@ -95,6 +96,7 @@ def test_distinct_scripts_go_in_as_one_array_each_task_running_its_own(
     assert {status.state for status in final.values()} == {JobState.COMPLETED}
     for index, job_id in enumerate(ids):
         assert made.get_job_logs(job_id).split() == ["ran", f"{stem}-{index}.sh"], job_id
+    assert os.path.basename(made.log_path(ids[5])) == f"{stem}-0.sh+{COUNT - 1}-{ids[5]}.out"
     # what hpcbridge recorded and shows: each task its own script's name
     records = made.store.get_many("slurm", made.host_label, ids)
     assert [records[job_id].job_name for job_id in ids] == [f"{stem}-{k}.sh" for k in range(COUNT)]
