@@ -76,7 +76,7 @@ class MockDriver:
         time_limit = batch.resources.time
         limit = f" time limit {time_limit:g}s" if time_limit else ""
         after = f" after {','.join(batch.depends_on)}" if batch.depends_on else ""
-        name = f" as {shlex.quote(batch.job.job_name)}"
+        name = f" as {shlex.quote(batch.job.name_of(0))}"  # each job its own (no arrays)
         return shlex.join(argv) + f"  # runs {batch.job.wrapper_path}{name}{limit}{after}"
 
     def submit_many(self, planned: Planned) -> List[Submitted]:

@@ -217,7 +217,9 @@ def translate(batch: SubmitBatch, queue: Optional[str], policy: FluxPolicy) -> S
         environment[EXIT_RANKS_VARIABLE] = str(resources.slots)
     return SubmitRequest(
         wrapper_path=batch.job.wrapper_path,
-        job_name=batch.job.job_name,
+        # Flux has no arrays: each job is sent under its own name (FluxPlan.names),
+        # the first one's here.
+        job_name=batch.job.name_of(0),
         output=batch.output,
         cwd=batch.job.remote_dir,
         kind=kind,
