@@ -153,8 +153,9 @@ def scenario_markdown(index: int, scenario: Dict[str, Any]) -> List[str]:
         lines.append("")
     if scenario.get("goal"):
         goal = scenario["goal"]
+        achieved = goal.get("achieved_text") or f"{goal['achieved']}x"
         lines.append(
-            f"Goal: {goal['target']} - achieved {goal['achieved']}x: "
+            f"Goal: {goal['target']} - achieved {achieved}: "
             f"**{'met' if goal['met'] else 'NOT met'}**."
         )
         lines.append("")

@@ -56,7 +56,17 @@ class PreparedJob:
     wrapper_path: str
     exit_file: str
     scripts: List[str]
+    #: the name the scheduler shows for the submission as a whole (a Slurm array's one
+    #: name); each task's own is ``name_of``
     job_name: str
+    #: each task's own name, in task order (its script's file name, or the caller's
+    #: ``job_name``); empty: every task is called ``job_name``
+    task_names: Tuple[str, ...] = ()
+
+    def name_of(self, index: int) -> str:
+        """Task ``index``'s own name: what its record keeps and what it is called when
+        it is submitted alone (one Flux job, one Slurm job where arrays are refused)."""
+        return self.task_names[index] if self.task_names else self.job_name
 
     def exit_file_for(self, index: int, count: int) -> str:
         """Where task ``index`` of a wrapper of ``count`` tasks records its exit code

@@ -8,6 +8,7 @@ from __future__ import annotations
 SCENARIOS = (
     "slurm_submit",
     "slurm_bulk",
+    "slurm_bulk_scripts",
     "slurm_status",
     "slurm_polite",
     "slurm_pyslurm",

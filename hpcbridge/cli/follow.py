@@ -126,7 +126,7 @@ def _print_statuses(
                 print(status_line(answer))
         return
     items = [
-        with_kind(answer.to_json(), group.records if group is not None else {})
+        with_record(answer.to_json(), group.records if group is not None else {})
         if isinstance(answer, JobStatus)
         else {"job_id": job_id, "error": one_line(answer)}
         for job_id, answer, group in answers
@@ -143,6 +143,15 @@ def with_kind(item: Dict[str, Any], records: Dict[str, JobRecord]) -> Dict[str, 
     if record is not None and record.kind:
         item["kind"] = record.kind
     return item
+
+
+def with_record(item: Dict[str, Any], records: Dict[str, JobRecord]) -> Dict[str, Any]:
+    """A status with what its record adds: the job kind (``with_kind``) and the job's
+    own name (its script's, or the ``job_name`` it was given)."""
+    record = records.get(item["job_id"])
+    if record is not None and record.job_name:
+        item["job_name"] = record.job_name
+    return with_kind(item, records)
 
 
 def cmd_wait(args: argparse.Namespace) -> int:

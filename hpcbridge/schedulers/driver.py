@@ -42,10 +42,13 @@ Every driver keeps the same promises:
     connection dropped): the ``Submitted`` jobs ``submit_many(planned)`` made,
     found by the batch's key; ``None`` once the scheduler surely has none;
     ``SubmissionUncertainError`` when it cannot tell within its budget.
-``queue_limit()``
-    How many jobs this user may have queued at once, where the scheduler sets
-    a cap (Slurm's ``MaxSubmitJobs``); ``None`` where it sets none.  A job
-    refused for such a cap raises ``LimitRefusedError`` from ``submit_many``.
+``queue_limit(account=None)``
+    How many jobs this user may have queued at once (charged to ``account``,
+    when given), where the scheduler sets a cap (Slurm's ``MaxSubmitJobs``);
+    ``None`` where it sets none.  Asked only for many jobs with no cap given
+    (``sweeping``), and cheap to ask again: Slurm's is remembered a few minutes
+    (``slurm.limit_cache``).  A job refused for such a cap raises
+    ``LimitRefusedError`` from ``submit_many``.
 ``capabilities``
     What the driver can do, as data: waiting woken by events, arrays,
     dependencies, and the resource keys it drops with the reason - shown by
@@ -256,8 +259,9 @@ class SchedulerDriver(Protocol):
         ``since``: when it was sent (epoch seconds), where a lookup lists recent jobs."""
         ...
 
-    def queue_limit(self) -> Optional[int]:
-        """The cap on this user's queued jobs, if the scheduler sets one."""
+    def queue_limit(self, account: Optional[str] = None) -> Optional[int]:
+        """The cap on this user's queued jobs (charged to ``account``, when given), if
+        the scheduler sets one."""
         ...
 
     def find_output(self, job_id: str) -> Optional[str]:

@@ -76,7 +76,7 @@ class MockDriver:
         time_limit = batch.resources.time
         limit = f" time limit {time_limit:g}s" if time_limit else ""
         after = f" after {','.join(batch.depends_on)}" if batch.depends_on else ""
-        name = f" as {shlex.quote(batch.job.job_name)}"
+        name = f" as {shlex.quote(batch.job.name_of(0))}"  # each job its own (no arrays)
         return shlex.join(argv) + f"  # runs {batch.job.wrapper_path}{name}{limit}{after}"
 
     def submit_many(self, planned: Planned) -> List[Submitted]:
@@ -113,7 +113,7 @@ class MockDriver:
                 "time_limit": time_limit,
                 "depends_on": list(batch.depends_on),
                 "slots": self.slots,
-                "job_name": batch.job.job_name,
+                "job_name": batch.job.name_of(index),
             },
         )
         write_json(job_dir / "state.json", {"state": "PENDING", "submit_time": now_iso()})
@@ -141,7 +141,7 @@ class MockDriver:
             found.append(Submitted(job_id, batch.output.replace("{id}", job_id), index))
         return found or None
 
-    def queue_limit(self) -> Optional[int]:
+    def queue_limit(self, account: Optional[str] = None) -> Optional[int]:
         """The mock scheduler caps nothing (its slots bound what runs, not what waits)."""
         return None
 

@@ -92,19 +92,33 @@ def staged_names(directory: str, scripts: Sequence[str]) -> List[str]:
 
 
 def task_name(task: TaskSpec, job_name: Optional[str]) -> str:
-    """The scheduler's name for a task's job: ``job_name``, else its script's file name."""
+    """A task's own name: ``job_name``, else its script's file name."""
     return job_name or os.path.basename(task.script) or "hpcbridge"
 
 
-def prepared(directory: str, scripts: Sequence[str], name: str, token: str) -> PreparedJob:
-    """The files of one wrapper (``token``) in ``directory``."""
+def shared_name(names: Sequence[str]) -> str:
+    """The one name a submission of tasks called ``names`` gets from the scheduler (a
+    Slurm array has one name for all its tasks): theirs when they all share it, else
+    the first one's and how many tasks follow it (``t0.sh+99``)."""
+    if not names:
+        raise ValueError("no task to name")
+    if all(name == names[0] for name in names):
+        return names[0]
+    return f"{names[0]}+{len(names) - 1}"
+
+
+def prepared(
+    directory: str, scripts: Sequence[str], names: Sequence[str], token: str
+) -> PreparedJob:
+    """The files of one wrapper (``token``) in ``directory``; ``names``: each task's own."""
     return PreparedJob(
         token=token,
         remote_dir=directory,
         wrapper_path=marker_path(directory, token, ".sh"),
         exit_file=marker_path(directory, token, ".exit"),
         scripts=list(scripts),
-        job_name=name,
+        job_name=shared_name(names),
+        task_names=tuple(names),
     )
 
 
@@ -115,24 +129,21 @@ def plan_chunks(
     chunk_size: int,
     first_token: str,
 ) -> List[Tuple[PreparedJob, List[TaskSpec]]]:
-    """One wrapper per run of tasks that share a name, at most ``chunk_size`` each, all
-    in one folder: every job carries its own script's name (or ``job_name``).  The
-    wrappers are named after ``first_token`` (``T``, ``T-1``, ``T-2``...): one plan
-    of one order always names the same files."""
+    """One wrapper per ``chunk_size`` tasks (the driver's ``max_batch``: a Slurm array's
+    size limit), all in one folder, whatever scripts they run: the wrapper's table
+    runs each task's own.  Every task keeps its own name (``task_name``); the chunk
+    as a whole is called ``shared_name`` of them.  The wrappers are named after
+    ``first_token`` (``T``, ``T-1``, ``T-2``...): one plan of one order always names
+    the same files."""
     scripts = staged_names(directory, [task.script for task in tasks])
+    names = [task_name(task, job_name) for task in tasks]
     size = max(chunk_size, 1)
     chunks: List[Tuple[PreparedJob, List[TaskSpec]]] = []
-    start = 0
-    while start < len(tasks):
-        name = task_name(tasks[start], job_name)
-        end = start + 1
-        while end < len(tasks) and end - start < size and task_name(tasks[end], job_name) == name:
-            end += 1
+    for start in range(0, len(tasks), size):
+        end = min(start + size, len(tasks))
         token = first_token if start == 0 else f"{first_token}-{len(chunks)}"
-        chunks.append(
-            (prepared(directory, scripts[start:end], name, token), list(tasks[start:end]))
-        )
-        start = end
+        job = prepared(directory, scripts[start:end], names[start:end], token)
+        chunks.append((job, list(tasks[start:end])))
     return chunks
 
 

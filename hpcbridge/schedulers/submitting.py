@@ -1,9 +1,9 @@
 """One submission, top to bottom: plan, stage, send, record.
 
 ``Submission`` is made by an adapter from its driver, its stager and its job
-tracker.  It cuts the tasks into chunks - one per job name (each script keeps
-its own), at most the driver's ``max_batch`` each (a Slurm array's size
-limit) - and then:
+tracker.  It cuts the tasks into chunks of at most the driver's ``max_batch``
+(a Slurm array's size limit), whatever scripts they run - each task keeps its
+own name in its record (``staging.plan_chunks``) - and then:
 
 1. **plan**: the parents (``--after``) are looked up - the store, one query
    for all of them - and the driver works out every chunk and refuses what
@@ -86,6 +86,21 @@ def _batch(
     )
 
 
+#: how many distinct task names a dry run lists for one chunk
+SHOWN_NAMES = 5
+
+
+def _own_names(job: PreparedJob) -> str:
+    """``, each its own: a.sh, b.sh`` for a chunk whose tasks are not all called by its
+    one name (the first ``SHOWN_NAMES`` distinct ones, then how many more)."""
+    distinct = list(dict.fromkeys(job.task_names))
+    if len(distinct) < 2:
+        return ""
+    more = len(distinct) - SHOWN_NAMES
+    shown = ", ".join(distinct[:SHOWN_NAMES]) + (f" and {more} more" if more > 0 else "")
+    return f"; each named after its own: {shown}"
+
+
 class Submission:
     """Plans, stages, sends and records the jobs of one ``Order``."""
 
@@ -139,7 +154,7 @@ class Submission:
         for planned, _ in self.plan(order):
             line, count = self.driver.describe(planned), planned.batch.count
             many = f"  # {count} jobs: {TASK_INDEX_VARIABLE}=0..{count - 1}" if count > 1 else ""
-            lines.append(line + many)
+            lines.append(line + many + _own_names(planned.batch.job))
         summary = self.driver.capabilities.summary()
         return "\n".join(lines) + f"\n# {self.driver.name} driver: {summary}"
 

@@ -275,7 +275,8 @@ def send_or_feed(
         max_queued = adapter.settings.max_queued
     if max_queued is None and name is None:
         many = len(order.tasks) > 1
-        cap = adapter.open().driver.queue_limit() if many else None
+        # One job pays no look-up of the cap: a refusal for it would be met all the same.
+        cap = adapter.open().driver.queue_limit(order.resources.account) if many else None
         if cap is None or len(order.tasks) <= cap:
             try:
                 return adapter._submission().run(order)

@@ -273,7 +273,7 @@ def job_records(
             transport=where.transport,
             host=where.host,
             flux_uri=instance,
-            job_name=job.job_name,
+            job_name=job.name_of(item.index),
             state=JobState.PENDING.value,
             submit_time=now,
             nodes=resources.nodes,

@@ -116,8 +116,13 @@ def test_submit_many_names_each_job_after_its_own_script(place: Place, make_scri
     ids = result.stdout.split()
     assert len(ids) == 3
     # what the scheduler itself calls each job
-    assert place.named(f"{stem}-a.sh") == sorted([ids[0], ids[2]])
-    assert place.named(f"{stem}-b.sh") == [ids[1]]
+    if place.scheduler == "slurm":  # one array, one name: the first script's and 2 more
+        assert len({job_id.split("_")[0] for job_id in ids}) == 1
+        assert place.named(f"{stem}-a.sh+2") == sorted(ids)
+        assert place.named(f"{stem}-a.sh") == place.named(f"{stem}-b.sh") == []
+    else:  # each job is a submission of its own
+        assert place.named(f"{stem}-a.sh") == sorted([ids[0], ids[2]])
+        assert place.named(f"{stem}-b.sh") == [ids[1]]
     # what hpcbridge recorded
     listed = {job["job_id"]: job for job in json.loads(run(place, "jobs", "--json").stdout)}
     assert [listed[job_id]["job_name"] for job_id in ids] == [

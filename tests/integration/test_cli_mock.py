@@ -26,7 +26,8 @@ def test_readme_quickstart(state_dir):
 
 
 def test_failed_job_exit_and_json(state_dir, make_script):
-    result = hpcbridge("submit", make_script("exit 3"), "--wait", "--poll-interval", "0.3")
+    script = make_script("exit 3")
+    result = hpcbridge("submit", script, "--wait", "--poll-interval", "0.3")
     assert result.returncode == 1
     job_id = result.stdout.split()[0]
     status = json.loads(hpcbridge("status", job_id, "--json", check=True).stdout)
@@ -40,7 +41,9 @@ def test_failed_job_exit_and_json(state_dir, make_script):
         "end_time",
         "native_state",
         "reason",
+        "job_name",  # from the job's record
     }
+    assert status["job_name"] == os.path.basename(script)
     assert status["start_time"].startswith("20")  # ISO 8601
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from hpcbridge.errors import JobNotFoundError, JobSubmissionError
 from hpcbridge.model import FROM_FILE, JobState
+from hpcbridge.schedulers.flux.ids import decimal_job_id
 from tests.support.flux_cases import (
     flux_params,
     make_adapter,
@@ -272,8 +273,27 @@ def test_every_job_carries_its_key_in_its_jobspec(scenario: SimpleNamespace) -> 
 
     every = [ids.ok, ids.fail, *ids.bulk]
     assert [key(job_id) for job_id in every] == [own_key(job_id) for job_id in every]
-    # hello x3 and fail: two chunks, one per script - three jobs of one, one alone.
-    assert [own_key(job_id).count(".") for job_id in ids.bulk] == [1, 1, 1, 0]
+    # hello x3 and fail: one batch of four, whatever scripts they run, each job its key
+    assert [own_key(job_id).count(".") for job_id in ids.bulk] == [1, 1, 1, 1]
+    assert len({own_key(job_id).split(".")[0] for job_id in ids.bulk}) == 1
+
+
+def test_each_job_of_a_bulk_submission_carries_its_own_scripts_name(
+    scenario: SimpleNamespace,
+) -> None:
+    """Every Flux job is a submission of its own: its name is its script's, as Flux
+    keeps it and as the record does."""
+    adapter, broker, ids = scenario.adapter, scenario.broker, scenario.ids.bulk
+    listed = broker.check(["jobs", "-a", "-n", "-o", "{id} {name}"])
+    names = {
+        decimal_job_id(words[0]): words[1]
+        for words in (line.split(" ", 1) for line in listed.splitlines())
+        if len(words) == 2
+    }
+    wanted = ["hello.sh", "hello.sh", "hello.sh", "fail.sh"]
+    assert [names.get(decimal_job_id(job_id)) for job_id in ids] == wanted
+    records = adapter.store.get_many("flux", adapter.host_label, ids)
+    assert [records[job_id].job_name for job_id in ids] == wanted
 
 
 def test_native_wait_is_event_driven(scenario: SimpleNamespace) -> None:

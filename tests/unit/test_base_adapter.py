@@ -81,7 +81,7 @@ class ScriptedDriver:
     def max_batch(self) -> int:
         return self._max_batch
 
-    def queue_limit(self) -> Optional[int]:
+    def queue_limit(self, account: Optional[str] = None) -> Optional[int]:
         return None
 
     def find_submitted(

@@ -1,4 +1,4 @@
-"""The job kind on the command line: ``jobs`` (table and ``--json``) and ``status --json``."""
+"""The job kind and name on the command line: ``jobs`` (table, ``--json``), ``status --json``."""
 
 import json
 from datetime import datetime, timezone
@@ -33,3 +33,20 @@ def test_status_json_gets_the_recorded_kind() -> None:
     assert with_kind({"job_id": "ƒ1"}, records) == {"job_id": "ƒ1", "kind": "batch"}
     assert with_kind({"job_id": "7"}, records) == {"job_id": "7"}
     assert with_kind({"job_id": "9"}, records) == {"job_id": "9"}
+
+
+def test_status_json_gets_the_recorded_name() -> None:
+    from hpcbridge.cli.follow import with_record
+
+    records = {
+        "5_1": JobRecord("5_1", "slurm", job_name="t1.sh"),
+        "ƒ1": JobRecord("ƒ1", "flux", job_name="t0.sh", kind="plain"),
+        "7": JobRecord("7", "slurm"),
+    }
+    assert with_record({"job_id": "5_1"}, records) == {"job_id": "5_1", "job_name": "t1.sh"}
+    assert with_record({"job_id": "ƒ1"}, records) == {
+        "job_id": "ƒ1",
+        "job_name": "t0.sh",
+        "kind": "plain",
+    }
+    assert with_record({"job_id": "7"}, records) == {"job_id": "7"}

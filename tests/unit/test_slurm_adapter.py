@@ -37,6 +37,8 @@ class FakeSlurm(LocalExecutor):
         self.refuse_arrays = False
         self.max_array = "1001"
         self.submitted: List[List[str]] = []
+        #: MaxSubmitJobs on the user's association ("": none)
+        self.cap = ""
 
     def run(self, argv, timeout=None, env=None, cwd=None, input=None, idempotent=True):
         argv = [str(part) for part in argv]
@@ -129,6 +131,16 @@ class FakeSlurm(LocalExecutor):
         if argv[1] == "--version":
             return self._ok(argv, "slurm-wlm 22.05.8\n")
         return CommandResult(argv, 1, "", "slurm_load_jobs error: Invalid job id specified\n")
+
+    def _id(self, argv: List[str]) -> CommandResult:
+        return self._ok(argv, "me\n")
+
+    def _sacctmgr(self, argv: List[str]) -> CommandResult:
+        if not self.accounting:
+            return CommandResult(argv, 1, "", "sacctmgr: error: Problem talking to the database\n")
+        if "assoc" in argv:
+            return self._ok(argv, f"c|acct|{self.cap}|||normal\n")
+        return self._ok(argv, "normal|||\n")
 
     def finish(self, job_id: str, state: str = "COMPLETED", code: int = 0) -> None:
         self.jobs[job_id].update(state=state, exit=str(code))
@@ -313,18 +325,61 @@ def test_submit_many_one_array(
     assert final["100_0"].state is JobState.COMPLETED
 
 
-def test_submit_many_names_each_job_after_its_script(
+def test_distinct_scripts_go_in_as_one_array_each_task_keeping_its_own_name(
     adapter: RealSlurmAdapter, fake: FakeSlurm, script: str, tmp_path: Path
 ) -> None:
     other = tmp_path / "other.sh"
     other.write_text("exit 3\n")
-    ids = adapter.submit_many([script, script, str(other), script])
-    # Slurm names an array once: a run of one script is an array, each other run its own job.
-    assert ids == ["100_0", "100_1", "101", "102"]
-    names = [next(p for p in argv if p.startswith("--job-name=")) for argv in fake.submitted]
-    assert names == ["--job-name=run.sh", "--job-name=other.sh", "--job-name=run.sh"]
+    jobs = [script, script, str(other), script]
+    ids = adapter.submit_many(jobs, {"output": "%x-%A_%a.log"})
+    assert ids == ["100_0", "100_1", "100_2", "100_3"]
+    assert len(fake.submitted) == 1 and "--array=0-3" in fake.submitted[0]
+    # Slurm names an array once: the first task's name and how many follow it.
+    assert "--job-name=run.sh+3" in fake.submitted[0]
+    wrapper = Path(fake.submitted[0][-1]).read_text()
+    assert "/run.sh" in wrapper and "/other.sh" in wrapper  # the table runs each its own
     records = [adapter.store.get(job_id, "slurm") for job_id in ids]
     assert [r.job_name for r in records if r] == ["run.sh", "run.sh", "other.sh", "run.sh"]
+    assert [os.path.basename(r.script) for r in records if r] == [
+        "run.sh",
+        "run.sh",
+        "other.sh",
+        "run.sh",
+    ]
+    # %x is what Slurm writes: the array's one name, for every task
+    assert [os.path.basename(r.log_path) for r in records if r] == [
+        f"run.sh+3-100_{index}.log" for index in range(4)
+    ]
+    described = adapter.describe_many(jobs)
+    assert "--job-name=run.sh+3" in described
+    assert "each named after its own: run.sh, other.sh" in described
+
+
+def test_where_arrays_are_refused_each_task_goes_in_under_its_own_name(
+    adapter: RealSlurmAdapter, fake: FakeSlurm, script: str, tmp_path: Path
+) -> None:
+    fake.refuse_arrays = True
+    other = tmp_path / "other.sh"
+    other.write_text("exit 3\n")
+    ids = adapter.submit_many([script, str(other)], {"output": "%x-%j.log"})
+    assert ids == ["100", "101"]
+    names = [next(p for p in argv if p.startswith("--job-name=")) for argv in fake.submitted]
+    assert names == ["--job-name=run.sh", "--job-name=other.sh"]
+    records = [adapter.store.get(job_id, "slurm") for job_id in ids]
+    assert [os.path.basename(r.log_path) for r in records if r] == [
+        "run.sh-100.log",
+        "other.sh-101.log",
+    ]
+
+
+def test_a_given_job_name_names_the_array_and_every_task(
+    adapter: RealSlurmAdapter, fake: FakeSlurm, script: str, tmp_path: Path
+) -> None:
+    other = tmp_path / "other.sh"
+    other.write_text("true\n")
+    ids = adapter.submit_many([script, str(other)], {"job_name": "sweep"})
+    assert "--job-name=sweep" in fake.submitted[0]
+    assert [adapter.store.get(i, "slurm").job_name for i in ids] == ["sweep", "sweep"]  # type: ignore[union-attr]
 
 
 def test_submit_many_respects_max_array_size(
@@ -394,6 +449,7 @@ def test_max_array_size_keyword_overrides_the_cluster(
         max_array_size=2,
     )
     assert adapter.max_array_size() == 2
+    fake.accounting = False  # no cap to read (which would read ClusterName)
     assert adapter.submit_many([script] * 3) == ["100_0", "100_1", "101"]
     assert not any(call[:3] == ["scontrol", "show", "config"] for call in fake.calls)
 
@@ -483,3 +539,64 @@ def test_array_output_override_keeps_paths_knowable(
     assert output.endswith("/task-%A_%a.log")
     record = adapter.store.get(ids[1], "slurm")
     assert record is not None and record.log_path.endswith("/task-100_1.log")  # type: ignore[union-attr]
+
+
+# -- the cluster's cap on queued jobs: read once in a while, shared, skipped when given --
+
+
+def sacctmgr_runs(fake: FakeSlurm) -> int:
+    return sum(call[0] == "sacctmgr" for call in fake.calls)
+
+
+def slurm_adapter(fake: FakeSlurm, tmp_path: Path, **env: str) -> RealSlurmAdapter:
+    """An adapter of this user's state folder (``tmp_path/state``), as another process
+    of theirs would make it."""
+    settings = Settings.from_env(env=env, state_dir=str(tmp_path / "state"), scheduler="slurm")
+    return RealSlurmAdapter(
+        executor=fake,
+        settings=settings,
+        store=JobStore(tmp_path / "jobs.db"),
+        remote_workdir=str(tmp_path / "jobs"),
+        driver="cli",
+    )
+
+
+def test_the_cap_is_read_once_for_every_adapter_of_the_state_folder(
+    fake: FakeSlurm, script: str, tmp_path: Path
+) -> None:
+    fake.cap = "40"
+    first = slurm_adapter(fake, tmp_path)
+    assert len(first.submit_many([script] * 3)) == 3
+    assert sacctmgr_runs(fake) == 2  # the association, then its QOS
+    first.submit_many([script] * 3)
+    second = slurm_adapter(fake, tmp_path)  # another process of the same user
+    second.submit_many([script] * 3)
+    assert sacctmgr_runs(fake) == 2
+    assert second.open().driver.queue_limit() == 40
+    cached = list((tmp_path / "state" / "cache").glob("queue-limit-*.json"))
+    assert len(cached) == 1
+    # another account is another association: read on its own
+    assert second.open().driver.queue_limit("other") is None
+    assert sacctmgr_runs(fake) == 4
+
+
+def test_no_cap_at_all_is_remembered_too(fake: FakeSlurm, script: str, tmp_path: Path) -> None:
+    slurm_adapter(fake, tmp_path).submit_many([script] * 2)
+    slurm_adapter(fake, tmp_path).submit_many([script] * 2)
+    assert sacctmgr_runs(fake) == 2
+
+
+def test_a_cap_given_is_never_looked_up(fake: FakeSlurm, script: str, tmp_path: Path) -> None:
+    adapter = slurm_adapter(fake, tmp_path)
+    assert len(adapter.submit_many([script] * 3, max_queued=5)) == 3
+    by_env = slurm_adapter(fake, tmp_path, HPCBRIDGE_MAX_QUEUED="5")
+    assert len(by_env.submit_many([script] * 3)) == 3
+    assert sacctmgr_runs(fake) == 0
+    assert not (tmp_path / "state" / "cache").exists()
+
+
+def test_one_job_pays_no_look_up(fake: FakeSlurm, script: str, tmp_path: Path) -> None:
+    adapter = slurm_adapter(fake, tmp_path)
+    adapter.submit_job(script)
+    adapter.submit_many([script])
+    assert sacctmgr_runs(fake) == 0 and len(fake.submitted) == 2

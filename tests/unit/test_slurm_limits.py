@@ -25,3 +25,9 @@ def test_a_qos_cap_that_binds_first_and_no_cap_at_all() -> None:
     caps, _ = limits.parse_assoc("hpcbridge|hpcb||||\n", "hpcbridge")
     assert limits.smallest(caps) is None
     assert limits.parse_assoc(ASSOC, None)[0] == [50, 50, 7]  # cluster unknown: every row
+
+
+def test_the_caps_of_one_account_only_when_it_is_given() -> None:
+    caps, qos = limits.parse_assoc(ASSOC, "hpcbridge", "root")
+    assert caps == [50] and qos == ["normal"]
+    assert limits.parse_assoc(ASSOC, "hpcbridge", "nosuch") == ([], [])

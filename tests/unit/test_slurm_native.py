@@ -254,7 +254,9 @@ def fake_pyslurm(
     jobs: Any = None,
     history: Any = None,
     submit_error: Optional[BaseException] = None,
+    libslurm_says: str = "",
 ) -> types.SimpleNamespace:
+    """``libslurm_says``: what the submission writes to fd 2 first, as libslurm does."""
     submitted: List[Dict[str, Any]] = []
     cancelled: List[int] = []
 
@@ -263,6 +265,8 @@ def fake_pyslurm(
             self.kwargs = kwargs
 
         def submit(self) -> int:
+            if libslurm_says:
+                os.write(2, libslurm_says.encode())
             if submit_error:
                 raise submit_error
             submitted.append(self.kwargs)
@@ -528,6 +532,24 @@ def test_native_submit_and_refusal(tmp_path) -> None:
     assert caught.value.scheduler_message == "Invalid partition name specified"
     assert "JobSubmitDescription(" in describe(driver_with(module), batch(staged(tmp_path), 1))
     assert "array='0-2'" in describe(driver_with(module), batch(staged(tmp_path), 3))
+
+
+def test_libslurms_own_words_go_into_the_error_not_onto_stderr(
+    tmp_path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    said = "python: error: invalid partition specified: nosuchpart\n"
+    refusing = fake_pyslurm(
+        submit_error=RPCError("Invalid partition name specified"), libslurm_says=said
+    )
+    with pytest.raises(JobSubmissionError) as caught:
+        driver_with(refusing).submit(spec(wrapper=staged(tmp_path).wrapper_path))
+    assert str(caught.value) == (
+        "Slurm refused the job: Invalid partition name specified "
+        "(invalid partition specified: nosuchpart)"
+    )
+    accepting = fake_pyslurm(libslurm_says="python: warning: something to note\n")
+    assert driver_with(accepting).submit(spec(wrapper=staged(tmp_path).wrapper_path)) == "4242"
+    assert capfd.readouterr().err == ""
 
 
 @pytest.mark.parametrize(

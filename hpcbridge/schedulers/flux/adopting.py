@@ -243,13 +243,6 @@ def adopt_lost(
     by_key = dict(zip(plan.keys, range(len(plan.keys))))
 
     def resend(indices: List[int]) -> List[Tuple[bool, str]]:
-        chosen = [by_key[keys[index]] for index in indices]
-        return submit(
-            FluxPlan(
-                plan.request,
-                tuple(plan.environments[index] for index in chosen),
-                tuple(plan.keys[index] for index in chosen),
-            )
-        )
+        return submit(plan.only([by_key[keys[index]] for index in indices]))
 
     return adopt_all(finder, keys, resend, where)

@@ -256,6 +256,7 @@ class NativeDriver:
                 self.connection.job_environment(),
                 plan.keys,
                 timeout=max(self.connection.rpc_timeout, 0.1 * count),
+                names=plan.names,
             )
         except OSError as exc:
             self.connection.reset()
@@ -349,7 +350,7 @@ class NativeDriver:
     def max_batch(self) -> int:
         return MAX_BATCH
 
-    def queue_limit(self) -> Optional[int]:
+    def queue_limit(self, account: Optional[str] = None) -> Optional[int]:
         """None, as the CLI driver's (``CLIDriver.queue_limit``)."""
         return None
 

@@ -173,20 +173,16 @@ class CLIDriver:
             finder = adopting.KeyFinder(self.commands, self.policy, started)
 
             def resend(indices: List[int]) -> List[Outcome]:
-                return self._bulk_once(
-                    FluxPlan(
-                        plan.request,
-                        tuple(plan.environments[index] for index in indices),
-                        tuple(plan.keys[index] for index in indices),
-                    )
-                )
+                return self._bulk_once(plan.only(indices))
 
             return adopting.adopt_all(finder, plan.keys, resend, self._where())
 
     def _bulk_once(self, plan: FluxPlan) -> List[Outcome]:
         count = len(plan.environments)
         argv = cl.bulk_argv(self.flux, _helper_source())
-        payload = cl.bulk_input(jobspec_params(plan.request), plan.environments, plan.keys)
+        payload = cl.bulk_input(
+            jobspec_params(plan.request), plan.environments, plan.keys, plan.names
+        )
         timeout = max(self.commands.command_timeout, 0.1 * count)
         result = self._submission(argv, plan.request.cwd, input=payload, timeout=timeout)
         outcomes = cl.parse_bulk_output(result.stdout) if result.stdout else []
@@ -259,7 +255,7 @@ class CLIDriver:
     def max_batch(self) -> int:
         return MAX_BATCH
 
-    def queue_limit(self) -> Optional[int]:
+    def queue_limit(self, account: Optional[str] = None) -> Optional[int]:
         """None: flux-core caps no user's jobs, and flux-accounting's ``max_active_jobs``
         is readable only by the instance's owner (``job-manager.jobtap-query`` is an
         owner's RPC); a guest meets it as a refusal, "user has max active jobs", which

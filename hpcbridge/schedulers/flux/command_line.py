@@ -89,11 +89,17 @@ def bulk_input(
     params: Mapping[str, Any],
     environments: Sequence[Mapping[str, str]],
     keys: Sequence[str] = (),
+    names: Sequence[str] = (),
 ) -> str:
-    """What the bulk helper reads on stdin: one job's parameters, each job's variables
-    and key."""
+    """What the bulk helper reads on stdin: one job's parameters, each job's variables,
+    key and name."""
     return json.dumps(
-        {"job": dict(params), "environments": [dict(e) for e in environments], "keys": list(keys)}
+        {
+            "job": dict(params),
+            "environments": [dict(e) for e in environments],
+            "keys": list(keys),
+            "names": list(names),
+        }
     )
 
 

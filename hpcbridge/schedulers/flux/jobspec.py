@@ -169,13 +169,15 @@ def submit_all(
     base_environment: Optional[Mapping[str, str]] = None,
     keys: Optional[Sequence[str]] = None,
     timeout: Optional[float] = None,
+    names: Optional[Sequence[str]] = None,
 ) -> List[Tuple[bool, Any]]:
     """Submit one job per entry of ``environments``; ``(ok, id or message)`` each, in order.
 
-    The jobs differ only in those variables (a task index) and in their key
-    (``keys``, one per job; else ``params["key"]``), so the jobspec is built
-    once.  Pipelined: every ``submit_async`` is in flight before the first id is
-    read - one round trip in total instead of one per job.  A job not answered
+    The jobs differ only in those variables (a task index), in their key
+    (``keys``, one per job; else ``params["key"]``) and in their name (``names``,
+    one per job; else ``params["jobname"]``), so the jobspec is built once.
+    Pipelined: every ``submit_async`` is in flight before the first id is read -
+    one round trip in total instead of one per job.  A job not answered
     within ``timeout`` seconds (all of them; ``None``: waits), or whose connection
     failed after it was sent, gets a message beginning with ``LOST``.
     """
@@ -189,6 +191,9 @@ def submit_all(
         spec.environment = dict(shared, **own)
         if keys:
             spec.setattr(KEY_ATTRIBUTE, str(keys[index]))
+        if names:
+            # Both kinds keep their name there (from_batch_command sets it too).
+            spec.setattr("system.job.name", str(names[index]))
         try:
             futures.append(flux_job.submit_async(handle, spec.dumps()))
         except OSError as exc:
@@ -216,8 +221,8 @@ def _error_text(exc: BaseException) -> str:
 
 
 def main() -> None:
-    """The bulk helper: JSON ``{"job": params, "environments": [...], "keys": [...]}`` on
-    stdin, one line per job out.
+    """The bulk helper: JSON ``{"job": params, "environments": [...], "keys": [...],
+    "names": [...]}`` on stdin, one line per job out.
 
     Output lines: ``OK <decimal id>`` or ``ERR <message>``.  Run by the CLI
     driver as ``flux python -c <this source>`` on the broker's side.
@@ -228,7 +233,8 @@ def main() -> None:
     request = json.load(sys.stdin)
     handle = flux.Flux()
     jobs = request["environments"]
-    for ok, value in submit_all(handle, flux.job, request["job"], jobs, keys=request.get("keys")):
+    keys, names = request.get("keys"), request.get("names")
+    for ok, value in submit_all(handle, flux.job, request["job"], jobs, keys=keys, names=names):
         if ok:
             sys.stdout.write(f"OK {value}\n")
         else:

@@ -25,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from ...config import Settings
 from ...durations import format_fsd
@@ -111,11 +111,25 @@ class FluxPlan:
     environments: Tuple[Mapping[str, str], ...]
     #: each job's key, in index order (``job_keys``)
     keys: Tuple[str, ...] = ()
+    #: each job's own name, in index order (its script's: every Flux job is a
+    #: submission of its own); empty: each is called ``request.job_name``
+    names: Tuple[str, ...] = ()
 
     def job(self, index: int) -> SubmitRequest:
-        """The request of job ``index`` alone: its variables and its key."""
+        """The request of job ``index`` alone: its variables, its key and its name."""
         key = self.keys[index] if self.keys else self.request.key
-        return replace(self.request.with_environment(self.environments[index]), key=key)
+        name = self.names[index] if self.names else self.request.job_name
+        request = self.request.with_environment(self.environments[index])
+        return replace(request, key=key, job_name=name)
+
+    def only(self, indices: Sequence[int]) -> FluxPlan:
+        """The plan of some of its jobs (``indices``, in that order): sent again after
+        their answers were lost."""
+
+        def pick(values: Tuple[Any, ...]) -> Tuple[Any, ...]:
+            return tuple(values[index] for index in indices) if values else ()
+
+        return FluxPlan(self.request, pick(self.environments), pick(self.keys), pick(self.names))
 
 
 def job_keys(token: str, count: int) -> Tuple[str, ...]:
@@ -169,7 +183,9 @@ def plan_batch(
         environments: Tuple[Mapping[str, str], ...] = ({},)
     else:
         environments = tuple({TASK_INDEX_VARIABLE: str(index)} for index in range(batch.count))
-    return Planned(batch, FluxPlan(request, environments, job_keys(batch.job.token, batch.count)))
+    names = tuple(batch.job.name_of(index) for index in range(batch.count))
+    keys = job_keys(batch.job.token, batch.count)
+    return Planned(batch, FluxPlan(request, environments, keys, names))
 
 
 def translate(batch: SubmitBatch, queue: Optional[str], policy: FluxPolicy) -> SubmitRequest:
@@ -201,7 +217,9 @@ def translate(batch: SubmitBatch, queue: Optional[str], policy: FluxPolicy) -> S
         environment[EXIT_RANKS_VARIABLE] = str(resources.slots)
     return SubmitRequest(
         wrapper_path=batch.job.wrapper_path,
-        job_name=batch.job.job_name,
+        # Flux has no arrays: each job is sent under its own name (FluxPlan.names),
+        # the first one's here.
+        job_name=batch.job.name_of(0),
         output=batch.output,
         cwd=batch.job.remote_dir,
         kind=kind,

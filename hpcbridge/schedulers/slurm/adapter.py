@@ -17,6 +17,7 @@ from ..base import SchedulerAdapter
 from ..driver import OpenDriver
 from .cli import SlurmCliDriver
 from .ids import job_id_of
+from .limit_cache import LimitCache
 from .native import choose_slurm_driver
 
 
@@ -57,7 +58,11 @@ class RealSlurmAdapter(SchedulerAdapter):
     def _open_session(self) -> OpenDriver:
         """pyslurm when it imports and matches this cluster's Slurm, else the commands."""
         cli = SlurmCliDriver(
-            self.executor, self.command_timeout, self.command_env, self._max_array_size
+            self.executor,
+            self.command_timeout,
+            self.command_env,
+            self._max_array_size,
+            limit_cache=LimitCache(self.settings.state_path / "cache"),
         )
         conf_env = {**self.settings.command_env, **self.command_env}
         driver, choice = choose_slurm_driver(self.requested_driver, self.executor, cli, conf_env)

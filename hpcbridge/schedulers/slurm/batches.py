@@ -25,7 +25,9 @@ SubmitOne = Callable[[SubmitSpec], str]
 def spec_for(batch: SubmitBatch, task_index: Optional[int] = None) -> SubmitSpec:
     """The first (often only) submission of a batch: a plain job or the whole array.
 
-    With ``task_index`` it is that task alone, submitted as a plain job.
+    With ``task_index`` it is that task alone, submitted as a plain job under its
+    own name.  An array has one name for all its tasks (``PreparedJob.job_name``):
+    what ``%x`` in its output path becomes.
     """
     as_array = batch.count > 1 and task_index is None
     try:
@@ -36,7 +38,7 @@ def spec_for(batch: SubmitBatch, task_index: Optional[int] = None) -> SubmitSpec
         wrapper_path=batch.job.wrapper_path,
         workdir=batch.job.remote_dir,
         output=array_output(batch.output) if as_array else batch.output,
-        job_name=batch.job.job_name,
+        job_name=batch.job.job_name if task_index is None else batch.job.name_of(task_index),
         resources=batch.resources,
         depends_on=tuple(batch.depends_on),
         array=f"0-{batch.count - 1}" if as_array else None,

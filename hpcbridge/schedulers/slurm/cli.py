@@ -9,6 +9,9 @@ the wrapper's exit-code file).
 from __future__ import annotations
 
 import logging
+import os
+import pwd
+import time
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...errors import (
@@ -33,6 +36,7 @@ from .batches import (
     submitted_for,
     unknown,
 )
+from .limit_cache import TTL, LimitCache
 
 log = logging.getLogger("hpcbridge.slurm")
 
@@ -55,6 +59,7 @@ class SlurmCliDriver:
         *,
         query_retries: Optional[float] = None,
         light_rounds: Optional[bool] = None,
+        limit_cache: Optional[LimitCache] = None,
     ) -> None:
         """``env``: extra environment for every command, e.g. ``SLURM_CONF``
         where the login environment lacks it (an SSH session without a login
@@ -63,7 +68,8 @@ class SlurmCliDriver:
         for (default: 10, or the command timeout if shorter); past them the answer
         is "unreachable" and the wait loop rides the outage out at its own pace.
         ``light_rounds``: whether squeue has ``--only-job-state`` (``None``: from
-        Slurm's version, asked once)."""
+        Slurm's version, asked once).  ``limit_cache``: where the cap on queued jobs
+        is kept for the user's other processes (``queue_limit``)."""
         self.executor = executor
         self.command_timeout = command_timeout
         self.env = dict(env) if env else None
@@ -78,8 +84,9 @@ class SlurmCliDriver:
         #: whether squeue has ``--only-job-state``, once asked; the last unfinished answers
         self._has_light = light_rounds
         self._last: Dict[str, JobStatus] = {}
-        #: the cap on queued jobs, once asked (a 1-tuple: ``(None,)`` when there is none)
-        self._queue_limit: Optional[Tuple[Optional[int]]] = None
+        self.limit_cache = limit_cache
+        #: the cap on queued jobs by ``_limit_key``: when it was read (monotonic), and it
+        self._queue_limits: Dict[str, Tuple[float, Optional[int]]] = {}
 
     def _run(self, argv: List[str], idempotent: bool = True) -> CommandResult:
         return self.executor.run(
@@ -212,20 +219,50 @@ class SlurmCliDriver:
         )
         return None if found is None else submitted_for(planned.batch, spec, found)
 
-    def queue_limit(self) -> Optional[int]:
-        """The smallest cap on this user's queued jobs (``limits``), asked once; ``None``
-        where none is set or the accounting cannot be asked."""
-        if self._queue_limit is None:
-            self._queue_limit = (self._read_queue_limit(),)
-        return self._queue_limit[0]
+    def queue_limit(self, account: Optional[str] = None) -> Optional[int]:
+        """The smallest cap on this user's queued jobs (``limits``: of ``account``'s
+        association when given, else of all the user's); ``None`` where none is set or
+        the accounting cannot be asked.  Read at most once per cluster, login and
+        account in ``limit_cache.TTL`` seconds: kept in memory and, with a
+        ``limit_cache``, in the state folder for the user's other processes."""
+        key = self._limit_key(account)
+        ttl = self.limit_cache.ttl if self.limit_cache else TTL
+        now = time.monotonic()
+        memo = self._queue_limits.get(key)
+        if memo is not None and now - memo[0] < ttl:
+            return memo[1]
+        found, cap = self.limit_cache.get(key) if self.limit_cache else (False, None)
+        if not found:
+            cap = self._read_queue_limit(account)
+            if self.limit_cache:
+                self.limit_cache.put(key, cap)
+        self._queue_limits[key] = (now, cap)
+        return cap
 
-    def _read_queue_limit(self) -> Optional[int]:
+    def _limit_key(self, account: Optional[str]) -> str:
+        """Which cluster, login and account a cap is of: the login (``user@host`` over
+        SSH, the local user here) and the slurm.conf the commands read there."""
+        executor = self.executor
+        env = {**executor.env, **(self.env or {})}
+        conf = env.get("SLURM_CONF") or (
+            os.environ.get("SLURM_CONF", "") if executor.is_local else ""
+        )
+        login = executor.host
+        if executor.is_local:
+            try:
+                login = f"{pwd.getpwuid(os.geteuid()).pw_name}@{login}"
+            except KeyError:  # a uid without a passwd entry (a container)
+                login = f"{os.geteuid()}@{login}"
+        return "|".join((login, conf, account or ""))
+
+    def _read_queue_limit(self, account: Optional[str] = None) -> Optional[int]:
         user = self._run(limits.user_argv())
         assoc = self._run(limits.assoc_argv(user.stdout.strip())) if user.ok else user
         if not assoc.ok:
             log.info("no cap on queued jobs known: %s", messages.scheduler_message(assoc.message()))
             return None
-        caps, qos_names = limits.parse_assoc(assoc.stdout, self.config().get("ClusterName"))
+        cluster = self.config().get("ClusterName")
+        caps, qos_names = limits.parse_assoc(assoc.stdout, cluster, account)
         qos = self._run(limits.qos_argv())
         if qos.ok:
             caps += limits.parse_qos(qos.stdout, qos_names)

@@ -47,17 +47,22 @@ def _number(text: str) -> Optional[int]:
     return int(text) if text.isdigit() else None
 
 
-def parse_assoc(text: str, cluster: Optional[str]) -> Tuple[List[int], List[str]]:
-    """The caps on the user's associations (of ``cluster`` when known), and the QOS
-    names their jobs run under by default ("normal" when none is set)."""
+def parse_assoc(
+    text: str, cluster: Optional[str], account: Optional[str] = None
+) -> Tuple[List[int], List[str]]:
+    """The caps on the user's associations (of ``cluster`` when known; of ``account``
+    when given, else of every account), and the QOS names their jobs run under by
+    default ("normal" when none is set)."""
     caps: List[int] = []
     qos_names: List[str] = []
     for line in text.splitlines():
         fields = line.split("|")
         if len(fields) < 6:
             continue
-        row_cluster, _account, max_submit, grp_submit, default_qos, qos = fields[:6]
+        row_cluster, row_account, max_submit, grp_submit, default_qos, qos = fields[:6]
         if cluster and row_cluster and row_cluster != cluster:
+            continue
+        if account and row_account != account:
             continue
         caps += [n for n in (_number(max_submit), _number(grp_submit)) if n is not None]
         allowed = [name for name in qos.split(",") if name]

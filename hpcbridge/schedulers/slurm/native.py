@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...errors import (
     JobSubmissionError,
@@ -36,7 +36,7 @@ from ..driver import (
     unreachable,
 )
 from ..tracking import exit_code_from_file
-from . import messages
+from . import libslurm_output, messages
 from .batches import CAPABILITIES, NOT_FOUND, plan_batch, planned_spec, submit_batch, unknown
 from .cli import ADOPTION_BUDGET, SlurmCliDriver
 from .ids import split_job_id
@@ -191,10 +191,13 @@ class SlurmNativeDriver:
         except OSError as exc:
             raise JobSubmissionError(f"cannot read the wrapper {spec.wrapper_path}: {exc}") from exc
         kwargs["environment"] = submit_environment(self.command_env, spec.array is not None)
+        said: List[str] = []
         try:
-            job_id = self.pyslurm.JobSubmitDescription(**kwargs).submit()
+            with libslurm_output.caught(said):
+                job_id = self.pyslurm.JobSubmitDescription(**kwargs).submit()
         except Exception as exc:  # RPCError from Slurm; ValueError/TypeError from pyslurm's checks
-            message = str(exc) or type(exc).__name__
+            message = _with_libslurm(str(exc) or type(exc).__name__, said)
+            _log_libslurm(said, logging.DEBUG)
             cls = (
                 SubmissionUncertainError
                 if messages.submission_uncertain(message)
@@ -203,14 +206,26 @@ class SlurmNativeDriver:
                 else JobSubmissionError
             )
             raise cls(f"Slurm refused the job: {message}", scheduler_message=message) from exc
+        _log_libslurm(said)
         return str(job_id)
+
+    @staticmethod
+    def _quiet(call: Callable[[], Any]) -> Any:
+        """``call()`` with what libslurm writes to stderr logged (DEBUG), not shown
+        (``libslurm_output``): a question's failure is reported by its caller."""
+        said: List[str] = []
+        try:
+            with libslurm_output.caught(said):
+                return call()
+        finally:
+            _log_libslurm(said, logging.DEBUG)
 
     def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
         """Every id: from slurmctld, else slurmdbd, else UNKNOWN."""
         ids = list(dict.fromkeys(job_ids))
         try:
             live = retry(
-                self.pyslurm.Jobs.load,
+                lambda: self._quiet(self.pyslurm.Jobs.load),
                 budget=self.cli.query_retries,
                 retry_on=(Exception,),
                 pause=1.0,
@@ -233,7 +248,7 @@ class SlurmNativeDriver:
         bases = sorted({int(split_job_id(job_id)[0]) for job_id in job_ids})
         try:
             db = self.pyslurm.db
-            jobs = db.Jobs.load(db.JobFilter(ids=bases))
+            jobs = self._quiet(lambda: db.Jobs.load(db.JobFilter(ids=bases)))
         except Exception as exc:  # RPCError; no slurmdbd (accounting off)
             if not self._no_history_noted:
                 self._no_history_noted = True
@@ -278,7 +293,7 @@ class SlurmNativeDriver:
         if task is not None:
             return self.cli.find_output(job_id)
         try:
-            job = self.pyslurm.Job.load(int(base))
+            job = self._quiet(lambda: self.pyslurm.Job.load(int(base)))
         except Exception:  # RPCError: Invalid job id specified
             return None
         path = getattr(job, "standard_output", None)
@@ -295,9 +310,9 @@ class SlurmNativeDriver:
             )
         return found
 
-    def queue_limit(self) -> Optional[int]:
+    def queue_limit(self, account: Optional[str] = None) -> Optional[int]:
         """The cap on queued jobs, read with sacctmgr (pyslurm has no association query)."""
-        return self.cli.queue_limit()
+        return self.cli.queue_limit(account)
 
     def max_batch(self) -> int:
         return self.cli.max_batch()
@@ -308,6 +323,17 @@ class SlurmNativeDriver:
 
     def close(self) -> None:
         """Nothing to release: pyslurm keeps no connection open."""
+
+
+def _with_libslurm(message: str, said: Sequence[str]) -> str:
+    """pyslurm's error with libslurm's own words for it, where they add to it."""
+    extra = [line for line in said if line and line not in message]
+    return f"{message} ({'; '.join(extra)})" if extra else message
+
+
+def _log_libslurm(said: Sequence[str], level: int = logging.INFO) -> None:
+    for line in said:
+        log.log(level, "libslurm: %s", line)
 
 
 def submit_environment(command_env: Mapping[str, str], is_array: bool) -> Dict[str, str]:

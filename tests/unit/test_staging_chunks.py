@@ -1,0 +1,154 @@
+"""How a submission is cut into chunks and what each task and chunk is called (pure)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List
+
+import pytest
+
+from hpcbridge.jobscript import TaskSpec
+from hpcbridge.resources import Resources
+from hpcbridge.schedulers.driver import SubmitBatch, Submitted
+from hpcbridge.schedulers.flux import jobspec, plan
+from hpcbridge.schedulers.staging import plan_chunks, shared_name
+from hpcbridge.schedulers.tracking import Placement, job_records
+
+
+def tasks(*scripts: str) -> List[TaskSpec]:
+    return [TaskSpec(f"/home/me/{script}") for script in scripts]
+
+
+def test_distinct_scripts_make_one_chunk_each_task_keeping_its_own_name() -> None:
+    many = tasks(*(f"t{index}.sh" for index in range(100)))
+    chunks = plan_chunks("/j", many, None, 1001, "T")
+    assert len(chunks) == 1
+    job, chunk = chunks[0]
+    assert chunk == many
+    assert job.task_names == tuple(f"t{index}.sh" for index in range(100))
+    assert job.job_name == "t0.sh+99"
+    assert job.scripts == [f"/j/t{index}.sh" for index in range(100)]
+    assert [job.name_of(index) for index in (0, 57, 99)] == ["t0.sh", "t57.sh", "t99.sh"]
+
+
+def test_chunks_are_cut_only_at_the_size_limit() -> None:
+    five = tasks("a.sh", "a.sh", "b.sh", "b.sh", "c.sh")
+    chunks = plan_chunks("/j", five, None, 2, "T")
+    assert [len(chunk) for _, chunk in chunks] == [2, 2, 1]
+    assert [job.token for job, _ in chunks] == ["T", "T-1", "T-2"]
+    assert [job.job_name for job, _ in chunks] == ["a.sh", "b.sh", "c.sh"]
+    mixed = plan_chunks("/j", tasks("a.sh", "b.sh", "a.sh", "c.sh", "d.sh"), None, 3, "T")
+    assert [job.job_name for job, _ in mixed] == ["a.sh+2", "c.sh+1"]
+    assert [job.task_names for job, _ in mixed] == [("a.sh", "b.sh", "a.sh"), ("c.sh", "d.sh")]
+    assert {job.remote_dir for job, _ in mixed} == {"/j"}
+
+
+def test_a_given_job_name_names_the_chunk_and_every_task() -> None:
+    [(job, _)] = plan_chunks("/j", tasks("a.sh", "b.sh"), "train", 10, "T")
+    assert job.job_name == "train"
+    assert job.task_names == ("train", "train")
+
+
+def test_same_named_scripts_of_different_folders_are_staged_apart() -> None:
+    two = [TaskSpec("/x/run.sh"), TaskSpec("/y/run.sh")]
+    [(job, _)] = plan_chunks("/j", two, None, 10, "T")
+    assert job.scripts == ["/j/run.sh", "/j/run.sh.2"]
+    assert job.job_name == "run.sh" and job.task_names == ("run.sh", "run.sh")
+
+
+@pytest.mark.parametrize(
+    "names, shown",
+    [
+        (["a.sh"], "a.sh"),
+        (["a.sh"] * 3, "a.sh"),
+        (["a.sh", "b.sh"], "a.sh+1"),
+        (["b.sh", "a.sh", "a.sh"], "b.sh+2"),
+    ],
+)
+def test_shared_name(names: List[str], shown: str) -> None:
+    assert shared_name(names) == shown
+
+
+def test_shared_name_of_nothing_is_refused() -> None:
+    with pytest.raises(ValueError):
+        shared_name([])
+
+
+def test_every_record_keeps_its_own_tasks_name() -> None:
+    three = tasks("a.sh", "b.sh", "c.sh")
+    [(job, chunk)] = plan_chunks("/j", three, None, 10, "T")
+    batch = SubmitBatch(job, 3, Resources(), (), "/j/slurm-%A_%a.out")
+    went = [Submitted(f"7_{index}", f"/j/slurm-7_{index}.out", index) for index in (2, 0)]
+    records = job_records(went, batch, chunk, Placement("slurm", "local", "h"), None)
+    assert [(r.job_id, r.job_name, r.script) for r in records] == [
+        ("7_2", "c.sh", "/home/me/c.sh"),
+        ("7_0", "a.sh", "/home/me/a.sh"),
+    ]
+
+
+# -- Flux: every job is its own submission, under its own name ---------------------------
+
+
+def flux_plan(*scripts: str) -> plan.FluxPlan:
+    [(job, _)] = plan_chunks("/j", tasks(*scripts), None, 100, "T")
+    batch = SubmitBatch(job, len(scripts), Resources(), (), "/j/flux-{{id}}.out")
+    request = plan.SubmitRequest(job.wrapper_path, job.job_name, batch.output, "/j")
+    environments = tuple({"HPCBRIDGE_TASK_INDEX": str(i)} for i in range(len(scripts)))
+    names = tuple(job.name_of(index) for index in range(len(scripts)))
+    return plan.FluxPlan(request, environments, plan.job_keys("T", len(scripts)), names)
+
+
+def test_each_flux_job_carries_its_own_name_and_key() -> None:
+    made = flux_plan("a.sh", "b.sh", "c.sh")
+    assert [made.job(index).job_name for index in range(3)] == ["a.sh", "b.sh", "c.sh"]
+    assert [made.job(index).key for index in range(3)] == ["T.0", "T.1", "T.2"]
+    again = made.only([2, 0])
+    assert again.names == ("c.sh", "a.sh") and again.keys == ("T.2", "T.0")
+    assert again.environments == ({"HPCBRIDGE_TASK_INDEX": "2"}, {"HPCBRIDGE_TASK_INDEX": "0"})
+    assert again.job(0).job_name == "c.sh"
+
+
+class _Spec:
+    """What ``submit_all`` does to a jobspec (JobspecV1's setters), recorded."""
+
+    def __init__(self, jobname: str) -> None:
+        self.attributes: Dict[str, Any] = {"system.job.name": jobname}
+        self.environment: Dict[str, str] = {}
+
+    @classmethod
+    def from_batch_command(cls, script: str, jobname: str, **_: Any) -> _Spec:
+        return cls(jobname)
+
+    def setattr(self, key: str, value: Any) -> None:
+        self.attributes[key] = value
+
+    def dumps(self) -> str:
+        return json.dumps(self.attributes)
+
+
+class _FluxJob:
+    JobspecV1 = _Spec
+
+    def __init__(self) -> None:
+        self.sent: List[Dict[str, Any]] = []
+
+    def submit_async(self, handle: Any, text: str) -> Any:
+        self.sent.append(json.loads(text))
+        number = len(self.sent)
+
+        class Future:
+            def get_id(self) -> int:
+                return number
+
+        return Future()
+
+
+def test_the_bulk_submission_names_each_job_after_its_own_script() -> None:
+    made = flux_plan("a.sh", "b.sh")
+    flux_job = _FluxJob()
+    params = plan.jobspec_params(made.request)
+    found = jobspec.submit_all(
+        None, flux_job, params, made.environments, {}, made.keys, names=made.names
+    )
+    assert found == [(True, 1), (True, 2)]
+    assert [sent["system.job.name"] for sent in flux_job.sent] == ["a.sh", "b.sh"]
