@@ -162,17 +162,21 @@ def cmd_wait(args: argparse.Namespace) -> int:
     """Wait for jobs - a sweep's name stands for all its jobs, the rest fed first."""
     found, ids = sweeps.split(args.job_ids, settings_from(args))
     never: List[str] = []
+    unsent = 0
     for record in found:
-        sent, refused = sweeps.feed(record, settings_from(args))
+        sent, refused, cancelled = sweeps.feed(record, settings_from(args))
         ids.extend(sent)
         never.extend(f"sweep {record.name}: {line}" for line in refused)
+        if cancelled is not None:  # no error: its jobs are reported as they ended
+            print(f"hpcbridge: {one_line(cancelled)}", file=sys.stderr)
+            unsent += cancelled.unsent
     for line in never:
         print(f"hpcbridge: error: {line}", file=sys.stderr)
     if found and not ids:
-        return EXIT_JOB_NOT_COMPLETED if never else EXIT_OK
+        return EXIT_JOB_NOT_COMPLETED if never or unsent else EXIT_OK
     # A sweep's name prints a list in --json, whatever the number of its jobs.
     code = _wait_ids(args, ids, as_list=bool(found) or len(ids) > 1)
-    return EXIT_JOB_NOT_COMPLETED if never and code == EXIT_OK else code
+    return EXIT_JOB_NOT_COMPLETED if (never or unsent) and code == EXIT_OK else code
 
 
 def _wait_ids(args: argparse.Namespace, ids: List[str], as_list: bool) -> int:
