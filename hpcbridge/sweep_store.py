@@ -12,7 +12,8 @@ dies.  Two tables beside ``hpc_jobs``:
   tasks of the same sweep it runs after, and where it is: ``waiting`` (not
   sent), ``sending`` (handed to the scheduler under ``token``: if the feeder
   died now, the job may or may not exist and is looked up by its key),
-  ``sent`` (``job_id`` known, its record in ``hpc_jobs``), ``cancelled``.
+  ``sent`` (``job_id`` known, its record in ``hpc_jobs``), ``cancelled`` (never to be
+  sent: refused, or the sweep was cancelled - ``note`` says which, and by whom).
 """
 
 from __future__ import annotations

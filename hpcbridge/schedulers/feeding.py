@@ -15,6 +15,10 @@ One ``Feeder`` per sweep per process, and one process at a time per sweep
 3. **wait** for at least one of the unfinished jobs to end (the adapter's one
    wait loop, at its polite rate), then fill again - until every task is sent.
 
+A sweep cancelled meanwhile (``Sweep.cancel``: ``hpcbridge cancel NAME``) stops the
+loop at its next look - before each fill and after each submission - with
+``SweepCancelled``; the jobs it sent after the canceller looked are cancelled too.
+
 The cap is ``max_queued`` when given, else the scheduler's cap on this user's
 queued jobs (``driver.queue_limit()``: Slurm's ``MaxSubmitJobs``), else none.
 """

@@ -11,7 +11,10 @@ before anything is recorded, staged or sent.  ``submit()`` records every task
 in the job store (``sweep_store``) and feeds them (``feeding.Feeder``) until
 all are sent; its ids come back in the order the tasks were added.  A process
 that dies while feeding leaves the sweep in the store: ``Sweep.resume(adapter,
-name)`` - ``hpcbridge wait NAME`` - goes on from there, no job sent twice.
+name)`` - ``hpcbridge wait NAME`` - goes on from there, no job sent twice.  ``cancel()``
+(``hpcbridge cancel NAME``) sends nothing more, cancels the jobs sent, and stops a
+process still feeding the sweep: its ``submit`` raises ``SweepCancelledError``
+with the ids it sent.
 """
 
 from __future__ import annotations
@@ -143,7 +146,8 @@ class Sweep:
         """Record the sweep and feed it until every task is sent; the ids in task order.
 
         Tasks that will never be sent (refused, a parent that never went in) raise
-        ``PartialSubmissionError`` at the end, with the ids of those that were."""
+        ``PartialSubmissionError`` at the end, with the ids of those that were; a
+        sweep cancelled meanwhile, ``SweepCancelledError`` (also with them)."""
         if self._record is None:
             self._record = self._create(remote_dir)
         return self.feed(on_progress)
