@@ -140,7 +140,9 @@ def db_job(**fields: Any) -> Any:
     return SimpleNamespace(**base)
 
 
-@pytest.mark.parametrize("waiting", [None, "0-1"])
+#: pyslurm 25.11.2 on Slurm 25.11.7, db.Jobs.load of two arrays cancelled pending: the
+#: waiting rest is slurmdbd's hex bitmap (slurmctld's jobs give "0-3")
+@pytest.mark.parametrize("waiting", [None, "0-1", "0x3"])
 def test_pyslurm_history_maps_the_arrays_record_onto_each_task(waiting: Optional[str]) -> None:
     record = db_job(id=31, array_id=31, array_tasks_waiting=waiting, state="CANCELLED")
     found = statuses_from_jobs([record], ["31_0", "31_1"], history=True)
@@ -152,7 +154,7 @@ def test_pyslurm_history_maps_the_arrays_record_onto_each_task(waiting: Optional
 
 def test_pyslurm_a_task_that_ran_keeps_its_own_record() -> None:
     ran = db_job(id=10, array_id=9, array_task_id=1, state="CANCELLED", start_time=1764747990)
-    rest = db_job(id=9, array_id=9, array_tasks_waiting="0-2", state="CANCELLED")
+    rest = db_job(id=9, array_id=9, array_tasks_waiting="0x7", state="CANCELLED")
     for order in ([ran, rest], [rest, ran]):
         found = statuses_from_jobs(order, ["9_1", "9_2"], history=True)
         assert found["9_1"].extra["raw_id"] == "10" and found["9_1"].start_time is not None
@@ -162,3 +164,8 @@ def test_pyslurm_a_task_that_ran_keeps_its_own_record() -> None:
 def test_pyslurm_live_jobs_never_lend_a_tasks_record_to_another() -> None:
     task0 = db_job(id=5, array_id=5, state="COMPLETED", start_time=1764747990)
     assert set(statuses_from_jobs([task0], ["5_0", "5_3"])) == {"5_0"}
+
+
+def test_pyslurm_a_hex_waiting_mask_names_its_tasks() -> None:
+    record = db_job(id=12380, array_id=12380, array_tasks_waiting="0x4", state="CANCELLED")
+    assert set(statuses_from_jobs([record], ["12380_1", "12380_2"])) == {"12380_2"}

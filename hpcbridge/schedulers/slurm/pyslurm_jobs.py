@@ -83,12 +83,26 @@ def job_ids_of(job: Any) -> List[str]:
     if array_id and task_id is not None:
         return [f"{array_id}_{task_id}"]
     if array_id and waiting:
-        return [f"{array_id}_{index}" for index in expand_array_spec(str(waiting))]
+        return [f"{array_id}_{index}" for index in waiting_indices(str(waiting))]
     if array_id:
         # pyslurm reads an array_task_id of 0 as "no value": a record of an
         # array that is neither a numbered task nor the waiting rest is task 0.
         return [f"{array_id}_0"]
     return [raw] if raw else []
+
+
+def waiting_indices(text: str) -> List[int]:
+    """The task indices of an array's waiting rest: ``3-6`` (slurmctld's jobs), or a
+    hex bitmap, ``0x3`` for tasks 0 and 1 (pyslurm 25.11's ``db.Job`` gives slurmdbd's
+    ``array_task_str`` so)."""
+    text = text.strip()
+    if text.lower().startswith("0x"):
+        try:
+            mask = int(text, 16)
+        except ValueError:
+            return []
+        return [index for index in range(mask.bit_length()) if mask >> index & 1]
+    return expand_array_spec(text)
 
 
 def exit_code_of(job: Any) -> Optional[int]:
