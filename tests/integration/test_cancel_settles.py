@@ -145,9 +145,11 @@ def test_a_wait_right_after_a_cancel_asks_afresh(place: Place, tmp_path: Path) -
     if place.label == "mock":
         pytest.skip("the mock answers from its own files: no poll to be stale")
     long = script(place, tmp_path, "sleep 300")
-    job_id = run(place, "submit", long).stdout.strip()
-    assert job_id, "submit printed no id"
-    until("RUNNING", lambda: status_of(place, job_id) == "RUNNING")
+    submitted = run(place, "submit", long)
+    job_id = submitted.stdout.strip()
+    assert job_id, submitted.stderr
+    # A busy shared cluster may keep it queued a while (other tests' jobs).
+    until("RUNNING", lambda: status_of(place, job_id) == "RUNNING", timeout=600)
     cancelled = run(place, "cancel", job_id)
     assert cancelled.returncode == 0, cancelled.stderr
     # 60 s between two rounds: a wait served the answer published before the cancel
@@ -167,8 +169,9 @@ def test_wait_with_an_id_that_names_no_job_waits_for_the_others(
     place: Place, tmp_path: Path
 ) -> None:
     short = script(place, tmp_path, "sleep 5")
-    job_id = run(place, "submit", short).stdout.strip()
-    assert job_id, "submit printed no id"
+    submitted = run(place, "submit", short)
+    job_id = submitted.stdout.strip()
+    assert job_id, submitted.stderr
     waited = run(place, "wait", job_id, place.never, "--json", "--timeout", "240")
     assert waited.returncode == 4, waited.stderr
     first, second = json.loads(waited.stdout)
