@@ -24,6 +24,7 @@ from .errors import (
     SchedulerUnavailableError,
     SlurmAdapterError,
     SubmissionUncertainError,
+    SweepCancelledError,
     TransportError,
 )
 from .model import TERMINAL_STATES, JobState, JobStatus
@@ -60,6 +61,7 @@ __all__ = [
     "SlurmAdapterError",
     "Sweep",
     "SubmissionUncertainError",
+    "SweepCancelledError",
     "TransportError",
     "__version__",
     "get_scheduler_adapter",

@@ -97,3 +97,25 @@ class HostKeyError(TransportError):
 
 class SchedulerUnavailableError(SchedulerAdapterError):
     """The requested scheduler cannot be used from here (no command, no bindings)."""
+
+
+class SweepCancelledError(SchedulerAdapterError):
+    """A sweep was cancelled (``hpcbridge cancel NAME``, ``Sweep.cancel``) before all
+    its tasks were sent: nothing more of it is sent.
+
+    ``submitted_ids``: the ids of the jobs that were sent (in task order; their
+    cancel was requested with the sweep's); ``unsent``: how many tasks never were;
+    ``how``: "cancelled by 'hpcbridge cancel NAME' (process host:pid)".
+    The command reports it as a job ended CANCELLED (exit code 1).
+    """
+
+    def __init__(self, name: str, submitted_ids: Sequence[str], unsent: int, how: str) -> None:
+        self.name = name
+        self.submitted_ids = list(submitted_ids)
+        self.unsent = unsent
+        sent = ", ".join(self.submitted_ids) or "none"
+        super().__init__(
+            f"sweep {name} was {how}: {unsent} task(s) never sent; "
+            f"sent: {sent} (cancel requested for those not ended); "
+            f"'hpcbridge wait {name}' reports how they ended"
+        )

@@ -12,7 +12,8 @@ dies.  Two tables beside ``hpc_jobs``:
   tasks of the same sweep it runs after, and where it is: ``waiting`` (not
   sent), ``sending`` (handed to the scheduler under ``token``: if the feeder
   died now, the job may or may not exist and is looked up by its key),
-  ``sent`` (``job_id`` known, its record in ``hpc_jobs``), ``cancelled``.
+  ``sent`` (``job_id`` known, its record in ``hpc_jobs``), ``cancelled`` (never to be
+  sent: refused, or the sweep was cancelled - ``note`` says which, and by whom).
 """
 
 from __future__ import annotations
@@ -154,11 +155,12 @@ class SweepBook:
         )
 
     def release(self, name: str, state: Optional[str] = None) -> None:
-        """Stop feeding (and say the sweep is ``fed`` or ``cancelled``)."""
+        """Stop feeding (and say the sweep is ``fed``); a cancelled sweep stays so."""
         if state:
             self._setup().write_many(
-                "UPDATE sweeps SET feeder = '', state = ? WHERE name = ? AND feeder IN ('', ?)",
-                [(state, name, me())],
+                "UPDATE sweeps SET feeder = '', state = CASE WHEN state = ? THEN state ELSE ? "
+                "END WHERE name = ? AND feeder IN ('', ?)",
+                [(GIVEN_UP, state, name, me())],
             )
         else:
             self._setup().write_many(
@@ -209,14 +211,16 @@ class SweepBook:
             [(CANCELLED, note, name, index) for index, note in notes.items()],
         )
 
-    def cancel_unsent(self, name: str) -> int:
-        """Every task not sent yet will never be: how many."""
+    def give_up(self, name: str, why: str) -> int:
+        """The sweep is cancelled, whoever feeds it (its feeder sees it and stops):
+        every task not sent yet will never be, noted ``why``; how many."""
         store = self._setup()
 
         def write(connection: Any) -> int:
+            connection.execute("UPDATE sweeps SET state = ? WHERE name = ?", (GIVEN_UP, name))
             cursor = connection.execute(
-                "UPDATE sweep_tasks SET state = ? WHERE sweep = ? AND state = ?",
-                (CANCELLED, name, WAITING),
+                "UPDATE sweep_tasks SET state = ?, note = ? WHERE sweep = ? AND state = ?",
+                (CANCELLED, why, name, WAITING),
             )
             return int(cursor.rowcount)
 

@@ -28,7 +28,8 @@ EXIT_BROKEN_PIPE = 141
 EXIT_CODES_HELP = """\
 exit codes:
   0    success (for --wait / wait: every job COMPLETED)
-  1    a job ended FAILED, CANCELLED or TIMEOUT
+  1    a job ended FAILED, CANCELLED or TIMEOUT; a sweep was cancelled before
+       all its tasks were sent (submit-many, wait NAME)
   2    bad usage, a bad resource value or a bad setting (nothing was submitted)
   3    the submission was refused: by the scheduler, or because the script is
        missing or a parent (--after) cannot be found or already failed

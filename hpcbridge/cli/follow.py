@@ -17,7 +17,7 @@ from ..errors import SchedulerAdapterError
 from ..model import JobState, JobStatus
 from ..store import JobRecord
 from . import sweeps
-from .exits import EXIT_JOB_NOT_COMPLETED, EXIT_OK
+from .exits import EXIT_JOB_NOT_COMPLETED, EXIT_OK, exit_code_for
 from .lookup import group_error, require_traced, untraced
 from .output import Progress, announce, one_line, print_json, status_line
 from .targets import Group, Targets, settings_from, targets_for
@@ -34,21 +34,34 @@ def wait_and_report(
     args: argparse.Namespace,
     as_list: bool,
     order: Optional[Sequence[Tuple[int, str]]] = None,
+    failed: Optional[Dict[Tuple[int, str], Exception]] = None,
 ) -> int:
     """Wait for the jobs to end; exit 0 only when every one COMPLETED.
 
     ``as_list``: ``--json`` prints a list even for one job (several were asked for);
-    ``order``: (batch index, id) of each entry it prints (default: every job once)."""
+    ``order``: (batch index, id) of each entry it prints (default: every job once);
+    ``failed``: the entries of ids that name no job, by the same key (their lines
+    are already on stderr): an ``error`` entry each, and the exit code of the last."""
+    failed = failed or {}
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     final: Dict[Tuple[int, str], JobStatus] = {}
     for index, (adapter, job_ids) in enumerate(batches):
+        if not job_ids:
+            continue
         left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
         ended = _wait(adapter, job_ids, args.poll_interval, left)
         final.update({(index, job_id): status for job_id, status in ended.items()})
     if getattr(args, "json", False):
         keys = order if order is not None else list(final)
-        statuses = [final[key].to_json() for key in keys]
-        print_json(statuses if as_list else statuses[0])
+        entries = [
+            {"job_id": key[1], "error": one_line(failed[key])}
+            if key in failed
+            else final[key].to_json()
+            for key in keys
+        ]
+        print_json(entries if as_list else entries[0])
+    if failed:
+        return exit_code_for(list(failed.values())[-1])
     ok = all(status.state is JobState.COMPLETED for status in final.values())
     return EXIT_OK if ok else EXIT_JOB_NOT_COMPLETED
 
@@ -158,26 +171,75 @@ def cmd_wait(args: argparse.Namespace) -> int:
     """Wait for jobs - a sweep's name stands for all its jobs, the rest fed first."""
     found, ids = sweeps.split(args.job_ids, settings_from(args))
     never: List[str] = []
+    unsent = 0
     for record in found:
-        sent, refused = sweeps.feed(record, settings_from(args))
+        sent, refused, cancelled = sweeps.feed(record, settings_from(args))
         ids.extend(sent)
         never.extend(f"sweep {record.name}: {line}" for line in refused)
+        if cancelled is not None:  # no error: its jobs are reported as they ended
+            print(f"hpcbridge: {one_line(cancelled)}", file=sys.stderr)
+            unsent += cancelled.unsent
     for line in never:
         print(f"hpcbridge: error: {line}", file=sys.stderr)
     if found and not ids:
-        return EXIT_JOB_NOT_COMPLETED if never else EXIT_OK
+        return EXIT_JOB_NOT_COMPLETED if never or unsent else EXIT_OK
     # A sweep's name prints a list in --json, whatever the number of its jobs.
     code = _wait_ids(args, ids, as_list=bool(found) or len(ids) > 1)
-    return EXIT_JOB_NOT_COMPLETED if never and code == EXIT_OK else code
+    return EXIT_JOB_NOT_COMPLETED if (never or unsent) and code == EXIT_OK else code
 
 
 def _wait_ids(args: argparse.Namespace, ids: List[str], as_list: bool) -> int:
-    targets = targets_for(args, ids)
-    require_traced(targets)
-    batches = [(group.adapter, group.job_ids) for group in targets.groups]
+    """Wait for the jobs ``ids`` name.  With several, one that names no job is an error
+    entry (its line on stderr at once) and the others are waited for all the same."""
+    many = as_list or len(ids) > 1
+    targets = targets_for(args, ids, keep_going=many)
+    if not many:
+        require_traced(targets)
     index = {id(group): number for number, group in enumerate(targets.groups)}
-    order = [(index[id(group)], job_id) for _, group, job_id in targets.order]
-    return wait_and_report(batches, args, as_list, order)
+    order: List[Tuple[int, str]] = []
+    failed: Dict[Tuple[int, str], Exception] = {}
+    untraced_ids = _untraced_errors(targets) if many else {}
+    placed = {typed: (group, job_id) for typed, group, job_id in targets.order}
+    for typed in ids:
+        if typed in targets.failed:
+            key = (-1, typed.strip())
+            failed[key] = targets.failed[typed]
+        else:
+            group, job_id = placed[typed]
+            key = (index[id(group)], job_id)
+            if (id(group), job_id) in untraced_ids:
+                failed[key] = untraced_ids[(id(group), job_id)]
+        order.append(key)
+    for error in dict.fromkeys(failed.values()):
+        print(f"hpcbridge: error: {one_line(error)}", file=sys.stderr, flush=True)
+    batches = [
+        (
+            group.adapter,
+            [job_id for job_id in group.job_ids if (index[id(group)], job_id) not in failed],
+        )
+        for group in targets.groups
+    ]
+    return wait_and_report(batches, args, as_list, order, failed)
+
+
+def _untraced_errors(targets: Targets) -> Dict[Tuple[int, str], Exception]:
+    """The error of each id with no record that its scheduler gave no trace of (or
+    could not be asked about), by (group, id)."""
+    errors: Dict[Tuple[int, str], Exception] = {}
+    for group in targets.groups:
+        unrecorded = list(dict.fromkeys(group.unrecorded()))
+        if not unrecorded:
+            continue
+        try:
+            statuses = group.adapter.get_job_statuses(unrecorded)
+        except SchedulerAdapterError as exc:
+            errors.update({(id(group), job_id): exc for job_id in unrecorded})
+            continue
+        missing = untraced(group, statuses)
+        if missing:
+            error = group_error(targets, group, missing, statuses)
+            errors.update({(id(group), job_id): error for job_id in missing})
+    return errors
 
 
 def cmd_logs(args: argparse.Namespace) -> int:

@@ -6,15 +6,15 @@ import argparse
 import shlex
 import sys
 from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from ..config import name_values
-from ..errors import ConfigurationError, ResourceError
+from ..errors import ConfigurationError, ResourceError, SweepCancelledError
 from ..resources import RESOURCE_KEYS
 from . import sweeps
-from .exits import EXIT_OK
+from .exits import EXIT_JOB_NOT_COMPLETED, EXIT_OK
 from .follow import wait_and_report
-from .output import print_json
+from .output import one_line, print_json
 from .targets import adapter_for
 
 
@@ -111,6 +111,7 @@ def _fed(adapter: Any, jobs: List[Any], args: argparse.Namespace) -> List[str]:
 def cmd_submit_many(args: argparse.Namespace) -> int:
     jobs = _jobs_from(args)
     adapter = adapter_for(args)
+    cancelled: Optional[SweepCancelledError] = None
     with flags_named(args):
         if args.dry_run:
             print(
@@ -120,7 +121,10 @@ def cmd_submit_many(args: argparse.Namespace) -> int:
             )
             return EXIT_OK
         if args.max_queued or args.sweep or adapter.settings.max_queued:
-            job_ids = _fed(adapter, jobs, args)
+            try:
+                job_ids = _fed(adapter, jobs, args)
+            except SweepCancelledError as exc:  # cancelled while sent: what went in, printed
+                job_ids, cancelled = exc.submitted_ids, exc
         else:
             job_ids = adapter.submit_many(
                 jobs,
@@ -132,8 +136,12 @@ def cmd_submit_many(args: argparse.Namespace) -> int:
     if args.json:
         if not args.wait:
             print_json([{"job_id": job_id, "state": "PENDING"} for job_id in job_ids])
-    else:
+    elif job_ids:
         print("\n".join(job_ids), flush=True)
+    if cancelled is not None:
+        # A cancelled sweep: its jobs end CANCELLED, its other tasks never run (exit 1).
+        print(f"hpcbridge: {one_line(cancelled)}", file=sys.stderr, flush=True)
     if not args.wait:
-        return EXIT_OK
-    return wait_and_report([(adapter, job_ids)], args, as_list=True)
+        return EXIT_OK if cancelled is None else EXIT_JOB_NOT_COMPLETED
+    code = wait_and_report([(adapter, job_ids)], args, as_list=True)
+    return code if cancelled is None or code != EXIT_OK else EXIT_JOB_NOT_COMPLETED

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 from ..config import Settings
+from ..errors import SweepCancelledError
 from .places import Place, adapter_at
 from .targets import store_for
 
@@ -88,17 +89,22 @@ class SweepProgress:
             sys.stderr.flush()
 
 
-def feed(record: SweepRecord, settings: Settings) -> Tuple[List[str], List[str]]:
+def feed(
+    record: SweepRecord, settings: Settings
+) -> Tuple[List[str], List[str], Optional[SweepCancelledError]]:
     """Go on feeding the sweep (or follow the process feeding it) until all is sent:
-    the ids of its jobs, and a line per task that will never be sent."""
+    the ids of its jobs, a line per task refused (it will never be sent), and - for a
+    cancelled sweep - what says so (its tasks not sent are no error)."""
     from ..schedulers.driver import PartialSubmissionError
 
     adapter, sweep = opened(record, settings)
     progress = SweepProgress(record.name)
     try:
-        return sweep.feed(progress), []
+        return sweep.feed(progress), [], None
+    except SweepCancelledError as exc:
+        return exc.submitted_ids, [], exc
     except PartialSubmissionError as exc:
-        return [item.job_id for item in exc.submitted], list(exc.failures)
+        return [item.job_id for item in exc.submitted], list(exc.failures), None
     finally:
         progress.finish()
         adapter.close()
@@ -109,7 +115,7 @@ def cancel(record: SweepRecord, settings: Settings) -> str:
     adapter, sweep = opened(record, settings)
     try:
         unsent = sum(1 for task in sweep.book.tasks(record.name) if task.state == "waiting")
-        cancelled = sweep.cancel()
+        cancelled = sweep.cancel(by=f"'hpcbridge cancel {record.name}'")
     finally:
         adapter.close()
     return (

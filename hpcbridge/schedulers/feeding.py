@@ -15,6 +15,10 @@ One ``Feeder`` per sweep per process, and one process at a time per sweep
 3. **wait** for at least one of the unfinished jobs to end (the adapter's one
    wait loop, at its polite rate), then fill again - until every task is sent.
 
+A sweep cancelled meanwhile (``Sweep.cancel``: ``hpcbridge cancel NAME``) stops the
+loop at its next look - before each fill and after each submission - with
+``SweepCancelled``; the jobs it sent after the canceller looked are cancelled too.
+
 The cap is ``max_queued`` when given, else the scheduler's cap on this user's
 queued jobs (``driver.queue_limit()``: Slurm's ``MaxSubmitJobs``), else none.
 """
@@ -31,12 +35,14 @@ from ..errors import (
     JobSubmissionError,
     JobTimeoutError,
     LimitRefusedError,
+    SchedulerAdapterError,
     SubmissionUncertainError,
 )
 from ..jobscript import TaskSpec
 from ..model import JobState, JobStatus
 from ..sweep_store import (
     FED,
+    GIVEN_UP,
     SENDING,
     SENT,
     WAITING,
@@ -118,9 +124,21 @@ class Feeder:
         }
 
     def _check_not_cancelled(self) -> None:
+        """Stop at once when the sweep was cancelled meanwhile (``SweepCancelled``),
+        cancelling the jobs sent after the canceller looked (its cancel missed them)."""
         current = self.book.get(self.sweep.name)
-        if current is not None and current.state == "cancelled":
-            raise SweepCancelled(f"sweep {self.sweep.name} was cancelled")
+        if current is None or current.state != GIVEN_UP:
+            return
+        records = self.adapter.store.get_many(
+            self.adapter.scheduler_name, self.adapter.host_label, list(self.unfinished)
+        )
+        missed = [i for i in self.unfinished if i in records and not records[i].cancel_requested]
+        if missed:
+            try:
+                self.adapter.cancel_jobs(missed)
+            except SchedulerAdapterError as exc:
+                log.warning("sweep %s: cannot cancel %s: %s", self.sweep.name, missed, exc)
+        raise SweepCancelled(f"sweep {self.sweep.name} was cancelled")
 
     def _note_unfinished(self) -> None:
         """The sent jobs' last recorded states (one store query): which still count."""
@@ -236,6 +254,7 @@ class Feeder:
             self._never(group, str(exc))
             return 0
         self._sent(group, ids)
+        self._check_not_cancelled()  # cancelled while these went in: send no more
         return len(ids)
 
     def _known(self, parents: Sequence[str]) -> Dict[str, JobStatus]:

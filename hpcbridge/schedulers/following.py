@@ -121,4 +121,6 @@ class Following:
     def cancel(self, ids: List[str]) -> None:
         self.store.mark_cancel_requested(self.scheduler_name, self.tracker.host_label, ids)
         self.driver.cancel(ids)
+        # What the poll holds of these jobs predates the cancel: a wait asks afresh.
+        self.poller.forget(ids)
         log.info("cancel requested for %s job(s) %s", self.scheduler_name, ", ".join(ids))

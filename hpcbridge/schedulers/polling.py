@@ -220,6 +220,22 @@ class PollBoard:
         )
         return {row[0]: (decode(row[1]), float(row[2])) for row in rows}
 
+    def forget(self, target: str, job_ids: Sequence[str]) -> None:
+        """These jobs' published answers predate a change (a cancel): drop them, and
+        let the next round of ``target`` be asked at once, whoever asks it."""
+        self._ensure()
+
+        def drop(connection: Any) -> None:
+            for job_id in job_ids:
+                connection.execute(
+                    "DELETE FROM poll_answers WHERE target = ? AND job_id = ?", (target, job_id)
+                )
+            connection.execute(
+                "UPDATE poll_lease SET last_round = NULL WHERE target = ?", (target,)
+            )
+
+        self.store.transaction(drop)
+
     def release(self, target: str, owner: str) -> None:
         """Give the poll up and forget what this owner wanted."""
         self._ensure()
@@ -375,6 +391,17 @@ class Poller:
                 self.gap(),
             )
         return stamped
+
+    def forget(self, job_ids: Sequence[str]) -> None:
+        """The answers about these jobs predate a cancel: none is served again, and the
+        next question about them is asked of the scheduler at once (not a gap later)."""
+        with self._lock:
+            for job_id in job_ids:
+                self._latest.pop(job_id, None)
+                self._latest_at.pop(job_id, None)
+            self._last_round = -float("inf")
+            if self.board is not None:
+                self.board.forget(self.target, job_ids)
 
     def release(self) -> None:
         """Hand the poll on (the next process to ask takes it) and forget our wants."""

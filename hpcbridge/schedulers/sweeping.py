@@ -11,7 +11,10 @@ before anything is recorded, staged or sent.  ``submit()`` records every task
 in the job store (``sweep_store``) and feeds them (``feeding.Feeder``) until
 all are sent; its ids come back in the order the tasks were added.  A process
 that dies while feeding leaves the sweep in the store: ``Sweep.resume(adapter,
-name)`` - ``hpcbridge wait NAME`` - goes on from there, no job sent twice.
+name)`` - ``hpcbridge wait NAME`` - goes on from there, no job sent twice.  ``cancel()``
+(``hpcbridge cancel NAME``) sends nothing more, cancels the jobs sent, and stops a
+process still feeding the sweep: its ``submit`` raises ``SweepCancelledError``
+with the ids it sent.
 """
 
 from __future__ import annotations
@@ -21,10 +24,16 @@ import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from ..errors import JobSubmissionError, JobTimeoutError, LimitRefusedError
+from ..errors import (
+    JobSubmissionError,
+    JobTimeoutError,
+    LimitRefusedError,
+    SweepCancelledError,
+)
 from ..jobscript import new_token
 from ..model import JobStatus
 from ..retrying import Deadline
+from ..sweep_schema import me
 from ..sweep_store import (
     CANCELLED,
     FEEDING,
@@ -38,7 +47,7 @@ from ..sweep_store import (
 )
 from . import staging
 from .driver import PartialSubmissionError, Submitted
-from .feeding import LOOK_AGAIN, Feeder, ProgressCallback
+from .feeding import LOOK_AGAIN, Feeder, ProgressCallback, SweepCancelled
 from .staging import DependsOn, JobInput
 from .submitting import Order
 
@@ -137,7 +146,8 @@ class Sweep:
         """Record the sweep and feed it until every task is sent; the ids in task order.
 
         Tasks that will never be sent (refused, a parent that never went in) raise
-        ``PartialSubmissionError`` at the end, with the ids of those that were."""
+        ``PartialSubmissionError`` at the end, with the ids of those that were; a
+        sweep cancelled meanwhile, ``SweepCancelledError`` (also with them)."""
         if self._record is None:
             self._record = self._create(remote_dir)
         return self.feed(on_progress)
@@ -148,10 +158,14 @@ class Sweep:
         timeout: Optional[float] = None,
         on_progress: Optional[ProgressCallback] = None,
     ) -> Dict[str, JobStatus]:
-        """Feed what is left, then wait for every job; the final statuses by id."""
+        """Feed what is left, then wait for every job; the final statuses by id (of a
+        cancelled sweep: of the jobs it sent)."""
         if self._record is None:
             self._record = self._create(None)
-        ids = self.feed(on_progress)
+        try:
+            ids = self.feed(on_progress)
+        except SweepCancelledError as cancelled:  # what was sent ends as the scheduler says
+            ids = cancelled.submitted_ids
         return self.adapter.wait_all(ids, poll_interval, timeout)
 
     @classmethod
@@ -174,13 +188,15 @@ class Sweep:
         record = self._record or self.book.get(self.name)
         return self.book.counts(record) if record is not None else {}
 
-    def cancel(self) -> List[str]:
-        """Send nothing more and cancel the jobs not ended; their ids."""
+    def cancel(self, by: str = "Sweep.cancel()") -> List[str]:
+        """Send nothing more and cancel the jobs not ended; their ids.  A process
+        feeding the sweep stops (its ``submit`` raises ``SweepCancelledError``, which
+        says ``by`` what and from which process it was cancelled)."""
         record = self._record or self.book.get(self.name)
         if record is None:
             return []
-        self.book.cancel_unsent(self.name)
-        self.book.release(self.name, GIVEN_UP)
+        self.book.give_up(self.name, f"cancelled by {by} (process {me()})")
+        self.book.release(self.name)
         ids = self.job_ids()
         statuses = self.adapter.store.statuses(record.scheduler, record.host, ids)
         alive = [i for i in ids if i not in statuses or not statuses[i].is_terminal]
@@ -223,13 +239,13 @@ class Sweep:
         if self._record is None:
             raise JobSubmissionError(f"sweep {self.name} is not submitted yet: submit() it")
         record = self.book.get(self.name) or self._record
-        if record.state == GIVEN_UP:
-            raise JobSubmissionError(f"sweep {self.name} was cancelled; nothing more is sent")
         while record.state == FEEDING:
             holder = self.book.take(self.name)
             if holder is None:
                 try:
                     Feeder(self.adapter, self.book, record).run(on_progress)
+                except SweepCancelled:
+                    pass  # the outcome says so
                 finally:
                     self.book.release(self.name)
                 break
@@ -250,10 +266,17 @@ class Sweep:
             pass
 
     def _outcome(self) -> List[str]:
+        """The ids of the jobs sent; ``SweepCancelledError`` for a cancelled sweep,
+        ``PartialSubmissionError`` when tasks were refused."""
         tasks = self.book.tasks(self.name)
         sent = [task for task in tasks if task.state == SENT and task.job_id]
         never = [task for task in tasks if task.state == CANCELLED]
         ids = [str(task.job_id) for task in sent]
+        record = self.book.get(self.name)
+        if record is not None and record.state == GIVEN_UP:
+            notes = [task.note for task in never if task.note and task.note.startswith("cancel")]
+            how = notes[0] if notes else "cancelled"
+            raise SweepCancelledError(self.name, ids, len(tasks) - len(sent), how)
         if never:
             failures = [f"task {task.index}: {task.note or 'cancelled'}" for task in never]
             submitted = [Submitted(str(task.job_id), "", task.index) for task in sent]

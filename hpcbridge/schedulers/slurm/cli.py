@@ -328,8 +328,22 @@ class SlurmCliDriver:
         return self._has_light
 
     def history(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
-        """What sacct remembers of these ids (nothing when accounting is off)."""
-        result = self._run(status.sacct_argv(job_ids))
+        """What sacct remembers of these ids (nothing when accounting is off).
+
+        A task it has no row for is asked again by its array's id: the tasks of an
+        array cancelled before they started have one row under that id only."""
+        found = self._sacct(job_ids, job_ids)
+        if found is None:
+            return {}
+        missing = status.array_ids([job_id for job_id in job_ids if job_id not in found])
+        if missing:
+            found.update(self._sacct(missing, [i for i in job_ids if i not in found]) or {})
+        return found
+
+    def _sacct(self, asked: Sequence[str], wanted: Sequence[str]) -> Optional[Dict[str, JobStatus]]:
+        """One sacct for ``asked``: the statuses of the ``wanted`` ids it has; ``None``
+        when sacct failed (said once, see below)."""
+        result = self._run(status.sacct_argv(asked))
         if not result.ok:
             message = messages.scheduler_message(result.message())  # one line, never raw
             if not messages.accounting_disabled(message):
@@ -341,9 +355,9 @@ class SlurmCliDriver:
                     "squeue (MinJobAge) and then from the exit-code file",
                     self.executor.host,
                 )
-            return {}
-        history = status.parse_sacct(result.stdout)
-        return {job_id: history[job_id] for job_id in job_ids if job_id in history}
+            return None
+        history = status.parse_sacct(result.stdout, wanted=wanted)
+        return {job_id: history[job_id] for job_id in wanted if job_id in history}
 
     # -- cancel, logs, config ----------------------------------------------------
 

@@ -254,7 +254,7 @@ class SlurmNativeDriver:
                 self._no_history_noted = True
                 log.info("pyslurm: no job history from slurmdbd: %s", exc)
             return {}
-        return statuses_from_jobs(iter_jobs(jobs), job_ids)
+        return statuses_from_jobs(iter_jobs(jobs), job_ids, history=True)
 
     def _unfold_exit_codes(self, answers: Dict[str, JobStatus]) -> None:
         """Exit codes pyslurm folded (143 -> 15): the exit-code file's, else the CLI's."""

@@ -83,12 +83,26 @@ def job_ids_of(job: Any) -> List[str]:
     if array_id and task_id is not None:
         return [f"{array_id}_{task_id}"]
     if array_id and waiting:
-        return [f"{array_id}_{index}" for index in expand_array_spec(str(waiting))]
+        return [f"{array_id}_{index}" for index in waiting_indices(str(waiting))]
     if array_id:
         # pyslurm reads an array_task_id of 0 as "no value": a record of an
         # array that is neither a numbered task nor the waiting rest is task 0.
         return [f"{array_id}_0"]
     return [raw] if raw else []
+
+
+def waiting_indices(text: str) -> List[int]:
+    """The task indices of an array's waiting rest: ``3-6`` (slurmctld's jobs), or a
+    hex bitmap, ``0x3`` for tasks 0 and 1 (pyslurm 25.11's ``db.Job`` gives slurmdbd's
+    ``array_task_str`` so)."""
+    text = text.strip()
+    if text.lower().startswith("0x"):
+        try:
+            mask = int(text, 16)
+        except ValueError:
+            return []
+        return [index for index in range(mask.bit_length()) if mask >> index & 1]
+    return expand_array_spec(text)
 
 
 def exit_code_of(job: Any) -> Optional[int]:
@@ -153,32 +167,40 @@ def iter_jobs(collection: Any) -> Iterator[Any]:
             yield item
 
 
-def _task_zero_inferred(job: Any) -> bool:
-    """True for a record ``job_ids_of`` names task 0 only because it names no other task."""
-    return bool(
-        getattr(job, "array_id", None)
-        and getattr(job, "array_task_id", None) is None
-        and not getattr(job, "array_tasks_waiting", None)
-    )
-
-
-def statuses_from_jobs(jobs: Iterable[Any], wanted: Sequence[str]) -> Dict[str, JobStatus]:
+def statuses_from_jobs(
+    jobs: Iterable[Any], wanted: Sequence[str], history: bool = False
+) -> Dict[str, JobStatus]:
     """The status of every wanted id these jobs answer to.  A record that names
-    its task never loses to one taken for task 0 by elimination."""
+    its task never loses to one that covers it with a range (slurmdbd may keep
+    ``0-2`` on an array's record beside the records of tasks 0 and 1 that ran)
+    or takes it for task 0 by elimination.
+
+    ``history`` (slurmdbd's records): the tasks of an array cancelled before they
+    started have no record of their own, only the array's (its id is the array's,
+    with no task and maybe no range): that record answers for every wanted task of
+    the array no record names.  Not so for slurmctld's jobs, which drop a task's
+    record MinJobAge after it ended while the others stay."""
     wanted_set = set(wanted)
     found: Dict[str, JobStatus] = {}
     named: set = set()
+    whole: Dict[str, Any] = {}
     for job in jobs:
         ids = job_ids_of(job)
         raw = str(getattr(job, "id", "") or "")
         array_id = str(getattr(job, "array_id", "") or "")
         if raw and raw not in ids and array_id and raw != array_id:
             ids.append(raw)  # a running array task also answers to its own id
-        inferred = _task_zero_inferred(job)
+        own = getattr(job, "array_task_id", None) is not None or not array_id
+        if history and getattr(job, "array_task_id", None) is None and raw == (array_id or raw):
+            whole[raw] = job
         for job_id in ids:
-            if job_id not in wanted_set or (inferred and job_id in named):
+            if job_id not in wanted_set or (not own and job_id in named):
                 continue
             found[job_id] = status_from_job(job, job_id)
-            if not inferred:
+            if own:
                 named.add(job_id)
+    for job_id in wanted:
+        base, _, task = job_id.partition("_")
+        if task and job_id not in found and base in whole:
+            found[job_id] = status_from_job(whole[base], job_id)
     return found

@@ -144,11 +144,47 @@ def sacct_argv(job_ids: Sequence[str]) -> List[str]:
     ]
 
 
+def array_ids(job_ids: Sequence[str]) -> List[str]:
+    """The arrays' own ids of the tasks among ``job_ids`` (``123_4`` -> ``123``): what sacct
+    is asked when it has no row for a task (one cancelled before it started)."""
+    return list(
+        dict.fromkeys(base for base, task in map(split_job_id, job_ids) if task is not None)
+    )
+
+
 def parse_sacct(
-    text: str, columns: Sequence[str] = SACCT_COLUMNS, zone: Optional[tzinfo] = None
+    text: str,
+    columns: Sequence[str] = SACCT_COLUMNS,
+    zone: Optional[tzinfo] = None,
+    wanted: Sequence[str] = (),
 ) -> Dict[str, JobStatus]:
-    """Statuses by job id from ``sacct -P`` output (later rows win: requeues)."""
-    return _statuses(text, columns, zone)
+    """Statuses by job id from ``sacct -P`` output (later rows win: requeues).
+
+    Tasks of an array cancelled before they started have no row of their own:
+    sacct keeps one row for them, ``123_[0-1]`` (``123_[2-3%2]``), or - cancelled
+    before the controller split the array - the array's bare id ``123`` (JobIDRaw
+    ``123``).  A bare row answers for each of the ``wanted`` tasks of that array
+    that no row names; a row naming a task (``123_4``) wins over a range covering
+    it (a range row may still list tasks that ran: ``123_[0-2]`` beside ``123_0``).
+    """
+    found = _statuses(text, columns, zone)
+    rows = _rows(text, columns)
+    for row in rows:  # a task's own row over a range that covers it
+        job_id = normalize_job_id(row.get("id", ""))
+        if "[" not in job_id:
+            for own in expand_job_id(job_id):
+                found[own] = _status_from_row(own, row, zone)
+    bare = {
+        job_id: row
+        for row in rows
+        for job_id in [normalize_job_id(row.get("id", ""))]
+        if "_" not in job_id and row.get("raw_id", job_id) == job_id
+    }
+    for job_id in wanted:
+        base, task = split_job_id(job_id)
+        if task is not None and job_id not in found and base in bare:
+            found[job_id] = _status_from_row(job_id, bare[base], zone)
+    return found
 
 
 # -- the rows of both --------------------------------------------------------------
