@@ -271,7 +271,7 @@ def test_a_busy_controller_is_asked_again_within_the_budget() -> None:
 
 
 def test_light_rounds_ask_the_full_fields_only_for_a_changed_state() -> None:
-    """Slurm 24.05+: ``--only-job-state`` every round but the first (a cold round needs
+    """Slurm 23.11.5+: ``--only-job-state`` every round but the first (a cold round needs
     every job's full fields), the full squeue for what changed."""
     states = iter(["5|RUNNING\n6|RUNNING\n"])
     full = "5|5|RUNNING|None|2026-11-29T15:32:06|NONE|0|\n6|6|PENDING|Priority|NONE|NONE|0|\n"
@@ -428,3 +428,18 @@ def test_command_env_reaches_every_command() -> None:
     driver.submit(spec())
     driver.query(["5"])
     assert executor.envs == [{"SLURM_CONF": "/x/slurm.conf"}] * 2
+
+
+@pytest.mark.parametrize(
+    ("version", "light"),
+    [
+        ("slurm 22.05.8", False),
+        ("slurm 23.11.4", False),
+        ("slurm 23.11.5", True),
+        ("slurm 24.05.1", True),
+    ],
+)
+def test_light_rounds_from_the_release_that_has_them(version: str, light: bool) -> None:
+    """squeue has ``--only-job-state`` from Slurm 23.11.5 (its changelog), not 24.05."""
+    executor = ScriptedExecutor(scontrol=(0, version + "\n", ""))
+    assert SlurmCliDriver(executor, query_retries=0.0)._light() is light

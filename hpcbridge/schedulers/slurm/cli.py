@@ -280,7 +280,7 @@ class SlurmCliDriver:
     def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
         """Every id: from squeue, else sacct, else UNKNOWN.
 
-        Where the release has it (24.05+), the light ``--only-job-state`` round
+        Where the release has it (23.11.5+), the light ``--only-job-state`` round
         comes first and the full fields are asked only for the jobs whose state
         changed since the last round.  When squeue itself fails (controller down
         or restarting, past the retries) every id is unreachable with squeue's words.

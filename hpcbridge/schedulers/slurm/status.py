@@ -59,12 +59,13 @@ def squeue_argv(job_ids: Sequence[str]) -> List[str]:
     ]
 
 
-#: the first release whose squeue has ``--only-job-state`` (the REQUEST_JOB_STATE RPC)
-ONLY_JOB_STATE_SINCE = (24, 5)
+#: the first release whose squeue has ``--only-job-state`` (the REQUEST_JOB_STATE RPC):
+#: "squeue - Add `--only-job-state`" is in Slurm's changelog of 23.11.5
+ONLY_JOB_STATE_SINCE = (23, 11, 5)
 
 
 def squeue_state_argv(job_ids: Sequence[str]) -> List[str]:
-    """squeue through the light RPC (Slurm 24.05+): only each job's id and state.
+    """squeue through the light RPC (Slurm 23.11.5+): only each job's id and state.
 
     "reducing work required by slurmctld to respond" (squeue(1)); it takes
     only ``--jobs``, ``--states``, ``--array`` and the print options.
