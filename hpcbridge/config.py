@@ -1,7 +1,10 @@
-"""Settings from the environment.
+"""Settings from the site's file and the environment.
 
-Each setting ``X`` is read from ``HPCBRIDGE_X``, then from the source system's
-``EXAMLOPS_HPC_X``, then ``EXAMLOPS_SLURM_X``.  The scheduler is special:
+The site's file (``site_config``: ``/etc/hpcbridge/settings.toml``) is read
+first; the environment may change what it sets, except its
+``min_poll_interval``, a floor no user goes under.  Each setting ``X`` is
+read from ``HPCBRIDGE_X``, then from the source system's ``EXAMLOPS_HPC_X``,
+then ``EXAMLOPS_SLURM_X``.  The scheduler is special:
 ``EXAMLOPS_SLURM_MODE=mock|slurm`` still selects it, ``EXAMLOPS_HPC_SCHEDULER``
 wins over that, and ``HPCBRIDGE_SCHEDULER`` wins over both.  Keyword overrides
 (``get_scheduler_adapter(scheduler="slurm")``) win over the environment.
@@ -17,8 +20,11 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 from .errors import ConfigurationError
 from .registry import DRIVER_CHOICES, SCHEDULERS
 from .resources import RESOURCE_KEYS
+from .site_config import read_site_settings
 
 TRANSPORTS = ("local", "ssh")
+#: seconds: the least time between two status rounds towards a scheduler, unless set
+DEFAULT_MIN_POLL_INTERVAL = 5.0
 PREFIXES = ("HPCBRIDGE_", "EXAMLOPS_HPC_", "EXAMLOPS_SLURM_")
 
 
@@ -76,6 +82,11 @@ class Settings:
     command_timeout: float = 60.0
     #: seconds between two status rounds towards the scheduler (``None``: the adapter's default)
     poll_interval: Optional[float] = None
+    #: seconds: no round towards a scheduler's controller comes sooner than this after the
+    #: last, whatever a caller asks (``poll_interval`` under it gets it, with a warning)
+    min_poll_interval: float = DEFAULT_MIN_POLL_INTERVAL
+    #: the site file's ``min_poll_interval``: ``min_poll_interval`` never goes under it
+    site_min_poll_interval: float = 0.0
     #: the most jobs of one ``submit_many`` queued at once (``None``: the cluster's own cap)
     max_queued: Optional[int] = None
     #: environment for every scheduler command, where it runs (e.g. SLURM_CONF)
@@ -91,6 +102,11 @@ class Settings:
     def from_env(cls, env: Optional[Mapping[str, str]] = None, **overrides: Any) -> Settings:
         env = os.environ if env is None else env
         settings = cls()
+        site_file, site = read_site_settings(env)
+        for attribute, value in site.items():
+            settings._set(attribute, value, str(site_file))
+        if "min_poll_interval" in site:
+            settings._set("site_min_poll_interval", site["min_poll_interval"], str(site_file))
         variable, scheduler = _scheduler_from(env)
         settings._set("scheduler", scheduler, variable)
         for attribute, name, parse in _READERS:
@@ -112,6 +128,11 @@ class Settings:
         for attribute, value in overrides.items():
             if attribute not in known:
                 raise ConfigurationError(f"unknown setting {attribute!r}")
+            if attribute == "site_min_poll_interval":
+                raise ConfigurationError(
+                    "site_min_poll_interval is the site settings file's floor; "
+                    "set min_poll_interval (it can only raise that floor)"
+                )
             if value is not None:
                 settings._set(attribute, value, "(argument)")
         if not settings.state_dir:
@@ -154,6 +175,14 @@ class Settings:
             )
         if self.unknown_limit < 1:
             raise ConfigurationError("HPCBRIDGE_UNKNOWN_LIMIT must be at least 1")
+        if self.min_poll_interval < self.site_min_poll_interval:
+            # The site's floor: a user may poll less often than it says, never more.
+            asked = self.sources.get("min_poll_interval", "min_poll_interval")
+            self.min_poll_interval = self.site_min_poll_interval
+            self.sources["min_poll_interval"] = (
+                f"{self.sources.get('site_min_poll_interval', 'the site file')} "
+                f"(over {asked}'s lower value)"
+            )
 
     def with_(self, **changes: Any) -> Settings:
         """A copy with some settings changed (validated again)."""
@@ -203,6 +232,13 @@ def _positive(variable: str, text: str) -> float:
     value = _number(variable, text)
     if not value > 0:
         raise ConfigurationError(f"{variable}={text!r}: expected a number of seconds above 0")
+    return value
+
+
+def _seconds(variable: str, text: str) -> float:
+    value = _number(variable, text)
+    if value < 0:
+        raise ConfigurationError(f"{variable}={text!r}: expected a number of seconds, 0 or more")
     return value
 
 
@@ -268,6 +304,7 @@ _READERS: Tuple[Tuple[str, str, Callable[[str, str], Any]], ...] = (
     ("command_env", "COMMAND_ENV", _assignments),
     ("command_timeout", "COMMAND_TIMEOUT", _number),
     ("poll_interval", "POLL_INTERVAL", _positive),
+    ("min_poll_interval", "MIN_POLL_INTERVAL", _seconds),
     ("max_queued", "MAX_QUEUED", _count),
     ("cpu_cost_per_hour", "CPU_COST_PER_HOUR", _number),
     ("gpu_cost_per_hour", "GPU_COST_PER_HOUR", _number),

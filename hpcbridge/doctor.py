@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from . import __version__
 from .config import Settings
 from .registry import SCHEDULER_ENTRIES
+from .site_config import describe_site_settings
 from .transports.base import Executor
 
 
@@ -52,6 +53,7 @@ def run_checks(settings: Settings) -> List[Check]:
             f"scheduler={settings.scheduler} ({settings.sources.get('scheduler', 'default')}), "
             f"transport={settings.transport} ({settings.sources.get('transport', 'default')})",
         ),
+        _polling_check(settings),
         _store_check(settings),
     ]
     # A scheduler with no checks of its own (the mock) needs nothing from this machine.
@@ -72,6 +74,17 @@ def run_checks(settings: Settings) -> List[Check]:
         if entry.doctor is not None:
             checks.extend(_scheduler_checks(entry.name, entry.doctor, settings, executor))
     return checks
+
+
+def _polling_check(settings: Settings) -> Check:
+    """The floor under every poll interval, where it comes from, and the site's file."""
+    source = settings.sources.get("min_poll_interval", "default")
+    return Check(
+        "polling",
+        True,
+        f"Slurm and Flux asked at most once per {settings.min_poll_interval:g} s ({source}); "
+        f"site settings: {describe_site_settings()}",
+    )
 
 
 def _store_check(settings: Settings) -> Check:

@@ -76,6 +76,8 @@ class SchedulerAdapter(ABC):
     ignored_options: ClassVar[frozenset[str]] = frozenset()
     #: seconds between two status rounds when neither the caller nor the settings say
     default_poll_interval: ClassVar[float] = 10.0
+    #: whether status rounds ask a controller others share (the site's floor applies)
+    shares_a_controller: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -321,7 +323,8 @@ class SchedulerAdapter(ABC):
         """Wait until every job ends.
 
         The scheduler is asked at most once per ``poll_interval`` (default:
-        ``HPCBRIDGE_POLL_INTERVAL``, else the adapter's ``default_poll_interval``)
+        ``HPCBRIDGE_POLL_INTERVAL``, else the adapter's ``default_poll_interval``;
+        never under ``poll_floor``: a shorter one gets the floor and one warning)
         for all jobs, by one process for every process of this user here;
         every ``notice_interval`` the wrappers' exit-code files are looked at,
         so an end is known within about that long (``following``).  ``on_poll``
@@ -344,12 +347,19 @@ class SchedulerAdapter(ABC):
                 self.tracker,
                 self.store,
                 poll_interval=interval,
+                poll_floor=self.poll_floor,
                 poll_target=self.poll_target,
                 unknown_limit=self.unknown_limit,
             )
             with self._session_lock:
                 self._following = following = self._following or made
         return following
+
+    @property
+    def poll_floor(self) -> float:
+        """The least time between two status rounds, whatever a caller asks: the site's
+        and the user's ``min_poll_interval`` (none where no shared controller is asked)."""
+        return self.settings.min_poll_interval if self.shares_a_controller else 0.0
 
     @property
     def poll_target(self) -> str:

@@ -155,7 +155,8 @@ class Feeder:
 
     def _wait_for_an_end(self) -> None:
         if not self.unfinished:  # held by the cluster's cap with none of ours queued
-            time.sleep(self.adapter.settings.poll_interval or self.adapter.default_poll_interval)
+            interval = self.adapter.settings.poll_interval or self.adapter.default_poll_interval
+            time.sleep(max(interval, self.adapter.poll_floor))
             self.held = False
             return
         try:

@@ -34,6 +34,7 @@ class Following:
         store: JobStore,
         *,
         poll_interval: float,
+        poll_floor: float,
         poll_target: str,
         unknown_limit: int,
     ) -> None:
@@ -45,7 +46,8 @@ class Following:
         # A driver woken by job events asks its own broker, cheaply: no shared poll.
         board = None if driver.capabilities.events else PollBoard(store)
         interval = 0.0 if driver.capabilities.events else poll_interval
-        self.poller = Poller(self._ask, interval, board=board, target=poll_target)
+        floor = 0.0 if driver.capabilities.events else poll_floor
+        self.poller = Poller(self._ask, interval, board=board, target=poll_target, floor=floor)
 
     def statuses(self, ids: List[str]) -> Dict[str, JobStatus]:
         """Every id's status; a one-off question waits for a fresh answer (``Poller.ask``),

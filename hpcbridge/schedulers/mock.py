@@ -221,6 +221,7 @@ class MockAdapter(SchedulerAdapter):
     ignored_options = frozenset({"nested"})
     # Its "controller" is a folder of this machine: asking it often costs nobody.
     default_poll_interval = 1.0
+    shares_a_controller = False
 
     def __init__(self, *args: Any, slots: Optional[int] = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

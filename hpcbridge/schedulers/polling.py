@@ -74,6 +74,25 @@ CREATE TABLE IF NOT EXISTS poll_answers (
 """
 
 
+_warned_floor = False
+
+
+def warn_under_floor(asked: float, floor: float) -> None:
+    """Once per process: a caller asked to poll more often than the floor allows."""
+    global _warned_floor
+    if not _warned_floor:
+        _warned_floor = True
+        log.warning(
+            "a poll interval of %g s is under this site's floor of %g s "
+            "(min_poll_interval: HPCBRIDGE_MIN_POLL_INTERVAL, or the site's settings file): "
+            "the scheduler is asked every %g s; ends are still noticed within a second "
+            "from the jobs' exit-code files",
+            asked,
+            floor,
+            floor,
+        )
+
+
 def owner_name() -> str:
     """Who holds a poll: this host, this process, and a random part (one per Poller)."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -254,7 +273,11 @@ class PollBoard:
 
 
 class Poller:
-    """One scheduler round per interval at most; with a board, shared (see the module)."""
+    """One scheduler round per interval at most; with a board, shared (see the module).
+
+    ``interval``: the rounds' interval when a caller names none; ``floor``: the least
+    interval whatever a caller names (the site's and the user's ``min_poll_interval``).
+    """
 
     def __init__(
         self,
@@ -263,12 +286,15 @@ class Poller:
         *,
         board: Optional[PollBoard] = None,
         target: str = "",
+        floor: float = 0.0,
     ) -> None:
         self.query = query
         self.interval = interval
+        self.floor = floor
         self.board = board
         self.target = target
         self.owner = owner_name()
+        #: held while asking the scheduler or the board, never while sleeping
         self._lock = threading.Lock()
         #: when this process last asked the scheduler itself (monotonic), and how long it took
         self._last_round = -float("inf")
@@ -279,11 +305,18 @@ class Poller:
         #: a wait asks through this poller (until ``release``): it keeps the poll it takes
         self._waiting = False
 
+    def chosen(self, interval: Optional[float] = None) -> float:
+        """The interval of one call: the caller's (else the poller's), never under the floor."""
+        asked = self.interval if interval is None else interval
+        if asked < self.floor:
+            warn_under_floor(asked, self.floor)
+            return self.floor
+        return asked
+
     def gap(self, interval: Optional[float] = None) -> float:
         """The least time between two rounds: the interval, or more for a slow scheduler."""
         slow = self._duration if self._duration >= SLOW_AFTER else 0.0
-        chosen = self.interval if interval is None else interval
-        return max(chosen, min(SLOW_FACTOR * slow, SLOW_CAP))
+        return max(self.chosen(interval), min(SLOW_FACTOR * slow, SLOW_CAP))
 
     def due(self, interval: Optional[float] = None) -> bool:
         return time.monotonic() - self._last_round >= self.gap(interval)
@@ -293,49 +326,50 @@ class Poller:
     ) -> Dict[str, JobStatus]:
         """Answers for as many of ``job_ids`` as are fresh now (not older than the gap).
 
-        Asks the scheduler when a round is due and this process may poll;
-        ``interval`` (a caller's ``poll_interval``) replaces the poller's own
-        from now on.  An id without a fresh answer yet is left out (the caller
-        keeps what it knew), so the wait loop of a process that does not hold
-        the poll never waits for the one that does.  ``patient``: a one-off
-        question (``hpcbridge status``) - wait up to one gap for the poller's
-        next round, then ask the scheduler about what is still unanswered.
+        Asks the scheduler when a round is due and this process may poll, at
+        ``interval`` (a caller's ``poll_interval``, for this call only; none: the
+        poller's own; never under the floor).  An id without a fresh answer yet is
+        left out (the caller keeps what it knew), so the wait loop of a process that
+        does not hold the poll never waits for the one that does.  ``patient``: a
+        one-off question (``hpcbridge status``) - wait up to one gap for the next
+        round (no sooner than the floor after the last one, whoever asked it), then
+        ask the scheduler about what is still unanswered.
         """
+        chosen = self.chosen(interval)
+        # Fresh: given less than a gap before this question (or after it).
+        since = time.time() - self.gap(chosen)
         with self._lock:
-            if interval is not None:
-                self.interval = interval
-            # Fresh: given less than a gap before this question (or after it).
-            since = time.time() - self.gap()
             if self.board is None:
-                if self.due():
-                    self._round(job_ids)
+                if self.due(chosen):
+                    self._round(job_ids, chosen)
                 return self._fresh(job_ids, since)
-            found = self._ask_shared(job_ids, since, patient)
-            if patient and len(found) < len(set(job_ids)):
-                found = self._wait_for_answers(job_ids, found, since)
-            return found
+            found = self._ask_shared(job_ids, since, chosen, patient)
+        if patient and len(found) < len(set(job_ids)):
+            found = self._wait_for_answers(job_ids, found, since, chosen)
+        return found
 
     def _ask_shared(
-        self, job_ids: List[str], since: float, patient: bool = False
+        self, job_ids: List[str], since: float, chosen: float, patient: bool = False
     ) -> Dict[str, JobStatus]:
         """One look at the shared poll: a round of our own when it is ours and due.
 
         A one-off question (``patient``) asks at once unless another live process is
-        polling; a waiter keeps the pace of the last round, whoever asked it.
+        polling or somebody asked less than the floor ago; a waiter keeps the pace of
+        the last round, whoever asked it.
         """
         assert self.board is not None
         now = time.time()
-        until = now + WANT_INTERVALS * self.gap()
-        self.board.want(self.target, job_ids, self.owner, until, self.interval)
+        until = now + WANT_INTERVALS * self.gap(chosen)
+        self.board.want(self.target, job_ids, self.owner, until, chosen)
         others, least = self.board.wanted(self.target, now)
-        # The poller asks as often as the most eager waiter wants, never more.
-        interval = min(self.interval, least)
+        # As often as the most eager waiter wants, never more, nor under our floor.
+        interval = max(min(chosen, least), self.floor)
         lease = now + LEASE_INTERVALS * self.gap(interval) + self._duration
         due = patient or self.due(interval)
-        pace = None if patient else self.gap(interval)
+        pace = self.floor if patient else self.gap(interval)
         self._waiting = self._waiting or not patient
         if due and self.board.take(self.target, self.owner, now, lease, pace):
-            answers = self._round(list(dict.fromkeys([*job_ids, *others])))
+            answers = self._round(list(dict.fromkeys([*job_ids, *others])), chosen)
             lease = time.time() + LEASE_INTERVALS * self.gap(interval) + self._duration
             self.board.publish(self.target, self.owner, answers, time.time(), lease)
             if not self._waiting:
@@ -349,20 +383,23 @@ class Poller:
         return self._fresh(job_ids, since)
 
     def _wait_for_answers(
-        self, job_ids: List[str], found: Dict[str, JobStatus], since: float
+        self, job_ids: List[str], found: Dict[str, JobStatus], since: float, chosen: float
     ) -> Dict[str, JobStatus]:
-        """Another process polls: its next round, a little after it is due, has our ids."""
+        """Another process polls, or did less than the floor ago: the next round, a
+        little after it is due, has our ids.  Sleeps without the lock."""
         assert self.board is not None
         holder = self.board.holder(self.target, time.time())
         last = holder[1] if holder else time.time()
-        deadline = Deadline(max(last + self.gap() - time.time(), 0.0) + NEXT_ROUND_SLACK)
+        deadline = Deadline(max(last + self.gap(chosen) - time.time(), 0.0) + NEXT_ROUND_SLACK)
         while len(found) < len(set(job_ids)) and not deadline.expired:
             deadline.sleep(0.2)
-            found = self._ask_shared(job_ids, since, patient=True)
+            with self._lock:
+                found = self._ask_shared(job_ids, since, chosen, patient=True)
         missing = [job_id for job_id in dict.fromkeys(job_ids) if job_id not in found]
-        if missing:  # nobody answered in time: ask ourselves, once
-            self._round(missing)
-        return self._fresh(job_ids, since)
+        with self._lock:
+            if missing:  # nobody answered in time: ask ourselves, once
+                self._round(missing, chosen)
+            return self._fresh(job_ids, since)
 
     def _fresh(self, job_ids: Sequence[str], since: float) -> Dict[str, JobStatus]:
         return {
@@ -371,7 +408,7 @@ class Poller:
             if self._latest_at.get(job_id, -math.inf) >= since
         }
 
-    def _round(self, job_ids: List[str]) -> Dict[str, JobStatus]:
+    def _round(self, job_ids: List[str], chosen: Optional[float] = None) -> Dict[str, JobStatus]:
         started = time.monotonic()
         answers = self.query(job_ids)
         if not all(status.extra.get(SCHEDULER_UNREACHABLE) for status in answers.values()):
@@ -384,11 +421,11 @@ class Poller:
             stamped[job_id] = status.with_(extra={**status.extra, ANSWERED_AT: at})
             self._latest[job_id] = stamped[job_id]
             self._latest_at[job_id] = at
-        if self._duration * SLOW_FACTOR > self.interval:
+        if self._duration * SLOW_FACTOR > self.chosen(chosen):
             log.info(
                 "the scheduler took %.1f s to answer: asked again in %.0f s at the soonest",
                 self._duration,
-                self.gap(),
+                self.gap(chosen),
             )
         return stamped
 

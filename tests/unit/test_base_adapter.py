@@ -125,7 +125,12 @@ def make(tmp_path, make_script):
             list(answers),
             max_batch=max_batch,
             # Each call a new round: these cases script the scheduler's every answer.
-            settings=Settings.from_env({}, state_dir=str(tmp_path / "state"), poll_interval=1e-6),
+            settings=Settings.from_env(
+                {},
+                state_dir=str(tmp_path / "state"),
+                poll_interval=1e-6,
+                min_poll_interval=0.0,
+            ),
             unknown_limit=unknown_limit,
         )
         job_id = adapter.submit_job(make_script("true"))
