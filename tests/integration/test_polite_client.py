@@ -10,6 +10,7 @@ RPC counts are this module's alone:
 - 8 processes of one user each waiting on 25 of those jobs cost the controller, a
   second of waiting, what one process waiting on all 200 does (one shared poll,
   through the store);
+- 8 processes where one asks ``poll_interval=0.1``: the floor (5 s) holds for all;
 - on a Slurm 25.11 cluster that rate-limits every user's RPCs (``rl_enable``, a small
   bucket), 8 processes waiting on 500 jobs end with no error reaching them.
 """
@@ -24,7 +25,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Union
 
 import pytest
 
@@ -167,18 +168,20 @@ def start_waiters(
     script: str,
     count: int,
     total: int,
-    interval: float,
+    interval: Union[float, List[float]],
     ssh: str = "-",
 ) -> List[subprocess.Popen]:
     """``count`` processes of one user, ``total`` jobs shared out between them, one
-    state folder; each submits, says so, and waits on its jobs once told to go."""
+    state folder; each submits, says so, and waits on its jobs once told to go, at
+    ``interval`` (or each at its own, from a list)."""
+    intervals = interval if isinstance(interval, list) else [interval] * count
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HPCBRIDGE_", "SLURM_"))}
     if cluster.get("HPCBRIDGE_SLURM_BIN"):  # that cluster's own commands
         env["PATH"] = f"{cluster['HPCBRIDGE_SLURM_BIN']}{os.pathsep}{env.get('PATH', '')}"
     argv = [sys.executable, "-c", WAITER, str(state), cluster["SLURM_CONF"], script]
     processes = [
         subprocess.Popen(
-            [*argv, str(total // count + (index < total % count)), str(interval), ssh],
+            [*argv, str(total // count + (index < total % count)), str(intervals[index]), ssh],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -196,8 +199,10 @@ def start_waiters(
     return processes
 
 
-def finish_waiters(processes: List[subprocess.Popen]) -> None:
-    """Tell every waiter to go; each must end with every job COMPLETED and exit 0."""
+def finish_waiters(processes: List[subprocess.Popen]) -> List[str]:
+    """Tell every waiter to go; each must end with every job COMPLETED and exit 0.
+    Their standard errors."""
+    errors = []
     for process in processes:
         assert process.stdin is not None
         process.stdin.write("go\n")
@@ -206,6 +211,8 @@ def finish_waiters(processes: List[subprocess.Popen]) -> None:
         out, err = process.communicate(timeout=900)
         assert process.returncode == 0, err
         assert "STATES ['COMPLETED']" in out, out + err
+        errors.append(err)
+    return errors
 
 
 def test_rate_limited_controller_no_error_reaches_a_caller(
@@ -254,3 +261,26 @@ def test_eight_processes_cost_what_one_does(
     # loaded machine stretches either wait (a CI run: 17 rounds in 95 s against 15).
     single = one_process["rpcs"] * waited / one_process["waited"]
     assert rpcs <= 1.1 * single + 1, (rpcs, single, waited, one_process["waited"])
+
+
+FLOOR = 5.0  # the default HPCBRIDGE_MIN_POLL_INTERVAL (the waiters read no environment)
+
+
+def test_one_eager_process_does_not_poll_for_everyone(
+    cluster: Dict[str, str], tmp_path: Path
+) -> None:
+    """8 processes of one user, one asking ``poll_interval=0.1``, the others 30 s: the
+    floor (5 s) holds for all of them - at most one job-info RPC per 5 s - and only the
+    eager one is told, once."""
+    script = write_script(tmp_path / "scripts")
+    intervals = [0.1] + [30.0] * 7
+    processes = start_waiters(cluster, tmp_path / "state", script, 8, JOBS, intervals)
+    sdiag_reset(cluster)
+    started = time.monotonic()
+    errors = finish_waiters(processes)
+    waited = time.monotonic() - started
+    rpcs = job_info_rpcs(cluster)
+    assert waited > 4 * FLOOR, "the sweep ended too soon to say anything of the rate"
+    assert rpcs <= waited / FLOOR + 2, (rpcs, waited)
+    told = [err.count("under this site's floor") for err in errors]
+    assert told == [1] + [0] * 7, errors
