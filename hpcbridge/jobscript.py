@@ -89,9 +89,10 @@ def build_wrapper(
     """The wrapper's text.
 
     With one task, it runs that task.  With several, job ``i`` runs task
-    ``i``: the index comes from ``HPCBRIDGE_TASK_INDEX`` (set per job by
-    drivers that submit jobs one by one), else from the array's own variable
-    (``array_index_variable``, e.g. ``SLURM_ARRAY_TASK_ID``); the exit file
+    ``i``: with ``array_index_variable`` (Slurm's ``SLURM_ARRAY_TASK_ID``) the
+    index is the wrapper's first argument, else that variable; without, it is
+    ``HPCBRIDGE_TASK_INDEX`` (set per job by drivers that submit jobs one by
+    one with an environment each); the exit file
     gets the index as a suffix, ``<exit_file>.<index>``.  The table of tasks
     holds only what each sets (its environment, script and arguments), one line
     a task; the code that runs it is written once.  Tasks that all set the same
@@ -148,8 +149,13 @@ def _wrapper_lines(
         lines.append(f"hpcb_exit={shlex.quote(exit_file)}")
         lines.append(_task_line(tasks[0]))
     else:
-        fallback = f"${{{array_index_variable}:-}}" if array_index_variable else ""
-        lines.append(f'hpcb_index="${{{TASK_INDEX_VARIABLE}:-{fallback}}}"')
+        if array_index_variable:
+            # An array's task: the array's own variable; one task submitted alone: its
+            # index as the wrapper's argument (an index in the environment may be one
+            # inherited from the job that submitted this one).
+            lines.append(f'hpcb_index="${{1:-${{{array_index_variable}:-}}}}"')
+        else:
+            lines.append(f'hpcb_index="${{{TASK_INDEX_VARIABLE}:-}}"')
         # Read once, then gone: jobs the script submits in turn must not inherit it.
         lines.append(f"unset {TASK_INDEX_VARIABLE}")
         lines.append(f'hpcb_exit={shlex.quote(exit_file)}."$hpcb_index"')

@@ -114,7 +114,8 @@ class SubmitBatch:
     """``count`` jobs of one staged wrapper: what a driver is asked to submit.
 
     With ``count == 1`` the wrapper runs its only task.  With more, job ``i``
-    must see ``TASK_INDEX_VARIABLE=i`` (or the array's own index variable).
+    must see ``TASK_INDEX_VARIABLE=i``; with ``capabilities.array_index_variable``,
+    the array's own index variable, or ``i`` as the wrapper's first argument.
     """
 
     job: PreparedJob

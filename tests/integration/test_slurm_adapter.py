@@ -536,10 +536,14 @@ def test_array_tasks_ignore_an_inherited_task_index(
     # hpcbridge run inside a job it submitted one by one sees that job's index
     monkeypatch.setenv("HPCBRIDGE_TASK_INDEX", "1")
     own = make_adapter(cluster, tmp_path)
-    ids = own.submit_many([script(f"echo ran {name}", name=f"{name}.sh") for name in "abc"])
+    # And no login shell before each task: sbatch sets SLURM_GET_USER_ENV=1 for any
+    # --export but a bare ALL, and slurmd then runs `su - USER` to load its environment.
+    body = 'echo ran {} "${{SLURM_GET_USER_ENV:-no-login}}"'
+    ids = own.submit_many([script(body.format(name), name=f"{name}.sh") for name in "abc"])
     final = own.wait_all(ids, poll_interval=1, timeout=120)
     assert {status.state for status in final.values()} == {JobState.COMPLETED}
-    assert [own.get_job_logs(job_id).strip() for job_id in ids] == ["ran a", "ran b", "ran c"]
+    logs = [own.get_job_logs(job_id).strip() for job_id in ids]
+    assert logs == ["ran a no-login", "ran b no-login", "ran c no-login"]
     own.store.close()
 
 

@@ -19,11 +19,14 @@ def _script(folder: Path, name: str, body: str) -> str:
     return str(path)
 
 
-def _run(wrapper: str, folder: Path, env: Dict[str, str]) -> subprocess.CompletedProcess:
+def _run(
+    wrapper: str, folder: Path, env: Dict[str, str], *args: str
+) -> subprocess.CompletedProcess:
     path = folder / "wrapper.sh"
     path.write_text(wrapper)
     full = {"PATH": os.environ["PATH"], **env}
-    return subprocess.run(["/bin/sh", str(path)], capture_output=True, text=True, env=full)
+    argv = ["/bin/sh", str(path), *args]
+    return subprocess.run(argv, capture_output=True, text=True, env=full)
 
 
 def _tasks(folder: Path) -> List[TaskSpec]:
@@ -33,18 +36,30 @@ def _tasks(folder: Path) -> List[TaskSpec]:
 
 
 def test_many_tasks_pick_theirs_from_the_index_and_hide_it(tmp_path: Path) -> None:
+    """Drivers with an environment per job (Flux, mock): the index is HPCBRIDGE_TASK_INDEX."""
     exit_file = str(tmp_path / "job.exit")
-    wrapper = build_wrapper(_tasks(tmp_path), str(tmp_path), exit_file, "SLURM_ARRAY_TASK_ID")
+    wrapper = build_wrapper(_tasks(tmp_path), str(tmp_path), exit_file)
     result = _run(wrapper, tmp_path, {"HPCBRIDGE_TASK_INDEX": "1"})
     assert result.returncode == 4
     assert result.stdout.strip() == "b index=unset"
     assert (tmp_path / "job.exit.1").read_text().split()[0] == "4"
 
 
-def test_the_array_variable_is_the_fallback(tmp_path: Path) -> None:
+def test_slurm_one_task_alone_has_its_index_as_the_argument(tmp_path: Path) -> None:
+    """Where arrays are refused each task goes in alone, ``sbatch WRAPPER i``."""
     exit_file = str(tmp_path / "job.exit")
     wrapper = build_wrapper(_tasks(tmp_path), str(tmp_path), exit_file, "SLURM_ARRAY_TASK_ID")
-    result = _run(wrapper, tmp_path, {"SLURM_ARRAY_TASK_ID": "0", "HPCBRIDGE_TASK_INDEX": ""})
+    # What the job that submitted this one had is not this job's index.
+    inherited = {"HPCBRIDGE_TASK_INDEX": "0", "SLURM_ARRAY_TASK_ID": "0"}
+    result = _run(wrapper, tmp_path, inherited, "1")
+    assert result.returncode == 4 and result.stdout.strip() == "b index=unset"
+    assert (tmp_path / "job.exit.1").read_text().split()[0] == "4"
+
+
+def test_slurm_array_task_takes_the_arrays_index_not_an_inherited_one(tmp_path: Path) -> None:
+    exit_file = str(tmp_path / "job.exit")
+    wrapper = build_wrapper(_tasks(tmp_path), str(tmp_path), exit_file, "SLURM_ARRAY_TASK_ID")
+    result = _run(wrapper, tmp_path, {"SLURM_ARRAY_TASK_ID": "0", "HPCBRIDGE_TASK_INDEX": "1"})
     assert result.returncode == 0 and result.stdout.strip() == "a index=unset"
     assert (tmp_path / "job.exit.0").read_text().split()[0] == "0"
 

@@ -406,11 +406,12 @@ def test_submit_many_falls_back_when_arrays_are_refused(
     fake.refuse_arrays = True
     ids = adapter.submit_many([script] * 3)
     assert ids == ["100", "101", "102"]
-    exports = [next(p for p in argv if p.startswith("--export=")) for argv in fake.submitted]
-    assert exports == [f"--export=ALL,HPCBRIDGE_TASK_INDEX={index}" for index in range(3)]
-    assert len({argv[-1] for argv in fake.submitted}) == 1  # one wrapper picks each task
-    wrapper = Path(fake.submitted[0][-1]).read_text()
-    assert "HPCBRIDGE_TASK_INDEX" in wrapper and "SLURM_ARRAY_TASK_ID" in wrapper
+    # Each task's index is the wrapper's argument (no --export: see sbatch_argv).
+    assert [argv[-1] for argv in fake.submitted] == ["0", "1", "2"]
+    assert not any(p.startswith("--export") for argv in fake.submitted for p in argv)
+    assert len({argv[-2] for argv in fake.submitted}) == 1  # one wrapper picks each task
+    wrapper = Path(fake.submitted[0][-2]).read_text()
+    assert 'hpcb_index="${1:-${SLURM_ARRAY_TASK_ID:-}}"' in wrapper
     for index, job_id in enumerate(ids):
         record = adapter.store.get(job_id, "slurm")
         assert record is not None and record.exit_file.endswith(f".exit.{index}")  # type: ignore[union-attr]

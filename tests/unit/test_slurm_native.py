@@ -585,7 +585,9 @@ def test_native_submit_many_array_and_environment(
     kwargs = module.submitted[0]
     assert kwargs["array"] == "0-1"
     assert kwargs["standard_output"] == f"{tmp_path}/slurm-%A_%a.out"
-    assert kwargs["environment"]["HPCBRIDGE_TASK_INDEX"] == ""
+    # As sbatch's --export=ALL: everything goes on; the Slurm wrapper reads its index
+    # from SLURM_ARRAY_TASK_ID (or its argument), never from an inherited variable.
+    assert kwargs["environment"]["HPCBRIDGE_TASK_INDEX"] == "1"
     assert kwargs["environment"]["SLURM_CONF"] == "/settings.conf"
     assert kwargs["environment"]["PATH"] == os.environ["PATH"]
     submit(driver_with(module), batch(job, 1))
@@ -602,10 +604,7 @@ def test_native_refused_array_goes_in_task_by_task_through_sbatch(tmp_path) -> N
     refusing = fake_pyslurm(submit_error=RPCError("Invalid job array specification"))
     driver = native.SlurmNativeDriver(SlurmCliDriver(executor), refusing)
     assert [item.job_id for item in submit(driver, batch(staged(tmp_path), 2))] == ["51", "52"]
-    assert [argv[-2] for argv in executor.calls] == [
-        "--export=ALL,HPCBRIDGE_TASK_INDEX=0",
-        "--export=ALL,HPCBRIDGE_TASK_INDEX=1",
-    ]
+    assert [argv[-1] for argv in executor.calls] == ["0", "1"]
 
 
 def test_native_query_live_then_history() -> None:

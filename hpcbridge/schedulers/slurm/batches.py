@@ -68,7 +68,7 @@ def submit_batch(planned: Planned, submit: SubmitOne) -> List[Submitted]:
     """``batch.count`` jobs: one plain sbatch, else one ``--array=0-N``.
 
     Where Slurm refuses the array, each task goes in on its own with its
-    index in ``HPCBRIDGE_TASK_INDEX``.
+    index as the wrapper's argument.
     """
     batch, spec = planned.batch, planned_spec(planned)
     try:

@@ -26,7 +26,6 @@ from ...retrying import retry
 from ...transports.base import Executor
 from ..adoption import adopt_or_resubmit
 from ..driver import (
-    TASK_INDEX_VARIABLE,
     DriverChoice,
     Planned,
     SchedulerDriver,
@@ -160,8 +159,8 @@ class SlurmNativeDriver:
         return submitted
 
     def _submit_spec(self, spec: SubmitSpec) -> str:
-        # One task of a many-task wrapper goes in through sbatch: its --export=ALL,VAR=i
-        # adds the index to the submitting environment.
+        # One task of a many-task wrapper goes in through sbatch, its index the
+        # wrapper's argument.
         return self.cli.submit(spec) if spec.task_index is not None else self.submit(spec)
 
     def submit(self, spec: SubmitSpec) -> str:
@@ -190,7 +189,7 @@ class SlurmNativeDriver:
                 kwargs["script"] = wrapper.read()
         except OSError as exc:
             raise JobSubmissionError(f"cannot read the wrapper {spec.wrapper_path}: {exc}") from exc
-        kwargs["environment"] = submit_environment(self.command_env, spec.array is not None)
+        kwargs["environment"] = submit_environment(self.command_env)
         said: List[str] = []
         try:
             with libslurm_output.caught(said):
@@ -336,14 +335,7 @@ def _log_libslurm(said: Sequence[str], level: int = logging.INFO) -> None:
         log.log(level, "libslurm: %s", line)
 
 
-def submit_environment(command_env: Mapping[str, str], is_array: bool) -> Dict[str, str]:
+def submit_environment(command_env: Mapping[str, str]) -> Dict[str, str]:
     """The job's environment: what sbatch would run with (the process's and the
-    settings' command environment), as its default ``--export=ALL`` passes on.
-
-    For an array the task index is cleared (``HPCBRIDGE_TASK_INDEX=``), as the
-    CLI driver's ``--export=ALL,HPCBRIDGE_TASK_INDEX=`` does.
-    """
-    environment = {**os.environ, **command_env}
-    if is_array:
-        environment[TASK_INDEX_VARIABLE] = ""
-    return environment
+    settings' command environment), as its default ``--export=ALL`` passes on."""
+    return {**os.environ, **command_env}

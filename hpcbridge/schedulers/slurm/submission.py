@@ -9,7 +9,6 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 
 from ...durations import format_slurm_time
 from ...resources import Resources
-from ..driver import TASK_INDEX_VARIABLE
 from .ids import normalize_job_id
 from .status import KEY_PREFIX
 
@@ -89,26 +88,13 @@ def sbatch_argv(spec: SubmitSpec) -> List[str]:
         argv.append("--kill-on-invalid-dep=yes")
     if spec.array:
         argv.append(f"--array={spec.array}")
-    export = _task_index_export(spec)
-    if export:
-        argv.append(export)
     argv.append(spec.wrapper_path)
-    return argv
-
-
-def _task_index_export(spec: SubmitSpec) -> Optional[str]:
-    """The wrapper's task index: set for one task submitted alone; cleared for an array.
-
-    sbatch passes the submitting environment on (``ALL``, as without
-    ``--export``): an index inherited from it (hpcbridge run inside a job it
-    started) would make every array task run that one task.  An empty value
-    makes the wrapper use ``SLURM_ARRAY_TASK_ID``.
-    """
+    # One task of a many-task wrapper: its index as the wrapper's argument, not through
+    # --export: any --export but a bare ALL sets SLURM_GET_USER_ENV=1 (sbatch.c), and
+    # slurmd then runs `su - USER` (a login shell) before every such job starts.
     if spec.task_index is not None:
-        return f"--export=ALL,{TASK_INDEX_VARIABLE}={spec.task_index}"
-    if spec.array:
-        return f"--export=ALL,{TASK_INDEX_VARIABLE}="
-    return None
+        argv.append(str(spec.task_index))
+    return argv
 
 
 def describe_argv(argv: Sequence[str]) -> str:
