@@ -47,7 +47,11 @@ def controller_pid(cluster: Dict[str, str]) -> int:
 
 def adapter_for(cluster: Dict[str, str], root: Path, executor: Any = None, **kw: Any) -> Any:
     settings = Settings.from_env(
-        env={}, state_dir=str(root / "state"), scheduler="slurm", poll_interval=1.0
+        env={},
+        state_dir=str(root / "state"),
+        scheduler="slurm",
+        poll_interval=1.0,
+        min_poll_interval=0.0,  # the cluster is the test's own
     )
     return RealSlurmAdapter(
         executor=executor or LocalExecutor(default_timeout=60),

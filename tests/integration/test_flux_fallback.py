@@ -65,7 +65,7 @@ CHILD = textwrap.dedent(
     from hpcbridge import Settings
     from hpcbridge.schedulers.flux.adapter import FluxAdapter
     uri, flux, state, script = sys.argv[1:5]
-    settings = Settings.from_env(env={}, state_dir=state)
+    settings = Settings.from_env(env={}, state_dir=state, min_poll_interval=0.0)
     adapter = FluxAdapter(uri=uri, flux_command=flux, settings=settings)
     job_id = adapter.submit_job(script, {"time": "30s"})
     status = adapter.wait(job_id, poll_interval=0.5, timeout=60)

@@ -50,7 +50,10 @@ def test_exit_code_file_gives_the_final_state(
     no_accounting: Dict[str, str], tmp_path: Path
 ) -> None:
     settings = Settings.from_env(
-        env=dict(no_accounting), state_dir=str(tmp_path / "state"), scheduler="slurm"
+        env=dict(no_accounting),
+        state_dir=str(tmp_path / "state"),
+        scheduler="slurm",
+        min_poll_interval=0.0,  # the cluster is the test's own
     )
 
     def adapter() -> RealSlurmAdapter:

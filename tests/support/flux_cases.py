@@ -135,7 +135,11 @@ def make_adapter(
     of their own (politeness is ``test_polite_polling``'s business).
     """
     settings = Settings.from_env(
-        env={}, state_dir=str(state), flux_nested=nested, poll_interval=0.5
+        env={},
+        state_dir=str(state),
+        flux_nested=nested,
+        poll_interval=0.5,
+        min_poll_interval=0.0,  # the broker is the test's own: no floor under its rounds
     )
     kwargs.setdefault("unknown_limit", 3)
     kwargs.setdefault("flux_command", require_flux())

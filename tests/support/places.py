@@ -126,3 +126,5 @@ def clean_environment(patch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith(("HPCBRIDGE_", "EXAMLOPS_")) or name == "FLUX_URI":
             patch.delenv(name)
+    # the test clusters are the tests' own: no floor under the rounds a test asks for
+    patch.setenv("HPCBRIDGE_MIN_POLL_INTERVAL", "0")

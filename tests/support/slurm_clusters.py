@@ -161,7 +161,11 @@ def make_adapter(
     # Status rounds every second: the cases watch jobs change state (the test cluster is
     # ours; the polite rate has cases of its own).
     settings = Settings.from_env(
-        env=dict(env), state_dir=str(root / "state"), scheduler="slurm", poll_interval=1.0
+        env=dict(env),
+        state_dir=str(root / "state"),
+        scheduler="slurm",
+        poll_interval=1.0,
+        min_poll_interval=0.0,  # the test cluster is ours: no floor under the cases' rounds
     )
     made = RealSlurmAdapter(
         executor=executor if executor is not None else LocalExecutor(default_timeout=60),
