@@ -125,6 +125,12 @@ else
   #   controller's RPCs) and Spack (no service), the slowest of the suite.
   own=(tests/integration/test_polite_client.py tests/integration/test_exactly_once.py
     tests/integration/test_slurm_no_accounting.py tests/integration/test_spack.py)
+  # Flux modules whose brokers are their own, beside the suite with the main release: they
+  # share nothing with the Slurm and SSH cases (which pause and stop shared services).
+  flux_own=(tests/integration/test_flux_adapter.py tests/integration/test_flux_active_cap.py
+    tests/integration/test_flux_fallback.py tests/integration/test_flux_journal_stream.py
+    tests/integration/test_flux_many.py tests/integration/test_flux_queues.py
+    tests/integration/test_flux_submission_path.py tests/integration/test_flux_sweeps.py)
   lane() { # lane NAME COMMAND...: run COMMAND in the background into a log of its own
     local log root
     log=$(mktemp "/tmp/hpcbridge-lane-$1.XXXXXX")
@@ -139,6 +145,8 @@ else
   }
   other_releases() {
     local other_status=0 prefix
+    echo "== pytest: the Flux modules with brokers of their own against $HPCBRIDGE_TEST_FLUX_PREFIXES"
+    "$python" -m pytest "${pytest_args[@]}" --durations=10 "${flux_own[@]}" || other_status=1
     for prefix in "${other_flux[@]}"; do
       echo "== pytest: the core Flux cases against $prefix"
       HPCBRIDGE_TEST_FLUX_PREFIXES=$prefix HPCBRIDGE_TEST_FLUX_CORE_ONLY=1 "$python" -m pytest \
@@ -154,14 +162,14 @@ else
   }
   lane flux-releases other_releases
   lane own-services own_services
-  echo "== pytest: beside the suite, in lanes of their own: the core Flux cases of" \
-    "${other_flux[*]:-no other release}; ${own[*]}"
+  echo "== pytest: beside the suite, in lanes of their own: ${flux_own[*]}; the core Flux" \
+    "cases of ${other_flux[*]:-no other release}; ${own[*]}"
   echo "== pytest: unit tests in random order (--randomly-seed=$seed)"
   "$python" -m pytest "${pytest_args[@]}" -p randomly --randomly-seed="$seed" tests/unit || status=1
   echo "== pytest: integration tests"
   # The slowest cases are listed, to keep the warm run within its budget.
   ignored=()
-  for path in "${own[@]}"; do ignored+=("--ignore=$path"); done
+  for path in "${own[@]}" "${flux_own[@]}"; do ignored+=("--ignore=$path"); done
   "$python" -m pytest "${pytest_args[@]}" --durations=25 "${ignored[@]}" tests/integration ||
     status=1
   for index in "${!lane_pids[@]}"; do
