@@ -183,6 +183,11 @@ class FluxInstance:
         log = open(os.path.join(self.workdir, "broker.log"), "ab")  # noqa: SIM115
         env = dict(os.environ)
         env.pop("FLUX_URI", None)
+        # The broker runs rc1/rc3 as `$SHELL -c` on a socketpair; Debian's bash then sources
+        # ~/.bashrc unless SHLVL >= 1 (whatever the test user's .bashrc does, e.g. a pyenv
+        # rehash waiting 60 s on a stale lock, would stall the broker's start).
+        if not env.get("SHLVL", "").isdigit() or int(env["SHLVL"]) < 1:
+            env["SHLVL"] = "1"
         self.process = subprocess.Popen(
             [
                 *self._prefix(),
