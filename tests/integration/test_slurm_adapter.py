@@ -248,6 +248,17 @@ def test_running_job_cancelled(adapter: RealSlurmAdapter, script) -> None:
     adapter.cancel_job(job_id)  # again, now finished: no error
 
 
+def test_a_job_cancelled_right_after_its_submission_reads_as_cancelled(
+    adapter: RealSlurmAdapter, script
+) -> None:
+    # Slurm records a job cancelled as it starts as started and ended in one second, 0:0
+    job_id = adapter.submit_job(script("sleep 120"))
+    adapter.cancel_job(job_id)
+    final = adapter.wait(job_id, poll_interval=1, timeout=60)
+    assert final.state is JobState.CANCELLED and final.exit_code is None, final
+    assert final.reason.startswith("cancelled"), final
+
+
 def test_dependency_holds_the_child(adapter: RealSlurmAdapter, script) -> None:
     parent = adapter.submit_job(script("sleep 4"))
     child = adapter.submit_job(script("exit 0"), depends_on=parent)

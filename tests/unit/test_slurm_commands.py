@@ -309,8 +309,9 @@ def test_parse_recorded_sacct() -> None:
 
 def test_parse_recorded_sacct_of_jobs_cancelled_before_and_after_they_ran() -> None:
     found = status.parse_sacct(recorded("sacct_cancelled"), RECORDED_SACCT)
-    for ran in ("9", "11"):  # Slurm: 0:0 and a start; a start of their own
-        assert found[ran].start_time is not None and found[ran].exit_code == 0
+    for ran in ("9", "11"):  # Slurm: 0:0 and a start (9 cancelled in the second it started)
+        assert found[ran].start_time is not None and found[ran].exit_code is None
+        assert found[ran].reason == "cancelled"
     for never in ("10", "12"):  # Slurm: 0:0, no start, the pending reason
         assert found[never].exit_code is None and found[never].start_time is None
         assert found[never].reason.startswith("cancelled while pending (")

@@ -142,6 +142,9 @@ def parse_time(text: str, zone: Optional[tzinfo] = None) -> Optional[datetime]:
     return moment.astimezone()  # a naive time is local time: attach the local zone
 
 
+#: the reason of a job cancelled once started, whose script's end Slurm does not record
+CANCELLED = "cancelled"
+
 #: Slurm's reason for a job whose parent did not complete (``--kill-on-invalid-dep``)
 NEVER_SATISFIED = "DependencyNeverSatisfied"
 
@@ -155,13 +158,18 @@ def settled(status: JobStatus) -> JobStatus:
       ``0:0``, sacct no start, squeue start = end = the cancel, and both keep its
       pending reason (``BeginTime``, ``Dependency``) where a job that ran has
       ``None``; its reason is ``cancelled while pending`` (with Slurm's).
+    - A job cancelled once started has no exit code either (its reason: ``cancelled``):
+      the allocation's ``0:0`` is not its script's (a job cancelled as it starts is
+      recorded as started and ended in the same second with ``0:0``, before its script
+      returned); a script killed by the signal keeps ``0:15`` (143).
     """
     if status.state is JobState.RUNNING and status.reason:
         return status.with_(reason="")
     if status.state is not JobState.CANCELLED or status.exit_code not in (0, None):
         return status
     if status.start_time is not None and not status.reason:
-        return status  # it ran: exit 0 is its own
+        # Slurm: a cancelled job's allocation ends 0:0 whatever its script did
+        return status.with_(exit_code=None, reason=CANCELLED)
     reason = status.reason
     if not reason.startswith(NEVER_SATISFIED):  # that one already says why, everywhere
         reason = CANCELLED_WHILE_PENDING + (f" ({reason})" if reason else "")
