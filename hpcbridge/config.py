@@ -173,6 +173,13 @@ class Settings:
             raise ConfigurationError(
                 f"{self.sources.get('ssh_port', 'ssh_port')}={self.ssh_port!r}: not a TCP port"
             )
+        for attribute in ("cpu_cost_per_hour", "gpu_cost_per_hour"):
+            value = getattr(self, attribute)
+            if not value >= 0:
+                raise ConfigurationError(
+                    f"{self.sources.get(attribute, attribute)}={value!r}: "
+                    "a cost per hour is 0 or more; set it to what the site charges"
+                )
         if self.unknown_limit < 1:
             raise ConfigurationError("HPCBRIDGE_UNKNOWN_LIMIT must be at least 1")
         if self.min_poll_interval < self.site_min_poll_interval:
@@ -302,7 +309,7 @@ _READERS: Tuple[Tuple[str, str, Callable[[str, str], Any]], ...] = (
     ("ssh_login_shell", "SSH_LOGIN_SHELL", _boolean),
     ("flux_nested", "FLUX_NESTED", _boolean),
     ("command_env", "COMMAND_ENV", _assignments),
-    ("command_timeout", "COMMAND_TIMEOUT", _number),
+    ("command_timeout", "COMMAND_TIMEOUT", _positive),
     ("poll_interval", "POLL_INTERVAL", _positive),
     ("min_poll_interval", "MIN_POLL_INTERVAL", _seconds),
     ("max_queued", "MAX_QUEUED", _count),

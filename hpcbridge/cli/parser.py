@@ -34,6 +34,25 @@ _CACHED_HELP = (
 )
 
 
+def _seconds(text: str) -> float:
+    """A number of seconds, 0 or more (``--timeout -1`` would otherwise end every wait)."""
+    try:
+        number = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not number >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, got {text}")
+    return number
+
+
+def _interval(text: str) -> float:
+    """A number of seconds above 0."""
+    number = _seconds(text)
+    if number == 0:
+        raise argparse.ArgumentTypeError("must be above 0 seconds, got 0")
+    return number
+
+
 def _at_least_one(text: str) -> int:
     """A count of 1 or more (``--limit 0`` and ``-1`` would otherwise list everything)."""
     try:
@@ -66,7 +85,7 @@ def _add_target_flags(parser: argparse.ArgumentParser, scheduler: bool = True) -
 def _add_poll_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--poll-interval",
-        type=float,
+        type=_interval,
         metavar="S",
         help="seconds between two status rounds towards the scheduler (default: "
         "HPCBRIDGE_POLL_INTERVAL, else 10; an end is seen within a second from the job's "
@@ -198,7 +217,7 @@ def _add_submit_tail(parser: argparse.ArgumentParser, dry_run: str) -> None:
         "--wait", action="store_true", help="follow the jobs; exit 0 only if all COMPLETED"
     )
     _add_poll_flag(parser)
-    parser.add_argument("--timeout", type=float, help="give up waiting after this many seconds")
+    parser.add_argument("--timeout", type=_seconds, help="give up waiting after this many seconds")
     parser.add_argument("--dry-run", action="store_true", help=dry_run)
     parser.add_argument("--json", action="store_true")
 
@@ -214,7 +233,7 @@ def _add_following(sub: Sub) -> None:
     wait.add_argument("job_ids", nargs="+", metavar="ID", help="a job id, or a sweep's name")
     _add_lookup_flags(wait)
     _add_poll_flag(wait)
-    wait.add_argument("--timeout", type=float)
+    wait.add_argument("--timeout", type=_seconds, help="give up waiting after this many seconds")
     wait.add_argument("--json", action="store_true")
 
     logs = sub("logs", "print a job's output")

@@ -330,6 +330,7 @@ class SchedulerAdapter(ABC):
         so an end is known within about that long (``following``).  ``on_poll``
         gets every job's latest status after each tick (progress).
         """
+        _check_wait_arguments(poll_interval, timeout, notice_interval)
         ids = list(dict.fromkeys(self.normalize_job_id(job_id) for job_id in job_ids))
         return self.following().wait_all(
             ids, poll_interval, timeout, on_change, on_poll, notice_interval
@@ -408,3 +409,16 @@ class SchedulerAdapter(ABC):
 
 
 __all__ = ["SchedulerAdapter", "exit_code_from_file"]
+
+
+def _check_wait_arguments(
+    poll_interval: Optional[float], timeout: Optional[float], notice_interval: float
+) -> None:
+    """A wait's numbers, refused before anything is asked (``ConfigurationError``)."""
+    if timeout is not None and not timeout >= 0:
+        raise ConfigurationError(
+            f"timeout={timeout!r}: expected seconds, 0 or more (None waits for as long as it takes)"
+        )
+    for name, value in (("poll_interval", poll_interval), ("notice_interval", notice_interval)):
+        if value is not None and not value > 0:
+            raise ConfigurationError(f"{name}={value!r}: expected a number of seconds above 0")

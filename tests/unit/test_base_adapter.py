@@ -12,6 +12,7 @@ from typing import Dict, List, Optional, Sequence
 import pytest
 
 from hpcbridge import (
+    ConfigurationError,
     JobNotFoundError,
     JobState,
     JobStatus,
@@ -199,6 +200,17 @@ def test_overall_deadline(make):
     adapter, job_id = make(JobState.RUNNING)
     with pytest.raises(JobTimeoutError, match="still unfinished"):
         adapter.wait(job_id, poll_interval=0.05, timeout=0.3)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [({"timeout": -1}, "timeout=-1"), ({"poll_interval": 0}, "poll_interval=0")],
+)
+def test_a_wait_with_negative_seconds_is_refused_before_asking(make, arguments, named):
+    adapter, job_id = make(JobState.COMPLETED)
+    with pytest.raises(ConfigurationError, match=named):
+        adapter.wait(job_id, **arguments)
+    assert adapter.queries == 0
 
 
 def test_wait_all_one_query_per_poll(make, make_script):

@@ -66,6 +66,27 @@ def test_jobs_limit_must_be_one_or_more(state_dir, capsys, limit):
     assert "--limit" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("command", "flag", "value"),
+    [
+        ("wait", "--timeout", "-1"),
+        ("wait", "--poll-interval", "0"),
+        ("wait", "--poll-interval", "-2"),
+        ("submit", "--timeout", "-5"),
+        ("submit", "--poll-interval", "x"),
+    ],
+)
+def test_seconds_under_zero_are_refused_before_anything_runs(
+    state_dir, make_script, capsys, command, flag, value
+):
+    argv = ["wait", "1"] if command == "wait" else ["submit", make_script("true"), "--wait"]
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, flag, value])
+    assert exited.value.code == 2
+    assert flag in capsys.readouterr().err
+    assert _nothing_staged(state_dir)
+
+
 def test_usage_marks_only_the_script_required(capsys):
     with pytest.raises(SystemExit) as exited:
         main(["submit"])

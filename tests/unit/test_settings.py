@@ -148,3 +148,15 @@ def test_state_home_and_enclosing_flux_uri_from_the_given_env(tmp_path, monkeypa
     inside = Settings.from_env({"FLUX_URI": " local:///run/flux/local "})
     assert inside.enclosing_flux_uri == "local:///run/flux/local"
     assert inside.flux_uri is None  # the enclosing instance is not a chosen one
+
+
+@pytest.mark.parametrize("name", ["HPCBRIDGE_CPU_COST_PER_HOUR", "HPCBRIDGE_GPU_COST_PER_HOUR"])
+def test_a_negative_cost_is_refused_naming_its_variable(name):
+    with pytest.raises(ConfigurationError, match=f"{name}=-1.0: a cost per hour is 0 or more"):
+        Settings.from_env({name: "-1"})
+    assert Settings.from_env({name: "0"}).validate() is None
+
+
+def test_a_command_timeout_of_zero_or_less_is_refused():
+    with pytest.raises(ConfigurationError, match="HPCBRIDGE_COMMAND_TIMEOUT='-1'"):
+        Settings.from_env({"HPCBRIDGE_COMMAND_TIMEOUT": "-1"})
