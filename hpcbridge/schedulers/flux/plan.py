@@ -195,7 +195,7 @@ def translate(batch: SubmitBatch, queue: Optional[str], policy: FluxPolicy) -> S
         log.warning("flux: mem=%s dropped: %s", resources.mem, DROPPED_KEYS["mem"])
     if resources.partition:
         log.warning(
-            "flux: partition=%r dropped: %s (use qos= for a Flux queue)",
+            "flux: partition=%r dropped: %s (a Flux queue is --qos NAME, or qos in the resources)",
             resources.partition,
             DROPPED_KEYS["partition"],
         )
@@ -269,7 +269,7 @@ def choose_queue(
         return info.default
     raise JobSubmissionError(
         "this Flux instance has named queues and no default queue; request one with "
-        f"qos=NAME (valid queues: {valid})",
+        f"--qos NAME (HPCBRIDGE_QOS, or qos in the resources; valid queues: {valid})",
         scheduler_message="no queue specified",
     )
 
