@@ -92,7 +92,9 @@ def _store_check(settings: Settings) -> Check:
         from .store import JobStore
 
         store = JobStore(settings.database_path)
-        return Check("job store", True, f"{store.location.describe()} ({store.count()} jobs)")
+        count = store.count()
+        held = f"{count} job" if count == 1 else f"{count} jobs"
+        return Check("job store", True, f"{store.location.describe()} ({held})")
     except Exception as exc:  # doctor reports, it does not fail
         return Check("job store", False, f"{settings.database_path}: {exc}")
 
