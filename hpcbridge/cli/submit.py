@@ -64,7 +64,11 @@ def _jobs_from(args: argparse.Namespace) -> List[Union[str, Tuple[str, List[str]
     path = args.args_file
     try:
         with open(path, encoding="utf-8") as handle:
-            lines = [line for line in handle if line.strip() and not line.lstrip().startswith("#")]
+            lines = [
+                (number, line)
+                for number, line in enumerate(handle, start=1)
+                if line.strip() and not line.lstrip().startswith("#")
+            ]
     except OSError as exc:
         why = "no such file" if isinstance(exc, FileNotFoundError) else exc.strerror or str(exc)
         raise ConfigurationError(
@@ -76,10 +80,16 @@ def _jobs_from(args: argparse.Namespace) -> List[Union[str, Tuple[str, List[str]
             f"--args-file {path} has no job lines (blank lines and lines starting with # are "
             "skipped): nothing was submitted; write one line of arguments per job"
         )
-    try:
-        return [(args.scripts[0], shlex.split(line)) for line in lines]
-    except ValueError as exc:
-        raise ConfigurationError(f"--args-file {path}: {exc} (quote as a shell would)") from None
+    jobs: List[Union[str, Tuple[str, List[str]]]] = []
+    for number, line in lines:
+        try:
+            jobs.append((args.scripts[0], shlex.split(line)))
+        except ValueError as exc:
+            raise ConfigurationError(
+                f"--args-file {path}:{number}: {exc} (quote as a shell would); nothing was "
+                "submitted"
+            ) from None
+    return jobs
 
 
 @contextmanager

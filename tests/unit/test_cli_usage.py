@@ -58,6 +58,17 @@ def test_a_missing_or_empty_args_file_is_bad_usage(
     assert _nothing_staged(state_dir)
 
 
+def test_an_args_file_line_that_does_not_parse_is_named_by_its_number(
+    state_dir, make_script, capsys, tmp_path
+):
+    args_file = tmp_path / "params.txt"
+    args_file.write_text("# sweep\n--lr 0.1\n\n--name 'unclosed\n--lr 0.3\n")
+    assert main(["submit-many", make_script("true"), "--args-file", str(args_file)]) == 2
+    line = _error(capsys)
+    assert f"--args-file {args_file}:4: No closing quotation" in line
+    assert _nothing_staged(state_dir)
+
+
 @pytest.mark.parametrize("limit", ["0", "-1", "x"])
 def test_jobs_limit_must_be_one_or_more(state_dir, capsys, limit):
     with pytest.raises(SystemExit) as exited:
