@@ -244,7 +244,8 @@ class SchedulerAdapter(ABC):
     ) -> str:
         """What ``submit_many`` would run - a line per submission it would make - without
         staging or submitting anything."""
-        tasks = lambda: [staging.coerce_task(item, None, must_exist=False) for item in jobs]  # noqa: E731
+        # checked as a submission is: a script that is missing or unreadable is refused
+        tasks = lambda: [staging.coerce_task(item, None) for item in jobs]  # noqa: E731
         return self.describe_order(self._order(tasks, resources, depends_on, remote_dir, options))
 
     def describe_order(self, order: Order) -> str:

@@ -49,6 +49,11 @@ def make_task(
         raise JobSubmissionError(
             f"script not found: {path} (give the path of an existing batch script)"
         )
+    if must_exist and not os.access(path, os.R_OK):
+        raise JobSubmissionError(
+            f"cannot read the script {path}: permission denied (make it readable to you: "
+            f"chmod u+r {path})"
+        )
     job_environment = dict(environment or {})
     if remote_repo:
         job_environment.setdefault("HPCBRIDGE_REMOTE_REPO", remote_repo)

@@ -74,7 +74,14 @@ def test_time_limit(state_dir, make_script):
     assert json.loads(result.stdout)["state"] == "TIMEOUT"
 
 
-def test_dry_run_slurm_seed_example(state_dir):
+@pytest.fixture
+def x_sh(tmp_path, monkeypatch):
+    """The seed's ``x.sh``, in the folder the command runs in (a dry run reads it)."""
+    (tmp_path / "x.sh").write_text("#!/bin/sh\necho x\n")
+    monkeypatch.chdir(tmp_path)
+
+
+def test_dry_run_slurm_seed_example(state_dir, x_sh):
     result = hpcbridge(
         "submit",
         "x.sh",
@@ -98,7 +105,7 @@ def test_dry_run_slurm_seed_example(state_dir):
     assert "--gpus" not in line
 
 
-def test_dry_run_flux_seed_example(state_dir):
+def test_dry_run_flux_seed_example(state_dir, x_sh):
     result = hpcbridge(
         "submit",
         "x.sh",

@@ -3,6 +3,7 @@ what the user set - the variable, the flag, the file - and nothing staged or sub
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,33 @@ def test_an_args_file_line_that_does_not_parse_is_named_by_its_number(
     assert main(["submit-many", make_script("true"), "--args-file", str(args_file)]) == 2
     line = _error(capsys)
     assert f"--args-file {args_file}:4: No closing quotation" in line
+    assert _nothing_staged(state_dir)
+
+
+@pytest.mark.parametrize("scheduler", ["mock", "slurm", "flux"])
+def test_a_dry_run_of_a_missing_script_fails_as_the_submission_would(
+    state_dir, capsys, tmp_path, scheduler
+):
+    missing = tmp_path / "nosuch.sh"
+    assert main(["submit", str(missing), "--scheduler", scheduler, "--dry-run"]) == 3
+    assert f"script not found: {missing}" in _error(capsys)
+    assert main(["submit-many", str(missing), "--scheduler", scheduler, "--dry-run"]) == 3
+    assert f"script not found: {missing}" in _error(capsys)
+    assert _nothing_staged(state_dir)
+
+
+def test_an_unreadable_script_is_named_not_the_folder(state_dir, make_script, capsys, monkeypatch):
+    script = make_script("true")
+    real_access = os.access
+    # root reads every file: the test makes this one unreadable as another user finds it
+    monkeypatch.setattr(
+        os, "access", lambda path, mode: False if str(path) == script else real_access(path, mode)
+    )
+    for extra in ([], ["--dry-run"]):
+        assert main(["submit", script, *extra]) == 3
+        line = _error(capsys)
+        assert f"cannot read the script {script}" in line and "chmod u+r" in line
+        assert "folder is writable" not in line
     assert _nothing_staged(state_dir)
 
 
