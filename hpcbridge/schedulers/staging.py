@@ -6,6 +6,7 @@ one method that moves files through the executor (``Stager.stage``).
 
 from __future__ import annotations
 
+import logging
 import os
 import posixpath
 from datetime import datetime
@@ -23,6 +24,8 @@ from ..jobscript import (
 )
 from ..resources import Resources
 from ..transports.base import Executor
+
+log = logging.getLogger("hpcbridge")
 
 #: what ``submit_many`` accepts for one job: a script path, or
 #: ``(script, arguments)``, or ``(script, arguments, environment)``
@@ -211,6 +214,17 @@ class Stager:
                 f"cannot stage the job into {job.remote_dir}: {exc} "
                 "(check that the folder is writable and the transport is up)"
             ) from exc
+
+    def unstage(self, folder: str) -> None:
+        """Remove a folder staged for a submission that was refused (nothing of it was
+        submitted); a failure is logged, never raised over the refusal."""
+        try:
+            result = self.executor.run(["rm", "-rf", "--", folder], timeout=60)
+            problem = "" if result.ok else result.message()
+        except (OSError, TransportError) as exc:
+            problem = str(exc)
+        if problem:
+            log.warning("could not remove %s, staged for a refused submission: %s", folder, problem)
 
 
 def dependency_ids(depends_on: DependsOn, normalize: Any) -> List[str]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ..errors import JobSubmissionError, LimitRefusedError
+from ..errors import JobSubmissionError, LimitRefusedError, SubmissionUncertainError
 from ..jobscript import TASK_INDEX_VARIABLE, PreparedJob, TaskSpec, new_token
 from ..model import JobStatus
 from ..resources import Resources
@@ -174,6 +174,9 @@ class Submission:
                 ) from exc
             except JobSubmissionError as exc:
                 if not done:
+                    if order.remote_dir is None and not isinstance(exc, SubmissionUncertainError):
+                        # nothing went in: the folder made for it would pile up on a login node
+                        self.stager.unstage(planned.batch.job.remote_dir)
                     raise
                 limited = isinstance(exc, LimitRefusedError)
                 raise PartialSubmissionError(done, [str(exc)], len(order.tasks), limited) from exc

@@ -352,10 +352,17 @@ def test_bad_submission_carries_slurms_message(
     accounting = os.environ.get("HPCBRIDGE_SLURM_ACCOUNTING", "1") != "0"
     if (resources.get("account") or resources.get("qos")) and not accounting:
         pytest.skip("accounts and QOS are enforced only with accounting")
+
+    def staged() -> List[str]:
+        listed = adapter.executor.run(["ls", "-A", "--", adapter.stager.workdir])
+        return sorted(listed.stdout.split())
+
+    before = staged()
     with pytest.raises(JobSubmissionError) as caught:
         adapter.submit_job(script("true"), resources)
     assert message in str(caught.value)
     assert message in caught.value.scheduler_message
+    assert staged() == before  # the refused job's folder is gone (none pile up on a login node)
 
 
 def test_never_existing_id_is_not_found_after_the_streak(adapter: RealSlurmAdapter) -> None:
