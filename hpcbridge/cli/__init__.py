@@ -44,6 +44,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if not args.verbose:
+        # paramiko logs a failed handshake as a traceback (ERROR paramiko.transport) before
+        # hpcbridge's one-line error says the same: its own words only with -v
+        logging.getLogger("paramiko").setLevel(logging.CRITICAL)
     try:
         code = COMMANDS[args.command](args)
         sys.stdout.flush()  # a reader that left is noticed here, not at interpreter exit
