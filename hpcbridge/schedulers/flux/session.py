@@ -29,13 +29,19 @@ from ..driver import DriverChoice, NativeDriverBroken, SchedulerDriver, choose_d
 from .bindings import BindingsUnavailable, bindings_version, import_bindings
 from .bindings_driver import BindingsConnection, NativeDriver, error_text
 from .command_driver import CLIDriver
+from .command_line import scheduler_message
 from .commands import FluxCommands
 from .instance import FluxOptions, InstanceFacts, QueueInfo, UriSetting, facts
 from .plan import TimeLeft
+from .sending import NEVER_REACHED
 from .uri import choose_uri, classify, command_host, resolve_target
 from .versions import FluxPolicy, choose_policy
 
 log = logging.getLogger("hpcbridge")
+
+# `flux getattr` with no broker says "flux_open: <errno text>"; submit and the
+# bindings say "Unable to connect to Flux"
+NO_BROKER = (*NEVER_REACHED, "flux_open:")
 
 
 class FluxDriver(SchedulerDriver, Protocol):
@@ -115,7 +121,11 @@ def open_session(setting: UriSetting, executor: Executor, options: FluxOptions) 
         return _native_driver(bindings, uri, options, aimed)
 
     def cli() -> FluxDriver:
-        version = aimed.versions().get("broker")
+        found = aimed.versions()
+        version = found.get("broker")
+        unreached = found.get("broker_error", "")
+        if version is None and uri is None and any(m in unreached for m in NO_BROKER):
+            raise SchedulerUnavailableError(no_system_instance(unreached))
         learned = learn_facts(uri, version, options, aimed.queue_info)
         return CLIDriver(aimed, learned, options.ready_timeout, options.outer_time_margin)
 
@@ -135,6 +145,16 @@ def open_session(setting: UriSetting, executor: Executor, options: FluxOptions) 
     return FluxSession(setting, learned, driver, choice, bindings, aimed, host, uri)
 
 
+def no_system_instance(why: str) -> str:
+    """Why no Flux instance was asked for and none runs here, and what to set."""
+    return (
+        f"no Flux instance to submit to: no URI was given and the system instance does not "
+        f"answer ({scheduler_message(why)}); inside a Flux allocation FLUX_URI is set for "
+        "you, from elsewhere set HPCBRIDGE_FLUX_URI (or --flux-uri) to the instance: its "
+        "URI, a Flux job id, or slurm:<id> / lsf:<id> of the allocation that runs it"
+    )
+
+
 def _native_driver(
     bindings: Bindings, uri: Optional[str], options: FluxOptions, commands: FluxCommands
 ) -> Tuple[NativeDriver, str]:
@@ -148,7 +168,11 @@ def _native_driver(
         version = connection.probe(options.probe_timeout)
     except Exception as exc:  # noqa: BLE001 - any failure means "use the CLI"
         connection.reset()
-        raise NativeDriverBroken(f"cannot use a handle to {label}: {error_text(exc)}") from exc
+        why = error_text(exc)
+        if uri is None and any(marker in why for marker in NO_BROKER):
+            # no system instance: not the bindings' fault (the commands say so next)
+            raise SchedulerUnavailableError(f"no broker answers at {label}: {why}") from exc
+        raise NativeDriverBroken(f"cannot use a handle to {label}: {why}") from exc
     learned = learn_facts(uri, version, options, lambda _policy: connection.queue_info())
     driver = NativeDriver(
         connection, learned, commands, options.ready_timeout, options.outer_time_margin
