@@ -7,7 +7,9 @@ For each id a command is given (``status``, ``wait``, ``logs``, ``cancel``):
 2. An explicit choice narrows them: the scheduler of ``--scheduler`` or of
    ``HPCBRIDGE_SCHEDULER`` (not the default), ``--host`` (the host a job is
    recorded on, as ``hpcbridge jobs --json`` shows it), ``--flux-uri``.
-3. No record left: the id is asked of the settings' scheduler and transport.
+3. No record left: the id is asked of the settings' scheduler and transport (saying
+   so on stderr, with the commands that ask them, when the narrowing left out records
+   of the id: the job asked may be someone else's).
    One: the job is asked where it was recorded - its scheduler, transport,
    host and Flux instance - whatever the current settings, and the command
    says so on stderr when that differs from them.  Several (the same id on
@@ -172,6 +174,15 @@ def targets_for(
     for job_id in job_ids:
         try:
             record = one_record(args, job_id, found[job_id])
+            if record is None and targets.elsewhere.get(job_id):
+                # the id is asked of the chosen scheduler, where it may be someone else's
+                print(
+                    f"hpcbridge: job {job_id} is not recorded on {settings.scheduler} here; "
+                    f"asking {settings.scheduler} for it (yours is recorded elsewhere: "
+                    + ", or ".join(targets.elsewhere[job_id])
+                    + ")",
+                    file=sys.stderr,
+                )
             place = place_of(record) if record is not None else None
             group = by_place.get(place)
             if group is None:

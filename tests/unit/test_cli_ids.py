@@ -168,6 +168,14 @@ def test_an_id_left_out_by_the_narrowing_says_where_it_is_recorded(built, capsys
     assert "(recorded elsewhere: hpcbridge cancel 77 --scheduler slurm)" in err
 
 
+def test_an_id_found_where_the_narrowing_points_says_its_record_is_elsewhere(built, capsys):
+    # the chosen scheduler knows the id - maybe someone else's job: the user is told
+    main(["status", "77", "--scheduler", "flux"])
+    err = capsys.readouterr().err
+    assert "job 77 is not recorded on flux here; asking flux for it" in err
+    assert "hpcbridge status 77 --scheduler slurm" in err
+
+
 def test_recorded_forms():
     assert recorded_forms(FLUX_DECIMAL)["flux"] == FLUX_ID
     assert recorded_forms(FLUX_DECIMAL)["slurm"] == FLUX_DECIMAL
