@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, fields
 from datetime import datetime, timezone
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Tuple
 
 from .model import JobState, JobStatus
 
@@ -43,6 +43,7 @@ CREATE TABLE IF NOT EXISTS hpc_jobs (
     cancel_requested INTEGER NOT NULL DEFAULT 0,
     updated_at      TEXT,
     kind            TEXT,
+    reach           TEXT,
     UNIQUE (scheduler, host, job_id)
 );
 CREATE INDEX IF NOT EXISTS hpc_jobs_job_id ON hpc_jobs (job_id);
@@ -84,6 +85,10 @@ class JobRecord:
     #: Flux: "batch" (a nested instance) or "plain" (the script as the job's tasks);
     #: ``None`` where the scheduler has no such choice
     kind: Optional[str] = None
+    #: JSON of the settings that reach the job's host again from a new shell
+    #: (``Executor.reach``: the SSH host as given, key and known-hosts paths);
+    #: ``None`` for the local transport and records made before it was kept
+    reach: Optional[str] = None
 
     @property
     def job_state(self) -> JobState:
@@ -182,13 +187,17 @@ def status_from_row(row: Sequence[Any]) -> JobStatus:
 
 
 #: columns added after the first release: (name, SQL type); databases made before get them
-_LATER_COLUMNS = (("kind", "TEXT"),)
+LATER_COLUMNS = (("kind", "TEXT"), ("reach", "TEXT"))
 
 
-def add_missing_columns(connection: sqlite3.Connection) -> None:
-    """Bring a database made by an older hpcbridge up to the current columns."""
-    present = {row[1] for row in connection.execute("PRAGMA table_info(hpc_jobs)")}
-    for name, sql_type in _LATER_COLUMNS:
+def add_missing_columns(
+    connection: sqlite3.Connection,
+    table: str = "hpc_jobs",
+    later: Sequence[Tuple[str, str]] = LATER_COLUMNS,
+) -> None:
+    """Bring a table made by an older hpcbridge up to the current columns."""
+    present = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
+    for name, sql_type in later:
         if name not in present:
-            # Names and types come from the constant list above, never from input.
-            connection.execute(f"ALTER TABLE hpc_jobs ADD COLUMN {name} {sql_type}")
+            # Table, names and types come from constant lists, never from input.
+            connection.execute(f"ALTER TABLE {table} ADD COLUMN {name} {sql_type}")

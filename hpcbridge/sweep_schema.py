@@ -27,7 +27,8 @@ CREATE TABLE IF NOT EXISTS sweeps (
     created     TEXT NOT NULL,
     state       TEXT NOT NULL DEFAULT 'feeding',
     feeder      TEXT NOT NULL DEFAULT '',
-    beat        REAL NOT NULL DEFAULT 0
+    beat        REAL NOT NULL DEFAULT 0,
+    reach       TEXT
 );
 CREATE TABLE IF NOT EXISTS sweep_tasks (
     sweep       TEXT NOT NULL,
@@ -47,6 +48,9 @@ CREATE TABLE IF NOT EXISTS sweep_tasks (
 CREATE INDEX IF NOT EXISTS sweep_tasks_state ON sweep_tasks (sweep, state);
 CREATE INDEX IF NOT EXISTS sweep_tasks_job ON sweep_tasks (job_id);
 """
+
+#: columns of ``sweeps`` added after the first release (see store_schema.add_missing_columns)
+SWEEP_LATER_COLUMNS = (("reach", "TEXT"),)
 
 #: a task's places (see the module docstring)
 WAITING, SENDING, SENT, CANCELLED = "waiting", "sending", "sent", "cancelled"
@@ -98,6 +102,8 @@ class SweepRecord:
     state: str = FEEDING
     feeder: str = ""
     beat: float = 0.0
+    #: JSON of the settings that reach its host again (as ``JobRecord.reach``)
+    reach: Optional[str] = None
 
 
 class NotAllWaiting(Exception):

@@ -23,7 +23,7 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from .store import JobRecord, JobStore
-from .store_schema import COLUMNS, decode_row
+from .store_schema import COLUMNS, add_missing_columns, decode_row
 from .sweep_schema import (
     CANCELLED,
     FED,
@@ -34,6 +34,7 @@ from .sweep_schema import (
     SENDING,
     SENT,
     SILENT_AFTER,
+    SWEEP_LATER_COLUMNS,
     TASK_COLUMNS,
     WAITING,
     NotAllWaiting,
@@ -76,6 +77,9 @@ class SweepBook:
     def _setup(self) -> JobStore:
         if not self._ready:
             self.store.run_script(SCHEMA)
+            self.store.transaction(
+                lambda connection: add_missing_columns(connection, "sweeps", SWEEP_LATER_COLUMNS)
+            )
             self._ready = True
         return self.store
 
@@ -92,8 +96,8 @@ class SweepBook:
                 raise ValueError(sweep.name)
             connection.execute(
                 "INSERT INTO sweeps (name, scheduler, transport, host, flux_uri, folder, "
-                "max_queued, steps, total, created, state, feeder, beat) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "max_queued, steps, total, created, state, feeder, beat, reach) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     sweep.name,
                     sweep.scheduler,
@@ -108,6 +112,7 @@ class SweepBook:
                     FEEDING,
                     me(),
                     time.time(),
+                    sweep.reach,
                 ),
             )
             connection.executemany(
@@ -231,7 +236,7 @@ class SweepBook:
     def get(self, name: str) -> Optional[SweepRecord]:
         rows = self._setup().query(
             "SELECT name, scheduler, transport, host, flux_uri, folder, max_queued, steps, "
-            "total, created, state, feeder, beat FROM sweeps WHERE name = ?",
+            "total, created, state, feeder, beat, reach FROM sweeps WHERE name = ?",
             (name,),
         )
         if not rows:

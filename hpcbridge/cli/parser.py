@@ -99,7 +99,8 @@ def _add_lookup_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--host",
         metavar="HOST",
-        help="only the jobs recorded on HOST (as 'hpcbridge jobs --json' shows it)",
+        help="only the jobs recorded on HOST (as 'hpcbridge jobs --json' shows it, or the "
+        "SSH host as it was given at submission: an ssh-config alias)",
     )
 
 

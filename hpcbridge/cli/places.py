@@ -8,6 +8,7 @@ whatever the current settings (``jobs``, ``status``, ``wait``, ``logs``,
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any, Dict, NamedTuple, Optional
 
 from ..config import Settings
@@ -25,6 +26,8 @@ class Place(NamedTuple):
     host: str
     flux_uri: Optional[str]
     transport: str
+    #: JSON of the settings that reach the host again (``Executor.reach``), or None
+    reach: Optional[str] = None
 
     def describe(self) -> str:
         """``slurm over ssh on me@login1:22`` (and the Flux instance)."""
@@ -33,12 +36,14 @@ class Place(NamedTuple):
 
 
 def place_of(record: JobRecord) -> Place:
-    return Place(record.scheduler, record.host, record.flux_uri, record.transport)
+    return Place(record.scheduler, record.host, record.flux_uri, record.transport, record.reach)
 
 
 def adapter_at(place: Place, settings: Settings) -> SchedulerAdapter:
-    """An adapter that reaches ``place``: the settings' own SSH target if it is
-    that host, else the host the record names (``user@host:port``)."""
+    """An adapter that reaches ``place``: first as the job was reached when it went
+    in (the SSH host as given then - an ssh-config alias - with its key and
+    known-hosts files), then the settings' own SSH target if it is that host, last
+    the host the record names (``user@host:port``)."""
     from .. import factory
 
     changes: Dict[str, Any] = {"scheduler": place.scheduler, "transport": place.transport}
@@ -46,6 +51,8 @@ def adapter_at(place: Place, settings: Settings) -> SchedulerAdapter:
         changes["flux_uri"] = place.flux_uri
     candidates = [changes]
     if place.transport == "ssh":
+        if place.reach:
+            candidates.insert(0, {**changes, **json.loads(place.reach)})
         candidates.append({**changes, **_ssh_target(place.host)})
     for candidate in candidates:
         try:

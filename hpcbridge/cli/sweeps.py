@@ -53,7 +53,7 @@ def opened(record: SweepRecord, settings: Settings) -> Tuple[SchedulerAdapter, S
     """The sweep, through an adapter that reaches where it was recorded."""
     from ..schedulers.sweeping import Sweep
 
-    place = Place(record.scheduler, record.host, record.flux_uri, record.transport)
+    place = Place(record.scheduler, record.host, record.flux_uri, record.transport, record.reach)
     adapter = adapter_at(place, settings)
     return adapter, Sweep.resume(adapter, record.name)
 

@@ -6,12 +6,14 @@ For each id a command is given (``status``, ``wait``, ``logs``, ``cancel``):
    Flux id typed in decimal or with an ASCII ``f`` is recorded as ``ƒ…``).
 2. An explicit choice narrows them: the scheduler of ``--scheduler`` or of
    ``HPCBRIDGE_SCHEDULER`` (not the default), ``--host`` (the host a job is
-   recorded on, as ``hpcbridge jobs --json`` shows it), ``--flux-uri``.
+   recorded on, as ``hpcbridge jobs --json`` shows it, or the SSH host as given at
+   submission), ``--flux-uri``.
 3. No record left: the id is asked of the settings' scheduler and transport (saying
    so on stderr, with the commands that ask them, when the narrowing left out records
    of the id: the job asked may be someone else's).
    One: the job is asked where it was recorded - its scheduler, transport,
-   host and Flux instance - whatever the current settings, and the command
+   host and Flux instance, reached as it was at submission (``places.adapter_at``) -
+   whatever the current settings, and the command
    says so on stderr when that differs from them.  Several (the same id on
    two schedulers or hosts): an error listing each, with the command that asks it.
 
@@ -22,6 +24,7 @@ command can follow a mock job and a Slurm job together.
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -84,9 +87,16 @@ class Narrowing:
     def keeps(self, record: JobRecord) -> bool:
         return (
             (self.scheduler is None or record.scheduler == self.scheduler)
-            and (self.host is None or record.host == self.host)
+            and (self.host is None or self.host in hosts_of(record))
             and (self.flux_uri is None or record.flux_uri == self.flux_uri)
         )
+
+
+def hosts_of(record: JobRecord) -> Tuple[str, ...]:
+    """The names ``--host`` may give a record's host by: its label (``user@host:port``)
+    and, for SSH, the host as it was given at submission (an ssh-config alias)."""
+    given = json.loads(record.reach).get("ssh_host") if record.reach else None
+    return (record.host, given) if given else (record.host,)
 
 
 def narrowing_of(args: argparse.Namespace, settings: Settings) -> Narrowing:

@@ -54,7 +54,14 @@ from .driver import SchedulerDriver, Session
 from .following import Following
 from .staging import DependsOn, JobInput, Stager
 from .submitting import Order, Submission
-from .tracking import JobTracker, Placement, ask, exit_code_from_file, read_output
+from .tracking import (
+    JobTracker,
+    Placement,
+    ask,
+    exit_code_from_file,
+    reach_text,
+    read_output,
+)
 from .waiting import ProgressCallback, StatusCallback
 
 log = logging.getLogger("hpcbridge")
@@ -268,7 +275,9 @@ class SchedulerAdapter(ABC):
 
     def _submission(self) -> Submission:
         """A submission through the open session's driver, recorded where this adapter records."""
-        where = Placement(self.scheduler_name, self.executor.kind, self.host_label)
+        where = Placement(
+            self.scheduler_name, self.executor.kind, self.host_label, reach_text(self.executor)
+        )
         parts = (self.stager, self.tracker, where, self.instance_label, self.launcher)
         return Submission(self.open().driver, *parts, self.get_job_statuses)
 

@@ -50,6 +50,7 @@ from .driver import PartialSubmissionError, Submitted
 from .feeding import LOOK_AGAIN, Feeder, ProgressCallback, SweepCancelled
 from .staging import DependsOn, JobInput
 from .submitting import Order
+from .tracking import reach_text
 
 if TYPE_CHECKING:
     from .base import SchedulerAdapter
@@ -217,6 +218,7 @@ class Sweep:
             transport=adapter.executor.kind,
             host=adapter.host_label,
             flux_uri=adapter.instance_label,
+            reach=reach_text(adapter.executor),
             folder=folder,
             max_queued=self.max_queued,
             steps=self._steps,

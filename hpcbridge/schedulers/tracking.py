@@ -9,6 +9,7 @@ wrote; a cancel the user asked for turns a SIGTERM "failure" into CANCELLED.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -254,6 +255,13 @@ class Placement:
     scheduler: str
     transport: str
     host: str
+    #: JSON of the settings that reach the host again (``Executor.reach``), or None
+    reach: Optional[str] = None
+
+
+def reach_text(executor: Executor) -> Optional[str]:
+    """What a record keeps of ``executor.reach``: JSON, or None when there is nothing."""
+    return json.dumps(dict(executor.reach), sort_keys=True) if executor.reach else None
 
 
 def job_records(
@@ -289,6 +297,7 @@ def job_records(
             log_path=item.log_path,
             exit_file=job.exit_file_for(item.index, batch.count),
             kind=item.kind,
+            reach=where.reach,
         )
         for item in submitted
     ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 try:  # Python >= 3.8
     from typing import Protocol, runtime_checkable
@@ -39,9 +39,15 @@ class Executor(Protocol):
     connection drops mid-way.
     """
 
-    #: a label for records and logs: "local" or "ssh://user@host:port"
+    #: the transport: "local" or "ssh"
     kind: str
+    #: the host's label in job records and logs (SSH: the resolved ``user@host:port``)
     host: str
+    #: the settings that reach this host again from a new shell, kept with each job
+    #: record (SSH: the host as given - an ssh-config alias stays one - and the user,
+    #: port, key and known-hosts files given explicitly: paths, never a secret);
+    #: empty for the local transport
+    reach: Mapping[str, Any]
     #: True when commands run on this machine and paths are this machine's paths
     #: (a file written with ``open()`` here is the file the commands see)
     is_local: bool

@@ -8,7 +8,8 @@ import signal
 import subprocess
 import tempfile
 import time
-from typing import Dict, Mapping, Optional, Sequence
+from types import MappingProxyType
+from typing import Any, Dict, Mapping, Optional, Sequence
 
 from ..errors import JobTimeoutError, TransportError
 from .base import CommandResult
@@ -20,6 +21,8 @@ class LocalExecutor:
     kind = "local"
     #: commands run on this machine; paths are this machine's paths
     is_local = True
+    #: nothing to keep: this machine is reached as it is
+    reach: Mapping[str, Any] = MappingProxyType({})
 
     def __init__(
         self, default_timeout: Optional[float] = 60.0, env: Optional[Mapping[str, str]] = None

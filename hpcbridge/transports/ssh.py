@@ -49,7 +49,7 @@ from typing import (
 from ..errors import ConfigurationError, TransportError
 from .base import CommandResult
 from .ssh_command import build_command
-from .ssh_config import Target, resolve
+from .ssh_config import Target, reach_settings, resolve
 from .ssh_connect import Connection, SSHOptions, open_connection
 from .ssh_files import RemoteFiles
 from .ssh_reconnect import SharedConnection
@@ -139,6 +139,9 @@ class SSHExecutor:
         #: stable label for job records: the resolved ``user@hostname:port``
         self.host = self.target.hop.label
         self.alias = host
+        self.reach: Mapping[str, Any] = reach_settings(
+            host, user, port, key_filename, known_hosts, login_shell
+        )
         self.options = SSHOptions(
             accept_new_host_keys=bool(accept_new_host_keys),
             login_shell=bool(login_shell),

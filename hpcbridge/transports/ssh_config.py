@@ -278,3 +278,30 @@ def _jump_hops(
             )
         )
     return tuple(jumps)
+
+
+def reach_settings(
+    host: str,
+    user: Optional[str],
+    port: Optional[int],
+    key_filename: Union[None, str, Sequence[str]],
+    known_hosts: Optional[str],
+    login_shell: bool,
+) -> Dict[str, Any]:
+    """The settings (``Settings`` names) that open this connection again from a new
+    shell: the host as given - an alias is resolved again through the ssh config -
+    and what was given explicitly beside it, paths made absolute.  Paths only, never
+    a key's contents or a password."""
+    reach: Dict[str, Any] = {"ssh_host": host}
+    if user:
+        reach["ssh_user"] = user
+    if port:
+        reach["ssh_port"] = int(port)
+    keys = [os.path.abspath(key) for key in _key_files(key_filename)]
+    if keys:
+        reach["ssh_key"] = keys[0] if len(keys) == 1 else keys
+    if known_hosts:
+        reach["ssh_known_hosts"] = os.path.abspath(os.path.expanduser(known_hosts))
+    if login_shell:
+        reach["ssh_login_shell"] = True
+    return reach

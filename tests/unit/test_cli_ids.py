@@ -214,3 +214,17 @@ def test_cancel_of_a_recorded_ended_job_asks_nothing(built, capsys, state_dir):
     assert main(["cancel", "78"]) == 0
     assert capsys.readouterr().out == "78 already ended TIMEOUT: nothing to cancel\n"
     assert built[-1].asked == [] and built[-1].cancelled == []
+
+
+def test_host_names_a_record_by_its_label_or_by_the_ssh_host_as_given():
+    record = JobRecord(
+        job_id="5",
+        scheduler="slurm",
+        transport="ssh",
+        host="me@10.0.0.1:22",
+        reach='{"ssh_host": "cluster"}',
+    )
+    assert Narrowing(host="me@10.0.0.1:22").keeps(record)
+    assert Narrowing(host="cluster").keeps(record)
+    assert not Narrowing(host="other").keeps(record)
+    assert not Narrowing(host="cluster").keeps(JobRecord(job_id="5", scheduler="slurm"))

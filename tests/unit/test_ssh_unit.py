@@ -809,3 +809,21 @@ def test_parse_exact_mtimes_keeps_only_exact_times_of_asked_paths() -> None:
         "/w/a.exit": 1700000000.123456789,
         "/w/b c.exit": 1700000001.5,
     }
+
+
+def test_what_a_record_keeps_to_reach_the_host_again(tmp_path, monkeypatch):
+    from hpcbridge.transports.ssh_config import reach_settings
+
+    key = tmp_path / "id"
+    key.write_text("not a real key\n")
+    monkeypatch.chdir(tmp_path)
+    # an alias alone stays an alias: the ssh config resolves it again
+    assert reach_settings("cluster", None, None, None, None, False) == {"ssh_host": "cluster"}
+    assert reach_settings("h", "me", 2222, "id", "~/kh", True) == {
+        "ssh_host": "h",
+        "ssh_user": "me",
+        "ssh_port": 2222,
+        "ssh_key": str(key),
+        "ssh_known_hosts": os.path.expanduser("~/kh"),
+        "ssh_login_shell": True,
+    }

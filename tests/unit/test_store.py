@@ -119,3 +119,34 @@ def test_statuses_are_the_records_last_states(tmp_path):
     assert found["1"].state is JobState.RUNNING and found["1"].start_time == start
     assert (found["2"].state, found["2"].exit_code) == (JobState.FAILED, 3)
     assert store.statuses("slurm", "other", ["1"]) == {}
+
+
+def test_a_database_of_an_older_release_gets_the_new_columns_and_keeps_its_rows(tmp_path):
+    import sqlite3
+
+    from hpcbridge.store_schema import SCHEMA
+    from hpcbridge.sweep_store import SweepBook
+
+    path = tmp_path / "jobs.db"
+    # the tables as the first release made them: no kind, no reach
+    old = SCHEMA.replace("    kind            TEXT,\n    reach           TEXT,\n", "")
+    assert old != SCHEMA
+    with sqlite3.connect(str(path)) as db:
+        db.executescript(old)
+        db.execute("INSERT INTO hpc_jobs (job_id, scheduler) VALUES ('7', 'slurm')")
+        db.execute(
+            "CREATE TABLE sweeps (name TEXT PRIMARY KEY, scheduler TEXT NOT NULL, "
+            "transport TEXT NOT NULL, host TEXT NOT NULL, flux_uri TEXT, folder TEXT NOT NULL, "
+            "max_queued INTEGER, steps TEXT NOT NULL, total INTEGER NOT NULL, "
+            "created TEXT NOT NULL, state TEXT NOT NULL DEFAULT 'feeding', "
+            "feeder TEXT NOT NULL DEFAULT '', beat REAL NOT NULL DEFAULT 0)"
+        )
+        db.execute(
+            "INSERT INTO sweeps (name, scheduler, transport, host, folder, steps, total, created) "
+            "VALUES ('s', 'slurm', 'ssh', 'me@h:22', '/w', '[]', 0, 'now')"
+        )
+    store = JobStore(path)
+    assert store.get("7", "slurm", "").reach is None
+    store.add(JobRecord(job_id="8", scheduler="slurm", reach='{"ssh_host": "alias"}'))
+    assert store.get("8", "slurm", "").reach == '{"ssh_host": "alias"}'
+    assert SweepBook(store).get("s").reach is None

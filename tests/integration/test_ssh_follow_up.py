@@ -1,0 +1,158 @@
+"""A Slurm job submitted over SSH is followed from a new shell: one that has none of
+the SSH settings the submission had (issue 32 point 5).
+
+The job record keeps how its host was reached - the host as given (an ssh-config
+alias stays one) and the key and known-hosts files given explicitly - so
+``status``, ``wait``, ``logs`` and ``--host ALIAS`` reach it again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Dict, Iterator
+
+import pytest
+
+from tests.support.places import ssh_env
+from tests.support.slurm_clusters import TARGETS, cluster_for
+from tests.support.ssh import SKIP_REASON, Server, find_test_server, make_executor
+
+pytestmark = [pytest.mark.slurm, pytest.mark.ssh]
+
+REPO = Path(__file__).resolve().parents[2]
+ALIAS = "hpcb-test"
+
+
+@pytest.fixture(scope="module")
+def server() -> Server:
+    pytest.importorskip("paramiko", reason="paramiko not installed (pip install '.[ssh]')")
+    found = find_test_server()
+    if found is None:
+        pytest.skip(SKIP_REASON)
+    return found
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Dict[str, str]]:
+    """Debian's 22.05, whose commands the SSH test user runs."""
+    yield from cluster_for(TARGETS["22.05-cli"])
+
+
+@pytest.fixture
+def remote_dir(server: Server) -> Iterator[str]:
+    executor = make_executor(server)
+    made = executor.run(["mktemp", "-d", "/tmp/hpcbridge-follow.XXXXXXXX"])
+    assert made.ok, made.stderr
+    try:
+        yield made.stdout.strip()
+    finally:
+        executor.run(["rm", "-rf", "--", made.stdout.strip()])
+        executor.close()
+
+
+def _new_shell(tmp_path: Path, cluster: Dict[str, str]) -> Dict[str, str]:
+    """A shell of the same user with no HPCBRIDGE_ setting but the site's command
+    environment (where the cluster's slurm.conf is) and the store."""
+    dropped = ("HPCBRIDGE_", "EXAMLOPS_", "SLURM_", "FLUX_")
+    env = {key: value for key, value in os.environ.items() if not key.startswith(dropped)}
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True, exist_ok=True, mode=0o700)
+    env.update(
+        HOME=str(home),
+        HPCBRIDGE_STATE_DIR=str(tmp_path / "state"),
+        HPCBRIDGE_COMMAND_ENV=f"SLURM_CONF={cluster['SLURM_CONF']}",
+        HPCBRIDGE_MIN_POLL_INTERVAL="0",
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+    )
+    return env
+
+
+def _run(env: Dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """The command in exactly ``env``: nothing of the test process's settings leaks in."""
+    return subprocess.run(
+        [sys.executable, "-m", "hpcbridge", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
+
+
+def _submit(env: Dict[str, str], remote_dir: str) -> str:
+    submitted = _run(
+        {**env, "HPCBRIDGE_SCHEDULER": "slurm", "HPCBRIDGE_REMOTE_WORKDIR": remote_dir},
+        "submit",
+        str(REPO / "examples" / "hello.sh"),
+        "--time",
+        "5",
+        "--partition",
+        "debug",
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    return submitted.stdout.strip()
+
+
+def _follow(shell: Dict[str, str], job_id: str, *narrowing: str) -> None:
+    waited = _run(shell, "wait", job_id, "--poll-interval", "1", "--timeout", "120", *narrowing)
+    assert waited.returncode == 0, waited.stderr
+    assert f"{job_id}  COMPLETED  exit=0" in waited.stderr
+    status = _run(shell, "status", job_id, "--json", *narrowing)
+    assert status.returncode == 0, status.stderr
+    shown = json.loads(status.stdout)
+    assert (shown["state"], shown["exit_code"]) == ("COMPLETED", 0)
+    logs = _run(shell, "logs", job_id, *narrowing)
+    assert logs.returncode == 0, logs.stderr
+    assert "hello from" in logs.stdout
+
+
+def test_a_job_sent_through_an_ssh_config_alias_is_followed_from_a_new_shell(
+    server: Server, cluster: Dict[str, str], remote_dir: str, tmp_path: Path
+) -> None:
+    shell = _new_shell(tmp_path, cluster)
+    # the key and known hosts are the alias's own: the new shell sets neither
+    (Path(shell["HOME"]) / ".ssh" / "config").write_text(
+        textwrap.dedent(
+            f"""\
+            Host {ALIAS}
+                HostName {server.host}
+                Port {server.port}
+                User {server.user}
+                IdentityFile {server.key}
+                IdentitiesOnly yes
+                UserKnownHostsFile {server.known_hosts}
+            """
+        )
+    )
+    job_id = _submit(
+        {**shell, "HPCBRIDGE_TRANSPORT": "ssh", "HPCBRIDGE_SSH_HOST": ALIAS}, remote_dir
+    )
+    _follow(shell, job_id)
+    _follow(shell, job_id, "--host", ALIAS)
+
+
+def test_a_job_sent_with_key_and_known_hosts_settings_is_followed_from_a_new_shell(
+    server: Server, cluster: Dict[str, str], remote_dir: str, tmp_path: Path
+) -> None:
+    shell = _new_shell(tmp_path, cluster)  # no ~/.ssh/config, no known_hosts of its own
+    job_id = _submit({**shell, **ssh_env(server)}, remote_dir)
+    _follow(shell, job_id)
+    # the record keeps the paths, never what is in them
+    state = Path(shell["HPCBRIDGE_STATE_DIR"])
+    with sqlite3.connect(str(state / "jobs.db")) as db:
+        (reach,) = db.execute("SELECT reach FROM hpc_jobs WHERE job_id = ?", (job_id,)).fetchone()
+    assert json.loads(reach) == {
+        "ssh_host": server.host,
+        "ssh_user": server.user,
+        "ssh_port": server.port,
+        "ssh_key": os.path.abspath(server.key),
+        "ssh_known_hosts": os.path.abspath(server.known_hosts),
+    }
+    secret = Path(server.key).read_text().splitlines()[1].encode()
+    for path in state.rglob("*"):
+        assert not path.is_file() or secret not in path.read_bytes(), path
