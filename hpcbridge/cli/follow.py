@@ -45,18 +45,20 @@ def wait_and_report(
     failed = failed or {}
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     final: Dict[Tuple[int, str], JobStatus] = {}
+    records: Dict[int, Dict[str, JobRecord]] = {}
     for index, (adapter, job_ids) in enumerate(batches):
         if not job_ids:
             continue
         left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
         ended = _wait(adapter, job_ids, args.poll_interval, left)
         final.update({(index, job_id): status for job_id, status in ended.items()})
+        records[index] = records_here(adapter, job_ids)
     if getattr(args, "json", False):
         keys = order if order is not None else list(final)
         entries = [
             {"job_id": key[1], "error": one_line(failed[key])}
             if key in failed
-            else final[key].to_json()
+            else with_record(final[key].to_json(), records.get(key[0], {}))
             for key in keys
         ]
         print_json(entries if as_list else entries[0])
@@ -148,6 +150,11 @@ def _print_statuses(
         print_json(items)
     elif "error" not in items[0]:
         print_json(items[0])
+
+
+def records_here(adapter: SchedulerAdapter, job_ids: Sequence[str]) -> Dict[str, JobRecord]:
+    """The records of ``job_ids`` where ``adapter`` records them (one query)."""
+    return adapter.store.get_many(adapter.scheduler_name, adapter.host_label, list(job_ids))
 
 
 def with_kind(item: Dict[str, Any], records: Dict[str, JobRecord]) -> Dict[str, Any]:

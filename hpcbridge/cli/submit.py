@@ -10,10 +10,11 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from ..config import name_values
 from ..errors import ConfigurationError, ResourceError, SweepCancelledError
+from ..model import JobState, JobStatus
 from ..resources import RESOURCE_KEYS
 from . import sweeps
 from .exits import EXIT_JOB_NOT_COMPLETED, EXIT_OK
-from .follow import wait_and_report
+from .follow import records_here, wait_and_report, with_record
 from .output import one_line, print_json
 from .targets import adapter_for
 
@@ -47,12 +48,29 @@ def cmd_submit(args: argparse.Namespace) -> int:
         )
     if args.json:  # with --wait, the final status (which holds the id) is printed instead
         if not args.wait:
-            print_json({"job_id": job_id, "state": "PENDING"})
+            print_json(_as_submitted(adapter, [job_id])[0])
     else:
         print(job_id, flush=True)
     if not args.wait:
         return EXIT_OK
     return wait_and_report([(adapter, [job_id])], args, as_list=False)
+
+
+def _as_submitted(adapter: Any, job_ids: List[str]) -> List[Dict[str, Any]]:
+    """``--json`` of jobs just submitted: the keys of ``status --json``, from their records
+    (PENDING, no exit code or times yet) - nothing is asked of the scheduler."""
+    records = records_here(adapter, job_ids)
+    return [
+        with_record(
+            (
+                records[job_id].status()
+                if job_id in records
+                else JobStatus(job_id, JobState.PENDING)
+            ).to_json(),
+            records,
+        )
+        for job_id in job_ids
+    ]
 
 
 def _jobs_from(args: argparse.Namespace) -> List[Union[str, Tuple[str, List[str]]]]:
@@ -145,7 +163,7 @@ def cmd_submit_many(args: argparse.Namespace) -> int:
             )
     if args.json:
         if not args.wait:
-            print_json([{"job_id": job_id, "state": "PENDING"} for job_id in job_ids])
+            print_json(_as_submitted(adapter, job_ids))
     elif job_ids:
         print("\n".join(job_ids), flush=True)
     if cancelled is not None:

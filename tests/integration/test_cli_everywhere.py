@@ -178,6 +178,36 @@ def test_json_is_an_object_for_one_id_and_a_list_for_several_even_when_one_fails
     assert [item["state"] for item in json.loads(many.stdout)] == ["COMPLETED"]
 
 
+def test_submit_json_without_wait_has_the_keys_of_status_json(
+    place: Place, make_script: Any
+) -> None:
+    script = make_script("true")
+    submitted = run(place, "submit", script, "--time", "2m", "--json")
+    assert submitted.returncode == 0, submitted.stderr
+    job = json.loads(submitted.stdout)
+    assert (job["state"], job["exit_code"], job["end_time"]) == ("PENDING", None, None)
+    status = json.loads(run(place, "wait", job["job_id"], "--json").stdout)
+    assert set(job) == set(status) >= set(DOCUMENTED_KEYS)
+    assert job["job_name"] == status["job_name"] == Path(script).name
+    many = run(place, "submit-many", script, script, "--time", "2m", "--json")
+    assert many.returncode == 0, many.stderr
+    listed = json.loads(many.stdout)
+    assert [set(item) for item in listed] == [set(job), set(job)]
+    run(place, "wait", *(item["job_id"] for item in listed))
+
+
+#: the keys README.md documents for ``--json``
+DOCUMENTED_KEYS = (
+    "job_id",
+    "state",
+    "exit_code",
+    "start_time",
+    "end_time",
+    "native_state",
+    "reason",
+)
+
+
 def test_logs_of_a_job_that_has_not_started_says_so(place: Place, make_script: Any) -> None:
     parent = run(place, "submit", make_script("sleep 20"), "--time", "2m").stdout.strip()
     child = run(place, "submit", make_script("echo late"), "--after", parent, "--time", "2m")

@@ -27,6 +27,7 @@ class FakeAdapter:
         self.settings = settings
         self.scheduler_name = settings.scheduler
         self.host_label = os.uname().nodename
+        self.store = JobStore(settings.database_path)
         self.cancelled = []
         self.asked = []
 
