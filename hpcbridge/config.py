@@ -99,7 +99,17 @@ class Settings:
     sources: Dict[str, str] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def from_env(cls, env: Optional[Mapping[str, str]] = None, **overrides: Any) -> Settings:
+    def from_env(
+        cls,
+        env: Optional[Mapping[str, str]] = None,
+        *,
+        given_as: Optional[Mapping[str, str]] = None,
+        **overrides: Any,
+    ) -> Settings:
+        """The settings of ``env`` (default: this process's environment) and the site
+        file, with ``overrides`` over them.  ``given_as`` names where an override came
+        from, for messages and ``doctor`` (``{"scheduler": "--scheduler"}``); else it
+        is ``argument NAME``."""
         env = os.environ if env is None else env
         settings = cls()
         site_file, site = read_site_settings(env)
@@ -134,7 +144,9 @@ class Settings:
                     "set min_poll_interval (it can only raise that floor)"
                 )
             if value is not None:
-                settings._set(attribute, value, "(argument)")
+                settings._set(
+                    attribute, value, (given_as or {}).get(attribute, f"argument {attribute}")
+                )
         if not settings.state_dir:
             settings.state_dir = str(_state_home(env))
         settings.validate()
@@ -198,7 +210,7 @@ class Settings:
         changed = copy.copy(self)
         changed.sources = dict(self.sources)
         for attribute, value in changes.items():
-            changed._set(attribute, value, "(argument)")
+            changed._set(attribute, value, f"argument {attribute}")
         changed.validate()
         return changed
 

@@ -118,8 +118,9 @@ def _scheduler_checks(
 ) -> List[Check]:
     try:
         module = importlib.import_module(module_name)
-    except ImportError:
-        return []
+    except ImportError as exc:  # hpcbridge installed without its dependencies
+        fix = f"pip install {exc.name}" if exc.name else "reinstall hpcbridge with pip"
+        return [Check(name, False, f"its checks cannot load here: {exc}; fix: {fix}", name)]
     checks: Callable[..., List[Check]] = module.checks
     try:
         return checks(settings, executor)

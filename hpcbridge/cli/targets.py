@@ -49,7 +49,8 @@ def settings_from(args: argparse.Namespace, scheduler: Optional[str] = None) -> 
     chosen = getattr(args, "scheduler", None) or scheduler
     if chosen:
         overrides["scheduler"] = chosen
-    return Settings.from_env(**overrides)
+    flags = {name: "--" + name.replace("_", "-") for name in overrides}
+    return Settings.from_env(given_as=flags, **overrides)
 
 
 def adapter_for(args: argparse.Namespace, settings: Optional[Settings] = None) -> SchedulerAdapter:

@@ -167,6 +167,10 @@ def test_cost_and_doctor(state_dir, make_script, monkeypatch):
     assert cost["total"]["cost"] == pytest.approx(cost["total"]["cpu_hours"] * 3.6, abs=1e-5)
     doctor = hpcbridge("doctor", check=True)
     assert "mock scheduler" in doctor.stdout
+    # a flag is named as typed; the job count is in the singular for one
+    flagged = hpcbridge("doctor", "--scheduler", "mock", "--transport", "local", check=True)
+    assert "scheduler=mock (--scheduler), transport=local (--transport)" in flagged.stdout
+    assert "(1 job)" in flagged.stdout
 
 
 @pytest.mark.parametrize("flag", ["--help", "submit --help"])

@@ -37,3 +37,12 @@ def test_mixed_releases_say_both_versions_and_the_fix() -> None:
     assert "0.88.0" in text and "0.49.0" in text and "pip install flux-python==0.49.0" in text
     commands = release_advice("the flux commands", "0.88.0", "0.49.0")
     assert "HPCBRIDGE_FLUX_COMMAND" in commands and "0.49.0" in commands
+
+
+def test_every_module_the_bindings_load_and_this_python_lacks_is_named_at_once() -> None:
+    error = "No module named 'flux'; with /opt/flux/lib/flux/python3.11: No module named 'yaml'"
+    absent = {"yaml", "ply"}
+    advice = bindings_advice(error, "0.88.0", importable=lambda module: module not in absent)
+    assert advice.startswith("pip install pyyaml ply (the bindings installed beside flux need them")
+    alone = bindings_advice(error, "0.88.0", importable=lambda module: module != "yaml")
+    assert alone.startswith("pip install pyyaml (the bindings installed beside flux need it;")

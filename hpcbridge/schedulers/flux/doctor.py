@@ -3,6 +3,7 @@ and, where the bindings cannot be used, the command that fixes it."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from typing import Any, Callable, Dict, List, Optional
 
@@ -189,7 +190,18 @@ _PACKAGE_OF = {
     "jsonschema": "jsonschema",
 }
 
+#: the modules ``import flux, flux.job`` loads (0.88 adds ply): one missing, the
+#: others are checked too, so one doctor run names every package to install
+_IMPORTED_BY_BINDINGS = ("_cffi_backend", "yaml", "ply")
+
 _MISSING = re.compile(r"No module named '([\w.]+)'")
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def flux_python_line(broker_version: Optional[str]) -> str:
@@ -199,17 +211,22 @@ def flux_python_line(broker_version: Optional[str]) -> str:
     return "pip install flux-python==<the broker's version, from 'flux version'>"
 
 
-def bindings_advice(error: str, broker_version: Optional[str]) -> str:
-    """The next step for bindings that failed to import with ``error``."""
+def bindings_advice(
+    error: str, broker_version: Optional[str], importable: Callable[[str], bool] = _importable
+) -> str:
+    """The next step for bindings that failed to import with ``error`` (``importable``:
+    whether this Python has a module, for the other modules the bindings load)."""
     missing = _MISSING.findall(error)
     # The last name is the deepest: "No module named 'flux'; with <dir>: No module named 'ply'"
     # means the bindings beside flux were found and lack ply.
     name = missing[-1] if missing else ""
     top = name.split(".")[0]
     if top in _PACKAGE_OF:
+        also = [_PACKAGE_OF[m] for m in _IMPORTED_BY_BINDINGS if m != top and not importable(m)]
+        packages = list(dict.fromkeys([_PACKAGE_OF[top], *also]))
         return (
-            f"pip install {_PACKAGE_OF[top]} (the bindings installed beside flux need it; "
-            f"or {flux_python_line(broker_version)})"
+            f"pip install {' '.join(packages)} (the bindings installed beside flux need "
+            f"{'them' if len(packages) > 1 else 'it'}; or {flux_python_line(broker_version)})"
         )
     if top in ("flux", "_flux"):
         return flux_python_line(broker_version)
