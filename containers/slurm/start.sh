@@ -302,6 +302,17 @@ fi
 
 wait_ctld_scheduling "$CTLD_MARK" "$CTLD_START_MS"
 
+# A prefix's own default configuration ($PREFIX/etc/slurm.conf) is its default cluster's,
+# as a site's is: commands run without SLURM_CONF reach it - as Flux 0.88's
+# slurm-expiration-sync runs squeue, with every SLURM_* variable dropped.
+if [ -n "$PREFIX" ] && [ "$STATE" = "$DEFAULT_STATE" ]; then
+    if [ ! -e "$PREFIX/etc" ] || [ -L "$PREFIX/etc" ]; then
+        ln -sfn "$ETC" "$PREFIX/etc"
+    else
+        say "$PREFIX/etc is not ours: commands without SLURM_CONF will not find this cluster"
+    fi
+fi
+
 write_env_file
 T1=$(date +%s%N)
 say "up in $(((T1 - T0) / 1000000)) ms: cluster=$CLUSTER node=$NODE accounting=$ACCOUNTING state=$STATE"

@@ -20,4 +20,8 @@ left=""
 for d in $ALL_DAEMONS; do is_running "$d" && left="$left $d"; done
 [ -z "$left" ] || die "still running after stop:$left"
 rm -f "$STATE/env.sh"
+# the prefix's default configuration, if start.sh made it this cluster's
+if [ -n "$PREFIX" ] && [ -L "$PREFIX/etc" ] && [ "$(readlink "$PREFIX/etc")" = "$ETC" ]; then
+    rm -f "$PREFIX/etc"
+fi
 say "stopped (state kept in $STATE)"
