@@ -15,13 +15,13 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, Tuple
 
 import pytest
 
+from tests.support.cli import hpcbridge_in
 from tests.support.flux_cases import flux_params
 from tests.support.slurm_clusters import PREFIX, TARGETS, cluster_for
 
@@ -75,7 +75,7 @@ def instance(
         uri = ""
         deadline = time.monotonic() + 90
         while not uri and time.monotonic() < deadline:
-            found = _hpcbridge(env, "uri", f"slurm:{slurm_job}")
+            found = hpcbridge_in(env, "uri", f"slurm:{slurm_job}")
             uri = found.stdout.strip() if found.returncode == 0 else ""
             time.sleep(0 if uri else 1)
         assert uri, f"no Flux URI for slurm:{slurm_job}: {found.stderr}"
@@ -92,22 +92,12 @@ def instance(
         subprocess.run(["scancel", slurm_job], env=env, capture_output=True, timeout=60)
 
 
-def _hpcbridge(env: Dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "hpcbridge", *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env=env,
-    )
-
-
 def _time_left(env: Dict[str, str], wait: float) -> Tuple[Any, str]:
     """The seconds doctor's "flux time left" shows (``None`` if no such line), asked
     until it shows or ``wait`` seconds passed (the sync starts after the broker)."""
     deadline = time.monotonic() + wait
     while True:
-        doctor = _hpcbridge(env, "doctor")
+        doctor = hpcbridge_in(env, "doctor")
         shown = re.search(r"^ok  flux time left +(\d+) s", doctor.stdout, re.M)
         if shown or time.monotonic() > deadline:
             return (int(shown.group(1)) if shown else None), doctor.stdout
@@ -120,15 +110,15 @@ def test_what_the_instance_knows_of_the_slurm_jobs_time_limit(instance) -> None:
     if _has_sync(flux):
         left, shown = _time_left(env, wait=30)
         assert left is not None and 0 < left <= MINUTES * 60, shown
-        refused = _hpcbridge(env, "submit", script, "--time", "10m")
+        refused = hpcbridge_in(env, "submit", script, "--time", "10m")
         assert refused.returncode == 3, refused.stderr
         assert "a job of 600s would not fit" in refused.stderr
         assert not refused.stdout  # nothing submitted
     else:
         left, shown = _time_left(env, wait=5)
         assert left is None, shown
-        longer = _hpcbridge(env, "submit", script, "--time", "10m")
+        longer = hpcbridge_in(env, "submit", script, "--time", "10m")
         assert longer.returncode == 0, longer.stderr
-        _hpcbridge(env, "cancel", longer.stdout.strip())
-    fits = _hpcbridge(env, "submit", script, "--time", "1m", "--wait", "--poll-interval", "1")
+        hpcbridge_in(env, "cancel", longer.stdout.strip())
+    fits = hpcbridge_in(env, "submit", script, "--time", "1m", "--wait", "--poll-interval", "1")
     assert fits.returncode == 0, fits.stderr

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Dict, Iterator
 
 import pytest
 
+from tests.support.cli import hpcbridge_in
 from tests.support.places import ssh_env
 from tests.support.slurm_clusters import TARGETS, cluster_for
 from tests.support.ssh import SKIP_REASON, Server, find_test_server, make_executor
@@ -73,19 +73,8 @@ def _new_shell(tmp_path: Path, cluster: Dict[str, str]) -> Dict[str, str]:
     return env
 
 
-def _run(env: Dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    """The command in exactly ``env``: nothing of the test process's settings leaks in."""
-    return subprocess.run(
-        [sys.executable, "-m", "hpcbridge", *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env=env,
-    )
-
-
 def _submit(env: Dict[str, str], remote_dir: str) -> str:
-    submitted = _run(
+    submitted = hpcbridge_in(
         {**env, "HPCBRIDGE_SCHEDULER": "slurm", "HPCBRIDGE_REMOTE_WORKDIR": remote_dir},
         "submit",
         str(REPO / "examples" / "hello.sh"),
@@ -99,14 +88,16 @@ def _submit(env: Dict[str, str], remote_dir: str) -> str:
 
 
 def _follow(shell: Dict[str, str], job_id: str, *narrowing: str) -> None:
-    waited = _run(shell, "wait", job_id, "--poll-interval", "1", "--timeout", "120", *narrowing)
+    waited = hpcbridge_in(
+        shell, "wait", job_id, "--poll-interval", "1", "--timeout", "120", *narrowing
+    )
     assert waited.returncode == 0, waited.stderr
     assert f"{job_id}  COMPLETED  exit=0" in waited.stderr
-    status = _run(shell, "status", job_id, "--json", *narrowing)
+    status = hpcbridge_in(shell, "status", job_id, "--json", *narrowing)
     assert status.returncode == 0, status.stderr
     shown = json.loads(status.stdout)
     assert (shown["state"], shown["exit_code"]) == ("COMPLETED", 0)
-    logs = _run(shell, "logs", job_id, *narrowing)
+    logs = hpcbridge_in(shell, "logs", job_id, *narrowing)
     assert logs.returncode == 0, logs.stderr
     assert "hello from" in logs.stdout
 

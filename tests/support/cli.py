@@ -8,13 +8,20 @@ import sys
 
 
 def hpcbridge(*args, check=False, timeout=120, env=None):
-    result = subprocess.run(
+    """The command in this process's environment with ``env`` over it."""
+    result = hpcbridge_in({**os.environ, **(env or {})}, *args, timeout=timeout)
+    if check and result.returncode != 0:
+        raise AssertionError(f"exit {result.returncode}: {result.stderr}")
+    return result
+
+
+def hpcbridge_in(env, *args, timeout=180):
+    """The command in exactly ``env``: nothing of the test process's environment leaks in
+    (a new shell of the user, another machine's settings)."""
+    return subprocess.run(
         [sys.executable, "-m", "hpcbridge", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, **(env or {})},
+        env=env,
     )
-    if check and result.returncode != 0:
-        raise AssertionError(f"exit {result.returncode}: {result.stderr}")
-    return result
