@@ -18,7 +18,6 @@ from . import store_location
 from .model import JobState, JobStatus
 from .store_journal import journal_for
 from .store_schema import (
-    COLUMNS,
     IDS_PER_QUERY,
     IMPORT,
     INSERT,
@@ -31,6 +30,7 @@ from .store_schema import (
     JobRecord,
     add_missing_columns,
     decode_row,
+    encode_record,
     encode_value,
     status_from_row,
 )
@@ -92,7 +92,7 @@ class JobStore:
         written = list(records)
         for record in written:
             record.updated_at = _now()
-            rows.append([encode_value(name, getattr(record, name)) for name in COLUMNS])
+            rows.append(encode_record(record))
         self.write_many(INSERT, rows)
         if self.journal is not None:
             self.journal.write(written)
@@ -108,7 +108,7 @@ class JobStore:
             return
         records = self.journal.others(JobRecord)
         if records:
-            rows = [[encode_value(name, getattr(r, name)) for name in COLUMNS] for r in records]
+            rows = [encode_record(r) for r in records]
             self.write_many(IMPORT, rows)
 
     def update_status(self, scheduler: str, host: str, status: JobStatus) -> None:
