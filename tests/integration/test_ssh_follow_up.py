@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
+import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Dict, Iterator
 
@@ -73,6 +76,24 @@ def _new_shell(tmp_path: Path, cluster: Dict[str, str]) -> Dict[str, str]:
     return env
 
 
+def _write_alias(shell: Dict[str, str], server: Server) -> None:
+    """The ``~/.ssh/config`` entry of the guides: the key and known hosts are the
+    alias's own, so the new shell sets neither."""
+    (Path(shell["HOME"]) / ".ssh" / "config").write_text(
+        textwrap.dedent(
+            f"""\
+            Host {ALIAS}
+                HostName {server.host}
+                Port {server.port}
+                User {server.user}
+                IdentityFile {server.key}
+                IdentitiesOnly yes
+                UserKnownHostsFile {server.known_hosts}
+            """
+        )
+    )
+
+
 def _submit(env: Dict[str, str], remote_dir: str) -> str:
     submitted = hpcbridge_in(
         {**env, "HPCBRIDGE_SCHEDULER": "slurm", "HPCBRIDGE_REMOTE_WORKDIR": remote_dir},
@@ -106,20 +127,7 @@ def test_a_job_sent_through_an_ssh_config_alias_is_followed_from_a_new_shell(
     server: Server, cluster: Dict[str, str], remote_dir: str, tmp_path: Path
 ) -> None:
     shell = _new_shell(tmp_path, cluster)
-    # the key and known hosts are the alias's own: the new shell sets neither
-    (Path(shell["HOME"]) / ".ssh" / "config").write_text(
-        textwrap.dedent(
-            f"""\
-            Host {ALIAS}
-                HostName {server.host}
-                Port {server.port}
-                User {server.user}
-                IdentityFile {server.key}
-                IdentitiesOnly yes
-                UserKnownHostsFile {server.known_hosts}
-            """
-        )
-    )
+    _write_alias(shell, server)
     job_id = _submit(
         {**shell, "HPCBRIDGE_TRANSPORT": "ssh", "HPCBRIDGE_SSH_HOST": ALIAS}, remote_dir
     )
@@ -147,3 +155,44 @@ def test_a_job_sent_with_key_and_known_hosts_settings_is_followed_from_a_new_she
     secret = Path(server.key).read_text().splitlines()[1].encode()
     for path in state.rglob("*"):
         assert not path.is_file() or secret not in path.read_bytes(), path
+
+
+def test_a_sweep_left_half_sent_is_fed_on_from_a_new_shell(
+    server: Server, cluster: Dict[str, str], remote_dir: str, tmp_path: Path
+) -> None:
+    shell = _new_shell(tmp_path, cluster)
+    _write_alias(shell, server)
+    script = tmp_path / "nap.sh"
+    script.write_text('#!/bin/sh\nsleep 2\necho "nap $1"\n')
+    script.chmod(0o755)
+    args = tmp_path / "args.txt"
+    args.write_text("one\ntwo\nthree\n")
+    sender_env = {
+        **shell,
+        "HPCBRIDGE_SCHEDULER": "slurm",
+        "HPCBRIDGE_TRANSPORT": "ssh",
+        "HPCBRIDGE_SSH_HOST": ALIAS,
+        "HPCBRIDGE_REMOTE_WORKDIR": remote_dir,
+    }
+    argv = [sys.executable, "-m", "hpcbridge", "submit-many", str(script)]
+    argv += ["--args-file", str(args), "--sweep", "naps", "--max-queued", "1", "--time", "5"]
+    sender = subprocess.Popen(argv, env=sender_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # the first job went in: the sender is stopped
+            listed = hpcbridge_in(shell, "jobs", "naps", "--cached", "--json")
+            if listed.returncode == 0 and json.loads(listed.stdout):
+                break
+            time.sleep(0.2)
+        sender.send_signal(signal.SIGINT)
+        sender.communicate(timeout=60)
+    finally:
+        if sender.poll() is None:
+            sender.kill()
+    sent = json.loads(hpcbridge_in(shell, "jobs", "naps", "--cached", "--json").stdout)
+    assert 1 <= len(sent) < 3, sent  # stopped half-way
+    # a shell with none of the SSH settings feeds the rest and waits for all three
+    waited = hpcbridge_in(shell, "wait", "naps", "--poll-interval", "1", "--timeout", "150")
+    assert waited.returncode == 0, waited.stderr
+    ended = json.loads(hpcbridge_in(shell, "jobs", "naps", "--cached", "--json").stdout)
+    assert [job["state"] for job in ended] == ["COMPLETED"] * 3, ended
