@@ -45,15 +45,18 @@ def wait_and_report(
     failed = failed or {}
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     final: Dict[Tuple[int, str], JobStatus] = {}
-    records: Dict[int, Dict[str, JobRecord]] = {}
     for index, (adapter, job_ids) in enumerate(batches):
         if not job_ids:
             continue
         left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
         ended = _wait(adapter, job_ids, args.poll_interval, left)
         final.update({(index, job_id): status for job_id, status in ended.items()})
-        records[index] = records_here(adapter, job_ids)
     if getattr(args, "json", False):
+        records = {
+            index: records_here(adapter, job_ids)
+            for index, (adapter, job_ids) in enumerate(batches)
+            if job_ids
+        }
         keys = order if order is not None else list(final)
         entries = [
             {"job_id": key[1], "error": one_line(failed[key])}

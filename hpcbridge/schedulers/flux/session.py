@@ -44,6 +44,11 @@ log = logging.getLogger("hpcbridge")
 NO_BROKER = (*NEVER_REACHED, "flux_open:")
 
 
+def no_broker(message: str) -> bool:
+    """Whether ``message`` says no broker answered at all (``NO_BROKER``)."""
+    return any(marker in message for marker in NO_BROKER)
+
+
 class FluxDriver(SchedulerDriver, Protocol):
     """What both Flux drivers offer beyond the contract (``doctor`` reads it)."""
 
@@ -124,7 +129,7 @@ def open_session(setting: UriSetting, executor: Executor, options: FluxOptions) 
         found = aimed.versions()
         version = found.get("broker")
         unreached = found.get("broker_error", "")
-        if version is None and uri is None and any(m in unreached for m in NO_BROKER):
+        if version is None and uri is None and no_broker(unreached):
             raise SchedulerUnavailableError(no_system_instance(unreached))
         learned = learn_facts(uri, version, options, aimed.queue_info)
         return CLIDriver(aimed, learned, options.ready_timeout, options.outer_time_margin)
@@ -169,7 +174,7 @@ def _native_driver(
     except Exception as exc:  # noqa: BLE001 - any failure means "use the CLI"
         connection.reset()
         why = error_text(exc)
-        if uri is None and any(marker in why for marker in NO_BROKER):
+        if uri is None and no_broker(why):
             # no system instance: not the bindings' fault (the commands say so next)
             raise SchedulerUnavailableError(f"no broker answers at {label}: {why}") from exc
         raise NativeDriverBroken(f"cannot use a handle to {label}: {why}") from exc
