@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from tests.support.cli import hpcbridge
+from tests.support.cli import JSON_KEYS, hpcbridge
 from tests.support.places import PLACES, Place, flux_place, mock_place, slurm_place
 
 _MARKS = {
@@ -187,25 +187,13 @@ def test_submit_json_without_wait_has_the_keys_of_status_json(
     job = json.loads(submitted.stdout)
     assert (job["state"], job["exit_code"], job["end_time"]) == ("PENDING", None, None)
     status = json.loads(run(place, "wait", job["job_id"], "--json").stdout)
-    assert set(job) == set(status) >= set(DOCUMENTED_KEYS)
+    assert set(job) == set(status) >= set(JSON_KEYS)
     assert job["job_name"] == status["job_name"] == Path(script).name
     many = run(place, "submit-many", script, script, "--time", "2m", "--json")
     assert many.returncode == 0, many.stderr
     listed = json.loads(many.stdout)
     assert [set(item) for item in listed] == [set(job), set(job)]
     run(place, "wait", *(item["job_id"] for item in listed))
-
-
-#: the keys README.md documents for ``--json``
-DOCUMENTED_KEYS = (
-    "job_id",
-    "state",
-    "exit_code",
-    "start_time",
-    "end_time",
-    "native_state",
-    "reason",
-)
 
 
 def test_logs_of_a_job_that_has_not_started_says_so(place: Place, make_script: Any) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from hpcbridge.store import JobRecord, JobStore
 from tests.conftest import REPO
-from tests.support.cli import hpcbridge
+from tests.support.cli import JSON_KEYS, hpcbridge
 
 HELLO = str(REPO / "examples" / "hello.sh")
 
@@ -33,16 +33,7 @@ def test_failed_job_exit_and_json(state_dir, make_script):
     status = json.loads(hpcbridge("status", job_id, "--json", check=True).stdout)
     assert status["state"] == "FAILED"
     assert status["exit_code"] == 3
-    assert set(status) == {
-        "job_id",
-        "state",
-        "exit_code",
-        "start_time",
-        "end_time",
-        "native_state",
-        "reason",
-        "job_name",  # from the job's record
-    }
+    assert set(status) == {*JSON_KEYS, "job_name"}  # job_name: from the job's record
     assert status["job_name"] == os.path.basename(script)
     assert status["start_time"].startswith("20")  # ISO 8601
 

@@ -46,7 +46,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Dict, Iterator, List
@@ -64,6 +63,7 @@ from tests.support.guides import (
     line_matches,
     missing_lines,
 )
+from tests.support.ssh import alias_entry
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
@@ -203,19 +203,7 @@ def _kind_env(kind: str, request: pytest.FixtureRequest, tmp: Path) -> Dict[str,
         if "flux" in kind and not os.access(GUIDE_FLUX, os.X_OK):
             pytest.skip(f"{GUIDE_FLUX} not found: the guide runs the flux-core there")
         server = cluster.server
-        (Path(env["HOME"]) / ".ssh" / "config").write_text(
-            textwrap.dedent(
-                f"""\
-                Host {SSH_ALIAS}
-                    HostName {server.host}
-                    Port {server.port}
-                    User {server.user}
-                    IdentityFile {server.key}
-                    IdentitiesOnly yes
-                    UserKnownHostsFile {server.known_hosts}
-                """
-            )
-        )
+        (Path(env["HOME"]) / ".ssh" / "config").write_text(alias_entry(server, SSH_ALIAS))
         env["HPCBRIDGE_REMOTE_WORKDIR"] = cluster.workdir
     if "flux" in kind and not kind.startswith("ssh+"):
         flux = request.getfixturevalue("flux_command")

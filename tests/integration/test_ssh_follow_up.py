@@ -14,7 +14,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 from typing import Dict, Iterator
@@ -24,7 +23,7 @@ import pytest
 from tests.support.cli import hpcbridge_in
 from tests.support.places import ssh_env
 from tests.support.slurm_clusters import TARGETS, cluster_for
-from tests.support.ssh import SKIP_REASON, Server, find_test_server, make_executor
+from tests.support.ssh import Server, alias_entry
 
 pytestmark = [pytest.mark.slurm, pytest.mark.ssh]
 
@@ -33,30 +32,9 @@ ALIAS = "hpcb-test"
 
 
 @pytest.fixture(scope="module")
-def server() -> Server:
-    pytest.importorskip("paramiko", reason="paramiko not installed (pip install '.[ssh]')")
-    found = find_test_server()
-    if found is None:
-        pytest.skip(SKIP_REASON)
-    return found
-
-
-@pytest.fixture(scope="module")
 def cluster() -> Iterator[Dict[str, str]]:
     """Debian's 22.05, whose commands the SSH test user runs."""
     yield from cluster_for(TARGETS["22.05-cli"])
-
-
-@pytest.fixture
-def remote_dir(server: Server) -> Iterator[str]:
-    executor = make_executor(server)
-    made = executor.run(["mktemp", "-d", "/tmp/hpcbridge-follow.XXXXXXXX"])
-    assert made.ok, made.stderr
-    try:
-        yield made.stdout.strip()
-    finally:
-        executor.run(["rm", "-rf", "--", made.stdout.strip()])
-        executor.close()
 
 
 def _new_shell(tmp_path: Path, cluster: Dict[str, str]) -> Dict[str, str]:
@@ -77,21 +55,7 @@ def _new_shell(tmp_path: Path, cluster: Dict[str, str]) -> Dict[str, str]:
 
 
 def _write_alias(shell: Dict[str, str], server: Server) -> None:
-    """The ``~/.ssh/config`` entry of the guides: the key and known hosts are the
-    alias's own, so the new shell sets neither."""
-    (Path(shell["HOME"]) / ".ssh" / "config").write_text(
-        textwrap.dedent(
-            f"""\
-            Host {ALIAS}
-                HostName {server.host}
-                Port {server.port}
-                User {server.user}
-                IdentityFile {server.key}
-                IdentitiesOnly yes
-                UserKnownHostsFile {server.known_hosts}
-            """
-        )
-    )
+    (Path(shell["HOME"]) / ".ssh" / "config").write_text(alias_entry(server, ALIAS))
 
 
 def _submit(env: Dict[str, str], remote_dir: str) -> str:
@@ -124,44 +88,44 @@ def _follow(shell: Dict[str, str], job_id: str, *narrowing: str) -> None:
 
 
 def test_a_job_sent_through_an_ssh_config_alias_is_followed_from_a_new_shell(
-    server: Server, cluster: Dict[str, str], remote_dir: str, tmp_path: Path
+    ssh_server: Server, cluster: Dict[str, str], ssh_remote_dir: str, tmp_path: Path
 ) -> None:
     shell = _new_shell(tmp_path, cluster)
-    _write_alias(shell, server)
+    _write_alias(shell, ssh_server)
     job_id = _submit(
-        {**shell, "HPCBRIDGE_TRANSPORT": "ssh", "HPCBRIDGE_SSH_HOST": ALIAS}, remote_dir
+        {**shell, "HPCBRIDGE_TRANSPORT": "ssh", "HPCBRIDGE_SSH_HOST": ALIAS}, ssh_remote_dir
     )
     _follow(shell, job_id)
     _follow(shell, job_id, "--host", ALIAS)
 
 
 def test_a_job_sent_with_key_and_known_hosts_settings_is_followed_from_a_new_shell(
-    server: Server, cluster: Dict[str, str], remote_dir: str, tmp_path: Path
+    ssh_server: Server, cluster: Dict[str, str], ssh_remote_dir: str, tmp_path: Path
 ) -> None:
     shell = _new_shell(tmp_path, cluster)  # no ~/.ssh/config, no known_hosts of its own
-    job_id = _submit({**shell, **ssh_env(server)}, remote_dir)
+    job_id = _submit({**shell, **ssh_env(ssh_server)}, ssh_remote_dir)
     _follow(shell, job_id)
     # the record keeps the paths, never what is in them
     state = Path(shell["HPCBRIDGE_STATE_DIR"])
     with sqlite3.connect(str(state / "jobs.db")) as db:
         (reach,) = db.execute("SELECT reach FROM hpc_jobs WHERE job_id = ?", (job_id,)).fetchone()
     assert json.loads(reach) == {
-        "ssh_host": server.host,
-        "ssh_user": server.user,
-        "ssh_port": server.port,
-        "ssh_key": os.path.abspath(server.key),
-        "ssh_known_hosts": os.path.abspath(server.known_hosts),
+        "ssh_host": ssh_server.host,
+        "ssh_user": ssh_server.user,
+        "ssh_port": ssh_server.port,
+        "ssh_key": os.path.abspath(ssh_server.key),
+        "ssh_known_hosts": os.path.abspath(ssh_server.known_hosts),
     }
-    secret = Path(server.key).read_text().splitlines()[1].encode()
+    secret = Path(ssh_server.key).read_text().splitlines()[1].encode()
     for path in state.rglob("*"):
         assert not path.is_file() or secret not in path.read_bytes(), path
 
 
 def test_a_sweep_left_half_sent_is_fed_on_from_a_new_shell(
-    server: Server, cluster: Dict[str, str], remote_dir: str, tmp_path: Path
+    ssh_server: Server, cluster: Dict[str, str], ssh_remote_dir: str, tmp_path: Path
 ) -> None:
     shell = _new_shell(tmp_path, cluster)
-    _write_alias(shell, server)
+    _write_alias(shell, ssh_server)
     script = tmp_path / "nap.sh"
     script.write_text('#!/bin/sh\nsleep 2\necho "nap $1"\n')
     script.chmod(0o755)
@@ -172,7 +136,7 @@ def test_a_sweep_left_half_sent_is_fed_on_from_a_new_shell(
         "HPCBRIDGE_SCHEDULER": "slurm",
         "HPCBRIDGE_TRANSPORT": "ssh",
         "HPCBRIDGE_SSH_HOST": ALIAS,
-        "HPCBRIDGE_REMOTE_WORKDIR": remote_dir,
+        "HPCBRIDGE_REMOTE_WORKDIR": ssh_remote_dir,
     }
     argv = [sys.executable, "-m", "hpcbridge", "submit-many", str(script)]
     argv += ["--args-file", str(args), "--sweep", "naps", "--max-queued", "1", "--time", "5"]

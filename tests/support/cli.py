@@ -6,6 +6,9 @@ import os
 import subprocess
 import sys
 
+#: the keys README.md documents for a job in ``--json`` (a record adds ``job_name``, Flux ``kind``)
+JSON_KEYS = ("job_id", "state", "exit_code", "start_time", "end_time", "native_state", "reason")
+
 
 def hpcbridge(*args, check=False, timeout=120, env=None):
     """The command in this process's environment with ``env`` over it."""

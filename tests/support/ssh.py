@@ -79,6 +79,20 @@ def find_test_server() -> Optional[Server]:
     return found
 
 
+def alias_entry(server: Server, alias: str) -> str:
+    """The ``~/.ssh/config`` entry of the guides for ``server``: the key and known hosts
+    are the alias's own, so a shell with it needs no HPCBRIDGE_SSH_ setting."""
+    return (
+        f"Host {alias}\n"
+        f"    HostName {server.host}\n"
+        f"    Port {server.port}\n"
+        f"    User {server.user}\n"
+        f"    IdentityFile {server.key}\n"
+        "    IdentitiesOnly yes\n"
+        f"    UserKnownHostsFile {server.known_hosts}\n"
+    )
+
+
 def make_executor(server: Server, **overrides: Any) -> Any:
     from hpcbridge.transports.ssh import SSHExecutor
 

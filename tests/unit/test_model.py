@@ -1,5 +1,6 @@
 from hpcbridge import TERMINAL_STATES, JobState, JobStatus
 from hpcbridge.model import advance
+from tests.support.cli import JSON_KEYS
 
 
 def test_terminal_states():
@@ -48,13 +49,5 @@ def test_seed_dict_shape_and_json():
         "start_time": None,
         "end_time": None,
     }
-    assert set(status.to_json()) == {
-        "job_id",
-        "state",
-        "exit_code",
-        "start_time",
-        "end_time",
-        "native_state",
-        "reason",
-    }
+    assert set(status.to_json()) == set(JSON_KEYS)
     assert str(JobState.FAILED) == "FAILED"
