@@ -121,16 +121,20 @@ def test_style():
 @pytest.fixture(scope="module")
 def variant_specs(recipe_env) -> Dict[str, subprocess.CompletedProcess]:
     """``spack spec`` of every variant, side by side (each is a Spack start-up and a
-    solve of its own: one command of several specs would solve them together)."""
-    started = {
-        spec: subprocess.Popen(
-            [SPACK, "-e", str(recipe_env), "spec", spec],
+    solve of its own: one command of several specs would solve them together).
+
+    Each runs in its own copy of the environment: Spack may rewrite an environment's
+    spack.yaml (a temporary file renamed over it), and two doing so at once fail."""
+    started = {}
+    for number, spec in enumerate(VARIANT_SPECS):
+        own_env = recipe_env.parent / f"spec-env-{number}"
+        shutil.copytree(recipe_env, own_env, dirs_exist_ok=True)
+        started[spec] = subprocess.Popen(
+            [SPACK, "-e", str(own_env), "spec", spec],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        for spec in VARIANT_SPECS
-    }
     done = {}
     for spec, process in started.items():
         out, err = process.communicate(timeout=SPACK_TIMEOUT)
