@@ -12,7 +12,7 @@ import posixpath
 import shlex
 import uuid
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import AbstractSet, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import __version__
 
@@ -31,6 +31,9 @@ EXIT_RANKS_VARIABLE = "HPCBRIDGE_EXIT_RANKS"
 #: job that runs one of them): a job's shell parses its part, not a table of
 #: thousands (3,000 tasks inline: 19 ms a job instead of 3)
 TASKS_PER_PART = 100
+#: the largest script that travels in a wrapper's table (``build_wrapper``'s
+#: ``bundled``) instead of being copied into the job folder on its own
+BUNDLED_SCRIPT_MAX = 64 * 1024
 
 
 def new_token() -> str:
@@ -62,6 +65,10 @@ class PreparedJob:
     #: each task's own name, in task order (its script's file name, or the caller's
     #: ``job_name``); empty: every task is called ``job_name``
     task_names: Tuple[str, ...] = ()
+    #: the staged scripts (of ``scripts``) that one task alone of the whole submission
+    #: runs: they may travel in the wrapper's table, written by their task when it
+    #: starts (``build_wrapper``'s ``bundled``), instead of being copied one by one
+    single_use: AbstractSet[str] = frozenset()
 
     def name_of(self, index: int) -> str:
         """Task ``index``'s own name: what its record keeps and what it is called when
@@ -85,6 +92,7 @@ def build_wrapper(
     array_index_variable: Optional[str] = None,
     launcher: str = "",
     parts_path: Optional[str] = None,
+    bundled: Optional[Mapping[str, str]] = None,
 ) -> str:
     """The wrapper's text.
 
@@ -99,23 +107,44 @@ def build_wrapper(
     need no table, only a check of the index.  With ``parts_path`` and more than
     ``TASKS_PER_PART`` tasks, the table is not inline: job ``i`` sources
     ``<parts_path>.<i // TASKS_PER_PART>`` (``wrapper_parts``).
+
+    ``bundled`` maps a task's script path to its text: that script is not staged
+    on its own but travels in the table (always in parts, so the submitted wrapper
+    stays small), and its task writes it to its path when it starts (a ``cat``, a
+    ``chmod`` and a ``mv``; skipped when it is already there, as for a requeued task).  One
+    file per hundred tasks instead of one per script: a sweep of distinct scripts
+    is staged as fast as one of a single script.  Only for scripts one task runs.
     """
     return "\n".join(
-        _wrapper_lines(tasks, workdir, exit_file, array_index_variable, launcher, parts_path)
+        _wrapper_lines(
+            tasks, workdir, exit_file, array_index_variable, launcher, parts_path, bundled or {}
+        )
     )
 
 
-def wrapper_parts(tasks: Sequence[TaskSpec], parts_path: str) -> List[Tuple[str, str]]:
+def wrapper_parts(
+    tasks: Sequence[TaskSpec], parts_path: str, bundled: Optional[Mapping[str, str]] = None
+) -> List[Tuple[str, str]]:
     """The ``(path, text)`` of each part of a many-task wrapper's table (none when the
-    table is inline: ``TASKS_PER_PART`` tasks or fewer; none when the tasks all set the
-    same: no table at all)."""
-    if len(tasks) <= TASKS_PER_PART or _alike(tasks):
+    table is inline: ``TASKS_PER_PART`` tasks or fewer and no script ``bundled``; none
+    when the tasks all set the same: no table at all)."""
+    bundled = bundled or {}
+    if len(tasks) < 2 or _alike(tasks) or (len(tasks) <= TASKS_PER_PART and not bundled):
         return []
     parts = []
     for first in range(0, len(tasks), TASKS_PER_PART):
-        lines = _table_lines(tasks, range(first, min(first + TASKS_PER_PART, len(tasks))))
+        indexes = range(first, min(first + TASKS_PER_PART, len(tasks)))
+        lines = _table_lines(tasks, indexes, bundled)
         parts.append((f"{parts_path}.{first // TASKS_PER_PART}", "\n".join(lines) + "\n"))
     return parts
+
+
+def can_bundle(text: str) -> bool:
+    """Whether a script's text can travel in a wrapper's table: shell text (no NUL),
+    ending with a line end (a here-document adds one), at most ``BUNDLED_SCRIPT_MAX``."""
+    return (
+        len(text) <= BUNDLED_SCRIPT_MAX and "\0" not in text and (not text or text.endswith("\n"))
+    )
 
 
 def _wrapper_lines(
@@ -125,6 +154,7 @@ def _wrapper_lines(
     array_index_variable: Optional[str],
     launcher: str,
     parts_path: Optional[str],
+    bundled: Mapping[str, str],
 ) -> List[str]:
     if not tasks:
         raise ValueError("no task to wrap")
@@ -163,10 +193,12 @@ def _wrapper_lines(
             lines.extend(_index_check_lines())
             lines.append(f'[ "$hpcb_index" -lt {len(tasks)} ] || {{ {NO_TASK}; }}')
             lines.append(_task_line(tasks[0]))
-        elif parts_path is not None and len(tasks) > TASKS_PER_PART:
+        elif parts_path is not None and (len(tasks) > TASKS_PER_PART or bundled):
+            if bundled:
+                lines.append(_UNPACK_FUNCTION)
             lines.extend(_part_lines(parts_path))
         else:
-            lines.extend(_table_lines(tasks, range(len(tasks))))
+            lines.extend(_table_lines(tasks, range(len(tasks)), {}))
     return [*lines, *_run_lines(), *_record_lines(), 'exit "$hpcb_rc"', ""]
 
 
@@ -176,13 +208,46 @@ def _alike(tasks: Sequence[TaskSpec]) -> bool:
     return all(_task_line(task) == first for task in tasks[1:])
 
 
-def _table_lines(tasks: Sequence[TaskSpec], indexes: Sequence[int]) -> List[str]:
-    """The ``case`` that sets task ``$hpcb_index`` of ``indexes``, a line each."""
+def _table_lines(
+    tasks: Sequence[TaskSpec], indexes: Sequence[int], bundled: Mapping[str, str]
+) -> List[str]:
+    """The ``case`` that sets task ``$hpcb_index`` of ``indexes``, a line each (with
+    its script's text after it when that is ``bundled``)."""
     lines = ['case "$hpcb_index" in']
-    lines.extend(f"  {index}) {_task_line(tasks[index])} ;;" for index in indexes)
+    for index in indexes:
+        task = tasks[index]
+        text = bundled.get(task.script)
+        if text is None:
+            lines.append(f"  {index}) {_task_line(task)} ;;")
+            continue
+        end = _here_document_end(text)
+        lines.append(f"  {index}) {_task_line(task)}; hpcb_unpack <<'{end}'")
+        lines.append(f"{text}{end}")
+        lines.append("  ;;")
     lines.append(f"  *) {NO_TASK} ;;")
     lines.append("esac")
     return lines
+
+
+#: writes a bundled script (the here-document on its input) to ``$hpcb_script`` unless
+#: it is there already: whole, then renamed into place, as several tasks of one Flux
+#: job (``hpcb_ranks``) run this at once
+_UNPACK_FUNCTION = (
+    'hpcb_unpack() { [ -x "$hpcb_script" ] && return 0; '
+    'hpcb_new="$hpcb_script.tmp.${FLUX_TASK_RANK:-0}.$$"; '
+    'cat > "$hpcb_new" && chmod 700 "$hpcb_new" && mv -f "$hpcb_new" "$hpcb_script" '
+    '|| echo "hpcbridge: cannot write $hpcb_script" >&2; }'
+)
+
+
+def _here_document_end(text: str) -> str:
+    """A here-document delimiter that is no line of ``text``."""
+    lines = set(text.split("\n"))
+    end, counter = "HPCB_SCRIPT_END", 0
+    while end in lines:
+        counter += 1
+        end = f"HPCB_SCRIPT_END_{counter}"
+    return end
 
 
 def _index_check_lines() -> List[str]:

@@ -9,15 +9,18 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
+from collections import Counter
 from datetime import datetime
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import AbstractSet, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..errors import JobNotFoundError, JobSubmissionError, TransportError
 from ..jobscript import (
+    BUNDLED_SCRIPT_MAX,
     MARKER_DIR,
     PreparedJob,
     TaskSpec,
     build_wrapper,
+    can_bundle,
     check_environment_names,
     marker_path,
     wrapper_parts,
@@ -116,9 +119,14 @@ def shared_name(names: Sequence[str]) -> str:
 
 
 def prepared(
-    directory: str, scripts: Sequence[str], names: Sequence[str], token: str
+    directory: str,
+    scripts: Sequence[str],
+    names: Sequence[str],
+    token: str,
+    single_use: AbstractSet[str] = frozenset(),
 ) -> PreparedJob:
-    """The files of one wrapper (``token``) in ``directory``; ``names``: each task's own."""
+    """The files of one wrapper (``token``) in ``directory``; ``names``: each task's own;
+    ``single_use``: the scripts of the whole submission that one task alone runs."""
     return PreparedJob(
         token=token,
         remote_dir=directory,
@@ -127,6 +135,7 @@ def prepared(
         scripts=list(scripts),
         job_name=shared_name(names),
         task_names=tuple(names),
+        single_use=frozenset(single_use).intersection(scripts) if len(scripts) > 1 else frozenset(),
     )
 
 
@@ -145,12 +154,13 @@ def plan_chunks(
     the same files."""
     scripts = staged_names(directory, [task.script for task in tasks])
     names = [task_name(task, job_name) for task in tasks]
+    single_use = {script for script, uses in Counter(scripts).items() if uses == 1}
     size = max(chunk_size, 1)
     chunks: List[Tuple[PreparedJob, List[TaskSpec]]] = []
     for start in range(0, len(tasks), size):
         end = min(start + size, len(tasks))
         token = first_token if start == 0 else f"{first_token}-{len(chunks)}"
-        job = prepared(directory, scripts[start:end], names[start:end], token)
+        job = prepared(directory, scripts[start:end], names[start:end], token, single_use)
         chunks.append((job, list(tasks[start:end])))
     return chunks
 
@@ -160,17 +170,25 @@ def wrapper_files(
     tasks: Sequence[TaskSpec],
     array_index_variable: Optional[str],
     launcher: str = "",
+    bundled: Optional[Mapping[str, str]] = None,
 ) -> List[Tuple[str, str]]:
     """``(path, text)`` of the wrapper and, with many tasks, the parts of its table
-    (``jobscript.wrapper_parts``), the wrapper last."""
+    (``jobscript.wrapper_parts``), the wrapper last; ``bundled``: the staged scripts
+    that travel in the table (``Stager.bundle``)."""
     staged = [
         TaskSpec(remote, task.arguments, task.environment)
         for remote, task in zip(job.scripts, tasks)
     ]
     wrapper = build_wrapper(
-        staged, job.remote_dir, job.exit_file, array_index_variable, launcher, job.wrapper_path
+        staged,
+        job.remote_dir,
+        job.exit_file,
+        array_index_variable,
+        launcher,
+        job.wrapper_path,
+        bundled,
     )
-    return [*wrapper_parts(staged, job.wrapper_path), (job.wrapper_path, wrapper)]
+    return [*wrapper_parts(staged, job.wrapper_path, bundled), (job.wrapper_path, wrapper)]
 
 
 class Stager:
@@ -194,15 +212,39 @@ class Stager:
         """The output path handed to the scheduler (its own placeholder kept)."""
         return posixpath.join(job.remote_dir, resources.output or self.output_template)
 
+    def bundle(self, job: PreparedJob, tasks: Sequence[TaskSpec]) -> Dict[str, str]:
+        """The text of each of ``job``'s single-use scripts that can travel in its
+        wrapper's table (``jobscript.can_bundle``), by staged path; the others are copied.
+        A script that cannot be read here is left to ``stage``, which says so."""
+        bundled: Dict[str, str] = {}
+        for remote, task in zip(job.scripts, tasks):
+            if remote not in job.single_use:
+                continue
+            try:
+                if os.path.getsize(task.script) > BUNDLED_SCRIPT_MAX:
+                    continue
+                with open(task.script, encoding="utf-8", newline="") as source:
+                    text = source.read()
+            except (OSError, UnicodeDecodeError):
+                continue
+            if can_bundle(text):
+                bundled[remote] = text
+        return bundled
+
     def stage(
-        self, job: PreparedJob, tasks: Sequence[TaskSpec], files: Sequence[Tuple[str, str]]
+        self,
+        job: PreparedJob,
+        tasks: Sequence[TaskSpec],
+        files: Sequence[Tuple[str, str]],
+        bundled: AbstractSet[str] = frozenset(),
     ) -> None:
-        """Create the job folder, copy the scripts, write the wrapper's ``files``."""
+        """Create the job folder, copy the scripts (but the ``bundled`` ones, which
+        travel in ``files``), write the wrapper's ``files``."""
         executor = self.executor
         try:
             executor.mkdir(job.remote_dir, mode=0o700)
             executor.mkdir(posixpath.join(job.remote_dir, MARKER_DIR), mode=0o700)
-            copied = set()
+            copied = set(bundled)
             for remote, task in zip(job.scripts, tasks):
                 if remote not in copied:
                     executor.put(task.script, remote, mode=0o700)

@@ -9,7 +9,8 @@ own name in its record (``staging.plan_chunks``) - and then:
    for all of them - and the driver works out every chunk and refuses what
    the scheduler would refuse, the parents it cannot wait for included
    (``dependencies``), before anything is staged (a refused job leaves no folder);
-2. **stage**: each chunk's scripts and wrapper go into the submission's folder;
+2. **stage**: each chunk's scripts and wrapper go into the submission's folder (a
+   script one task alone runs travels in the wrapper's table: ``Stager.bundle``);
 3. **send**: one ``driver.submit_many`` per chunk;
 4. **record**: every job that went in is recorded before anything is raised,
    so a partly failed submission loses no record and is never sent again.
@@ -191,8 +192,9 @@ class Submission:
     def _send(self, planned: Planned, tasks: List[TaskSpec], launcher: str) -> List[Submitted]:
         batch = planned.batch
         array_variable = self.driver.capabilities.array_index_variable
-        files = staging.wrapper_files(batch.job, tasks, array_variable, launcher)
-        self.stager.stage(batch.job, tasks, files)
+        bundled = self.stager.bundle(batch.job, tasks)
+        files = staging.wrapper_files(batch.job, tasks, array_variable, launcher, bundled)
+        self.stager.stage(batch.job, tasks, files, bundled.keys())
         try:
             submitted = self.driver.submit_many(planned)
         except PartialSubmissionError as exc:

@@ -105,6 +105,10 @@ def scenario(
     two = {"time": "60s", "ntasks": 2}
     ids.two_ok = adapter.submit_job(ranks, two, nested=False) if kind == "plain" else None
     ids.two_fail = adapter.submit_job(rank1_fails, two, nested=False) if kind == "plain" else None
+    # distinct scripts travel in the wrapper's table; both tasks of each job write theirs
+    ids.two_many = (
+        adapter.submit_many([ranks, rank1_fails], two, nested=False) if kind == "plain" else []
+    )
     ids.launch = adapter.submit_job(launcher, two) if kind == "batch" else None
 
     wait_state(adapter, ids.parent, [JobState.RUNNING])
@@ -121,6 +125,7 @@ def scenario(
         for job_id in (ids.child, ids.two_ok, ids.two_fail, ids.launch, ids.doomed_child)
         if job_id
     ]
+    every += ids.two_many
     every.append(ids.doomed_parent)
     final = adapter.wait_all(every, poll_interval=1.0, timeout=120)
     yield SimpleNamespace(
@@ -348,6 +353,16 @@ def test_plain_job_of_two_tasks(scenario: SimpleNamespace) -> None:
     assert record is not None and record.exit_file
     # the exit-code file (the fallback when Flux forgets the job) agrees
     assert Path(record.exit_file).read_text().split()[0] == "5"
+    # the same two scripts, each one task's alone: written by both of its job's tasks
+    many_ok, many_fail = (scenario.final[job_id] for job_id in ids.two_many)
+    assert many_ok.state is JobState.COMPLETED and many_fail.exit_code == 5
+    logs = adapter.get_job_logs(ids.two_many[0])
+    assert "rank 0 says hi" in logs and "rank 1 says hi" in logs
+    folder = adapter.store.get(ids.two_many[0], "flux", adapter.host_label).remote_dir
+    assert sorted(path.name for path in Path(folder).glob("*.sh")) == [
+        "rank1_fails.sh",
+        "ranks.sh",
+    ]  # no temporary file left
 
 
 def test_launcher_in_a_batch_job(scenario: SimpleNamespace) -> None:

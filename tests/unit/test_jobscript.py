@@ -198,3 +198,49 @@ def test_tasks_that_all_set_the_same_need_no_table_only_the_index_checked(
     for bad in (str(len(tasks)), "07", "x", "-1", ""):
         result = _run(wrapper, tmp_path, {"HPCBRIDGE_TASK_INDEX": bad})
         assert result.returncode == 98 and "no task" in result.stderr, (bad, result.stderr)
+
+
+def test_bundled_scripts_travel_in_the_table_and_each_task_writes_its_own(
+    tmp_path: Path,
+) -> None:
+    """Distinct scripts of one submission: not staged one by one but written by their
+    task when it starts, whole and executable, then run like a staged one."""
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    texts = {
+        str(jobs / "a.py"): "#!/usr/bin/env python3\nimport sys\nprint('py', sys.argv[1:])\n",
+        # a line like the usual delimiter, and text a shell would expand unquoted
+        str(jobs / "b.sh"): "printf '%s\\n' \"$1\" '`x` $HOME'\nHPCB_SCRIPT_END\nexit 5\n",
+        str(jobs / "c.sh"): "",
+    }
+    tasks = [TaskSpec(path, (str(k),)) for k, path in enumerate(texts)]
+    wrapper_path = str(jobs / "w.sh")
+    wrapper = build_wrapper(tasks, str(jobs), str(jobs / "job.exit"), None, "", wrapper_path, texts)
+    parts = wrapper_parts(tasks, wrapper_path, texts)
+    assert [path for path, _ in parts] == [f"{wrapper_path}.0"]  # in a part, not inline
+    assert "import sys" not in wrapper
+    for path, text in parts:
+        Path(path).write_text(text)
+    result = _run(wrapper, jobs, {"HPCBRIDGE_TASK_INDEX": "0"})
+    assert result.returncode == 0 and result.stdout == "py ['0']\n", result.stderr
+    result = _run(wrapper, jobs, {"HPCBRIDGE_TASK_INDEX": "1"})
+    assert result.returncode == 5 and result.stdout == "1\n`x` $HOME\n", result.stderr
+    assert "HPCB_SCRIPT_END: not found" in result.stderr  # ran as a line of b.sh
+    result = _run(wrapper, jobs, {"HPCBRIDGE_TASK_INDEX": "2"})
+    assert result.returncode == 0, result.stderr
+    for path, text in texts.items():
+        assert Path(path).read_text() == text
+        assert Path(path).stat().st_mode & 0o777 == 0o700
+    # A task run again (requeued) finds its script there and leaves it alone.
+    Path(tasks[0].script).write_text("#!/bin/sh\necho kept\n")
+    result = _run(wrapper, jobs, {"HPCBRIDGE_TASK_INDEX": "0"})
+    assert result.stdout == "kept\n"
+
+
+def test_what_cannot_travel_in_a_table_is_copied() -> None:
+    from hpcbridge.jobscript import BUNDLED_SCRIPT_MAX, can_bundle
+
+    assert can_bundle("echo hi\n") and can_bundle("")
+    assert not can_bundle("echo hi")  # a here-document would add the line end
+    assert not can_bundle("a\0b\n")
+    assert not can_bundle("#" * BUNDLED_SCRIPT_MAX + "\n")

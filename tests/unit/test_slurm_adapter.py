@@ -311,7 +311,8 @@ def test_submit_many_one_array(
     output = next(part for part in fake.submitted[0] if part.startswith("--output="))
     assert output.endswith("/slurm-%A_%a.out")
     wrapper = Path(fake.submitted[0][-1]).read_text()
-    assert "SLURM_ARRAY_TASK_ID" in wrapper and "'x y'" in wrapper
+    table = Path(fake.submitted[0][-1] + ".0").read_text()  # other.sh travels in it
+    assert "SLURM_ARRAY_TASK_ID" in wrapper and "'x y'" in table
     records = [adapter.store.get(job_id, "slurm") for job_id in ids]
     assert all(record is not None for record in records)
     assert records[1].exit_file.endswith(".exit.1")  # type: ignore[union-attr]
@@ -336,8 +337,9 @@ def test_distinct_scripts_go_in_as_one_array_each_task_keeping_its_own_name(
     assert len(fake.submitted) == 1 and "--array=0-3" in fake.submitted[0]
     # Slurm names an array once: the first task's name and how many follow it.
     assert "--job-name=run.sh+3" in fake.submitted[0]
-    wrapper = Path(fake.submitted[0][-1]).read_text()
-    assert "/run.sh" in wrapper and "/other.sh" in wrapper  # the table runs each its own
+    # the table runs each its own; other.sh, one task's alone, travels in it
+    table = Path(fake.submitted[0][-1] + ".0").read_text()
+    assert "/run.sh" in table and "/other.sh" in table and "exit 3" in table
     records = [adapter.store.get(job_id, "slurm") for job_id in ids]
     assert [r.job_name for r in records if r] == ["run.sh", "run.sh", "other.sh", "run.sh"]
     assert [os.path.basename(r.script) for r in records if r] == [

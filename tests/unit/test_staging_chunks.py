@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
@@ -11,8 +12,9 @@ from hpcbridge.jobscript import TaskSpec
 from hpcbridge.resources import Resources
 from hpcbridge.schedulers.driver import SubmitBatch, Submitted
 from hpcbridge.schedulers.flux import jobspec, plan
-from hpcbridge.schedulers.staging import plan_chunks, shared_name
+from hpcbridge.schedulers.staging import Stager, plan_chunks, shared_name, wrapper_files
 from hpcbridge.schedulers.tracking import Placement, job_records
+from hpcbridge.transports.local import LocalExecutor
 
 
 def tasks(*scripts: str) -> List[TaskSpec]:
@@ -54,6 +56,36 @@ def test_same_named_scripts_of_different_folders_are_staged_apart() -> None:
     [(job, _)] = plan_chunks("/j", two, None, 10, "T")
     assert job.scripts == ["/j/run.sh", "/j/run.sh.2"]
     assert job.job_name == "run.sh" and job.task_names == ("run.sh", "run.sh")
+
+
+def test_single_use_scripts_are_those_one_task_of_the_whole_submission_runs() -> None:
+    """Only they may travel in a table: two tasks writing one file at once would race."""
+    chunks = plan_chunks("/j", tasks("a.sh", "b.sh", "c.sh", "a.sh", "d.sh"), None, 2, "T")
+    assert [sorted(job.single_use) for job, _ in chunks] == [["/j/b.sh"], ["/j/c.sh"], []]
+    [(alone, _)] = plan_chunks("/j", tasks("a.sh"), None, 10, "T")
+    assert alone.single_use == frozenset()  # a one-task wrapper runs its copied script
+
+
+def test_the_stager_bundles_what_can_travel_and_copies_the_rest(tmp_path: Path) -> None:
+    written = {
+        "a.sh": b"echo a\n",
+        "bin": b"\x7fELF\0\1",
+        "open.sh": b"echo no line end",
+        "twice.sh": b"echo twice\n",
+    }
+    for name, data in written.items():
+        (tmp_path / name).write_bytes(data)
+    many = [TaskSpec(str(tmp_path / name)) for name in [*written, "twice.sh"]]
+    jobs = tmp_path / "jobs"
+    [(job, chunk)] = plan_chunks(str(jobs), many, None, 10, "T")
+    stager = Stager(LocalExecutor(), str(jobs), "out")
+    bundled = stager.bundle(job, chunk)
+    assert bundled == {str(jobs / "a.sh"): "echo a\n"}
+    files = wrapper_files(job, chunk, None, "", bundled)
+    stager.stage(job, chunk, files, bundled.keys())
+    staged = sorted(path.name for path in jobs.iterdir() if path.is_file())
+    assert staged == ["bin", "open.sh", "twice.sh"]  # a.sh is in the table
+    assert "echo a" in Path(job.wrapper_path + ".0").read_text()
 
 
 @pytest.mark.parametrize(
