@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
+from .processes import alive_here
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sweeps (
     name        TEXT PRIMARY KEY,
@@ -121,15 +123,8 @@ def feeder_alive(feeder: str, beat: float, now: float) -> bool:
     if not feeder:
         return False
     host, _, pid = feeder.rpartition(":")
-    if host == socket.gethostname() and pid.isdigit():
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    return now - beat < SILENT_AFTER
+    here = alive_here(host, pid)
+    return here if here is not None else now - beat < SILENT_AFTER
 
 
 def steps_to_json(steps: Sequence[Step]) -> str:

@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from ..errors import ConfigurationError, JobSubmissionError, LimitRefusedError
 from ..jobscript import TASK_INDEX_VARIABLE
 from ..model import JobState, JobStatus
+from ..processes import pid_alive
 from ..store_location import machine_folder
 from .base import SchedulerAdapter, exit_code_from_file
 from .dependencies import refuse_unmet
@@ -261,18 +262,7 @@ def _lost(status: JobStatus, job_dir: Path) -> JobStatus:
 def _alive(pid: Any) -> bool:
     if not pid:
         return True  # not yet recorded: the submitter is still writing it
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie (our own child not yet reaped) counts as gone.
-    try:
-        with open(f"/proc/{int(pid)}/stat", encoding="ascii") as handle:
-            return handle.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
+    return pid_alive(int(pid))  # a zombie (our own child not yet reaped) counts as gone
 
 
 def _time(text: Optional[str]) -> Optional[datetime]:

@@ -35,6 +35,7 @@ from datetime import datetime
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..model import JobState, JobStatus
+from ..processes import alive_here
 from ..retrying import Deadline
 from ..store import JobStore
 from .driver import SCHEDULER_UNREACHABLE
@@ -102,16 +103,7 @@ def alive(owner: str) -> bool:
     """Whether the process named by ``owner`` still runs (always assumed on another host:
     its lease runs out instead)."""
     host, _, rest = owner.partition(":")
-    pid = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid.isdigit():
-        return True
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return alive_here(host, rest.partition(":")[0]) is not False
 
 
 def encode(status: JobStatus) -> str:

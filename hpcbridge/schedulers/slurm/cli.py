@@ -17,7 +17,6 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 from ...errors import (
     JobSubmissionError,
     JobTimeoutError,
-    LimitRefusedError,
     SchedulerAdapterError,
     SubmissionUncertainError,
 )
@@ -171,14 +170,7 @@ class SlurmCliDriver:
                 argv=argv,
             )
         if not result.ok:
-            cls = (
-                SubmissionUncertainError
-                if messages.submission_uncertain(message)
-                else LimitRefusedError
-                if messages.limit_refused(message)
-                else JobSubmissionError
-            )
-            raise cls(
+            raise messages.refusal_error(message)(
                 f"sbatch refused the job (exit {result.returncode}): {message}",
                 argv=argv,
                 scheduler_message=message,

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+from typing import Type
+
+from ...errors import JobSubmissionError, LimitRefusedError, SubmissionUncertainError
 
 _PREFIX = re.compile(
     r"^(?:sbatch|squeue|sacct|scancel|scontrol|srun|salloc):\s*(?:error|fatal):\s*"
@@ -92,3 +95,14 @@ LIMIT_REFUSED = (
 def limit_refused(message: str) -> bool:
     """sbatch was refused because this user has as many jobs queued as allowed."""
     return any(text in message for text in LIMIT_REFUSED)
+
+
+def refusal_error(message: str) -> Type[JobSubmissionError]:
+    """The error a refused submission raises: uncertain (the job may exist: look for its
+    key before sending it again), a cap on queued jobs met (a sweep waits and feeds the
+    rest), else refused."""
+    if submission_uncertain(message):
+        return SubmissionUncertainError
+    if limit_refused(message):
+        return LimitRefusedError
+    return JobSubmissionError

@@ -17,7 +17,6 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...errors import (
     JobSubmissionError,
-    LimitRefusedError,
     SchedulerUnavailableError,
     SubmissionUncertainError,
 )
@@ -197,14 +196,9 @@ class SlurmNativeDriver:
         except Exception as exc:  # RPCError from Slurm; ValueError/TypeError from pyslurm's checks
             message = _with_libslurm(str(exc) or type(exc).__name__, said)
             _log_libslurm(said, logging.DEBUG)
-            cls = (
-                SubmissionUncertainError
-                if messages.submission_uncertain(message)
-                else LimitRefusedError
-                if messages.limit_refused(message)
-                else JobSubmissionError
-            )
-            raise cls(f"Slurm refused the job: {message}", scheduler_message=message) from exc
+            raise messages.refusal_error(message)(
+                f"Slurm refused the job: {message}", scheduler_message=message
+            ) from exc
         _log_libslurm(said)
         return str(job_id)
 
