@@ -204,8 +204,8 @@ class SchedulerAdapter(ABC):
         """
         repo = self.settings.remote_repo
         task = lambda: [staging.make_task(script_path, arguments, environment, repo)]  # noqa: E731
-        order = self._order(task, resources, depends_on, remote_dir, options)
-        return self._submission().run(order)[0]
+        order = self.order(task, resources, depends_on, remote_dir, options)
+        return self.submission().run(order)[0]
 
     def submit_many(
         self,
@@ -225,7 +225,7 @@ class SchedulerAdapter(ABC):
         sweep (``sweeping``), this returning once all are sent."""
         repo = self.settings.remote_repo
         tasks = lambda: [staging.coerce_task(item, repo) for item in jobs]  # noqa: E731
-        order = self._order(tasks, resources, depends_on, remote_dir, options)
+        order = self.order(tasks, resources, depends_on, remote_dir, options)
         if not order.tasks:
             return []
         return sweeping.send_or_feed(self, order, resources, options, max_queued, sweep)
@@ -253,13 +253,13 @@ class SchedulerAdapter(ABC):
         staging or submitting anything."""
         # checked as a submission is: a script that is missing or unreadable is refused
         tasks = lambda: [staging.coerce_task(item, None) for item in jobs]  # noqa: E731
-        return self.describe_order(self._order(tasks, resources, depends_on, remote_dir, options))
+        return self.describe_order(self.order(tasks, resources, depends_on, remote_dir, options))
 
     def describe_order(self, order: Order) -> str:
         """What the driver would send for ``order``, checked as a submission would be."""
-        return self._submission().describe(order)
+        return self.submission().describe(order)
 
-    def _order(
+    def order(
         self,
         tasks: Callable[[], List[TaskSpec]],
         resources: Optional[Mapping[str, Any]],
@@ -273,7 +273,7 @@ class SchedulerAdapter(ABC):
         dependencies = tuple(staging.dependency_ids(depends_on, self.normalize_job_id))
         return Order(tasks(), validated, dependencies, remote_dir, self.job_options(options))
 
-    def _submission(self) -> Submission:
+    def submission(self) -> Submission:
         """A submission through the open session's driver, recorded where this adapter records."""
         where = Placement(
             self.scheduler_name, self.executor.kind, self.host_label, reach_text(self.executor)

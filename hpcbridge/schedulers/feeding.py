@@ -29,7 +29,7 @@ import logging
 import time
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from ..errors import (
     JobSubmissionError,
@@ -51,10 +51,8 @@ from ..sweep_store import (
     SweepTask,
 )
 from .driver import PartialSubmissionError, Submitted
+from .service import SubmissionService
 from .submitting import Order, batches
-
-if TYPE_CHECKING:
-    from .base import SchedulerAdapter
 
 log = logging.getLogger("hpcbridge")
 
@@ -71,7 +69,7 @@ class SweepCancelled(Exception):
 class Feeder:
     """Sends one sweep's tasks through its adapter; see the module docstring."""
 
-    def __init__(self, adapter: SchedulerAdapter, book: SweepBook, sweep: SweepRecord) -> None:
+    def __init__(self, adapter: SubmissionService, book: SweepBook, sweep: SweepRecord) -> None:
         self.adapter = adapter
         self.book = book
         self.sweep = sweep
@@ -237,7 +235,7 @@ class Feeder:
         for task in group:
             task.state, task.token = SENDING, order.token
         try:
-            ids = self.adapter._submission().run(order, self._known(order.depends_on))
+            ids = self.adapter.submission().run(order, self._known(order.depends_on))
         except LimitRefusedError as exc:
             return self._held_back(group, group, str(exc))
         except PartialSubmissionError as exc:
@@ -311,7 +309,7 @@ class Feeder:
         step = self.sweep.steps[group[0].step]
         parents = [self.by_index[p].job_id or "" for task in group for p in task.after]
         specs = [TaskSpec(t.script, t.arguments, t.environment) for t in group]
-        order = self.adapter._order(
+        order = self.adapter.order(
             lambda: specs,
             step.resources,
             [*step.depends_on, *parents],
@@ -342,7 +340,7 @@ class Feeder:
                 self._waiting_again(group)
 
     def _find(self, group: Sequence[SweepTask], token: str) -> Optional[List[Submitted]]:
-        submission = self.adapter._submission()
+        submission = self.adapter.submission()
         order = self._order(group, token)
         found: List[Submitted] = []
         for batch, _ in batches(order, submission.stager, submission.driver.max_batch()):
@@ -355,7 +353,7 @@ class Feeder:
         return found or None
 
     def _adopt(self, group: Sequence[SweepTask], token: str, found: List[Submitted]) -> None:
-        submission = self.adapter._submission()
+        submission = self.adapter.submission()
         order = self._order(group, token)
         chunks = batches(order, submission.stager, submission.driver.max_batch())
         start = 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
+import stat
 from collections import Counter
 from datetime import datetime
 from typing import AbstractSet, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -47,19 +48,8 @@ def make_task(
 ) -> TaskSpec:
     """One validated task; ``remote_repo`` reaches the job as ``HPCBRIDGE_REMOTE_REPO``."""
     path = os.fspath(script_path)
-    if must_exist and os.path.isdir(path):
-        raise JobSubmissionError(
-            f"{path} is a directory, not a script (give the path of a batch script file)"
-        )
-    if must_exist and not os.path.isfile(path):
-        raise JobSubmissionError(
-            f"script not found: {path} (give the path of an existing batch script)"
-        )
-    if must_exist and not os.access(path, os.R_OK):
-        raise JobSubmissionError(
-            f"cannot read the script {path}: permission denied (make it readable to you: "
-            f"chmod u+r {path})"
-        )
+    if must_exist:
+        _check_script(path)
     job_environment = dict(environment or {})
     if remote_repo:
         job_environment.setdefault("HPCBRIDGE_REMOTE_REPO", remote_repo)
@@ -68,6 +58,27 @@ def make_task(
         tuple(str(argument) for argument in arguments),
         check_environment_names(job_environment),
     )
+
+
+def _check_script(path: str) -> None:
+    """Refuse what is no readable script file, saying what to do."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        mode = 0
+    if stat.S_ISDIR(mode):
+        raise JobSubmissionError(
+            f"{path} is a directory, not a script (give the path of a batch script file)"
+        )
+    if not stat.S_ISREG(mode):
+        raise JobSubmissionError(
+            f"script not found: {path} (give the path of an existing batch script)"
+        )
+    if not os.access(path, os.R_OK):
+        raise JobSubmissionError(
+            f"cannot read the script {path}: permission denied (make it readable to you: "
+            f"chmod u+r {path})"
+        )
 
 
 def coerce_task(item: JobInput, remote_repo: Optional[str], must_exist: bool = True) -> TaskSpec:

@@ -52,6 +52,8 @@ class Order:
 
 
 def _shifted(submitted: Sequence[Submitted], offset: int) -> List[Submitted]:
+    if not offset:
+        return list(submitted)
     return [replace(item, index=item.index + offset) for item in submitted]
 
 

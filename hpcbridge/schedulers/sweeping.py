@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import re
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from ..errors import (
     JobSubmissionError,
@@ -48,12 +48,10 @@ from ..sweep_store import (
 from . import staging
 from .driver import PartialSubmissionError, Submitted
 from .feeding import LOOK_AGAIN, Feeder, ProgressCallback, SweepCancelled
+from .service import SubmissionService
 from .staging import DependsOn, JobInput
 from .submitting import Order
 from .tracking import reach_text
-
-if TYPE_CHECKING:
-    from .base import SchedulerAdapter
 
 log = logging.getLogger("hpcbridge")
 
@@ -71,7 +69,7 @@ class Sweep:
 
     def __init__(
         self,
-        adapter: SchedulerAdapter,
+        adapter: SubmissionService,
         name: Optional[str] = None,
         max_queued: Optional[int] = None,
     ) -> None:
@@ -107,7 +105,7 @@ class Sweep:
         the new tasks' indexes, for a later ``after``."""
         repo = self.adapter.settings.remote_repo
         tasks = [staging.coerce_task(item, repo) for item in jobs]
-        order = self.adapter._order(lambda: tasks, resources, depends_on, None, options)
+        order = self.adapter.order(lambda: tasks, resources, depends_on, None, options)
         return self.add_order(order, resources, options, after)
 
     def add_order(
@@ -122,7 +120,7 @@ class Sweep:
             raise JobSubmissionError(f"sweep {self.name} was already submitted; add to a new one")
         parents = _parents(after, len(order.tasks), len(self._tasks))
         if order.tasks:  # one task planned as it will be sent: refused now, not midway
-            self.adapter._submission().plan(Order(order.tasks[:1], *_shared(order)))
+            self.adapter.submission().plan(Order(order.tasks[:1], *_shared(order)))
         step = len(self._steps)
         self._steps.append(Step(dict(resources or {}), dict(options), order.depends_on))
         first = len(self._tasks)
@@ -170,7 +168,7 @@ class Sweep:
         return self.adapter.wait_all(ids, poll_interval, timeout)
 
     @classmethod
-    def resume(cls, adapter: SchedulerAdapter, name: str) -> Sweep:
+    def resume(cls, adapter: SubmissionService, name: str) -> Sweep:
         """The sweep recorded under ``name``, to go on feeding (``submit``/``wait``)."""
         book = SweepBook(adapter.store)
         record = book.get(name)
@@ -287,7 +285,7 @@ class Sweep:
 
 
 def send_or_feed(
-    adapter: SchedulerAdapter,
+    adapter: SubmissionService,
     order: Order,
     resources: Optional[Mapping[str, Any]],
     options: Mapping[str, Any],
@@ -304,7 +302,7 @@ def send_or_feed(
         cap = adapter.open().driver.queue_limit(order.resources.account) if many else None
         if cap is None or len(order.tasks) <= cap:
             try:
-                return adapter._submission().run(order)
+                return adapter.submission().run(order)
             except LimitRefusedError as exc:
                 log.info("the scheduler takes no more jobs now (%s): feeding them as a sweep", exc)
             except PartialSubmissionError as exc:
@@ -318,7 +316,7 @@ def send_or_feed(
 
 
 def _feed_the_rest(
-    adapter: SchedulerAdapter,
+    adapter: SubmissionService,
     order: Order,
     refused: PartialSubmissionError,
     resources: Optional[Mapping[str, Any]],

@@ -1,0 +1,66 @@
+"""What a sweep (``sweeping``, ``feeding``) uses of an adapter: a protocol, so the
+sweep's modules need not import the adapter's (``SchedulerAdapter`` declares each
+member and is what is handed in)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Protocol
+
+from ..config import Settings
+from ..jobscript import TaskSpec
+from ..model import JobStatus
+from ..store import JobStore
+from ..transports.base import Executor
+from .driver import Session
+from .following import Following
+from .staging import DependsOn, Stager
+from .submitting import Order, Submission
+
+
+class SubmissionService(Protocol):
+    """An adapter as a sweep sees it: where it records and stages, how it orders,
+    submits, waits and cancels (see ``SchedulerAdapter`` for each)."""
+
+    settings: Settings
+    store: JobStore
+    executor: Executor
+    stager: Stager
+
+    @property
+    def scheduler_name(self) -> str: ...
+
+    @property
+    def host_label(self) -> str: ...
+
+    @property
+    def instance_label(self) -> Optional[str]: ...
+
+    @property
+    def default_poll_interval(self) -> float: ...
+
+    @property
+    def poll_floor(self) -> float: ...
+
+    def open(self) -> Session: ...
+
+    def following(self) -> Following: ...
+
+    def order(
+        self,
+        tasks: Callable[[], List[TaskSpec]],
+        resources: Optional[Mapping[str, Any]],
+        depends_on: DependsOn,
+        remote_dir: Optional[str],
+        options: Mapping[str, Any],
+    ) -> Order: ...
+
+    def submission(self) -> Submission: ...
+
+    def wait_all(
+        self,
+        job_ids: Iterable[Any],
+        poll_interval: Optional[float] = None,
+        timeout: Optional[float] = None,
+    ) -> Dict[str, JobStatus]: ...
+
+    def cancel_jobs(self, job_ids: Iterable[Any]) -> None: ...
