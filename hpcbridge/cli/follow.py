@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import SchedulerAdapterError
 from ..model import JobState, JobStatus
+from ..schedulers.observation import statuses_of
 from ..store import JobRecord
 from . import sweeps
 from .exits import EXIT_JOB_NOT_COMPLETED, EXIT_OK, exit_code_for
@@ -118,15 +119,16 @@ def _ask_groups(targets: Targets, many: bool) -> Tuple[Dict[Tuple[int, str], Any
     errors: List[Exception] = list(targets.failed.values())
     for group in targets.groups:
         try:
-            statuses = group.adapter.get_job_statuses(group.job_ids)
+            observed = group.adapter.observe(group.job_ids)
         except SchedulerAdapterError as exc:
             if not many:
                 raise
             errors.append(exc)
             found.update({(id(group), job_id): exc for job_id in group.job_ids})
             continue
-        missing = untraced(group, statuses)
-        error = group_error(targets, group, missing, statuses) if missing else None
+        statuses = statuses_of(observed)
+        missing = untraced(group, observed)
+        error = group_error(targets, group, missing, observed) if missing else None
         if error is not None:
             errors.append(error)
         for job_id in group.job_ids:
@@ -241,13 +243,13 @@ def _untraced_errors(targets: Targets) -> Dict[Tuple[int, str], Exception]:
         if not unrecorded:
             continue
         try:
-            statuses = group.adapter.get_job_statuses(unrecorded)
+            observed = group.adapter.observe(unrecorded)
         except SchedulerAdapterError as exc:
             errors.update({(id(group), job_id): exc for job_id in unrecorded})
             continue
-        missing = untraced(group, statuses)
+        missing = untraced(group, observed)
         if missing:
-            error = group_error(targets, group, missing, statuses)
+            error = group_error(targets, group, missing, observed)
             errors.update({(id(group), job_id): error for job_id in missing})
     return errors
 
@@ -339,8 +341,9 @@ def _cancel_group(
         if record.status().is_terminal
     }
     to_ask = [job_id for job_id in dict.fromkeys(group.job_ids) if job_id not in ended]
-    live = group.adapter.get_job_statuses(to_ask) if to_ask else {}
-    missing = untraced(group, live)
+    observed = group.adapter.observe(to_ask) if to_ask else {}
+    missing = untraced(group, observed)
+    live = statuses_of(observed)
     ended.update({job_id: status for job_id, status in live.items() if status.is_terminal})
     to_cancel = [job_id for job_id in to_ask if job_id not in ended and job_id not in missing]
     if to_cancel:
@@ -353,7 +356,7 @@ def _cancel_group(
         else:
             continue
         said[(id(group), job_id)] = line
-    return group_error(targets, group, missing, live) if missing else None
+    return group_error(targets, group, missing, observed) if missing else None
 
 
 def _how(status: JobStatus) -> str:

@@ -11,23 +11,23 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 from ..errors import JobNotFoundError, SchedulerAdapterError, SchedulerUnavailableError
 from ..model import JobState, JobStatus
-from ..schedulers.driver import SCHEDULER_UNREACHABLE
+from ..schedulers.observation import Observation, statuses_of
 from .targets import Group, Targets
 
 
-def untraced(group: Group, statuses: Mapping[str, JobStatus]) -> List[str]:
+def untraced(group: Group, observed: Mapping[str, Observation]) -> List[str]:
     """The ids with no record that the scheduler answered UNKNOWN for, in order."""
     return [
         job_id
         for job_id in dict.fromkeys(group.unrecorded())
-        if job_id in statuses and statuses[job_id].state is JobState.UNKNOWN
+        if job_id in observed and observed[job_id].status.state is JobState.UNKNOWN
     ]
 
 
 def not_found_error(
     scheduler: str,
     job_ids: Sequence[str],
-    statuses: Mapping[str, JobStatus],
+    observed: Mapping[str, Observation],
     hint: str = "",
     typed: Optional[Mapping[str, str]] = None,
 ) -> SchedulerAdapterError:
@@ -38,11 +38,12 @@ def not_found_error(
     ``hint``: where else the ids are recorded (``Targets.hint``); ``typed``: the
     id as given, where the scheduler writes it otherwise (``1857`` is Flux's ``ƒZ2``).
     """
-    said = sorted({statuses[job_id].reason for job_id in job_ids if statuses[job_id].reason})
+    reasons = (observed[job_id].status.reason for job_id in job_ids)
+    said = sorted({reason for reason in reasons if reason})
     because = f" ({'; '.join(said)})" if said else ""
     labels = [_label(job_id, (typed or {}).get(job_id)) for job_id in job_ids]
     which = "job " + labels[0] if len(labels) == 1 else "jobs " + ", ".join(labels)
-    if all(statuses[job_id].extra.get(SCHEDULER_UNREACHABLE) for job_id in job_ids):
+    if all(observed[job_id].out_of_reach for job_id in job_ids):
         return SchedulerUnavailableError(
             f"cannot tell about {which}: the {scheduler} scheduler could not be asked{because}; "
             "check it with 'hpcbridge doctor' and try again"
@@ -59,12 +60,12 @@ def _label(job_id: str, typed: Optional[str]) -> str:
 
 
 def group_error(
-    targets: Targets, group: Group, missing: Sequence[str], statuses: Mapping[str, JobStatus]
+    targets: Targets, group: Group, missing: Sequence[str], observed: Mapping[str, Observation]
 ) -> SchedulerAdapterError:
     """``not_found_error`` for ids of one group, with where else they are recorded."""
     scheduler = group.adapter.scheduler_name
     typed = {own: given for given, owner, own in targets.order if owner is group}
-    return not_found_error(scheduler, missing, statuses, targets.hint(group, missing), typed)
+    return not_found_error(scheduler, missing, observed, targets.hint(group, missing), typed)
 
 
 def require_traced(targets: Targets) -> Dict[str, JobStatus]:
@@ -75,9 +76,9 @@ def require_traced(targets: Targets) -> Dict[str, JobStatus]:
         unrecorded = list(dict.fromkeys(group.unrecorded()))
         if not unrecorded:
             continue
-        statuses = group.adapter.get_job_statuses(unrecorded)
-        missing = untraced(group, statuses)
+        observed = group.adapter.observe(unrecorded)
+        missing = untraced(group, observed)
         if missing:
-            raise group_error(targets, group, missing, statuses)
-        answered.update(statuses)
+            raise group_error(targets, group, missing, observed)
+        answered.update(statuses_of(observed))
     return answered

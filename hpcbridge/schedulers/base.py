@@ -52,6 +52,7 @@ from ..transports.local import LocalExecutor
 from . import staging, sweeping
 from .driver import SchedulerDriver, Session
 from .following import Following
+from .observation import Observation, statuses_of
 from .staging import DependsOn, JobInput, Stager
 from .submitting import Order, Submission
 from .tracking import (
@@ -279,7 +280,7 @@ class SchedulerAdapter(ABC):
             self.scheduler_name, self.executor.kind, self.host_label, reach_text(self.executor)
         )
         parts = (self.stager, self.tracker, where, self.instance_label, self.launcher)
-        return Submission(self.open().driver, *parts, self.get_job_statuses)
+        return Submission(self.open().driver, *parts, self.observe)
 
     # -- status -----------------------------------------------------------
 
@@ -290,11 +291,16 @@ class SchedulerAdapter(ABC):
     def get_job_statuses(self, job_ids: Iterable[Any]) -> Dict[str, JobStatus]:
         """Statuses of many jobs: one scheduler round for all that are not finished, at
         the polite rate (an answer not older than the poll interval is served again)."""
+        return statuses_of(self.observe(job_ids))
+
+    def observe(self, job_ids: Iterable[Any]) -> Dict[str, Observation]:
+        """``get_job_statuses``, each status with how it was seen: from the scheduler,
+        the exit-code file or what was known, and whether the scheduler could be asked."""
         ids = list(dict.fromkeys(self.normalize_job_id(job_id) for job_id in job_ids))
         try:
             following = self.following()
         except (ConfigurationError, SchedulerUnavailableError):
-            # Every id unreachable, with the reason (tracking.ask opens the session again).
+            # Every id out of reach, with the reason (tracking.ask opens the session again).
             return self.tracker.refresh(
                 ids, lambda asked: ask(self._driver, self.scheduler_name, asked)
             )

@@ -22,7 +22,8 @@ from typing import List, Mapping, Optional, Sequence
 
 from ..errors import JobSubmissionError, SchedulerUnavailableError
 from ..model import JobState, JobStatus
-from .driver import SCHEDULER_UNREACHABLE, SubmitBatch
+from .driver import SubmitBatch
+from .observation import Observation, Source
 
 
 def refuse_unmet(batch: SubmitBatch) -> None:
@@ -35,10 +36,10 @@ def refuse_unmet(batch: SubmitBatch) -> None:
     unreachable = [
         job_id
         for job_id in dict.fromkeys(batch.depends_on)
-        if _status(job_id, batch.parents).extra.get(SCHEDULER_UNREACHABLE)
+        if _seen(job_id, batch.parents).out_of_reach
     ]
     if unreachable:
-        reason = _status(unreachable[0], batch.parents).reason
+        reason = _seen(unreachable[0], batch.parents).status.reason
         raise SchedulerUnavailableError(
             f"cannot check the parent job(s) {', '.join(unreachable)}: {reason}; nothing was "
             "submitted. Check the scheduler with 'hpcbridge doctor', then submit again"
@@ -52,18 +53,19 @@ def refuse_unmet(batch: SubmitBatch) -> None:
     )
 
 
-def unmet(depends_on: Sequence[str], parents: Mapping[str, JobStatus]) -> List[str]:
+def unmet(depends_on: Sequence[str], parents: Mapping[str, Observation]) -> List[str]:
     """One phrase per parent that cannot be waited for; empty when all can."""
     problems = []
     for job_id in dict.fromkeys(depends_on):
-        problem = _problem(_status(job_id, parents))
+        problem = _problem(_seen(job_id, parents).status)
         if problem:
             problems.append(problem)
     return problems
 
 
-def _status(job_id: str, parents: Mapping[str, JobStatus]) -> JobStatus:
-    return parents.get(job_id) or JobStatus(job_id, JobState.UNKNOWN, reason="not looked up")
+def _seen(job_id: str, parents: Mapping[str, Observation]) -> Observation:
+    missing = JobStatus(job_id, JobState.UNKNOWN, reason="not looked up")
+    return parents.get(job_id) or Observation(missing, Source.KNOWN)
 
 
 def _problem(status: JobStatus) -> Optional[str]:

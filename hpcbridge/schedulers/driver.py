@@ -29,11 +29,12 @@ Every driver keeps the same promises:
 ``query(job_ids)``
     Answers **every** id asked: ``UNKNOWN`` with a reason for one it cannot
     see (purged, never existed).  When the scheduler itself cannot be asked
-    right now (a controller restarting) the answer is ``unreachable(...)``:
-    UNKNOWN too, but the adapter then waits for the scheduler instead of
-    reading the wrapper's exit-code file, which cannot tell a time limit or
-    a cancel from a failure.  It never raises for a single job; a transport
-    failure may raise ``TransportError`` / ``JobTimeoutError`` for the round.
+    right now (a controller restarting) it raises ``NotAskedNow``: the adapter
+    then waits for the scheduler instead of reading the wrapper's exit-code
+    file, which cannot tell a time limit or a cancel from a failure
+    (``observation.Reach.OUT_FOR_NOW``).  It never raises for a single job; a
+    transport failure may raise ``TransportError`` / ``JobTimeoutError`` for
+    the round.
 ``cancel(job_ids)``
     Asks the scheduler to end the jobs.  An id that already ended or is
     unknown is not an error; anything else raises ``SchedulerAdapterError``.
@@ -63,7 +64,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from typing import (
-    Any,
     Callable,
     Collection,
     Dict,
@@ -79,8 +79,9 @@ from typing import (
 
 from ..errors import JobSubmissionError, SchedulerUnavailableError
 from ..jobscript import TASK_INDEX_VARIABLE, PreparedJob
-from ..model import JobState, JobStatus
+from ..model import JobStatus
 from ..resources import Resources
+from .observation import Observation
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,7 @@ class SubmitBatch:
     #: what is known of each of ``depends_on`` now (the store, one query, the
     #: exit-code file), for ``plan`` to refuse what cannot be waited for
     #: (``dependencies.refuse_unmet``); ``None``: not looked up
-    parents: Optional[Mapping[str, JobStatus]] = None
+    parents: Optional[Mapping[str, Observation]] = None
 
 
 @dataclass(frozen=True)
@@ -154,21 +155,9 @@ class Submitted:
     kind: Optional[str] = None
 
 
-#: ``JobStatus.extra`` key of an UNKNOWN answer given because the scheduler could not be asked
-SCHEDULER_UNREACHABLE = "scheduler_unreachable"
-#: ``JobStatus.extra`` key beside it when asking again cannot help (no command, a bad
-#: setting): a wait counts such answers towards its UNKNOWN streak instead of riding
-#: them out
-UNREACHABLE_LASTS = "unreachable_lasts"
-
-
-def unreachable(job_id: str, reason: str, lasting: bool = False) -> JobStatus:
-    """UNKNOWN for now: the scheduler could not be asked (see ``query``); ``lasting``:
-    nor will it be until something is changed here."""
-    extra: Dict[str, Any] = {SCHEDULER_UNREACHABLE: True}
-    if lasting:
-        extra[UNREACHABLE_LASTS] = True
-    return JobStatus(job_id, JobState.UNKNOWN, reason=reason, extra=extra)
+class NotAskedNow(Exception):
+    """``query``: the scheduler cannot be asked right now (a controller restarting,
+    past the driver's own retries); the message says why."""
 
 
 class PartialSubmissionError(JobSubmissionError):
@@ -350,10 +339,8 @@ __all__ = [
     "OpenDriver",
     "Planned",
     "Session",
-    "SCHEDULER_UNREACHABLE",
-    "UNREACHABLE_LASTS",
+    "NotAskedNow",
     "choose_driver",
-    "unreachable",
     "TASK_INDEX_VARIABLE",
     "Capabilities",
     "PartialSubmissionError",

@@ -17,6 +17,7 @@ from ..errors import JobNotFoundError
 from ..model import JobStatus
 from ..store import JobStore
 from .driver import SchedulerDriver
+from .observation import Observation
 from .polling import PollBoard, Poller
 from .tracking import JobTracker, ask
 from .waiting import ProgressCallback, StatusCallback, WaitPlan, wait_for_all
@@ -49,14 +50,14 @@ class Following:
         floor = 0.0 if driver.capabilities.events else poll_floor
         self.poller = Poller(self._ask, interval, board=board, target=poll_target, floor=floor)
 
-    def statuses(self, ids: List[str]) -> Dict[str, JobStatus]:
+    def statuses(self, ids: List[str]) -> Dict[str, Observation]:
         """Every id's status; a one-off question waits for a fresh answer (``Poller.ask``),
         and an end known only from the exit-code file is confirmed by the scheduler."""
         return self.tracker.refresh(
             ids, lambda asked: self.poller.ask(asked, patient=True), confirm=True
         )
 
-    def _ask(self, job_ids: List[str]) -> Dict[str, JobStatus]:
+    def _ask(self, job_ids: List[str]) -> Dict[str, Observation]:
         """The driver's answer for every id; an unreachable scheduler is UNKNOWN for all."""
         return ask(lambda: self.driver, self.scheduler_name, job_ids)
 
@@ -88,15 +89,15 @@ class Following:
             files=files,
         )
 
-        def status_round(pending: List[str]) -> Dict[str, JobStatus]:
+        def status_round(pending: List[str]) -> Dict[str, Observation]:
             return self.tracker.refresh(
                 pending, lambda asked: self.poller.ask(asked, interval=poll_interval)
             )
 
-        def file_round(pending: List[str]) -> Dict[str, JobStatus]:
+        def file_round(pending: List[str]) -> Dict[str, Observation]:
             return self.tracker.ended_by_files(pending)
 
-        def heard_round(ended: List[str]) -> Dict[str, JobStatus]:
+        def heard_round(ended: List[str]) -> Dict[str, Observation]:
             # The driver answers these from the events its waiter heard: no round trip.
             return self.tracker.refresh(ended, self._ask)
 

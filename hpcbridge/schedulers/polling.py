@@ -12,9 +12,11 @@ answer to everyone:
 - one of them holds the poll (a lease in the store, renewed with each
   round): it asks the scheduler about the union of all wanted ids and
   publishes every answer;
-- the others read the published answers.  An answer older than the interval
-  is never served as fresh; a process that dies stops renewing its lease,
-  and the next one to ask takes the poll over.
+- the others read the published answers.  An answer older than the gap
+  between two rounds (the interval; after a slow answer, up to ``SLOW_FACTOR``
+  times that answer's time, at most ``SLOW_CAP``) is never served as fresh; a
+  process that dies stops renewing its lease, and the next one to ask takes
+  the poll over.
 
 Drivers whose waiting is woken by events (Flux's bindings) ask their own
 broker, not a shared controller: they get a ``Poller`` without a board,
@@ -31,6 +33,7 @@ import socket
 import threading
 import time
 import uuid
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -38,12 +41,11 @@ from ..model import JobState, JobStatus
 from ..processes import alive_here
 from ..retrying import Deadline
 from ..store import JobStore
-from .driver import SCHEDULER_UNREACHABLE
-from .waiting import ANSWERED_AT
+from .observation import Observation, Reach, Source
 
 log = logging.getLogger("hpcbridge")
 
-Query = Callable[[List[str]], Dict[str, JobStatus]]
+Query = Callable[[List[str]], Dict[str, Observation]]
 
 #: a scheduler that took ``d`` seconds to answer is asked again after ``SLOW_FACTOR * d`` at least
 SLOW_FACTOR = 10.0
@@ -106,17 +108,21 @@ def alive(owner: str) -> bool:
     return alive_here(host, rest.partition(":")[0]) is not False
 
 
-def encode(status: JobStatus) -> str:
-    """A status as JSON (with the JSON-able part of ``extra``)."""
+def encode(seen: Observation) -> str:
+    """An answer as JSON: the status (with the JSON-able part of ``extra``), when it
+    was given and whether the scheduler could be asked."""
+    status = seen.status
     data = status.to_json()
     plain = (str, int, float, bool)
     data["extra"] = {key: v for key, v in status.extra.items() if isinstance(v, plain)}
+    data["answered_at"] = seen.answered_at
+    data["reach"] = seen.reach.value
     return json.dumps(data)
 
 
-def decode(text: str) -> JobStatus:
+def decode(text: str) -> Observation:
     data = json.loads(text)
-    return JobStatus(
+    status = JobStatus(
         job_id=data["job_id"],
         state=JobState(data["state"]),
         exit_code=data["exit_code"],
@@ -126,6 +132,8 @@ def decode(text: str) -> JobStatus:
         reason=data["reason"],
         extra=data.get("extra") or {},
     )
+    reach = Reach(data.get("reach", Reach.ANSWERED.value))
+    return Observation(status, Source.SCHEDULER, data.get("answered_at"), reach)
 
 
 class PollBoard:
@@ -198,13 +206,13 @@ class PollBoard:
         return list(dict.fromkeys(row[0] for row in rows)), least
 
     def publish(
-        self, target: str, owner: str, answers: Dict[str, JobStatus], at: float, until: float
+        self, target: str, owner: str, answers: Dict[str, Observation], at: float, until: float
     ) -> None:
         """The answers of one round, and the lease renewed with it."""
         self._ensure()
         rows = [
-            (target, job_id, at, int(status.is_terminal), encode(status))
-            for job_id, status in answers.items()
+            (target, job_id, at, int(seen.status.is_terminal), encode(seen))
+            for job_id, seen in answers.items()
         ]
 
         def write(connection: Any) -> None:
@@ -220,7 +228,7 @@ class PollBoard:
 
     def answers(
         self, target: str, job_ids: Sequence[str], since: float
-    ) -> Dict[str, Tuple[JobStatus, float]]:
+    ) -> Dict[str, Tuple[Observation, float]]:
         """The published answers for these ids not older than ``since``, with their time."""
         self._ensure()
         rows = self.store.select_ids(
@@ -292,7 +300,7 @@ class Poller:
         self._last_round = -float("inf")
         self._duration = 0.0
         #: the answers this process got, and when they were given (wall clock)
-        self._latest: Dict[str, JobStatus] = {}
+        self._latest: Dict[str, Observation] = {}
         self._latest_at: Dict[str, float] = {}
         #: a wait asks through this poller (until ``release``): it keeps the poll it takes
         self._waiting = False
@@ -315,7 +323,7 @@ class Poller:
 
     def ask(
         self, job_ids: List[str], patient: bool = False, interval: Optional[float] = None
-    ) -> Dict[str, JobStatus]:
+    ) -> Dict[str, Observation]:
         """Answers for as many of ``job_ids`` as are fresh now (not older than the gap).
 
         Asks the scheduler when a round is due and this process may poll, at
@@ -342,7 +350,7 @@ class Poller:
 
     def _ask_shared(
         self, job_ids: List[str], since: float, chosen: float, patient: bool = False
-    ) -> Dict[str, JobStatus]:
+    ) -> Dict[str, Observation]:
         """One look at the shared poll: a round of our own when it is ours and due.
 
         A one-off question (``patient``) asks at once unless another live process is
@@ -369,14 +377,14 @@ class Poller:
                 self.board.release(self.target, self.owner)
         else:
             published = self.board.answers(self.target, job_ids, since)
-            for job_id, (status, at) in published.items():
+            for job_id, (seen, at) in published.items():
                 if at > self._latest_at.get(job_id, -math.inf):
-                    self._latest[job_id], self._latest_at[job_id] = status, at
+                    self._latest[job_id], self._latest_at[job_id] = seen, at
         return self._fresh(job_ids, since)
 
     def _wait_for_answers(
-        self, job_ids: List[str], found: Dict[str, JobStatus], since: float, chosen: float
-    ) -> Dict[str, JobStatus]:
+        self, job_ids: List[str], found: Dict[str, Observation], since: float, chosen: float
+    ) -> Dict[str, Observation]:
         """Another process polls, or did less than the floor ago: the next round, a
         little after it is due, has our ids.  Sleeps without the lock."""
         assert self.board is not None
@@ -393,24 +401,24 @@ class Poller:
                 self._round(missing, chosen)
             return self._fresh(job_ids, since)
 
-    def _fresh(self, job_ids: Sequence[str], since: float) -> Dict[str, JobStatus]:
+    def _fresh(self, job_ids: Sequence[str], since: float) -> Dict[str, Observation]:
         return {
             job_id: self._latest[job_id]
             for job_id in job_ids
             if self._latest_at.get(job_id, -math.inf) >= since
         }
 
-    def _round(self, job_ids: List[str], chosen: Optional[float] = None) -> Dict[str, JobStatus]:
+    def _round(self, job_ids: List[str], chosen: Optional[float] = None) -> Dict[str, Observation]:
         started = time.monotonic()
         answers = self.query(job_ids)
-        if not all(status.extra.get(SCHEDULER_UNREACHABLE) for status in answers.values()):
+        if not all(seen.out_of_reach for seen in answers.values()):
             # The scheduler's answer time; a failure's time says nothing of its load.
             self._duration = time.monotonic() - started
         self._last_round = time.monotonic()
         at = time.time()
         stamped = {}
-        for job_id, status in answers.items():
-            stamped[job_id] = status.with_(extra={**status.extra, ANSWERED_AT: at})
+        for job_id, seen in answers.items():
+            stamped[job_id] = replace(seen, answered_at=at)
             self._latest[job_id] = stamped[job_id]
             self._latest_at[job_id] = at
         if self._duration * SLOW_FACTOR > self.chosen(chosen):

@@ -29,6 +29,7 @@ from ..model import JobStatus
 from ..resources import Resources
 from . import staging
 from .driver import PartialSubmissionError, Planned, SchedulerDriver, SubmitBatch, Submitted
+from .observation import Observation, Source
 from .staging import Stager
 from .tracking import JobTracker, Placement, job_records
 
@@ -61,7 +62,7 @@ def batches(
     order: Order,
     stager: Stager,
     chunk_size: int,
-    parents: Optional[Mapping[str, JobStatus]] = None,
+    parents: Optional[Mapping[str, Observation]] = None,
 ) -> List[Tuple[SubmitBatch, List[TaskSpec]]]:
     """The order's chunks as batches - one folder, one wrapper each; pure planning."""
     folder = stager.folder(order.remote_dir, order.token, order.made)
@@ -81,7 +82,7 @@ def _batch(
     tasks: Sequence[TaskSpec],
     order: Order,
     stager: Stager,
-    parents: Optional[Mapping[str, JobStatus]],
+    parents: Optional[Mapping[str, Observation]],
 ) -> SubmitBatch:
     output = stager.output_path(job, order.resources)
     return SubmitBatch(
@@ -115,7 +116,7 @@ class Submission:
         placement: Placement,
         instance: Optional[str],
         launcher: Callable[[object], str],
-        statuses: Callable[[List[str]], Dict[str, JobStatus]],
+        statuses: Callable[[List[str]], Dict[str, Observation]],
     ) -> None:
         self.driver = driver
         self.stager = stager
@@ -125,19 +126,23 @@ class Submission:
         self.instance = instance
         #: what the wrapper exports as ``HPCBRIDGE_LAUNCHER``, for the order's options
         self.launcher = launcher
-        #: the adapter's status of many ids (the store, then the scheduler at its polite rate)
+        #: the adapter's observations of many ids (the store, then the scheduler at its
+        #: polite rate: ``SchedulerAdapter.observe``)
         self.statuses = statuses
 
     def parents(
         self, depends_on: Sequence[str], known: Optional[Mapping[str, JobStatus]] = None
-    ) -> Dict[str, JobStatus]:
+    ) -> Dict[str, Observation]:
         """What is known now of each parent: ``known`` (a sweep's feeder knows its own
         jobs), else the store, one status round for all (shared, at the polite rate),
         the exit-code file."""
         known = known or {}
         unknown = [job_id for job_id in dict.fromkeys(depends_on) if job_id not in known]
         found = self.statuses(unknown) if unknown else {}
-        return {job_id: known.get(job_id) or found[job_id] for job_id in depends_on}
+        return {
+            job_id: Observation(known[job_id], Source.KNOWN) if job_id in known else found[job_id]
+            for job_id in depends_on
+        }
 
     def plan(
         self, order: Order, known: Optional[Mapping[str, JobStatus]] = None

@@ -20,12 +20,13 @@ from ..jobscript import TaskSpec
 from ..model import FROM_FILE, JobState, JobStatus, advance
 from ..store import JobRecord, JobStore
 from ..transports.base import Executor
-from .driver import SCHEDULER_UNREACHABLE, SchedulerDriver, SubmitBatch, Submitted, unreachable
-from .waiting import ANSWERED_AT
+from .driver import NotAskedNow, SchedulerDriver, SubmitBatch, Submitted
+from .observation import Observation, Source, out_of_reach
 
 log = logging.getLogger("hpcbridge")
 
-Query = Callable[[List[str]], Dict[str, JobStatus]]
+#: the scheduler's answers for ids (through the poller: some may be left out)
+Query = Callable[[List[str]], Dict[str, Observation]]
 #: paths -> their modification time (epoch seconds), for those that exist
 StatMany = Callable[[Sequence[str]], Dict[str, float]]
 
@@ -35,18 +36,23 @@ _RECORD_NEEDED = (JobState.UNKNOWN, JobState.FAILED, JobState.TIMEOUT)
 
 def ask(
     open_driver: Callable[[], SchedulerDriver], scheduler: str, job_ids: List[str]
-) -> Dict[str, JobStatus]:
-    """The driver's answer for every id; a scheduler that cannot be opened or asked
-    is UNKNOWN for all (``unreachable``, lasting: a command or a setting is missing
-    here), an id it left out UNKNOWN too."""
+) -> Dict[str, Observation]:
+    """The driver's answer for every id; a scheduler that cannot be asked right now
+    is out of reach for all (``NotAskedNow``), one that cannot be opened or asked from
+    here lastingly so (a command or a setting is missing here); an id the driver left
+    out is UNKNOWN."""
     try:
         answers = open_driver().query(job_ids)
+    except NotAskedNow as exc:
+        return {job_id: out_of_reach(job_id, str(exc)) for job_id in job_ids}
     except (ConfigurationError, SchedulerUnavailableError) as exc:
         reason = f"cannot reach the {scheduler} scheduler: {exc}"
-        return {job_id: unreachable(job_id, reason, lasting=True) for job_id in job_ids}
+        return {job_id: out_of_reach(job_id, reason, lasting=True) for job_id in job_ids}
     return {
-        job_id: answers.get(job_id)
-        or JobStatus(job_id, JobState.UNKNOWN, reason="no answer from the scheduler")
+        job_id: Observation(
+            answers.get(job_id)
+            or JobStatus(job_id, JobState.UNKNOWN, reason="no answer from the scheduler")
+        )
         for job_id in job_ids
     }
 
@@ -79,13 +85,16 @@ class JobTracker:
         for record in records:
             self.known[record.job_id] = JobStatus(record.job_id, JobState.PENDING)
 
-    def refresh(self, ids: List[str], query: Query, confirm: bool = False) -> Dict[str, JobStatus]:
+    def refresh(
+        self, ids: List[str], query: Query, confirm: bool = False
+    ) -> Dict[str, Observation]:
         """Every id's status: one ``query`` for all that are not finished.
 
         ``query`` may leave ids out (no fresh answer yet, see ``polling``):
-        those keep what was known.  With ``confirm``, an end known only from the
-        exit-code file (a wait's quick notice) is asked of the scheduler too, once:
-        its own final answer - native state, reason, times - then replaces the file's.
+        those keep what was known (``Source.KNOWN``).  With ``confirm``, an end
+        known only from the exit-code file (a wait's quick notice) is asked of the
+        scheduler too, once: its own final answer - native state, reason, times -
+        then replaces the file's.
         """
         self._load(ids)
         to_ask = [
@@ -96,24 +105,25 @@ class JobTracker:
         observed = self.observe(query(to_ask) if to_ask else {})
         return {job_id: observed.get(job_id) or self._known_or_unknown(job_id) for job_id in ids}
 
-    def observe(self, answers: Dict[str, JobStatus]) -> Dict[str, JobStatus]:
+    def observe(self, answers: Dict[str, Observation]) -> Dict[str, Observation]:
         """Merge answers into what is known (states never go backwards), record the changes."""
-        records = self._records([i for i, s in answers.items() if s.state in _RECORD_NEEDED])
+        needed = [i for i, seen in answers.items() if seen.status.state in _RECORD_NEEDED]
+        records = self._records(needed)
         changed = []
-        merged_all: Dict[str, JobStatus] = {}
-        for job_id, answer in answers.items():
-            merged = self._merge(job_id, answer, records.get(job_id))
+        merged_all: Dict[str, Observation] = {}
+        for job_id, seen in answers.items():
+            merged = self._merge(job_id, seen, records.get(job_id))
             previous = self.known.get(job_id)
             if merged.state is not JobState.UNKNOWN and merged != previous:
                 if previous is None or _lasting(previous) != _lasting(merged):
                     changed.append(merged)
                 self.known[job_id] = merged
-            merged_all[job_id] = merged
+            merged_all[job_id] = seen.with_status(merged)
         if changed:
             self.store.update_statuses(self.scheduler_name, self.host_label, changed)
         return merged_all
 
-    def ended_by_files(self, ids: List[str]) -> Dict[str, JobStatus]:
+    def ended_by_files(self, ids: List[str]) -> Dict[str, Observation]:
         """The jobs among ``ids`` whose wrapper wrote its exit-code file, from it alone.
 
         One ``stat_many`` for all, a read for each
@@ -130,7 +140,7 @@ class JobTracker:
         appeared = [job_id for job_id, path in paths.items() if path in found]
         # Only the records of jobs whose file appeared are read (a cancel may be asked).
         records = self._records(appeared)
-        answers: Dict[str, JobStatus] = {}
+        answers: Dict[str, Observation] = {}
         for job_id in appeared:
             record = records.get(job_id)
             mtime = found.get(paths[job_id])
@@ -141,7 +151,7 @@ class JobTracker:
             if code is None or code >= 128:
                 continue
             started, ended = exit_record.times(mtime)
-            answers[job_id] = JobStatus(
+            status = JobStatus(
                 job_id,
                 JobState.COMPLETED if code == 0 else JobState.FAILED,
                 exit_code=code,
@@ -150,6 +160,7 @@ class JobTracker:
                 native_state=FROM_FILE,
                 reason="from the exit-code file",
             )
+            answers[job_id] = Observation(status, Source.EXIT_FILE)
         return self.observe(answers)
 
     def _load(self, ids: List[str]) -> None:
@@ -160,11 +171,12 @@ class JobTracker:
             for job_id, status in recorded.items():
                 self.known.setdefault(job_id, status)
 
-    def _known_or_unknown(self, job_id: str) -> JobStatus:
-        # ANSWERED_AT None: not a scheduler's answer, never counted as one.
-        return self.known.get(job_id) or JobStatus(
-            job_id, JobState.UNKNOWN, reason="not answered yet", extra={ANSWERED_AT: None}
-        )
+    def _known_or_unknown(self, job_id: str) -> Observation:
+        """What was known; UNKNOWN "not answered yet" when nothing was (no answer: a
+        wait never counts it as one)."""
+        known = self.known.get(job_id)
+        status = known or JobStatus(job_id, JobState.UNKNOWN, reason="not answered yet")
+        return Observation(status, Source.KNOWN)
 
     def _exit_paths(self, ids: List[str]) -> Dict[str, str]:
         """Each job's exit-code file (read from the store once per job, then known)."""
@@ -195,11 +207,17 @@ class JobTracker:
         known = self.known.get(job_id)
         return known is not None and known.is_terminal
 
-    def _merge(self, job_id: str, observed: JobStatus, record: Optional[JobRecord]) -> JobStatus:
+    def _merge(self, job_id: str, seen: Observation, record: Optional[JobRecord]) -> JobStatus:
+        observed = seen.status
+        if seen.out_of_reach:
+            return observed  # its word will come: no file stands in for a time limit
         if observed.state is JobState.UNKNOWN:
-            if observed.extra.get(SCHEDULER_UNREACHABLE):
-                return observed
             return self._from_exit_file(observed, record) or observed
+        return self._merge_status(job_id, observed, record)
+
+    def _merge_status(
+        self, job_id: str, observed: JobStatus, record: Optional[JobRecord]
+    ) -> JobStatus:
         if (
             record is not None
             and record.cancel_requested
@@ -245,7 +263,7 @@ class JobTracker:
             if status.reason
             else "from the exit-code file",
         )
-        return self._merge(status.job_id, found, record)
+        return self._merge_status(status.job_id, found, record)
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ running jobs' states for ``on_poll``): at most ``HEARING_TICK_RATE`` jobs a
 second, at least every ``HEARING_GAP`` seconds.  Every end the loop learns,
 heard, listed or read from a file, is told to the waiter (``Waiter.settled``):
 one that could not hear a job stops waiting for it.  An UNKNOWN answer counts
-towards the streak only when it is a new answer (``ANSWERED_AT``), not a repeat
-of the last one.
+towards the streak only when it is a new answer (``Observation.answered_at``),
+not a repeat of the last one, nor what was known before any answer.
 
 Every round - the status, the exit-code files, the heard ends, the waiter's
 events - is guarded alike against an *outage*: a round that raises
@@ -31,9 +31,9 @@ network blip; the transport's own few reconnect attempts spent),
 ``SchedulerUnavailableError`` is not taken, and the loop tries again after a
 pause that doubles from ``OUTAGE_FIRST_PAUSE`` up to ``OUTAGE_MAX_PAUSE``; an
 answer that says the scheduler cannot be asked right now
-(``driver.unreachable``: a controller restarting) is ridden out too, at the
+(``Reach.OUT_FOR_NOW``: a controller restarting) is ridden out too, at the
 poller's pace - not one that says it cannot be used from here
-(``UNREACHABLE_LASTS``: no command, a bad setting), which counts as UNKNOWN.
+(``Reach.UNUSABLE``: no command, a bad setting), which counts as UNKNOWN.
 An outage does not count towards the UNKNOWN streak: it ends the wait only at
 its deadline (``JobTimeoutError``, saying how long the scheduler was out of
 reach), never after a number of attempts.  One warning says when an outage
@@ -58,16 +58,15 @@ from ..errors import (
 )
 from ..model import JobState, JobStatus
 from ..retrying import Deadline
-from .driver import SCHEDULER_UNREACHABLE, UNREACHABLE_LASTS, Waiter
+from .driver import Waiter
+from .observation import Observation, Reach, Source
 
 log = logging.getLogger("hpcbridge")
 
 StatusCallback = Callable[[JobStatus], None]
 ProgressCallback = Callable[[Dict[str, JobStatus]], None]
-StatusRound = Callable[[List[str]], Dict[str, JobStatus]]
+StatusRound = Callable[[List[str]], Dict[str, Observation]]
 
-#: ``JobStatus.extra`` key: when the scheduler gave this answer (epoch seconds)
-ANSWERED_AT = "answered_at"
 #: the most jobs a second the full ticks look at (3,000 unfinished: a full tick every 1.5 s)
 FULL_TICK_RATE = 2000.0
 #: the same while the waiter hears every end (1,000 unfinished: a full tick every 10 s)
@@ -128,8 +127,8 @@ class _Progress:
     latest: Dict[str, JobStatus] = field(default_factory=dict)
     last_seen: Dict[str, JobState] = field(default_factory=dict)
     unknown_streak: Dict[str, int] = field(default_factory=dict)
-    #: the ANSWERED_AT of the last UNKNOWN answer counted, per job
-    counted: Dict[str, object] = field(default_factory=dict)
+    #: when the last UNKNOWN answer counted was given, per job (``None``: not stamped)
+    counted: Dict[str, Optional[float]] = field(default_factory=dict)
 
 
 def wait_for_all(
@@ -227,8 +226,8 @@ class Outage:
         self.cause = ""
         #: seconds before the next try after a failed round
         self.pause = 0.0
-        #: ``ANSWERED_AT`` of the last "cannot be asked" answer: a later answer ends it
-        self._unreachable_at: object = None
+        #: when the last "cannot be asked" answer was given: a later answer ends it
+        self._unreachable_at: Optional[float] = None
 
     def failed(self, exc: BaseException) -> None:
         """A round raised ``exc``: an outage (raised again when retrying cannot fix it)."""
@@ -237,17 +236,18 @@ class Outage:
         self.pause = min(max(2 * self.pause, OUTAGE_FIRST_PAUSE), OUTAGE_MAX_PAUSE)
         self._begin("transport", f"{type(exc).__name__}: {exc}")
 
-    def unreachable(self, status: JobStatus) -> None:
+    def unreachable(self, seen: Observation) -> None:
         """The scheduler answered that it cannot be asked right now."""
-        self._unreachable_at = status.extra.get(ANSWERED_AT)
-        self._begin("scheduler", status.reason or "the scheduler cannot be asked right now")
+        self._unreachable_at = seen.answered_at
+        reason = seen.status.reason or "the scheduler cannot be asked right now"
+        self._begin("scheduler", reason)
 
-    def answered(self, status: JobStatus) -> None:
+    def answered(self, seen: Observation) -> None:
         """A scheduler's answer: after a "cannot be asked" one, the outage is over."""
-        at = status.extra.get(ANSWERED_AT)
-        last = self._unreachable_at
-        newer = not isinstance(last, (int, float)) or (isinstance(at, (int, float)) and at > last)
-        if self.kind == "scheduler" and isinstance(at, (int, float)) and newer:
+        at, last = seen.answered_at, self._unreachable_at
+        if self.kind != "scheduler" or seen.source is not Source.SCHEDULER or at is None:
+            return
+        if last is None or at > last:
             self._over()
 
     def passed(self) -> None:
@@ -302,11 +302,11 @@ def _guarded(
 ) -> bool:
     """Take one round; False when it could not be taken (an outage: noted)."""
     try:
-        statuses = round_(job_ids)
+        observed = round_(job_ids)
     except OUTAGE_ERRORS as exc:
         outage.failed(exc)
         return False
-    _take(progress, statuses, plan, waiter, outage)
+    _take(progress, observed, plan, waiter, outage)
     return True
 
 
@@ -339,24 +339,25 @@ def _full_gap(plan: WaitPlan, pending: int, hearing: bool) -> float:
 
 def _take(
     progress: _Progress,
-    statuses: Dict[str, JobStatus],
+    observed: Dict[str, Observation],
     plan: WaitPlan,
     waiter: Waiter,
     outage: Outage,
 ) -> None:
     """Note what changed; call ``on_change`` for each job whose state changed; tell the
     waiter the jobs that ended (it may not hear them: ``Waiter.settled``)."""
-    progress.latest.update(statuses)
+    progress.latest.update((job_id, seen.status) for job_id, seen in observed.items())
     ended: List[str] = []
-    for job_id in [job_id for job_id in statuses if job_id in progress.pending]:
-        status = statuses[job_id]
+    for job_id in [job_id for job_id in observed if job_id in progress.pending]:
+        seen = observed[job_id]
+        status = seen.status
         if status.state is JobState.UNKNOWN:
-            if status.extra.get(SCHEDULER_UNREACHABLE) and not status.extra.get(UNREACHABLE_LASTS):
-                outage.unreachable(status)  # ridden out, not counted
+            if seen.reach is Reach.OUT_FOR_NOW:
+                outage.unreachable(seen)  # ridden out, not counted
             else:
-                _count_unknown(progress, job_id, status, plan)
+                _count_unknown(progress, job_id, seen, plan)
             continue
-        outage.answered(status)
+        outage.answered(seen)
         progress.unknown_streak[job_id] = 0
         if progress.last_seen.get(job_id) is not status.state:
             progress.last_seen[job_id] = status.state
@@ -369,18 +370,18 @@ def _take(
     waiter.settled(ended)
 
 
-def _count_unknown(progress: _Progress, job_id: str, status: JobStatus, plan: WaitPlan) -> None:
-    answered = status.extra.get(ANSWERED_AT, object())  # no stamp: a new answer each time
-    if answered is None:
+def _count_unknown(progress: _Progress, job_id: str, seen: Observation, plan: WaitPlan) -> None:
+    if seen.source is Source.KNOWN:
         return  # no answer yet (the poller has not asked about this job)
-    if job_id in progress.counted and progress.counted[job_id] == answered:
+    answered = seen.answered_at  # None: not stamped, a new answer each time
+    if answered is not None and progress.counted.get(job_id) == answered:
         return  # the same answer again, between two rounds
     progress.counted[job_id] = answered
     streak = progress.unknown_streak.get(job_id, 0) + 1
     progress.unknown_streak[job_id] = streak
     if streak >= plan.unknown_limit:
+        reason = seen.status.reason or "not in queue, history or job folder"
         raise JobNotFoundError(
             f"{plan.scheduler_name} job {job_id} could not be observed {streak} times in a row "
-            f"({status.reason or 'not in queue, history or job folder'}); check the id, "
-            "or the scheduler's own history"
+            f"({reason}); check the id, or the scheduler's own history"
         )

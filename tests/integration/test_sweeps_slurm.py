@@ -30,6 +30,7 @@ from hpcbridge.schedulers.sweeping import Sweep
 from hpcbridge.store import JobStore
 from hpcbridge.sweep_store import SweepBook
 from tests.conftest import REPO
+from tests.support.pairs import PAIRS, add_pairs
 from tests.support.slurm_clusters import (
     TARGETS,
     cluster_for,
@@ -40,7 +41,6 @@ from tests.support.slurm_clusters import (
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 CAP = 50
-PAIRS = 300  # 600 jobs
 SSH_USER = os.environ.get("HPCBRIDGE_SSH_TEST_USER", "hpcbtest")
 #: squeue's states of a job that counts against MaxSubmitJobs (not ended yet)
 QUEUED = "PENDING,RUNNING,CONFIGURING,COMPLETING,SUSPENDED,REQUEUED,RESIZING"
@@ -111,11 +111,6 @@ def scripts(folder: Path, ran: str) -> Dict[str, str]:
     return made
 
 
-def add_pairs(sweep: Sweep, made: Dict[str, str]) -> None:
-    hellos = sweep.add([(made["hello"], [str(i)]) for i in range(PAIRS)], {"time": "5"})
-    sweep.add([(made["bye"], [str(i)]) for i in range(PAIRS)], {"time": "5"}, after=hellos)
-
-
 def assert_each_once(ran: str) -> None:
     lines = sorted(Path(ran).read_text().splitlines())
     wanted = sorted(f"{word} {i}" for word in ("hello", "bye") for i in range(PAIRS))
@@ -145,7 +140,7 @@ FEEDER = textwrap.dedent(
     import sys
     from hpcbridge import get_scheduler_adapter
     from hpcbridge.schedulers.sweeping import Sweep
-    from tests.integration.test_sweeps_slurm import add_pairs
+    from tests.support.pairs import add_pairs
     hello, bye = sys.argv[1:3]
     sweep = Sweep(get_scheduler_adapter(), "killed")
     add_pairs(sweep, {"hello": hello, "bye": bye})

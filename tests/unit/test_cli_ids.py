@@ -10,6 +10,7 @@ from hpcbridge import JobState, JobStatus, factory
 from hpcbridge.cli import main
 from hpcbridge.cli.targets import Narrowing, recorded_forms, records_of
 from hpcbridge.schedulers.flux.ids import canonical_job_id
+from hpcbridge.schedulers.observation import Observation
 from hpcbridge.store import JobRecord, JobStore
 
 FLUX_ID = "\u0192cAyxmV"  # ƒcAyxmV
@@ -42,6 +43,11 @@ class FakeAdapter:
     def get_job_statuses(self, job_ids):
         self.asked.extend(job_ids)
         return {self.normalize_job_id(j): self._status(self.normalize_job_id(j)) for j in job_ids}
+
+    def observe(self, job_ids):
+        return {
+            job_id: Observation(status) for job_id, status in self.get_job_statuses(job_ids).items()
+        }
 
     def get_job_status(self, job_id):
         return self._status(self.normalize_job_id(job_id))

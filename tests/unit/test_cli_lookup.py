@@ -3,11 +3,13 @@
 from hpcbridge import JobNotFoundError, JobState, JobStatus, SchedulerUnavailableError
 from hpcbridge.cli.exits import EXIT_NOT_FOUND, EXIT_UNAVAILABLE, exit_code_for
 from hpcbridge.cli.lookup import not_found_error
-from hpcbridge.schedulers.driver import unreachable
+from hpcbridge.schedulers.observation import Observation, out_of_reach
 
 
 def test_no_trace_is_not_found() -> None:
-    statuses = {"999": JobStatus("999", JobState.UNKNOWN, reason="not in squeue or sacct")}
+    statuses = {
+        "999": Observation(JobStatus("999", JobState.UNKNOWN, reason="not in squeue or sacct"))
+    }
     error = not_found_error("slurm", ["999"], statuses)
     assert isinstance(error, JobNotFoundError)
     assert exit_code_for(error) == EXIT_NOT_FOUND
@@ -15,7 +17,7 @@ def test_no_trace_is_not_found() -> None:
 
 
 def test_a_scheduler_that_could_not_be_asked_is_unavailable_not_not_found() -> None:
-    statuses = {"999": unreachable("999", "squeue failed: Unable to contact slurm controller")}
+    statuses = {"999": out_of_reach("999", "squeue failed: Unable to contact slurm controller")}
     error = not_found_error("slurm", ["999"], statuses)
     assert isinstance(error, SchedulerUnavailableError)
     assert exit_code_for(error) == EXIT_UNAVAILABLE

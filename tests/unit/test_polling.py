@@ -11,9 +11,8 @@ from typing import Dict, List
 import pytest
 
 from hpcbridge.model import JobState, JobStatus
-from hpcbridge.schedulers.driver import unreachable
+from hpcbridge.schedulers.observation import Observation, out_of_reach
 from hpcbridge.schedulers.polling import PollBoard, Poller
-from hpcbridge.schedulers.waiting import ANSWERED_AT
 from hpcbridge.store import JobStore
 
 
@@ -25,10 +24,10 @@ class Scheduler:
         self.states: Dict[str, JobState] = {}
         self.delay = delay
 
-    def query(self, job_ids: List[str]) -> Dict[str, JobStatus]:
+    def query(self, job_ids: List[str]) -> Dict[str, Observation]:
         self.rounds.append(list(job_ids))
         time.sleep(self.delay)
-        return {i: JobStatus(i, self.states.get(i, JobState.RUNNING)) for i in job_ids}
+        return {i: Observation(JobStatus(i, self.states.get(i, JobState.RUNNING))) for i in job_ids}
 
 
 @pytest.fixture
@@ -46,7 +45,7 @@ def test_alone_one_round_per_interval() -> None:
     time.sleep(0.25)
     poller.ask(["1"])
     assert len(scheduler.rounds) == 2
-    assert answers["1"].extra[ANSWERED_AT] > 0
+    assert answers["1"].answered_at > 0  # type: ignore[operator]
 
 
 def test_two_waiters_share_one_round(board: PollBoard, tmp_path: Path) -> None:
@@ -138,9 +137,9 @@ def test_a_slow_scheduler_is_asked_less_often(monkeypatch: pytest.MonkeyPatch) -
 def test_failures_do_not_slow_the_rate(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("hpcbridge.schedulers.polling.SLOW_AFTER", 0.01)
 
-    def down(job_ids: List[str]) -> Dict[str, JobStatus]:
+    def down(job_ids: List[str]) -> Dict[str, Observation]:
         time.sleep(0.05)
-        return {i: unreachable(i, "Unable to contact slurm controller") for i in job_ids}
+        return {i: out_of_reach(i, "Unable to contact slurm controller") for i in job_ids}
 
     poller = Poller(down, interval=0.1)
     poller.ask(["1"])

@@ -16,6 +16,7 @@ from hpcbridge.config import Settings
 from hpcbridge.errors import ConfigurationError
 from hpcbridge.model import JobState, JobStatus
 from hpcbridge.schedulers import polling
+from hpcbridge.schedulers.observation import Observation
 from hpcbridge.schedulers.polling import PollBoard, Poller
 from hpcbridge.site_config import parse_site_settings
 from hpcbridge.store import JobStore
@@ -25,9 +26,9 @@ class Scheduler:
     def __init__(self) -> None:
         self.rounds: List[List[str]] = []
 
-    def query(self, job_ids: List[str]) -> Dict[str, JobStatus]:
+    def query(self, job_ids: List[str]) -> Dict[str, Observation]:
         self.rounds.append(list(job_ids))
-        return {i: JobStatus(i, JobState.RUNNING) for i in job_ids}
+        return {i: Observation(JobStatus(i, JobState.RUNNING)) for i in job_ids}
 
 
 @pytest.fixture(autouse=True)

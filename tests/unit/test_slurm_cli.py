@@ -16,7 +16,7 @@ from hpcbridge.errors import (
 from hpcbridge.jobscript import PreparedJob
 from hpcbridge.model import JobState
 from hpcbridge.resources import Resources
-from hpcbridge.schedulers.driver import PartialSubmissionError, SubmitBatch, Submitted
+from hpcbridge.schedulers.driver import NotAskedNow, PartialSubmissionError, SubmitBatch, Submitted
 from hpcbridge.schedulers.slurm import submission
 from hpcbridge.schedulers.slurm.cli import SlurmCliDriver
 from hpcbridge.transports.base import CommandResult
@@ -317,13 +317,12 @@ def test_query_invalid_job_id_means_not_in_queue() -> None:
     assert cli(executor).query(["6"])["6"].state is JobState.COMPLETED
 
 
-def test_query_controller_down_is_unknown_for_all() -> None:
+def test_query_controller_down_is_not_asked_now_for_all() -> None:
     err = "slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n"
     executor = ScriptedExecutor(squeue=(1, "", err), sacct=(0, SACCT_OUT, ""))
-    found = cli(executor).query(["5", "6"])
-    assert {status.state for status in found.values()} == {JobState.UNKNOWN}
-    assert "Unable to contact slurm controller" in found["6"].reason
-    assert len(executor.calls) == 1
+    with pytest.raises(NotAskedNow, match="Unable to contact slurm controller"):
+        cli(executor).query(["5", "6"])
+    assert len(executor.calls) == 1  # sacct is not asked in its place
 
 
 def test_accounting_off_is_no_history_logged_once(caplog: pytest.LogCaptureFixture) -> None:

@@ -17,7 +17,7 @@ from hpcbridge.errors import JobSubmissionError, SchedulerAdapterError, Schedule
 from hpcbridge.jobscript import PreparedJob
 from hpcbridge.model import JobState
 from hpcbridge.resources import Resources
-from hpcbridge.schedulers.driver import SCHEDULER_UNREACHABLE, SubmitBatch, Submitted
+from hpcbridge.schedulers.driver import NotAskedNow, SubmitBatch, Submitted
 from hpcbridge.schedulers.slurm import native, pyslurm_jobs, pyslurm_loading, submission
 from hpcbridge.schedulers.slurm.cli import SlurmCliDriver
 from hpcbridge.transports.base import CommandResult
@@ -189,23 +189,20 @@ def test_a_record_naming_its_task_wins_over_task_zero_by_elimination() -> None:
         assert found["50_0"].state is JobState.COMPLETED
 
 
-def test_folded_exit_code_is_marked_and_unfolded() -> None:
+def test_folded_exit_code_is_told_and_unfolded() -> None:
     folded = native.status_from_job(fake_job(state="FAILED", exit_code=2, end_time=1))
-    assert folded.extra.get(pyslurm_jobs.EXIT_CODE_FOLDED) and folded.exit_code == 2
-    assert pyslurm_jobs.unfold_exit_code(folded, 130).exit_code == 130
-    assert not pyslurm_jobs.unfold_exit_code(folded, 130).extra.get(pyslurm_jobs.EXIT_CODE_FOLDED)
-    assert pyslurm_jobs.unfold_exit_code(folded, 2).exit_code == 2
-    assert pyslurm_jobs.unfold_exit_code(folded, 7).exit_code == 2  # not this job's record
-    assert pyslurm_jobs.unfold_exit_code(folded, None).exit_code == 2
+    assert pyslurm_jobs.may_be_folded(folded) and folded.exit_code == 2
+    assert pyslurm_jobs.unfolded(folded, 130).exit_code == 130  # type: ignore[union-attr]
+    assert pyslurm_jobs.unfolded(folded, 2).exit_code == 2  # type: ignore[union-attr]
+    assert pyslurm_jobs.unfolded(folded, 7) is None  # not this job's record
+    assert pyslurm_jobs.unfolded(folded, None) is None
     # exit 128 comes back as 0 with FAILED; a COMPLETED 0 and a signal are certain
-    assert native.status_from_job(fake_job(state="FAILED", end_time=1)).extra.get(
-        pyslurm_jobs.EXIT_CODE_FOLDED
-    )
+    assert pyslurm_jobs.may_be_folded(native.status_from_job(fake_job(state="FAILED", end_time=1)))
     for certain in (
         fake_job(state="COMPLETED", end_time=1),
         fake_job(state="CANCELLED", exit_code=0, exit_code_signal=15, end_time=1),
     ):
-        assert not native.status_from_job(certain).extra.get(pyslurm_jobs.EXIT_CODE_FOLDED)
+        assert not pyslurm_jobs.may_be_folded(native.status_from_job(certain))
 
 
 def test_iter_jobs_over_collections() -> None:
@@ -619,8 +616,8 @@ def test_native_query_live_then_history() -> None:
 
 def test_native_query_controller_down_and_no_accounting() -> None:
     down = driver_with(fake_pyslurm(jobs=RPCError("Unable to contact slurm controller")))
-    answer = down.query(["5"])["5"]
-    assert answer.state is JobState.UNKNOWN and answer.extra.get(SCHEDULER_UNREACHABLE)
+    with pytest.raises(NotAskedNow, match="Unable to contact slurm controller"):
+        down.query(["5"])
     no_db = driver_with(fake_pyslurm(jobs={}, history=RPCError("no slurmdbd")))
     assert no_db.query(["5"])["5"].state is JobState.UNKNOWN
 

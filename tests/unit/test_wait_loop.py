@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import Collection, Dict, List, Set
 
 import pytest
@@ -15,9 +16,8 @@ import pytest
 from hpcbridge.errors import HostKeyError, JobNotFoundError, JobTimeoutError, TransportError
 from hpcbridge.model import JobState, JobStatus
 from hpcbridge.schedulers import waiting
-from hpcbridge.schedulers.driver import unreachable
+from hpcbridge.schedulers.observation import Observation, out_of_reach
 from hpcbridge.schedulers.waiting import (
-    ANSWERED_AT,
     HEARING_GAP,
     Sleeper,
     StatusRound,
@@ -25,6 +25,11 @@ from hpcbridge.schedulers.waiting import (
     _full_gap,
     wait_for_all,
 )
+
+
+def seen(job_id: str, state: JobState) -> Observation:
+    """The scheduler's answer: ``job_id`` is ``state``."""
+    return Observation(JobStatus(job_id, state))
 
 
 class Waiter:
@@ -52,16 +57,16 @@ def test_the_waiter_comes_before_the_first_round_and_a_heard_end_is_asked_alone(
     asked: List[List[str]] = []
     waiters: List[Waiter] = []
 
-    def status_round(pending: List[str]) -> Dict[str, JobStatus]:
+    def status_round(pending: List[str]) -> Dict[str, Observation]:
         events.append("round")
         asked.append(sorted(pending))
         state = {"a": JobState.COMPLETED, "b": JobState.RUNNING}
-        return {job_id: JobStatus(job_id, state[job_id]) for job_id in pending}
+        return {job_id: seen(job_id, state[job_id]) for job_id in pending}
 
-    def heard_round(ended: List[str]) -> Dict[str, JobStatus]:
+    def heard_round(ended: List[str]) -> Dict[str, Observation]:
         events.append("heard")
         asked.append(sorted(ended))
-        return {job_id: JobStatus(job_id, JobState.COMPLETED) for job_id in ended}
+        return {job_id: seen(job_id, JobState.COMPLETED) for job_id in ended}
 
     def make_waiter(job_ids: List[str]) -> Waiter:
         waiters.append(Waiter(events, events))
@@ -92,12 +97,12 @@ def test_a_waiter_hearing_every_end_leaves_one_full_round() -> None:
     jobs = [f"j{index}" for index in range(300)]
     rounds: List[int] = []
 
-    def status_round(pending: List[str]) -> Dict[str, JobStatus]:
+    def status_round(pending: List[str]) -> Dict[str, Observation]:
         rounds.append(len(pending))
-        return {job_id: JobStatus(job_id, JobState.RUNNING) for job_id in pending}
+        return {job_id: seen(job_id, JobState.RUNNING) for job_id in pending}
 
-    def heard_round(ended: List[str]) -> Dict[str, JobStatus]:
-        return {job_id: JobStatus(job_id, JobState.COMPLETED) for job_id in ended}
+    def heard_round(ended: List[str]) -> Dict[str, Observation]:
+        return {job_id: seen(job_id, JobState.COMPLETED) for job_id in ended}
 
     # 300 jobs heard ending ten a pause, at once.
     plan = WaitPlan("test", timeout=60, notice_interval=0.0, files=False)
@@ -150,15 +155,15 @@ def test_a_job_ended_by_its_file_is_told_to_the_waiter_which_then_hears_every_en
     file_rounds: List[int] = []
     waiters: List[HearingAllBut] = []
 
-    def file_round(pending: List[str]) -> Dict[str, JobStatus]:
+    def file_round(pending: List[str]) -> Dict[str, Observation]:
         file_rounds.append(len(pending))
-        return {"j0": JobStatus("j0", JobState.COMPLETED)} if "j0" in pending else {}
+        return {"j0": seen("j0", JobState.COMPLETED)} if "j0" in pending else {}
 
-    def status_round(pending: List[str]) -> Dict[str, JobStatus]:
-        return {job_id: JobStatus(job_id, JobState.RUNNING) for job_id in pending}
+    def status_round(pending: List[str]) -> Dict[str, Observation]:
+        return {job_id: seen(job_id, JobState.RUNNING) for job_id in pending}
 
-    def heard_round(ended: List[str]) -> Dict[str, JobStatus]:
-        return {job_id: JobStatus(job_id, JobState.COMPLETED) for job_id in ended}
+    def heard_round(ended: List[str]) -> Dict[str, Observation]:
+        return {job_id: seen(job_id, JobState.COMPLETED) for job_id in ended}
 
     def make_waiter(job_ids: List[str]) -> HearingAllBut:
         waiters.append(HearingAllBut(job_ids, "j0"))
@@ -196,11 +201,11 @@ def test_ends_heard_when_a_full_tick_is_due_are_taken_from_the_waiters_events() 
     # the heard ends must not wait for its next real question.
     waiters: List[HearsOnce] = []
 
-    def status_round(pending: List[str]) -> Dict[str, JobStatus]:
-        return {job_id: JobStatus(job_id, JobState.RUNNING) for job_id in pending}
+    def status_round(pending: List[str]) -> Dict[str, Observation]:
+        return {job_id: seen(job_id, JobState.RUNNING) for job_id in pending}
 
-    def heard_round(ended: List[str]) -> Dict[str, JobStatus]:
-        return {job_id: JobStatus(job_id, JobState.COMPLETED) for job_id in ended}
+    def heard_round(ended: List[str]) -> Dict[str, Observation]:
+        return {job_id: seen(job_id, JobState.COMPLETED) for job_id in ended}
 
     def make_waiter(job_ids: List[str]) -> HearsOnce:
         waiters.append(HearsOnce(job_ids))
@@ -240,7 +245,7 @@ def failing(times: int, error: Exception, then: StatusRound) -> StatusRound:
     """A round that raises ``error`` ``times`` times, then answers as ``then``."""
     calls: List[int] = []
 
-    def round_(pending: List[str]) -> Dict[str, JobStatus]:
+    def round_(pending: List[str]) -> Dict[str, Observation]:
         calls.append(1)
         if len(calls) <= times:
             raise error
@@ -250,7 +255,7 @@ def failing(times: int, error: Exception, then: StatusRound) -> StatusRound:
 
 
 def answering(state: JobState) -> StatusRound:
-    return lambda pending: {job_id: JobStatus(job_id, state) for job_id in pending}
+    return lambda pending: {job_id: seen(job_id, state) for job_id in pending}
 
 
 def test_a_status_round_failing_for_a_while_is_ridden_out_with_back_off(
@@ -307,7 +312,7 @@ def test_the_deadline_reached_during_an_outage_says_so(quick_outages: None) -> N
 def test_an_error_retrying_cannot_fix_ends_the_wait_at_once(quick_outages: None) -> None:
     rounds: List[int] = []
 
-    def status_round(pending: List[str]) -> Dict[str, JobStatus]:
+    def status_round(pending: List[str]) -> Dict[str, Observation]:
         rounds.append(1)
         raise HostKeyError("HOST KEY CHANGED for [login]:22")
 
@@ -317,22 +322,22 @@ def test_an_error_retrying_cannot_fix_ends_the_wait_at_once(quick_outages: None)
     assert rounds == [1]
 
 
-def stamped(status: JobStatus) -> JobStatus:
+def stamped(seen: Observation) -> Observation:
     """As the poller gives it: with the time of the answer."""
-    return status.with_(extra={**status.extra, ANSWERED_AT: time.time()})
+    return replace(seen, answered_at=time.time())
 
 
 def test_a_scheduler_that_cannot_be_asked_right_now_is_ridden_out(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     # Five such answers with an UNKNOWN budget of two: not counted.
-    answers: List[JobStatus] = [
-        JobStatus("7", JobState.RUNNING),
-        *[unreachable("7", "squeue failed: Unable to contact slurm controller")] * 5,
-        JobStatus("7", JobState.COMPLETED),
+    answers: List[Observation] = [
+        seen("7", JobState.RUNNING),
+        *[out_of_reach("7", "squeue failed: Unable to contact slurm controller")] * 5,
+        seen("7", JobState.COMPLETED),
     ]
 
-    def status_round(pending: List[str]) -> Dict[str, JobStatus]:
+    def status_round(pending: List[str]) -> Dict[str, Observation]:
         return {"7": stamped(answers.pop(0))}
 
     plan = WaitPlan("slurm", timeout=60, unknown_limit=2, notice_interval=0.0, files=False)
@@ -346,8 +351,8 @@ def test_a_scheduler_that_cannot_be_asked_right_now_is_ridden_out(
 def test_a_scheduler_that_cannot_be_used_from_here_counts_towards_the_streak() -> None:
     reason = "cannot reach the flux scheduler: flux not found; set HPCBRIDGE_FLUX_COMMAND"
 
-    def status_round(pending: List[str]) -> Dict[str, JobStatus]:
-        return {"7": stamped(unreachable("7", reason, lasting=True))}
+    def status_round(pending: List[str]) -> Dict[str, Observation]:
+        return {"7": stamped(out_of_reach("7", reason, lasting=True))}
 
     plan = WaitPlan("flux", timeout=60, unknown_limit=3, notice_interval=0.0, files=False)
     with pytest.raises(JobNotFoundError, match="3 times in a row .*HPCBRIDGE_FLUX_COMMAND"):
@@ -373,8 +378,8 @@ def test_a_waiter_whose_events_fail_is_given_up_for_plain_ticks(quick_outages: N
     waiters: List[FailingEvents] = []
     states = [JobState.RUNNING, JobState.RUNNING, JobState.COMPLETED]
 
-    def status_round(pending: List[str]) -> Dict[str, JobStatus]:
-        return {job_id: JobStatus(job_id, states.pop(0)) for job_id in pending}
+    def status_round(pending: List[str]) -> Dict[str, Observation]:
+        return {job_id: seen(job_id, states.pop(0)) for job_id in pending}
 
     def make_waiter(job_ids: List[str]) -> FailingEvents:
         waiters.append(FailingEvents(job_ids))

@@ -24,7 +24,7 @@ from ...model import JobStatus
 from ...retrying import Deadline, retry
 from ...transports.base import CommandResult, Executor
 from ..adoption import CannotAsk, adopt_or_resubmit, look_up
-from ..driver import Planned, SubmitBatch, Submitted, unreachable
+from ..driver import NotAskedNow, Planned, SubmitBatch, Submitted
 from . import control, limits, messages, status, submission
 from .batches import (
     CAPABILITIES,
@@ -64,8 +64,8 @@ class SlurmCliDriver:
         where the login environment lacks it (an SSH session without a login
         shell).  ``max_array_size`` overrides the cluster's ``MaxArraySize``.
         ``query_retries``: seconds a question to a busy controller is asked again
-        for (default: 10, or the command timeout if shorter); past them the answer
-        is "unreachable" and the wait loop rides the outage out at its own pace.
+        for (default: 10, or the command timeout if shorter); past them ``query``
+        raises ``NotAskedNow`` and the wait loop rides the outage out at its own pace.
         ``light_rounds``: whether squeue has ``--only-job-state`` (``None``: from
         Slurm's version, asked once).  ``limit_cache``: where the cap on queued jobs
         is kept for the user's other processes (``queue_limit``)."""
@@ -275,7 +275,7 @@ class SlurmCliDriver:
         Where the release has it (23.11.5+), the light ``--only-job-state`` round
         comes first and the full fields are asked only for the jobs whose state
         changed since the last round.  When squeue itself fails (controller down
-        or restarting, past the retries) every id is unreachable with squeue's words.
+        or restarting, past the retries), ``NotAskedNow`` with squeue's words.
         """
         ids = list(dict.fromkeys(job_ids))
         if not ids:
@@ -302,8 +302,7 @@ class SlurmCliDriver:
             elif not messages.is_invalid_job_id(result.message()):
                 # e.g. "slurm_load_jobs error: Unable to contact slurm controller
                 # (connect failure)" while slurmctld restarts.
-                reason = f"squeue failed: {messages.scheduler_message(result.message())}"
-                return {job_id: unreachable(job_id, reason) for job_id in ids}
+                raise NotAskedNow(f"squeue failed: {messages.scheduler_message(result.message())}")
         missing = [job_id for job_id in ids if job_id not in answers]
         if missing:
             answers.update(self.history(missing))

@@ -26,12 +26,12 @@ from ...transports.base import Executor
 from ..adoption import adopt_or_resubmit
 from ..driver import (
     DriverChoice,
+    NotAskedNow,
     Planned,
     SchedulerDriver,
     SubmitBatch,
     Submitted,
     choose_driver,
-    unreachable,
 )
 from ..tracking import exit_code_from_file
 from . import libslurm_output, messages
@@ -39,13 +39,13 @@ from .batches import CAPABILITIES, NOT_FOUND, plan_batch, planned_spec, submit_b
 from .cli import ADOPTION_BUDGET, SlurmCliDriver
 from .ids import split_job_id
 from .pyslurm_jobs import (
-    EXIT_CODE_FOLDED,
     iter_jobs,
     job_ids_of,
+    may_be_folded,
     status_from_job,
     statuses_from_jobs,
     submit_description_kwargs,
-    unfold_exit_code,
+    unfolded,
 )
 from .pyslurm_loading import (
     PYSLURM_SKIP_REASON,
@@ -227,8 +227,7 @@ class SlurmNativeDriver:
                 what="pyslurm.Jobs.load",
             )
         except Exception as exc:  # RPCError: slurmctld down or restarting, past the retries
-            reason = f"slurmctld query failed: {exc}"
-            return {job_id: unreachable(job_id, reason) for job_id in ids}
+            raise NotAskedNow(f"slurmctld query failed: {exc}") from exc
         answers = statuses_from_jobs(iter_jobs(live), ids)
         missing = [job_id for job_id in ids if job_id not in answers]
         if missing:
@@ -251,19 +250,22 @@ class SlurmNativeDriver:
 
     def _unfold_exit_codes(self, answers: Dict[str, JobStatus]) -> None:
         """Exit codes pyslurm folded (143 -> 15): the exit-code file's, else the CLI's."""
-        folded = [
-            job_id for job_id, status in answers.items() if status.extra.get(EXIT_CODE_FOLDED)
-        ]
         unresolved: List[str] = []
-        for job_id in folded:
-            recorded = self._recorded_exit_code(job_id)
-            answers[job_id] = unfold_exit_code(answers[job_id], recorded)
-            if answers[job_id].extra.get(EXIT_CODE_FOLDED):
+        for job_id in [job_id for job_id, status in answers.items() if may_be_folded(status)]:
+            settled = unfolded(answers[job_id], self._recorded_exit_code(job_id))
+            if settled is None:
                 unresolved.append(job_id)
-        if unresolved:
+            else:
+                answers[job_id] = settled
+        if not unresolved:
+            return
+        try:
             from_cli = self.cli.query(unresolved)
-            for job_id in unresolved:
-                answers[job_id] = unfold_exit_code(answers[job_id], from_cli[job_id].exit_code)
+        except NotAskedNow:
+            return  # pyslurm's codes stand until a later round
+        for job_id in unresolved:
+            settled = unfolded(answers[job_id], from_cli[job_id].exit_code)
+            answers[job_id] = settled or answers[job_id]
 
     def _recorded_exit_code(self, job_id: str) -> Optional[int]:
         path = self._exit_files.get(job_id)

@@ -16,9 +16,6 @@ from .states import map_state, settled
 from .status import KEY_PREFIX
 from .submission import SubmitSpec, dependency_text
 
-#: ``JobStatus.extra`` key: pyslurm's exit code may be 128 below the real one
-EXIT_CODE_FOLDED = "exit_code_folded"
-
 
 def submit_description_kwargs(spec: SubmitSpec) -> Dict[str, Any]:
     """``pyslurm.JobSubmitDescription`` keyword arguments for one submission.
@@ -110,7 +107,7 @@ def exit_code_of(job: Any) -> Optional[int]:
 
     pyslurm reports a signal as ``exit_code_signal`` (shown as 128+N), but
     folds an exit status of 128 or more down by 128 with signal 0 (143 -> 15):
-    such a code is marked ``EXIT_CODE_FOLDED`` by ``status_from_job``.
+    such a code is told by ``may_be_folded``.
     """
     signal = getattr(job, "exit_code_signal", None) or 0
     code = getattr(job, "exit_code", None)
@@ -124,17 +121,9 @@ def status_from_job(job: Any, job_id: Optional[str] = None) -> JobStatus:
     native = str(getattr(job, "state", "") or "")
     state = map_state(native)
     exit_code = exit_code_of(job) if state.is_terminal else None
-    # exit 128 comes back as 0: only a plain COMPLETED 0 is certain
-    folded = (
-        exit_code is not None
-        and not getattr(job, "exit_code_signal", None)
-        and not (exit_code == 0 and native.startswith("COMPLETED"))
-    )
     reason = str(getattr(job, "state_reason", "") or "")
     ids = job_ids_of(job)
     extra: Dict[str, Any] = {"raw_id": str(getattr(job, "id", ""))}
-    if folded:
-        extra[EXIT_CODE_FOLDED] = True
     status = JobStatus(
         job_id=job_id or (ids[0] if ids else str(getattr(job, "id", ""))),
         state=state,
@@ -148,12 +137,23 @@ def status_from_job(job: Any, job_id: Optional[str] = None) -> JobStatus:
     return settled(status)
 
 
-def unfold_exit_code(status: JobStatus, recorded: Optional[int]) -> JobStatus:
-    """The folded code replaced by the wrapper's own record, where the two agree."""
+def may_be_folded(status: JobStatus) -> bool:
+    """Whether pyslurm may have folded this end's exit code (143 -> 15, 128 -> 0): any
+    code under 128 but a COMPLETED 0 (a signal comes as 128 + N: certain)."""
+    code = status.exit_code
+    return (
+        code is not None
+        and code < 128
+        and not (code == 0 and status.native_state.startswith("COMPLETED"))
+    )
+
+
+def unfolded(status: JobStatus, recorded: Optional[int]) -> Optional[JobStatus]:
+    """The status with the code ``recorded`` elsewhere (the wrapper's file, sacct) where
+    that is the folded one's (``recorded % 128``); ``None`` when it does not settle it."""
     if recorded is None or status.exit_code is None or recorded % 128 != status.exit_code:
-        return status
-    extra = {key: value for key, value in status.extra.items() if key != EXIT_CODE_FOLDED}
-    return status.with_(exit_code=recorded, extra=extra)
+        return None
+    return status.with_(exit_code=recorded)
 
 
 def iter_jobs(collection: Any) -> Iterator[Any]:

@@ -1,0 +1,75 @@
+"""What one look at a job found, typed: its status, where it came from, when the
+scheduler gave it and whether the scheduler could be asked at all.
+
+An ``Observation`` travels from a driver's answer (``tracking.ask``) through the
+shared poll (``polling``), the tracker's merge (``tracking``) and the wait loop
+(``waiting``); callers outside get its ``status``, a ``JobStatus`` that carries no
+control signal.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+from typing import Dict, Mapping, Optional
+
+from ..model import JobState, JobStatus
+
+
+class Source(enum.Enum):
+    """Where an observation's status came from."""
+
+    #: the scheduler's answer (or, when it could not be asked, the words saying so)
+    SCHEDULER = "scheduler"
+    #: the wrapper's exit-code file alone (a quick notice of an end)
+    EXIT_FILE = "exit file"
+    #: nothing new: what was known before (the store, an earlier round)
+    KNOWN = "known"
+
+
+class Reach(enum.Enum):
+    """Whether the scheduler could be asked."""
+
+    #: it answered
+    ANSWERED = "answered"
+    #: not right now (a controller restarting): a wait rides it out, and no exit-code
+    #: file stands in for its word (a file cannot tell a time limit or a cancel)
+    OUT_FOR_NOW = "out for now"
+    #: not from here until something changes (no command, a bad setting): UNKNOWN
+    UNUSABLE = "unusable"
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One job's status as seen, and how it was seen."""
+
+    status: JobStatus
+    source: Source = Source.SCHEDULER
+    #: when the scheduler gave this answer (epoch seconds, stamped by the poller);
+    #: ``None``: not stamped (a direct question: each one a new answer)
+    answered_at: Optional[float] = None
+    reach: Reach = Reach.ANSWERED
+
+    @property
+    def job_id(self) -> str:
+        return self.status.job_id
+
+    @property
+    def out_of_reach(self) -> bool:
+        """The scheduler could not be asked (now or at all): the status is UNKNOWN."""
+        return self.reach is not Reach.ANSWERED
+
+    def with_status(self, status: JobStatus) -> Observation:
+        return replace(self, status=status)
+
+
+def out_of_reach(job_id: str, reason: str, lasting: bool = False) -> Observation:
+    """UNKNOWN: the scheduler could not be asked (``lasting``: nor will it be until
+    something is changed here)."""
+    status = JobStatus(job_id, JobState.UNKNOWN, reason=reason)
+    return Observation(status, reach=Reach.UNUSABLE if lasting else Reach.OUT_FOR_NOW)
+
+
+def statuses_of(observed: Mapping[str, Observation]) -> Dict[str, JobStatus]:
+    """The statuses alone, as callers outside see them."""
+    return {job_id: observation.status for job_id, observation in observed.items()}
