@@ -9,6 +9,7 @@ before anything is staged or submitted.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from dataclasses import asdict, dataclass
 from datetime import timedelta
@@ -92,6 +93,14 @@ class Resources:
 
     def to_dict(self) -> Dict[str, Any]:
         return {key: value for key, value in asdict(self).items() if value is not None}
+
+    def as_request(self) -> Dict[str, Any]:
+        """The keys asked for, in a form ``from_mapping`` takes back unchanged (the time
+        as text: ``120.0s``, ``UNLIMITED``) - what a sweep stores of a step."""
+        request = self.to_dict()
+        if self.time is not None:
+            request["time"] = "UNLIMITED" if math.isinf(self.time) else f"{self.time!r}s"
+        return request
 
     @property
     def slots(self) -> int:

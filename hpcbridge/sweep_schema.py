@@ -64,7 +64,9 @@ SILENT_AFTER = 120.0
 
 @dataclass(frozen=True)
 class Step:
-    """What the tasks of one ``add`` share (as the caller gave it: re-validated on use)."""
+    """What the tasks of one ``add`` share: the resources as validated then (the
+    settings' defaults in them; older sweeps: as the caller gave them), the
+    scheduler's options as given (checked again on use), the outside parents."""
 
     resources: Mapping[str, Any] = field(default_factory=dict)
     options: Mapping[str, Any] = field(default_factory=dict)

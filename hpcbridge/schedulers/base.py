@@ -163,9 +163,12 @@ class SchedulerAdapter(ABC):
 
     # -- submission -------------------------------------------------------
 
-    def validate_resources(self, resources: Optional[Mapping[str, Any]]) -> Resources:
+    def validate_resources(self, resources: Union[None, Mapping[str, Any], Resources]) -> Resources:
         """Validated resources over the settings' defaults (raises ``ResourceError``
-        naming the variable of a default that does not validate)."""
+        naming the variable of a default that does not validate); a ``Resources`` is
+        validated already, defaults and all (a sweep's step), and taken as it is."""
+        if isinstance(resources, Resources):
+            return resources
         sources = self.settings.sources
         origins = {key: sources.get(f"resource:{key}", "") for key in RESOURCE_KEYS}
         return Resources.from_mapping(resources, self.settings.resource_defaults, origins)
@@ -229,7 +232,7 @@ class SchedulerAdapter(ABC):
         order = self.order(tasks, resources, depends_on, remote_dir, options)
         if not order.tasks:
             return []
-        return sweeping.send_or_feed(self, order, resources, options, max_queued, sweep)
+        return sweeping.send_or_feed(self, order, options, max_queued, sweep)
 
     def describe_submission(
         self,
@@ -263,7 +266,7 @@ class SchedulerAdapter(ABC):
     def order(
         self,
         tasks: Callable[[], List[TaskSpec]],
-        resources: Optional[Mapping[str, Any]],
+        resources: Union[None, Mapping[str, Any], Resources],
         depends_on: DependsOn,
         remote_dir: Optional[str],
         options: Mapping[str, Any],

@@ -40,6 +40,7 @@ from ..errors import (
 )
 from ..jobscript import TaskSpec
 from ..model import JobState, JobStatus
+from ..resources import Resources
 from ..sweep_store import (
     FED,
     GIVEN_UP,
@@ -311,7 +312,7 @@ class Feeder:
         specs = [TaskSpec(t.script, t.arguments, t.environment) for t in group]
         order = self.adapter.order(
             lambda: specs,
-            step.resources,
+            Resources.from_mapping(step.resources),  # as validated when added
             [*step.depends_on, *parents],
             self.sweep.folder,
             step.options,

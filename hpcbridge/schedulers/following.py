@@ -75,7 +75,8 @@ class Following:
         """Every job's final status (see ``waiting.wait_for_all``); with ``enough``, the
         final statuses of the first ones to end, once that many have; ``files``: as
         ``WaitPlan.files``."""
-        # No need to look at the files more often than the scheduler may be asked.
+        # The files are looked at every notice_interval (a second), whatever the poll;
+        # a caller asking more often than that is told of ends as often.
         if poll_interval is not None:
             notice_interval = min(notice_interval, poll_interval)
         plan = WaitPlan(

@@ -4,11 +4,12 @@ member and is what is handed in)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Protocol
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Protocol, Union
 
 from ..config import Settings
 from ..jobscript import TaskSpec
 from ..model import JobStatus
+from ..resources import Resources
 from ..store import JobStore
 from ..transports.base import Executor
 from .driver import Session
@@ -48,7 +49,7 @@ class SubmissionService(Protocol):
     def order(
         self,
         tasks: Callable[[], List[TaskSpec]],
-        resources: Optional[Mapping[str, Any]],
+        resources: Union[None, Mapping[str, Any], Resources],
         depends_on: DependsOn,
         remote_dir: Optional[str],
         options: Mapping[str, Any],

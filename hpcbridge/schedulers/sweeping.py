@@ -106,15 +106,9 @@ class Sweep:
         repo = self.adapter.settings.remote_repo
         tasks = [staging.coerce_task(item, repo) for item in jobs]
         order = self.adapter.order(lambda: tasks, resources, depends_on, None, options)
-        return self.add_order(order, resources, options, after)
+        return self.add_order(order, options, after)
 
-    def add_order(
-        self,
-        order: Order,
-        resources: Optional[Mapping[str, Any]],
-        options: Mapping[str, Any],
-        after: After = None,
-    ) -> List[int]:
+    def add_order(self, order: Order, options: Mapping[str, Any], after: After = None) -> List[int]:
         """``add`` of an order already validated (``submit_many``'s)."""
         if self._record is not None:
             raise JobSubmissionError(f"sweep {self.name} was already submitted; add to a new one")
@@ -122,7 +116,9 @@ class Sweep:
         if order.tasks:  # one task planned as it will be sent: refused now, not midway
             self.adapter.submission().plan(Order(order.tasks[:1], *_shared(order)))
         step = len(self._steps)
-        self._steps.append(Step(dict(resources or {}), dict(options), order.depends_on))
+        # The resources as validated now (the settings' defaults of this process in
+        # them): a feeder in another shell sends what was asked here.
+        self._steps.append(Step(order.resources.as_request(), dict(options), order.depends_on))
         first = len(self._tasks)
         for offset, (task, before) in enumerate(zip(order.tasks, parents)):
             self._tasks.append(
@@ -287,7 +283,6 @@ class Sweep:
 def send_or_feed(
     adapter: SubmissionService,
     order: Order,
-    resources: Optional[Mapping[str, Any]],
     options: Mapping[str, Any],
     max_queued: Optional[int],
     name: Optional[str],
@@ -308,10 +303,10 @@ def send_or_feed(
             except PartialSubmissionError as exc:
                 if not exc.limited:
                     raise
-                return _feed_the_rest(adapter, order, exc, resources, options, name)
+                return _feed_the_rest(adapter, order, exc, options, name)
         max_queued = cap
     sweep = Sweep(adapter, name, max_queued)
-    sweep.add_order(order, resources, options)
+    sweep.add_order(order, options)
     return sweep.submit(order.remote_dir)
 
 
@@ -319,7 +314,6 @@ def _feed_the_rest(
     adapter: SubmissionService,
     order: Order,
     refused: PartialSubmissionError,
-    resources: Optional[Mapping[str, Any]],
     options: Mapping[str, Any],
     name: Optional[str],
 ) -> List[str]:
@@ -336,7 +330,7 @@ def _feed_the_rest(
     tasks = [order.tasks[index] for index in rest]
     later = Order(tasks, order.resources, order.depends_on, order.remote_dir, order.options)
     sweep = Sweep(adapter, name, max(len(went), 1))
-    sweep.add_order(later, resources, options)
+    sweep.add_order(later, options)
     went.update(zip(rest, sweep.submit(later.remote_dir)))
     return [went[index] for index in range(len(order.tasks))]
 

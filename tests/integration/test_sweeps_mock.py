@@ -173,6 +173,31 @@ def test_a_feeder_killed_halfway_is_resumed_with_each_job_run_once(
     adapter.close()
 
 
+def test_a_sweep_keeps_its_resources_as_validated_when_added(
+    state_dir: Path, make_script: Any
+) -> None:
+    """The settings' defaults of the process that added the tasks are the sweep's: a
+    feeder in a shell with other settings sends what was asked."""
+    script = make_script("true", "quick.sh")
+    env = {"HPCBRIDGE_JOB_NAME": "from-add", "HPCBRIDGE_TIME": "2m"}
+    adding = MockAdapter(settings=Settings.from_env(env, state_dir=str(state_dir)))
+    sweep = Sweep(adding, "defaults", max_queued=1)
+    sweep.add([script] * 2, {"nodes": 1})
+    sweep.submit()
+    record = SweepBook(adding.store).get("defaults")
+    assert record is not None
+    asked = {"job_name": "from-add", "time": "120.0s", "nodes": 1}
+    assert dict(record.steps[0].resources) == asked
+    other = MockAdapter(
+        settings=Settings.from_env({"HPCBRIDGE_JOB_NAME": "other"}, state_dir=str(state_dir))
+    )
+    final = Sweep.resume(other, "defaults").wait(poll_interval=1, timeout=120)
+    records = other.store.get_many("mock", other.host_label, list(final))
+    assert {r.job_name for r in records.values()} == {"from-add"}
+    adding.close()
+    other.close()
+
+
 def cli(*args: str, state: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "HPCBRIDGE_STATE_DIR": str(state)}
     return subprocess.run(

@@ -143,3 +143,10 @@ def test_defaults_are_overridden_and_validated():
 
 def test_none_and_empty_mean_not_asked():
     assert Resources.from_mapping({"partition": None, "qos": ""}).to_dict() == {}
+
+
+@pytest.mark.parametrize("time", ["2m", "90.5s", "UNLIMITED", "3-00:00:00"])
+def test_a_request_as_stored_validates_back_to_itself(time: str) -> None:
+    """What a sweep stores of a step (``as_request``) is the same request when read."""
+    asked = Resources.from_mapping({"time": time, "mem": "4G", "nodes": 2, "job_name": "x"})
+    assert Resources.from_mapping(asked.as_request()) == asked

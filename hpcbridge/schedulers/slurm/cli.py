@@ -353,7 +353,8 @@ class SlurmCliDriver:
     # -- cancel, logs, config ----------------------------------------------------
 
     def cancel(self, job_ids: Sequence[str]) -> None:
-        """scancel; unknown and finished ids exit 0, so any failure is real."""
+        """scancel; a job that ended meanwhile or was purged (scancel's "Invalid job id",
+        "already completing") is no failure; anything else is raised."""
         if not job_ids:
             return
         result = self._run(control.scancel_argv(job_ids))
