@@ -65,7 +65,7 @@ SCHEDULER_ENTRIES: Tuple[SchedulerEntry, ...] = (
         "hpcbridge.schedulers.flux.doctor",
         "flux_driver",
         "flux batch/submit, or the flux.job bindings in-process",
-        "hpcbridge.schedulers.flux.ids:canonical_job_id",
+        "hpcbridge.schedulers.flux.status:canonical_job_id",
     ),
 )
 

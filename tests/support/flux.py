@@ -20,7 +20,7 @@ import tempfile
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from hpcbridge.schedulers.flux.versions import parse_flux_version_output
+from hpcbridge.schedulers.flux.instance import parse_flux_version_output
 from tests.support.components import absent_reason
 
 DEFAULT_GLOB = "/opt/flux-*/bin/flux"

@@ -9,7 +9,7 @@ import pytest
 from hpcbridge import JobState, JobStatus, factory
 from hpcbridge.cli import main
 from hpcbridge.cli.targets import Narrowing, recorded_forms, records_of
-from hpcbridge.schedulers.flux.ids import canonical_job_id
+from hpcbridge.schedulers.flux.status import canonical_job_id
 from hpcbridge.schedulers.observation import Observation
 from hpcbridge.store import JobRecord, JobStore
 

@@ -17,12 +17,12 @@ from hpcbridge.jobscript import PreparedJob
 from hpcbridge.resources import Resources
 from hpcbridge.schedulers import adoption
 from hpcbridge.schedulers.driver import PartialSubmissionError, SubmitBatch
-from hpcbridge.schedulers.flux import adopting, jobspec, plan
 from hpcbridge.schedulers.flux import command_line as cl
+from hpcbridge.schedulers.flux import jobspec, plan, sending
 from hpcbridge.schedulers.flux.adapter import FluxAdapter
-from hpcbridge.schedulers.flux.ids import canonical_job_id
+from hpcbridge.schedulers.flux.instance import POLICY_0_26, POLICY_0_49
 from hpcbridge.schedulers.flux.instance import facts as instance_facts
-from hpcbridge.schedulers.flux.versions import POLICY_0_26, POLICY_0_49
+from hpcbridge.schedulers.flux.status import canonical_job_id
 from hpcbridge.transports.base import CommandResult
 from tests.support.fake_flux import FakeFlux
 
@@ -169,8 +169,8 @@ def test_parse_clock() -> None:
 def quick(monkeypatch: pytest.MonkeyPatch) -> None:
     """Looks a few milliseconds apart, a short settling and budget."""
     monkeypatch.setattr(adoption, "LOOK_EVERY", 0.01)
-    monkeypatch.setattr(adopting, "SETTLE", 0.2)
-    monkeypatch.setattr(adopting, "ADOPTION_BUDGET", 2.0)
+    monkeypatch.setattr(sending, "SETTLE", 0.2)
+    monkeypatch.setattr(sending, "ADOPTION_BUDGET", 2.0)
 
 
 @pytest.fixture

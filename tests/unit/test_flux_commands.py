@@ -17,9 +17,8 @@ from hpcbridge.resources import Resources
 from hpcbridge.schedulers.driver import SubmitBatch
 from hpcbridge.schedulers.flux import command_line, plan
 from hpcbridge.schedulers.flux import status as flux_status
-from hpcbridge.schedulers.flux.eventlog import parse_eventlog
-from hpcbridge.schedulers.flux.ids import canonical_job_id
-from hpcbridge.schedulers.flux.versions import POLICY_0_26, POLICY_0_49
+from hpcbridge.schedulers.flux.instance import POLICY_0_26, POLICY_0_49
+from hpcbridge.schedulers.flux.status import canonical_job_id, parse_eventlog
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "flux"
 

@@ -13,7 +13,7 @@ from typing import Any, Dict, List
 import pytest
 
 from hpcbridge.schedulers.flux import jobspec
-from hpcbridge.schedulers.flux.bindings import BindingsUnavailable, import_bindings
+from hpcbridge.schedulers.flux.session import BindingsUnavailable, import_bindings
 from tests.support.flux import find_flux_commands
 
 

@@ -13,9 +13,15 @@ from types import SimpleNamespace
 from typing import Any, List, Optional, Sequence
 
 from hpcbridge.model import JobState
-from hpcbridge.schedulers.flux.ids import canonical_job_id
-from hpcbridge.schedulers.flux.journal import EVENTS, Journal, JournalWaiter, journal_usable
-from hpcbridge.schedulers.flux.journal_stream import BACKLOG_END_ID, request_payload
+from hpcbridge.schedulers.flux.journal import (
+    BACKLOG_END_ID,
+    EVENTS,
+    Journal,
+    JournalWaiter,
+    journal_usable,
+    request_payload,
+)
+from hpcbridge.schedulers.flux.status import canonical_job_id
 
 #: in a fake reactor's queue: the job manager's response that ends the backlog
 BACKLOG_END = "backlog end"

@@ -16,13 +16,13 @@ from hpcbridge.jobscript import PreparedJob
 from hpcbridge.resources import Resources
 from hpcbridge.schedulers import adoption
 from hpcbridge.schedulers.driver import SubmitBatch
-from hpcbridge.schedulers.flux import adopting, plan
+from hpcbridge.schedulers.flux import plan, sending
 from hpcbridge.schedulers.flux.bindings_driver import BindingsConnection, NativeDriver
 from hpcbridge.schedulers.flux.commands import FluxCommands
-from hpcbridge.schedulers.flux.ids import parse_job_id
+from hpcbridge.schedulers.flux.instance import POLICY_0_49
 from hpcbridge.schedulers.flux.instance import facts as instance_facts
 from hpcbridge.schedulers.flux.jobspec import KEY_ATTRIBUTE
-from hpcbridge.schedulers.flux.versions import POLICY_0_49
+from hpcbridge.schedulers.flux.status import parse_job_id
 from tests.support.fake_flux import FakeFlux
 
 
@@ -89,8 +89,8 @@ class Bindings:
 @pytest.fixture(autouse=True)
 def quick(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(adoption, "LOOK_EVERY", 0.01)
-    monkeypatch.setattr(adopting, "SETTLE", 0.2)
-    monkeypatch.setattr(adopting, "ADOPTION_BUDGET", 2.0)
+    monkeypatch.setattr(sending, "SETTLE", 0.2)
+    monkeypatch.setattr(sending, "ADOPTION_BUDGET", 2.0)
 
 
 def submit(count: int, fates: List[str]) -> tuple:

@@ -12,6 +12,8 @@ import pytest
 from hpcbridge.errors import JobSubmissionError
 from hpcbridge.schedulers.flux.command_line import scheduler_message, submission_error
 from hpcbridge.schedulers.flux.instance import (
+    POLICY_0_26,
+    POLICY_0_49,
     QueueInfo,
     parse_config_json,
     parse_queue_list,
@@ -19,7 +21,6 @@ from hpcbridge.schedulers.flux.instance import (
     strip_ansi,
 )
 from hpcbridge.schedulers.flux.plan import choose_queue
-from hpcbridge.schedulers.flux.versions import POLICY_0_26, POLICY_0_49
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "flux"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from hpcbridge.errors import ConfigurationError, SchedulerUnavailableError
-from hpcbridge.schedulers.flux.versions import (
+from hpcbridge.schedulers.flux.instance import (
     POLICY_0_26,
     POLICY_0_49,
     choose_policy,

@@ -7,7 +7,7 @@ from typing import Any, List, Sequence
 
 from hpcbridge.model import JobState, JobStatus
 from hpcbridge.schedulers.flux.bindings_driver import NativeDriver
-from hpcbridge.schedulers.flux.events import ResultWaiter
+from hpcbridge.schedulers.flux.journal import ResultWaiter
 
 
 class FakeResult:

@@ -4,21 +4,21 @@ One submission, in reading order: ``adapter`` (the job kind, ids, dry runs) ->
 ``plan`` (resources translated, queue, time left, dependencies: refused before
 anything is staged) -> a driver, ``bindings_driver`` (flux-core's Python
 bindings) or ``command_driver`` (``flux`` commands, locally or over SSH) ->
-``sending`` (again while the instance starts, then the outcome) -> ``jobspec``
-(the jobspec and the pipelined submit, also run under ``flux python``).
+``sending`` (again while the instance starts, then the outcome; a lost answer's
+jobs found by their keys) -> ``jobspec`` (the jobspec and the pipelined submit,
+also run under ``flux python``).
 
 Around it:
 
-- ``session``: opening the session - instance, driver, release - once;
-- ``uri``: which instance the settings name, and resolving ``slurm:ID``,
-  ``lsf:ID`` or a Flux job id to its URI;
-- ``instance``: what is known of the instance (release, queues), pure;
-- ``versions``: the version policies of the releases (0.26, 0.49);
+- ``session``: opening the session - the bindings, which instance (``FLUX_URI``,
+  ``slurm:ID``, ``lsf:ID``, a Flux job id), the driver, the release - once;
+- ``instance``: what is known of the instance (release, queues, time left) and the
+  version policies of the releases (0.26, 0.49), pure;
 - ``command_line``: the ``flux`` command lines and the parsers of their answers, pure;
-- ``status``: a job's state from ``flux jobs`` or the bindings, pure;
-- ``eventlog``: a job's state from its eventlog (where ``flux jobs`` cannot say), pure;
-- ``events``: waiting woken by job ends (native driver);
-- ``bindings``: loading flux-core's Python bindings;
-- ``ids``: the encodings of a Flux job id;
+  ``commands``: running them through the executor;
+- ``status``: a job's id in every encoding, and its state from ``flux jobs``, its
+  eventlog or the bindings, pure;
+- ``journal``: waiting woken by job ends (native driver): one journal stream for all
+  (0.68+), else a watch per job;
 - ``doctor``: ``hpcbridge doctor`` for Flux.
 """

@@ -26,12 +26,17 @@ from .command_driver import MAX_BATCH
 from .command_line import submit_argv
 from .commands import FluxCommands
 from .doctor import adapter_info
-from .ids import F58_PREFIX, InvalidJobIdError, canonical_job_id
-from .instance import FluxOptions, InstanceFacts, UriSetting, facts
+from .instance import POLICIES, FluxOptions, FluxPolicy, InstanceFacts, UriSetting, facts
 from .plan import JobChoice, JobKind, choose_kind, flux_plan, plan_batch
-from .session import FluxSession, choose_uri_setting, load_bindings, open_session
-from .uri import command_host, resolve_target
-from .versions import POLICIES, FluxPolicy
+from .session import (
+    FluxSession,
+    choose_uri_setting,
+    command_host,
+    load_bindings,
+    open_session,
+    resolve_target,
+)
+from .status import F58_PREFIX, InvalidJobIdError, canonical_job_id
 
 
 class FluxAdapter(SchedulerAdapter):

@@ -9,10 +9,10 @@ session use the CLI driver instead.
 Submissions are pipelined ``submit_async`` futures of one jobspec built once
 (``jobspec.submit_all``, the same code the CLI driver runs under ``flux
 python``), status for many ids is one ``JobList(h, ids=...)``, and waiting is
-event driven (``journal``: one stream for all, else ``events``: a watch per job).
+event driven (``journal``: one stream for all, else a watch per job).
 A submission's answer can be lost too - the broker does not answer in time
 (paused, hung), or the connection fails after the request went out - and is then
-found by its key or sent once more (``adopting``; asked by command).
+found by its key or sent once more (``sending``; asked by command).
 """
 
 from __future__ import annotations
@@ -28,15 +28,12 @@ from ...errors import JobSubmissionError, SchedulerAdapterError
 from ...model import JobStatus
 from ..driver import Capabilities, Planned, SubmitBatch, Submitted, Waiter
 from . import jobspec
-from .adopting import KeyFinder, adopt_lost, find_by_keys
 from .command_driver import MAX_BATCH
 from .command_line import output_path_from_jobspec, raise_cancel_errors
 from .commands import FluxCommands
-from .events import ResultWaiter
-from .ids import bindings_job_ids, parse_job_id
 from .instance import InstanceFacts, QueueInfo, queue_info_from_config
 from .jobspec import LOST
-from .journal import Journal, JournalWaiter, open_journal
+from .journal import Journal, JournalWaiter, ResultWaiter, open_journal
 from .plan import (
     DROPPED_KEYS,
     FluxPlan,
@@ -46,8 +43,8 @@ from .plan import (
     kind_of,
     plan_batch,
 )
-from .sending import Outcome, send
-from .status import facts_from_jobinfo, statuses_from_facts, unknown
+from .sending import KeyFinder, Outcome, adopt_lost, find_by_keys, send
+from .status import bindings_job_ids, facts_from_jobinfo, parse_job_id, statuses_from_facts, unknown
 
 log = logging.getLogger("hpcbridge")
 
@@ -357,7 +354,7 @@ class NativeDriver:
     def find_submitted(
         self, planned: Planned, since: Optional[float] = None
     ) -> Optional[List[Submitted]]:
-        """As the CLI driver finds them: by command (``adopting.find_by_keys``)."""
+        """As the CLI driver finds them: by command (``sending.find_by_keys``)."""
         where = f"the Flux instance {self.facts.label}"
         return find_by_keys(self.commands, self.facts.policy, planned, since, where)
 

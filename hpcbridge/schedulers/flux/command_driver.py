@@ -13,7 +13,7 @@ process too, but ``flux batch`` has no ``--cc``; and ``flux python`` sets the
 bindings' PYTHONPATH itself, which plain jobs and ``flux start``'s initial
 program do not get.)  Every job carries its key; a submission whose answer was
 lost (a dropped SSH connection, a timeout) is found by it or sent once more
-(``adopting``).
+(``sending``).
 """
 
 from __future__ import annotations
@@ -31,11 +31,10 @@ from ...errors import (
 from ...model import JobState, JobStatus
 from ...transports.base import CommandResult
 from ..driver import Capabilities, Planned, SubmitBatch, Submitted, Waiter
-from . import adopting, status
 from . import command_line as cl
 from . import jobspec as jobspec_module
+from . import sending, status
 from .commands import FluxCommands
-from .eventlog import parse_eventlog
 from .instance import InstanceFacts
 from .plan import (
     DROPPED_KEYS,
@@ -48,6 +47,7 @@ from .plan import (
     plan_batch,
 )
 from .sending import Outcome, send
+from .status import parse_eventlog
 
 log = logging.getLogger("hpcbridge")
 
@@ -122,7 +122,7 @@ class CLIDriver:
                 raise
             what = "flux " + " ".join(argv[1 : 2 + (argv[1] == "mini")])
             log.warning("%s's answer was lost (%s); looking for job %s", what, lost, request.key)
-            finder = adopting.KeyFinder(self.commands, self.policy, started)
+            finder = sending.KeyFinder(self.commands, self.policy, started)
 
             def resubmit() -> str:
                 ok, value = self._outcome(argv, self._submission(argv, request.cwd))
@@ -130,7 +130,7 @@ class CLIDriver:
                     raise cl.submission_error(value, argv, what)
                 return value
 
-            return True, adopting.adopt_one(finder, request.key, resubmit, self._where())
+            return True, sending.adopt_one(finder, request.key, resubmit, self._where())
 
     def _submission(
         self,
@@ -170,12 +170,12 @@ class CLIDriver:
             if not plan.keys:
                 raise
             log.warning("the bulk submission's answer was lost (%s); looking for its jobs", lost)
-            finder = adopting.KeyFinder(self.commands, self.policy, started)
+            finder = sending.KeyFinder(self.commands, self.policy, started)
 
             def resend(indices: List[int]) -> List[Outcome]:
                 return self._bulk_once(plan.only(indices))
 
-            return adopting.adopt_all(finder, plan.keys, resend, self._where())
+            return sending.adopt_all(finder, plan.keys, resend, self._where())
 
     def _bulk_once(self, plan: FluxPlan) -> List[Outcome]:
         count = len(plan.environments)
@@ -265,8 +265,8 @@ class CLIDriver:
     def find_submitted(
         self, planned: Planned, since: Optional[float] = None
     ) -> Optional[List[Submitted]]:
-        """By the keys in the jobs' jobspecs (``adopting.find_by_keys``)."""
-        return adopting.find_by_keys(self.commands, self.policy, planned, since, self._where())
+        """By the keys in the jobs' jobspecs (``sending.find_by_keys``)."""
+        return sending.find_by_keys(self.commands, self.policy, planned, since, self._where())
 
     def find_output(self, job_id: str) -> Optional[str]:
         return self.commands.output_of(job_id)

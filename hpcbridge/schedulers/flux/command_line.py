@@ -17,12 +17,10 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...durations import format_fsd
 from ...errors import JobSubmissionError, LimitRefusedError, SchedulerAdapterError
-from .ids import InvalidJobIdError, canonical_job_id, decimal_job_id
-from .instance import strip_ansi
+from .instance import FluxPolicy, strip_ansi
 from .jobspec import KEY_ATTRIBUTE
 from .plan import JobKind, SubmitRequest
-from .status import JOBS_FORMAT
-from .versions import FluxPolicy
+from .status import JOBS_FORMAT, InvalidJobIdError, canonical_job_id, decimal_job_id
 
 # -- submitting --------------------------------------------------------------------
 
@@ -164,7 +162,7 @@ def submission_error(
     return cls(f"{what} refused the job: {message}", argv=argv, scheduler_message=message)
 
 
-# -- finding a job by its key (``adopting``) ----------------------------------------
+# -- finding a job by its key (``sending``) ----------------------------------------
 
 #: what the listing of recent jobs prints: decimal id, submit time (epoch seconds)
 RECENT_FORMAT = "{id.dec} {t_submit}"

@@ -15,8 +15,13 @@ from ...errors import SchedulerUnavailableError
 from ...retrying import retry
 from ...transports.base import CommandResult, Executor
 from . import command_line as cl
-from .instance import QueueInfo, parse_config_json, parse_queue_list
-from .versions import FluxPolicy, parse_flux_version_output
+from .instance import (
+    FluxPolicy,
+    QueueInfo,
+    parse_config_json,
+    parse_flux_version_output,
+    parse_queue_list,
+)
 
 log = logging.getLogger("hpcbridge")
 

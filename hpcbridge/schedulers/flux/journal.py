@@ -5,11 +5,11 @@ Which waiter a wait gets (``NativeDriver.waiter``):
 - flux-core 0.68 and later, on an instance this user owns (an allocation, a
   batch job, an instance started inside a Slurm job): ``JournalWaiter`` - one
   ``job-manager.events-journal`` stream of every job's primary events (what
-  ``flux.job.JournalConsumer`` reads; read here by ``journal_stream``, at a tenth
+  ``flux.job.JournalConsumer`` reads; read here by ``JournalStream``, at a tenth
   of its cost a response), opened at the driver's first wait and kept until the
   driver closes: a sweep's many waits cost one stream, not a watch per job per wait;
 - older releases (0.49, 0.26: no ``JournalConsumer``) and instances of another
-  owner (the system instance: the journal is the owner's): ``events.ResultWaiter``,
+  owner (the system instance: the journal is the owner's): ``ResultWaiter``,
   a ``result_async`` future per job.
 
 The stream begins with the jobs active when it opens, each with its events so far
@@ -20,21 +20,55 @@ and while one is unfinished the waiter does not say it hears every end, so the w
 loop lists at the notice interval, not at the slow pace kept for a stream that hears
 them all (a sweep's first jobs can end before its first wait).
 A job is heard ended at its ``clean`` event - inactive, its resources freed -
-with its state, exit code and times from its own events (``eventlog.apply_event``).
+with its state, exit code and times from its own events (``status.apply_event``).
+
+Waiting woken by job events, for the native driver.
+
+``ResultWaiter``: ``result_async`` futures on a handle of the waiter's own.
+
+A fulfilled future carries the job's result (state, exit code, times): it is
+kept in ``ended`` for the driver's next ``query``, which answers from it
+instead of asking the broker again - a job's end reaches ``wait`` from the
+event stream, with no status round trip after it.
+
+The job manager's journal RPC, read response by response with libflux's own calls.
+
+``job-manager.events-journal`` (flux-core 0.68 and later) is one streaming RPC:
+the request names the events wanted (``allow``) and whether the inactive jobs'
+history is sent (``full``); each response is ``{"id": I, "events": [...]}``, the
+backlog of the active jobs first (one response a job, its events so far), then
+an empty response for ``FLUX_JOBID_ANY`` (-1), then one event a response as they
+are posted.  The request is cancelled with ``<topic>-cancel`` naming its matchtag.
+
+The bindings' ``JournalConsumer`` wraps each response in a Python future callback,
+a handle object and an event object: about 0.4 ms a response, four responses a
+job - most of a sweep's client CPU.  Here the stream is a future without a
+callback, read with ``flux_future_wait_for``, ``flux_rpc_get`` and
+``flux_future_reset`` through the bindings' cffi ``lib``: tens of microseconds
+a response.  The handle must be the stream's own (the wait runs its own reactor
+and requeues any other message).
 """
 
 from __future__ import annotations
 
+import errno
+import json
 import logging
 import os
 import time
-from typing import Any, Callable, Collection, Dict, Optional, Sequence, Set, Tuple
+from dataclasses import replace
+from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Set, Tuple
 
 from ...model import JobStatus
-from .eventlog import apply_event, settle
-from .ids import canonical_job_id
-from .journal_stream import BACKLOG_END_ID, JournalStream
-from .status import JobFacts, status_from_facts
+from .status import (
+    JobFacts,
+    apply_event,
+    canonical_job_id,
+    facts_from_jobinfo,
+    parse_job_id,
+    settle,
+    status_from_facts,
+)
 
 log = logging.getLogger("hpcbridge")
 
@@ -46,6 +80,68 @@ EVENTS = ("submit", "dependency-add", "alloc", "exception", "finish", "clean")
 BACKLOG_TIMEOUT = 30.0
 #: seconds a waiter that heard an end goes on listening for the next ones
 GATHER = 0.1
+
+
+# -- the journal's RPC, read with libflux's own calls --------------------------
+
+
+TOPIC = "job-manager.events-journal"
+#: the job manager's id on the response that ends the backlog: FLUX_JOBID_ANY, packed
+#: as a signed 64-bit integer
+BACKLOG_END_ID = -1
+#: the longest one C wait: a signal (Ctrl-C) is acted on between two, not inside one
+SLICE = 0.25
+
+
+def request_payload(events: Sequence[str]) -> Dict[str, Any]:
+    """The active jobs, then live (no inactive history), and only ``events``."""
+    return {"full": False, "allow": dict.fromkeys(events, 1)}
+
+
+class JournalStream:
+    """One open journal request on a handle of its own."""
+
+    def __init__(self, flux_module: Any, handle: Any, events: Sequence[str]) -> None:
+        inner = flux_module.core.inner
+        self._ffi, self._lib = inner.ffi, inner.lib
+        self._handle = handle
+        constants = flux_module.constants
+        self._noresponse = constants.FLUX_RPC_NORESPONSE
+        # The Python RPC object owns the C future (destroyed with it).
+        self._rpc = handle.rpc(TOPIC, request_payload(events), 0, constants.FLUX_RPC_STREAMING)
+        self._future = self._rpc.pimpl.handle
+        self._text = self._ffi.new("char *[1]")
+
+    def next(self, timeout: float) -> Optional[Dict[str, Any]]:
+        """The next response, or ``None`` when none came within ``timeout`` seconds.
+
+        Raises ``EOFError`` when the stream ended (the job manager went away) and
+        ``OSError`` when it failed.
+        """
+        ffi, lib = self._ffi, self._lib
+        deadline = time.monotonic() + timeout
+        # flux_future_wait_for with a timeout of 0 does not read the socket at all.
+        while lib.flux_future_wait_for(self._future, min(max(timeout, 1e-4), SLICE)) < 0:
+            if ffi.errno != errno.ETIMEDOUT:
+                raise OSError(ffi.errno, "the journal stream failed")
+            timeout = deadline - time.monotonic()
+            if timeout <= 0:
+                return None
+        if lib.flux_rpc_get(self._future, self._text) < 0:
+            if ffi.errno == errno.ENODATA:
+                raise EOFError("the journal stream ended")
+            raise OSError(ffi.errno, "the journal stream failed")
+        text = ffi.string(self._text[0]) if self._text[0] != ffi.NULL else b"{}"
+        lib.flux_future_reset(self._future)
+        return dict(json.loads(text))
+
+    def close(self) -> None:
+        """Cancel the request (the job manager then ends the stream)."""
+        matchtag = self._lib.flux_rpc_get_matchtag(self._future)
+        self._handle.rpc(TOPIC + "-cancel", {"matchtag": matchtag}, 0, self._noresponse)
+
+
+# -- one stream for every job (0.68+) --------------------------------------------
 
 
 def journal_usable(flux_module: Any, handle: Any) -> str:
@@ -265,3 +361,105 @@ class JournalWaiter:
 
     def close(self) -> None:
         self.closed = True  # the journal stays open for the driver's next wait
+
+
+# -- a watch per job: the events of each waited-for job ------------------------
+
+
+def run_reactor(handle: Any, timeout: float) -> bool:
+    """Run ``handle``'s reactor until a callback stops it or ``timeout`` passes; False
+    when the broker went away (no more wake-ups from this handle)."""
+    timer = handle.timer_watcher_create(max(timeout, 0.0), lambda *_args: handle.reactor_stop())
+    timer.start()
+    try:
+        handle.reactor_run()
+    except OSError as exc:
+        log.debug("flux reactor stopped: %s", exc)
+        return False
+    finally:
+        timer.stop()
+        timer.destroy()
+    return True
+
+
+class ResultWaiter:
+    """A ``driver.Waiter``: the pause between status rounds ends when a watched job ends.
+
+    Owns its handle: a status query that resets the thread's handle after a
+    lost connection must not pull it from under a running reactor.
+    """
+
+    def __init__(
+        self,
+        flux_module: Any,
+        uri: Optional[str],
+        job_ids: List[str],
+        ended: Optional[Dict[str, JobStatus]] = None,
+    ) -> None:
+        self.flux = flux_module
+        #: the final status of each job whose result arrived (shared with the driver)
+        self.ended: Dict[str, JobStatus] = ended if ended is not None else {}
+        self.handle = flux_module.Flux(uri) if uri else flux_module.Flux()
+        self._done: Set[str] = set()
+        self._futures: List[Any] = []
+        #: the broker went away: no more wake-ups, plain sleeping from now on
+        self.broken = False
+        self.closed = False
+        self._watched = set(job_ids)
+        for job_id in job_ids:
+            future = flux_module.job.result_async(self.handle, parse_job_id(job_id))
+            future.then(self._fulfilled, job_id)
+            self._futures.append(future)
+
+    def hears(self, job_id: str) -> bool:
+        """Whether this waiter will hear ``job_id`` end (open, connected, watching it)."""
+        return self.listening() and job_id in self._watched
+
+    def listening(self) -> bool:
+        return not (self.closed or self.broken)
+
+    def settled(self, job_ids: Collection[str]) -> None:
+        """Nothing to note: a watch hears even a job that ended before it began."""
+
+    def _fulfilled(self, future: Any, job_id: str) -> None:
+        self._done.add(job_id)
+        try:
+            # The result's JobInfo has no state: a job with a result is INACTIVE.
+            facts = replace(facts_from_jobinfo(future.get_info()), state="INACTIVE")
+            self.ended[job_id] = status_from_facts(facts).with_(job_id=job_id)
+        except Exception as exc:  # noqa: BLE001 - the next status round asks instead
+            log.debug("flux: cannot read the result of %s: %s", job_id, exc)
+        self.handle.reactor_stop()
+
+    def pause(self, seconds: float) -> Set[str]:
+        """Up to ``seconds``; the watched jobs that ended meanwhile.
+
+        Never returns early without a reason: a waiter whose broker went away
+        answers at once, and the UNKNOWN streak must still take its time.
+        """
+        started = time.monotonic()
+        ended: Set[str] = set()
+        if not self.broken:
+            try:
+                ended = self.wait(seconds)
+            except Exception as exc:  # noqa: BLE001 - a lost connection: just sleep
+                log.debug("flux: waiting for results failed (%s)", exc)
+                self.broken = True
+        if not ended:
+            time.sleep(max(seconds - (time.monotonic() - started), 0))
+        return ended
+
+    def wait(self, timeout: float) -> Set[str]:
+        """Run the reactor until a job ends or ``timeout`` passes; the ids that ended."""
+        if not self._done and not self.broken and not run_reactor(self.handle, timeout):
+            self.broken = True  # a callback may have said so already
+        done, self._done = self._done, set()
+        return done
+
+    def close(self) -> None:
+        self.closed = True
+        self._futures = []
+        try:
+            self.handle.close()
+        except Exception:  # noqa: BLE001, S110 - a dead handle may not close cleanly
+            pass

@@ -6,7 +6,7 @@ limit checked against the enclosing allocation, dependencies checked against
 the release - and a refusal now, while nothing is staged, for what Flux
 would refuse later.  The result is a ``FluxPlan``: one ``SubmitRequest``, and
 the task index and key of each job (the only things the jobs of one batch differ
-in; the key finds a job whose submission's answer was lost, ``adopting``).
+in; the key finds a job whose submission's answer was lost, ``sending``).
 
 How resources become Flux options::
 
@@ -33,10 +33,9 @@ from ...errors import JobSubmissionError
 from ...jobscript import EXIT_RANKS_VARIABLE
 from ..dependencies import refuse_unmet
 from ..driver import TASK_INDEX_VARIABLE, Planned, SubmitBatch
-from .ids import decimal_job_id
-from .instance import InstanceFacts, QueueInfo, UriSetting
+from .instance import FluxPolicy, InstanceFacts, QueueInfo, UriSetting
 from .jobspec import batch_script
-from .versions import FluxPolicy
+from .status import decimal_job_id
 
 log = logging.getLogger("hpcbridge")
 
@@ -134,7 +133,7 @@ class FluxPlan:
 
 def job_keys(token: str, count: int) -> Tuple[str, ...]:
     """The key of each job of a batch: the wrapper's token, ``.<task index>`` when many
-    (as Slurm's job comments: unique per job, found again by ``adopting``)."""
+    (as Slurm's job comments: unique per job, found again by ``sending``)."""
     return (token,) if count == 1 else tuple(f"{token}.{index}" for index in range(count))
 
 

@@ -3,39 +3,82 @@
 ``open_session`` is the named step ``FluxAdapter.open`` takes, once.  In order:
 
 1. **the instance**: the URI setting, or a target (``slurm:ID``, a Flux job
-   id...) resolved to its URI (``uri.resolve_target``);
+   id...) resolved to its URI (``resolve_target``);
 2. **the driver**: the bindings when they import here, the transport is local
    and a handle to the instance answers within ``probe_timeout``; else the
    ``flux`` commands (``driver.choose_driver``);
 3. **the release**: the broker's version picks the version policy (0.26 or
-   0.49, ``versions``), and where the release has named queues they are read.
+   0.49, ``instance``), and where the release has named queues they are read.
 
 It logs one line saying what it learned.  The facts are fixed once learned;
 the driver made with them keeps its own working state (readiness, the ends
 its waiters heard).
+
+Loading flux-core's Python bindings, and what they are.
+
+``import flux`` works as is where the bindings are on the path (``flux
+python``, a job's environment, a site install).  Otherwise they are looked
+for beside the ``flux`` command, ``<prefix>/lib/flux/python3.X``, where
+flux-core installs them.  That directory is put on ``sys.path`` only while
+``flux`` and ``flux.job`` are imported, then taken off again: later imports
+of the bindings' own modules (``flux.uri``, ``flux.kvs``, ``_flux._hostlist``)
+go through the already-imported packages' ``__path__``, so the process's
+path is left as it was.
+
+Which Flux instance to talk to: the URI setting's precedence and what a value means.
+
+Precedence: an explicit ``uri=`` > ``HPCBRIDGE_FLUX_URI`` (settings) > the
+``FLUX_URI`` of the environment the settings were read from (set inside an
+allocation; only meaningful for the local transport - over SSH it names a
+socket on *this* machine) > the system instance (``None``: no ``FLUX_URI``).
+
+A value is either a URI, used as given (``local://``, ``ssh://``), or a
+*target* resolved like ``flux uri --remote TARGET`` (``resolve_target``):
+``slurm:<id>``, ``lsf:<id>``, ``pid:<pid>``, ``jobid:<id>`` or a bare Flux
+job id (a nested instance made by ``flux batch``) - in-process with the
+bindings when they work here, else by running ``flux uri`` where the commands
+run.  A job that is still starting is waited for, up to the ready timeout;
+a target that names no running job (never existed, ended, still not up)
+raises ``JobNotFoundError``.  The answer is turned into the ``local://``
+form when the target runs where the commands run (``local_form``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import logging
 import os
+import platform
+import shutil
+import sys
+import tempfile
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Protocol, Tuple
+from typing import Any, Callable, Iterator, List, Optional, Protocol, Tuple
 
 from ...config import Settings
-from ...errors import SchedulerUnavailableError
+from ...errors import ConfigurationError, JobNotFoundError, SchedulerUnavailableError
+from ...retrying import retry
 from ...transports.base import Executor
 from ..driver import DriverChoice, NativeDriverBroken, SchedulerDriver, choose_driver
-from .bindings import BindingsUnavailable, bindings_version, import_bindings
 from .bindings_driver import BindingsConnection, NativeDriver, error_text
 from .command_driver import CLIDriver
 from .command_line import scheduler_message
 from .commands import FluxCommands
-from .instance import FluxOptions, InstanceFacts, QueueInfo, UriSetting, facts
+from .instance import (
+    POLICIES,
+    FluxOptions,
+    FluxPolicy,
+    InstanceFacts,
+    QueueInfo,
+    UriSetting,
+    choose_policy,
+    facts,
+    policy_by_name,
+)
 from .plan import TimeLeft
 from .sending import NEVER_REACHED
-from .uri import choose_uri, classify, command_host, resolve_target
-from .versions import FluxPolicy, choose_policy
+from .status import is_job_id, parse_job_id
 
 log = logging.getLogger("hpcbridge")
 
@@ -209,3 +252,299 @@ def _flux_bin_dir(flux_command: str) -> Optional[str]:
     if os.sep in flux_command:
         return os.path.dirname(os.path.abspath(flux_command))
     return None
+
+
+# -- the bindings: importing flux's Python module ------------------------------
+
+
+#: what the first import loads; the rest of the bindings come through their packages
+_FIRST_IMPORTS = ("flux", "flux.job", "_flux")
+
+
+class BindingsUnavailable(Exception):
+    """The Flux bindings cannot be used here; ``str()`` says why."""
+
+
+def bindings_dir_for(flux_command: Optional[str]) -> Optional[str]:
+    """``<prefix>/lib/flux/python3.X`` beside a ``<prefix>/bin/flux``, if it exists.
+
+    That is where flux-core installs its own bindings; ``flux start`` and
+    ``flux python`` set PYTHONPATH to it, but a plain Python does not.
+    """
+    if not flux_command:
+        return None
+    path = flux_command if os.sep in flux_command else shutil.which(flux_command)
+    if not path:
+        return None
+    prefix = os.path.dirname(os.path.dirname(os.path.realpath(path)))
+    candidate = os.path.join(
+        prefix, "lib", "flux", f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    )
+    return candidate if os.path.isdir(os.path.join(candidate, "flux")) else None
+
+
+def import_bindings(flux_command: Optional[str] = None, discover: bool = True) -> Any:
+    """``flux`` with ``flux.job`` imported; raises ``BindingsUnavailable``.
+
+    Any failure counts: ``ImportError`` (not installed, ``ply`` missing),
+    ``OSError`` (``libflux-core.so.2`` not on the loader path), or anything a
+    half-broken install raises.
+    """
+    try:
+        return _import()
+    except Exception as first:  # noqa: BLE001 - every failure means "use the CLI"
+        reason = _describe(first)
+        extra = bindings_dir_for(flux_command) if discover else None
+        if extra is None or extra in sys.path or sys.modules.get("flux", False) is None:
+            raise BindingsUnavailable(reason) from first
+        try:
+            module = _import_from(extra)
+        except Exception as second:  # noqa: BLE001
+            raise BindingsUnavailable(f"{reason}; with {extra}: {_describe(second)}") from second
+        log.debug("flux bindings found beside %s: %s", flux_command, extra)
+        return module
+
+
+def _import() -> Any:
+    module = importlib.import_module("flux")
+    importlib.import_module("flux.job")
+    return module
+
+
+def _import_from(directory: str) -> Any:
+    """Import the bindings with ``directory`` on the path for this import only."""
+    _forget_failed_imports()
+    sys.path.append(directory)  # after PYTHONPATH and site: a flux found there comes first
+    try:
+        module = _import()
+        # the C parts: a package of its own beside ``flux`` in every release
+        _import_optional("_flux")
+        return module
+    except BaseException:
+        _forget_failed_imports()
+        raise
+    finally:
+        sys.path.remove(directory)
+
+
+def _import_optional(name: str) -> None:
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        log.debug("flux bindings: no %s package", name)
+
+
+def _forget_failed_imports() -> None:
+    """Drop half-imported bindings modules so the next attempt starts afresh."""
+    for name in list(sys.modules):
+        ours = name in _FIRST_IMPORTS or name.startswith(("flux.", "_flux."))
+        if ours and sys.modules[name] is not None:
+            sys.modules.pop(name, None)
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def bindings_version(flux_module: Any) -> Optional[str]:
+    """The libflux-core version the bindings are linked with."""
+    try:
+        inner = importlib.import_module("flux.core.inner")
+        return str(inner.ffi.string(inner.lib.flux_core_version_string()).decode())
+    except Exception:  # noqa: BLE001 - only informative
+        version = getattr(flux_module, "__version__", None)
+        return None if version is None else str(version)
+
+
+# -- which instance: FLUX_URI, slurm:ID, lsf:ID, a Flux job id -----------------
+
+
+URI_SCHEMES = ("local", "ssh")
+TARGET_SCHEMES = ("slurm", "lsf", "jobid", "pid")
+
+
+def choose_uri(
+    explicit: Optional[str],
+    settings_uri: Optional[str],
+    enclosing_uri: Optional[str],
+    *,
+    local_transport: bool,
+) -> UriSetting:
+    if explicit:
+        return UriSetting(explicit.strip(), "uri= argument")
+    if settings_uri:
+        return UriSetting(settings_uri.strip(), "HPCBRIDGE_FLUX_URI")
+    if local_transport and enclosing_uri and enclosing_uri.strip():
+        return UriSetting(enclosing_uri.strip(), "FLUX_URI environment")
+    return UriSetting(None, "system instance")
+
+
+def classify(value: str) -> Tuple[str, str]:
+    """``("uri", value)`` for a usable URI, ``("target", normalized)`` to resolve.
+
+    A bare job id becomes ``jobid:<id>``.  Raises ``ConfigurationError`` for
+    anything else.
+    """
+    text = value.strip()
+    scheme, sep, _rest = text.partition(":")
+    if sep and scheme in URI_SCHEMES:
+        return "uri", text
+    if sep and scheme in TARGET_SCHEMES:
+        return "target", text
+    if is_job_id(text):
+        return "target", f"jobid:{text}"
+    raise ConfigurationError(
+        f"cannot use {value!r} as a Flux URI: expected local://PATH, ssh://HOST/PATH, "
+        "slurm:JOBID, lsf:JOBID, pid:PID, jobid:ID or a Flux job id"
+    )
+
+
+def local_form(uri: str, here: Optional[str]) -> str:
+    """``ssh://HOST/path`` -> ``local:///path`` when HOST is where commands run.
+
+    ``flux uri --remote`` always answers ``ssh://HOST/...``; connecting that
+    way needs an sshd on port 22 of HOST even on the same machine (``flux
+    proxy`` fails with "Connection refused" without one).  The local form
+    needs nothing.
+    """
+    if not uri.startswith("ssh://") or not here:
+        return uri
+    rest = uri[len("ssh://") :]
+    host, slash, path = rest.partition("/")
+    user_host = host.rsplit("@", 1)[-1].split(":", 1)[0]
+    short_here = here.split(".", 1)[0]
+    if slash and user_host in (here, short_here, "localhost", "127.0.0.1"):
+        return "local:///" + path.split("?", 1)[0]
+    return uri
+
+
+def always_local(uri: str) -> str:
+    """The ``local://`` form of an ``ssh://`` URI whatever its host (``hpcbridge uri --local``)."""
+    if uri.startswith("ssh://"):
+        return "local:///" + uri.split("/", 3)[-1]
+    return uri
+
+
+def command_host(executor: Executor, commands: FluxCommands) -> Optional[str]:
+    """The host the commands run on (where a ``local://`` URI is usable)."""
+    if executor.is_local:
+        return platform.node()
+    return commands.hostname()
+
+
+def resolve_target(
+    target: str,
+    commands: FluxCommands,
+    options: FluxOptions,
+    flux_module: Any,
+    here: Callable[[], Optional[str]],
+    local: Optional[bool] = None,
+) -> str:
+    """The URI of ``target``; ``ConfigurationError`` when it cannot be resolved.
+
+    A bare job id is looked up in ``options.parent_uri`` (else the commands'
+    default instance).  ``local=None``: the ``local://`` form when the target
+    runs on the host ``here()`` names (where the commands run); ``True``:
+    always; ``False``: never.
+    """
+    kind, text = classify(target)
+    if kind == "uri":
+        return text
+    budget, parent_uri = options.ready_timeout, options.parent_uri
+    uri = _native_uri(flux_module, text, parent_uri, budget) if flux_module else ""
+    if not uri:
+        parent = commands.for_uri(parent_uri or None)
+        try:
+            uri = parent.resolve_uri(text, target_policy(options), budget)
+        except LookupError as exc:
+            raise not_resolved(target, str(exc)) from None
+    if local is False:
+        return uri
+    localized = local_form(uri, here())
+    if local and localized == uri:
+        localized = always_local(uri)
+    return localized
+
+
+def target_policy(options: FluxOptions) -> FluxPolicy:
+    """The policy for resolving a target, before its broker's release is known."""
+    return policy_by_name(options.adapter_version) if options.adapter_version else POLICIES[0]
+
+
+def not_resolved(target: str, why: str) -> JobNotFoundError:
+    """A target that names no running job with an instance to reach (exit 4)."""
+    return JobNotFoundError(
+        f"cannot resolve {target!r}: no running job with a Flux instance ({why}); check "
+        "that the job exists and runs (squeue, flux jobs), or wait until it started"
+    )
+
+
+def _native_uri(flux_module: Any, target: str, parent_uri: Optional[str], budget: float) -> str:
+    """In-process resolution, retried while the job is starting; "" to let the CLI try."""
+    said: List[str] = []
+    try:
+        with _stderr_kept(said):
+            return retry(
+                lambda: resolve_uri_natively(flux_module, target, parent_uri),
+                budget=budget,
+                retry_on=(LookupError,),
+                what=f"resolving {target}",
+            )
+    except LookupError as exc:
+        raise not_resolved(target, str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - the CLI may still manage
+        words = "; ".join(said)
+        log.debug(
+            "native URI resolution of %s failed (%s: %s); trying flux uri", target, exc, words
+        )
+        return ""
+
+
+@contextlib.contextmanager
+def _stderr_kept(said: List[str]) -> Iterator[None]:
+    """Keep what the resolver's own subprocesses write to stderr (Flux's Slurm plugin runs
+    ``squeue``, whose "slurm_load_jobs error: ..." would appear as a raw line) in ``said``."""
+    try:
+        fileno = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # no real stderr (captured): nothing leaks
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(fileno)
+    with tempfile.TemporaryFile(mode="w+b") as kept:
+        os.dup2(kept.fileno(), fileno)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, fileno)
+            os.close(saved)
+            kept.seek(0)
+            text = kept.read().decode("utf-8", "replace")
+            said.extend(line.strip() for line in text.splitlines() if line.strip())
+
+
+def resolve_uri_natively(flux_module: Any, target: str, parent_uri: Optional[str]) -> str:
+    """``flux uri --remote TARGET`` in-process.
+
+    A job id is looked up in ``parent_uri`` (or the enclosing instance);
+    other schemes (``slurm:``, ``lsf:``, ``pid:``) go through
+    ``flux.uri.FluxURIResolver``.  ``LookupError``: not published yet.
+    """
+    from flux.uri import FluxURIResolver, JobURI
+
+    scheme, _, rest = target.partition(":")
+    if scheme != "jobid" and ":" in target:
+        return str(JobURI(str(FluxURIResolver().resolve(target))).remote)
+    job_text = rest if scheme == "jobid" else target
+    parent = flux_module.Flux(parent_uri) if parent_uri else flux_module.Flux()
+    info = flux_module.job.job_list_id(parent, parse_job_id(job_text)).get_jobinfo()
+    if info.state != "RUN":
+        raise ValueError(f"Flux job {job_text} is not running (state {info.state})")
+    try:
+        uri = str(info.user.uri)
+    except (AttributeError, KeyError):
+        uri = ""
+    if not uri or uri == "None":
+        raise LookupError(f"Flux job {job_text} has not published its URI yet")
+    return str(JobURI(uri).remote)

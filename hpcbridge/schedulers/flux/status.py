@@ -2,11 +2,41 @@
 
 Three sources give the same ``JobFacts`` - the output of ``flux jobs``
 (``--json``, or ``--format`` where a release has no JSON), a job's eventlog
-(read by ``eventlog``), and the bindings' ``JobInfo`` - and ``status_from_facts`` makes our
+(``parse_eventlog``), and the bindings' ``JobInfo`` - and ``status_from_facts`` makes our
 ``JobStatus`` from them.  States and results are mapped from their NAMES,
 never from the one/two-letter display abbreviations (they changed across
 releases, e.g. "S" vs "SCHED").  Pure; each parser is tested against output
 recorded from real releases (``tests/data/flux/``).
+
+Flux job ids: parse every encoding Flux prints, store one canonical form.
+
+A Flux job id is a 64-bit integer that Flux shows in several encodings:
+
+- F58 (the default display): ``ƒCFKYzj``.  Flux prints the UTF-8 ``ƒ``
+  (U+0192) in a UTF-8 locale and an ASCII ``f`` otherwise - e.g. over SSH,
+  where the remote shell often runs with ``LANG`` unset - so both prefixes
+  are accepted;
+- decimal (``{id.dec}``, and ``"id"`` in ``flux jobs --json``): ``7381975040``;
+- hex (``{id.hex}``): ``0x1af000000``;
+- dothex (``{id.dothex}``): ``0000.0001.af00.0000``, and the KVS form
+  ``job.0000.0001.af00.0000`` (``{id.kvs}``).
+
+(The mnemonic ``{id.words}`` form needs Flux's word list and is not accepted.)
+
+**Canonical form: F58 with the UTF-8 ``ƒ``**, exactly as ``flux submit``,
+``flux jobs`` and the job shell's ``{{id}}`` output template print it in a
+UTF-8 locale (the job shell writes ``flux-ƒ….out`` even when the submitting
+client ran in the C locale).  Users copy ids from those places, and the log
+file name of a job contains this very string.  Records are keyed by it, so a
+caller may hand in any encoding and still find the job.  To *commands* ids
+are passed in decimal: plain ASCII, understood by every release and locale.
+
+A Flux job's eventlog as ``JobFacts``: the fallback where ``flux jobs`` cannot answer.
+
+``flux job info ID eventlog`` is a C subcommand (~10 ms) that still works
+where ``flux jobs`` of another release than the broker fails ("invalid
+payload").  Pure; tested against eventlogs recorded from flux-core 0.88
+(``tests/data/flux/``).
 """
 
 from __future__ import annotations
@@ -16,10 +46,9 @@ import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Set
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set
 
 from ...model import CANCELLED_WHILE_PENDING, JobState, JobStatus
-from .ids import InvalidJobIdError, canonical_job_id
 
 
 @dataclass
@@ -336,3 +365,197 @@ def only_unknown_ids(stderr: str) -> bool:
     return bool(lines) and all(
         _UNKNOWN_ID.search(line) or "Filtering options ignored" in line for line in lines
     )
+
+
+# -- job ids: every form Flux writes them in -----------------------------------
+
+
+F58_ALPHABET = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+F58_PREFIX = "\u0192"  # ƒ
+_ASCII_PREFIX = "f"
+_F58_VALUE = {char: index for index, char in enumerate(F58_ALPHABET)}
+_MAX_ID = 2**64 - 1
+
+_DOTHEX = re.compile(
+    r"^(?:job\.)?([0-9a-fA-F]{4})\.([0-9a-fA-F]{4})\.([0-9a-fA-F]{4})\.([0-9a-fA-F]{4})$"
+)
+
+
+class InvalidJobIdError(ValueError):
+    """The text is not a Flux job id in any accepted encoding."""
+
+
+def encode_f58(value: int, prefix: str = F58_PREFIX) -> str:
+    """F58 text of an integer id, e.g. ``7381975040`` -> ``ƒCFKYzj``."""
+    if not 0 <= value <= _MAX_ID:
+        raise InvalidJobIdError(f"job id {value} is out of range")
+    if value == 0:
+        return prefix + F58_ALPHABET[0]
+    digits = []
+    while value:
+        value, remainder = divmod(value, 58)
+        digits.append(F58_ALPHABET[remainder])
+    return prefix + "".join(reversed(digits))
+
+
+def decode_f58(text: str) -> int:
+    """Integer of an F58 id with or without its ``ƒ``/``f`` prefix."""
+    body = text
+    if body.startswith(F58_PREFIX) or body.startswith(_ASCII_PREFIX):
+        body = body[1:]
+    if not body:
+        raise InvalidJobIdError(f"{text!r} is not an F58 job id")
+    value = 0
+    for char in body:
+        digit = _F58_VALUE.get(char)
+        if digit is None:
+            raise InvalidJobIdError(f"{text!r} is not an F58 job id (bad character {char!r})")
+        value = value * 58 + digit
+    if value > _MAX_ID:
+        raise InvalidJobIdError(f"{text!r} is out of range for a Flux job id")
+    return value
+
+
+def parse_job_id(job_id: Any) -> int:
+    """The integer behind any accepted encoding (or an ``int``/``JobID``).
+
+    Raises :class:`InvalidJobIdError` for anything else.
+    """
+    if isinstance(job_id, bool):
+        raise InvalidJobIdError(f"{job_id!r} is not a Flux job id")
+    if isinstance(job_id, int):  # also flux.job.JobID, an int subclass
+        if not 0 <= int(job_id) <= _MAX_ID:
+            raise InvalidJobIdError(f"job id {job_id} is out of range")
+        return int(job_id)
+    text = str(job_id).strip()
+    if not text:
+        raise InvalidJobIdError("empty job id")
+    if text.isdigit():
+        value = int(text)
+        if value > _MAX_ID:
+            raise InvalidJobIdError(f"job id {text} is out of range")
+        return value
+    if text[:2].lower() == "0x":
+        try:
+            value = int(text[2:], 16)
+        except ValueError:
+            raise InvalidJobIdError(f"{text!r} is not a hex job id") from None
+        if value > _MAX_ID:
+            raise InvalidJobIdError(f"job id {text} is out of range")
+        return value
+    dothex = _DOTHEX.match(text)
+    if dothex:
+        return int("".join(dothex.groups()), 16)
+    if text[0] in (F58_PREFIX, _ASCII_PREFIX):
+        return decode_f58(text)
+    raise InvalidJobIdError(
+        f"{text!r} is not a Flux job id (expected F58 like \u0192CFKYzj or fCFKYzj, "
+        "a decimal number, 0x-hex or dothex)"
+    )
+
+
+def canonical_job_id(job_id: Any) -> str:
+    """The stored form of any accepted encoding: F58 with ``ƒ``."""
+    return encode_f58(parse_job_id(job_id))
+
+
+def decimal_job_id(job_id: Any) -> str:
+    """The form passed to ``flux`` commands: decimal digits."""
+    return str(parse_job_id(job_id))
+
+
+def is_job_id(text: Any) -> bool:
+    try:
+        parse_job_id(text)
+    except InvalidJobIdError:
+        return False
+    return True
+
+
+def bindings_job_ids(flux_module: Any, job_ids: Sequence[str]) -> List[Any]:
+    """``JobID`` objects where the bindings have them (0.49+), else ints.
+
+    0.49's ``JobList`` reports an unknown id as ``JobID {id.orig} unknown``
+    and raises ``AttributeError: 'int' object has no attribute 'orig'``
+    when it was given a plain int.
+    """
+    numbers = [parse_job_id(job_id) for job_id in job_ids]
+    if hasattr(flux_module.job, "JobID"):
+        return [flux_module.job.JobID(number) for number in numbers]
+    return numbers
+
+
+# -- eventlogs: a job's events read into its facts -----------------------------
+
+
+def apply_event(facts: JobFacts, name: str, stamp: Optional[float], context: Any) -> None:
+    """One eventlog event's effect on the facts, in the order Flux writes them."""
+    if name == "submit":
+        facts.t_submit, facts.state = stamp, "DEPEND"
+    elif name in ("depend", "validate"):
+        facts.state = "DEPEND" if name == "validate" else "PRIORITY"
+    elif name == "dependency-add":
+        facts.dependencies.append(str(context.get("description", "")))
+    elif name == "priority":
+        facts.state = "SCHED"
+    elif name == "alloc":
+        facts.state, facts.t_run = "RUN", stamp
+    elif name == "start":
+        facts.state = "RUN"
+    elif name == "exception":
+        # Severity 0 is fatal: the first one is the job's end.
+        if int(context.get("severity", 0)) == 0 and not facts.exception_type:
+            facts.exception_type = str(context.get("type", ""))
+            facts.exception_note = str(context.get("note", ""))
+            facts.state = "CLEANUP" if facts.state == "RUN" else facts.state
+    elif name == "finish":
+        facts.waitstatus, facts.t_cleanup = integer(context.get("status")), stamp
+        facts.state = "CLEANUP"
+    elif name == "clean":
+        facts.state, facts.t_inactive = "INACTIVE", stamp
+
+
+def parse_eventlog(job_id: str, text: str) -> JobFacts:
+    """Facts from ``flux job info ID eventlog`` (one JSON event per line).
+
+    The fallback when ``flux jobs`` cannot answer (e.g. a client of another
+    release: "invalid payload").  A C subcommand, ~10 ms.
+    """
+    facts = JobFacts(id=canonical_job_id(job_id))
+    for line in text.splitlines():
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # empty or garbled lines
+        if isinstance(event, dict):
+            context = event.get("context") or {}
+            apply_event(facts, str(event.get("name")), number(event.get("timestamp")), context)
+    return settle(facts)
+
+
+def settle(facts: JobFacts) -> JobFacts:
+    """An inactive job's result and return code, from its events (as ``flux jobs``)."""
+    if facts.state == "INACTIVE":
+        facts.result = _result_from_events(facts)
+        facts.returncode = _returncode_from_events(facts)
+    return facts
+
+
+def _result_from_events(facts: JobFacts) -> str:
+    kind = facts.exception_type
+    if kind == "cancel":
+        return "CANCELED"
+    if kind == "timeout":
+        return "TIMEOUT"
+    if kind:
+        return "FAILED"
+    return "COMPLETED" if facts.waitstatus == 0 else "FAILED"
+
+
+def _returncode_from_events(facts: JobFacts) -> Optional[int]:
+    code = exit_code_from(None, facts.waitstatus)
+    if code is None and facts.exception_type == "cancel" and not facts.t_run:
+        return None  # as `flux jobs` says it (-128): cancelled before it ran, no exit code
+    if code is None and facts.exception_type:
+        return 1  # Flux's returncode for a job that never ran (e.g. a failed dependency)
+    return code
