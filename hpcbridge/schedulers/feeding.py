@@ -53,6 +53,7 @@ from ..sweep_store import (
 )
 from .driver import PartialSubmissionError, Submitted
 from .service import SubmissionService
+from .staging import staged_basenames
 from .submitting import Order, batches
 
 log = logging.getLogger("hpcbridge")
@@ -76,6 +77,9 @@ class Feeder:
         self.sweep = sweep
         self.tasks: List[SweepTask] = book.tasks(sweep.name)
         self.by_index = {task.index: task for task in self.tasks}
+        #: one file name per script in the sweep's one folder, whichever submission
+        #: stages it: prep/run.sh and train/run.sh are run.sh and run.sh.2
+        self.script_names = staged_basenames([task.script for task in self.tasks])
         self._position = {task.index: at for at, task in enumerate(self.tasks)}
         #: every task before this position is sent or never will be: a fill starts here,
         #: so feeding N tasks costs O(N) in all, not O(N) per job that ends
@@ -317,6 +321,7 @@ class Feeder:
             self.sweep.folder,
             step.options,
         )
+        order = replace(order, script_names=self.script_names)
         if token is None:
             return order
         made = datetime.fromisoformat(group[0].made) if group[0].made else order.made

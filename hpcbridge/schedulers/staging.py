@@ -95,22 +95,32 @@ def coerce_task(item: JobInput, remote_repo: Optional[str], must_exist: bool = T
     return make_task(item, (), None, remote_repo, must_exist)
 
 
-def staged_names(directory: str, scripts: Sequence[str]) -> List[str]:
-    """Where each script lands in the job folder: its own name, deduplicated."""
-    by_source: Dict[str, str] = {}
-    used: Dict[str, str] = {}
-    names = []
+def staged_basenames(
+    scripts: Sequence[str], taken: Optional[Mapping[str, str]] = None
+) -> Dict[str, str]:
+    """Each script's file name in a job folder: its own, deduplicated (``run.sh``, then
+    ``run.sh.2`` for another script of that name), in the order first met; ``taken``:
+    the names already given in that folder (a sweep's, across its submissions)."""
+    names = dict(taken or {})
+    used = {name: script for script, name in names.items()}
     for script in scripts:
-        if script not in by_source:
+        if script not in names:
             base = os.path.basename(script) or "script"
             candidate, counter = base, 1
             while candidate in used and used[candidate] != script:
                 counter += 1
                 candidate = f"{base}.{counter}"
             used[candidate] = script
-            by_source[script] = posixpath.join(directory, candidate)
-        names.append(by_source[script])
+            names[script] = candidate
     return names
+
+
+def staged_names(
+    directory: str, scripts: Sequence[str], taken: Optional[Mapping[str, str]] = None
+) -> List[str]:
+    """Where each script lands in the job folder (``staged_basenames``)."""
+    names = staged_basenames(scripts, taken)
+    return [posixpath.join(directory, names[script]) for script in scripts]
 
 
 def task_name(task: TaskSpec, job_name: Optional[str]) -> str:
@@ -156,14 +166,16 @@ def plan_chunks(
     job_name: Optional[str],
     chunk_size: int,
     first_token: str,
+    script_names: Optional[Mapping[str, str]] = None,
 ) -> List[Tuple[PreparedJob, List[TaskSpec]]]:
     """One wrapper per ``chunk_size`` tasks (the driver's ``max_batch``: a Slurm array's
     size limit), all in one folder, whatever scripts they run: the wrapper's table
     runs each task's own.  Every task keeps its own name (``task_name``); the chunk
     as a whole is called ``shared_name`` of them.  The wrappers are named after
     ``first_token`` (``T``, ``T-1``, ``T-2``...): one plan of one order always names
-    the same files."""
-    scripts = staged_names(directory, [task.script for task in tasks])
+    the same files.  ``script_names``: the scripts' names in a folder other orders
+    share (``Order.script_names``)."""
+    scripts = staged_names(directory, [task.script for task in tasks], script_names)
     names = [task_name(task, job_name) for task in tasks]
     single_use = {script for script, uses in Counter(scripts).items() if uses == 1}
     size = max(chunk_size, 1)

@@ -50,6 +50,9 @@ class Order:
     #: rendering of one order (a dry run's jobspec and command line) shows the same paths
     token: str = field(default_factory=new_token)
     made: datetime = field(default_factory=datetime.now)
+    #: each script's file name in ``remote_dir`` where other orders share that folder
+    #: (a sweep's): one name per script across all of them (``staging.staged_basenames``)
+    script_names: Optional[Mapping[str, str]] = None
 
 
 def _shifted(submitted: Sequence[Submitted], offset: int) -> List[Submitted]:
@@ -67,7 +70,7 @@ def batches(
     """The order's chunks as batches - one folder, one wrapper each; pure planning."""
     folder = stager.folder(order.remote_dir, order.token, order.made)
     chunks = staging.plan_chunks(
-        folder, order.tasks, order.resources.job_name, chunk_size, order.token
+        folder, order.tasks, order.resources.job_name, chunk_size, order.token, order.script_names
     )
     return [(_batch(job, chunk, order, stager, parents), chunk) for job, chunk in chunks]
 

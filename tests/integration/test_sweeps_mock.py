@@ -198,6 +198,34 @@ def test_a_sweep_keeps_its_resources_as_validated_when_added(
     other.close()
 
 
+def test_steps_whose_scripts_share_a_name_each_run_their_own(
+    mock_adapter: Any, tmp_path: Path
+) -> None:
+    """prep/run.sh and train/run.sh in one sweep (one folder, sent in several
+    submissions): each task runs the script it was given."""
+    ran = tmp_path / "ran"
+    scripts = []
+    for step in ("prep", "train"):
+        folder = tmp_path / step
+        folder.mkdir()
+        script = folder / "run.sh"
+        script.write_text(f"#!/bin/sh\necho {step} $1 >> {ran}\n")
+        script.chmod(0o755)
+        scripts.append(str(script))
+    sweep = Sweep(mock_adapter, "same-names", max_queued=1)
+    preps = sweep.add([(scripts[0], [str(i)]) for i in range(2)])
+    sweep.add([(scripts[1], [str(i)]) for i in range(2)], after=preps)
+    final = sweep.wait(poll_interval=1, timeout=120)
+    assert {s.state for s in final.values()} == {JobState.COMPLETED}
+    assert sorted(ran.read_text().split("\n")[:-1]) == ["prep 0", "prep 1", "train 0", "train 1"]
+    # one name per script in the sweep's one folder, whichever submission staged it
+    records = mock_adapter.store.get_many("mock", mock_adapter.host_label, list(final))
+    [folder] = {Path(record.remote_dir) for record in records.values()}
+    staged = {path.name: path.read_text() for path in folder.glob("run.sh*")}
+    assert set(staged) == {"run.sh", "run.sh.2"}
+    assert "echo prep" in staged["run.sh"] and "echo train" in staged["run.sh.2"]
+
+
 def cli(*args: str, state: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "HPCBRIDGE_STATE_DIR": str(state)}
     return subprocess.run(

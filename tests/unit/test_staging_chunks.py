@@ -12,7 +12,13 @@ from hpcbridge.jobscript import TaskSpec
 from hpcbridge.resources import Resources
 from hpcbridge.schedulers.driver import SubmitBatch, Submitted
 from hpcbridge.schedulers.flux import jobspec, plan
-from hpcbridge.schedulers.staging import Stager, plan_chunks, shared_name, wrapper_files
+from hpcbridge.schedulers.staging import (
+    Stager,
+    plan_chunks,
+    shared_name,
+    staged_basenames,
+    wrapper_files,
+)
 from hpcbridge.schedulers.tracking import Placement, job_records
 from hpcbridge.transports.local import LocalExecutor
 
@@ -86,6 +92,15 @@ def test_the_stager_bundles_what_can_travel_and_copies_the_rest(tmp_path: Path) 
     staged = sorted(path.name for path in jobs.iterdir() if path.is_file())
     assert staged == ["bin", "open.sh", "twice.sh"]  # a.sh is in the table
     assert "echo a" in Path(job.wrapper_path + ".0").read_text()
+
+
+def test_a_shared_folder_keeps_one_name_per_script_across_submissions() -> None:
+    """A sweep's submissions stage into one folder: the names given over all its scripts."""
+    everyone = staged_basenames(["/p/run.sh", "/t/run.sh", "/p/run.sh", "/t/x.sh"])
+    assert everyone == {"/p/run.sh": "run.sh", "/t/run.sh": "run.sh.2", "/t/x.sh": "x.sh"}
+    [(job, _)] = plan_chunks("/j", [TaskSpec("/t/run.sh")], None, 10, "T", everyone)
+    assert job.scripts == ["/j/run.sh.2"]  # alone in its submission, still not run.sh
+    assert staged_basenames(["/q/run.sh"], everyone)["/q/run.sh"] == "run.sh.3"
 
 
 @pytest.mark.parametrize(
