@@ -51,10 +51,6 @@ class Observation:
     reach: Reach = Reach.ANSWERED
 
     @property
-    def job_id(self) -> str:
-        return self.status.job_id
-
-    @property
     def out_of_reach(self) -> bool:
         """The scheduler could not be asked (now or at all): the status is UNKNOWN."""
         return self.reach is not Reach.ANSWERED

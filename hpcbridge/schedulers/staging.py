@@ -156,7 +156,7 @@ def prepared(
         scripts=list(scripts),
         job_name=shared_name(names),
         task_names=tuple(names),
-        single_use=frozenset(single_use).intersection(scripts) if len(scripts) > 1 else frozenset(),
+        single_use=frozenset(scripts).intersection(single_use) if len(scripts) > 1 else frozenset(),
     )
 
 

@@ -245,8 +245,8 @@ class Outage:
     def answered(self, seen: Observation) -> None:
         """A scheduler's answer: after a "cannot be asked" one, the outage is over."""
         at, last = seen.answered_at, self._unreachable_at
-        if self.kind != "scheduler" or seen.source is not Source.SCHEDULER or at is None:
-            return
+        if self.kind != "scheduler" or at is None:
+            return  # no round's stamp: what was known, a file, a direct question
         if last is None or at > last:
             self._over()
 
