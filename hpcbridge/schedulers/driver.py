@@ -14,8 +14,8 @@ Every driver keeps the same promises:
     ``JobSubmissionError`` saying why and what to change - anything the
     scheduler would refuse (a queue it lacks, a job longer than the time
     left, a dependency it cannot honour), *before* anything is staged.
-    Every driver refuses the same parents (``dependencies.refuse_unmet``:
-    one found nowhere, one that already ended other than COMPLETED).
+    Parents that cannot be waited for are refused before, by the submission
+    itself (``submitting.refuse_unmet``).
     Pure but for what the scheduler must be asked; returns a ``Planned``.
 ``describe(planned)``
     The exact command (or jobspec) ``submit_many(planned)`` would send.
@@ -81,7 +81,6 @@ from ..errors import JobSubmissionError, SchedulerUnavailableError
 from ..jobscript import TASK_INDEX_VARIABLE, PreparedJob
 from ..model import JobStatus
 from ..resources import Resources
-from .observation import Observation
 
 
 @dataclass(frozen=True)
@@ -128,10 +127,6 @@ class SubmitBatch:
     #: the scheduler's own choices for this submission, made by its adapter
     #: (``job_options``) and read only by its drivers; ``None`` where there are none
     options: object = None
-    #: what is known of each of ``depends_on`` now (the store, one query, the
-    #: exit-code file), for ``plan`` to refuse what cannot be waited for
-    #: (``dependencies.refuse_unmet``); ``None``: not looked up
-    parents: Optional[Mapping[str, Observation]] = None
 
 
 @dataclass(frozen=True)

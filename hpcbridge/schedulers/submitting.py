@@ -6,9 +6,10 @@ tracker.  It cuts the tasks into chunks of at most the driver's ``max_batch``
 own name in its record (``staging.plan_chunks``) - and then:
 
 1. **plan**: the parents (``--after``) are looked up - the store, one query
-   for all of them - and the driver works out every chunk and refuses what
-   the scheduler would refuse, the parents it cannot wait for included
-   (``dependencies``), before anything is staged (a refused job leaves no folder);
+   for all of them, the exit-code file - and refused where they cannot be
+   waited for (``refuse_unmet``, one rule for every scheduler); the driver works
+   out every chunk and refuses what the scheduler would refuse - all before
+   anything is staged (a refused job leaves no folder);
 2. **stage**: each chunk's scripts and wrapper go into the submission's folder (a
    script one task alone runs travels in the wrapper's table: ``Stager.bundle``);
 3. **send**: one ``driver.submit_many`` per chunk;
@@ -23,9 +24,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ..errors import JobSubmissionError, LimitRefusedError, SubmissionUncertainError
+from ..errors import (
+    JobSubmissionError,
+    LimitRefusedError,
+    SchedulerUnavailableError,
+    SubmissionUncertainError,
+)
 from ..jobscript import TASK_INDEX_VARIABLE, PreparedJob, TaskSpec, new_token
-from ..model import JobStatus
+from ..model import JobState, JobStatus
 from ..resources import Resources
 from . import staging
 from .driver import PartialSubmissionError, Planned, SchedulerDriver, SubmitBatch, Submitted
@@ -62,17 +68,14 @@ def _shifted(submitted: Sequence[Submitted], offset: int) -> List[Submitted]:
 
 
 def batches(
-    order: Order,
-    stager: Stager,
-    chunk_size: int,
-    parents: Optional[Mapping[str, Observation]] = None,
+    order: Order, stager: Stager, chunk_size: int
 ) -> List[Tuple[SubmitBatch, List[TaskSpec]]]:
     """The order's chunks as batches - one folder, one wrapper each; pure planning."""
     folder = stager.folder(order.remote_dir, order.token, order.made)
     chunks = staging.plan_chunks(
         folder, order.tasks, order.resources.job_name, chunk_size, order.token, order.script_names
     )
-    return [(_batch(job, chunk, order, stager, parents), chunk) for job, chunk in chunks]
+    return [(_batch(job, chunk, order, stager), chunk) for job, chunk in chunks]
 
 
 def dry_batches(order: Order, stager: Stager, chunk_size: int) -> List[SubmitBatch]:
@@ -81,16 +84,10 @@ def dry_batches(order: Order, stager: Stager, chunk_size: int) -> List[SubmitBat
 
 
 def _batch(
-    job: PreparedJob,
-    tasks: Sequence[TaskSpec],
-    order: Order,
-    stager: Stager,
-    parents: Optional[Mapping[str, Observation]],
+    job: PreparedJob, tasks: Sequence[TaskSpec], order: Order, stager: Stager
 ) -> SubmitBatch:
     output = stager.output_path(job, order.resources)
-    return SubmitBatch(
-        job, len(tasks), order.resources, order.depends_on, output, order.options, parents
-    )
+    return SubmitBatch(job, len(tasks), order.resources, order.depends_on, output, order.options)
 
 
 #: how many distinct task names a dry run lists for one chunk
@@ -106,6 +103,73 @@ def _own_names(job: PreparedJob) -> str:
     more = len(distinct) - SHOWN_NAMES
     shown = ", ".join(distinct[:SHOWN_NAMES]) + (f" and {more} more" if more > 0 else "")
     return f"; each named after its own: {shown}"
+
+
+# -- parents -------------------------------------------------------------
+
+
+def refuse_unmet(depends_on: Sequence[str], parents: Mapping[str, Observation]) -> None:
+    """Raise when a parent cannot be waited for: one rule for every scheduler.
+
+    - a parent found nowhere (no record here, not in the queue, not in the
+      scheduler's history) is refused: Slurm would take ``afterok:<such an id>``
+      and run the job at once (it cannot tell it from one purged long ago), Flux
+      refuses it, the mock would cancel the job;
+    - a parent that already ended other than COMPLETED is refused too: its child
+      could never run (schedulers differ in how they say so later, if at all);
+    - a parent PENDING or RUNNING holds the child; a COMPLETED one is satisfied;
+    - a parent the scheduler could not be asked about (controller down) stops the
+      submission as unusable: nothing is known, nothing is sent.
+    """
+    unreachable = [
+        job_id for job_id in dict.fromkeys(depends_on) if _seen(job_id, parents).out_of_reach
+    ]
+    if unreachable:
+        reason = _seen(unreachable[0], parents).status.reason
+        raise SchedulerUnavailableError(
+            f"cannot check the parent job(s) {', '.join(unreachable)}: {reason}; nothing was "
+            "submitted. Check the scheduler with 'hpcbridge doctor', then submit again"
+        )
+    problems = unmet(depends_on, parents)
+    if not problems:
+        return
+    raise JobSubmissionError(
+        "; ".join(problems) + "; nothing was submitted (without --after, or depends_on, "
+        "it would not wait)"
+    )
+
+
+def unmet(depends_on: Sequence[str], parents: Mapping[str, Observation]) -> List[str]:
+    """One phrase per parent that cannot be waited for; empty when all can."""
+    problems = []
+    for job_id in dict.fromkeys(depends_on):
+        problem = _problem(_seen(job_id, parents).status)
+        if problem:
+            problems.append(problem)
+    return problems
+
+
+def _seen(job_id: str, parents: Mapping[str, Observation]) -> Observation:
+    missing = JobStatus(job_id, JobState.UNKNOWN, reason="not looked up")
+    return parents.get(job_id) or Observation(missing, Source.KNOWN)
+
+
+def _problem(status: JobStatus) -> Optional[str]:
+    if status.state is JobState.UNKNOWN:
+        said = f" ({status.reason})" if status.reason else ""
+        return (
+            f"parent job {status.job_id} cannot be found: no record of it here and no trace "
+            f"in the scheduler's queue or history{said}; check the id ('hpcbridge jobs' lists "
+            "the recorded ones)"
+        )
+    if status.is_terminal and status.state is not JobState.COMPLETED:
+        code = "" if status.exit_code is None else f" (exit {status.exit_code})"
+        return (
+            f"parent job {status.job_id} already ended {status.state.value}{code}, so a job "
+            "that waits for it to complete would never run; submit its step again and depend "
+            "on the new job"
+        )
+    return None
 
 
 class Submission:
@@ -152,10 +216,11 @@ class Submission:
     ) -> List[Tuple[Planned, List[TaskSpec]]]:
         """Every chunk as the driver will send it; raises before anything is staged."""
         chunk_size = self.driver.max_batch() if len(order.tasks) > 1 else 1
-        parents = self.parents(order.depends_on, known)
+        if order.depends_on:
+            refuse_unmet(order.depends_on, self.parents(order.depends_on, known))
         return [
             (self.driver.plan(batch), chunk)
-            for batch, chunk in batches(order, self.stager, chunk_size, parents)
+            for batch, chunk in batches(order, self.stager, chunk_size)
         ]
 
     def describe(self, order: Order) -> str:

@@ -17,7 +17,7 @@ from hpcbridge.jobscript import PreparedJob
 from hpcbridge.model import JobState
 from hpcbridge.resources import Resources
 from hpcbridge.schedulers.driver import NotAskedNow, PartialSubmissionError, SubmitBatch, Submitted
-from hpcbridge.schedulers.slurm import submission
+from hpcbridge.schedulers.slurm import commands
 from hpcbridge.schedulers.slurm.cli import SlurmCliDriver
 from hpcbridge.transports.base import CommandResult
 
@@ -79,8 +79,8 @@ class ScriptedExecutor:
         return CommandResult(argv, 127, "", f"{argv[0]}: command not found")
 
 
-def spec() -> submission.SubmitSpec:
-    return submission.SubmitSpec("/j/w.sh", "/j", "/j/slurm-%j.out", "w", Resources())
+def spec() -> commands.SubmitSpec:
+    return commands.SubmitSpec("/j/w.sh", "/j", "/j/slurm-%j.out", "w", Resources())
 
 
 def batch(count: int, output: str = "/j/slurm-%j.out") -> SubmitBatch:

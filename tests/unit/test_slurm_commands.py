@@ -11,7 +11,7 @@ import pytest
 
 from hpcbridge.model import JobState
 from hpcbridge.resources import Resources
-from hpcbridge.schedulers.slurm import control, messages, status, submission
+from hpcbridge.schedulers.slurm import commands, status
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
 UTC = timezone.utc
@@ -28,8 +28,8 @@ def recorded(name: str, suffix: str = "txt") -> str:
     return path.read_text()
 
 
-def spec(**resources: object) -> submission.SubmitSpec:
-    return submission.SubmitSpec(
+def spec(**resources: object) -> commands.SubmitSpec:
+    return commands.SubmitSpec(
         wrapper_path="/j/a/.hpcbridge/t.sh",
         workdir="/j/a",
         output="/j/a/slurm-%j.out",
@@ -51,22 +51,22 @@ def spec(**resources: object) -> submission.SubmitSpec:
     ],
 )
 def test_parse_sbatch_id(stdout: str, job_id: str) -> None:
-    assert submission.parse_sbatch_id(stdout) == job_id
+    assert commands.parse_sbatch_id(stdout) == job_id
 
 
 def test_parse_sbatch_id_from_recordings() -> None:
-    assert submission.parse_sbatch_id(recorded("sbatch_parsable")) == "1"
-    assert submission.parse_sbatch_id(recorded("sbatch_parsable_cluster")) == "2"
-    assert submission.parse_sbatch_id(recorded("sbatch_plain")) == "3"
+    assert commands.parse_sbatch_id(recorded("sbatch_parsable")) == "1"
+    assert commands.parse_sbatch_id(recorded("sbatch_parsable_cluster")) == "2"
+    assert commands.parse_sbatch_id(recorded("sbatch_plain")) == "3"
 
 
 def test_parse_sbatch_id_refuses_noise() -> None:
     with pytest.raises(ValueError):
-        submission.parse_sbatch_id("hello\n")
+        commands.parse_sbatch_id("hello\n")
 
 
 def test_sbatch_argv_every_directive() -> None:
-    argv = submission.sbatch_argv(
+    argv = commands.sbatch_argv(
         spec(
             partition="debug",
             qos="fast",
@@ -102,7 +102,7 @@ def test_sbatch_argv_every_directive() -> None:
 
 
 def test_sbatch_argv_minimal_and_gpus_zero_omitted() -> None:
-    argv = submission.sbatch_argv(spec(gpus=0))
+    argv = commands.sbatch_argv(spec(gpus=0))
     assert not any(part.startswith("--gpus") for part in argv)
     assert argv[:2] == ["sbatch", "--parsable"]
     assert argv[-1] == "/j/a/.hpcbridge/t.sh"
@@ -118,13 +118,13 @@ def test_sbatch_argv_minimal_and_gpus_zero_omitted() -> None:
     ],
 )
 def test_sbatch_time(time: str, flag: str) -> None:
-    assert flag in submission.sbatch_argv(spec(time=time))
+    assert flag in commands.sbatch_argv(spec(time=time))
 
 
 def test_sbatch_dependency_and_array() -> None:
     base = spec()
-    argv = submission.sbatch_argv(
-        submission.SubmitSpec(**{**base.__dict__, "depends_on": ("5", "9_3"), "array": "0-199"})
+    argv = commands.sbatch_argv(
+        commands.SubmitSpec(**{**base.__dict__, "depends_on": ("5", "9_3"), "array": "0-199"})
     )
     assert "--dependency=afterok:5:9_3" in argv
     assert "--kill-on-invalid-dep=yes" in argv
@@ -134,24 +134,24 @@ def test_sbatch_dependency_and_array() -> None:
 
 def test_sbatch_one_task_of_a_many_task_wrapper() -> None:
     base = spec()
-    argv = submission.sbatch_argv(submission.SubmitSpec(**{**base.__dict__, "task_index": 3}))
+    argv = commands.sbatch_argv(commands.SubmitSpec(**{**base.__dict__, "task_index": 3}))
     assert argv[-2:] == [base.wrapper_path, "3"]  # the index: the wrapper's argument
     # No --export at all: any but a bare ALL makes sbatch set SLURM_GET_USER_ENV=1, and
     # slurmd run a login shell (su - USER) before the job.
-    array = submission.SubmitSpec(**{**base.__dict__, "array": "0-3"})
-    for each in (argv, submission.sbatch_argv(base), submission.sbatch_argv(array)):
+    array = commands.SubmitSpec(**{**base.__dict__, "array": "0-3"})
+    for each in (argv, commands.sbatch_argv(base), commands.sbatch_argv(array)):
         assert not any(part.startswith("--export") for part in each)
 
 
 def test_arrays_refused_and_uncertain_messages() -> None:
-    assert messages.arrays_refused("Batch job submission failed: Invalid job array specification")
-    assert not messages.arrays_refused("Invalid partition name specified")
-    assert messages.submission_uncertain("Socket timed out on send/recv operation")
-    assert not messages.submission_uncertain("Invalid qos specification")
+    assert commands.arrays_refused("Batch job submission failed: Invalid job array specification")
+    assert not commands.arrays_refused("Invalid partition name specified")
+    assert commands.submission_uncertain("Socket timed out on send/recv operation")
+    assert not commands.submission_uncertain("Invalid qos specification")
 
 
 def test_describe_quotes() -> None:
-    assert submission.describe_argv(["sbatch", "--job-name=a b"]) == "sbatch '--job-name=a b'"
+    assert commands.describe_argv(["sbatch", "--job-name=a b"]) == "sbatch '--job-name=a b'"
 
 
 @pytest.mark.parametrize(
@@ -166,15 +166,15 @@ def test_describe_quotes() -> None:
 )
 def test_scheduler_message_from_recordings(name: str, expected: str) -> None:
     assert recorded(name, "rc").strip() != "0"
-    message = messages.scheduler_message(recorded(name, "err"))
+    message = commands.scheduler_message(recorded(name, "err"))
     assert expected in message
     assert "sbatch: error:" not in message
 
 
 def test_scheduler_message_prefers_errors_over_warnings() -> None:
     text = "sbatch: warning: something odd\nsbatch: error: Batch job submission failed: Nope\n"
-    assert messages.scheduler_message(text) == "Batch job submission failed: Nope"
-    assert messages.scheduler_message("plain words\n") == "plain words"
+    assert commands.scheduler_message(text) == "Batch job submission failed: Nope"
+    assert commands.scheduler_message("plain words\n") == "plain words"
 
 
 # -- squeue -------------------------------------------------------------------------------
@@ -278,7 +278,7 @@ def test_parse_recorded_dependency_never_satisfied() -> None:
 def test_recorded_purged_and_unknown_ids() -> None:
     for name in ("squeue_purged", "squeue_unknown", "squeue_purged_plain"):
         assert recorded(name, "rc").strip() == "1"
-        assert messages.is_invalid_job_id(recorded(name, "err"))
+        assert commands.is_invalid_job_id(recorded(name, "err"))
     assert status.parse_squeue(recorded("squeue_purged"), RECORDED_SQUEUE) == {}
 
 
@@ -348,8 +348,8 @@ def test_later_sacct_rows_win() -> None:
 
 
 def test_accounting_disabled_message() -> None:
-    assert messages.accounting_disabled("Slurm accounting storage is disabled")
-    assert not messages.accounting_disabled("sacct: error: Problem talking to the database")
+    assert commands.accounting_disabled("Slurm accounting storage is disabled")
+    assert not commands.accounting_disabled("sacct: error: Problem talking to the database")
 
 
 @pytest.mark.parametrize(
@@ -362,14 +362,14 @@ def test_accounting_disabled_message() -> None:
     ],
 )
 def test_job_already_ended(message: str, ended: bool) -> None:
-    assert messages.job_already_ended(message) is ended
+    assert commands.job_already_ended(message) is ended
 
 
 # -- scancel, scontrol ---------------------------------------------------------------------
 
 
 def test_scancel_argv() -> None:
-    assert control.scancel_argv(["5", "9_1", "5"]) == ["scancel", "5", "9_1"]
+    assert commands.scancel_argv(["5", "9_1", "5"]) == ["scancel", "5", "9_1"]
 
 
 def test_recorded_scancel_is_silent_for_finished_and_unknown() -> None:
@@ -379,20 +379,20 @@ def test_recorded_scancel_is_silent_for_finished_and_unknown() -> None:
 
 
 def test_parse_recorded_scontrol_show_job() -> None:
-    fields = control.parse_scontrol_record(recorded("scontrol_show_job_running_oneliner"))
+    fields = commands.parse_scontrol_record(recorded("scontrol_show_job_running_oneliner"))
     assert fields["JobState"] == "RUNNING"
     assert fields["StdOut"].endswith("slurm-11.out")
-    assert control.output_of_record(fields) == fields["StdOut"]
-    assert control.output_of_record({"StdOut": "(null)"}) is None
-    multi = control.parse_scontrol_record(recorded("scontrol_show_job_completed"))
+    assert commands.output_of_record(fields) == fields["StdOut"]
+    assert commands.output_of_record({"StdOut": "(null)"}) is None
+    multi = commands.parse_scontrol_record(recorded("scontrol_show_job_completed"))
     assert multi["ExitCode"] == "3:0" and multi["JobState"] == "FAILED"
 
 
 def test_parse_recorded_scontrol_config() -> None:
-    config = control.parse_scontrol_config(recorded("scontrol_show_config"))
-    assert control.max_array_size(config) == 1001
+    config = commands.parse_scontrol_config(recorded("scontrol_show_config"))
+    assert commands.max_array_size(config) == 1001
     assert config["MinJobAge"] == "10 sec"
-    assert control.max_array_size({}) == 1001
+    assert commands.max_array_size({}) == 1001
 
 
 @pytest.mark.parametrize(
@@ -405,29 +405,29 @@ def test_parse_recorded_scontrol_config() -> None:
     ],
 )
 def test_parse_version(text: str, version: object) -> None:
-    assert control.parse_version(text) == version
+    assert commands.parse_version(text) == version
 
 
 def test_recorded_versions() -> None:
-    assert control.parse_version(recorded("sbatch_version"))[:2] == (22, 5)
-    assert control.format_version((22, 5, 8)) == "22.05.8"
+    assert commands.parse_version(recorded("sbatch_version"))[:2] == (22, 5)
+    assert commands.format_version((22, 5, 8)) == "22.05.8"
 
 
 def test_output_for_task() -> None:
-    assert submission.output_for_task("/d/slurm-%j.out", "12") == "/d/slurm-12.out"
-    assert submission.output_for_task("/d/slurm-%A_%a.out", "9_3", "9", "3") == "/d/slurm-9_3.out"
-    assert submission.output_for_task("/d/%x-%j-100%%.log", "5", job_name="n") == "/d/n-5-100%.log"
+    assert commands.output_for_task("/d/slurm-%j.out", "12") == "/d/slurm-12.out"
+    assert commands.output_for_task("/d/slurm-%A_%a.out", "9_3", "9", "3") == "/d/slurm-9_3.out"
+    assert commands.output_for_task("/d/%x-%j-100%%.log", "5", job_name="n") == "/d/n-5-100%.log"
 
 
 def test_array_output_names_tasks_by_array_and_index() -> None:
     # %j is a task's own job id, unknown until it starts; %A_%a is known at once.
-    assert submission.array_output("/d/slurm-%j.out") == "/d/slurm-%A_%a.out"
-    assert submission.array_output("/d/100%%j-%x.log") == "/d/100%%j-%x.log"
-    assert submission.array_output("/d/fixed.log") == "/d/fixed.log"
+    assert commands.array_output("/d/slurm-%j.out") == "/d/slurm-%A_%a.out"
+    assert commands.array_output("/d/100%%j-%x.log") == "/d/100%%j-%x.log"
+    assert commands.array_output("/d/fixed.log") == "/d/fixed.log"
 
 
 def test_format_slurm_time_never_rounds_down() -> None:
-    assert "--time=0:00:02" in submission.sbatch_argv(spec(time="1.5s"))
+    assert "--time=0:00:02" in commands.sbatch_argv(spec(time="1.5s"))
     assert math.isinf(Resources.from_mapping({"time": "unlimited"}).time or 0)
 
 

@@ -18,7 +18,7 @@ from hpcbridge.jobscript import PreparedJob
 from hpcbridge.model import JobState
 from hpcbridge.resources import Resources
 from hpcbridge.schedulers.driver import NotAskedNow, SubmitBatch, Submitted
-from hpcbridge.schedulers.slurm import native, pyslurm_jobs, pyslurm_loading, submission
+from hpcbridge.schedulers.slurm import commands, native, pyslurm_jobs, pyslurm_loading
 from hpcbridge.schedulers.slurm.cli import SlurmCliDriver
 from hpcbridge.transports.base import CommandResult
 from hpcbridge.transports.local import LocalExecutor
@@ -35,8 +35,8 @@ def describe(driver: Any, batch: SubmitBatch) -> str:
 
 def spec(
     depends_on=(), array=None, wrapper: str = "/j/.hpcbridge/t.sh", **resources: Any
-) -> submission.SubmitSpec:
-    return submission.SubmitSpec(
+) -> commands.SubmitSpec:
+    return commands.SubmitSpec(
         wrapper_path=wrapper,
         workdir="/j",
         output="/j/slurm-%j.out",
@@ -683,7 +683,7 @@ def test_both_drivers_send_the_normalised_mem(tmp_path) -> None:
     resources = Resources.from_mapping({"mem": "1.5G"})
     submit(driver_with(module), batch(staged(tmp_path), 1, resources))
     assert module.submitted[0]["memory_per_node"] == "1536M"
-    argv = submission.sbatch_argv(spec(mem="1.5G"))
+    argv = commands.sbatch_argv(spec(mem="1.5G"))
     assert "--mem=1536M" in argv
 
 

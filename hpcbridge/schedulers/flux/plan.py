@@ -31,7 +31,6 @@ from ...config import Settings
 from ...durations import format_fsd
 from ...errors import JobSubmissionError
 from ...jobscript import EXIT_RANKS_VARIABLE
-from ..dependencies import refuse_unmet
 from ..driver import TASK_INDEX_VARIABLE, Planned, SubmitBatch
 from .instance import FluxPolicy, InstanceFacts, QueueInfo, UriSetting
 from .jobspec import batch_script
@@ -171,9 +170,7 @@ def plan_batch(
 ) -> Planned:
     """The plan of ``batch``; raises ``JobSubmissionError`` for a queue the instance
     lacks, dependencies the release cannot honour, or a job longer than the
-    instance has left (``time_left=None`` skips that check: a dry run), or parents
-    that cannot be waited for (``dependencies.refuse_unmet``)."""
-    refuse_unmet(batch)
+    instance has left (``time_left=None`` skips that check: a dry run)."""
     queue = choose_queue(batch.resources.qos, facts.queues, facts.policy)
     request = translate(batch, queue, facts.policy)
     if time_left is not None:

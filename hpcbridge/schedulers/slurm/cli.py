@@ -25,10 +25,11 @@ from ...retrying import Deadline, retry
 from ...transports.base import CommandResult, Executor
 from ..adoption import CannotAsk, adopt_or_resubmit, look_up
 from ..driver import NotAskedNow, Planned, SubmitBatch, Submitted
-from . import control, limits, messages, status, submission
-from .batches import (
+from . import commands, limits, status
+from .commands import (
     CAPABILITIES,
     NOT_FOUND,
+    SubmitSpec,
     plan_batch,
     planned_spec,
     submit_batch,
@@ -97,7 +98,7 @@ class SlurmCliDriver:
         restarting or rate-limiting us, within one command budget."""
 
         def busy(result: CommandResult) -> bool:
-            return not result.ok and messages.transient(result.message())
+            return not result.ok and commands.transient(result.message())
 
         result = retry(
             lambda: self._run(argv),
@@ -121,15 +122,15 @@ class SlurmCliDriver:
         return plan_batch(batch)
 
     def describe(self, planned: Planned) -> str:
-        return submission.describe_argv(submission.sbatch_argv(planned_spec(planned)))
+        return commands.describe_argv(commands.sbatch_argv(planned_spec(planned)))
 
     def submit_many(self, planned: Planned) -> List[Submitted]:
         return submit_batch(planned, self.submit)
 
-    def submit(self, spec: submission.SubmitSpec) -> str:
+    def submit(self, spec: SubmitSpec) -> str:
         """One sbatch; its job id.  A request that surely never reached the controller
         is sent again; one whose answer was lost is found by its key (``adoption``)."""
-        argv = submission.sbatch_argv(spec)
+        argv = commands.sbatch_argv(spec)
         try:
             return self._sbatch(argv)
         except SubmissionUncertainError as lost:
@@ -158,8 +159,8 @@ class SlurmCliDriver:
                 raise SubmissionUncertainError(
                     f"sbatch did not answer in time: {exc}", argv=argv
                 ) from exc
-            message = messages.scheduler_message(result.stderr or result.stdout)
-            if result.ok or not messages.never_reached(message) or deadline.expired:
+            message = commands.scheduler_message(result.stderr or result.stdout)
+            if result.ok or not commands.never_reached(message) or deadline.expired:
                 break
             log.info("sbatch did not reach slurmctld (%s); sending it again", message)
             deadline.sleep(2.0)
@@ -170,13 +171,13 @@ class SlurmCliDriver:
                 argv=argv,
             )
         if not result.ok:
-            raise messages.refusal_error(message)(
+            raise commands.refusal_error(message)(
                 f"sbatch refused the job (exit {result.returncode}): {message}",
                 argv=argv,
                 scheduler_message=message,
             )
         try:
-            return submission.parse_sbatch_id(result.stdout)
+            return commands.parse_sbatch_id(result.stdout)
         except ValueError as exc:
             raise SubmissionUncertainError(
                 f"sbatch succeeded but printed no job id: {result.stdout.strip()[:200]!r}",
@@ -187,7 +188,7 @@ class SlurmCliDriver:
         """The job carrying ``key`` (``None``: surely none); ``CannotAsk`` when unsure."""
         result = self._ask(status.key_argv())
         if not result.ok:
-            raise CannotAsk(messages.scheduler_message(result.message()))
+            raise CannotAsk(commands.scheduler_message(result.message()))
         found = status.parse_key_rows(result.stdout, key)
         if found is None:
             # A job that already ended and left the queue: history has the comment
@@ -251,7 +252,7 @@ class SlurmCliDriver:
         user = self._run(limits.user_argv())
         assoc = self._run(limits.assoc_argv(user.stdout.strip())) if user.ok else user
         if not assoc.ok:
-            log.info("no cap on queued jobs known: %s", messages.scheduler_message(assoc.message()))
+            log.info("no cap on queued jobs known: %s", commands.scheduler_message(assoc.message()))
             return None
         cluster = self.config().get("ClusterName")
         caps, qos_names = limits.parse_assoc(assoc.stdout, cluster, account)
@@ -299,10 +300,10 @@ class SlurmCliDriver:
                 answers.update(
                     {job_id: in_queue[job_id] for job_id in to_ask if job_id in in_queue}
                 )
-            elif not messages.is_invalid_job_id(result.message()):
+            elif not commands.is_invalid_job_id(result.message()):
                 # e.g. "slurm_load_jobs error: Unable to contact slurm controller
                 # (connect failure)" while slurmctld restarts.
-                raise NotAskedNow(f"squeue failed: {messages.scheduler_message(result.message())}")
+                raise NotAskedNow(f"squeue failed: {commands.scheduler_message(result.message())}")
         missing = [job_id for job_id in ids if job_id not in answers]
         if missing:
             answers.update(self.history(missing))
@@ -314,7 +315,7 @@ class SlurmCliDriver:
     def _light(self) -> bool:
         """Whether this Slurm has ``squeue --only-job-state`` (asked once)."""
         if self._has_light is None:
-            parsed = control.parse_version(self.version() or "")
+            parsed = commands.parse_version(self.version() or "")
             self._has_light = parsed is not None and parsed >= status.ONLY_JOB_STATE_SINCE
         return self._has_light
 
@@ -336,8 +337,8 @@ class SlurmCliDriver:
         when sacct failed (said once, see below)."""
         result = self._run(status.sacct_argv(asked))
         if not result.ok:
-            message = messages.scheduler_message(result.message())  # one line, never raw
-            if not messages.accounting_disabled(message):
+            message = commands.scheduler_message(result.message())  # one line, never raw
+            if not commands.accounting_disabled(message):
                 log.warning("sacct failed (exit %s): %s", result.returncode, message)
             elif not self._accounting_off_noted:
                 self._accounting_off_noted = True
@@ -357,44 +358,44 @@ class SlurmCliDriver:
         "already completing") is no failure; anything else is raised."""
         if not job_ids:
             return
-        result = self._run(control.scancel_argv(job_ids))
+        result = self._run(commands.scancel_argv(job_ids))
         if not result.ok:
-            message = messages.scheduler_message(result.message())
-            if messages.job_already_ended(message):
+            message = commands.scheduler_message(result.message())
+            if commands.job_already_ended(message):
                 return  # the job ended (and maybe was purged) meanwhile
             raise SchedulerAdapterError(f"scancel failed (exit {result.returncode}): {message}")
 
     def find_output(self, job_id: str) -> Optional[str]:
         """Where a job without a record writes its output (while Slurm knows it)."""
-        result = self._run(control.scontrol_show_job_argv(job_id))
+        result = self._run(commands.scontrol_show_job_argv(job_id))
         if not result.ok:
             return None
-        return control.output_of_record(control.parse_scontrol_record(result.stdout))
+        return commands.output_of_record(commands.parse_scontrol_record(result.stdout))
 
     def config(self) -> Dict[str, str]:
         """``scontrol show config`` (read once); empty when it cannot be read."""
         if self._config is None:
-            result = self._run(control.scontrol_config_argv())
+            result = self._run(commands.scontrol_config_argv())
             if not result.ok:
-                message = messages.scheduler_message(result.message())
+                message = commands.scheduler_message(result.message())
                 log.warning("scontrol show config failed: %s", message)
                 return {}
-            self._config = control.parse_scontrol_config(result.stdout)
+            self._config = commands.parse_scontrol_config(result.stdout)
         return self._config
 
     def max_batch(self) -> int:
         """Tasks per array: ``MaxArraySize`` (asked once), or the override; at least 1."""
         if self._max_array_size is None:
-            self._max_array_size = control.max_array_size(self.config())
+            self._max_array_size = commands.max_array_size(self.config())
         return max(1, self._max_array_size)
 
     def version(self) -> Optional[str]:
         """Slurm's version as ``scontrol --version`` prints it, e.g. 22.05.8."""
-        result = self._run(control.scontrol_version_argv())
+        result = self._run(commands.scontrol_version_argv())
         if not result.ok:
             return None
-        parsed = control.parse_version(result.stdout)
-        return control.format_version(parsed) if parsed else None
+        parsed = commands.parse_version(result.stdout)
+        return commands.format_version(parsed) if parsed else None
 
     def waiter(self, job_ids: Sequence[str]) -> None:
         """Slurm has no job events to wait on: the adapter sleeps between rounds."""

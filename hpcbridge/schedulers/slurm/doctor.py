@@ -10,8 +10,7 @@ from ...errors import SchedulerAdapterError
 from ...transports.base import Executor
 from ...transports.local import LocalExecutor
 from .cli import SlurmCliDriver
-from .control import max_array_size
-from .messages import scheduler_message
+from .commands import max_array_size, scheduler_message
 from .native import choose_slurm_driver
 
 

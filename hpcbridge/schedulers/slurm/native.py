@@ -34,9 +34,17 @@ from ..driver import (
     choose_driver,
 )
 from ..tracking import exit_code_from_file
-from . import libslurm_output, messages
-from .batches import CAPABILITIES, NOT_FOUND, plan_batch, planned_spec, submit_batch, unknown
+from . import commands, libslurm_output
 from .cli import ADOPTION_BUDGET, SlurmCliDriver
+from .commands import (
+    CAPABILITIES,
+    NOT_FOUND,
+    SubmitSpec,
+    plan_batch,
+    planned_spec,
+    submit_batch,
+    unknown,
+)
 from .ids import split_job_id
 from .pyslurm_jobs import (
     iter_jobs,
@@ -55,7 +63,6 @@ from .pyslurm_loading import (
     versions_match,
     wanted_slurm_conf,
 )
-from .submission import SubmitSpec
 
 log = logging.getLogger("hpcbridge.slurm")
 
@@ -196,7 +203,7 @@ class SlurmNativeDriver:
         except Exception as exc:  # RPCError from Slurm; ValueError/TypeError from pyslurm's checks
             message = _with_libslurm(str(exc) or type(exc).__name__, said)
             _log_libslurm(said, logging.DEBUG)
-            raise messages.refusal_error(message)(
+            raise commands.refusal_error(message)(
                 f"Slurm refused the job: {message}", scheduler_message=message
             ) from exc
         _log_libslurm(said)

@@ -11,16 +11,16 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
 
 from ...durations import format_slurm_time
 from ...model import JobStatus
+from .commands import SubmitSpec, dependency_text
 from .ids import expand_array_spec
 from .states import map_state, settled
 from .status import KEY_PREFIX
-from .submission import SubmitSpec, dependency_text
 
 
 def submit_description_kwargs(spec: SubmitSpec) -> Dict[str, Any]:
     """``pyslurm.JobSubmitDescription`` keyword arguments for one submission.
 
-    The same request as ``submission.sbatch_argv``, in pyslurm's names
+    The same request as ``commands.sbatch_argv``, in pyslurm's names
     (``partitions`` is plural; ``--mem`` is ``memory_per_node``).
     """
     resources = spec.resources
@@ -48,7 +48,7 @@ def submit_description_kwargs(spec: SubmitSpec) -> Dict[str, Any]:
     dependency = dependency_text(spec.depends_on)
     if dependency:
         kwargs["dependencies"] = dependency
-        kwargs["kill_on_invalid_dependency"] = True  # see submission.sbatch_argv
+        kwargs["kill_on_invalid_dependency"] = True  # see commands.sbatch_argv
     return kwargs
 
 

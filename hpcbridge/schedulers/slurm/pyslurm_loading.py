@@ -20,7 +20,7 @@ import sys
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ...errors import SchedulerUnavailableError
-from .control import parse_version
+from .commands import parse_version
 
 #: why the real-driver tests skip here
 PYSLURM_SKIP_REASON = "pyslurm not importable (PyPI has it only for Slurm 25.11)"

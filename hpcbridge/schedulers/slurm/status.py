@@ -45,7 +45,7 @@ def squeue_argv(job_ids: Sequence[str]) -> List[str]:
 
     Without ``--states=all`` a finished job (kept for MinJobAge) prints no
     row.  ``squeue -j <one purged id>`` exits 1 with "Invalid job id
-    specified" (read as "not in the queue", see ``messages.is_invalid_job_id``).
+    specified" (read as "not in the queue", see ``commands.is_invalid_job_id``).
     ``--array`` prints one row per pending array task.
     """
     fields = ",".join(f"{name}:0|" for name, _ in SQUEUE_FIELDS)

@@ -1,0 +1,445 @@
+"""Slurm's commands as hpcbridge writes them, and what their answers mean. Pure, no I/O.
+
+- **sbatch**: one ``SubmitSpec`` as its command line, the id it prints, where each
+  job's output lands; a ``SubmitBatch`` as Slurm jobs (a plain job, one array, or
+  one job per task where arrays are refused), shared by the CLI and pyslurm drivers,
+  which differ only in how one spec goes in (``submit(spec) -> job id``);
+- **scancel and scontrol**: a job's record, the cluster's config, the version;
+- **messages**: Slurm's own words, and which failures are the controller's (busy,
+  restarting), which leave a job that may exist, which are a cap on queued jobs.
+
+The queries (squeue, sacct) are ``status``'s.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Type
+
+from ...durations import format_slurm_time
+from ...errors import JobSubmissionError, LimitRefusedError, SubmissionUncertainError
+from ...model import JobState, JobStatus
+from ...resources import Resources
+from ..driver import Capabilities, PartialSubmissionError, Planned, SubmitBatch, Submitted
+from .ids import array_task_ids, normalize_job_id
+from .status import KEY_PREFIX
+
+log = logging.getLogger("hpcbridge.slurm")
+
+
+# -- messages ------------------------------------------------------------
+
+_PREFIX = re.compile(
+    r"^(?:sbatch|squeue|sacct|scancel|scontrol|srun|salloc):\s*(?:error|fatal):\s*"
+)
+
+#: sbatch messages after which the job may exist although sbatch failed
+UNCERTAIN_SUBMISSION = ("Socket timed out on send/recv operation",)
+#: the controller is busy, restarting or rate-limiting: worth asking again soon
+TRANSIENT = (
+    "Socket timed out on send/recv operation",
+    "Unable to contact slurm controller",
+    "Resource temporarily unavailable",
+    "Rate limit exceeded",
+    "Zero Bytes were transmitted or received",
+    "Transport endpoint is not connected",
+)
+#: ... of which these mean that a request never reached it (so sending it again is safe)
+NEVER_REACHED = (
+    "Unable to contact slurm controller (connect failure)",
+    "Rate limit exceeded",
+)
+
+
+def scheduler_message(text: str) -> str:
+    """Slurm's own words: ``sbatch: error: `` prefixes stripped, the text kept.
+
+    Warnings (``sbatch: warning: ...``) are dropped when errors are present.
+    """
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    errors = [_PREFIX.sub("", line) for line in lines if _PREFIX.match(line)]
+    chosen = errors or lines
+    return "; ".join(chosen)
+
+
+def transient(message: str) -> bool:
+    """A failure of the controller (busy, restarting, rate limiting), not of the request."""
+    return any(text in message for text in TRANSIENT)
+
+
+def never_reached(message: str) -> bool:
+    """sbatch failed before its request reached the controller (no job exists)."""
+    return any(text in message for text in NEVER_REACHED)
+
+
+def submission_uncertain(message: str) -> bool:
+    """sbatch failed, yet the job may have been created."""
+    return any(text in message for text in UNCERTAIN_SUBMISSION)
+
+
+def arrays_refused(message: str) -> bool:
+    """sbatch's answer where job arrays are not allowed.
+
+    "Invalid job array specification" where MaxArraySize is 0 or the range is
+    over it; site submit filters that forbid arrays also name them.
+    """
+    return "array" in message.lower()
+
+
+def is_invalid_job_id(message: str) -> bool:
+    """squeue's and scontrol's answer for a single purged or unknown id."""
+    return "Invalid job id specified" in message
+
+
+def job_already_ended(message: str) -> bool:
+    """scancel's (or pyslurm's) words for a job that is unknown or has ended."""
+    return all(
+        is_invalid_job_id(line) or "completed" in line.lower() or "already" in line.lower()
+        for line in message.split("; ")
+    )
+
+
+def accounting_disabled(message: str) -> bool:
+    """sacct's answer on a cluster without slurmdbd (exit 1)."""
+    lowered = message.lower()
+    return "accounting storage is disabled" in lowered or "accounting_storage/none" in lowered
+
+
+#: sbatch's words for a job refused by a cap on queued jobs (the reason codes, and the
+#: message Slurm prints for ESLURM_ACCOUNTING_POLICY when it names no code)
+LIMIT_REFUSED = (
+    "MaxSubmitJob",
+    "GrpSubmitJob",
+    "job submit limit",
+)
+
+
+def limit_refused(message: str) -> bool:
+    """sbatch was refused because this user has as many jobs queued as allowed."""
+    return any(text in message for text in LIMIT_REFUSED)
+
+
+def refusal_error(message: str) -> Type[JobSubmissionError]:
+    """The error a refused submission raises: uncertain (the job may exist: look for its
+    key before sending it again), a cap on queued jobs met (a sweep waits and feeds the
+    rest), else refused."""
+    if submission_uncertain(message):
+        return SubmissionUncertainError
+    if limit_refused(message):
+        return LimitRefusedError
+    return JobSubmissionError
+
+
+# -- sbatch --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SubmitSpec:
+    """One sbatch call, scheduler-side paths already decided."""
+
+    wrapper_path: str
+    workdir: str
+    output: str
+    job_name: str
+    resources: Resources
+    depends_on: Tuple[str, ...] = ()
+    #: ``"0-199"`` for a job array, else ``None``
+    array: Optional[str] = None
+    #: the task a many-task wrapper runs when submitted as a plain job
+    task_index: Optional[int] = None
+    #: unique to this submission, kept by Slurm as the job's comment (``status.KEY_PREFIX``):
+    #: what finds the job again when sbatch's answer is lost
+    key: str = ""
+
+
+#: what sbatch's ``--mem`` takes: a whole number with an optional unit
+_SLURM_MEM = re.compile(r"^\d+[KMGT]?$")
+
+
+def check_mem(mem: Optional[str]) -> None:
+    """``ValueError`` for a memory sbatch refuses (``Invalid --mem specification``).
+
+    pyslurm would take some of them (``1.5G``): both drivers refuse the same.
+    ``resources.py`` writes ``1.5G`` as ``1536M`` before it gets here.
+    """
+    if mem is not None and not _SLURM_MEM.match(mem):
+        raise ValueError(f"invalid mem {mem!r}: Slurm takes a whole number with K, M, G or T")
+
+
+def dependency_text(depends_on: Iterable[str]) -> Optional[str]:
+    ids = [normalize_job_id(job_id) for job_id in depends_on]
+    return "afterok:" + ":".join(ids) if ids else None
+
+
+def _resource_flags(resources: Resources) -> List[str]:
+    flags = [
+        ("partition", resources.partition),
+        ("qos", resources.qos),
+        ("account", resources.account),
+        ("constraint", resources.constraint),
+        ("time", format_slurm_time(resources.time) if resources.time is not None else None),
+        ("nodes", resources.nodes),
+        ("ntasks", resources.ntasks),
+        ("cpus-per-task", resources.cpus_per_task),
+        ("mem", resources.mem),
+        # omitted when 0: --gpus=0 is refused on clusters without GRES
+        ("gpus", resources.gpus or None),
+    ]
+    return [f"--{name}={value}" for name, value in flags if value is not None and value != ""]
+
+
+def sbatch_argv(spec: SubmitSpec) -> List[str]:
+    """``sbatch --parsable`` with every directive as a flag, then the wrapper.
+
+    The wrapper carries no ``#SBATCH`` lines: what is asked is exactly what is
+    on this command line (and what ``describe_submission`` shows).
+    """
+    argv = ["sbatch", "--parsable", *_resource_flags(spec.resources)]
+    argv.append(f"--job-name={spec.job_name}")
+    argv.append(f"--output={spec.output}")
+    argv.append(f"--chdir={spec.workdir}")
+    if spec.key:
+        argv.append(f"--comment={KEY_PREFIX}{spec.key}")
+    dependency = dependency_text(spec.depends_on)
+    if dependency:
+        argv.append(f"--dependency={dependency}")
+        # Without this a child whose parent failed stays PENDING
+        # (DependencyNeverSatisfied) forever, and a wait on it never ends.
+        argv.append("--kill-on-invalid-dep=yes")
+    if spec.array:
+        argv.append(f"--array={spec.array}")
+    argv.append(spec.wrapper_path)
+    # One task of a many-task wrapper: its index as the wrapper's argument, not through
+    # --export: any --export but a bare ALL sets SLURM_GET_USER_ENV=1 (sbatch.c), and
+    # slurmd then runs `su - USER` (a login shell) before every such job starts.
+    if spec.task_index is not None:
+        argv.append(str(spec.task_index))
+    return argv
+
+
+def describe_argv(argv: Sequence[str]) -> str:
+    return " ".join(shlex.quote(part) for part in argv)
+
+
+def parse_sbatch_id(stdout: str) -> str:
+    """The job id from ``sbatch --parsable``: ``id`` or ``id;cluster``."""
+    for line in reversed(stdout.strip().splitlines()):
+        line = line.strip()
+        match = re.fullmatch(r"(\d+(?:_\d+)?)(?:;\S+)?", line)
+        if match:
+            return match.group(1)
+        match = re.fullmatch(r"Submitted batch job (\d+)(?: on cluster \S+)?", line)
+        if match:  # without --parsable (a site wrapper may drop the flag)
+            return match.group(1)
+    raise ValueError(f"no job id in sbatch output {stdout.strip()[:200]!r}")
+
+
+def array_output(output: str) -> str:
+    """The output pattern for the tasks of an array.
+
+    In an array, ``%j`` is each task's own job id, unknown until the task
+    starts; ``%A_%a`` (array id, task index) names the same task and is
+    known at submission.
+    """
+    return re.sub(r"(?<!%)%j", "%A_%a", output)
+
+
+def output_for_task(
+    pattern: str, job_id: str, array_id: str = "", task: str = "", job_name: str = ""
+) -> str:
+    """Expand the filename patterns sbatch knows: ``%j %A %a %x %%``."""
+    replacements = {"j": job_id, "A": array_id or job_id, "a": task, "x": job_name, "%": "%"}
+
+    def substitute(match: re.Match[str]) -> str:
+        letter = match.group(1)
+        value = replacements.get(letter)
+        return match.group(0) if value is None or (letter == "a" and not task) else value
+
+    return re.sub(r"%([jAax%])", substitute, pattern)
+
+
+SubmitOne = Callable[[SubmitSpec], str]
+
+
+def spec_for(batch: SubmitBatch, task_index: Optional[int] = None) -> SubmitSpec:
+    """The first (often only) submission of a batch: a plain job or the whole array.
+
+    With ``task_index`` it is that task alone, submitted as a plain job under its
+    own name.  An array has one name for all its tasks (``PreparedJob.job_name``):
+    what ``%x`` in its output path becomes.
+    """
+    as_array = batch.count > 1 and task_index is None
+    try:
+        check_mem(batch.resources.mem)
+    except ValueError as exc:
+        raise JobSubmissionError(str(exc)) from exc
+    return SubmitSpec(
+        wrapper_path=batch.job.wrapper_path,
+        workdir=batch.job.remote_dir,
+        output=array_output(batch.output) if as_array else batch.output,
+        job_name=batch.job.job_name if task_index is None else batch.job.name_of(task_index),
+        resources=batch.resources,
+        depends_on=tuple(batch.depends_on),
+        array=f"0-{batch.count - 1}" if as_array else None,
+        task_index=task_index,
+        key=batch.job.token if task_index is None else f"{batch.job.token}.{task_index}",
+    )
+
+
+def plan_batch(batch: SubmitBatch) -> Planned:
+    """The batch as its first submission: a plain job or the whole array."""
+    return Planned(batch, spec_for(batch))
+
+
+def planned_spec(planned: Planned) -> SubmitSpec:
+    """The ``SubmitSpec`` ``plan_batch`` made."""
+    if not isinstance(planned.detail, SubmitSpec):
+        raise TypeError("a Slurm driver was handed another driver's plan")
+    return planned.detail
+
+
+def submit_batch(planned: Planned, submit: SubmitOne) -> List[Submitted]:
+    """``batch.count`` jobs: one plain sbatch, else one ``--array=0-N``.
+
+    Where Slurm refuses the array, each task goes in on its own with its
+    index as the wrapper's argument.
+    """
+    batch, spec = planned.batch, planned_spec(planned)
+    try:
+        first_id = submit(spec)
+    except SubmissionUncertainError:
+        raise  # the array may exist: never submit its tasks a second time
+    except JobSubmissionError as exc:
+        if spec.array is None or not arrays_refused(str(exc)):
+            raise
+        log.warning("Slurm refused a job array (%s); submitting one job per task", exc)
+        return _one_by_one(batch, submit)
+    return submitted_for(batch, spec, first_id)
+
+
+def submitted_for(batch: SubmitBatch, spec: SubmitSpec, first_id: str) -> List[Submitted]:
+    """The jobs one submission of ``spec`` made: the job, or every task of the array."""
+    if spec.array is None:
+        return [Submitted(first_id, _log_path(spec, first_id))]
+    task_ids = array_task_ids(first_id, batch.count)
+    return [
+        Submitted(
+            task_id,
+            output_for_task(spec.output, task_id, first_id, str(index), spec.job_name),
+            index,
+        )
+        for index, task_id in enumerate(task_ids)
+    ]
+
+
+def _one_by_one(batch: SubmitBatch, submit: SubmitOne) -> List[Submitted]:
+    submitted: List[Submitted] = []
+    for index in range(batch.count):
+        spec = spec_for(batch, task_index=index)
+        try:
+            job_id = submit(spec)
+        except JobSubmissionError as exc:
+            if not submitted:
+                raise
+            skipped = [
+                f"task {later} not submitted: task {index} failed"
+                for later in range(index + 1, batch.count)
+            ]
+            limited = isinstance(exc, LimitRefusedError)
+            failures = [str(exc), *skipped]
+            raise PartialSubmissionError(submitted, failures, batch.count, limited) from exc
+        submitted.append(Submitted(job_id, _log_path(spec, job_id), index))
+    return submitted
+
+
+def _log_path(spec: SubmitSpec, job_id: str) -> str:
+    return output_for_task(spec.output, job_id, job_name=spec.job_name)
+
+
+#: what Slurm does, whichever driver talks to it
+CAPABILITIES = Capabilities(
+    events=False,
+    arrays=True,
+    dependencies=True,
+    array_index_variable="SLURM_ARRAY_TASK_ID",
+)
+
+
+def unknown(job_id: str, reason: str) -> JobStatus:
+    return JobStatus(job_id, JobState.UNKNOWN, reason=reason)
+
+
+#: the reason given for an id neither the queue nor the history knows
+NOT_FOUND = "not in squeue or sacct"
+
+
+# -- scancel and scontrol ------------------------------------------------
+
+
+def scancel_argv(job_ids: Sequence[str]) -> List[str]:
+    """scancel takes plain ids and array tasks; unknown or finished ids exit 0."""
+    return ["scancel", *dict.fromkeys(job_ids)]
+
+
+def scontrol_show_job_argv(job_id: str) -> List[str]:
+    return ["scontrol", "--oneliner", "show", "job", job_id]
+
+
+def parse_scontrol_record(text: str) -> Dict[str, str]:
+    """``Key=Value`` pairs of a ``scontrol show`` record (one-line or not).
+
+    Values may hold spaces only in a few fields (e.g. ``Comment``); the pairs
+    are split at each `` Key=`` boundary.
+    """
+    pairs: Dict[str, str] = {}
+    for match in re.finditer(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:/]*)=(\S*)", text):
+        pairs.setdefault(match.group(1), match.group(2))
+    return pairs
+
+
+def output_of_record(fields: Mapping[str, str]) -> Optional[str]:
+    """A job's output file from its ``scontrol show job`` record, if it has one."""
+    path = fields.get("StdOut")
+    return path if path and path != "(null)" else None
+
+
+def scontrol_config_argv() -> List[str]:
+    return ["scontrol", "show", "config"]
+
+
+def parse_scontrol_config(text: str) -> Dict[str, str]:
+    """``scontrol show config``: ``Name = value`` lines."""
+    values: Dict[str, str] = {}
+    for line in text.splitlines():
+        name, separator, value = line.partition("=")
+        if separator and name.strip() and " " not in name.strip():
+            values[name.strip()] = value.strip()
+    return values
+
+
+def max_array_size(config: Mapping[str, str], default: int = 1001) -> int:
+    """``MaxArraySize``: an array may use indices 0 .. MaxArraySize-1."""
+    text = config.get("MaxArraySize", "")
+    match = re.match(r"\d+", text)
+    return int(match.group(0)) if match else default
+
+
+def scontrol_version_argv() -> List[str]:
+    return ["scontrol", "--version"]
+
+
+def parse_version(text: str) -> Optional[Tuple[int, ...]]:
+    """``slurm-wlm 22.05.8`` / ``slurm 23.11.1`` -> ``(22, 5, 8)``."""
+    match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
+    if not match:
+        return None
+    return tuple(int(part) for part in match.groups() if part is not None)
+
+
+def format_version(version: Tuple[int, ...]) -> str:
+    """``(22, 5, 8)`` -> ``22.05.8``, Slurm's own spelling."""
+    parts = [str(version[0])] + [f"{version[1]:02d}"] + [str(p) for p in version[2:]]
+    return ".".join(parts)
