@@ -8,9 +8,11 @@ the job (accounting off, history purged) - an idea from PSI/J.
 
 from __future__ import annotations
 
+import os
 import posixpath
 import shlex
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import AbstractSet, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -346,3 +348,125 @@ def check_environment_names(environment: Mapping[str, str]) -> Dict[str, str]:
             raise ValueError(f"environment variable name {name!r} is not a valid identifier")
         checked[name] = str(value)
     return checked
+
+
+# -- a submission's folder: which names, which wrappers --------------------
+
+
+def staged_basenames(
+    scripts: Sequence[str], taken: Optional[Mapping[str, str]] = None
+) -> Dict[str, str]:
+    """Each script's file name in a job folder: its own, deduplicated (``run.sh``, then
+    ``run.sh.2`` for another script of that name), in the order first met; ``taken``:
+    the names already given in that folder (a sweep's, across its submissions)."""
+    names = dict(taken or {})
+    used = {name: script for script, name in names.items()}
+    for script in scripts:
+        if script not in names:
+            base = os.path.basename(script) or "script"
+            candidate, counter = base, 1
+            while candidate in used and used[candidate] != script:
+                counter += 1
+                candidate = f"{base}.{counter}"
+            used[candidate] = script
+            names[script] = candidate
+    return names
+
+
+def staged_names(
+    directory: str, scripts: Sequence[str], taken: Optional[Mapping[str, str]] = None
+) -> List[str]:
+    """Where each script lands in the job folder (``staged_basenames``)."""
+    names = staged_basenames(scripts, taken)
+    return [posixpath.join(directory, names[script]) for script in scripts]
+
+
+def task_name(task: TaskSpec, job_name: Optional[str]) -> str:
+    """A task's own name: ``job_name``, else its script's file name."""
+    return job_name or os.path.basename(task.script) or "hpcbridge"
+
+
+def shared_name(names: Sequence[str]) -> str:
+    """The one name a submission of tasks called ``names`` gets from the scheduler (a
+    Slurm array has one name for all its tasks): theirs when they all share it, else
+    the first one's and how many tasks follow it (``t0.sh+99``)."""
+    if not names:
+        raise ValueError("no task to name")
+    if all(name == names[0] for name in names):
+        return names[0]
+    return f"{names[0]}+{len(names) - 1}"
+
+
+def prepared(
+    directory: str,
+    scripts: Sequence[str],
+    names: Sequence[str],
+    token: str,
+    single_use: AbstractSet[str] = frozenset(),
+) -> PreparedJob:
+    """The files of one wrapper (``token``) in ``directory``; ``names``: each task's own;
+    ``single_use``: the scripts of the whole submission that one task alone runs."""
+    return PreparedJob(
+        token=token,
+        remote_dir=directory,
+        wrapper_path=marker_path(directory, token, ".sh"),
+        exit_file=marker_path(directory, token, ".exit"),
+        scripts=list(scripts),
+        job_name=shared_name(names),
+        task_names=tuple(names),
+        single_use=frozenset(scripts).intersection(single_use) if len(scripts) > 1 else frozenset(),
+    )
+
+
+def plan_chunks(
+    directory: str,
+    tasks: Sequence[TaskSpec],
+    job_name: Optional[str],
+    chunk_size: int,
+    first_token: str,
+    script_names: Optional[Mapping[str, str]] = None,
+) -> List[Tuple[PreparedJob, List[TaskSpec]]]:
+    """One wrapper per ``chunk_size`` tasks (the driver's ``max_batch``: a Slurm array's
+    size limit), all in one folder, whatever scripts they run: the wrapper's table
+    runs each task's own.  Every task keeps its own name (``task_name``); the chunk
+    as a whole is called ``shared_name`` of them.  The wrappers are named after
+    ``first_token`` (``T``, ``T-1``, ``T-2``...): one plan of one order always names
+    the same files.  ``script_names``: the scripts' names in a folder other orders
+    share (``Order.script_names``)."""
+    scripts = staged_names(directory, [task.script for task in tasks], script_names)
+    names = [task_name(task, job_name) for task in tasks]
+    single_use = {script for script, uses in Counter(scripts).items() if uses == 1}
+    size = max(chunk_size, 1)
+    chunks: List[Tuple[PreparedJob, List[TaskSpec]]] = []
+    for start in range(0, len(tasks), size):
+        end = min(start + size, len(tasks))
+        token = first_token if start == 0 else f"{first_token}-{len(chunks)}"
+        job = prepared(directory, scripts[start:end], names[start:end], token, single_use)
+        chunks.append((job, list(tasks[start:end])))
+    return chunks
+
+
+def wrapper_files(
+    job: PreparedJob,
+    tasks: Sequence[TaskSpec],
+    array_index_variable: Optional[str],
+    launcher: str = "",
+    bundled: Optional[Mapping[str, str]] = None,
+) -> List[Tuple[str, str]]:
+    """``(path, text)`` of the wrapper and, with many tasks, the parts of its table
+    (``jobscript.wrapper_parts``), the wrapper last; ``bundled``: the staged scripts
+    that travel in the table (``Stager.bundle``)."""
+    staged = [
+        TaskSpec(remote, task.arguments, task.environment)
+        for remote, task in zip(job.scripts, tasks)
+    ]
+    wrapper = build_wrapper(
+        staged,
+        job.remote_dir,
+        job.exit_file,
+        array_index_variable,
+        launcher,
+        job.wrapper_path,
+        bundled,
+    )
+    return [*wrapper_parts(staged, job.wrapper_path, bundled), (job.wrapper_path, wrapper)]

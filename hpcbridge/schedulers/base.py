@@ -49,20 +49,12 @@ from ..resources import RESOURCE_KEYS, Resources
 from ..store import JobStore
 from ..transports.base import Executor
 from ..transports.local import LocalExecutor
-from . import staging, sweeping
+from . import submitting, sweeping
 from .driver import SchedulerDriver, Session
 from .following import Following
 from .observation import Observation, statuses_of
-from .staging import DependsOn, JobInput, Stager
-from .submitting import Order, Submission
-from .tracking import (
-    JobTracker,
-    Placement,
-    ask,
-    exit_code_from_file,
-    reach_text,
-    read_output,
-)
+from .submitting import DependsOn, JobInput, Order, Placement, Stager, Submission, reach_text
+from .tracking import JobTracker, ask, exit_code_from_file, read_output
 from .waiting import ProgressCallback, StatusCallback
 
 log = logging.getLogger("hpcbridge")
@@ -207,7 +199,7 @@ class SchedulerAdapter(ABC):
         ``options``: this scheduler's own keywords (see ``job_options``).
         """
         repo = self.settings.remote_repo
-        task = lambda: [staging.make_task(script_path, arguments, environment, repo)]  # noqa: E731
+        task = lambda: [submitting.make_task(script_path, arguments, environment, repo)]  # noqa: E731
         order = self.order(task, resources, depends_on, remote_dir, options)
         return self.submission().run(order)[0]
 
@@ -228,7 +220,7 @@ class SchedulerAdapter(ABC):
         ``sweep`` name, or past the scheduler's cap on queued jobs, they are fed as a
         sweep (``sweeping``), this returning once all are sent."""
         repo = self.settings.remote_repo
-        tasks = lambda: [staging.coerce_task(item, repo) for item in jobs]  # noqa: E731
+        tasks = lambda: [submitting.coerce_task(item, repo) for item in jobs]  # noqa: E731
         order = self.order(tasks, resources, depends_on, remote_dir, options)
         if not order.tasks:
             return []
@@ -256,7 +248,7 @@ class SchedulerAdapter(ABC):
         """What ``submit_many`` would run - a line per submission it would make - without
         staging or submitting anything."""
         # checked as a submission is: a script that is missing or unreadable is refused
-        tasks = lambda: [staging.coerce_task(item, None) for item in jobs]  # noqa: E731
+        tasks = lambda: [submitting.coerce_task(item, None) for item in jobs]  # noqa: E731
         return self.describe_order(self.order(tasks, resources, depends_on, remote_dir, options))
 
     def describe_order(self, order: Order) -> str:
@@ -274,7 +266,7 @@ class SchedulerAdapter(ABC):
         """Everything the caller gave, validated - the resources first, then the ids,
         the keywords and the scripts - before anything is asked or staged."""
         validated = self.validate_resources(resources)
-        dependencies = tuple(staging.dependency_ids(depends_on, self.normalize_job_id))
+        dependencies = tuple(submitting.dependency_ids(depends_on, self.normalize_job_id))
         return Order(tasks(), validated, dependencies, remote_dir, self.job_options(options))
 
     def submission(self) -> Submission:
@@ -282,7 +274,7 @@ class SchedulerAdapter(ABC):
         where = Placement(
             self.scheduler_name, self.executor.kind, self.host_label, reach_text(self.executor)
         )
-        parts = (self.stager, self.tracker, where, self.instance_label, self.launcher)
+        parts = (self.stager, self.store, where, self.instance_label, self.launcher)
         return Submission(self.open().driver, *parts, self.observe)
 
     # -- status -----------------------------------------------------------

@@ -38,7 +38,7 @@ from ..errors import (
     SchedulerAdapterError,
     SubmissionUncertainError,
 )
-from ..jobscript import TaskSpec
+from ..jobscript import TaskSpec, staged_basenames
 from ..model import JobState, JobStatus
 from ..resources import Resources
 from ..sweep_store import (
@@ -53,7 +53,6 @@ from ..sweep_store import (
 )
 from .driver import PartialSubmissionError, Submitted
 from .service import SubmissionService
-from .staging import staged_basenames
 from .submitting import Order, batches
 
 log = logging.getLogger("hpcbridge")

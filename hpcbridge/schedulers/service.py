@@ -14,8 +14,7 @@ from ..store import JobStore
 from ..transports.base import Executor
 from .driver import Session
 from .following import Following
-from .staging import DependsOn, Stager
-from .submitting import Order, Submission
+from .submitting import DependsOn, Order, Stager, Submission
 
 
 class SubmissionService(Protocol):

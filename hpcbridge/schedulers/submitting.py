@@ -3,7 +3,7 @@
 ``Submission`` is made by an adapter from its driver, its stager and its job
 tracker.  It cuts the tasks into chunks of at most the driver's ``max_batch``
 (a Slurm array's size limit), whatever scripts they run - each task keeps its
-own name in its record (``staging.plan_chunks``) - and then:
+own name in its record (``jobscript.plan_chunks``) - and then:
 
 1. **plan**: the parents (``--after``) are looked up - the store, one query
    for all of them, the exit-code file - and refused where they cannot be
@@ -19,25 +19,52 @@ own name in its record (``staging.plan_chunks``) - and then:
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import posixpath
+import stat
 from dataclasses import dataclass, field, replace
-from datetime import datetime
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from datetime import datetime, timezone
+from typing import (
+    AbstractSet,
+    Any,
+    Callable,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 from ..errors import (
+    JobNotFoundError,
     JobSubmissionError,
     LimitRefusedError,
     SchedulerUnavailableError,
     SubmissionUncertainError,
+    TransportError,
 )
-from ..jobscript import TASK_INDEX_VARIABLE, PreparedJob, TaskSpec, new_token
+from ..jobscript import (
+    BUNDLED_SCRIPT_MAX,
+    MARKER_DIR,
+    TASK_INDEX_VARIABLE,
+    PreparedJob,
+    TaskSpec,
+    can_bundle,
+    check_environment_names,
+    new_token,
+    plan_chunks,
+    wrapper_files,
+)
 from ..model import JobState, JobStatus
 from ..resources import Resources
-from . import staging
+from ..store import JobRecord, JobStore
+from ..transports.base import Executor
 from .driver import PartialSubmissionError, Planned, SchedulerDriver, SubmitBatch, Submitted
 from .observation import Observation, Source
-from .staging import Stager
-from .tracking import JobTracker, Placement, job_records
 
 log = logging.getLogger("hpcbridge")
 
@@ -57,8 +84,94 @@ class Order:
     token: str = field(default_factory=new_token)
     made: datetime = field(default_factory=datetime.now)
     #: each script's file name in ``remote_dir`` where other orders share that folder
-    #: (a sweep's): one name per script across all of them (``staging.staged_basenames``)
+    #: (a sweep's): one name per script across all of them (``jobscript.staged_basenames``)
     script_names: Optional[Mapping[str, str]] = None
+
+
+# -- what a caller hands in, as tasks and parents ---------------------------
+
+
+#: what ``submit_many`` accepts for one job: a script path, or
+#: ``(script, arguments)``, or ``(script, arguments, environment)``
+JobInput = Union[str, "os.PathLike[str]", Tuple[Any, ...], TaskSpec]
+
+
+#: ids a job waits for: one id, or several
+DependsOn = Union[None, str, int, Sequence[Any]]
+
+
+def make_task(
+    script_path: Any,
+    arguments: Sequence[Any],
+    environment: Optional[Mapping[str, str]],
+    remote_repo: Optional[str],
+    must_exist: bool = True,
+) -> TaskSpec:
+    """One validated task; ``remote_repo`` reaches the job as ``HPCBRIDGE_REMOTE_REPO``."""
+    path = os.fspath(script_path)
+    if must_exist:
+        _check_script(path)
+    job_environment = dict(environment or {})
+    if remote_repo:
+        job_environment.setdefault("HPCBRIDGE_REMOTE_REPO", remote_repo)
+    return TaskSpec(
+        os.path.abspath(path),
+        tuple(str(argument) for argument in arguments),
+        check_environment_names(job_environment),
+    )
+
+
+def _check_script(path: str) -> None:
+    """Refuse what is no readable script file, saying what to do."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        mode = 0
+    if stat.S_ISDIR(mode):
+        raise JobSubmissionError(
+            f"{path} is a directory, not a script (give the path of a batch script file)"
+        )
+    if not stat.S_ISREG(mode):
+        raise JobSubmissionError(
+            f"script not found: {path} (give the path of an existing batch script)"
+        )
+    if not os.access(path, os.R_OK):
+        raise JobSubmissionError(
+            f"cannot read the script {path}: permission denied (make it readable to you: "
+            f"chmod u+r {path})"
+        )
+
+
+def coerce_task(item: JobInput, remote_repo: Optional[str], must_exist: bool = True) -> TaskSpec:
+    """A ``submit_many`` input as a task (see ``JobInput``)."""
+    if isinstance(item, TaskSpec):
+        return make_task(item.script, item.arguments, item.environment, remote_repo, must_exist)
+    if isinstance(item, tuple):
+        script = item[0]
+        arguments = item[1] if len(item) > 1 and item[1] is not None else ()
+        environment = item[2] if len(item) > 2 else None
+        if isinstance(arguments, str):
+            raise ValueError("arguments must be a list of strings, not one string")
+        return make_task(script, arguments, environment, remote_repo, must_exist)
+    return make_task(item, (), None, remote_repo, must_exist)
+
+
+def dependency_ids(depends_on: DependsOn, normalize: Any) -> List[str]:
+    """The parents as the scheduler writes its ids; text that is no id of it is refused
+    like a parent that cannot be found (``dependencies``)."""
+    if depends_on is None:
+        return []
+    if isinstance(depends_on, (str, int)):
+        depends_on = [depends_on]
+    ids = []
+    for job_id in depends_on:
+        try:
+            ids.append(normalize(job_id))
+        except (JobNotFoundError, ValueError) as exc:
+            raise JobSubmissionError(
+                f"parent job {job_id!r} cannot be found: {exc}; nothing was submitted"
+            ) from None
+    return ids
 
 
 def _shifted(submitted: Sequence[Submitted], offset: int) -> List[Submitted]:
@@ -72,7 +185,7 @@ def batches(
 ) -> List[Tuple[SubmitBatch, List[TaskSpec]]]:
     """The order's chunks as batches - one folder, one wrapper each; pure planning."""
     folder = stager.folder(order.remote_dir, order.token, order.made)
-    chunks = staging.plan_chunks(
+    chunks = plan_chunks(
         folder, order.tasks, order.resources.job_name, chunk_size, order.token, order.script_names
     )
     return [(_batch(job, chunk, order, stager), chunk) for job, chunk in chunks]
@@ -172,6 +285,142 @@ def _problem(status: JobStatus) -> Optional[str]:
     return None
 
 
+# -- stage and record ------------------------------------------------------
+
+
+class Stager:
+    """Where one adapter's jobs are staged: the folders, the output path, the files."""
+
+    def __init__(self, executor: Executor, workdir: str, output_template: str) -> None:
+        self.executor = executor
+        self.workdir = workdir
+        #: a job's output file in its folder, with the scheduler's own id placeholder
+        self.output_template = output_template
+
+    def folder(self, remote_dir: Optional[str], token: str, made: datetime) -> str:
+        """The submission's folder: ``remote_dir``, else a new one under the workdir,
+        named by when the submission was made and its token."""
+        directory = remote_dir or posixpath.join(
+            self.workdir, f"{made.strftime('%Y%m%d-%H%M%S')}-{token}"
+        )
+        return self.executor.abspath(directory)
+
+    def output_path(self, job: PreparedJob, resources: Resources) -> str:
+        """The output path handed to the scheduler (its own placeholder kept)."""
+        return posixpath.join(job.remote_dir, resources.output or self.output_template)
+
+    def bundle(self, job: PreparedJob, tasks: Sequence[TaskSpec]) -> Dict[str, str]:
+        """The text of each of ``job``'s single-use scripts that can travel in its
+        wrapper's table (``jobscript.can_bundle``), by staged path; the others are copied.
+        A script that cannot be read here is left to ``stage``, which says so."""
+        bundled: Dict[str, str] = {}
+        for remote, task in zip(job.scripts, tasks):
+            if remote not in job.single_use:
+                continue
+            try:
+                if os.path.getsize(task.script) > BUNDLED_SCRIPT_MAX:
+                    continue
+                with open(task.script, encoding="utf-8", newline="") as source:
+                    text = source.read()
+            except (OSError, UnicodeDecodeError):
+                continue
+            if can_bundle(text):
+                bundled[remote] = text
+        return bundled
+
+    def stage(
+        self,
+        job: PreparedJob,
+        tasks: Sequence[TaskSpec],
+        files: Sequence[Tuple[str, str]],
+        bundled: AbstractSet[str] = frozenset(),
+    ) -> None:
+        """Create the job folder, copy the scripts (but the ``bundled`` ones, which
+        travel in ``files``), write the wrapper's ``files``."""
+        executor = self.executor
+        try:
+            executor.mkdir(job.remote_dir, mode=0o700)
+            executor.mkdir(posixpath.join(job.remote_dir, MARKER_DIR), mode=0o700)
+            copied = set(bundled)
+            for remote, task in zip(job.scripts, tasks):
+                if remote not in copied:
+                    executor.put(task.script, remote, mode=0o700)
+                    copied.add(remote)
+            for path, text in files:
+                executor.write_text(path, text, mode=0o700)
+        except (OSError, TransportError) as exc:
+            raise JobSubmissionError(
+                f"cannot stage the job into {job.remote_dir}: {exc} "
+                "(check that the folder is writable and the transport is up)"
+            ) from exc
+
+    def unstage(self, folder: str) -> None:
+        """Remove a folder staged for a submission that was refused (nothing of it was
+        submitted); a failure is logged, never raised over the refusal."""
+        try:
+            result = self.executor.run(["rm", "-rf", "--", folder], timeout=60)
+            problem = "" if result.ok else result.message()
+        except (OSError, TransportError) as exc:
+            problem = str(exc)
+        if problem:
+            log.warning("could not remove %s, staged for a refused submission: %s", folder, problem)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where jobs are recorded: which scheduler, through which transport, on which host."""
+
+    scheduler: str
+    transport: str
+    host: str
+    #: JSON of the settings that reach the host again (``Executor.reach``), or None
+    reach: Optional[str] = None
+
+
+def reach_text(executor: Executor) -> Optional[str]:
+    """What a record keeps of ``executor.reach``: JSON, or None when there is nothing."""
+    return json.dumps(dict(executor.reach), sort_keys=True) if executor.reach else None
+
+
+def job_records(
+    submitted: Sequence[Submitted],
+    batch: SubmitBatch,
+    tasks: Sequence[TaskSpec],
+    where: Placement,
+    instance: Optional[str],
+) -> List[JobRecord]:
+    """The records of the jobs of one batch that went in."""
+    now = datetime.now(timezone.utc)
+    resources, job = batch.resources, batch.job
+    return [
+        JobRecord(
+            job_id=item.job_id,
+            scheduler=where.scheduler,
+            transport=where.transport,
+            host=where.host,
+            flux_uri=instance,
+            job_name=job.name_of(item.index),
+            state=JobState.PENDING.value,
+            submit_time=now,
+            nodes=resources.nodes,
+            ntasks=resources.ntasks,
+            cpus_per_task=resources.cpus_per_task,
+            gpus=resources.gpus,
+            time_limit=resources.time,
+            partition=resources.partition,
+            qos=resources.qos,
+            account=resources.account,
+            remote_dir=job.remote_dir,
+            script=tasks[item.index].script,
+            log_path=item.log_path,
+            exit_file=job.exit_file_for(item.index, batch.count),
+            kind=item.kind,
+            reach=where.reach,
+        )
+        for item in submitted
+    ]
+
+
 class Submission:
     """Plans, stages, sends and records the jobs of one ``Order``."""
 
@@ -179,7 +428,7 @@ class Submission:
         self,
         driver: SchedulerDriver,
         stager: Stager,
-        tracker: JobTracker,
+        store: JobStore,
         placement: Placement,
         instance: Optional[str],
         launcher: Callable[[object], str],
@@ -187,7 +436,7 @@ class Submission:
     ) -> None:
         self.driver = driver
         self.stager = stager
-        self.tracker = tracker
+        self.store = store
         self.placement = placement
         #: the scheduler instance recorded with each job (Flux: its URI)
         self.instance = instance
@@ -268,7 +517,7 @@ class Submission:
         batch = planned.batch
         array_variable = self.driver.capabilities.array_index_variable
         bundled = self.stager.bundle(batch.job, tasks)
-        files = staging.wrapper_files(batch.job, tasks, array_variable, launcher, bundled)
+        files = wrapper_files(batch.job, tasks, array_variable, launcher, bundled)
         self.stager.stage(batch.job, tasks, files, bundled.keys())
         try:
             submitted = self.driver.submit_many(planned)
@@ -281,4 +530,6 @@ class Submission:
     def record(
         self, submitted: Sequence[Submitted], batch: SubmitBatch, tasks: Sequence[TaskSpec]
     ) -> None:
-        self.tracker.record(job_records(submitted, batch, tasks, self.placement, self.instance))
+        """Jobs that went in: stored at once (a crash loses none); the adapter's tracker
+        reads them from the store when it is first asked about them."""
+        self.store.add_many(job_records(submitted, batch, tasks, self.placement, self.instance))

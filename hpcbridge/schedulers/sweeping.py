@@ -45,13 +45,10 @@ from ..sweep_store import (
     SweepTask,
     now_text,
 )
-from . import staging
 from .driver import PartialSubmissionError, Submitted
 from .feeding import LOOK_AGAIN, Feeder, ProgressCallback, SweepCancelled
 from .service import SubmissionService
-from .staging import DependsOn, JobInput
-from .submitting import Order
-from .tracking import reach_text
+from .submitting import DependsOn, JobInput, Order, coerce_task, reach_text
 
 log = logging.getLogger("hpcbridge")
 
@@ -104,7 +101,7 @@ class Sweep:
         ``after``: the tasks of this sweep each runs after (``afterok``).  Returns
         the new tasks' indexes, for a later ``after``."""
         repo = self.adapter.settings.remote_repo
-        tasks = [staging.coerce_task(item, repo) for item in jobs]
+        tasks = [coerce_task(item, repo) for item in jobs]
         order = self.adapter.order(lambda: tasks, resources, depends_on, None, options)
         return self.add_order(order, options, after)
 

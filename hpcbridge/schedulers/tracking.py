@@ -9,18 +9,15 @@ wrote; a cancel the user asked for turns a SIGTERM "failure" into CANCELLED.
 
 from __future__ import annotations
 
-import json
 import logging
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..errors import ConfigurationError, SchedulerUnavailableError, TransportError
-from ..jobscript import TaskSpec
 from ..model import FROM_FILE, JobState, JobStatus, advance
 from ..store import JobRecord, JobStore
 from ..transports.base import Executor
-from .driver import NotAskedNow, SchedulerDriver, SubmitBatch, Submitted
+from .driver import NotAskedNow, SchedulerDriver
 from .observation import Observation, Source, out_of_reach
 
 log = logging.getLogger("hpcbridge")
@@ -78,12 +75,6 @@ class JobTracker:
         self.known: Dict[str, JobStatus] = {}
         #: each job's exit-code file ("" when it has none), read from its record once
         self.exit_paths: Dict[str, str] = {}
-
-    def record(self, records: Sequence[JobRecord]) -> None:
-        """Jobs that went in: stored at once (a crash loses none), known PENDING."""
-        self.store.add_many(records)
-        for record in records:
-            self.known[record.job_id] = JobStatus(record.job_id, JobState.PENDING)
 
     def refresh(
         self, ids: List[str], query: Query, confirm: bool = False
@@ -264,61 +255,6 @@ class JobTracker:
             else "from the exit-code file",
         )
         return self._merge_status(status.job_id, found, record)
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where jobs are recorded: which scheduler, through which transport, on which host."""
-
-    scheduler: str
-    transport: str
-    host: str
-    #: JSON of the settings that reach the host again (``Executor.reach``), or None
-    reach: Optional[str] = None
-
-
-def reach_text(executor: Executor) -> Optional[str]:
-    """What a record keeps of ``executor.reach``: JSON, or None when there is nothing."""
-    return json.dumps(dict(executor.reach), sort_keys=True) if executor.reach else None
-
-
-def job_records(
-    submitted: Sequence[Submitted],
-    batch: SubmitBatch,
-    tasks: Sequence[TaskSpec],
-    where: Placement,
-    instance: Optional[str],
-) -> List[JobRecord]:
-    """The records of the jobs of one batch that went in."""
-    now = datetime.now(timezone.utc)
-    resources, job = batch.resources, batch.job
-    return [
-        JobRecord(
-            job_id=item.job_id,
-            scheduler=where.scheduler,
-            transport=where.transport,
-            host=where.host,
-            flux_uri=instance,
-            job_name=job.name_of(item.index),
-            state=JobState.PENDING.value,
-            submit_time=now,
-            nodes=resources.nodes,
-            ntasks=resources.ntasks,
-            cpus_per_task=resources.cpus_per_task,
-            gpus=resources.gpus,
-            time_limit=resources.time,
-            partition=resources.partition,
-            qos=resources.qos,
-            account=resources.account,
-            remote_dir=job.remote_dir,
-            script=tasks[item.index].script,
-            log_path=item.log_path,
-            exit_file=job.exit_file_for(item.index, batch.count),
-            kind=item.kind,
-            reach=where.reach,
-        )
-        for item in submitted
-    ]
 
 
 def _lasting(status: JobStatus) -> Tuple[Any, ...]:

@@ -8,18 +8,17 @@ from typing import Any, Dict, List
 
 import pytest
 
-from hpcbridge.jobscript import TaskSpec
-from hpcbridge.resources import Resources
-from hpcbridge.schedulers.driver import SubmitBatch, Submitted
-from hpcbridge.schedulers.flux import jobspec, plan
-from hpcbridge.schedulers.staging import (
-    Stager,
+from hpcbridge.jobscript import (
+    TaskSpec,
     plan_chunks,
     shared_name,
     staged_basenames,
     wrapper_files,
 )
-from hpcbridge.schedulers.tracking import Placement, job_records
+from hpcbridge.resources import Resources
+from hpcbridge.schedulers.driver import SubmitBatch, Submitted
+from hpcbridge.schedulers.flux import jobspec, plan
+from hpcbridge.schedulers.submitting import Placement, Stager, job_records
 from hpcbridge.transports.local import LocalExecutor
 
 
