@@ -4,6 +4,13 @@ One dict with the keys below (Slurm's and Flux's common ground, plus ``mem``
 and ``partition`` that only Slurm schedules); every scheduler translates it
 in its own command builders.  Validation happens here,
 before anything is staged or submitted.
+
+Wall times (the ``time`` key, and every interval a setting takes) are parsed
+and written here too: Slurm ``--time`` forms, Flux FSD, ``timedelta``.  Every
+duration is held as float seconds; ``math.inf`` means unlimited.  A bare
+``int``/``float`` is refused: it means minutes to Slurm and to the Flux command
+line, but seconds to the Flux Python API, and that is too easy to get wrong
+silently.
 """
 
 from __future__ import annotations
@@ -13,10 +20,124 @@ import math
 import re
 from dataclasses import asdict, dataclass
 from datetime import timedelta
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Union
 
-from .durations import DurationError, parse_duration
 from .errors import ResourceError
+
+# -- durations -------------------------------------------------------------
+
+DurationLike = Union[str, timedelta]
+
+UNLIMITED = math.inf
+
+_UNLIMITED_WORDS = {"unlimited", "infinite", "inf", "infinity"}
+
+# Flux Standard Duration: a number followed by a unit.  A unit is required
+# here: "90" is read the Slurm way (minutes), never as 90 seconds.
+_FSD = re.compile(r"^(?P<number>\d+(?:\.\d*)?|\.\d+)(?P<unit>ms|s|m|h|d)$")
+_FSD_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+# Slurm --time forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S.
+_SLURM_DAYS = re.compile(r"^(?P<days>\d+)-(?P<rest>\d+(?::\d+){0,2})$")
+_SLURM_PLAIN = re.compile(r"^\d+(?::\d+){0,2}$")
+
+
+class DurationError(ValueError):
+    """A duration string or value cannot be understood."""
+
+
+def parse_duration(value: object) -> float:
+    """Seconds for ``value``; ``math.inf`` for UNLIMITED.
+
+    >>> parse_duration("2:00:00"), parse_duration("1-0"), parse_duration("90s")
+    (7200.0, 86400.0, 90.0)
+    """
+    if isinstance(value, (bool, int, float)):
+        raise DurationError(
+            f"a bare number ({value!r}) is ambiguous: Slurm reads it as minutes, the Flux "
+            "API as seconds; write '30' or '0:30:00' (minutes, Slurm style) or '1800s'"
+        )
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+        if seconds <= 0:
+            raise DurationError(f"duration must be positive, got {value!r}")
+        return seconds
+    if not isinstance(value, str):
+        raise DurationError(f"expected a string or timedelta, got {type(value).__name__}")
+    text = value.strip()
+    if not text:
+        raise DurationError("empty duration")
+    if text.lower() in _UNLIMITED_WORDS:
+        return UNLIMITED
+    seconds = _parse_fsd(text) if _FSD.match(text) else _parse_slurm(text)
+    if seconds <= 0:
+        raise DurationError(f"duration must be positive, got {value!r}")
+    return seconds
+
+
+def _parse_fsd(text: str) -> float:
+    match = _FSD.match(text)
+    assert match is not None
+    return float(match.group("number")) * _FSD_UNITS[match.group("unit")]
+
+
+def _parse_slurm(text: str) -> float:
+    days_match = _SLURM_DAYS.match(text)
+    if days_match:
+        days = int(days_match.group("days"))
+        parts = [int(p) for p in days_match.group("rest").split(":")]
+        # D-H, D-H:M, D-H:M:S: hours first, then minutes and seconds.
+        hours, minutes, seconds = (parts + [0, 0])[:3]
+        _check_below(hours, 24, "hours", text)
+        _check_below(minutes, 60, "minutes", text)
+        _check_below(seconds, 60, "seconds", text)
+        return float(((days * 24 + hours) * 60 + minutes) * 60 + seconds)
+    if _SLURM_PLAIN.match(text):
+        parts = [int(p) for p in text.split(":")]
+        if len(parts) == 1:  # M
+            return float(parts[0] * 60)
+        if len(parts) == 2:  # M:S
+            minutes, seconds = parts
+            _check_below(seconds, 60, "seconds", text)
+            return float(minutes * 60 + seconds)
+        hours, minutes, seconds = parts  # H:M:S
+        _check_below(minutes, 60, "minutes", text)
+        _check_below(seconds, 60, "seconds", text)
+        return float((hours * 60 + minutes) * 60 + seconds)
+    raise DurationError(
+        f"cannot read {text!r} as a duration; use a Slurm form (M, M:S, H:M:S, D-H, D-H:M, "
+        "D-H:M:S, UNLIMITED) or a number with a unit (90s, 15m, 1.5h, 2d)"
+    )
+
+
+def _check_below(number: int, limit: int, what: str, text: str) -> None:
+    if number >= limit:
+        raise DurationError(f"{what} must be below {limit} in {text!r}")
+
+
+def format_slurm_time(seconds: float) -> str:
+    """Slurm ``--time`` text: ``H:MM:SS`` or ``D-HH:MM:SS``; whole seconds, rounded up."""
+    if math.isinf(seconds):
+        return "UNLIMITED"
+    total = int(math.ceil(seconds))
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+def format_fsd(seconds: float) -> str:
+    """Flux Standard Duration with an explicit unit, e.g. ``7200s``."""
+    if math.isinf(seconds):
+        return "inf"
+    if float(seconds).is_integer():
+        return f"{int(seconds)}s"
+    return f"{seconds:.3f}".rstrip("0").rstrip(".") + "s"
+
+
+# -- the resource request --------------------------------------------------
 
 RESOURCE_KEYS = (
     "partition",

@@ -22,8 +22,7 @@ import json
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from .store import JobRecord, JobStore
-from .store_schema import COLUMNS, add_missing_columns, decode_row
+from .store import COLUMNS, JobRecord, JobStore, add_missing_columns, decode_row
 from .sweep_schema import (
     CANCELLED,
     FED,

@@ -15,8 +15,8 @@ import posixpath
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ...durations import format_fsd
 from ...errors import JobSubmissionError, LimitRefusedError, SchedulerAdapterError
+from ...resources import format_fsd
 from .instance import FluxPolicy, strip_ansi
 from .jobspec import KEY_ATTRIBUTE
 from .plan import JobKind, SubmitRequest

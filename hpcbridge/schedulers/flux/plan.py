@@ -28,9 +28,9 @@ from enum import Enum
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from ...config import Settings
-from ...durations import format_fsd
 from ...errors import JobSubmissionError
 from ...jobscript import EXIT_RANKS_VARIABLE
+from ...resources import format_fsd
 from ..driver import TASK_INDEX_VARIABLE, Planned, SubmitBatch
 from .instance import FluxPolicy, InstanceFacts, QueueInfo, UriSetting
 from .jobspec import batch_script

@@ -9,8 +9,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
 
-from ...durations import format_slurm_time
 from ...model import JobStatus
+from ...resources import format_slurm_time
 from .commands import SubmitSpec, dependency_text
 from .ids import expand_array_spec
 from .states import map_state, settled
