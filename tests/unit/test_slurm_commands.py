@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from hpcbridge.errors import JobSubmissionError, LimitRefusedError, SubmissionUncertainError
 from hpcbridge.model import JobState
 from hpcbridge.resources import Resources
 from hpcbridge.schedulers.slurm import commands, status
@@ -148,6 +149,46 @@ def test_arrays_refused_and_uncertain_messages() -> None:
     assert not commands.arrays_refused("Invalid partition name specified")
     assert commands.submission_uncertain("Socket timed out on send/recv operation")
     assert not commands.submission_uncertain("Invalid qos specification")
+
+
+@pytest.mark.parametrize(
+    ("returncode", "stderr", "error"),
+    [
+        (1, "sbatch: error: Batch job submission failed: Invalid account", JobSubmissionError),
+        (
+            1,
+            "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation",
+            SubmissionUncertainError,
+        ),
+        (1, "sbatch: error: QOSMaxSubmitJobPerUserLimit", LimitRefusedError),
+    ],
+)
+def test_a_failed_sbatch_raises_what_its_message_means(
+    returncode: int, stderr: str, error: type
+) -> None:
+    with pytest.raises(error) as raised:
+        commands.parse_sbatch_output(["sbatch"], returncode, "", stderr, "login1")
+    assert type(raised.value) is error
+    assert "exit 1" in str(raised.value)
+
+
+def test_sbatch_that_never_reached_the_controller_may_be_sent_again() -> None:
+    stderr = (
+        "sbatch: error: Batch job submission failed: "
+        "Unable to contact slurm controller (connect failure)"
+    )
+    with pytest.raises(commands.NeverReached) as missed:
+        commands.parse_sbatch_output(["sbatch"], 1, "", stderr, "login1")
+    assert type(missed.value.error) is JobSubmissionError
+    assert "Unable to contact slurm controller" in str(missed.value.error)
+
+
+def test_sbatch_answers_its_id_or_says_where_it_is_missing() -> None:
+    assert commands.parse_sbatch_output(["sbatch"], 0, "4242;c1\n", "", "h") == "4242"
+    with pytest.raises(JobSubmissionError, match="sbatch not found on login1.*PATH"):
+        commands.parse_sbatch_output(["sbatch"], 127, "", "sbatch: not found", "login1")
+    with pytest.raises(SubmissionUncertainError, match="printed no job id"):
+        commands.parse_sbatch_output(["sbatch"], 0, "hello\n", "", "h")
 
 
 def test_describe_quotes() -> None:

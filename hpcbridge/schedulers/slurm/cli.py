@@ -15,7 +15,6 @@ import time
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...errors import (
-    JobSubmissionError,
     JobTimeoutError,
     SchedulerAdapterError,
     SubmissionUncertainError,
@@ -150,7 +149,7 @@ class SlurmCliDriver:
 
     def _sbatch(self, argv: List[str]) -> str:
         """sbatch, again while its request cannot reach the controller (nothing went in)."""
-        deadline = Deadline(self.command_timeout or 60.0)
+        deadline: Optional[Deadline] = None  # started at the first miss
         while True:
             try:
                 # Not idempotent: a dropped connection must not submit twice.
@@ -159,30 +158,16 @@ class SlurmCliDriver:
                 raise SubmissionUncertainError(
                     f"sbatch did not answer in time: {exc}", argv=argv
                 ) from exc
-            message = commands.scheduler_message(result.stderr or result.stdout)
-            if result.ok or not commands.never_reached(message) or deadline.expired:
-                break
-            log.info("sbatch did not reach slurmctld (%s); sending it again", message)
-            deadline.sleep(2.0)
-        if result.returncode == 127:
-            raise JobSubmissionError(
-                f"sbatch not found on {self.executor.host}: {result.message()} "
-                "(put Slurm's commands on PATH there, or use HPCBRIDGE_SSH_LOGIN_SHELL=1)",
-                argv=argv,
-            )
-        if not result.ok:
-            raise commands.refusal_error(message)(
-                f"sbatch refused the job (exit {result.returncode}): {message}",
-                argv=argv,
-                scheduler_message=message,
-            )
-        try:
-            return commands.parse_sbatch_id(result.stdout)
-        except ValueError as exc:
-            raise SubmissionUncertainError(
-                f"sbatch succeeded but printed no job id: {result.stdout.strip()[:200]!r}",
-                argv=argv,
-            ) from exc
+            try:
+                return commands.parse_sbatch_output(
+                    argv, result.returncode, result.stdout, result.stderr, self.executor.host
+                )
+            except commands.NeverReached as missed:
+                deadline = deadline or Deadline(self.command_timeout or 60.0)
+                if deadline.expired:
+                    raise missed.error from None
+                log.info("sbatch did not reach slurmctld (%s); sending it again", missed)
+                deadline.sleep(2.0)
 
     def find_by_key(self, key: str) -> Optional[str]:
         """The job carrying ``key`` (``None``: surely none); ``CannotAsk`` when unsure."""

@@ -236,6 +236,44 @@ def parse_sbatch_id(stdout: str) -> str:
     raise ValueError(f"no job id in sbatch output {stdout.strip()[:200]!r}")
 
 
+class NeverReached(Exception):
+    """sbatch's request never reached the controller: nothing went in, and sending it
+    again is safe.  ``error`` is what to raise once the budget for that is spent."""
+
+    def __init__(self, message: str, error: JobSubmissionError) -> None:
+        super().__init__(message)
+        self.error = error
+
+
+def parse_sbatch_output(
+    argv: List[str], returncode: int, stdout: str, stderr: str, where: str
+) -> str:
+    """sbatch's answer as its job id, or the error it means (``refusal_error``):
+    ``NeverReached`` when nothing went in; ``where``: the host, for the advice."""
+    message = scheduler_message(stderr or stdout)
+    if returncode == 127:
+        raise JobSubmissionError(
+            f"sbatch not found on {where}: {(stderr.strip() or stdout.strip())[:2000]} "
+            "(put Slurm's commands on PATH there, or use HPCBRIDGE_SSH_LOGIN_SHELL=1)",
+            argv=argv,
+        )
+    if returncode != 0:
+        error = refusal_error(message)(
+            f"sbatch refused the job (exit {returncode}): {message}",
+            argv=argv,
+            scheduler_message=message,
+        )
+        if never_reached(message):
+            raise NeverReached(message, error)
+        raise error
+    try:
+        return parse_sbatch_id(stdout)
+    except ValueError as exc:
+        raise SubmissionUncertainError(
+            f"sbatch succeeded but printed no job id: {stdout.strip()[:200]!r}", argv=argv
+        ) from exc
+
+
 def array_output(output: str) -> str:
     """The output pattern for the tasks of an array.
 
