@@ -18,7 +18,7 @@ from hpcbridge.resources import Resources
 from hpcbridge.schedulers import adoption
 from hpcbridge.schedulers.driver import PartialSubmissionError, SubmitBatch
 from hpcbridge.schedulers.flux import command_line as cl
-from hpcbridge.schedulers.flux import jobspec, plan, sending
+from hpcbridge.schedulers.flux import commands, jobspec, submission
 from hpcbridge.schedulers.flux.adapter import FluxAdapter
 from hpcbridge.schedulers.flux.instance import POLICY_0_26, POLICY_0_49
 from hpcbridge.schedulers.flux.instance import facts as instance_facts
@@ -34,9 +34,9 @@ def batch_of(count: int, token: str = "3fa9c2e1b7d0") -> SubmitBatch:
     return SubmitBatch(job, count, Resources.from_mapping({}), (), "/j/flux-{{id}}.out")
 
 
-def planned(count: int) -> plan.FluxPlan:
+def planned(count: int) -> submission.FluxPlan:
     facts = instance_facts(None, "0.88.0", POLICY_0_49, "test", None)
-    return plan.flux_plan(plan.plan_batch(batch_of(count), facts, None, 60.0))
+    return submission.flux_plan(submission.plan_batch(batch_of(count), facts, None, 60.0))
 
 
 # -- the key, where each job carries it ---------------------------------------------
@@ -52,7 +52,7 @@ def test_one_job_carries_the_token_many_the_token_and_their_index() -> None:
 
 @pytest.mark.parametrize("policy", [POLICY_0_49, POLICY_0_26], ids=["0.49+", "0.26"])
 def test_the_key_is_a_json_string_so_a_hex_token_stays_text(policy: Any) -> None:
-    request = plan.translate(batch_of(1, token="123e4567"), None, policy)
+    request = submission.translate(batch_of(1, token="123e4567"), None, policy)
     argv = cl.submit_argv("flux", policy, request)
     # Unquoted, --setattr would read 123e4567 as the number 1.23e+4569.
     assert '--setattr=user.hpcbridge_key="123e4567"' in argv
@@ -62,7 +62,7 @@ def test_the_key_is_a_json_string_so_a_hex_token_stays_text(policy: Any) -> None
 def test_bulk_input_carries_each_jobs_key() -> None:
     many = planned(2)
     payload = json.loads(
-        cl.bulk_input(plan.jobspec_params(many.request), many.environments, many.keys)
+        cl.bulk_input(submission.jobspec_params(many.request), many.environments, many.keys)
     )
     assert payload["keys"] == ["3fa9c2e1b7d0.0", "3fa9c2e1b7d0.1"]
     assert payload["job"]["key"] is None
@@ -100,14 +100,14 @@ class FakeJobModule:
 
 def test_native_jobspecs_carry_the_key_of_each_job() -> None:
     many, module = planned(2), FakeJobModule()
-    params = plan.jobspec_params(many.request)
+    params = submission.jobspec_params(many.request)
     found = jobspec.submit_all(None, module, params, many.environments, {}, many.keys)
     assert found == [(True, 1), (True, 2)]
     assert [sent[jobspec.KEY_ATTRIBUTE] for sent in module.sent] == [
         "3fa9c2e1b7d0.0",
         "3fa9c2e1b7d0.1",
     ]
-    one = jobspec.build_jobspec(FakeSpec, plan.jobspec_params(planned(1).request), {})
+    one = jobspec.build_jobspec(FakeSpec, submission.jobspec_params(planned(1).request), {})
     assert one.attributes[jobspec.KEY_ATTRIBUTE] == "3fa9c2e1b7d0"
 
 
@@ -169,8 +169,8 @@ def test_parse_clock() -> None:
 def quick(monkeypatch: pytest.MonkeyPatch) -> None:
     """Looks a few milliseconds apart, a short settling and budget."""
     monkeypatch.setattr(adoption, "LOOK_EVERY", 0.01)
-    monkeypatch.setattr(sending, "SETTLE", 0.2)
-    monkeypatch.setattr(sending, "ADOPTION_BUDGET", 2.0)
+    monkeypatch.setattr(commands, "SETTLE", 0.2)
+    monkeypatch.setattr(commands, "ADOPTION_BUDGET", 2.0)
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from hpcbridge.jobscript import PreparedJob
 from hpcbridge.model import JobState
 from hpcbridge.resources import Resources
 from hpcbridge.schedulers.driver import SubmitBatch
-from hpcbridge.schedulers.flux import command_line, plan
+from hpcbridge.schedulers.flux import command_line, submission
 from hpcbridge.schedulers.flux import status as flux_status
 from hpcbridge.schedulers.flux.instance import POLICY_0_26, POLICY_0_49
 from hpcbridge.schedulers.flux.status import canonical_job_id, parse_eventlog
@@ -31,16 +31,16 @@ def ids() -> Dict[str, str]:
     return dict(item.split("=") for item in recorded("ids_0.88.txt").split())
 
 
-def request(**changes: object) -> plan.SubmitRequest:
+def request(**changes: object) -> submission.SubmitRequest:
     resources = Resources.from_mapping(changes.pop("resources", {}))  # type: ignore[arg-type]
     job = PreparedJob("t", "/j", "/j/.hpcbridge/w.sh", "/j/.hpcbridge/w.exit", ["/j/x.sh"], "train")
     depends_on = tuple(changes.pop("depends_on", []))  # type: ignore[arg-type]
     batch = SubmitBatch(job, 1, resources, depends_on, "/j/flux-{{id}}.out")
     queue = changes.pop("queue", None)
-    return plan.translate(batch, queue, changes.pop("policy", POLICY_0_49))  # type: ignore[arg-type]
+    return submission.translate(batch, queue, changes.pop("policy", POLICY_0_49))  # type: ignore[arg-type]
 
 
-def batch_argv(policy: object, made: plan.SubmitRequest) -> List[str]:
+def batch_argv(policy: object, made: submission.SubmitRequest) -> List[str]:
     return command_line.submit_argv("flux", policy, made)  # type: ignore[arg-type]
 
 
@@ -133,7 +133,7 @@ def test_cancel_argv_per_policy() -> None:
 def test_jobspec_params_carry_the_request() -> None:
     made = request(resources={"time": "30s", "gpus": 2}, queue="debug")
     made = made.with_environment({"A": "1"})
-    params = plan.jobspec_params(made)
+    params = submission.jobspec_params(made)
     assert params["script"] == "#!/bin/sh\nexec /j/.hpcbridge/w.sh\n"
     assert params["duration"] == 30.0 and params["gpus_per_slot"] == 2
     assert params["queue"] == "debug" and params["environment"] == {"A": "1"}
@@ -321,4 +321,4 @@ def test_output_path_from_recorded_jobspec() -> None:
 def test_inf_duration_is_none() -> None:
     made = request(resources={"time": "UNLIMITED"})
     assert made.duration is None
-    assert not math.isinf(plan.jobspec_params(made)["duration"])
+    assert not math.isinf(submission.jobspec_params(made)["duration"])

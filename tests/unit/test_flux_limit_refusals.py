@@ -9,7 +9,7 @@ import pytest
 
 from hpcbridge.errors import JobSubmissionError, LimitRefusedError
 from hpcbridge.schedulers.driver import PartialSubmissionError
-from hpcbridge.schedulers.flux.sending import send
+from hpcbridge.schedulers.flux.submission import send
 
 REFUSED = "flux-job: user has max active jobs"
 

@@ -16,7 +16,7 @@ from hpcbridge.jobscript import PreparedJob
 from hpcbridge.resources import Resources
 from hpcbridge.schedulers import adoption
 from hpcbridge.schedulers.driver import SubmitBatch
-from hpcbridge.schedulers.flux import plan, sending
+from hpcbridge.schedulers.flux import commands, submission
 from hpcbridge.schedulers.flux.bindings_driver import BindingsConnection, NativeDriver
 from hpcbridge.schedulers.flux.commands import FluxCommands
 from hpcbridge.schedulers.flux.instance import POLICY_0_49
@@ -89,8 +89,8 @@ class Bindings:
 @pytest.fixture(autouse=True)
 def quick(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(adoption, "LOOK_EVERY", 0.01)
-    monkeypatch.setattr(sending, "SETTLE", 0.2)
-    monkeypatch.setattr(sending, "ADOPTION_BUDGET", 2.0)
+    monkeypatch.setattr(commands, "SETTLE", 0.2)
+    monkeypatch.setattr(commands, "ADOPTION_BUDGET", 2.0)
 
 
 def submit(count: int, fates: List[str]) -> tuple:
@@ -101,7 +101,7 @@ def submit(count: int, fates: List[str]) -> tuple:
     driver = NativeDriver(connection, facts, FluxCommands(table, uri=facts.uri))
     job = PreparedJob("9c1e", "/j", "/j/.hpcbridge/9c1e.sh", "/j/x.exit", ["/j/x.sh"], "train")
     batch = SubmitBatch(job, count, Resources.from_mapping({}), (), "/j/flux-{{id}}.out")
-    submitted = driver.submit_many(plan.plan_batch(batch, facts, None, 60.0))
+    submitted = driver.submit_many(submission.plan_batch(batch, facts, None, 60.0))
     return [item.job_id for item in submitted], table, bindings
 
 

@@ -1,12 +1,13 @@
 """Flux: the adapter, its session and two drivers, over pure builders and parsers.
 
 One submission, in reading order: ``adapter`` (the job kind, ids, dry runs) ->
-``plan`` (resources translated, queue, time left, dependencies: refused before
-anything is staged) -> a driver, ``bindings_driver`` (flux-core's Python
-bindings) or ``command_driver`` (``flux`` commands, locally or over SSH) ->
-``sending`` (again while the instance starts, then the outcome; a lost answer's
-jobs found by their keys) -> ``jobspec`` (the jobspec and the pipelined submit,
-also run under ``flux python``).
+``submission`` (planned: resources translated, queue, time left, dependencies,
+refused before anything is staged) -> a driver, ``bindings_driver`` (flux-core's
+Python bindings) or ``command_driver`` (``flux`` commands, locally or over SSH),
+which hands ``submission.send`` its attempt (again while the instance starts, then
+each job's outcome) -> ``jobspec`` (the jobspec and the pipelined submit, also run
+under ``flux python``).  A lost answer's jobs are found by their keys with
+``commands.KeyFinder``.
 
 Around it:
 
@@ -15,7 +16,7 @@ Around it:
 - ``instance``: what is known of the instance (release, queues, time left) and the
   version policies of the releases (0.26, 0.49), pure;
 - ``command_line``: the ``flux`` command lines and the parsers of their answers, pure;
-  ``commands``: running them through the executor;
+  ``commands``: running them through the executor, and finding jobs by their keys;
 - ``status``: a job's id in every encoding, and its state from ``flux jobs``, its
   eventlog or the bindings, pure;
 - ``journal``: waiting woken by job ends (native driver): one journal stream for all

@@ -27,7 +27,6 @@ from .command_line import submit_argv
 from .commands import FluxCommands
 from .doctor import adapter_info
 from .instance import POLICIES, FluxOptions, FluxPolicy, InstanceFacts, UriSetting, facts
-from .plan import JobChoice, JobKind, choose_kind, flux_plan, plan_batch
 from .session import (
     FluxSession,
     choose_uri_setting,
@@ -37,6 +36,7 @@ from .session import (
     resolve_target,
 )
 from .status import F58_PREFIX, InvalidJobIdError, canonical_job_id
+from .submission import JobChoice, JobKind, choose_kind, flux_plan, plan_batch
 
 
 class FluxAdapter(SchedulerAdapter):

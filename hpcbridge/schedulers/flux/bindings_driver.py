@@ -12,7 +12,7 @@ python``), status for many ids is one ``JobList(h, ids=...)``, and waiting is
 event driven (``journal``: one stream for all, else a watch per job).
 A submission's answer can be lost too - the broker does not answer in time
 (paused, hung), or the connection fails after the request went out - and is then
-found by its key or sent once more (``sending``; asked by command).
+found by its key or sent once more (``commands.KeyFinder``; asked by command).
 """
 
 from __future__ import annotations
@@ -30,21 +30,22 @@ from ..driver import Capabilities, Planned, SubmitBatch, Submitted, Waiter
 from . import jobspec
 from .command_driver import MAX_BATCH
 from .command_line import output_path_from_jobspec, raise_cancel_errors
-from .commands import FluxCommands
+from .commands import FluxCommands, KeyFinder, adopt_lost, find_by_keys
 from .instance import InstanceFacts, QueueInfo, queue_info_from_config
 from .jobspec import LOST
 from .journal import Journal, JournalWaiter, ResultWaiter, open_journal
-from .plan import (
+from .status import bindings_job_ids, facts_from_jobinfo, parse_job_id, statuses_from_facts, unknown
+from .submission import (
     DROPPED_KEYS,
     FluxPlan,
+    Outcome,
     TimeLeft,
     flux_plan,
     jobspec_params,
     kind_of,
     plan_batch,
+    send,
 )
-from .sending import KeyFinder, Outcome, adopt_lost, find_by_keys, send
-from .status import bindings_job_ids, facts_from_jobinfo, parse_job_id, statuses_from_facts, unknown
 
 log = logging.getLogger("hpcbridge")
 
@@ -261,7 +262,7 @@ class NativeDriver:
                 f"cannot submit to the Flux instance {self.facts.label}: {error_text(exc)} "
                 "(check that it is still running: hpcbridge doctor)"
             ) from exc
-        return [(ok, str(value)) for ok, value in found]
+        return [(ok, jobspec.f58(value) if ok else str(value)) for ok, value in found]
 
     # -- status ------------------------------------------------------------
 
@@ -354,7 +355,7 @@ class NativeDriver:
     def find_submitted(
         self, planned: Planned, since: Optional[float] = None
     ) -> Optional[List[Submitted]]:
-        """As the CLI driver finds them: by command (``sending.find_by_keys``)."""
+        """As the CLI driver finds them: by command (``commands.find_by_keys``)."""
         where = f"the Flux instance {self.facts.label}"
         return find_by_keys(self.commands, self.facts.policy, planned, since, where)
 

@@ -13,7 +13,7 @@ process too, but ``flux batch`` has no ``--cc``; and ``flux python`` sets the
 bindings' PYTHONPATH itself, which plain jobs and ``flux start``'s initial
 program do not get.)  Every job carries its key; a submission whose answer was
 lost (a dropped SSH connection, a timeout) is found by it or sent once more
-(``sending``).
+(``commands.KeyFinder``).
 """
 
 from __future__ import annotations
@@ -32,22 +32,23 @@ from ...model import JobState, JobStatus
 from ...transports.base import CommandResult
 from ..driver import Capabilities, Planned, SubmitBatch, Submitted, Waiter
 from . import command_line as cl
+from . import commands, status, submission
 from . import jobspec as jobspec_module
-from . import sending, status
 from .commands import FluxCommands
 from .instance import InstanceFacts
-from .plan import (
+from .status import parse_eventlog
+from .submission import (
     DROPPED_KEYS,
     FluxPlan,
+    Outcome,
     SubmitRequest,
     TimeLeft,
     flux_plan,
     jobspec_params,
     kind_of,
     plan_batch,
+    send,
 )
-from .sending import Outcome, send
-from .status import parse_eventlog
 
 log = logging.getLogger("hpcbridge")
 
@@ -122,15 +123,15 @@ class CLIDriver:
                 raise
             what = "flux " + " ".join(argv[1 : 2 + (argv[1] == "mini")])
             log.warning("%s's answer was lost (%s); looking for job %s", what, lost, request.key)
-            finder = sending.KeyFinder(self.commands, self.policy, started)
+            finder = commands.KeyFinder(self.commands, self.policy, started)
 
             def resubmit() -> str:
                 ok, value = self._outcome(argv, self._submission(argv, request.cwd))
                 if not ok:
-                    raise cl.submission_error(value, argv, what)
+                    raise submission.submission_error(value, argv, what)
                 return value
 
-            return True, sending.adopt_one(finder, request.key, resubmit, self._where())
+            return True, commands.adopt_one(finder, request.key, resubmit, self._where())
 
     def _submission(
         self,
@@ -170,12 +171,12 @@ class CLIDriver:
             if not plan.keys:
                 raise
             log.warning("the bulk submission's answer was lost (%s); looking for its jobs", lost)
-            finder = sending.KeyFinder(self.commands, self.policy, started)
+            finder = commands.KeyFinder(self.commands, self.policy, started)
 
             def resend(indices: List[int]) -> List[Outcome]:
                 return self._bulk_once(plan.only(indices))
 
-            return sending.adopt_all(finder, plan.keys, resend, self._where())
+            return commands.adopt_all(finder, plan.keys, resend, self._where())
 
     def _bulk_once(self, plan: FluxPlan) -> List[Outcome]:
         count = len(plan.environments)
@@ -265,8 +266,8 @@ class CLIDriver:
     def find_submitted(
         self, planned: Planned, since: Optional[float] = None
     ) -> Optional[List[Submitted]]:
-        """By the keys in the jobs' jobspecs (``sending.find_by_keys``)."""
-        return sending.find_by_keys(self.commands, self.policy, planned, since, self._where())
+        """By the keys in the jobs' jobspecs (``commands.find_by_keys``)."""
+        return commands.find_by_keys(self.commands, self.policy, planned, since, self._where())
 
     def find_output(self, job_id: str) -> Optional[str]:
         return self.commands.output_of(job_id)

@@ -12,15 +12,14 @@ from __future__ import annotations
 import json
 import math
 import posixpath
-import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ...errors import JobSubmissionError, LimitRefusedError, SchedulerAdapterError
+from ...errors import SchedulerAdapterError
 from ...resources import format_fsd
-from .instance import FluxPolicy, strip_ansi
+from .instance import FluxPolicy
 from .jobspec import KEY_ATTRIBUTE
-from .plan import JobKind, SubmitRequest
 from .status import JOBS_FORMAT, InvalidJobIdError, canonical_job_id, decimal_job_id
+from .submission import JobKind, SubmitRequest
 
 # -- submitting --------------------------------------------------------------------
 
@@ -113,56 +112,7 @@ def parse_bulk_output(stdout: str) -> List[Tuple[bool, str]]:
     return results
 
 
-# The refusals Flux phrases (job-ingest validators, the job-manager queue
-# plugin, the policy limits), across 0.49 .. 0.88.
-_KNOWN_REFUSALS = (
-    re.compile(r"no queue specified"),
-    re.compile(r"Invalid queue '[^']*' specified"),
-    re.compile(r"'[^']*' is not a valid queue"),
-    re.compile(r"job submission to \S+ is disabled.*"),
-    re.compile(r"[Jj]ob submission is disabled.*"),
-    re.compile(r"requested duration .* exceeds policy limit .*"),
-    re.compile(r"requested .* exceeds policy limit .*"),
-)
-_PREFIXES = re.compile(r"^(?:flux-[\w-]+: )?(?:ERROR: )?(?:\[Errno \d+\] )?")
-
-
-def scheduler_message(text: str) -> str:
-    """Flux's own words from a failed submission's output, without program prefixes."""
-    lines = [line.strip() for line in strip_ansi(text).splitlines() if line.strip()]
-    for line in lines:
-        for pattern in _KNOWN_REFUSALS:
-            match = pattern.search(line)
-            if match:
-                return match.group(0).strip()
-    for line in reversed(lines):
-        cleaned = _PREFIXES.sub("", line).strip()
-        if cleaned and not cleaned.startswith("usage:"):
-            return cleaned
-    return ""
-
-
-#: Flux's words for a job refused by a cap on this user's active jobs: flux-core caps
-#: none; flux-accounting's priority plugin rejects past the bank's max_active_jobs
-LIMIT_REFUSED = ("user has max active jobs",)
-
-
-def limit_refused(text: str) -> bool:
-    """Flux refused the job because this user has as many jobs active as allowed."""
-    return any(marker in text for marker in LIMIT_REFUSED)
-
-
-def submission_error(
-    text: str, argv: Optional[Sequence[str]] = None, what: str = "flux batch"
-) -> JobSubmissionError:
-    """A ``JobSubmissionError`` carrying Flux's refusal text (``LimitRefusedError`` for
-    a cap on active jobs)."""
-    message = scheduler_message(text) or "no message"
-    cls = LimitRefusedError if limit_refused(message) else JobSubmissionError
-    return cls(f"{what} refused the job: {message}", argv=argv, scheduler_message=message)
-
-
-# -- finding a job by its key (``sending``) ----------------------------------------
+# -- finding a job by its key (``commands.KeyFinder``) -----------------------------
 
 #: what the listing of recent jobs prints: decimal id, submit time (epoch seconds)
 RECENT_FORMAT = "{id.dec} {t_submit}"

@@ -10,7 +10,7 @@ broker's side and runs it with ``flux python`` to submit many jobs from one
 process (``main`` below), and the native driver calls ``submit_all`` in this
 process: both paths build byte-for-byte the same jobspec and send it the same way.
 
-``params`` is a plain JSON-able dict (see ``plan.jobspec_params``):
+``params`` is a plain JSON-able dict (see ``submission.jobspec_params``):
 kind ("batch": a nested instance; "plain": the command as the tasks), script
 (batch), command (plain: argv), jobname,
 num_slots, cores_per_slot, gpus_per_slot, num_nodes, duration (seconds;
@@ -38,6 +38,21 @@ KEY_ATTRIBUTE = "user.hpcbridge_key"
 #: the broker did not answer within the timeout): the job may or may not exist
 LOST = "its answer was lost: "
 _LOST_ERRNOS = (errno.ECONNRESET, errno.ECONNABORTED, errno.EPIPE, errno.ENOTCONN, errno.ETIMEDOUT)
+
+
+# Flux's canonical job id: F58 (base 58 with this alphabet) after the prefix "ƒ".
+F58_ALPHABET = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+F58_PREFIX = "\u0192"
+
+
+def f58(value: int, prefix: str = F58_PREFIX) -> str:
+    """The F58 text of a job id Flux gave (``7381975040`` -> ``ƒCFKYzj``)."""
+    digits = []
+    while True:
+        value, remainder = divmod(value, 58)
+        digits.append(F58_ALPHABET[remainder])
+        if not value:
+            return prefix + "".join(reversed(digits))
 
 
 def batch_script(wrapper_path: str) -> str:

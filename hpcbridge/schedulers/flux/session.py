@@ -63,7 +63,6 @@ from ...transports.base import Executor
 from ..driver import DriverChoice, NativeDriverBroken, SchedulerDriver, choose_driver
 from .bindings_driver import BindingsConnection, NativeDriver, error_text
 from .command_driver import CLIDriver
-from .command_line import scheduler_message
 from .commands import FluxCommands
 from .instance import (
     POLICIES,
@@ -76,9 +75,8 @@ from .instance import (
     facts,
     policy_by_name,
 )
-from .plan import TimeLeft
-from .sending import NEVER_REACHED
 from .status import is_job_id, parse_job_id
+from .submission import NEVER_REACHED, TimeLeft, scheduler_message
 
 log = logging.getLogger("hpcbridge")
 

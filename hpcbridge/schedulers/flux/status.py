@@ -49,6 +49,7 @@ from datetime import datetime, timezone
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set
 
 from ...model import CANCELLED_WHILE_PENDING, JobState, JobStatus
+from .jobspec import F58_ALPHABET, F58_PREFIX, f58
 
 
 @dataclass
@@ -370,8 +371,6 @@ def only_unknown_ids(stderr: str) -> bool:
 # -- job ids: every form Flux writes them in -----------------------------------
 
 
-F58_ALPHABET = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
-F58_PREFIX = "\u0192"  # ƒ
 _ASCII_PREFIX = "f"
 _F58_VALUE = {char: index for index, char in enumerate(F58_ALPHABET)}
 _MAX_ID = 2**64 - 1
@@ -389,13 +388,7 @@ def encode_f58(value: int, prefix: str = F58_PREFIX) -> str:
     """F58 text of an integer id, e.g. ``7381975040`` -> ``ƒCFKYzj``."""
     if not 0 <= value <= _MAX_ID:
         raise InvalidJobIdError(f"job id {value} is out of range")
-    if value == 0:
-        return prefix + F58_ALPHABET[0]
-    digits = []
-    while value:
-        value, remainder = divmod(value, 58)
-        digits.append(F58_ALPHABET[remainder])
-    return prefix + "".join(reversed(digits))
+    return f58(value, prefix)
 
 
 def decode_f58(text: str) -> int:

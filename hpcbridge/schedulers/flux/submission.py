@@ -1,12 +1,21 @@
-"""The plan step of a Flux submission: what each job will be, decided before anything is staged.
+"""A Flux submission, both drivers alike: planned before anything is staged, sent, and
+refused in Flux's own words.
 
-Pure but for asking how long the instance has left.  Both drivers plan the
-same way: resources translated for Flux, the job kind, the queue, the time
-limit checked against the enclosing allocation, dependencies checked against
-the release - and a refusal now, while nothing is staged, for what Flux
-would refuse later.  The result is a ``FluxPlan``: one ``SubmitRequest``, and
-the task index and key of each job (the only things the jobs of one batch differ
-in; the key finds a job whose submission's answer was lost, ``sending``).
+**Planned** - pure but for asking how long the instance has left: resources
+translated for Flux, the job kind, the queue, the time limit checked against the
+enclosing allocation, dependencies checked against the release - and a refusal
+now, while nothing is staged, for what Flux would refuse later.  The result is a
+``FluxPlan``: one ``SubmitRequest``, and the task index and key of each job (the
+only things the jobs of one batch differ in; the key finds a job whose
+submission's answer was lost, ``commands.KeyFinder``).
+
+**Sent** - a driver hands ``send`` one attempt (submit every job of a plan,
+pipelined, and report ``(True, id)`` or ``(False, Flux's words)`` per job) and
+gets the submitted jobs back, or the error the caller should see.  A freshly
+started (nested) instance answers before its job-ingest module is loaded; a
+submission it refuses that way was not accepted, so it is sent again, within the
+ready budget - as is one that could not connect to the instance at all (nothing
+was sent).  Anything else is final.
 
 How resources become Flux options::
 
@@ -21,18 +30,20 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import threading
 import time
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...config import Settings
-from ...errors import JobSubmissionError
+from ...errors import JobSubmissionError, LimitRefusedError
 from ...jobscript import EXIT_RANKS_VARIABLE
 from ...resources import format_fsd
-from ..driver import TASK_INDEX_VARIABLE, Planned, SubmitBatch
-from .instance import FluxPolicy, InstanceFacts, QueueInfo, UriSetting
+from ...retrying import retry
+from ..driver import TASK_INDEX_VARIABLE, PartialSubmissionError, Planned, SubmitBatch, Submitted
+from .instance import FluxPolicy, InstanceFacts, QueueInfo, UriSetting, strip_ansi
 from .jobspec import batch_script
 from .status import decimal_job_id
 
@@ -132,7 +143,7 @@ class FluxPlan:
 
 def job_keys(token: str, count: int) -> Tuple[str, ...]:
     """The key of each job of a batch: the wrapper's token, ``.<task index>`` when many
-    (as Slurm's job comments: unique per job, found again by ``sending``)."""
+    (as Slurm's job comments: unique per job, found again by ``commands.KeyFinder``)."""
     return (token,) if count == 1 else tuple(f"{token}.{index}" for index in range(count))
 
 
@@ -343,3 +354,133 @@ def jobspec_params(request: SubmitRequest) -> Dict[str, Any]:
         "environment": dict(request.environment),
         "key": request.key,
     }
+
+
+# -- sent: again while the instance starts, then each job's outcome -------------
+
+
+#: one job's outcome: (True, its id in Flux's canonical F58 form) or (False, why not)
+Outcome = Tuple[bool, str]
+
+
+# What a starting instance says before its job-ingest service exists.
+NOT_READY = ("No service matching job-ingest.submit", "Function not implemented")
+
+
+# What every release's commands and bindings say when the broker's socket is
+# missing or nobody listens on it: the connection never opened, nothing was sent.
+NEVER_REACHED = ("Unable to connect to Flux",)
+
+
+def not_ready(outcomes: Sequence[Outcome]) -> bool:
+    """Nothing went in, and only because the instance is still starting or could
+    not be reached."""
+    markers = NOT_READY + NEVER_REACHED
+    return bool(outcomes) and all(
+        not ok and any(marker in value for marker in markers) for ok, value in outcomes
+    )
+
+
+def send(
+    attempt: Callable[[], List[Outcome]],
+    *,
+    output: str,
+    kind: str,
+    what: str,
+    ready_timeout: float,
+) -> List[Submitted]:
+    """``attempt()`` until the instance is ready; the jobs that went in, in order.
+
+    Some in: ``PartialSubmissionError`` (they are recorded, never sent twice);
+    none: the first refusal as a ``JobSubmissionError`` in Flux's own words.
+    """
+    noted: List[bool] = []
+
+    def noting() -> List[Outcome]:
+        outcomes = attempt()
+        if not noted and not_ready(outcomes) and any(m in outcomes[0][1] for m in NEVER_REACHED):
+            noted.append(True)
+            log.info(
+                "%s did not reach the Flux instance (%s); sending it again",
+                what,
+                scheduler_message(outcomes[0][1]),
+            )
+        return outcomes
+
+    outcomes = noting()
+    if not_ready(outcomes):
+        outcomes = retry(noting, budget=ready_timeout, again=not_ready, pause=0.25, what=what)
+    submitted: List[Submitted] = []
+    failures: List[str] = []
+    for index, (ok, value) in enumerate(outcomes):
+        if ok:
+            submitted.append(Submitted(value, log_path(output, value), index, kind))
+        else:
+            failures.append(value)
+    if failures and submitted:
+        limited = any(limit_refused(failure) for failure in failures)
+        raise PartialSubmissionError(submitted, failures, len(outcomes), limited)
+    if failures:
+        raise submission_error(failures[0], what=what)
+    if not submitted:
+        raise JobSubmissionError(f"{what} submitted nothing and said nothing")
+    return submitted
+
+
+def log_path(output: str, job_id: str) -> str:
+    """Where a submitted job's output lands: Flux's ``{{id}}`` replaced by its id."""
+    return output.replace("{{id}}", job_id)
+
+
+# -- refused: Flux's own words --------------------------------------------------
+
+
+# The refusals Flux phrases (job-ingest validators, the job-manager queue
+# plugin, the policy limits), across 0.49 .. 0.88.
+_KNOWN_REFUSALS = (
+    re.compile(r"no queue specified"),
+    re.compile(r"Invalid queue '[^']*' specified"),
+    re.compile(r"'[^']*' is not a valid queue"),
+    re.compile(r"job submission to \S+ is disabled.*"),
+    re.compile(r"[Jj]ob submission is disabled.*"),
+    re.compile(r"requested duration .* exceeds policy limit .*"),
+    re.compile(r"requested .* exceeds policy limit .*"),
+)
+
+
+_PREFIXES = re.compile(r"^(?:flux-[\w-]+: )?(?:ERROR: )?(?:\[Errno \d+\] )?")
+
+
+def scheduler_message(text: str) -> str:
+    """Flux's own words from a failed submission's output, without program prefixes."""
+    lines = [line.strip() for line in strip_ansi(text).splitlines() if line.strip()]
+    for line in lines:
+        for pattern in _KNOWN_REFUSALS:
+            match = pattern.search(line)
+            if match:
+                return match.group(0).strip()
+    for line in reversed(lines):
+        cleaned = _PREFIXES.sub("", line).strip()
+        if cleaned and not cleaned.startswith("usage:"):
+            return cleaned
+    return ""
+
+
+#: Flux's words for a job refused by a cap on this user's active jobs: flux-core caps
+#: none; flux-accounting's priority plugin rejects past the bank's max_active_jobs
+LIMIT_REFUSED = ("user has max active jobs",)
+
+
+def limit_refused(text: str) -> bool:
+    """Flux refused the job because this user has as many jobs active as allowed."""
+    return any(marker in text for marker in LIMIT_REFUSED)
+
+
+def submission_error(
+    text: str, argv: Optional[Sequence[str]] = None, what: str = "flux batch"
+) -> JobSubmissionError:
+    """A ``JobSubmissionError`` carrying Flux's refusal text (``LimitRefusedError`` for
+    a cap on active jobs)."""
+    message = scheduler_message(text) or "no message"
+    cls = LimitRefusedError if limit_refused(message) else JobSubmissionError
+    return cls(f"{what} refused the job: {message}", argv=argv, scheduler_message=message)
