@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 try:
-    from hpcbridge.transports.ssh import SSHExecutor
+    from hpcbridge.transports.ssh.executor import SSHExecutor
 except ImportError:  # run from a checkout without installing
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from hpcbridge.transports.ssh import SSHExecutor
+    from hpcbridge.transports.ssh.executor import SSHExecutor
 
 KEYS = ("HOST", "PORT", "USER", "KEY", "KNOWN_HOSTS", "CONFIG")
 

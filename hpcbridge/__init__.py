@@ -70,14 +70,14 @@ __all__ = [
 # Names resolved on first use, so that importing the package stays cheap and
 # never pulls in paramiko, flux or pyslurm.
 _LAZY = {
-    "SchedulerAdapter": ("hpcbridge.schedulers.base", "SchedulerAdapter"),
+    "SchedulerAdapter": ("hpcbridge.engine.adapter", "SchedulerAdapter"),
     "MockAdapter": ("hpcbridge.schedulers.mock", "MockAdapter"),
-    "PartialSubmissionError": ("hpcbridge.schedulers.driver", "PartialSubmissionError"),
+    "PartialSubmissionError": ("hpcbridge.engine.driver", "PartialSubmissionError"),
     "RealSlurmAdapter": ("hpcbridge.schedulers.slurm.adapter", "RealSlurmAdapter"),
     "FluxAdapter": ("hpcbridge.schedulers.flux.adapter", "FluxAdapter"),
     "SSHExecutor": ("hpcbridge.transports.ssh", "SSHExecutor"),
     "JobStore": ("hpcbridge.store", "JobStore"),
-    "Sweep": ("hpcbridge.schedulers.sweeping", "Sweep"),
+    "Sweep": ("hpcbridge.engine.sweeping", "Sweep"),
     "get_scheduler_adapter": ("hpcbridge.factory", "get_scheduler_adapter"),
 }
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Dict, Iterable, List, Optional
 
-from .store import JobRecord
+from .store.jobs import JobRecord
 
 
 @dataclass(frozen=True)

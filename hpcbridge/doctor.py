@@ -89,7 +89,7 @@ def _polling_check(settings: Settings) -> Check:
 
 def _store_check(settings: Settings) -> Check:
     try:
-        from .store import JobStore
+        from .store.jobs import JobStore
 
         store = JobStore(settings.database_path)
         count = store.count()
@@ -101,7 +101,7 @@ def _store_check(settings: Settings) -> Check:
 
 def _ssh_check(settings: Settings) -> Tuple[Optional[Executor], Check]:
     try:
-        from .transports.ssh import SSHExecutor
+        from .transports.ssh.executor import SSHExecutor
 
         executor = SSHExecutor.from_settings(settings)
         result = executor.run(["true"], timeout=30)

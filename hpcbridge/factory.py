@@ -6,18 +6,18 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from .config import Settings
 from .registry import scheduler_entry
-from .store import JobStore
+from .store.jobs import JobStore
 from .transports.base import Executor
 from .transports.local import LocalExecutor
 
 if TYPE_CHECKING:
-    from .schedulers.base import SchedulerAdapter
+    from .engine.adapter import SchedulerAdapter
 
 
 def build_executor(settings: Settings) -> Executor:
     """The transport the settings ask for."""
     if settings.transport == "ssh":
-        from .transports.ssh import SSHExecutor  # paramiko loads only here
+        from .transports.ssh.executor import SSHExecutor
 
         return SSHExecutor.from_settings(settings)
     return LocalExecutor(default_timeout=settings.command_timeout, env=settings.command_env)

@@ -74,7 +74,7 @@ def _raw_wrapped(instance: Any, jobs: int, folder: Path) -> float:
     """Raw ``flux submit --cc``, each job what a native hpcbridge job runs: the wrapper
     around the script, in its folder, its output in a file of its own.  What the jobs
     themselves cost, apart from the client."""
-    from hpcbridge.jobscript import TaskSpec, build_wrapper
+    from hpcbridge.engine.jobscript import TaskSpec, build_wrapper
 
     folder.mkdir(parents=True, exist_ok=True)
     script, wrapper = folder / "true.sh", folder / "wrapper.sh"

@@ -174,7 +174,7 @@ class HpcbridgeClient:
 
     def prepare(self, ids: List[str], phase: str) -> Refresh:
         from hpcbridge import RealSlurmAdapter
-        from hpcbridge.store import JobStore
+        from hpcbridge.store.jobs import JobStore
 
         copy = self.folder / f"copy-{next(self.copies)}.db"
         with sqlite3.connect(str(self.snapshot)) as src, sqlite3.connect(str(copy)) as dst:

@@ -31,8 +31,8 @@ RAW = (
 
 def make_store(state: Path, count: int, in_sweep: int) -> None:
     """``count`` final mock jobs, the last ``in_sweep`` of them one sweep's."""
-    from hpcbridge.store import JobRecord, JobStore
-    from hpcbridge.sweep_store import FED, Step, SweepBook, SweepRecord, SweepTask, now_text
+    from hpcbridge.store.jobs import JobRecord, JobStore
+    from hpcbridge.store.sweeps import FED, Step, SweepBook, SweepRecord, SweepTask, now_text
 
     store = JobStore(state / "jobs.db")
     now = datetime.now(timezone.utc)

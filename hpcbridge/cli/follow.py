@@ -13,10 +13,10 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
+from ..engine.observation import statuses_of
 from ..errors import SchedulerAdapterError
 from ..model import JobState, JobStatus
-from ..schedulers.observation import statuses_of
-from ..store import JobRecord
+from ..store.jobs import JobRecord
 from . import sweeps
 from .exits import EXIT_JOB_NOT_COMPLETED, EXIT_OK, exit_code_for
 from .lookup import group_error, require_traced, untraced
@@ -24,7 +24,7 @@ from .output import Progress, announce, one_line, print_json, status_line
 from .targets import Group, Targets, settings_from, targets_for
 
 if TYPE_CHECKING:
-    from ..schedulers.base import SchedulerAdapter
+    from ..engine.adapter import SchedulerAdapter
 
 #: the jobs of one adapter: what one wait (one query per poll) follows
 Batch = Tuple["SchedulerAdapter", List[str]]

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Dict, List, Mapping, Optional, Sequence
 
+from ..engine.observation import Observation, statuses_of
 from ..errors import JobNotFoundError, SchedulerAdapterError, SchedulerUnavailableError
 from ..model import JobState, JobStatus
-from ..schedulers.observation import Observation, statuses_of
 from .targets import Group, Targets
 
 

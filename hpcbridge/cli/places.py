@@ -15,8 +15,8 @@ from ..config import Settings
 from ..errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from ..schedulers.base import SchedulerAdapter
-    from ..store import JobRecord
+    from ..engine.adapter import SchedulerAdapter
+    from ..store.jobs import JobRecord
 
 
 class Place(NamedTuple):

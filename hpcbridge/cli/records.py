@@ -161,7 +161,7 @@ def _sweep_jobs(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def sweeps_outside() -> str:
-    from ..sweep_store import OUTSIDE_SWEEPS
+    from ..store.sweeps import OUTSIDE_SWEEPS
 
     return OUTSIDE_SWEEPS
 

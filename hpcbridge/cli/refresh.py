@@ -20,7 +20,7 @@ from .output import one_line
 from .places import Place, adapter_at, place_of
 
 if TYPE_CHECKING:
-    from ..store import JobRecord
+    from ..store.jobs import JobRecord
 
 #: the reason shown for an unfinished job with ``--cached``
 NOT_ASKED = "not asked (--cached)"

@@ -124,7 +124,7 @@ def flags_named(args: argparse.Namespace) -> Iterator[None]:
 
 def _fed(adapter: Any, jobs: List[Any], args: argparse.Namespace) -> List[str]:
     """``submit_many`` as a sweep, with its progress line on a terminal."""
-    from ..schedulers.sweeping import Sweep
+    from ..engine.sweeping import Sweep
 
     sweep = Sweep(adapter, args.sweep, args.max_queued or adapter.settings.max_queued)
     sweep.add(jobs, resources_from(args), args.after or None, nested=args.nested)

@@ -19,20 +19,20 @@ from .places import Place, adapter_at
 from .targets import store_for
 
 if TYPE_CHECKING:
-    from ..schedulers.base import SchedulerAdapter
-    from ..schedulers.sweeping import Sweep
-    from ..sweep_store import SweepBook, SweepRecord
+    from ..engine.adapter import SchedulerAdapter
+    from ..engine.sweeping import Sweep
+    from ..store.sweeps import SweepBook, SweepRecord
 
 
 def book_for(settings: Settings) -> SweepBook:
-    from ..sweep_store import SweepBook
+    from ..store.sweeps import SweepBook
 
     return SweepBook(store_for(settings))
 
 
 def split(arguments: Sequence[str], settings: Settings) -> Tuple[List[SweepRecord], List[str]]:
     """The recorded sweeps named among ``arguments``, and the other arguments (ids)."""
-    from ..schedulers.sweeping import NAME
+    from ..engine.sweeping import NAME
 
     book: Optional[SweepBook] = None
     sweeps: List[SweepRecord] = []
@@ -51,7 +51,7 @@ def split(arguments: Sequence[str], settings: Settings) -> Tuple[List[SweepRecor
 
 def opened(record: SweepRecord, settings: Settings) -> Tuple[SchedulerAdapter, Sweep]:
     """The sweep, through an adapter that reaches where it was recorded."""
-    from ..schedulers.sweeping import Sweep
+    from ..engine.sweeping import Sweep
 
     place = Place(record.scheduler, record.host, record.flux_uri, record.transport, record.reach)
     adapter = adapter_at(place, settings)
@@ -95,7 +95,7 @@ def feed(
     """Go on feeding the sweep (or follow the process feeding it) until all is sent:
     the ids of its jobs, a line per task refused (it will never be sent), and - for a
     cancelled sweep - what says so (its tasks not sent are no error)."""
-    from ..schedulers.driver import PartialSubmissionError
+    from ..engine.driver import PartialSubmissionError
 
     adapter, sweep = opened(record, settings)
     progress = SweepProgress(record.name)

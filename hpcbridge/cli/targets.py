@@ -36,8 +36,8 @@ from ..registry import SCHEDULER_ENTRIES
 from .places import Place, adapter_at, place_of, settings_place
 
 if TYPE_CHECKING:  # the store and adapters load when a command needs them: --help stays quick
-    from ..schedulers.base import SchedulerAdapter
-    from ..store import JobRecord, JobStore
+    from ..engine.adapter import SchedulerAdapter
+    from ..store.jobs import JobRecord, JobStore
 
 
 def settings_from(args: argparse.Namespace, scheduler: Optional[str] = None) -> Settings:
@@ -61,7 +61,7 @@ def adapter_for(args: argparse.Namespace, settings: Optional[Settings] = None) -
 
 
 def store_for(settings: Settings) -> JobStore:
-    from ..store import JobStore
+    from ..store.jobs import JobStore
 
     return JobStore(settings.database_path)
 

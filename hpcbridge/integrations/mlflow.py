@@ -27,7 +27,7 @@ from mlflow.entities import RunTag
 from mlflow.tracking import MlflowClient
 
 from ..cost import job_cost
-from ..store import JobStore
+from ..store.jobs import JobStore
 from .pipeline import SettingsLike, resolve_settings
 
 log = logging.getLogger("hpcbridge")

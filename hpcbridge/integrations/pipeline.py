@@ -27,10 +27,10 @@ import tempfile
 from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
 from ..config import Settings
+from ..engine.adapter import SchedulerAdapter
 from ..errors import SchedulerAdapterError, TransportError
 from ..factory import adapter_from_settings
 from ..model import JobState, JobStatus
-from ..schedulers.base import SchedulerAdapter
 
 log = logging.getLogger("hpcbridge")
 

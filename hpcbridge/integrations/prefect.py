@@ -30,8 +30,8 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from prefect import get_run_logger, task
 
+from ..engine.adapter import SchedulerAdapter
 from ..model import JobState, JobStatus
-from ..schedulers.base import SchedulerAdapter
 from .pipeline import (
     ArtifactNotFoundError,
     JobFailedError,

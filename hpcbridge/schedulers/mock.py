@@ -17,13 +17,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from ..errors import ConfigurationError, JobSubmissionError, LimitRefusedError
-from ..jobscript import TASK_INDEX_VARIABLE
-from ..model import JobState, JobStatus
-from ..processes import pid_alive
-from ..store_location import machine_folder
-from .base import SchedulerAdapter, exit_code_from_file
-from .driver import (
+from ..engine.adapter import SchedulerAdapter, exit_code_from_file
+from ..engine.driver import (
     Capabilities,
     DriverChoice,
     OpenDriver,
@@ -33,6 +28,11 @@ from .driver import (
     Submitted,
     Waiter,
 )
+from ..engine.jobscript import TASK_INDEX_VARIABLE
+from ..errors import ConfigurationError, JobSubmissionError, LimitRefusedError
+from ..model import JobState, JobStatus
+from ..processes import pid_alive
+from ..store.location import machine_folder
 from .mock_runner import now_iso, read_json, write_json
 
 #: how many jobs one mock submission may hold: there is no array limit

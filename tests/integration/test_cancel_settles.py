@@ -27,8 +27,8 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
-from hpcbridge.store import JobStore
-from hpcbridge.sweep_store import SweepBook
+from hpcbridge.store.jobs import JobStore
+from hpcbridge.store.sweeps import SweepBook
 from tests.conftest import REPO
 from tests.support.cli import hpcbridge
 from tests.support.places import Place, flux_place, mock_place, slurm_place

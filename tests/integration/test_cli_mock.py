@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from hpcbridge.store import JobRecord, JobStore
+from hpcbridge.store.jobs import JobRecord, JobStore
 from tests.conftest import REPO
 from tests.support.cli import JSON_KEYS, hpcbridge
 

@@ -12,7 +12,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from hpcbridge.store import JobRecord, JobStore
+from hpcbridge.store.jobs import JobRecord, JobStore
 from tests.conftest import REPO
 from tests.support.cli import hpcbridge
 

@@ -75,7 +75,7 @@ def server() -> Dict[str, str]:
 
 
 def ssh_executor(server: Dict[str, str]) -> Any:
-    from hpcbridge.transports.ssh import SSHExecutor
+    from hpcbridge.transports.ssh.executor import SSHExecutor
 
     return SSHExecutor(
         server["HOST"],

@@ -17,8 +17,8 @@ from typing import Any, Iterator
 
 import pytest
 
+from hpcbridge.engine.sweeping import Sweep
 from hpcbridge.model import JobState
-from hpcbridge.schedulers.sweeping import Sweep
 from tests.support.flux_cases import (
     flux_params,
     instance_spans,

@@ -21,7 +21,7 @@ from hpcbridge.integrations.pipeline import (
     submit,
     wait_and_fetch,
 )
-from hpcbridge.store import JobStore
+from hpcbridge.store.jobs import JobStore
 from tests.conftest import REPO
 
 PIPELINE = REPO / "examples" / "pipeline"

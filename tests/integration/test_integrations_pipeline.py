@@ -41,7 +41,7 @@ from hpcbridge.integrations.prefect import (  # noqa: E402
     submit_task,
     wait_task,
 )
-from hpcbridge.store import JobRecord, JobStore  # noqa: E402
+from hpcbridge.store.jobs import JobRecord, JobStore  # noqa: E402
 from tests.conftest import REPO  # noqa: E402
 
 PIPELINE = REPO / "examples" / "pipeline"

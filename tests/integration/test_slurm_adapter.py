@@ -25,9 +25,9 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
+from hpcbridge.engine.driver import NotAskedNow
 from hpcbridge.errors import JobNotFoundError, JobSubmissionError
 from hpcbridge.model import FROM_FILE, JobState, JobStatus
-from hpcbridge.schedulers.driver import NotAskedNow
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
 from tests.support.slurm_clusters import (
     TARGETS,

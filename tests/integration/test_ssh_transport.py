@@ -28,7 +28,7 @@ from hpcbridge.errors import (  # noqa: E402
     SubmissionUncertainError,
     TransportError,
 )
-from hpcbridge.transports.ssh import SSHExecutor  # noqa: E402
+from hpcbridge.transports.ssh.executor import SSHExecutor
 from tests.support.ssh import SKIP_REASON, Server, find_test_server, make_executor  # noqa: E402
 
 pytestmark = pytest.mark.ssh

@@ -16,7 +16,7 @@ from typing import Any, Iterator, List, Tuple
 
 import pytest
 
-from hpcbridge.store import JobStore
+from hpcbridge.store.jobs import JobStore
 
 pytestmark = pytest.mark.ssh
 

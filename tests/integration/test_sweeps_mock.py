@@ -22,10 +22,10 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 
 from hpcbridge import JobState, JobSubmissionError, LimitRefusedError, MockAdapter, Settings
-from hpcbridge.schedulers.driver import PartialSubmissionError
+from hpcbridge.engine.driver import PartialSubmissionError
+from hpcbridge.engine.sweeping import Sweep
 from hpcbridge.schedulers.mock import MockDriver
-from hpcbridge.schedulers.sweeping import Sweep
-from hpcbridge.sweep_store import SweepBook
+from hpcbridge.store.sweeps import SweepBook
 from tests.conftest import REPO
 from tests.support.spans import most_at_once
 
@@ -141,7 +141,7 @@ FEEDER = textwrap.dedent(
     """
     import sys
     from hpcbridge import MockAdapter, Settings
-    from hpcbridge.schedulers.sweeping import Sweep
+    from hpcbridge.engine.sweeping import Sweep
     state, script = sys.argv[1:3]
     adapter = MockAdapter(settings=Settings.from_env({}, state_dir=state))
     sweep = Sweep(adapter, "killed", max_queued=3)

@@ -25,10 +25,10 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
+from hpcbridge.engine.sweeping import Sweep
 from hpcbridge.model import JobState
-from hpcbridge.schedulers.sweeping import Sweep
-from hpcbridge.store import JobStore
-from hpcbridge.sweep_store import SweepBook
+from hpcbridge.store.jobs import JobStore
+from hpcbridge.store.sweeps import SweepBook
 from tests.conftest import REPO
 from tests.support.pairs import PAIRS, add_pairs
 from tests.support.slurm_clusters import (
@@ -139,7 +139,7 @@ FEEDER = textwrap.dedent(
     """
     import sys
     from hpcbridge import get_scheduler_adapter
-    from hpcbridge.schedulers.sweeping import Sweep
+    from hpcbridge.engine.sweeping import Sweep
     from tests.support.pairs import add_pairs
     hello, bye = sys.argv[1:3]
     sweep = Sweep(get_scheduler_adapter(), "killed")

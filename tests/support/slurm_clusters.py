@@ -25,7 +25,7 @@ import pytest
 
 from hpcbridge.config import Settings
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
-from hpcbridge.store import JobStore
+from hpcbridge.store.jobs import JobStore
 from hpcbridge.transports.local import LocalExecutor
 from tests.support.components import absent_reason
 

@@ -94,7 +94,7 @@ def alias_entry(server: Server, alias: str) -> str:
 
 
 def make_executor(server: Server, **overrides: Any) -> Any:
-    from hpcbridge.transports.ssh import SSHExecutor
+    from hpcbridge.transports.ssh.executor import SSHExecutor
 
     arguments = dict(
         known_hosts=server.known_hosts,

@@ -21,8 +21,8 @@ from hpcbridge import (
     Settings,
     TransportError,
 )
-from hpcbridge.schedulers.base import SchedulerAdapter
-from hpcbridge.schedulers.driver import (
+from hpcbridge.engine.adapter import SchedulerAdapter
+from hpcbridge.engine.driver import (
     Capabilities,
     DriverChoice,
     OpenDriver,

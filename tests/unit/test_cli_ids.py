@@ -9,9 +9,9 @@ import pytest
 from hpcbridge import JobState, JobStatus, factory
 from hpcbridge.cli import main
 from hpcbridge.cli.targets import Narrowing, recorded_forms, records_of
+from hpcbridge.engine.observation import Observation
 from hpcbridge.schedulers.flux.status import canonical_job_id
-from hpcbridge.schedulers.observation import Observation
-from hpcbridge.store import JobRecord, JobStore
+from hpcbridge.store.jobs import JobRecord, JobStore
 
 FLUX_ID = "\u0192cAyxmV"  # ƒcAyxmV
 FLUX_DECIMAL = "23085449216"

@@ -8,7 +8,7 @@ import pytest
 
 from hpcbridge.cli import main
 from hpcbridge.cli.parser import TABLE_JOBS
-from hpcbridge.store import JobRecord, JobStore
+from hpcbridge.store.jobs import JobRecord, JobStore
 
 COUNT = TABLE_JOBS + 20
 

@@ -3,7 +3,7 @@
 from hpcbridge import JobNotFoundError, JobState, JobStatus, SchedulerUnavailableError
 from hpcbridge.cli.exits import EXIT_NOT_FOUND, EXIT_UNAVAILABLE, exit_code_for
 from hpcbridge.cli.lookup import not_found_error
-from hpcbridge.schedulers.observation import Observation, out_of_reach
+from hpcbridge.engine.observation import Observation, out_of_reach
 
 
 def test_no_trace_is_not_found() -> None:

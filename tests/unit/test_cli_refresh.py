@@ -8,7 +8,7 @@ from hpcbridge import JobState, JobStatus, factory
 from hpcbridge.cli.refresh import NOT_ASKED, cached, refreshed
 from hpcbridge.config import Settings
 from hpcbridge.errors import SchedulerUnavailableError, TransportError
-from hpcbridge.store import JobRecord
+from hpcbridge.store.jobs import JobRecord
 
 HOST = os.uname().nodename
 

@@ -15,13 +15,13 @@ from typing import Any, List
 import pytest
 
 from hpcbridge import Settings
+from hpcbridge.engine.driver import PartialSubmissionError
 from hpcbridge.errors import (
     JobNotFoundError,
     JobSubmissionError,
     SchedulerUnavailableError,
 )
 from hpcbridge.model import JobState
-from hpcbridge.schedulers.driver import PartialSubmissionError
 from hpcbridge.schedulers.flux.adapter import FluxAdapter
 from hpcbridge.schedulers.flux.command_driver import CLIDriver
 from hpcbridge.schedulers.flux.commands import FluxCommands

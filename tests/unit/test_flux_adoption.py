@@ -12,11 +12,11 @@ from typing import Any, Callable, Dict, List, Optional
 import pytest
 
 from hpcbridge import Settings
+from hpcbridge.engine import adoption
+from hpcbridge.engine.driver import PartialSubmissionError, SubmitBatch
+from hpcbridge.engine.jobscript import PreparedJob
 from hpcbridge.errors import JobTimeoutError, SubmissionUncertainError
-from hpcbridge.jobscript import PreparedJob
 from hpcbridge.resources import Resources
-from hpcbridge.schedulers import adoption
-from hpcbridge.schedulers.driver import PartialSubmissionError, SubmitBatch
 from hpcbridge.schedulers.flux import command_line as cl
 from hpcbridge.schedulers.flux import commands, jobspec, submission
 from hpcbridge.schedulers.flux.adapter import FluxAdapter

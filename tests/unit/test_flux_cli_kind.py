@@ -8,7 +8,7 @@ import pytest
 
 from hpcbridge.cli import main
 from hpcbridge.cli.follow import with_kind
-from hpcbridge.store import JobRecord, JobStore
+from hpcbridge.store.jobs import JobRecord, JobStore
 
 
 def test_jobs_shows_the_kind(

@@ -10,11 +10,11 @@ from typing import Dict, List
 
 import pytest
 
+from hpcbridge.engine.driver import SubmitBatch
+from hpcbridge.engine.jobscript import PreparedJob
 from hpcbridge.errors import JobSubmissionError
-from hpcbridge.jobscript import PreparedJob
 from hpcbridge.model import JobState
 from hpcbridge.resources import Resources
-from hpcbridge.schedulers.driver import SubmitBatch
 from hpcbridge.schedulers.flux import command_line, submission
 from hpcbridge.schedulers.flux import status as flux_status
 from hpcbridge.schedulers.flux.instance import POLICY_0_26, POLICY_0_49

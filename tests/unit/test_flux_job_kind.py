@@ -12,7 +12,7 @@ from hpcbridge import Settings
 from hpcbridge.schedulers.flux.instance import UriSetting
 from hpcbridge.schedulers.flux.submission import JobKind, choose_kind
 from hpcbridge.schedulers.mock import MockAdapter
-from hpcbridge.store import JobRecord, JobStore
+from hpcbridge.store.jobs import JobRecord, JobStore
 
 SYSTEM = UriSetting(None, "the system instance")
 NAMED = UriSetting("local:///tmp/f/local-0", "HPCBRIDGE_FLUX_URI")

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from hpcbridge.engine.driver import PartialSubmissionError
 from hpcbridge.errors import JobSubmissionError, LimitRefusedError
-from hpcbridge.schedulers.driver import PartialSubmissionError
 from hpcbridge.schedulers.flux.submission import send
 
 REFUSED = "flux-job: user has max active jobs"

@@ -12,10 +12,10 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
-from hpcbridge.jobscript import PreparedJob
+from hpcbridge.engine import adoption
+from hpcbridge.engine.driver import SubmitBatch
+from hpcbridge.engine.jobscript import PreparedJob
 from hpcbridge.resources import Resources
-from hpcbridge.schedulers import adoption
-from hpcbridge.schedulers.driver import SubmitBatch
 from hpcbridge.schedulers.flux import commands, submission
 from hpcbridge.schedulers.flux.bindings_driver import BindingsConnection, NativeDriver
 from hpcbridge.schedulers.flux.commands import FluxCommands

@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 from typing import Dict
 
-from hpcbridge.jobscript import TaskSpec, build_wrapper
+from hpcbridge.engine.jobscript import TaskSpec, build_wrapper
 
 
 def _wrapper(folder: Path, body: str, launcher: str = "") -> Path:

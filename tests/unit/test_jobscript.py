@@ -8,8 +8,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Dict, List
 
-from hpcbridge.jobscript import TASKS_PER_PART, TaskSpec, build_wrapper, wrapper_parts
-from hpcbridge.schedulers.tracking import ExitRecord, read_exit_file
+from hpcbridge.engine.jobscript import TASKS_PER_PART, TaskSpec, build_wrapper, wrapper_parts
+from hpcbridge.engine.tracking import ExitRecord, read_exit_file
 
 
 def _script(folder: Path, name: str, body: str) -> str:
@@ -238,7 +238,7 @@ def test_bundled_scripts_travel_in_the_table_and_each_task_writes_its_own(
 
 
 def test_what_cannot_travel_in_a_table_is_copied() -> None:
-    from hpcbridge.jobscript import BUNDLED_SCRIPT_MAX, can_bundle
+    from hpcbridge.engine.jobscript import BUNDLED_SCRIPT_MAX, can_bundle
 
     assert can_bundle("echo hi\n") and can_bundle("")
     assert not can_bundle("echo hi")  # a here-document would add the line end

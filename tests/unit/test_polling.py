@@ -10,10 +10,10 @@ from typing import Dict, List
 
 import pytest
 
+from hpcbridge.engine.observation import Observation, out_of_reach
+from hpcbridge.engine.polling import PollBoard, Poller
 from hpcbridge.model import JobState, JobStatus
-from hpcbridge.schedulers.observation import Observation, out_of_reach
-from hpcbridge.schedulers.polling import PollBoard, Poller
-from hpcbridge.store import JobStore
+from hpcbridge.store.jobs import JobStore
 
 
 class Scheduler:
@@ -113,7 +113,7 @@ def test_a_released_poll_is_taken_at_the_same_pace(board: PollBoard) -> None:
 
 
 def test_a_dead_pollers_lease_runs_out(board: PollBoard, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("hpcbridge.schedulers.polling.LEASE_INTERVALS", 1.0)
+    monkeypatch.setattr("hpcbridge.engine.polling.LEASE_INTERVALS", 1.0)
     scheduler = Scheduler()
     Poller(scheduler.query, 0.2, board=board, target="t").ask(["1"])  # then "dies"
     other = Poller(scheduler.query, 0.2, board=board, target="t")
@@ -124,7 +124,7 @@ def test_a_dead_pollers_lease_runs_out(board: PollBoard, monkeypatch: pytest.Mon
 
 def test_a_slow_scheduler_is_asked_less_often(monkeypatch: pytest.MonkeyPatch) -> None:
     # Thresholds far from the delays: a loaded machine oversleeps by milliseconds.
-    monkeypatch.setattr("hpcbridge.schedulers.polling.SLOW_AFTER", 0.05)
+    monkeypatch.setattr("hpcbridge.engine.polling.SLOW_AFTER", 0.05)
     poller = Poller(Scheduler(delay=0.1).query, interval=0.1)
     poller.ask(["1"])
     assert poller.gap() >= 1.0  # 10 x its answer time, at least 0.1 s
@@ -135,7 +135,7 @@ def test_a_slow_scheduler_is_asked_less_often(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_failures_do_not_slow_the_rate(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("hpcbridge.schedulers.polling.SLOW_AFTER", 0.01)
+    monkeypatch.setattr("hpcbridge.engine.polling.SLOW_AFTER", 0.01)
 
     def down(job_ids: List[str]) -> Dict[str, Observation]:
         time.sleep(0.05)

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Dict, List
 
+from hpcbridge.engine.observation import Observation
+from hpcbridge.engine.polling import PollBoard, Poller
 from hpcbridge.model import JobState, JobStatus
-from hpcbridge.schedulers.observation import Observation
-from hpcbridge.schedulers.polling import PollBoard, Poller
-from hpcbridge.store import JobStore
+from hpcbridge.store.jobs import JobStore
 
 
 class Scheduler:

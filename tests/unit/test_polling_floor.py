@@ -13,13 +13,13 @@ from typing import Dict, List
 import pytest
 
 from hpcbridge.config import Settings
+from hpcbridge.engine import polling
+from hpcbridge.engine.observation import Observation
+from hpcbridge.engine.polling import PollBoard, Poller
 from hpcbridge.errors import ConfigurationError
 from hpcbridge.model import JobState, JobStatus
-from hpcbridge.schedulers import polling
-from hpcbridge.schedulers.observation import Observation
-from hpcbridge.schedulers.polling import PollBoard, Poller
 from hpcbridge.site_config import parse_site_settings
-from hpcbridge.store import JobStore
+from hpcbridge.store.jobs import JobStore
 
 
 class Scheduler:

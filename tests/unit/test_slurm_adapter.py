@@ -9,6 +9,7 @@ from typing import Dict, List
 import pytest
 
 from hpcbridge.config import Settings
+from hpcbridge.engine.driver import PartialSubmissionError
 from hpcbridge.errors import (
     ConfigurationError,
     JobNotFoundError,
@@ -16,9 +17,8 @@ from hpcbridge.errors import (
     SchedulerUnavailableError,
 )
 from hpcbridge.model import JobState
-from hpcbridge.schedulers.driver import PartialSubmissionError
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
-from hpcbridge.store import JobStore
+from hpcbridge.store.jobs import JobStore
 from hpcbridge.transports.base import CommandResult
 from hpcbridge.transports.local import LocalExecutor
 

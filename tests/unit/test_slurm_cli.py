@@ -7,16 +7,16 @@ from typing import Any, Callable, List, Optional, Sequence
 
 import pytest
 
+from hpcbridge.engine.driver import NotAskedNow, PartialSubmissionError, SubmitBatch, Submitted
+from hpcbridge.engine.jobscript import PreparedJob
 from hpcbridge.errors import (
     JobSubmissionError,
     JobTimeoutError,
     SchedulerAdapterError,
     SubmissionUncertainError,
 )
-from hpcbridge.jobscript import PreparedJob
 from hpcbridge.model import JobState
 from hpcbridge.resources import Resources
-from hpcbridge.schedulers.driver import NotAskedNow, PartialSubmissionError, SubmitBatch, Submitted
 from hpcbridge.schedulers.slurm import commands
 from hpcbridge.schedulers.slurm.cli import SlurmCliDriver
 from hpcbridge.transports.base import CommandResult
@@ -207,7 +207,7 @@ def test_submit_many_first_failure_is_a_plain_error() -> None:
 
 def test_uncertain_array_is_adopted_by_its_key(monkeypatch: pytest.MonkeyPatch) -> None:
     """sbatch timed out, yet the array exists: found by its comment, never sent twice."""
-    monkeypatch.setattr("hpcbridge.schedulers.adoption.LOOK_EVERY", 0.01)
+    monkeypatch.setattr("hpcbridge.engine.adoption.LOOK_EVERY", 0.01)
     rows = iter(
         [
             (1, "", "squeue: error: Socket timed out on send/recv operation\n"),  # still busy
@@ -227,7 +227,7 @@ def test_uncertain_array_is_adopted_by_its_key(monkeypatch: pytest.MonkeyPatch) 
 def test_uncertain_submission_surely_absent_is_sent_once_more(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("hpcbridge.schedulers.adoption.LOOK_EVERY", 0.01)
+    monkeypatch.setattr("hpcbridge.engine.adoption.LOOK_EVERY", 0.01)
     answers = iter([JobTimeoutError("sbatch did not finish"), (0, "42\n", "")])
 
     def sbatch(argv: List[str]) -> CommandResult:

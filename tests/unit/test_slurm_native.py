@@ -13,11 +13,11 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
+from hpcbridge.engine.driver import NotAskedNow, SubmitBatch, Submitted
+from hpcbridge.engine.jobscript import PreparedJob
 from hpcbridge.errors import JobSubmissionError, SchedulerAdapterError, SchedulerUnavailableError
-from hpcbridge.jobscript import PreparedJob
 from hpcbridge.model import JobState
 from hpcbridge.resources import Resources
-from hpcbridge.schedulers.driver import NotAskedNow, SubmitBatch, Submitted
 from hpcbridge.schedulers.slurm import commands, native, pyslurm_jobs, pyslurm_loading
 from hpcbridge.schedulers.slurm.cli import SlurmCliDriver
 from hpcbridge.transports.base import CommandResult

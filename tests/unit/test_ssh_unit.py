@@ -20,13 +20,13 @@ from hpcbridge.errors import (
     SubmissionUncertainError,
     TransportError,
 )
-from hpcbridge.transports import ssh_reconnect
 from hpcbridge.transports.base import CommandResult, Executor
 from hpcbridge.transports.local import LocalExecutor
-from hpcbridge.transports.ssh import SSHExecutor, build_command
-from hpcbridge.transports.ssh_config import known_hosts_name, parse_jump, resolve, split_jumps
-from hpcbridge.transports.ssh_failures import ConnectionDropped, Permanent, is_connection_error
-from hpcbridge.transports.ssh_hostkeys import HostKeyPolicy, fingerprint
+from hpcbridge.transports.ssh import reconnect as ssh_reconnect
+from hpcbridge.transports.ssh.config import known_hosts_name, parse_jump, resolve, split_jumps
+from hpcbridge.transports.ssh.executor import SSHExecutor, build_command
+from hpcbridge.transports.ssh.failures import ConnectionDropped, Permanent, is_connection_error
+from hpcbridge.transports.ssh.hostkeys import HostKeyPolicy, fingerprint
 
 # --------------------------------------------------------------------------- helpers
 
@@ -79,7 +79,8 @@ def test_importing_the_module_does_not_import_paramiko():
         import hpcbridge.transports.ssh
         import hpcbridge
         hpcbridge.SSHExecutor  # the lazy re-export resolves without paramiko too
-        from hpcbridge.transports.ssh import SSHExecutor, build_command
+        from hpcbridge.transports.ssh import SSHExecutor
+        from hpcbridge.transports.ssh.command import build_command
         import os
         SSHExecutor("example.invalid", "u", 22, ssh_config_path=os.devnull)  # no network yet
         assert "paramiko" not in sys.modules, sorted(m for m in sys.modules if "paramiko" in m)
@@ -785,7 +786,7 @@ def test_a_command_that_keeps_dropping_gives_up(fake, monkeypatch):
 
 
 def test_exact_mtime_commands_quote_nothing_and_chunk() -> None:
-    from hpcbridge.transports.ssh_times import PATHS_PER_COMMAND, exact_mtime_commands
+    from hpcbridge.transports.ssh.times import PATHS_PER_COMMAND, exact_mtime_commands
 
     paths = [f"/w/{index}.exit" for index in range(PATHS_PER_COMMAND + 1)] + ["/w/0.exit"]
     commands = exact_mtime_commands(paths)
@@ -795,7 +796,7 @@ def test_exact_mtime_commands_quote_nothing_and_chunk() -> None:
 
 
 def test_parse_exact_mtimes_keeps_only_exact_times_of_asked_paths() -> None:
-    from hpcbridge.transports.ssh_times import parse_exact_mtimes
+    from hpcbridge.transports.ssh.times import parse_exact_mtimes
 
     text = (
         "1700000000.123456789 /w/a.exit\n"
@@ -812,7 +813,7 @@ def test_parse_exact_mtimes_keeps_only_exact_times_of_asked_paths() -> None:
 
 
 def test_what_a_record_keeps_to_reach_the_host_again(tmp_path, monkeypatch):
-    from hpcbridge.transports.ssh_config import reach_settings
+    from hpcbridge.transports.ssh.config import reach_settings
 
     key = tmp_path / "id"
     key.write_text("not a real key\n")

@@ -8,17 +8,17 @@ from typing import Any, Dict, List
 
 import pytest
 
-from hpcbridge.jobscript import (
+from hpcbridge.engine.driver import SubmitBatch, Submitted
+from hpcbridge.engine.jobscript import (
     TaskSpec,
     plan_chunks,
     shared_name,
     staged_basenames,
     wrapper_files,
 )
+from hpcbridge.engine.submitting import Placement, Stager, job_records
 from hpcbridge.resources import Resources
-from hpcbridge.schedulers.driver import SubmitBatch, Submitted
 from hpcbridge.schedulers.flux import jobspec, submission
-from hpcbridge.schedulers.submitting import Placement, Stager, job_records
 from hpcbridge.transports.local import LocalExecutor
 
 

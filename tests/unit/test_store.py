@@ -3,7 +3,7 @@ from datetime import datetime, timedelta, timezone
 
 from hpcbridge import JobState, JobStatus
 from hpcbridge.cost import job_cost
-from hpcbridge.store import JobRecord, JobStore
+from hpcbridge.store.jobs import JobRecord, JobStore
 
 
 def _writer(path, worker, count):
@@ -124,8 +124,8 @@ def test_statuses_are_the_records_last_states(tmp_path):
 def test_a_database_of_an_older_release_gets_the_new_columns_and_keeps_its_rows(tmp_path):
     import sqlite3
 
-    from hpcbridge.store import SCHEMA
-    from hpcbridge.sweep_store import SweepBook
+    from hpcbridge.store.jobs import SCHEMA
+    from hpcbridge.store.sweeps import SweepBook
 
     path = tmp_path / "jobs.db"
     # the tables as the first release made them: no kind, no reach

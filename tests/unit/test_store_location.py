@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from hpcbridge.model import JobState, JobStatus
-from hpcbridge.store import JobRecord, JobStore
-from hpcbridge.store_location import (
+from hpcbridge.store.jobs import JobRecord, JobStore
+from hpcbridge.store.location import (
     choose,
     filesystem_of,
     is_network,
@@ -90,8 +90,8 @@ def test_two_hosts_see_each_others_jobs_through_the_shared_folder(
     """Two stores for one shared place, as two login nodes have: each writes its own
     local database and its own record files; each imports the other's."""
     shared = tmp_path / "home" / "state"
-    monkeypatch.setattr("hpcbridge.store_location.filesystem_of", lambda path, table=None: "nfs")
-    monkeypatch.setattr("hpcbridge.store_journal.LOOK_EVERY", 0.0)
+    monkeypatch.setattr("hpcbridge.store.location.filesystem_of", lambda path, table=None: "nfs")
+    monkeypatch.setattr("hpcbridge.store.journal.LOOK_EVERY", 0.0)
     monkeypatch.setenv("HPCBRIDGE_LOCAL_STATE_DIR", str(tmp_path / "node-a"))
     node_a = JobStore(shared / "jobs.db")
     monkeypatch.setenv("HPCBRIDGE_LOCAL_STATE_DIR", str(tmp_path / "node-b"))

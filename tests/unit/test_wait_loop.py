@@ -13,11 +13,9 @@ from typing import Collection, Dict, List, Set
 
 import pytest
 
-from hpcbridge.errors import HostKeyError, JobNotFoundError, JobTimeoutError, TransportError
-from hpcbridge.model import JobState, JobStatus
-from hpcbridge.schedulers import waiting
-from hpcbridge.schedulers.observation import Observation, out_of_reach
-from hpcbridge.schedulers.waiting import (
+from hpcbridge.engine import waiting
+from hpcbridge.engine.observation import Observation, out_of_reach
+from hpcbridge.engine.waiting import (
     HEARING_GAP,
     Sleeper,
     StatusRound,
@@ -25,6 +23,8 @@ from hpcbridge.schedulers.waiting import (
     _full_gap,
     wait_for_all,
 )
+from hpcbridge.errors import HostKeyError, JobNotFoundError, JobTimeoutError, TransportError
+from hpcbridge.model import JobState, JobStatus
 
 
 def seen(job_id: str, state: JobState) -> Observation:

@@ -17,11 +17,11 @@ from __future__ import annotations
 import shlex
 from typing import Any, Dict, Mapping, Optional, Union
 
+from ...engine.adapter import SchedulerAdapter
+from ...engine.submitting import Order, dry_batches
 from ...errors import ConfigurationError, JobNotFoundError, SchedulerUnavailableError
 from ...registry import check_driver_choice
 from ...transports.base import Executor
-from ..base import SchedulerAdapter
-from ..submitting import Order, dry_batches
 from .command_driver import MAX_BATCH
 from .command_line import submit_argv
 from .commands import FluxCommands

@@ -24,9 +24,9 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 
+from ...engine.driver import Capabilities, Planned, SubmitBatch, Submitted, Waiter
 from ...errors import JobSubmissionError, SchedulerAdapterError
 from ...model import JobStatus
-from ..driver import Capabilities, Planned, SubmitBatch, Submitted, Waiter
 from . import jobspec
 from .command_driver import MAX_BATCH
 from .command_line import output_path_from_jobspec, raise_cancel_errors

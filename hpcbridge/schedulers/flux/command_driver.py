@@ -23,6 +23,7 @@ import shlex
 import time
 from typing import Dict, List, Optional, Sequence
 
+from ...engine.driver import Capabilities, Planned, SubmitBatch, Submitted, Waiter
 from ...errors import (
     JobSubmissionError,
     JobTimeoutError,
@@ -30,7 +31,6 @@ from ...errors import (
 )
 from ...model import JobState, JobStatus
 from ...transports.base import CommandResult
-from ..driver import Capabilities, Planned, SubmitBatch, Submitted, Waiter
 from . import command_line as cl
 from . import commands, status, submission
 from . import jobspec as jobspec_module

@@ -25,16 +25,16 @@ import logging
 import time
 from typing import Callable, Collection, Dict, List, Optional, Sequence, Tuple, TypeVar
 
+from ...engine.adoption import CannotAsk, adopt_or_resubmit, look_up
+from ...engine.driver import Planned, Submitted
+from ...engine.retrying import retry
 from ...errors import (
     JobTimeoutError,
     SchedulerUnavailableError,
     SubmissionUncertainError,
     TransportError,
 )
-from ...retrying import retry
 from ...transports.base import CommandResult, Executor
-from ..adoption import CannotAsk, adopt_or_resubmit, look_up
-from ..driver import Planned, Submitted
 from . import command_line as cl
 from .instance import (
     FluxPolicy,

@@ -57,10 +57,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, List, Optional, Protocol, Tuple
 
 from ...config import Settings
+from ...engine.driver import DriverChoice, NativeDriverBroken, SchedulerDriver, choose_driver
+from ...engine.retrying import retry
 from ...errors import ConfigurationError, JobNotFoundError, SchedulerUnavailableError
-from ...retrying import retry
 from ...transports.base import Executor
-from ..driver import DriverChoice, NativeDriverBroken, SchedulerDriver, choose_driver
 from .bindings_driver import BindingsConnection, NativeDriver, error_text
 from .command_driver import CLIDriver
 from .commands import FluxCommands

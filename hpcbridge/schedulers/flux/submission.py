@@ -38,11 +38,17 @@ from enum import Enum
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...config import Settings
+from ...engine.driver import (
+    TASK_INDEX_VARIABLE,
+    PartialSubmissionError,
+    Planned,
+    SubmitBatch,
+    Submitted,
+)
+from ...engine.jobscript import EXIT_RANKS_VARIABLE
+from ...engine.retrying import retry
 from ...errors import JobSubmissionError, LimitRefusedError
-from ...jobscript import EXIT_RANKS_VARIABLE
 from ...resources import format_fsd
-from ...retrying import retry
-from ..driver import TASK_INDEX_VARIABLE, PartialSubmissionError, Planned, SubmitBatch, Submitted
 from .instance import FluxPolicy, InstanceFacts, QueueInfo, UriSetting, strip_ansi
 from .jobspec import batch_script
 from .status import decimal_job_id

@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping, Optional
 
+from ...engine.adapter import SchedulerAdapter
+from ...engine.driver import OpenDriver
 from ...errors import JobNotFoundError
 from ...registry import check_driver_choice
 from ...transports.base import Executor
-from ..base import SchedulerAdapter
-from ..driver import OpenDriver
 from .cli import SlurmCliDriver
 from .ids import job_id_of
 from .limit_cache import LimitCache

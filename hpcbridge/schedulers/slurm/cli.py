@@ -14,16 +14,16 @@ import pwd
 import time
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ...engine.adoption import CannotAsk, adopt_or_resubmit, look_up
+from ...engine.driver import NotAskedNow, Planned, SubmitBatch, Submitted
+from ...engine.retrying import Deadline, retry
 from ...errors import (
     JobTimeoutError,
     SchedulerAdapterError,
     SubmissionUncertainError,
 )
 from ...model import JobStatus
-from ...retrying import Deadline, retry
 from ...transports.base import CommandResult, Executor
-from ..adoption import CannotAsk, adopt_or_resubmit, look_up
-from ..driver import NotAskedNow, Planned, SubmitBatch, Submitted
 from . import commands, limits, status
 from .commands import (
     CAPABILITIES,

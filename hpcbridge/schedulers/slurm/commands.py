@@ -19,10 +19,10 @@ import shlex
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Type
 
+from ...engine.driver import Capabilities, PartialSubmissionError, Planned, SubmitBatch, Submitted
 from ...errors import JobSubmissionError, LimitRefusedError, SubmissionUncertainError
 from ...model import JobState, JobStatus
 from ...resources import Resources, format_slurm_time
-from ..driver import Capabilities, PartialSubmissionError, Planned, SubmitBatch, Submitted
 from .ids import array_task_ids, normalize_job_id
 from .status import KEY_PREFIX
 

@@ -15,16 +15,8 @@ import logging
 import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ...errors import (
-    JobSubmissionError,
-    SchedulerUnavailableError,
-    SubmissionUncertainError,
-)
-from ...model import JobStatus
-from ...retrying import retry
-from ...transports.base import Executor
-from ..adoption import adopt_or_resubmit
-from ..driver import (
+from ...engine.adoption import adopt_or_resubmit
+from ...engine.driver import (
     DriverChoice,
     NotAskedNow,
     Planned,
@@ -33,7 +25,15 @@ from ..driver import (
     Submitted,
     choose_driver,
 )
-from ..tracking import exit_code_from_file
+from ...engine.retrying import retry
+from ...engine.tracking import exit_code_from_file
+from ...errors import (
+    JobSubmissionError,
+    SchedulerUnavailableError,
+    SubmissionUncertainError,
+)
+from ...model import JobStatus
+from ...transports.base import Executor
 from . import commands, libslurm_output
 from .cli import ADOPTION_BUDGET, SlurmCliDriver
 from .commands import (

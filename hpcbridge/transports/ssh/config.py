@@ -18,7 +18,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from ..errors import ConfigurationError
+from ...errors import ConfigurationError
 
 SSH_PORT = 22
 DEFAULT_CONFIG = os.path.join("~", ".ssh", "config")

@@ -78,9 +78,9 @@ from typing import (
 )
 
 from ..errors import JobSubmissionError, SchedulerUnavailableError
-from ..jobscript import TASK_INDEX_VARIABLE, PreparedJob
 from ..model import JobStatus
 from ..resources import Resources
+from .jobscript import TASK_INDEX_VARIABLE, PreparedJob
 
 
 @dataclass(frozen=True)

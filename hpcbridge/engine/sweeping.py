@@ -24,17 +24,10 @@ import re
 from datetime import datetime
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from ..errors import (
-    JobSubmissionError,
-    JobTimeoutError,
-    LimitRefusedError,
-    SweepCancelledError,
-)
-from ..jobscript import new_token
+from ..errors import JobSubmissionError, JobTimeoutError, LimitRefusedError, SweepCancelledError
 from ..model import JobStatus
-from ..retrying import Deadline
-from ..sweep_schema import me
-from ..sweep_store import (
+from ..store.sweep_rows import me
+from ..store.sweeps import (
     CANCELLED,
     FEEDING,
     GIVEN_UP,
@@ -47,6 +40,8 @@ from ..sweep_store import (
 )
 from .driver import PartialSubmissionError, Submitted
 from .feeding import LOOK_AGAIN, Feeder, ProgressCallback, SweepCancelled
+from .jobscript import new_token
+from .retrying import Deadline
 from .service import SubmissionService
 from .submitting import DependsOn, JobInput, Order, coerce_task, reach_text
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Protocol, Union
 
 from ..config import Settings
-from ..jobscript import TaskSpec
 from ..model import JobStatus
 from ..resources import Resources
-from ..store import JobStore
+from ..store.jobs import JobStore
 from ..transports.base import Executor
 from .driver import Session
 from .following import Following
+from .jobscript import TaskSpec
 from .submitting import DependsOn, Order, Stager, Submission
 
 

@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional
 
-from .model import JobState
+from ..model import JobState
 
 log = logging.getLogger("hpcbridge")
 

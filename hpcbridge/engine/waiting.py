@@ -50,16 +50,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Collection, Dict, List, Optional, Set
 
-from ..errors import (
-    JobNotFoundError,
-    JobTimeoutError,
-    SchedulerUnavailableError,
-    TransportError,
-)
+from ..errors import JobNotFoundError, JobTimeoutError, SchedulerUnavailableError, TransportError
 from ..model import JobState, JobStatus
-from ..retrying import Deadline
 from .driver import Waiter
 from .observation import Observation, Reach, Source
+from .retrying import Deadline
 
 log = logging.getLogger("hpcbridge")
 

@@ -12,12 +12,12 @@ import threading
 import time
 from typing import Any, List, Optional, Tuple
 
-from ..errors import JobTimeoutError, SubmissionUncertainError, TransportError
-from .base import CommandResult
-from .ssh_channel import Readiness, send_data, send_eof, send_signal
-from .ssh_connect import Connection
-from .ssh_failures import ConnectionDropped, describe, is_connection_error, loaded_paramiko
-from .ssh_reconnect import SharedConnection
+from ...errors import JobTimeoutError, SubmissionUncertainError, TransportError
+from ..base import CommandResult
+from .channel import Readiness, send_data, send_eof, send_signal
+from .connect import Connection
+from .failures import ConnectionDropped, describe, is_connection_error, loaded_paramiko
+from .reconnect import SharedConnection
 
 log = logging.getLogger("hpcbridge.ssh")
 

@@ -11,7 +11,7 @@ import socket
 import sys
 from typing import Any, Optional
 
-from ..errors import TransportError
+from ...errors import TransportError
 
 #: errno values that mean "the connection is gone" rather than "the file op failed"
 CONNECTION_ERRNOS = frozenset(

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tu
 
 from ..errors import ConfigurationError, SchedulerUnavailableError, TransportError
 from ..model import FROM_FILE, JobState, JobStatus, advance
-from ..store import JobRecord, JobStore
+from ..store.jobs import JobRecord, JobStore
 from ..transports.base import Executor
 from .driver import NotAskedNow, SchedulerDriver
 from .observation import Observation, Source, out_of_reach

@@ -14,11 +14,11 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, List, Optional
 
-from ..errors import HostKeyError, TransportError
-from .ssh_channel import no_delay
-from .ssh_config import Hop, Target
-from .ssh_failures import Permanent, close_quietly, describe, import_paramiko
-from .ssh_hostkeys import HostKeyPolicy, fingerprint
+from ...errors import HostKeyError, TransportError
+from .channel import no_delay
+from .config import Hop, Target
+from .failures import Permanent, close_quietly, describe, import_paramiko
+from .hostkeys import HostKeyPolicy, fingerprint
 
 if TYPE_CHECKING:  # pragma: no cover
     import paramiko

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
-from .processes import alive_here
+from ..processes import alive_here
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sweeps (

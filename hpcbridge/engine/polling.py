@@ -39,9 +39,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..model import JobState, JobStatus
 from ..processes import alive_here
-from ..retrying import Deadline
-from ..store import JobStore
+from ..store.jobs import JobStore
 from .observation import Observation, Reach, Source
+from .retrying import Deadline
 
 log = logging.getLogger("hpcbridge")
 

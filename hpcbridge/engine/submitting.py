@@ -47,7 +47,12 @@ from ..errors import (
     SubmissionUncertainError,
     TransportError,
 )
-from ..jobscript import (
+from ..model import JobState, JobStatus
+from ..resources import Resources
+from ..store.jobs import JobRecord, JobStore
+from ..transports.base import Executor
+from .driver import PartialSubmissionError, Planned, SchedulerDriver, SubmitBatch, Submitted
+from .jobscript import (
     BUNDLED_SCRIPT_MAX,
     MARKER_DIR,
     TASK_INDEX_VARIABLE,
@@ -59,11 +64,6 @@ from ..jobscript import (
     plan_chunks,
     wrapper_files,
 )
-from ..model import JobState, JobStatus
-from ..resources import Resources
-from ..store import JobRecord, JobStore
-from ..transports.base import Executor
-from .driver import PartialSubmissionError, Planned, SchedulerDriver, SubmitBatch, Submitted
 from .observation import Observation, Source
 
 log = logging.getLogger("hpcbridge")

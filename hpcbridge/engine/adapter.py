@@ -43,15 +43,15 @@ from typing import Any, Callable, ClassVar, Dict, Iterable, List, Mapping, Optio
 
 from ..config import Settings
 from ..errors import ConfigurationError, SchedulerUnavailableError
-from ..jobscript import TaskSpec
 from ..model import JobStatus
 from ..resources import RESOURCE_KEYS, Resources
-from ..store import JobStore
+from ..store.jobs import JobStore
 from ..transports.base import Executor
 from ..transports.local import LocalExecutor
 from . import submitting, sweeping
 from .driver import SchedulerDriver, Session
 from .following import Following
+from .jobscript import TaskSpec
 from .observation import Observation, statuses_of
 from .submitting import DependsOn, JobInput, Order, Placement, Stager, Submission, reach_text
 from .tracking import JobTracker, ask, exit_code_from_file, read_output

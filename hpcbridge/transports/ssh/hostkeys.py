@@ -9,8 +9,8 @@ import os
 import threading
 from typing import Any
 
-from ..errors import HostKeyError
-from .ssh_config import Hop
+from ...errors import HostKeyError
+from .config import Hop
 
 log = logging.getLogger("hpcbridge.ssh")
 

@@ -17,9 +17,9 @@ import threading
 import time
 from typing import Callable, Optional
 
-from ..errors import TransportError
-from .ssh_connect import Connection, SSHOptions
-from .ssh_failures import Permanent
+from ...errors import TransportError
+from .connect import Connection, SSHOptions
+from .failures import Permanent
 
 log = logging.getLogger("hpcbridge.ssh")
 

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import AbstractSet, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from . import __version__
+from .. import __version__
 
 MARKER_DIR = ".hpcbridge"
 

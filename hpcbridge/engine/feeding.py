@@ -38,20 +38,11 @@ from ..errors import (
     SchedulerAdapterError,
     SubmissionUncertainError,
 )
-from ..jobscript import TaskSpec, staged_basenames
 from ..model import JobState, JobStatus
 from ..resources import Resources
-from ..sweep_store import (
-    FED,
-    GIVEN_UP,
-    SENDING,
-    SENT,
-    WAITING,
-    SweepBook,
-    SweepRecord,
-    SweepTask,
-)
+from ..store.sweeps import FED, GIVEN_UP, SENDING, SENT, WAITING, SweepBook, SweepRecord, SweepTask
 from .driver import PartialSubmissionError, Submitted
+from .jobscript import TaskSpec, staged_basenames
 from .service import SubmissionService
 from .submitting import Order, batches
 

@@ -46,18 +46,18 @@ from typing import (
     overload,
 )
 
-from ..errors import ConfigurationError, TransportError
-from .base import CommandResult
-from .ssh_command import build_command
-from .ssh_config import Target, reach_settings, resolve
-from .ssh_connect import Connection, SSHOptions, open_connection
-from .ssh_files import RemoteFiles
-from .ssh_reconnect import SharedConnection
-from .ssh_run import RemoteCommands
-from .ssh_times import exact_mtime_commands, parse_exact_mtimes
+from ...errors import ConfigurationError, TransportError
+from ..base import CommandResult
+from .command import build_command
+from .config import Target, reach_settings, resolve
+from .connect import Connection, SSHOptions, open_connection
+from .files import RemoteFiles
+from .reconnect import SharedConnection
+from .run import RemoteCommands
+from .times import exact_mtime_commands, parse_exact_mtimes
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..config import Settings
+    from ...config import Settings
 
 __all__ = ["SSHExecutor", "build_command"]
 

@@ -29,9 +29,9 @@ from typing import (
     TypeVar,
 )
 
-from . import store_location
-from .model import JobState, JobStatus
-from .store_journal import journal_for
+from ..model import JobState, JobStatus
+from . import location as store_location
+from .journal import journal_for
 
 # -- the table --------------------------------------------------------------
 

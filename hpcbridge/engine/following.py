@@ -15,7 +15,7 @@ from typing import Dict, List, Optional
 
 from ..errors import JobNotFoundError
 from ..model import JobStatus
-from ..store import JobStore
+from ..store.jobs import JobStore
 from .driver import SchedulerDriver
 from .observation import Observation
 from .polling import PollBoard, Poller

@@ -28,7 +28,7 @@ from ..errors import (
     SubmissionUncertainError,
     TransportError,
 )
-from ..retrying import Deadline
+from .retrying import Deadline
 
 log = logging.getLogger("hpcbridge")
 

@@ -17,10 +17,10 @@ import tempfile
 import uuid
 from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar
 
-from ..errors import TransportError
-from .ssh_connect import Connection
-from .ssh_failures import close_quietly, describe, is_connection_error
-from .ssh_reconnect import SharedConnection
+from ...errors import TransportError
+from .connect import Connection
+from .failures import close_quietly, describe, is_connection_error
+from .reconnect import SharedConnection
 
 log = logging.getLogger("hpcbridge.ssh")
 

@@ -22,8 +22,8 @@ import json
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from .store import COLUMNS, JobRecord, JobStore, add_missing_columns, decode_row
-from .sweep_schema import (
+from .jobs import COLUMNS, JobRecord, JobStore, add_missing_columns, decode_row
+from .sweep_rows import (
     CANCELLED,
     FED,
     FEEDING,
