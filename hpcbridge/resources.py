@@ -19,8 +19,8 @@ import difflib
 import math
 import re
 from dataclasses import asdict, dataclass
-from datetime import timedelta
-from typing import Any, Dict, Mapping, Optional, Union
+from datetime import datetime, timedelta
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from .errors import ResourceError
 
@@ -152,10 +152,23 @@ RESOURCE_KEYS = (
     "gpus",
     "job_name",
     "output",
+    # the site's vocabulary: what a real job often asks for beyond the common ground
+    "gpus_per_node",
+    "gpus_per_task",
+    "gres",
+    "mem_per_cpu",
+    "exclusive",
+    "reservation",
+    "signal",
+    "requeue",
+    "begin",
 )
 
 _POSITIVE_COUNTS = ("nodes", "ntasks", "cpus_per_task")
-_TEXT_KEYS = ("partition", "qos", "account", "constraint", "job_name", "output")
+_GPU_COUNTS = ("gpus", "gpus_per_node", "gpus_per_task")
+_TEXT_KEYS = ("partition", "qos", "account", "constraint", "job_name", "output", "reservation")
+_FLAGS = ("exclusive", "requeue")
+_MEMORIES = ("mem", "mem_per_cpu")
 
 # Slurm's --mem: an integer with an optional unit K, M (default), G or T.
 _MEM = re.compile(r"^(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]?)(?:I?B)?$", re.IGNORECASE)
@@ -178,6 +191,20 @@ class Resources:
     gpus: Optional[int] = None
     job_name: Optional[str] = None
     output: Optional[str] = None
+    gpus_per_node: Optional[int] = None
+    gpus_per_task: Optional[int] = None
+    #: Slurm's generic resources, e.g. ``gpu:a100:2,shard:1``
+    gres: Optional[str] = None
+    mem_per_cpu: Optional[str] = None  # as ``mem``
+    #: whole nodes, shared with no other job
+    exclusive: Optional[bool] = None
+    reservation: Optional[str] = None
+    #: a signal before the time limit, Slurm's form normalised: ``[B:]USR1@60``
+    signal: Optional[str] = None
+    #: whether the scheduler may start the job again (node failure, preemption)
+    requeue: Optional[bool] = None
+    #: the earliest start, epoch seconds
+    begin: Optional[float] = None
 
     @classmethod
     def from_mapping(
@@ -210,6 +237,15 @@ class Resources:
             except ResourceError as exc:
                 origin = (origins or {}).get(key) if key in from_defaults else None
                 raise exc.with_origin(f"{origin}={value!r}") if origin else exc from None
+        if validated.get("gpus_per_node") and re.search(r"(^|,)gpu\b", validated.get("gres", "")):
+            raise ResourceError(
+                "gpus_per_node",
+                "GPUs asked twice (gres names gpu too): give them in one of the two",
+            )
+        if validated.get("mem") and validated.get("mem_per_cpu"):
+            raise ResourceError(
+                "mem_per_cpu", "mem and mem_per_cpu exclude each other: give one of them"
+            )
         return cls(**validated)
 
     def to_dict(self) -> Dict[str, Any]:
@@ -221,6 +257,8 @@ class Resources:
         request = self.to_dict()
         if self.time is not None:
             request["time"] = "UNLIMITED" if math.isinf(self.time) else f"{self.time!r}s"
+        if self.begin is not None:
+            request["begin"] = format_begin(self.begin)
         return request
 
     @property
@@ -244,6 +282,15 @@ _OTHER_NAMES = {
     "tasks": "ntasks",
     "procs": "ntasks",
     "num_nodes": "nodes",
+    "gpus_per_slot": "gpus_per_task",
+    "gres_per_node": "gres",
+    "memory_per_cpu": "mem_per_cpu",
+    "exclusive_nodes": "exclusive",
+    "reservations": "reservation",
+    "warn_signal": "signal",
+    "begin_time": "begin",
+    "start_time": "begin",
+    "is_requeueable": "requeue",
 }
 
 
@@ -262,10 +309,18 @@ def _validate(key: str, value: Any) -> Any:
         return _validate_time(value)
     if key in _POSITIVE_COUNTS:
         return _validate_count(key, value, minimum=1)
-    if key == "gpus":
+    if key in _GPU_COUNTS:
         return _validate_count(key, value, minimum=0)
-    if key == "mem":
-        return _validate_mem(value)
+    if key in _MEMORIES:
+        return _validate_mem(value, key)
+    if key in _FLAGS:
+        return _validate_flag(key, value)
+    if key == "gres":
+        return _validate_gres(value)
+    if key == "signal":
+        return _validate_signal(value)
+    if key == "begin":
+        return _validate_begin(value)
     assert key in _TEXT_KEYS
     if not isinstance(value, str):
         raise ResourceError(key, f"expected text, got {type(value).__name__} {value!r}")
@@ -312,16 +367,16 @@ def _validate_count(key: str, value: Any, minimum: int) -> int:
     return number
 
 
-def _validate_mem(value: Any) -> str:
+def _validate_mem(value: Any, key: str = "mem") -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise ResourceError("mem", f"expected e.g. '4G' or '500M', got {value!r}")
+        raise ResourceError(key, f"expected e.g. '4G' or '500M', got {value!r}")
     match = _MEM.match(str(value).strip())
     if not match:
-        raise ResourceError("mem", f"malformed memory {value!r}; expected e.g. '4G', '500M', '1T'")
+        raise ResourceError(key, f"malformed memory {value!r}; expected e.g. '4G', '500M', '1T'")
     unit = (match.group("unit") or "M").upper()
     number = float(match.group("number"))
     if number <= 0:
-        raise ResourceError("mem", f"must be positive, got {value!r}")
+        raise ResourceError(key, f"must be positive, got {value!r}")
     if number.is_integer():
         return f"{int(number)}{unit}"
     # Slurm takes whole numbers only: 1.5G is written as 1536M.
@@ -330,3 +385,107 @@ def _validate_mem(value: Any) -> str:
         if kib % _MEM_STEP[smaller] == 0:
             return f"{kib // _MEM_STEP[smaller]}{smaller}"
     return f"{kib}K"  # pragma: no cover - K divides everything
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _validate_flag(key: str, value: Any) -> bool:
+    """``True``/``False``, or the words a setting gives (``yes``, ``0``...)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower() if isinstance(value, (str, int)) else None
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ResourceError(key, f"expected true or false (yes/no, 1/0), got {value!r}")
+
+
+# Slurm's --gres: name[:type][:count], comma-separated (gpu:a100:2,shard:1).
+_GRES = re.compile(r"^[A-Za-z][\w.-]*(?::[\w.-]+){0,2}(?:,[A-Za-z][\w.-]*(?::[\w.-]+){0,2})*$")
+
+
+def _validate_gres(value: Any) -> str:
+    if not isinstance(value, str) or not _GRES.match(value.strip()):
+        raise ResourceError(
+            "gres",
+            f"expected name[:type][:count], comma-separated (e.g. 'gpu:a100:2'), got {value!r}",
+        )
+    return value.strip()
+
+
+# [B:]SIG[@SECONDS]: R (a reservation's end) is Slurm's alone and not taken.
+_SIGNAL = re.compile(r"^(?:(?P<batch>[Bb]):)?(?P<sig>[A-Za-z0-9+]+)(?:@(?P<seconds>\d+))?$")
+#: the most seconds before the limit Slurm takes (a 16-bit field)
+SIGNAL_MOST_SECONDS = 65535
+
+
+def _validate_signal(value: Any) -> str:
+    """``[B:]SIG[@SECONDS]`` as Slurm writes it: the signal by name without ``SIG``
+    (``USR1``), ``B:`` to signal the batch script alone, the seconds when given."""
+    match = _SIGNAL.match(value.strip()) if isinstance(value, str) else None
+    if not match:
+        raise ResourceError(
+            "signal", f"expected [B:]SIG[@SECONDS], e.g. 'USR1@120' or 'B:TERM@60', got {value!r}"
+        )
+    name = signal_name(match.group("sig"))
+    if name is None:
+        raise ResourceError(
+            "signal", f"unknown signal {match.group('sig')!r} (e.g. USR1, TERM, 10)"
+        )
+    seconds = match.group("seconds")
+    if seconds is not None and int(seconds) > SIGNAL_MOST_SECONDS:
+        raise ResourceError("signal", f"at most {SIGNAL_MOST_SECONDS} seconds before the limit")
+    return ("B:" if match.group("batch") else "") + name + (f"@{int(seconds)}" if seconds else "")
+
+
+def signal_name(text: str) -> Optional[str]:
+    """``USR1`` for ``USR1``, ``SIGUSR1``, ``usr1`` or ``10``; ``None`` for no signal."""
+    import signal as signals
+
+    if text.isdigit():
+        try:
+            return signals.Signals(int(text)).name[3:]
+        except ValueError:
+            return None
+    name = text.upper()
+    name = name if name.startswith("SIG") else "SIG" + name
+    return name[3:] if name in signals.Signals.__members__ else None
+
+
+def signal_parts(text: str) -> Tuple[bool, str, Optional[int]]:
+    """A validated signal's parts: (the batch script alone, the name, seconds or None)."""
+    match = _SIGNAL.match(text)
+    assert match, text
+    seconds = match.group("seconds")
+    return bool(match.group("batch")), match.group("sig"), int(seconds) if seconds else None
+
+
+def _validate_begin(value: Any) -> float:
+    """Whole epoch seconds of ``value``: a ``datetime`` (naive: local time), ISO text
+    (``2026-12-05T10:00``), ``now``, or ``now+DURATION`` (``now+1h``, ``now+90m``)."""
+    if isinstance(value, datetime):
+        return float(math.ceil(value.timestamp()))
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise ResourceError(
+            "begin", f"a bare number ({value!r}) is ambiguous; give '2026-12-05T10:00' or 'now+1h'"
+        )
+    text = value.strip() if isinstance(value, str) else ""
+    offset = re.fullmatch(r"now(?:\s*\+\s*(?P<after>\S+))?", text, re.IGNORECASE)
+    try:
+        if offset:
+            after = offset.group("after")
+            later = datetime.now().timestamp() + (parse_duration(after) if after else 0.0)
+            return float(math.ceil(later))
+        return float(math.ceil(datetime.fromisoformat(text).timestamp()))
+    except (DurationError, ValueError):
+        raise ResourceError(
+            "begin", f"expected a date and time ('2026-12-05T10:00') or 'now+1h', got {value!r}"
+        ) from None
+
+
+def format_begin(epoch: float) -> str:
+    """A start time as Slurm's ``--begin`` takes it: local ``YYYY-MM-DDTHH:MM:SS``."""
+    return datetime.fromtimestamp(epoch).strftime("%Y-%m-%dT%H:%M:%S")

@@ -25,6 +25,9 @@ _SHORT_FLAGS = {
     "job_name": "-J",
 }
 
+#: what a flag's value looks like, where its key's name does not say
+_METAVARS = {"signal": "[B:]SIG[@SECONDS]", "begin": "TIME", "gres": "SPEC", "mem_per_cpu": "MEM"}
+
 #: the jobs the table shows without --limit or --all: the newest
 TABLE_JOBS = 500
 
@@ -69,10 +72,14 @@ def _add_resource_flags(parser: argparse.ArgumentParser) -> None:
     for key in RESOURCE_KEYS:
         if key == "output":
             continue
-        flags = [f"--{key.replace('_', '-')}"]
-        if key in _SHORT_FLAGS:
-            flags.insert(0, _SHORT_FLAGS[key])
-        group.add_argument(*flags, dest=key, metavar=key.upper())
+        flag = f"--{key.replace('_', '-')}"
+        if key == "exclusive":
+            group.add_argument(flag, dest=key, action="store_const", const=True)
+        elif key == "requeue":
+            group.add_argument(flag, dest=key, action=argparse.BooleanOptionalAction)
+        else:
+            flags = [_SHORT_FLAGS[key], flag] if key in _SHORT_FLAGS else [flag]
+            group.add_argument(*flags, dest=key, metavar=_METAVARS.get(key, key.upper()))
 
 
 def _add_target_flags(parser: argparse.ArgumentParser, scheduler: bool = True) -> None:

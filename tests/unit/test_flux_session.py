@@ -106,7 +106,7 @@ def test_cancel_of_an_ended_job_is_fine_a_real_failure_raises(tmp_path: Path) ->
 def test_capabilities_say_what_flux_drops(tmp_path: Path) -> None:
     capabilities = adapter_with(FakeFlux(), tmp_path, env={}).open().driver.capabilities
     assert not capabilities.events and not capabilities.arrays
-    assert set(capabilities.dropped_keys) == {"mem", "partition"}
+    assert set(capabilities.dropped_keys) == {"mem", "mem_per_cpu", "partition", "requeue"}
 
 
 def test_bindings_beside_the_command_leave_sys_path_alone(

@@ -23,7 +23,10 @@ How resources become Flux options::
     gpus -> -g (gpus per slot; omitted when 0)   time -> -t<seconds>s
     qos -> --queue   account -> bank   constraint -> --requires
     job_name -> --job-name   output -> --output
-    mem, partition -> dropped (see DROPPED_KEYS)
+    gpus_per_task -> -g (as gpus; the two must agree)
+    mem, mem_per_cpu, partition, requeue -> dropped (see DROPPED_KEYS)
+    gres, reservation -> refused (see REFUSED_KEYS)
+    gpus_per_node, exclusive, signal, begin -> refused for now (NOT_MAPPED_YET)
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from ...engine.driver import (
 )
 from ...engine.jobscript import EXIT_RANKS_VARIABLE
 from ...engine.retrying import retry
-from ...errors import JobSubmissionError, LimitRefusedError
+from ...errors import JobSubmissionError, LimitRefusedError, ResourceError
 from ...resources import format_fsd
 from .instance import FluxPolicy, InstanceFacts, QueueInfo, UriSetting, strip_ansi
 from .jobspec import batch_script
@@ -58,8 +61,18 @@ log = logging.getLogger("hpcbridge")
 #: resource keys Flux ignores, and why
 DROPPED_KEYS: Mapping[str, str] = {
     "mem": "flux-core has no schedulable memory",
+    "mem_per_cpu": "flux-core has no schedulable memory",
     "partition": "Flux has no partitions",
+    "requeue": "Flux does not requeue jobs",
 }
+#: keys Flux cannot honour at all: refused before anything is staged, saying what to use
+REFUSED_KEYS: Mapping[str, str] = {
+    "gres": "Flux has no generic resources; ask for GPUs with gpus_per_task (Flux's -g)",
+    "reservation": "Flux has no reservations; submit into the instance that holds the "
+    "resources (HPCBRIDGE_FLUX_URI)",
+}
+#: keys Flux has an answer for that hpcbridge does not send it yet: refused, never dropped
+NOT_MAPPED_YET = ("gpus_per_node", "exclusive", "signal", "begin")
 
 #: how long the instance's expiration is trusted before asking again
 EXPIRATION_TTL = 60.0
@@ -204,8 +217,24 @@ def plan_batch(
 def translate(batch: SubmitBatch, queue: Optional[str], policy: FluxPolicy) -> SubmitRequest:
     """The request of ``batch``'s jobs; what Flux ignores is logged as a warning."""
     resources, kind = batch.resources, kind_of(batch)
-    if resources.mem:
-        log.warning("flux: mem=%s dropped: %s", resources.mem, DROPPED_KEYS["mem"])
+    asked = resources.to_dict()
+    for key, why in REFUSED_KEYS.items():
+        if key in asked:
+            raise ResourceError(key, f"{why}; nothing was submitted")
+    for key in NOT_MAPPED_YET:
+        if asked.get(key) not in (None, False):
+            raise ResourceError(
+                key, "hpcbridge does not send it to Flux yet; submit without it (Slurm takes it)"
+            )
+    for key in ("mem", "mem_per_cpu", "requeue"):
+        if key in asked:
+            log.warning("flux: %s=%s dropped: %s", key, asked[key], DROPPED_KEYS[key])
+    if resources.gpus and resources.gpus_per_task and resources.gpus != resources.gpus_per_task:
+        raise ResourceError(
+            "gpus_per_task",
+            f"Flux's -g is one count per slot: gpus={resources.gpus} and gpus_per_task="
+            f"{resources.gpus_per_task} disagree; give one of them",
+        )
     if resources.partition:
         log.warning(
             "flux: partition=%r dropped: %s (a Flux queue is --qos NAME, or qos in the resources)",
@@ -238,7 +267,7 @@ def translate(batch: SubmitBatch, queue: Optional[str], policy: FluxPolicy) -> S
         kind=kind,
         nslots=resources.slots,  # -N must not exceed the slot count
         cores_per_slot=resources.cpus_per_task or 1,
-        gpus_per_slot=resources.gpus or 0,
+        gpus_per_slot=resources.gpus or resources.gpus_per_task or 0,
         nodes=resources.nodes,
         duration=duration,
         queue=queue,

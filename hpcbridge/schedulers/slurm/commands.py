@@ -22,7 +22,7 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 from ...engine.driver import Capabilities, PartialSubmissionError, Planned, SubmitBatch, Submitted
 from ...errors import JobSubmissionError, LimitRefusedError, SubmissionUncertainError
 from ...model import JobState, JobStatus
-from ...resources import Resources, format_slurm_time
+from ...resources import Resources, format_begin, format_slurm_time
 from .ids import array_task_ids, normalize_job_id
 from .status import KEY_PREFIX
 
@@ -174,6 +174,7 @@ def dependency_text(depends_on: Iterable[str]) -> Optional[str]:
 
 
 def _resource_flags(resources: Resources) -> List[str]:
+    begin = format_begin(resources.begin) if resources.begin is not None else None
     flags = [
         ("partition", resources.partition),
         ("qos", resources.qos),
@@ -184,10 +185,22 @@ def _resource_flags(resources: Resources) -> List[str]:
         ("ntasks", resources.ntasks),
         ("cpus-per-task", resources.cpus_per_task),
         ("mem", resources.mem),
-        # omitted when 0: --gpus=0 is refused on clusters without GRES
+        ("mem-per-cpu", resources.mem_per_cpu),
+        # GPU counts are omitted when 0: --gpus=0 is refused on clusters without GRES
         ("gpus", resources.gpus or None),
+        ("gpus-per-node", resources.gpus_per_node or None),
+        ("gpus-per-task", resources.gpus_per_task or None),
+        ("gres", resources.gres),
+        ("reservation", resources.reservation),
+        ("signal", resources.signal),
+        ("begin", begin),
     ]
-    return [f"--{name}={value}" for name, value in flags if value is not None and value != ""]
+    argv = [f"--{name}={value}" for name, value in flags if value is not None and value != ""]
+    if resources.exclusive:
+        argv.append("--exclusive")
+    if resources.requeue is not None:
+        argv.append("--requeue" if resources.requeue else "--no-requeue")
+    return argv
 
 
 def sbatch_argv(spec: SubmitSpec) -> List[str]:

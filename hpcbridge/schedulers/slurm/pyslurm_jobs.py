@@ -6,11 +6,12 @@ or ``pyslurm.db.Job`` -> the ids it answers to and its ``JobStatus``.
 
 from __future__ import annotations
 
+import signal
 from datetime import datetime
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
 
 from ...model import JobStatus
-from ...resources import format_slurm_time
+from ...resources import format_slurm_time, signal_parts
 from .commands import SubmitSpec, dependency_text
 from .ids import expand_array_spec
 from .states import map_state, settled
@@ -40,7 +41,16 @@ def submit_description_kwargs(spec: SubmitSpec) -> Dict[str, Any]:
         "ntasks": resources.ntasks,
         "cpus_per_task": resources.cpus_per_task,
         "memory_per_node": resources.mem,
+        "memory_per_cpu": resources.mem_per_cpu,
         "gpus": resources.gpus or None,  # omitted when 0, as with sbatch
+        "gpus_per_task": resources.gpus_per_task or None,
+        # pyslurm has no gpus_per_node: --gpus-per-node and --gres both set tres_per_node
+        "gres_per_node": gres_counts(resources.gres, resources.gpus_per_node),
+        "resource_sharing": "exclusive" if resources.exclusive else None,
+        "reservations": [resources.reservation] if resources.reservation else None,
+        "signal": warning_signal(resources.signal),
+        "is_requeueable": resources.requeue,
+        "begin_time": int(resources.begin) if resources.begin is not None else None,
         "array": spec.array,
         "comment": f"{KEY_PREFIX}{spec.key}" if spec.key else None,
     }
@@ -50,6 +60,33 @@ def submit_description_kwargs(spec: SubmitSpec) -> Dict[str, Any]:
         kwargs["dependencies"] = dependency
         kwargs["kill_on_invalid_dependency"] = True  # see commands.sbatch_argv
     return kwargs
+
+
+def gres_counts(gres: Optional[str], gpus_per_node: Optional[int]) -> Optional[Dict[str, int]]:
+    """``--gres`` (and ``--gpus-per-node``) as pyslurm's ``gres_per_node`` takes them:
+    ``{"gpu:a100": 2}``; a generic resource without a count asks for one, as in sbatch."""
+    counts: Dict[str, int] = {}
+    for item in (gres or "").split(","):
+        if item:
+            name, _, count = item.rpartition(":")
+            if not count.isdigit():
+                name, count = item, "1"
+            counts[name] = int(count)
+    if gpus_per_node:
+        counts["gpu"] = gpus_per_node
+    return counts or None
+
+
+def warning_signal(text: Optional[str]) -> Optional[Dict[str, Any]]:
+    """``--signal`` as pyslurm takes it: a dict with the signal's number (its own parser
+    looks a bare ``USR1`` up as ``signal.Signals["USR1"]`` and refuses it)."""
+    if text is None:
+        return None
+    batch_only, name, seconds = signal_parts(text)
+    found: Dict[str, Any] = {"signal": int(signal.Signals["SIG" + name]), "batch_only": batch_only}
+    if seconds is not None:
+        found["time"] = seconds
+    return found
 
 
 def timestamp(value: Any) -> Optional[datetime]:

@@ -1,0 +1,138 @@
+"""The site's keys reach real Slurm: read back from the controller's own record.
+
+One job per target (22.05 with the commands, locally and over SSH; 25.11 through
+pyslurm) asks for whole nodes (``exclusive``), memory per CPU, no requeue, a start an
+hour away (``begin``: it stays PENDING, reason BeginTime) and a warning signal;
+``scontrol show job`` then says OverSubscribe=NO, MinMemoryCPU, Requeue=0 and the
+EligibleTime asked.  A second job asks for ``requeue`` and a reservation this module
+makes: Requeue=1 and Reservation=<it>.  A reservation that does not exist is Slurm's
+refusal, said in Slurm's words.
+
+Not here yet (issue 34): GPUs (the test clusters declare none), the signal's arrival
+in the running script.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import Dict, Iterator
+
+import pytest
+
+from hpcbridge.errors import JobSubmissionError
+from hpcbridge.resources import format_begin
+from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
+from tests.support.slurm_clusters import (
+    TARGETS,
+    Target,
+    cluster_for,
+    executor_for,
+    make_adapter,
+    run_slurm,
+)
+
+pytestmark = pytest.mark.slurm
+
+LABELS = ("22.05-cli", "22.05-cli-ssh", "25.11-native")
+
+
+@pytest.fixture(scope="module", params=LABELS)
+def target(request: pytest.FixtureRequest) -> Target:
+    return TARGETS[request.param]
+
+
+@pytest.fixture(scope="module")
+def cluster(target: Target) -> Iterator[Dict[str, str]]:
+    yield from cluster_for(target)
+
+
+def record(job_id: str, env: Dict[str, str]) -> Dict[str, str]:
+    shown = run_slurm(["scontrol", "--oneliner", "show", "job", job_id], env)
+    assert shown.returncode == 0, shown.stderr
+    pairs = (word.split("=", 1) for word in shown.stdout.split() if "=" in word)
+    return {key: value for key, value in pairs}
+
+
+def script(folder: Path) -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "site.sh"
+    path.write_text("#!/bin/sh\necho site\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.fixture
+def adapter(
+    request: pytest.FixtureRequest, cluster: Dict[str, str], target: Target, tmp_path: Path
+) -> RealSlurmAdapter:
+    ssh = target.transport == "ssh"
+    return make_adapter(
+        cluster,
+        tmp_path,
+        executor_for(target.transport, request),
+        remote_workdir=request.getfixturevalue("ssh_remote_dir") if ssh else None,
+        command_env={"SLURM_CONF": cluster["SLURM_CONF"]} if ssh else None,
+    )
+
+
+def test_the_site_keys_are_in_the_controllers_record(
+    adapter: RealSlurmAdapter, cluster: Dict[str, str], tmp_path: Path
+) -> None:
+    begin = datetime.fromtimestamp(math.ceil(datetime.now().timestamp() + 3600))
+    job_id = adapter.submit_job(
+        script(tmp_path / "scripts"),
+        {
+            "time": "5",
+            "exclusive": True,
+            "mem_per_cpu": "100M",
+            "requeue": False,
+            "begin": begin,
+            "signal": "B:USR1@90",
+        },
+    )
+    try:
+        shown = record(job_id, cluster)
+        assert shown["OverSubscribe"] == "NO"
+        assert shown["MinMemoryCPU"] == "100M"
+        assert shown["Requeue"] == "0"
+        assert shown["EligibleTime"] == format_begin(begin.timestamp())
+        assert shown["JobState"] == "PENDING" and shown["Reason"] == "BeginTime"
+    finally:
+        adapter.cancel_job(job_id)
+
+
+def test_a_reservation_and_requeue_are_in_the_controllers_record(
+    adapter: RealSlurmAdapter, cluster: Dict[str, str], tmp_path: Path
+) -> None:
+    name = f"hpcb-{uuid.uuid4().hex[:6]}"
+    made = run_slurm(
+        [
+            "scontrol",
+            "create",
+            "reservation",
+            f"reservationname={name}",
+            "starttime=now+1day",
+            "duration=10",
+            "accounts=hpcb",
+            "nodecnt=1",
+        ],
+        cluster,
+    )
+    assert made.returncode == 0, made.stderr
+    try:
+        job_id = adapter.submit_job(
+            script(tmp_path / "scripts"), {"time": "5", "reservation": name, "requeue": True}
+        )
+        try:
+            shown = record(job_id, cluster)
+            assert shown["Reservation"] == name
+            assert shown["Requeue"] == "1"
+        finally:
+            adapter.cancel_job(job_id)
+        with pytest.raises(JobSubmissionError, match="(?i)reservation"):
+            adapter.submit_job(script(tmp_path / "scripts"), {"reservation": name + "-nosuch"})
+    finally:
+        run_slurm(["scontrol", "delete", f"reservationname={name}"], cluster)

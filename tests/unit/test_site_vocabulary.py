@@ -1,0 +1,309 @@
+"""The site's vocabulary (issue 34): the keys beyond the seed's table - validated once,
+written as each scheduler takes them (sbatch, pyslurm, Flux), refused or dropped where
+a scheduler cannot honour them, and reachable from the command and the settings."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any, Dict, Mapping
+
+import pytest
+
+from hpcbridge import ResourceError, Resources
+from hpcbridge.cli.parser import build_parser
+from hpcbridge.config import Settings
+from hpcbridge.engine.driver import SubmitBatch
+from hpcbridge.engine.jobscript import PreparedJob
+from hpcbridge.resources import RESOURCE_KEYS, format_begin
+from hpcbridge.schedulers.flux import submission
+from hpcbridge.schedulers.flux.instance import POLICY_0_26, POLICY_0_49
+from hpcbridge.schedulers.slurm import commands
+from hpcbridge.schedulers.slurm.pyslurm_jobs import gres_counts, submit_description_kwargs
+
+SITE_KEYS = (
+    "gpus_per_node",
+    "gpus_per_task",
+    "gres",
+    "mem_per_cpu",
+    "exclusive",
+    "reservation",
+    "signal",
+    "requeue",
+    "begin",
+)
+
+
+def slurm_spec(**resources: Any) -> commands.SubmitSpec:
+    return commands.SubmitSpec(
+        wrapper_path="/j/.hpcbridge/t.sh",
+        workdir="/j",
+        output="/j/slurm-%j.out",
+        job_name="run.sh",
+        resources=Resources.from_mapping(resources),
+    )
+
+
+def flux_request(policy: Any = POLICY_0_49, **resources: Any) -> submission.SubmitRequest:
+    job = PreparedJob("t", "/j", "/j/.hpcbridge/w.sh", "/j/.hpcbridge/w.exit", ["/j/x.sh"], "x")
+    batch = SubmitBatch(job, 1, Resources.from_mapping(resources), (), "/j/flux-{{id}}.out")
+    return submission.translate(batch, None, policy)
+
+
+def test_the_site_keys_follow_the_seed_table() -> None:
+    assert RESOURCE_KEYS[-len(SITE_KEYS) :] == SITE_KEYS
+    assert Resources().to_dict() == {}
+
+
+# -- validation ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("given", "written"),
+    [
+        ("USR1", "USR1"),
+        ("SIGUSR1@120", "USR1@120"),
+        ("b:usr2@60", "B:USR2@60"),
+        ("10@5", "USR1@5"),
+        ("B:TERM", "B:TERM"),
+    ],
+)
+def test_a_signal_is_written_the_one_way_slurm_reads_it(given: str, written: str) -> None:
+    assert Resources.from_mapping({"signal": given}).signal == written
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("FOO@10", "unknown signal 'FOO'"),
+        ("USR1@70000", "at most 65535 seconds"),
+        ("R:USR1@10", r"\[B:\]SIG\[@SECONDS\]"),
+        (10, r"\[B:\]SIG\[@SECONDS\]"),
+    ],
+)
+def test_a_bad_signal_names_the_key_and_the_form(value: Any, said: str) -> None:
+    with pytest.raises(ResourceError, match=said) as raised:
+        Resources.from_mapping({"signal": value})
+    assert raised.value.key == "signal"
+
+
+def test_begin_takes_a_date_a_datetime_or_now_plus_a_duration() -> None:
+    at = datetime(2030, 1, 2, 3, 4, 5)
+    assert Resources.from_mapping({"begin": "2030-01-02T03:04:05"}).begin == at.timestamp()
+    assert Resources.from_mapping({"begin": at}).begin == at.timestamp()
+    later = Resources.from_mapping({"begin": "now+1h"}).begin
+    assert later is not None and 3590 < later - datetime.now().timestamp() <= 3601
+    with pytest.raises(ResourceError, match="ambiguous"):
+        Resources.from_mapping({"begin": 3600})
+    with pytest.raises(ResourceError, match="'now\\+1h'"):
+        Resources.from_mapping({"begin": "tomorrow-ish"})
+
+
+def test_what_a_sweep_stores_comes_back_unchanged() -> None:
+    asked = Resources.from_mapping(
+        {"begin": "now+2h", "signal": "usr1@30", "exclusive": "yes", "mem_per_cpu": "1.5G"}
+    )
+    request = asked.as_request()
+    assert request["begin"] == format_begin(asked.begin or 0)
+    assert Resources.from_mapping(request) == asked
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("exclusive", "maybe", "expected true or false"),
+        ("requeue", 2, "expected true or false"),
+        ("gres", "gpu 2", "name\\[:type\\]\\[:count\\]"),
+        ("gpus_per_task", -1, "zero or more"),
+        ("gpus_per_node", "two", "whole number"),
+        ("mem_per_cpu", "lots", "malformed memory"),
+        ("reservation", " ", "blank"),
+    ],
+)
+def test_a_bad_value_names_its_key(key: str, value: Any, said: str) -> None:
+    with pytest.raises(ResourceError, match=said) as raised:
+        Resources.from_mapping({key: value})
+    assert raised.value.key == key
+
+
+@pytest.mark.parametrize(
+    ("asked", "key", "said"),
+    [
+        ({"mem": "4G", "mem_per_cpu": "1G"}, "mem_per_cpu", "exclude each other"),
+        ({"gres": "gpu:2", "gpus_per_node": 1}, "gpus_per_node", "GPUs asked twice"),
+    ],
+)
+def test_keys_that_contradict_each_other_are_refused(
+    asked: Mapping[str, Any], key: str, said: str
+) -> None:
+    with pytest.raises(ResourceError, match=said) as raised:
+        Resources.from_mapping(asked)
+    assert raised.value.key == key
+
+
+@pytest.mark.parametrize(
+    ("typo", "meant"),
+    [
+        ("gpu_per_node", "gpus_per_node"),
+        ("gpus_per_slot", "gpus_per_task"),
+        ("reservations", "reservation"),
+        ("begin_time", "begin"),
+        ("memory_per_cpu", "mem_per_cpu"),
+    ],
+)
+def test_a_misspelt_key_names_the_nearest_one(typo: str, meant: str) -> None:
+    with pytest.raises(ResourceError, match=f"did you mean '{meant}'"):
+        Resources.from_mapping({typo: 1})
+
+
+# -- Slurm --------------------------------------------------------------------------
+
+
+def test_sbatch_gets_every_site_key() -> None:
+    begin = "2030-01-02T03:04:05"
+    argv = commands.sbatch_argv(
+        slurm_spec(
+            gpus_per_node=2,
+            gpus_per_task=1,
+            gres="shard:1",
+            mem_per_cpu="2G",
+            exclusive=True,
+            reservation="maint",
+            signal="B:USR1@90",
+            requeue=False,
+            begin=begin,
+        )
+    )
+    for flag in (
+        "--gpus-per-node=2",
+        "--gpus-per-task=1",
+        "--gres=shard:1",
+        "--mem-per-cpu=2G",
+        "--exclusive",
+        "--reservation=maint",
+        "--signal=B:USR1@90",
+        "--no-requeue",
+        f"--begin={begin}",
+    ):
+        assert flag in argv
+    assert argv[-1] == "/j/.hpcbridge/t.sh"
+
+
+def test_sbatch_leaves_out_what_was_not_asked() -> None:
+    argv = commands.sbatch_argv(slurm_spec(gpus_per_node=0, exclusive=False))
+    assert not [flag for flag in argv if "gpus" in flag or "exclusive" in flag or "requeue" in flag]
+    assert "--requeue" in commands.sbatch_argv(slurm_spec(requeue=True))
+
+
+def test_pyslurm_gets_every_site_key() -> None:
+    kwargs: Dict[str, Any] = submit_description_kwargs(
+        slurm_spec(
+            gpus_per_node=2,
+            gpus_per_task=1,
+            gres="shard",
+            mem_per_cpu="2G",
+            exclusive=True,
+            reservation="maint",
+            signal="USR1@90",
+            requeue=True,
+            begin="2030-01-02T03:04:05",
+        )
+    )
+    assert kwargs["gpus_per_task"] == 1
+    assert kwargs["gres_per_node"] == {"shard": 1, "gpu": 2}
+    assert kwargs["memory_per_cpu"] == "2G"
+    assert kwargs["resource_sharing"] == "exclusive"
+    assert kwargs["reservations"] == ["maint"]
+    assert kwargs["signal"] == {"signal": 10, "batch_only": False, "time": 90}
+    assert kwargs["is_requeueable"] is True
+    assert kwargs["begin_time"] == int(datetime(2030, 1, 2, 3, 4, 5).timestamp())
+
+
+def test_gres_counts_are_pyslurms_form() -> None:
+    assert gres_counts("gpu:a100:2,shard", None) == {"gpu:a100": 2, "shard": 1}
+    assert gres_counts(None, None) is None
+
+
+# -- Flux ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key, value", [("gres", "gpu:1"), ("reservation", "maint")])
+def test_flux_refuses_what_it_has_no_notion_of(key: str, value: str) -> None:
+    with pytest.raises(ResourceError, match="nothing was submitted") as raised:
+        flux_request(**{key: value})
+    assert raised.value.key == key
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [("gpus_per_node", 1), ("exclusive", True), ("signal", "USR1@60"), ("begin", "now+1h")],
+)
+def test_flux_refuses_what_hpcbridge_does_not_send_it_yet(key: str, value: Any) -> None:
+    with pytest.raises(ResourceError, match="does not send it to Flux yet") as raised:
+        flux_request(**{key: value})
+    assert raised.value.key == key
+
+
+def test_flux_drops_memory_per_cpu_and_requeue_saying_so(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="hpcbridge"):
+        made = flux_request(mem_per_cpu="1G", requeue=True, exclusive=False)
+    assert made.gpus_per_slot == 0
+    said = caplog.text
+    assert "mem_per_cpu=1024M dropped" in said or "mem_per_cpu=1G dropped" in said
+    assert "requeue=True dropped" in said
+
+
+@pytest.mark.parametrize("policy", [POLICY_0_26, POLICY_0_49])
+def test_flux_gpus_per_task_is_its_gpus_per_slot(policy: Any) -> None:
+    assert flux_request(policy, gpus_per_task=2, ntasks=2).gpus_per_slot == 2
+    assert flux_request(policy, gpus=2, gpus_per_task=2).gpus_per_slot == 2
+    with pytest.raises(ResourceError, match="disagree"):
+        flux_request(policy, gpus=1, gpus_per_task=2)
+
+
+# -- the command and the settings -----------------------------------------------------
+
+
+def test_the_command_takes_every_site_key() -> None:
+    args = build_parser().parse_args(
+        [
+            "submit",
+            "x.sh",
+            "--gpus-per-node",
+            "2",
+            "--gpus-per-task",
+            "1",
+            "--gres",
+            "shard:1",
+            "--mem-per-cpu",
+            "1G",
+            "--exclusive",
+            "--reservation",
+            "maint",
+            "--signal",
+            "B:USR1@60",
+            "--no-requeue",
+            "--begin",
+            "now+1h",
+        ]
+    )
+    asked = {key: getattr(args, key) for key in SITE_KEYS}
+    assert asked["exclusive"] is True and asked["requeue"] is False
+    resources = Resources.from_mapping(asked)
+    assert resources.gpus_per_node == 2 and resources.signal == "B:USR1@60"
+    assert build_parser().parse_args(["submit", "x.sh", "--requeue"]).requeue is True
+    assert build_parser().parse_args(["submit", "x.sh"]).exclusive is None
+
+
+def test_the_settings_give_defaults_for_the_site_keys() -> None:
+    settings = Settings.from_env(
+        env={"HPCBRIDGE_EXCLUSIVE": "yes", "HPCBRIDGE_SIGNAL": "USR1@30", "HPCBRIDGE_REQUEUE": "0"}
+    )
+    resources = Resources.from_mapping({}, settings.resource_defaults)
+    assert (resources.exclusive, resources.signal, resources.requeue) == (True, "USR1@30", False)
+    with pytest.raises(ResourceError, match="HPCBRIDGE_GRES"):
+        Resources.from_mapping(
+            {},
+            Settings.from_env(env={"HPCBRIDGE_GRES": "gpu 1"}).resource_defaults,
+            {"gres": "HPCBRIDGE_GRES"},
+        )
