@@ -14,7 +14,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import __version__
 from .config import Settings
-from .registry import SCHEDULER_ENTRIES
+from .registry import SCHEDULER_ENTRIES, SchedulerEntry
+from .resources import RESOURCE_KEYS
 from .site_config import describe_site_settings
 from .transports.base import Executor
 
@@ -73,7 +74,18 @@ def run_checks(settings: Settings) -> List[Check]:
     for entry in SCHEDULER_ENTRIES:
         if entry.doctor is not None:
             checks.extend(_scheduler_checks(entry.name, entry.doctor, settings, executor))
+    checks.extend(_keys_check(entry) for entry in SCHEDULER_ENTRIES if entry.name != "mock")
     return checks
+
+
+def _keys_check(entry: SchedulerEntry) -> Check:
+    """Which resource keys the scheduler gets, which it drops and which it refuses."""
+    dropped, refused = entry.keys_handled()
+    sent = [key for key in RESOURCE_KEYS if key not in dropped and key not in refused]
+    parts = [f"sends {', '.join(sent)}"]
+    parts += [f"drops {key} ({why})" for key, why in dropped.items()]
+    parts += [f"refuses {key} ({why})" for key, why in refused.items()]
+    return Check(f"{entry.name} resource keys", True, "; ".join(parts))
 
 
 def _polling_check(settings: Settings) -> Check:

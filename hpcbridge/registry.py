@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Mapping, Optional, Tuple
 
 #: how a scheduler's driver is chosen: the bindings when they work, else the CLI
 DRIVER_CHOICES: Tuple[str, ...] = ("auto", "native", "cli")
@@ -29,10 +29,21 @@ class SchedulerEntry:
     #: into the one recorded, raising ``ValueError`` for text that is no id
     #: of this scheduler; ``None``: ids are recorded as typed
     job_id_form: Optional[str] = None
+    #: "module:function" (a pure module) giving the resource keys it drops and refuses,
+    #: each with why (``KeyHandling``); ``None``: every key is sent to the scheduler
+    key_handling: Optional[str] = None
 
     def adapter_class(self) -> Any:
         module_name, _, class_name = self.adapter.partition(":")
         return getattr(importlib.import_module(module_name), class_name)
+
+    def keys_handled(self) -> Tuple[Mapping[str, str], Mapping[str, str]]:
+        """The resource keys it drops and those it refuses, each with why."""
+        if self.key_handling is None:
+            return {}, {}
+        module_name, _, function = self.key_handling.partition(":")
+        handling: Callable[[], Any] = getattr(importlib.import_module(module_name), function)
+        return handling()
 
     def recorded_job_id(self, job_id: str) -> str:
         """``job_id`` as this scheduler's records hold it (``ValueError``: not its id)."""
@@ -66,6 +77,7 @@ SCHEDULER_ENTRIES: Tuple[SchedulerEntry, ...] = (
         "flux_driver",
         "flux batch/submit, or the flux.job bindings in-process",
         "hpcbridge.schedulers.flux.status:canonical_job_id",
+        "hpcbridge.schedulers.flux.submission:key_handling",
     ),
 )
 

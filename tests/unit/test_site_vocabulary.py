@@ -13,6 +13,7 @@ import pytest
 from hpcbridge import ResourceError, Resources
 from hpcbridge.cli.parser import build_parser
 from hpcbridge.config import Settings
+from hpcbridge.doctor import run_checks
 from hpcbridge.engine.driver import SubmitBatch
 from hpcbridge.engine.jobscript import PreparedJob
 from hpcbridge.resources import RESOURCE_KEYS, format_begin
@@ -307,3 +308,13 @@ def test_the_settings_give_defaults_for_the_site_keys() -> None:
             Settings.from_env(env={"HPCBRIDGE_GRES": "gpu 1"}).resource_defaults,
             {"gres": "HPCBRIDGE_GRES"},
         )
+
+
+def test_doctor_says_which_keys_each_scheduler_sends_drops_and_refuses() -> None:
+    checks = {check.name: check.detail for check in run_checks(Settings.from_env(env={}))}
+    assert "refuses" not in checks["slurm resource keys"]
+    assert "signal" in checks["slurm resource keys"]
+    flux = checks["flux resource keys"]
+    assert "drops requeue (Flux does not requeue jobs)" in flux
+    assert "refuses gres (Flux has no generic resources" in flux
+    assert "gpus_per_task" in flux.split(";")[0]

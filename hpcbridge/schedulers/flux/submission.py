@@ -74,6 +74,13 @@ REFUSED_KEYS: Mapping[str, str] = {
 #: keys Flux has an answer for that hpcbridge does not send it yet: refused, never dropped
 NOT_MAPPED_YET = ("gpus_per_node", "exclusive", "signal", "begin")
 
+
+def key_handling() -> Tuple[Mapping[str, str], Mapping[str, str]]:
+    """The resource keys Flux drops and those it refuses, each with why (doctor)."""
+    later = {key: "not sent to Flux yet" for key in NOT_MAPPED_YET}
+    return DROPPED_KEYS, {**REFUSED_KEYS, **later}
+
+
 #: how long the instance's expiration is trusted before asking again
 EXPIRATION_TTL = 60.0
 
