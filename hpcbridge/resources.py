@@ -199,7 +199,7 @@ class Resources:
     #: whole nodes, shared with no other job
     exclusive: Optional[bool] = None
     reservation: Optional[str] = None
-    #: a signal before the time limit, Slurm's form normalised: ``[B:]USR1@60``
+    #: a signal before the time limit, Slurm's form normalised: ``USR1@60``
     signal: Optional[str] = None
     #: whether the scheduler may start the job again (node failure, preemption)
     requeue: Optional[bool] = None
@@ -416,19 +416,30 @@ def _validate_gres(value: Any) -> str:
     return value.strip()
 
 
-# [B:]SIG[@SECONDS]: R (a reservation's end) is Slurm's alone and not taken.
-_SIGNAL = re.compile(r"^(?:(?P<batch>[Bb]):)?(?P<sig>[A-Za-z0-9+]+)(?:@(?P<seconds>\d+))?$")
+# SIG[@SECONDS]; B: and R: (a reservation's end) are Slurm's flags, read to be refused.
+_SIGNAL_FLAGS = re.compile(r"^(?P<flags>[A-Za-z]+):")
+_SIGNAL = re.compile(r"^(?P<sig>[A-Za-z0-9+]+)(?:@(?P<seconds>\d+))?$")
 #: the most seconds before the limit Slurm takes (a 16-bit field)
 SIGNAL_MOST_SECONDS = 65535
 
 
 def _validate_signal(value: Any) -> str:
-    """``[B:]SIG[@SECONDS]`` as Slurm writes it: the signal by name without ``SIG``
-    (``USR1``), ``B:`` to signal the batch script alone, the seconds when given."""
+    """``SIG[@SECONDS]`` as Slurm writes it: the signal by name without ``SIG``
+    (``USR1``), the seconds when given.  It reaches the job's steps (what ``srun``, or
+    ``$HPCBRIDGE_LAUNCHER``, started); ``B:`` is refused: Slurm would signal the batch
+    shell alone - hpcbridge's wrapper, which does not pass it on to the script."""
+    flags = _SIGNAL_FLAGS.match(value.strip()) if isinstance(value, str) else None
+    if flags:
+        raise ResourceError(
+            "signal",
+            f"{flags.group('flags')}: is not taken: B: would signal hpcbridge's wrapper (the "
+            "batch shell), which does not pass it on to your script; give SIG[@SECONDS] - "
+            "Slurm then signals the job's steps (what srun or $HPCBRIDGE_LAUNCHER started)",
+        )
     match = _SIGNAL.match(value.strip()) if isinstance(value, str) else None
     if not match:
         raise ResourceError(
-            "signal", f"expected [B:]SIG[@SECONDS], e.g. 'USR1@120' or 'B:TERM@60', got {value!r}"
+            "signal", f"expected SIG[@SECONDS], e.g. 'USR1@120' or 'TERM', got {value!r}"
         )
     name = signal_name(match.group("sig"))
     if name is None:
@@ -438,7 +449,7 @@ def _validate_signal(value: Any) -> str:
     seconds = match.group("seconds")
     if seconds is not None and int(seconds) > SIGNAL_MOST_SECONDS:
         raise ResourceError("signal", f"at most {SIGNAL_MOST_SECONDS} seconds before the limit")
-    return ("B:" if match.group("batch") else "") + name + (f"@{int(seconds)}" if seconds else "")
+    return name + (f"@{int(seconds)}" if seconds else "")
 
 
 def signal_name(text: str) -> Optional[str]:
@@ -455,12 +466,12 @@ def signal_name(text: str) -> Optional[str]:
     return name[3:] if name in signals.Signals.__members__ else None
 
 
-def signal_parts(text: str) -> Tuple[bool, str, Optional[int]]:
-    """A validated signal's parts: (the batch script alone, the name, seconds or None)."""
+def signal_parts(text: str) -> Tuple[str, Optional[int]]:
+    """A validated signal's parts: its name, and the seconds before the limit or None."""
     match = _SIGNAL.match(text)
     assert match, text
     seconds = match.group("seconds")
-    return bool(match.group("batch")), match.group("sig"), int(seconds) if seconds else None
+    return match.group("sig"), int(seconds) if seconds else None
 
 
 def _validate_begin(value: Any) -> float:

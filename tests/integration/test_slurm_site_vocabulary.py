@@ -90,7 +90,7 @@ def test_the_site_keys_are_in_the_controllers_record(
             "mem_per_cpu": "100M",
             "requeue": False,
             "begin": begin,
-            "signal": "B:USR1@90",
+            "signal": "USR1@90",
         },
     )
     try:

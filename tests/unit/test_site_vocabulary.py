@@ -64,9 +64,8 @@ def test_the_site_keys_follow_the_seed_table() -> None:
     [
         ("USR1", "USR1"),
         ("SIGUSR1@120", "USR1@120"),
-        ("b:usr2@60", "B:USR2@60"),
         ("10@5", "USR1@5"),
-        ("B:TERM", "B:TERM"),
+        ("term", "TERM"),
     ],
 )
 def test_a_signal_is_written_the_one_way_slurm_reads_it(given: str, written: str) -> None:
@@ -78,8 +77,9 @@ def test_a_signal_is_written_the_one_way_slurm_reads_it(given: str, written: str
     [
         ("FOO@10", "unknown signal 'FOO'"),
         ("USR1@70000", "at most 65535 seconds"),
-        ("R:USR1@10", r"\[B:\]SIG\[@SECONDS\]"),
-        (10, r"\[B:\]SIG\[@SECONDS\]"),
+        ("R:USR1@10", "R: is not taken"),
+        ("B:USR1@10", "B: would signal hpcbridge's wrapper"),
+        (10, r"SIG\[@SECONDS\]"),
     ],
 )
 def test_a_bad_signal_names_the_key_and_the_form(value: Any, said: str) -> None:
@@ -170,7 +170,7 @@ def test_sbatch_gets_every_site_key() -> None:
             mem_per_cpu="2G",
             exclusive=True,
             reservation="maint",
-            signal="B:USR1@90",
+            signal="USR1@90",
             requeue=False,
             begin=begin,
         )
@@ -182,7 +182,7 @@ def test_sbatch_gets_every_site_key() -> None:
         "--mem-per-cpu=2G",
         "--exclusive",
         "--reservation=maint",
-        "--signal=B:USR1@90",
+        "--signal=USR1@90",
         "--no-requeue",
         f"--begin={begin}",
     ):
@@ -215,7 +215,7 @@ def test_pyslurm_gets_every_site_key() -> None:
     assert kwargs["memory_per_cpu"] == "2G"
     assert kwargs["resource_sharing"] == "exclusive"
     assert kwargs["reservations"] == ["maint"]
-    assert kwargs["signal"] == {"signal": 10, "batch_only": False, "time": 90}
+    assert kwargs["signal"] == {"signal": 10, "time": 90}
     assert kwargs["is_requeueable"] is True
     assert kwargs["begin_time"] == int(datetime(2030, 1, 2, 3, 4, 5).timestamp())
 
@@ -282,7 +282,7 @@ def test_the_command_takes_every_site_key() -> None:
             "--reservation",
             "maint",
             "--signal",
-            "B:USR1@60",
+            "USR1@60",
             "--no-requeue",
             "--begin",
             "now+1h",
@@ -291,7 +291,7 @@ def test_the_command_takes_every_site_key() -> None:
     asked = {key: getattr(args, key) for key in SITE_KEYS}
     assert asked["exclusive"] is True and asked["requeue"] is False
     resources = Resources.from_mapping(asked)
-    assert resources.gpus_per_node == 2 and resources.signal == "B:USR1@60"
+    assert resources.gpus_per_node == 2 and resources.signal == "USR1@60"
     assert build_parser().parse_args(["submit", "x.sh", "--requeue"]).requeue is True
     assert build_parser().parse_args(["submit", "x.sh"]).exclusive is None
 

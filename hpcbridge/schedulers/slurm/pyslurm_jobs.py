@@ -82,8 +82,8 @@ def warning_signal(text: Optional[str]) -> Optional[Dict[str, Any]]:
     looks a bare ``USR1`` up as ``signal.Signals["USR1"]`` and refuses it)."""
     if text is None:
         return None
-    batch_only, name, seconds = signal_parts(text)
-    found: Dict[str, Any] = {"signal": int(signal.Signals["SIG" + name]), "batch_only": batch_only}
+    name, seconds = signal_parts(text)
+    found: Dict[str, Any] = {"signal": int(signal.Signals["SIG" + name])}
     if seconds is not None:
         found["time"] = seconds
     return found
