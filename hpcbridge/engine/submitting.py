@@ -1,7 +1,8 @@
 """One submission, top to bottom: plan, stage, send, record.
 
 ``Submission`` is made by an adapter from its driver, its stager and its job
-tracker.  It cuts the tasks into chunks of at most the driver's ``max_batch``
+store; ``Order`` (what the caller asked, validated: ``make_task``,
+``coerce_task``, ``dependency_ids``) is what it takes.  It cuts the tasks into chunks of at most the driver's ``max_batch``
 (a Slurm array's size limit), whatever scripts they run - each task keeps its
 own name in its record (``jobscript.plan_chunks``) - and then:
 
@@ -14,7 +15,8 @@ own name in its record (``jobscript.plan_chunks``) - and then:
    script one task alone runs travels in the wrapper's table: ``Stager.bundle``);
 3. **send**: one ``driver.submit_many`` per chunk;
 4. **record**: every job that went in is recorded before anything is raised,
-   so a partly failed submission loses no record and is never sent again.
+   so a partly failed submission loses no record and is never sent again
+   (``job_records``, where: ``Placement``).
 """
 
 from __future__ import annotations
@@ -158,7 +160,7 @@ def coerce_task(item: JobInput, remote_repo: Optional[str], must_exist: bool = T
 
 def dependency_ids(depends_on: DependsOn, normalize: Any) -> List[str]:
     """The parents as the scheduler writes its ids; text that is no id of it is refused
-    like a parent that cannot be found (``dependencies``)."""
+    like a parent that cannot be found (``refuse_unmet``)."""
     if depends_on is None:
         return []
     if isinstance(depends_on, (str, int)):

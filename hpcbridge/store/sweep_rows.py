@@ -51,7 +51,7 @@ CREATE INDEX IF NOT EXISTS sweep_tasks_state ON sweep_tasks (sweep, state);
 CREATE INDEX IF NOT EXISTS sweep_tasks_job ON sweep_tasks (job_id);
 """
 
-#: columns of ``sweeps`` added after the first release (see store_schema.add_missing_columns)
+#: columns of ``sweeps`` added after the first release (see store.jobs.add_missing_columns)
 SWEEP_LATER_COLUMNS = (("reach", "TEXT"),)
 
 #: a task's places (see the module docstring)

@@ -279,7 +279,7 @@ class SSHExecutor:
         return found
 
     def _exact_mtimes(self, paths: List[str]) -> Dict[str, float]:
-        """The SFTP listing's whole seconds made exact (``ssh_times``): only for what it
+        """The SFTP listing's whole seconds made exact (``times``): only for what it
         found, so one command in a round where ends appeared.  A host whose ``stat`` cannot
         say (no GNU coreutils) is not asked again: whole seconds then."""
         exact: Dict[str, float] = {}
