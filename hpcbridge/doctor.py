@@ -63,6 +63,9 @@ def run_checks(settings: Settings) -> List[Check]:
         for entry in SCHEDULER_ENTRIES
         if entry.doctor is None
     )
+    for entry in SCHEDULER_ENTRIES:
+        keys = _keys_check(entry) if entry.name != "mock" else None
+        checks.extend([keys] if keys else [])
     executor = None
     if settings.transport == "ssh":
         executor, transport_check = _ssh_check(settings)
@@ -74,13 +77,16 @@ def run_checks(settings: Settings) -> List[Check]:
     for entry in SCHEDULER_ENTRIES:
         if entry.doctor is not None:
             checks.extend(_scheduler_checks(entry.name, entry.doctor, settings, executor))
-    checks.extend(_keys_check(entry) for entry in SCHEDULER_ENTRIES if entry.name != "mock")
     return checks
 
 
-def _keys_check(entry: SchedulerEntry) -> Check:
-    """Which resource keys the scheduler gets, which it drops and which it refuses."""
-    dropped, refused = entry.keys_handled()
+def _keys_check(entry: SchedulerEntry) -> Optional[Check]:
+    """Which resource keys the scheduler gets, which it drops and which it refuses;
+    ``None`` where its modules cannot load here (its own checks say why)."""
+    try:
+        dropped, refused = entry.keys_handled()
+    except ImportError:
+        return None
     sent = [key for key in RESOURCE_KEYS if key not in dropped and key not in refused]
     parts = [f"sends {', '.join(sent)}"]
     parts += [f"drops {key} ({why})" for key, why in dropped.items()]

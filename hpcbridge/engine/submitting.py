@@ -1,10 +1,11 @@
 """One submission, top to bottom: plan, stage, send, record.
 
 ``Submission`` is made by an adapter from its driver, its stager and its job
-store; ``Order`` (what the caller asked, validated: ``make_task``,
-``coerce_task``, ``dependency_ids``) is what it takes.  It cuts the tasks into chunks of at most the driver's ``max_batch``
-(a Slurm array's size limit), whatever scripts they run - each task keeps its
-own name in its record (``jobscript.plan_chunks``) - and then:
+store; it takes an ``Order`` (what the caller asked, validated: ``make_task``,
+``coerce_task``, ``dependency_ids``).  It cuts the tasks into chunks of at most
+the driver's ``max_batch`` (a Slurm array's size limit), whatever scripts they
+run - each task keeps its own name in its record (``jobscript.plan_chunks``) -
+and then:
 
 1. **plan**: the parents (``--after``) are looked up - the store, one query
    for all of them, the exit-code file - and refused where they cannot be
