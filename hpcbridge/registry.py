@@ -29,29 +29,34 @@ class SchedulerEntry:
     #: into the one recorded, raising ``ValueError`` for text that is no id
     #: of this scheduler; ``None``: ids are recorded as typed
     job_id_form: Optional[str] = None
-    #: "module:function" (a pure module) giving the resource keys it drops and refuses,
-    #: each with why (``KeyHandling``); ``None``: every key is sent to the scheduler
+    #: "module:function" (a pure module) giving the resource keys it drops and those it
+    #: refuses, each with why (two mappings); ``None``: every key is sent to the scheduler
     key_handling: Optional[str] = None
 
     def adapter_class(self) -> Any:
-        module_name, _, class_name = self.adapter.partition(":")
-        return getattr(importlib.import_module(module_name), class_name)
+        return _named(self.adapter)
 
     def keys_handled(self) -> Tuple[Mapping[str, str], Mapping[str, str]]:
         """The resource keys it drops and those it refuses, each with why."""
         if self.key_handling is None:
             return {}, {}
-        module_name, _, function = self.key_handling.partition(":")
-        handling: Callable[[], Any] = getattr(importlib.import_module(module_name), function)
+        handling: Callable[[], Tuple[Mapping[str, str], Mapping[str, str]]] = _named(
+            self.key_handling
+        )
         return handling()
 
     def recorded_job_id(self, job_id: str) -> str:
         """``job_id`` as this scheduler's records hold it (``ValueError``: not its id)."""
         if self.job_id_form is None:
             return str(job_id).strip()
-        module_name, _, function = self.job_id_form.partition(":")
-        normalize: Callable[[str], str] = getattr(importlib.import_module(module_name), function)
+        normalize: Callable[[str], str] = _named(self.job_id_form)
         return normalize(job_id)
+
+
+def _named(where: str) -> Any:
+    """What ``"module:name"`` names, the module imported now (not when listed here)."""
+    module_name, _, name = where.partition(":")
+    return getattr(importlib.import_module(module_name), name)
 
 
 SCHEDULER_ENTRIES: Tuple[SchedulerEntry, ...] = (

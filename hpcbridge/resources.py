@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+import signal as signals
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
@@ -454,8 +455,6 @@ def _validate_signal(value: Any) -> str:
 
 def signal_name(text: str) -> Optional[str]:
     """``USR1`` for ``USR1``, ``SIGUSR1``, ``usr1`` or ``10``; ``None`` for no signal."""
-    import signal as signals
-
     if text.isdigit():
         try:
             return signals.Signals(int(text)).name[3:]

@@ -13,9 +13,10 @@ import pytest
 from hpcbridge import ResourceError, Resources
 from hpcbridge.cli.parser import build_parser
 from hpcbridge.config import Settings
-from hpcbridge.doctor import run_checks
+from hpcbridge.doctor import resource_keys_check
 from hpcbridge.engine.driver import SubmitBatch
 from hpcbridge.engine.jobscript import PreparedJob
+from hpcbridge.registry import scheduler_entry
 from hpcbridge.resources import RESOURCE_KEYS, format_begin
 from hpcbridge.schedulers.flux import submission
 from hpcbridge.schedulers.flux.instance import POLICY_0_26, POLICY_0_49
@@ -311,10 +312,12 @@ def test_the_settings_give_defaults_for_the_site_keys() -> None:
 
 
 def test_doctor_says_which_keys_each_scheduler_sends_drops_and_refuses() -> None:
-    checks = {check.name: check.detail for check in run_checks(Settings.from_env(env={}))}
-    assert "refuses" not in checks["slurm resource keys"]
-    assert "signal" in checks["slurm resource keys"]
-    flux = checks["flux resource keys"]
-    assert "drops requeue (Flux does not requeue jobs)" in flux
-    assert "refuses gres (Flux has no generic resources" in flux
-    assert "gpus_per_task" in flux.split(";")[0]
+    slurm = resource_keys_check(scheduler_entry("slurm"))
+    flux = resource_keys_check(scheduler_entry("flux"))
+    assert slurm is not None and flux is not None
+    assert "refuses" not in slurm.detail and "drops" not in slurm.detail
+    assert "signal" in slurm.detail
+    assert "drops requeue (Flux does not requeue jobs)" in flux.detail
+    assert "refuses gres (Flux has no generic resources" in flux.detail
+    assert "gpus_per_task" in flux.detail.split(";")[0]
+    assert "mem_per_cpu" not in flux.detail.split(";")[0]

@@ -233,9 +233,9 @@ def translate(batch: SubmitBatch, queue: Optional[str], policy: FluxPolicy) -> S
             raise ResourceError(
                 key, "hpcbridge does not send it to Flux yet; submit without it (Slurm takes it)"
             )
-    for key in ("mem", "mem_per_cpu", "requeue"):
-        if key in asked:
-            log.warning("flux: %s=%s dropped: %s", key, asked[key], DROPPED_KEYS[key])
+    for key, why in DROPPED_KEYS.items():
+        if key in asked and key != "partition":  # partition: below, saying where queues go
+            log.warning("flux: %s=%s dropped: %s", key, asked[key], why)
     if resources.gpus and resources.gpus_per_task and resources.gpus != resources.gpus_per_task:
         raise ResourceError(
             "gpus_per_task",
