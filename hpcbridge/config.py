@@ -13,13 +13,14 @@ wins over that, and ``HPCBRIDGE_SCHEDULER`` wins over both.  Keyword overrides
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .errors import ConfigurationError
 from .registry import DRIVER_CHOICES, SCHEDULERS
-from .resources import RESOURCE_KEYS
+from .resources import NATIVE_SCHEDULERS, RESOURCE_KEYS
 from .site_config import read_site_settings
 
 TRANSPORTS = ("local", "ssh")
@@ -36,6 +37,26 @@ def lookup(env: Mapping[str, str], name: str) -> Optional[Tuple[str, str]]:
         if value is not None and value.strip() != "":
             return variable, value.strip()
     return None
+
+
+def _native_options(env: Mapping[str, str]) -> Tuple[Dict[str, List[str]], str]:
+    """``HPCBRIDGE_SLURM_OPTIONS`` / ``HPCBRIDGE_FLUX_OPTIONS`` (split as a shell
+    would; a word after an option is its value) as the ``native`` resource, and the
+    variables they came from."""
+    native: Dict[str, List[str]] = {}
+    variables = []
+    for scheduler in NATIVE_SCHEDULERS:
+        found = lookup(env, f"{scheduler.upper()}_OPTIONS")
+        if found:
+            try:
+                native[scheduler] = shlex.split(found[1])
+            except ValueError as exc:
+                raise ConfigurationError(
+                    f"{found[0]}={found[1]!r}: {exc}; quote as a shell would "
+                    "(--comment='two words')"
+                ) from None
+            variables.append(found[0])
+    return native, " and ".join(variables)
 
 
 def _scheduler_from(env: Mapping[str, str]) -> Tuple[str, str]:
@@ -94,7 +115,7 @@ class Settings:
     unknown_limit: int = 6
     #: the plain ``FLUX_URI`` of the environment read (set by Flux inside an allocation)
     enclosing_flux_uri: Optional[str] = None
-    resource_defaults: Dict[str, str] = field(default_factory=dict)
+    resource_defaults: Dict[str, Any] = field(default_factory=dict)
     #: which variable each setting came from, for ``hpcbridge doctor``
     sources: Dict[str, str] = field(default_factory=dict, repr=False)
 
@@ -129,10 +150,14 @@ class Settings:
         if env.get("FLUX_URI", "").strip():
             settings._set("enclosing_flux_uri", env["FLUX_URI"].strip(), "FLUX_URI")
         for key in RESOURCE_KEYS:
-            found = lookup(env, key.upper())
+            found = lookup(env, key.upper()) if key != "native" else None
             if found:
                 settings.resource_defaults[key] = found[1]
                 settings.sources[f"resource:{key}"] = found[0]
+        native, native_from = _native_options(env)
+        if native:
+            settings.resource_defaults["native"] = native
+            settings.sources["resource:native"] = native_from
 
         known = {f.name for f in fields(cls)} - {"sources"}
         for attribute, value in overrides.items():

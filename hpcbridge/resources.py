@@ -21,7 +21,7 @@ import re
 import signal as signals
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from .errors import ResourceError
 
@@ -163,7 +163,12 @@ RESOURCE_KEYS = (
     "signal",
     "requeue",
     "begin",
+    # the rest, in the scheduler's own words, checked before anything is staged
+    "native",
 )
+
+#: the schedulers ``native`` options are given for (the mock takes none)
+NATIVE_SCHEDULERS = ("slurm", "flux")
 
 _POSITIVE_COUNTS = ("nodes", "ntasks", "cpus_per_task")
 _GPU_COUNTS = ("gpus", "gpus_per_node", "gpus_per_task")
@@ -206,6 +211,9 @@ class Resources:
     requeue: Optional[bool] = None
     #: the earliest start, epoch seconds
     begin: Optional[float] = None
+    #: options in a scheduler's own words, per scheduler: ``(("slurm", ("--licenses=a:1",)),)``
+    #: - read them with ``native_options``
+    native: Optional[Tuple[Tuple[str, Tuple[str, ...]], ...]] = None
 
     @classmethod
     def from_mapping(
@@ -225,7 +233,11 @@ class Resources:
         for source in (defaults or {}, requested or {}):
             for key, value in source.items():
                 _check_known(key)
-                if value is not None and value != "":
+                if key == "native" and value and "native" in merged:
+                    # the settings' options first, the request's after them (both apply)
+                    merged[key] = _joined_native(merged[key], value)
+                    from_defaults.discard(key)
+                elif value is not None and value != "":
                     merged[key] = value
                     if source is defaults:
                         from_defaults.add(key)
@@ -250,7 +262,14 @@ class Resources:
         return cls(**validated)
 
     def to_dict(self) -> Dict[str, Any]:
-        return {key: value for key, value in asdict(self).items() if value is not None}
+        asked = {key: value for key, value in asdict(self).items() if value is not None}
+        if self.native is not None:
+            asked["native"] = {name: list(options) for name, options in self.native}
+        return asked
+
+    def native_options(self, scheduler: str) -> Tuple[str, ...]:
+        """The options given for ``scheduler`` in its own words, in order (none: ``()``)."""
+        return dict(self.native or ()).get(scheduler, ())
 
     def as_request(self) -> Dict[str, Any]:
         """The keys asked for, in a form ``from_mapping`` takes back unchanged (the time
@@ -322,6 +341,8 @@ def _validate(key: str, value: Any) -> Any:
         return _validate_signal(value)
     if key == "begin":
         return _validate_begin(value)
+    if key == "native":
+        return _validate_native(value)
     assert key in _TEXT_KEYS
     if not isinstance(value, str):
         raise ResourceError(key, f"expected text, got {type(value).__name__} {value!r}")
@@ -499,3 +520,76 @@ def _validate_begin(value: Any) -> float:
 def format_begin(epoch: float) -> str:
     """A start time as Slurm's ``--begin`` takes it: local ``YYYY-MM-DDTHH:MM:SS``."""
     return datetime.fromtimestamp(epoch).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _validate_native(value: Any) -> Optional[Tuple[Tuple[str, Tuple[str, ...]], ...]]:
+    """``{"slurm": [...], "flux": [...]}``: each a list of options, one option per entry,
+    its value attached (``--licenses=matlab:1``, ``-Lmatlab:1``).  Only their form is
+    checked here; what they mean is checked by each scheduler against its own option
+    names, before anything is staged (``slurm.commands``, ``flux.native``)."""
+    pairs = value.items() if isinstance(value, Mapping) else value
+    if isinstance(value, str) or not isinstance(value, (Mapping, list, tuple)):
+        raise ResourceError("native", f"expected {{'slurm': [...], 'flux': [...]}}, got {value!r}")
+    native: Dict[str, Tuple[str, ...]] = {}
+    for entry in pairs:
+        scheduler, options = entry if isinstance(entry, (tuple, list)) else (entry, None)
+        if scheduler not in NATIVE_SCHEDULERS:
+            close = difflib.get_close_matches(str(scheduler), NATIVE_SCHEDULERS, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ResourceError(
+                "native",
+                f"no scheduler {scheduler!r}: {hint}(native takes {', '.join(NATIVE_SCHEDULERS)})",
+            )
+        native[scheduler] = _native_list(scheduler, options)
+    kept = tuple((name, options) for name, options in sorted(native.items()) if options)
+    return kept or None
+
+
+def _native_list(scheduler: str, options: Any) -> Tuple[str, ...]:
+    if isinstance(options, str) or not isinstance(options, (list, tuple)):
+        raise ResourceError(
+            "native",
+            f"{scheduler}: expected a list of options, e.g. ['--licenses=matlab:1'], "
+            f"got {options!r}",
+        )
+    attached: List[str] = []
+    for option in options:
+        if not isinstance(option, str):
+            raise ResourceError("native", f"{scheduler}: {option!r} is not text")
+        if "\x00" in option or "\n" in option:
+            raise ResourceError("native", f"{scheduler}: {option!r} holds a NUL or a newline")
+        # "--licenses matlab:1" and "-o" "x" as a shell would split them: the value
+        # attached to its option, as one entry ("--licenses=matlab:1", "-ox").
+        spaced = re.match(r"^(?P<name>-[A-Za-z0-9]|--[A-Za-z][\w-]*) +(?P<value>\S.*)$", option)
+        if spaced:
+            option = _attach(spaced.group("name"), spaced.group("value"))
+        if not option.startswith("-") and attached and _takes_next(attached[-1]):
+            attached[-1] = _attach(attached[-1], option)
+        elif re.match(r"^--?[A-Za-z0-9]", option):
+            attached.append(option)
+        else:
+            raise ResourceError(
+                "native",
+                f"{scheduler}: {option!r} is not an option; give each beginning with '-', "
+                "its value attached ('--licenses=matlab:1')",
+            )
+    return tuple(attached)
+
+
+def _takes_next(option: str) -> bool:
+    """An option with no value attached yet: the next word may be its value."""
+    return option.startswith("--") and "=" not in option or len(option) == 2
+
+
+def _attach(name: str, value: str) -> str:
+    return f"{name}={value}" if name.startswith("--") else f"{name}{value}"
+
+
+def _joined_native(first: Any, then: Any) -> Dict[str, List[str]]:
+    """Two ``native`` values as one: each scheduler's options of ``first``, then ``then``'s."""
+    joined: Dict[str, List[str]] = {}
+    for value in (first, then):
+        validated = _validate_native(value) or ()
+        for scheduler, options in validated:
+            joined.setdefault(scheduler, []).extend(options)
+    return joined

@@ -8,7 +8,7 @@ from typing import Callable
 from .. import __version__
 from ..model import JobState
 from ..registry import SCHEDULERS
-from ..resources import RESOURCE_KEYS
+from ..resources import NATIVE_SCHEDULERS, RESOURCE_KEYS
 from .exits import EXIT_CODES_HELP
 
 # The short flags sbatch and flux share (same meaning in both; -q is --qos to
@@ -70,7 +70,7 @@ def _at_least_one(text: str) -> int:
 def _add_resource_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("resources (scheduler-neutral; see README)")
     for key in RESOURCE_KEYS:
-        if key == "output":
+        if key in ("output", "native"):
             continue
         flag = f"--{key.replace('_', '-')}"
         if key == "exclusive":
@@ -80,6 +80,16 @@ def _add_resource_flags(parser: argparse.ArgumentParser) -> None:
         else:
             flags = [_SHORT_FLAGS[key], flag] if key in _SHORT_FLAGS else [flag]
             group.add_argument(*flags, dest=key, metavar=_METAVARS.get(key, key.upper()))
+    for scheduler in NATIVE_SCHEDULERS:
+        group.add_argument(
+            f"--{scheduler}-option",
+            dest=f"{scheduler}_options",
+            action="append",
+            metavar="OPT",
+            help=f"an option in {scheduler}'s own words, value attached "
+            f"(--{scheduler}-option=--name=value; repeatable), checked before anything is "
+            f"staged; applied on {scheduler} only",
+        )
 
 
 def _add_target_flags(parser: argparse.ArgumentParser, scheduler: bool = True) -> None:

@@ -11,7 +11,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 from ..config import name_values
 from ..errors import ConfigurationError, ResourceError, SweepCancelledError
 from ..model import JobState, JobStatus
-from ..resources import RESOURCE_KEYS
+from ..resources import NATIVE_SCHEDULERS, RESOURCE_KEYS
 from . import sweeps
 from .exits import EXIT_JOB_NOT_COMPLETED, EXIT_OK
 from .follow import records_here, wait_and_report, with_record
@@ -21,9 +21,15 @@ from .targets import adapter_for
 
 def resources_from(args: argparse.Namespace) -> Dict[str, Any]:
     """The resource flags given on the command line."""
-    return {
+    given = {
         key: getattr(args, key) for key in RESOURCE_KEYS if getattr(args, key, None) is not None
     }
+    native = {
+        scheduler: getattr(args, f"{scheduler}_options")
+        for scheduler in NATIVE_SCHEDULERS
+        if getattr(args, f"{scheduler}_options", None)
+    }
+    return {**given, "native": native} if native else given
 
 
 def cmd_submit(args: argparse.Namespace) -> int:

@@ -8,6 +8,11 @@ EligibleTime asked.  A second job asks for ``requeue`` and a reservation this mo
 makes: Requeue=1 and Reservation=<it>.  A reservation that does not exist is Slurm's
 refusal, said in Slurm's words.
 
+Options in sbatch's own words (``native``) reach the record too (a hold, a nice
+value, mail types; through pyslurm they go in by sbatch), and one that names what
+hpcbridge owns, one sbatch lacks or one a key says is refused before anything is
+staged.
+
 Not here yet (issue 34): GPUs (the test clusters declare none), the signal's arrival
 in the running script.
 """
@@ -22,7 +27,7 @@ from typing import Dict, Iterator
 
 import pytest
 
-from hpcbridge.errors import JobSubmissionError
+from hpcbridge.errors import JobSubmissionError, ResourceError
 from hpcbridge.resources import format_begin
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
 from tests.support.slurm_clusters import (
@@ -136,3 +141,37 @@ def test_a_reservation_and_requeue_are_in_the_controllers_record(
             adapter.submit_job(script(tmp_path / "scripts"), {"reservation": name + "-nosuch"})
     finally:
         run_slurm(["scontrol", "delete", f"reservationname={name}"], cluster)
+
+
+def test_native_sbatch_options_are_in_the_controllers_record(
+    adapter: RealSlurmAdapter, cluster: Dict[str, str], tmp_path: Path
+) -> None:
+    native = {"slurm": ["--hold", "--nice", "7", "--mail-type=END"], "flux": ["--bogus"]}
+    job_id = adapter.submit_job(script(tmp_path / "scripts"), {"time": "5", "native": native})
+    try:
+        shown = record(job_id, cluster)
+        assert shown["Reason"] == "JobHeldUser" and shown["Priority"] == "0"
+        assert shown["Nice"] == "7"
+        assert shown["MailType"] == "END"
+    finally:
+        adapter.cancel_job(job_id)
+
+
+@pytest.mark.parametrize(
+    "option, said",
+    [
+        ("--output=elsewhere.out", "give the output key"),
+        ("--out=elsewhere.out", "--out stands for --output"),
+        ("--comment=mine", "the comment carries the key"),
+        ("--time=10", "the time key says it"),
+        ("--nicce=3", "has no option --nicce; did you mean --nice"),
+        ("--licenses", "takes a value"),
+    ],
+)
+def test_a_refused_native_option_stages_nothing(
+    adapter: RealSlurmAdapter, tmp_path: Path, option: str, said: str
+) -> None:
+    with pytest.raises(ResourceError, match=said):
+        adapter.submit_job(script(tmp_path / "scripts"), {"native": {"slurm": [option]}})
+    listed = adapter.executor.run(["ls", "-A", adapter.remote_workdir], timeout=30)
+    assert not listed.stdout.strip(), listed.stdout

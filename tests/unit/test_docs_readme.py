@@ -13,7 +13,11 @@ from hpcbridge.resources import RESOURCE_KEYS
 README = Path(__file__).resolve().parents[2] / "README.md"
 #: the flags every command has, not repeated in the synopsis
 COMMON = {"--help", "--verbose", "--debug"}
-RESOURCE_FLAGS = {f"--{key.replace('_', '-')}" for key in RESOURCE_KEYS} | {"--no-requeue"}
+RESOURCE_FLAGS = {f"--{key.replace('_', '-')}" for key in RESOURCE_KEYS} | {
+    "--no-requeue",
+    "--slurm-option",
+    "--flux-option",
+}
 SHARED = re.compile(r"\((?P<commands>[\w, -]+): (?P<flags>[^)]*)\)")
 
 

@@ -4,7 +4,7 @@ import re
 from dataclasses import fields
 
 from hpcbridge import Settings
-from hpcbridge.resources import RESOURCE_KEYS
+from hpcbridge.resources import NATIVE_SCHEDULERS, RESOURCE_KEYS
 from tests.conftest import REPO
 
 REFERENCE = (REPO / "docs" / "settings.md").read_text()
@@ -44,7 +44,10 @@ def test_every_keyword_is_documented():
 
 def test_every_resource_default_is_documented():
     for key in RESOURCE_KEYS:
-        assert f"`HPCBRIDGE_{key.upper()}`" in REFERENCE, key
+        if key != "native":  # given per scheduler: HPCBRIDGE_SLURM_OPTIONS, _FLUX_OPTIONS
+            assert f"`HPCBRIDGE_{key.upper()}`" in REFERENCE, key
+    for scheduler in NATIVE_SCHEDULERS:
+        assert f"`HPCBRIDGE_{scheduler.upper()}_OPTIONS`" in REFERENCE, scheduler
 
 
 def test_documented_error_example_is_real(monkeypatch):

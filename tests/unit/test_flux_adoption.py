@@ -26,6 +26,11 @@ from hpcbridge.schedulers.flux.status import canonical_job_id
 from hpcbridge.transports.base import CommandResult
 from tests.support.fake_flux import FakeFlux
 
+
+def no_native(*_: object) -> tuple:
+    raise AssertionError("no native options in these batches")
+
+
 LOST = "the connection to login dropped while flux was running"
 
 
@@ -36,7 +41,9 @@ def batch_of(count: int, token: str = "3fa9c2e1b7d0") -> SubmitBatch:
 
 def planned(count: int) -> submission.FluxPlan:
     facts = instance_facts(None, "0.88.0", POLICY_0_49, "test", None)
-    return submission.flux_plan(submission.plan_batch(batch_of(count), facts, None, 60.0))
+    return submission.flux_plan(
+        submission.plan_batch(batch_of(count), facts, None, 60.0, no_native)
+    )
 
 
 # -- the key, where each job carries it ---------------------------------------------

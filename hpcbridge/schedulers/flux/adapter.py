@@ -15,7 +15,7 @@ the default: batch jobs on the system instance, plain jobs in an enclosing
 from __future__ import annotations
 
 import shlex
-from typing import Any, Dict, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from ...engine.adapter import SchedulerAdapter
 from ...engine.submitting import Order, dry_batches
@@ -27,6 +27,7 @@ from .command_line import submit_argv
 from .commands import FluxCommands
 from .doctor import adapter_info
 from .instance import POLICIES, FluxOptions, FluxPolicy, InstanceFacts, UriSetting, facts
+from .native import Attributes
 from .session import (
     FluxSession,
     choose_uri_setting,
@@ -152,10 +153,25 @@ class FluxAdapter(SchedulerAdapter):
         facts (or a policy alone), without asking the broker anything."""
         if isinstance(known, FluxPolicy):
             known = facts(self.uri_setting.value, None, known, "assumed", None)
+        commands = FluxCommands(self.executor, self.options.flux_command, self.command_timeout)
+
+        unchecked: List[str] = []
+
+        def native(policy: FluxPolicy, batch: bool, options: Sequence[str]) -> Attributes:
+            try:
+                return commands.native_attributes(policy, batch, options)
+            except SchedulerUnavailableError:  # no flux command here to judge them
+                unchecked.extend(option for option in options if option not in unchecked)
+                return ()
+
         lines = []
         for batch in dry_batches(order, self.stager, MAX_BATCH):
-            request = flux_plan(plan_batch(batch, known, None, 0.0)).request
+            request = flux_plan(plan_batch(batch, known, None, 0.0, native)).request
             lines.append(shlex.join(submit_argv(self.options.flux_command, known.policy, request)))
+        if unchecked:
+            lines.append(
+                f"# not shown, no flux command here to judge them: {shlex.join(unchecked)}"
+            )
         return "\n".join(lines)
 
     # -- ids, logs -------------------------------------------------------------

@@ -192,7 +192,8 @@ class NativeDriver:
     # -- submission --------------------------------------------------------
 
     def plan(self, batch: SubmitBatch) -> Planned:
-        return plan_batch(batch, self.facts, self.time_left, self.outer_time_margin)
+        native = self.commands.native_attributes
+        return plan_batch(batch, self.facts, self.time_left, self.outer_time_margin, native)
 
     def describe(self, planned: Planned) -> str:
         request = flux_plan(planned).request

@@ -52,6 +52,8 @@ def submit_argv(flux: str, policy: FluxPolicy, request: SubmitRequest) -> List[s
     argv.append(f"--output={request.output}")
     for name, value in sorted(request.environment.items()):
         argv.append(f"--env={name}={value}")
+    for path, value in request.attributes:
+        argv.append(f"--setattr={path}={json.dumps(value)}")
     if request.key:
         # --setattr parses its value as JSON (a key like 123e45 would become a
         # number): a JSON string stays the key itself, in every release.

@@ -22,20 +22,23 @@ again only those that surely did not go in.
 from __future__ import annotations
 
 import logging
+import re
 import time
-from typing import Callable, Collection, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from ...engine.adoption import CannotAsk, adopt_or_resubmit, look_up
 from ...engine.driver import Planned, Submitted
 from ...engine.retrying import retry
 from ...errors import (
     JobTimeoutError,
+    ResourceError,
     SchedulerUnavailableError,
     SubmissionUncertainError,
     TransportError,
 )
 from ...transports.base import CommandResult, Executor
 from . import command_line as cl
+from . import native
 from .instance import (
     FluxPolicy,
     QueueInfo,
@@ -72,6 +75,8 @@ class FluxCommands:
         self.flux = flux_command
         self.command_timeout = command_timeout
         self.uri = uri
+        #: what each native option sets (``native_attributes``), by job kind and option
+        self._native: Dict[Tuple[bool, str], native.Attributes] = {}
 
     def for_uri(self, uri: Optional[str]) -> FluxCommands:
         """The same commands aimed at another instance."""
@@ -139,6 +144,36 @@ class FluxCommands:
 
     def expiration(self) -> Optional[float]:
         return self._parsed(cl.resource_r_argv(self.flux), cl.parse_expiration)
+
+    def native_attributes(
+        self, policy: FluxPolicy, batch: bool, options: Sequence[str]
+    ) -> native.Attributes:
+        """What ``options`` (Flux's own words) set in a job's attributes, as Flux's
+        own option handling builds them (``native``: a dry run bare, then one per
+        option; remembered); ``ResourceError`` for one Flux refuses or hpcbridge cannot
+        pass on - before anything is staged."""
+        native.check_names(options)
+        command = policy.batch_command if batch else policy.submit_command
+        found: List[Tuple[str, Any]] = []
+        for option in options:
+            if (batch, option) not in self._native:
+                self._native[batch, option] = native.option_attributes(
+                    option,
+                    self._dry_run(command, batch, ()),
+                    self._dry_run(command, batch, (option,)),
+                )
+            found.extend(self._native[batch, option])
+        return tuple(found)
+
+    def _dry_run(self, command: Sequence[str], batch: bool, options: Sequence[str]) -> str:
+        argv = native.dry_run_argv(self.flux, command, batch, options)
+        result = self.run(argv)
+        if not result.ok:
+            said = scheduler_message(result.message()) or "no message"
+            said = re.sub(r"^flux[ -][\w -]*?: (?:error: )?", "", said)
+            asked = repr(" ".join(options)) if options else "a bare job"
+            raise ResourceError("native", f"flux: {asked}: flux {' '.join(command)} says: {said}")
+        return result.stdout
 
     def wait_ready(self, timeout: float) -> None:
         """A trivial request answered = the broker is up (submits retry on top)."""

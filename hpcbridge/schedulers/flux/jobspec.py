@@ -15,7 +15,8 @@ kind ("batch": a nested instance; "plain": the command as the tasks), script
 (batch), command (plain: argv), jobname,
 num_slots, cores_per_slot, gpus_per_slot, num_nodes, duration (seconds;
 0/None = unlimited), cwd, output, queue, bank, dependencies (job ids),
-requires (RFC 35 text), environment (extra variables), key (the submission's key,
+requires (RFC 35 text), environment (extra variables), attributes ([dotted path,
+value] pairs set last: what native options set), key (the submission's key,
 ``KEY_ATTRIBUTE``).
 """
 
@@ -151,6 +152,8 @@ def apply_attributes(
     if params.get("jobname") and params.get("kind") == "plain":
         # from_batch_command takes the name; a plain job's is set here.
         spec.setattr("system.job.name", params["jobname"])
+    for path, value in params.get("attributes") or []:
+        spec.setattr(path, value)  # what the native options set (``native``)
     if params.get("key"):
         spec.setattr(KEY_ATTRIBUTE, str(params["key"]))
 

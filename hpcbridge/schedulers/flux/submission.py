@@ -54,6 +54,7 @@ from ...errors import JobSubmissionError, LimitRefusedError, ResourceError
 from ...resources import format_fsd
 from .instance import FluxPolicy, InstanceFacts, QueueInfo, UriSetting, strip_ansi
 from .jobspec import batch_script
+from .native import Attributes
 from .status import decimal_job_id
 
 log = logging.getLogger("hpcbridge")
@@ -129,6 +130,8 @@ class SubmitRequest:
     dependencies: Tuple[str, ...] = ()
     #: variables every job of the batch gets
     environment: Mapping[str, str] = field(default_factory=dict)
+    #: what the native options set, leaf by leaf: (dotted attribute path, value)
+    attributes: Attributes = ()
     #: the submission's key (``jobspec.KEY_ATTRIBUTE``) when this request is one job;
     #: ``None`` when it is shared by many (each has its own: ``FluxPlan.keys``)
     key: Optional[str] = None
@@ -199,17 +202,27 @@ def flux_plan(planned: Planned) -> FluxPlan:
     return planned.detail
 
 
+#: what native options set in a job's attributes (``commands.FluxCommands.native_attributes``)
+NativeAttributes = Callable[[FluxPolicy, bool, Sequence[str]], Attributes]
+
+
 def plan_batch(
     batch: SubmitBatch,
     facts: InstanceFacts,
     time_left: Optional[Callable[[], Optional[float]]],
     margin: float,
+    native: NativeAttributes,
 ) -> Planned:
     """The plan of ``batch``; raises ``JobSubmissionError`` for a queue the instance
     lacks, dependencies the release cannot honour, or a job longer than the
-    instance has left (``time_left=None`` skips that check: a dry run)."""
+    instance has left (``time_left=None`` skips that check: a dry run), and
+    ``ResourceError`` for a native option Flux or hpcbridge refuses."""
     queue = choose_queue(batch.resources.qos, facts.queues, facts.policy)
     request = translate(batch, queue, facts.policy)
+    options = batch.resources.native_options("flux")
+    if options:
+        batch_kind = request.kind is JobKind.BATCH
+        request = replace(request, attributes=native(facts.policy, batch_kind, options))
     if time_left is not None:
         check_outer_limit(request.duration, time_left(), margin)
     if batch.count == 1:
@@ -394,6 +407,7 @@ def jobspec_params(request: SubmitRequest) -> Dict[str, Any]:
         "requires": request.requires,
         "dependencies": list(request.dependencies),
         "environment": dict(request.environment),
+        "attributes": [list(pair) for pair in request.attributes],
         "key": request.key,
     }
 

@@ -23,6 +23,7 @@ from ...errors import (
     SubmissionUncertainError,
 )
 from ...model import JobStatus
+from ...native_options import option_names
 from ...transports.base import CommandResult, Executor
 from . import commands, limits, status
 from .commands import (
@@ -86,6 +87,8 @@ class SlurmCliDriver:
         self.limit_cache = limit_cache
         #: the cap on queued jobs by ``_limit_key``: when it was read (monotonic), and it
         self._queue_limits: Dict[str, Tuple[float, Optional[int]]] = {}
+        #: sbatch's option names (``option_names``), once read
+        self._option_names: Optional[Dict[str, str]] = None
 
     def _run(self, argv: List[str], idempotent: bool = True) -> CommandResult:
         return self.executor.run(
@@ -118,7 +121,25 @@ class SlurmCliDriver:
     # -- submit ------------------------------------------------------------
 
     def plan(self, batch: SubmitBatch) -> Planned:
+        if batch.resources.native_options("slurm"):
+            commands.check_native(batch.resources, self.option_names(), self.executor.host)
         return plan_batch(batch)
+
+    def option_names(self) -> Optional[Dict[str, str]]:
+        """The option names of the running sbatch, from its ``--help`` (read once);
+        ``None`` where it cannot be read (then sbatch itself judges a native option)."""
+        if self._option_names is None:
+            result = self._run(commands.sbatch_help_argv())
+            names = option_names(result.stdout) if result.ok else {}
+            if not names:
+                log.warning(
+                    "cannot read sbatch's options on %s (%s): native options are checked "
+                    "against hpcbridge's own only",
+                    self.executor.host,
+                    commands.scheduler_message(result.message()) or "no options listed",
+                )
+            self._option_names = names
+        return self._option_names or None
 
     def describe(self, planned: Planned) -> str:
         return commands.describe_argv(commands.sbatch_argv(planned_spec(planned)))

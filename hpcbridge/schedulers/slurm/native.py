@@ -40,7 +40,6 @@ from .commands import (
     CAPABILITIES,
     NOT_FOUND,
     SubmitSpec,
-    plan_batch,
     planned_spec,
     submit_batch,
     unknown,
@@ -150,16 +149,21 @@ class SlurmNativeDriver:
         self._exit_files: Dict[str, str] = {}
 
     def plan(self, batch: SubmitBatch) -> Planned:
-        return plan_batch(batch)
+        return self.cli.plan(batch)
 
     def describe(self, planned: Planned) -> str:
+        if planned.batch.resources.native_options("slurm"):
+            return self.cli.describe(planned)
         kwargs = submit_description_kwargs(planned_spec(planned))
         fields = ", ".join(f"{key}={value!r}" for key, value in kwargs.items())
         return f"pyslurm.JobSubmitDescription({fields}).submit()"
 
     def submit_many(self, planned: Planned) -> List[Submitted]:
         batch = planned.batch
-        submitted = submit_batch(planned, self._submit_spec)
+        # pyslurm's JobSubmitDescription takes the fields it names only: native sbatch
+        # options go in through sbatch itself.
+        native = batch.resources.native_options("slurm")
+        submitted = submit_batch(planned, self.cli.submit if native else self._submit_spec)
         for item in submitted:
             self._exit_files[item.job_id] = batch.job.exit_file_for(item.index, batch.count)
         return submitted

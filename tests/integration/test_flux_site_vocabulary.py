@@ -1,0 +1,95 @@
+"""The site's words reach a real Flux of each release, through both drivers.
+
+Options in Flux's own words (``native``) are judged by Flux's own option handling
+(``flux submit --dry-run``) and what they set is in the jobspec the instance keeps
+(``flux job info ID jobspec``), for plain and batch jobs alike.  An option that
+names what hpcbridge owns, one the release lacks or one that changes the job's
+resources is refused before anything is staged, the message saying what to use.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from hpcbridge.errors import ResourceError
+from hpcbridge.model import JobState
+from hpcbridge.schedulers.flux.adapter import FluxAdapter
+from hpcbridge.schedulers.flux.status import decimal_job_id
+from tests.support.flux_cases import (
+    flux_params,
+    make_adapter,
+    native_bindings_or_skip,
+    require_flux,
+    start_instance,
+    write_script,
+)
+
+pytestmark = pytest.mark.flux
+
+
+@pytest.fixture(scope="module", params=flux_params())
+def flux(request: pytest.FixtureRequest) -> str:
+    return str(request.param or require_flux())
+
+
+@pytest.fixture(scope="module")
+def broker(flux: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    instance = start_instance(tmp_path_factory.mktemp("flux-vocabulary"), flux=flux)
+    yield instance
+    instance.stop()
+
+
+@pytest.fixture(params=["native", "cli"])
+def adapter(request: pytest.FixtureRequest, broker: Any, tmp_path: Path) -> FluxAdapter:
+    if request.param == "native":
+        native_bindings_or_skip(broker.flux)
+    return make_adapter(
+        request.param,
+        broker.uri,
+        tmp_path / "state",
+        remote_workdir=str(tmp_path / "jobs"),
+        flux_command=broker.flux,
+    )
+
+
+def jobspec_of(broker: Any, job_id: str) -> Any:
+    return json.loads(broker.check(["job", "info", decimal_job_id(job_id), "jobspec"]))
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["plain", "batch"])
+def test_native_flux_options_are_in_the_jobspec(
+    adapter: FluxAdapter, broker: Any, tmp_path: Path, nested: bool
+) -> None:
+    script = write_script(tmp_path / "scripts", "site.sh", "echo site ok\n")
+    native = {"flux": ["-o", "cpu-affinity=off", "--setattr=user.site=abc"], "slurm": ["--x"]}
+    job_id = adapter.submit_job(script, {"time": "60s", "native": native}, nested=nested)
+    assert adapter.wait(job_id, poll_interval=0.5, timeout=120).state is JobState.COMPLETED
+    attributes = jobspec_of(broker, job_id)["attributes"]
+    assert attributes["system"]["shell"]["options"]["cpu-affinity"] == "off"
+    assert attributes["user"]["site"] == "abc"
+    assert "site ok" in adapter.get_job_logs(job_id)
+
+
+@pytest.mark.parametrize(
+    "option, said",
+    [
+        ("--output=elsewhere.out", "give the output key"),
+        ("--env=A=1", "give variables with environment"),
+        ("-t5m", "the time key says it"),
+        ("--setattr=system.duration=60", "sets system.duration, which hpcbridge sets"),
+        ("--bogus-option=1", "unrecognized arguments: --bogus-option=1"),
+        ("--urgency=3", "changes nothing in the jobspec"),
+    ],
+)
+def test_a_refused_native_option_stages_nothing(
+    adapter: FluxAdapter, tmp_path: Path, option: str, said: str
+) -> None:
+    script = write_script(tmp_path / "scripts", "site.sh", "echo site ok\n")
+    with pytest.raises(ResourceError, match=said):
+        adapter.submit_job(script, {"native": {"flux": [option]}}, nested=False)
+    jobs = tmp_path / "jobs"
+    assert not jobs.exists() or not list(jobs.iterdir())
