@@ -331,6 +331,10 @@ def _run_lines() -> List[str]:
         # anything; with a trap it waits for the script, then records 143.
         # (A trap, not "ignore": an ignored signal stays ignored in the child.)
         "trap 'hpcb_rc=143' TERM",
+        # A warning signal before the time limit (the signal key) reaches the whole
+        # job - Flux's shell signals the task's process group - and would end this shell
+        # too: trapped, the script alone acts on it (a child gets the default action).
+        "trap 'hpcb_warned=1' USR1 USR2 HUP ALRM INT",
         'hpcb_first=; IFS= read -r hpcb_first < "$hpcb_script" || true',
         'case "$hpcb_first" in',
         '  \'#!\'*) "$hpcb_script" "$@" ;;',

@@ -93,3 +93,47 @@ def test_a_refused_native_option_stages_nothing(
         adapter.submit_job(script, {"native": {"flux": [option]}}, nested=False)
     jobs = tmp_path / "jobs"
     assert not jobs.exists() or not list(jobs.iterdir())
+
+
+def test_exclusive_and_begin_are_in_the_jobspec(
+    adapter: FluxAdapter, broker: Any, tmp_path: Path
+) -> None:
+    policy = adapter.open().facts.policy
+    script = write_script(tmp_path / "scripts", "later.sh", "echo later\n")
+    asked = {"nodes": 1, "exclusive": True, "begin": "now+1h", "time": "60s"}
+    job_id = adapter.submit_job(script, asked, nested=False)
+    try:
+        spec = jobspec_of(broker, job_id)
+        node = spec["resources"][0]
+        dependencies = spec["attributes"]["system"].get("dependencies", [])
+        if policy.exclusive:
+            assert node["type"] == "node" and node["exclusive"] is True
+        if policy.begin_time:
+            assert [entry["scheme"] for entry in dependencies] == ["begin-time"]
+            assert adapter.get_job_status(job_id).state is JobState.PENDING
+        else:  # 0.26: dropped, said once
+            assert not dependencies and not node.get("exclusive")
+    finally:
+        adapter.cancel_job(job_id)
+
+
+TRAPS_USR1 = """trap 'echo "got USR1 after $SECONDS s"; exit 0' USR1
+for i in $(seq 1 120); do sleep 0.5; done
+echo no signal
+"""
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["plain", "batch"])
+def test_a_warning_signal_reaches_the_script_before_the_limit(
+    adapter: FluxAdapter, tmp_path: Path, nested: bool
+) -> None:
+    policy = adapter.open().facts.policy
+    if not policy.warning_signal:
+        pytest.skip(f"Flux {policy}'s shell has no warning signal (the key is dropped there)")
+    script = write_script(tmp_path / "scripts", "warned.sh", TRAPS_USR1)
+    # 70 s allowed, the signal 65 s before the end: about 5 s after the start.
+    job_id = adapter.submit_job(script, {"time": "70s", "signal": "USR1@65"}, nested=nested)
+    final = adapter.wait(job_id, poll_interval=0.5, timeout=120)
+    log = adapter.get_job_logs(job_id)
+    assert "got USR1" in log and "no signal" not in log, log
+    assert final.state is JobState.COMPLETED and final.exit_code == 0

@@ -13,8 +13,11 @@ value, mail types; through pyslurm they go in by sbatch), and one that names wha
 hpcbridge owns, one sbatch lacks or one a key says is refused before anything is
 staged.
 
-Not here yet (issue 34): GPUs (the test clusters declare none), the signal's arrival
-in the running script.
+The warning signal reaches a step the script started with ``$HPCBRIDGE_LAUNCHER``
+(srun) before the time limit, as Slurm sends it without ``B:``.
+
+Not here yet (issue 34): GPUs (the test clusters declare none); ``B:`` (the batch
+shell is hpcbridge's wrapper, which does not pass a signal on).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Dict, Iterator
 import pytest
 
 from hpcbridge.errors import JobSubmissionError, ResourceError
+from hpcbridge.model import JobState
 from hpcbridge.resources import format_begin
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
 from tests.support.slurm_clusters import (
@@ -175,3 +179,25 @@ def test_a_refused_native_option_stages_nothing(
         adapter.submit_job(script(tmp_path / "scripts"), {"native": {"slurm": [option]}})
     listed = adapter.executor.run(["ls", "-A", adapter.remote_workdir], timeout=30)
     assert not listed.stdout.strip(), listed.stdout
+
+
+STEP_TRAPS_USR1 = """$HPCBRIDGE_LAUNCHER bash -c '
+trap "echo step got USR1; exit 0" USR1
+for i in $(seq 1 300); do sleep 0.5; done
+echo no signal'
+"""
+
+
+def test_a_warning_signal_reaches_the_jobs_step_before_the_limit(
+    adapter: RealSlurmAdapter, tmp_path: Path
+) -> None:
+    folder = tmp_path / "scripts"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "warned.sh"
+    path.write_text("#!/bin/sh\n" + STEP_TRAPS_USR1)
+    # 2 minutes allowed, the signal 110 s before the end; slurmctld looks every few seconds.
+    job_id = adapter.submit_job(str(path), {"time": "2", "signal": "USR1@110"})
+    final = adapter.wait(job_id, poll_interval=1.0, timeout=150)
+    log = adapter.get_job_logs(job_id)
+    assert "step got USR1" in log and "no signal" not in log, log
+    assert final.state is JobState.COMPLETED and final.exit_code == 0

@@ -328,7 +328,7 @@ def test_describe_plain_and_batch_share_the_resource_flags(tmp_path: Path, scrip
 
 def test_doctor_info_cli(tmp_path: Path) -> None:
     info = make(FakeFlux(config=NAMED), tmp_path).doctor_info()
-    assert info["driver"] == "cli" and info["adapter_version"] == "0.49"
+    assert info["driver"] == "cli" and info["adapter_version"] == "0.88"
     assert info["broker_version"] == "0.88.0" and info["commands_version"] == "0.88.0"
     assert info["queues"]["names"] == ["debug", "batch"] and info["queues"]["default"] == "batch"
     assert info["warnings"] == []

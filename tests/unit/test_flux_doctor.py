@@ -22,7 +22,7 @@ def test_checks_report_driver_versions_and_queues(
     found = {check.name: check for check in checks(settings, FakeFlux(config=NAMED))}
     assert found["flux commands"].ok and "0.88.0" in found["flux commands"].detail
     assert found["flux driver"].detail.startswith("cli (flux bindings unusable")
-    assert found["flux adapter version"].detail.startswith("0.49 (broker 0.88.0")
+    assert found["flux adapter version"].detail.startswith("0.88 (broker 0.88.0")
     assert found["flux queues"].detail == "debug, batch (default batch)"
     assert not found["flux bindings"].ok
 

@@ -10,6 +10,7 @@ from hpcbridge.errors import ConfigurationError, SchedulerUnavailableError
 from hpcbridge.schedulers.flux.instance import (
     POLICY_0_26,
     POLICY_0_49,
+    POLICY_0_88,
     choose_policy,
     parse_flux_version_output,
     parse_version,
@@ -29,14 +30,14 @@ def test_parsed_comparison_not_string_comparison() -> None:
 @pytest.mark.parametrize(
     ("version", "policy"),
     [
-        ("0.88.0", POLICY_0_49),
+        ("0.88.0", POLICY_0_88),
         ("0.49.0", POLICY_0_49),
         ("0.50.0-12-g3d9c4b2", POLICY_0_49),
         ("v0.49.0", POLICY_0_49),
         ("0.48.0", POLICY_0_26),
         ("0.26.0", POLICY_0_26),
         ("0.30", POLICY_0_26),
-        ("1.0.0", POLICY_0_49),
+        ("1.0.0", POLICY_0_88),
     ],
 )
 def test_policy_for_version(version: str, policy: object) -> None:
@@ -62,15 +63,21 @@ def test_override_wins_and_is_explained() -> None:
     policy, reason = choose_policy("0.88.0", "0.26")
     assert policy is POLICY_0_26 and "0.26" in reason
     policy, reason = choose_policy("0.88.0", None)
-    assert policy is POLICY_0_49 and "0.88.0" in reason
+    assert policy is POLICY_0_88 and "0.88.0" in reason
     policy, reason = choose_policy("0.88.0", "auto")
-    assert policy is POLICY_0_49
+    assert policy is POLICY_0_88
     policy, _ = choose_policy(None, None)
-    assert policy is POLICY_0_49
+    assert policy is POLICY_0_88
 
 
 @pytest.mark.parametrize(
-    ("name", "policy"), [("0.26.0", POLICY_0_26), ("0.49", POLICY_0_49), ("latest", POLICY_0_49)]
+    ("name", "policy"),
+    [
+        ("0.26.0", POLICY_0_26),
+        ("0.49", POLICY_0_49),
+        ("0.60", POLICY_0_49),
+        ("latest", POLICY_0_88),
+    ],
 )
 def test_policy_by_name(name: str, policy: object) -> None:
     assert policy_by_name(name) is policy

@@ -19,7 +19,8 @@ from hpcbridge.engine.jobscript import PreparedJob
 from hpcbridge.registry import scheduler_entry
 from hpcbridge.resources import RESOURCE_KEYS, format_begin
 from hpcbridge.schedulers.flux import submission
-from hpcbridge.schedulers.flux.instance import POLICY_0_26, POLICY_0_49
+from hpcbridge.schedulers.flux.command_line import submit_argv
+from hpcbridge.schedulers.flux.instance import POLICY_0_26, POLICY_0_49, POLICY_0_88
 from hpcbridge.schedulers.slurm import commands
 from hpcbridge.schedulers.slurm.pyslurm_jobs import gres_counts, submit_description_kwargs
 
@@ -237,14 +238,45 @@ def test_flux_refuses_what_it_has_no_notion_of(key: str, value: str) -> None:
     assert raised.value.key == key
 
 
-@pytest.mark.parametrize(
-    "key, value",
-    [("gpus_per_node", 1), ("exclusive", True), ("signal", "USR1@60"), ("begin", "now+1h")],
-)
-def test_flux_refuses_what_hpcbridge_does_not_send_it_yet(key: str, value: Any) -> None:
-    with pytest.raises(ResourceError, match="does not send it to Flux yet") as raised:
-        flux_request(**{key: value})
-    assert raised.value.key == key
+def test_flux_refuses_gpus_per_node_it_is_not_sent_yet() -> None:
+    with pytest.raises(ResourceError, match="does not send it to Flux yet.*gpus_per_task"):
+        flux_request(gpus_per_node=1)
+
+
+def test_flux_gets_exclusive_begin_and_signal_where_the_release_has_them() -> None:
+    begin = "2027-01-02T03:04:05"
+    asked = {"nodes": 1, "exclusive": True, "begin": begin, "signal": "USR2@90", "time": "5"}
+    newest = flux_request(POLICY_0_88, **asked)
+    epoch = datetime.fromisoformat(begin).timestamp()
+    assert newest.exclusive and newest.begin == epoch and newest.signal == (12, 90.0)
+    argv = submit_argv("flux", POLICY_0_88, newest)
+    assert "--exclusive" in argv and f"--dependency=begin-time:{epoch}" in argv
+    assert "--setattr=system.shell.options.signal.signum=12" in argv
+    assert "--setattr=system.shell.options.signal.timeleft=90.0" in argv
+    params = submission.jobspec_params(newest)
+    assert params["exclusive"] and params["begin"] == epoch and params["signal"] == [12, 90.0]
+    # 0.49's shell ignores the signal option: dropped, said; nothing else is.
+    older = flux_request(POLICY_0_49, **asked)
+    assert older.exclusive and older.begin == epoch and older.signal is None
+    oldest = flux_request(POLICY_0_26, **asked)
+    assert not oldest.exclusive and oldest.begin is None and oldest.signal is None
+
+
+def test_flux_takes_a_signal_without_seconds_as_sixty_before_the_limit() -> None:
+    assert flux_request(POLICY_0_88, signal="USR1", time="5").signal == (10, 60.0)
+
+
+def test_flux_exclusive_needs_nodes() -> None:
+    with pytest.raises(ResourceError, match="give nodes too") as raised:
+        flux_request(POLICY_0_88, exclusive=True)
+    assert raised.value.key == "exclusive"
+
+
+def test_flux_says_once_what_a_release_drops(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="hpcbridge"):
+        flux_request(POLICY_0_26, begin="2027-03-04T05:06:07")
+        flux_request(POLICY_0_26, begin="2027-03-04T05:06:07")
+    assert caplog.text.count("has no begin") == 1
 
 
 def test_flux_drops_memory_per_cpu_and_requeue_saying_so(caplog: pytest.LogCaptureFixture) -> None:

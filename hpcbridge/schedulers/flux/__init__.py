@@ -14,7 +14,7 @@ Around it:
 - ``session``: opening the session - the bindings, which instance (``FLUX_URI``,
   ``slurm:ID``, ``lsf:ID``, a Flux job id), the driver, the release - once;
 - ``instance``: what is known of the instance (release, queues, time left) and the
-  version policies of the releases (0.26, 0.49), pure;
+  version policies of the releases (0.26, 0.49, 0.88), pure;
 - ``command_line``: the ``flux`` command lines and the parsers of their answers, pure;
   ``commands``: running them through the executor, and finding jobs by their keys;
 - ``status``: a job's id in every encoding, and its state from ``flux jobs``, its

@@ -35,6 +35,8 @@ def submit_argv(flux: str, policy: FluxPolicy, request: SubmitRequest) -> List[s
         argv.append(f"-c{request.cores_per_slot}")
     if request.gpus_per_slot:
         argv.append(f"-g{request.gpus_per_slot}")
+    if request.exclusive:
+        argv.append("--exclusive")
     if request.duration:
         # Always with a unit: a bare `-t 90` means 90 *minutes* to the CLI.
         argv.append(f"-t{format_fsd(request.duration)}")
@@ -48,6 +50,13 @@ def submit_argv(flux: str, policy: FluxPolicy, request: SubmitRequest) -> List[s
         argv.append(f"--requires={request.requires}")
     for job_id in request.dependencies:
         argv.append(f"--dependency=afterok:{job_id}")
+    if request.begin:
+        argv.append(f"--dependency=begin-time:{float(request.begin)}")
+    if request.signal:
+        # Leaf by leaf, each value JSON (as the native options' attributes).
+        signum, timeleft = request.signal
+        argv.append(f"--setattr=system.shell.options.signal.signum={signum}")
+        argv.append(f"--setattr=system.shell.options.signal.timeleft={timeleft}")
     argv.append(f"--job-name={request.job_name}")
     argv.append(f"--output={request.output}")
     for name, value in sorted(request.environment.items()):

@@ -16,8 +16,9 @@ the ``flux queue list`` table and hands the dict or text in here.
 
 Version policies: what differs between the Flux releases we support.
 
-Two small policies, 0.26 and 0.49, each a list of facts about the release
-(command names, queue support, which RPCs and output formats exist).  The
+Three small policies, 0.26, 0.49 and 0.88, each a list of facts about the release
+(command names, queue support, which RPCs and output formats exist, which
+resource keys it takes).  The
 one whose minimum is the highest one not above the broker's version is
 chosen, by comparing parsed versions (``0.9 < 0.49 < 0.88``, which string
 comparison gets wrong); ``HPCBRIDGE_FLUX_ADAPTER_VERSION`` overrides it.
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from packaging.version import InvalidVersion, Version
@@ -187,6 +188,12 @@ class FluxPolicy:
     uri_resolution: bool
     #: ``flux python`` runs the bindings' interpreter whatever ``python`` is first on PATH
     python_command: bool
+    #: whole nodes (``exclusive`` of the jobspec's node resource, ``--exclusive``)
+    exclusive: bool = False
+    #: a start time (the ``begin-time`` dependency scheme, ``--begin-time``)
+    begin_time: bool = False
+    #: a signal before the time limit (the shell's ``signal`` option, ``--signal``)
+    warning_signal: bool = False
 
     def __str__(self) -> str:
         return self.name
@@ -231,10 +238,20 @@ POLICY_0_49 = FluxPolicy(
     constraints=True,
     uri_resolution=True,
     python_command=True,
+    exclusive=True,
+    begin_time=True,
+)
+
+POLICY_0_88 = replace(
+    POLICY_0_49,
+    name="0.88",
+    minimum=Version("0.88"),
+    # 0.49's shell ignores shell.options.signal; 0.88's sends it (the first tested here).
+    warning_signal=True,
 )
 
 #: newest first
-POLICIES: Tuple[FluxPolicy, ...] = (POLICY_0_49, POLICY_0_26)
+POLICIES: Tuple[FluxPolicy, ...] = (POLICY_0_88, POLICY_0_49, POLICY_0_26)
 OLDEST = POLICIES[-1]
 
 

@@ -13,8 +13,9 @@ process: both paths build byte-for-byte the same jobspec and send it the same wa
 ``params`` is a plain JSON-able dict (see ``submission.jobspec_params``):
 kind ("batch": a nested instance; "plain": the command as the tasks), script
 (batch), command (plain: argv), jobname,
-num_slots, cores_per_slot, gpus_per_slot, num_nodes, duration (seconds;
-0/None = unlimited), cwd, output, queue, bank, dependencies (job ids),
+num_slots, cores_per_slot, gpus_per_slot, num_nodes, exclusive, duration (seconds;
+0/None = unlimited), cwd, output, queue, bank, dependencies (job ids), begin (epoch
+seconds), signal ([signum, seconds before the limit]),
 requires (RFC 35 text), environment (extra variables), attributes ([dotted path,
 value] pairs set last: what native options set), key (the submission's key,
 ``KEY_ATTRIBUTE``).
@@ -102,6 +103,7 @@ def build_plain_jobspec(jobspec_class: Any, params: Mapping[str, Any]) -> Any:
         cores_per_task=int(params.get("cores_per_slot") or 1),
         gpus_per_task=_gpus(params),
         num_nodes=params.get("num_nodes") or None,
+        **_exclusive(params),
     )
 
 
@@ -114,7 +116,13 @@ def build_batch_jobspec(jobspec_class: Any, params: Mapping[str, Any]) -> Any:
         cores_per_slot=int(params.get("cores_per_slot") or 1),
         gpus_per_slot=_gpus(params),
         num_nodes=params.get("num_nodes") or None,
+        **_exclusive(params),
     )
+
+
+def _exclusive(params: Mapping[str, Any]) -> Dict[str, bool]:
+    # Only when asked: 0.26's factories have no exclusive keyword.
+    return {"exclusive": True} if params.get("exclusive") else {}
 
 
 def apply_attributes(
@@ -141,12 +149,17 @@ def apply_attributes(
         spec.setattr("system.queue", params["queue"])
     if params.get("bank"):
         spec.setattr("system.bank", params["bank"])
-    dependencies = params.get("dependencies") or []
+    dependencies = [
+        {"scheme": "afterok", "value": str(job_id)} for job_id in params.get("dependencies") or []
+    ]
+    if params.get("begin"):
+        # The begin-time scheme takes its epoch as a string (0.49 refuses a number).
+        dependencies.append({"scheme": "begin-time", "value": str(float(params["begin"]))})
     if dependencies:
-        spec.setattr(
-            "system.dependencies",
-            [{"scheme": "afterok", "value": str(job_id)} for job_id in dependencies],
-        )
+        spec.setattr("system.dependencies", dependencies)
+    if params.get("signal"):
+        signum, timeleft = params["signal"]
+        spec.setattr("system.shell.options.signal", {"signum": signum, "timeleft": timeleft})
     if params.get("requires"):
         spec.setattr("system.constraints", parse_constraint(params["requires"]))
     if params.get("jobname") and params.get("kind") == "plain":

@@ -24,9 +24,12 @@ How resources become Flux options::
     qos -> --queue   account -> bank   constraint -> --requires
     job_name -> --job-name   output -> --output
     gpus_per_task -> -g (as gpus; the two must agree)
+    exclusive -> --exclusive (with nodes)   begin -> --begin-time
+    signal -> --signal (the shell's signal option)
+    (each where the release has it - ``FluxPolicy``; else dropped, said once)
     mem, mem_per_cpu, partition, requeue -> dropped (see DROPPED_KEYS)
     gres, reservation -> refused (see REFUSED_KEYS)
-    gpus_per_node, exclusive, signal, begin -> refused for now (NOT_MAPPED_YET)
+    gpus_per_node -> refused for now (NOT_MAPPED_YET)
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+import signal as signals
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -51,7 +55,7 @@ from ...engine.driver import (
 from ...engine.jobscript import EXIT_RANKS_VARIABLE
 from ...engine.retrying import retry
 from ...errors import JobSubmissionError, LimitRefusedError, ResourceError
-from ...resources import format_fsd
+from ...resources import format_fsd, signal_parts
 from .instance import FluxPolicy, InstanceFacts, QueueInfo, UriSetting, strip_ansi
 from .jobspec import batch_script
 from .native import Attributes
@@ -73,13 +77,33 @@ REFUSED_KEYS: Mapping[str, str] = {
     "resources (HPCBRIDGE_FLUX_URI)",
 }
 #: keys Flux has an answer for that hpcbridge does not send it yet: refused, never dropped
-NOT_MAPPED_YET = ("gpus_per_node", "exclusive", "signal", "begin")
+NOT_MAPPED_YET = ("gpus_per_node",)
+#: keys only some releases take (the policy's flag of that name), dropped by the others
+RELEASE_KEYS: Mapping[str, str] = {
+    "exclusive": "exclusive",
+    "begin": "begin_time",
+    "signal": "warning_signal",
+}
 
 
 def key_handling() -> Tuple[Mapping[str, str], Mapping[str, str]]:
     """The resource keys Flux drops and those it refuses, each with why (doctor)."""
-    later = {key: "not sent to Flux yet" for key in NOT_MAPPED_YET}
+    later = {
+        key: "not sent to Flux yet (Flux gives GPUs per slot: gpus_per_task)"
+        for key in NOT_MAPPED_YET
+    }
     return DROPPED_KEYS, {**REFUSED_KEYS, **later}
+
+
+_said: set = set()
+
+
+def _once(message: str, *args: Any) -> None:
+    """A warning said once per process (a release that lacks a key)."""
+    text = message % args
+    if text not in _said:
+        _said.add(text)
+        log.warning(text)
 
 
 #: how long the instance's expiration is trusted before asking again
@@ -130,6 +154,12 @@ class SubmitRequest:
     dependencies: Tuple[str, ...] = ()
     #: variables every job of the batch gets
     environment: Mapping[str, str] = field(default_factory=dict)
+    #: whole nodes (``exclusive``: needs ``nodes``)
+    exclusive: bool = False
+    #: the earliest start, epoch seconds (the ``begin-time`` dependency)
+    begin: Optional[float] = None
+    #: the signal number and the seconds before the time limit it is sent
+    signal: Optional[Tuple[int, float]] = None
     #: what the native options set, leaf by leaf: (dotted attribute path, value)
     attributes: Attributes = ()
     #: the submission's key (``jobspec.KEY_ATTRIBUTE``) when this request is one job;
@@ -242,10 +272,25 @@ def translate(batch: SubmitBatch, queue: Optional[str], policy: FluxPolicy) -> S
         if key in asked:
             raise ResourceError(key, f"{why}; nothing was submitted")
     for key in NOT_MAPPED_YET:
-        if asked.get(key) not in (None, False):
+        if asked.get(key) not in (None, False, 0):
             raise ResourceError(
-                key, "hpcbridge does not send it to Flux yet; submit without it (Slurm takes it)"
+                key,
+                "hpcbridge does not send it to Flux yet; ask per slot with gpus_per_task "
+                "(Flux's -g), or submit without it (Slurm takes it)",
             )
+    for key, flag in RELEASE_KEYS.items():
+        if asked.get(key) not in (None, False) and not getattr(policy, flag):
+            _once("flux: %s=%s dropped: Flux %s has no %s", key, asked[key], policy, key)
+    exclusive = bool(resources.exclusive) and policy.exclusive
+    if exclusive and not resources.nodes:
+        raise ResourceError(
+            "exclusive", "Flux's exclusive is whole nodes: give nodes too (e.g. nodes=1)"
+        )
+    signal = None
+    if resources.signal and policy.warning_signal:
+        name, seconds = signal_parts(resources.signal)
+        # Flux's default, as Slurm's: 60 seconds before the limit.
+        signal = (int(getattr(signals, "SIG" + name)), float(60 if seconds is None else seconds))
     for key, why in DROPPED_KEYS.items():
         if key in asked and key != "partition":  # partition: below, saying where queues go
             log.warning("flux: %s=%s dropped: %s", key, asked[key], why)
@@ -295,6 +340,9 @@ def translate(batch: SubmitBatch, queue: Optional[str], policy: FluxPolicy) -> S
         requires=requires,
         dependencies=dependencies,
         environment=environment,
+        exclusive=exclusive,
+        begin=resources.begin if policy.begin_time else None,
+        signal=signal,
         key=batch.job.token if batch.count == 1 else None,
     )
 
@@ -406,6 +454,9 @@ def jobspec_params(request: SubmitRequest) -> Dict[str, Any]:
         "bank": request.bank,
         "requires": request.requires,
         "dependencies": list(request.dependencies),
+        "exclusive": request.exclusive,
+        "begin": request.begin,
+        "signal": list(request.signal) if request.signal else None,
         "environment": dict(request.environment),
         "attributes": [list(pair) for pair in request.attributes],
         "key": request.key,
