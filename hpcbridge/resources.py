@@ -205,7 +205,7 @@ class Resources:
     #: whole nodes, shared with no other job
     exclusive: Optional[bool] = None
     reservation: Optional[str] = None
-    #: a signal before the time limit, Slurm's form normalised: ``USR1@60``
+    #: a signal before the time limit, Slurm's form normalised: ``USR1@60``, ``B:USR1@60``
     signal: Optional[str] = None
     #: whether the scheduler may start the job again (node failure, preemption)
     requeue: Optional[bool] = None
@@ -438,30 +438,30 @@ def _validate_gres(value: Any) -> str:
     return value.strip()
 
 
-# SIG[@SECONDS]; B: and R: (a reservation's end) are Slurm's flags, read to be refused.
+# [B:]SIG[@SECONDS]; R: (a reservation's end) is Slurm's too, read to be refused.
 _SIGNAL_FLAGS = re.compile(r"^(?P<flags>[A-Za-z]+):")
-_SIGNAL = re.compile(r"^(?P<sig>[A-Za-z0-9+]+)(?:@(?P<seconds>\d+))?$")
+_SIGNAL = re.compile(r"^(?:B:)?(?P<sig>[A-Za-z0-9+]+)(?:@(?P<seconds>\d+))?$")
 #: the most seconds before the limit Slurm takes (a 16-bit field)
 SIGNAL_MOST_SECONDS = 65535
 
 
 def _validate_signal(value: Any) -> str:
-    """``SIG[@SECONDS]`` as Slurm writes it: the signal by name without ``SIG``
-    (``USR1``), the seconds when given.  It reaches the job's steps (what ``srun``, or
-    ``$HPCBRIDGE_LAUNCHER``, started); ``B:`` is refused: Slurm would signal the batch
-    shell alone - hpcbridge's wrapper, which does not pass it on to the script."""
-    flags = _SIGNAL_FLAGS.match(value.strip()) if isinstance(value, str) else None
-    if flags:
+    """``[B:]SIG[@SECONDS]`` as Slurm writes it: the signal by name without ``SIG``
+    (``USR1``), the seconds when given.  Without ``B:`` it reaches the job's steps
+    (what ``srun``, or ``$HPCBRIDGE_LAUNCHER``, started); with ``B:``, the batch shell
+    - hpcbridge's wrapper, which passes it on to your script (``signal_forwarded``)."""
+    text = value.strip() if isinstance(value, str) else ""
+    flags = _SIGNAL_FLAGS.match(text)
+    if flags and flags.group("flags").upper() != "B":
         raise ResourceError(
             "signal",
-            f"{flags.group('flags')}: is not taken: B: would signal hpcbridge's wrapper (the "
-            "batch shell), which does not pass it on to your script; give SIG[@SECONDS] - "
-            "Slurm then signals the job's steps (what srun or $HPCBRIDGE_LAUNCHER started)",
+            f"{flags.group('flags')}: is not taken: give [B:]SIG[@SECONDS] - B: signals "
+            "your script (through hpcbridge's wrapper), no flag the job's steps",
         )
-    match = _SIGNAL.match(value.strip()) if isinstance(value, str) else None
+    match = _SIGNAL.match(text[:2].upper() + text[2:] if flags else text)
     if not match:
         raise ResourceError(
-            "signal", f"expected SIG[@SECONDS], e.g. 'USR1@120' or 'TERM', got {value!r}"
+            "signal", f"expected [B:]SIG[@SECONDS], e.g. 'USR1@120' or 'B:TERM', got {value!r}"
         )
     name = signal_name(match.group("sig"))
     if name is None:
@@ -471,7 +471,13 @@ def _validate_signal(value: Any) -> str:
     seconds = match.group("seconds")
     if seconds is not None and int(seconds) > SIGNAL_MOST_SECONDS:
         raise ResourceError("signal", f"at most {SIGNAL_MOST_SECONDS} seconds before the limit")
-    return name + (f"@{int(seconds)}" if seconds else "")
+    return ("B:" if flags else "") + name + (f"@{int(seconds)}" if seconds else "")
+
+
+def signal_forwarded(text: Optional[str]) -> Optional[str]:
+    """The signal the wrapper passes on to the script (``B:``: the scheduler signals the
+    batch shell alone), by name; ``None`` when the scheduler signals the steps."""
+    return signal_parts(text)[0] if text and text.startswith("B:") else None
 
 
 def signal_name(text: str) -> Optional[str]:
@@ -487,7 +493,8 @@ def signal_name(text: str) -> Optional[str]:
 
 
 def signal_parts(text: str) -> Tuple[str, Optional[int]]:
-    """A validated signal's parts: its name, and the seconds before the limit or None."""
+    """A validated signal's parts: its name, and the seconds before the limit or None
+    (the ``B:`` flag is ``signal_forwarded``'s)."""
     match = _SIGNAL.match(text)
     assert match, text
     seconds = match.group("seconds")

@@ -26,7 +26,7 @@ _SHORT_FLAGS = {
 }
 
 #: what a flag's value looks like, where its key's name does not say
-_METAVARS = {"signal": "SIG[@SECONDS]", "begin": "TIME", "gres": "SPEC", "mem_per_cpu": "MEM"}
+_METAVARS = {"signal": "[B:]SIG[@SECONDS]", "begin": "TIME", "gres": "SPEC", "mem_per_cpu": "MEM"}
 
 #: the jobs the table shows without --limit or --all: the newest
 TABLE_JOBS = 500

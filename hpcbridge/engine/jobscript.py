@@ -95,6 +95,7 @@ def build_wrapper(
     launcher: str = "",
     parts_path: Optional[str] = None,
     bundled: Optional[Mapping[str, str]] = None,
+    forward: Optional[str] = None,
 ) -> str:
     """The wrapper's text.
 
@@ -116,12 +117,13 @@ def build_wrapper(
     ``chmod`` and a ``mv``; skipped when it is already there, as for a requeued task).  One
     file per hundred tasks instead of one per script: a sweep of distinct scripts
     is staged as fast as one of a single script.  Only for scripts one task runs.
+
+    ``forward``: a signal the wrapper passes on to the script (``_run_lines``).
     """
-    return "\n".join(
-        _wrapper_lines(
-            tasks, workdir, exit_file, array_index_variable, launcher, parts_path, bundled or {}
-        )
+    lines = _wrapper_lines(
+        tasks, workdir, exit_file, array_index_variable, launcher, parts_path, bundled or {}
     )
+    return "\n".join([*lines, *_run_lines(forward), *_record_lines(), 'exit "$hpcb_rc"', ""])
 
 
 def wrapper_parts(
@@ -201,7 +203,7 @@ def _wrapper_lines(
             lines.extend(_part_lines(parts_path))
         else:
             lines.extend(_table_lines(tasks, range(len(tasks)), {}))
-    return [*lines, *_run_lines(), *_record_lines(), 'exit "$hpcb_rc"', ""]
+    return lines
 
 
 def _alike(tasks: Sequence[TaskSpec]) -> bool:
@@ -324,23 +326,43 @@ def _task_line(task: TaskSpec) -> str:
     return "; ".join(words)
 
 
-def _run_lines() -> List[str]:
-    """Run the task's script with its arguments; ``hpcb_rc`` its exit code."""
-    return [
-        # A TERM (cancel, time limit) would end this shell before it records
-        # anything; with a trap it waits for the script, then records 143.
-        # (A trap, not "ignore": an ignored signal stays ignored in the child.)
-        "trap 'hpcb_rc=143' TERM",
-        # A warning signal before the time limit (the signal key) reaches the whole
-        # job - Flux's shell signals the task's process group - and would end this shell
-        # too: trapped, the script alone acts on it (a child gets the default action).
-        "trap 'hpcb_warned=1' USR1 USR2 HUP ALRM INT",
-        'hpcb_first=; IFS= read -r hpcb_first < "$hpcb_script" || true',
+def _run_lines(forward: Optional[str] = None) -> List[str]:
+    """Run the task's script with its arguments; ``hpcb_rc`` its exit code.  With
+    ``forward`` (a signal's name) the script runs in the background and that signal,
+    sent to this shell alone (Slurm's ``--signal=B:``), is passed on to it."""
+    starts = (
         'case "$hpcb_first" in',
-        '  \'#!\'*) "$hpcb_script" "$@" ;;',
-        '  *) /bin/sh "$hpcb_script" "$@" ;;',
+        '  \'#!\'*) "$hpcb_script" "$@"{} ;;',
+        '  *) /bin/sh "$hpcb_script" "$@"{} ;;',
         "esac",
-        "hpcb_rc=$?",
+    )
+    if not forward:
+        return [
+            # A TERM (cancel, time limit) would end this shell before it records
+            # anything; with a trap it waits for the script, then records 143.
+            # (A trap, not "ignore": an ignored signal stays ignored in the child.)
+            "trap 'hpcb_rc=143' TERM",
+            # A warning signal before the time limit (the signal key) reaches the whole
+            # job - Flux's shell signals the task's process group - and would end this
+            # shell too: trapped, the script alone acts on it (a child gets the default).
+            "trap 'hpcb_warned=1' USR1 USR2 HUP ALRM INT",
+            'hpcb_first=; IFS= read -r hpcb_first < "$hpcb_script" || true',
+            *(line.format("") for line in starts),
+            "hpcb_rc=$?",
+        ]
+    return [
+        # Any trapped signal ends a wait early: it is waited for again.  (As any
+        # background command of a script, this one's input is /dev/null and INT and
+        # QUIT are ignored in it.)
+        "hpcb_again=",
+        "trap 'hpcb_again=1' TERM USR1 USR2 HUP ALRM INT",
+        'hpcb_first=; IFS= read -r hpcb_first < "$hpcb_script" || true',
+        *(line.format(" &") for line in starts),
+        "hpcb_child=$!",
+        f"trap 'hpcb_again=1; kill -{forward} \"$hpcb_child\" 2>/dev/null' {forward}",
+        'wait "$hpcb_child"; hpcb_rc=$?',
+        # The shell keeps an ended child's status: a second wait gives it again.
+        'while [ -n "$hpcb_again" ]; do hpcb_again=; wait "$hpcb_child"; hpcb_rc=$?; done',
     ]
 
 
@@ -456,10 +478,11 @@ def wrapper_files(
     array_index_variable: Optional[str],
     launcher: str = "",
     bundled: Optional[Mapping[str, str]] = None,
+    forward: Optional[str] = None,
 ) -> List[Tuple[str, str]]:
     """``(path, text)`` of the wrapper and, with many tasks, the parts of its table
     (``jobscript.wrapper_parts``), the wrapper last; ``bundled``: the staged scripts
-    that travel in the table (``Stager.bundle``)."""
+    that travel in the table (``Stager.bundle``); ``forward``: ``build_wrapper``'s."""
     staged = [
         TaskSpec(remote, task.arguments, task.environment)
         for remote, task in zip(job.scripts, tasks)
@@ -472,5 +495,6 @@ def wrapper_files(
         launcher,
         job.wrapper_path,
         bundled,
+        forward,
     )
     return [*wrapper_parts(staged, job.wrapper_path, bundled), (job.wrapper_path, wrapper)]

@@ -51,7 +51,7 @@ from ..errors import (
     TransportError,
 )
 from ..model import JobState, JobStatus
-from ..resources import Resources
+from ..resources import Resources, signal_forwarded
 from ..store.jobs import JobRecord, JobStore
 from ..transports.base import Executor
 from .driver import PartialSubmissionError, Planned, SchedulerDriver, SubmitBatch, Submitted
@@ -520,7 +520,8 @@ class Submission:
         batch = planned.batch
         array_variable = self.driver.capabilities.array_index_variable
         bundled = self.stager.bundle(batch.job, tasks)
-        files = wrapper_files(batch.job, tasks, array_variable, launcher, bundled)
+        forward = signal_forwarded(batch.resources.signal)
+        files = wrapper_files(batch.job, tasks, array_variable, launcher, bundled, forward)
         self.stager.stage(batch.job, tasks, files, bundled.keys())
         try:
             submitted = self.driver.submit_many(planned)

@@ -14,10 +14,10 @@ hpcbridge owns, one sbatch lacks or one a key says is refused before anything is
 staged.
 
 The warning signal reaches a step the script started with ``$HPCBRIDGE_LAUNCHER``
-(srun) before the time limit, as Slurm sends it without ``B:``.
+(srun) before the time limit, as Slurm sends it without ``B:``; with ``B:`` Slurm
+signals the batch shell - hpcbridge's wrapper - which passes it on to the script.
 
-Not here yet (issue 34): GPUs (the test clusters declare none); ``B:`` (the batch
-shell is hpcbridge's wrapper, which does not pass a signal on).
+Not here yet (issue 34): GPUs (the test clusters declare none).
 """
 
 from __future__ import annotations
@@ -200,4 +200,23 @@ def test_a_warning_signal_reaches_the_jobs_step_before_the_limit(
     final = adapter.wait(job_id, poll_interval=1.0, timeout=150)
     log = adapter.get_job_logs(job_id)
     assert "step got USR1" in log and "no signal" not in log, log
+    assert final.state is JobState.COMPLETED and final.exit_code == 0
+
+
+def test_a_b_signal_reaches_the_script_through_the_wrapper(
+    adapter: RealSlurmAdapter, tmp_path: Path
+) -> None:
+    folder = tmp_path / "scripts"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "warned.sh"
+    path.write_text(
+        "#!/bin/sh\n"
+        "trap 'echo script got USR1; exit 0' USR1\n"
+        "i=0; while [ $i -lt 300 ]; do sleep 0.5; i=$((i + 1)); done\n"
+        "echo no signal\n"
+    )
+    job_id = adapter.submit_job(str(path), {"time": "2", "signal": "B:USR1@110"})
+    final = adapter.wait(job_id, poll_interval=1.0, timeout=150)
+    log = adapter.get_job_logs(job_id)
+    assert "script got USR1" in log and "no signal" not in log, log
     assert final.state is JobState.COMPLETED and final.exit_code == 0

@@ -244,3 +244,48 @@ def test_what_cannot_travel_in_a_table_is_copied() -> None:
     assert not can_bundle("echo hi")  # a here-document would add the line end
     assert not can_bundle("a\0b\n")
     assert not can_bundle("#" * BUNDLED_SCRIPT_MAX + "\n")
+
+
+# -- warning signals ------------------------------------------------------------------
+
+WARNED = """trap 'echo "script got USR1"; exit 5' USR1
+echo started > started
+i=0; while [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+exit 3
+"""
+
+
+def _signal_wrapper(folder: Path, forward: "str | None") -> "subprocess.Popen[str]":
+    exit_file = str(folder / "job.exit")
+    script = _script(folder, "warned.sh", WARNED)
+    wrapper = build_wrapper([TaskSpec(script)], str(folder), exit_file, forward=forward)
+    path = folder / "wrapper.sh"
+    path.write_text(wrapper)
+    env = {"PATH": os.environ["PATH"]}
+    process = subprocess.Popen(["/bin/sh", str(path)], stdout=subprocess.PIPE, text=True, env=env)
+    for _ in range(200):  # until the script runs
+        if (folder / "started").exists():
+            break
+        subprocess.run(["sleep", "0.02"], check=True)
+    return process
+
+
+def test_a_signal_to_the_wrapper_alone_is_passed_on_to_the_script(tmp_path: Path) -> None:
+    """``signal=B:USR1``: Slurm signals the batch shell only; the script gets it."""
+    process = _signal_wrapper(tmp_path, "USR1")
+    process.send_signal(10)
+    out, _ = process.communicate(timeout=30)
+    assert "script got USR1" in out
+    assert process.returncode == 5
+    assert (tmp_path / "job.exit").read_text().split()[0] == "5"
+
+
+def test_a_signal_to_the_wrapper_is_survived_and_the_scripts_exit_recorded(tmp_path: Path) -> None:
+    """Without B: (Flux signals the whole process group) the wrapper must live on to
+    record what the script did: here the signal reaches the wrapper alone."""
+    process = _signal_wrapper(tmp_path, None)
+    process.send_signal(10)
+    out, _ = process.communicate(timeout=30)
+    assert "script got USR1" not in out
+    assert process.returncode == 3
+    assert (tmp_path / "job.exit").read_text().split()[0] == "3"

@@ -17,7 +17,7 @@ from hpcbridge.doctor import resource_keys_check
 from hpcbridge.engine.driver import SubmitBatch
 from hpcbridge.engine.jobscript import PreparedJob
 from hpcbridge.registry import scheduler_entry
-from hpcbridge.resources import RESOURCE_KEYS, format_begin
+from hpcbridge.resources import RESOURCE_KEYS, format_begin, signal_forwarded
 from hpcbridge.schedulers.flux import submission
 from hpcbridge.schedulers.flux.command_line import submit_argv
 from hpcbridge.schedulers.flux.instance import POLICY_0_26, POLICY_0_49, POLICY_0_88
@@ -69,6 +69,7 @@ def test_the_site_keys_follow_the_seed_table() -> None:
         ("SIGUSR1@120", "USR1@120"),
         ("10@5", "USR1@5"),
         ("term", "TERM"),
+        ("b:usr2@30", "B:USR2@30"),
     ],
 )
 def test_a_signal_is_written_the_one_way_slurm_reads_it(given: str, written: str) -> None:
@@ -81,8 +82,8 @@ def test_a_signal_is_written_the_one_way_slurm_reads_it(given: str, written: str
         ("FOO@10", "unknown signal 'FOO'"),
         ("USR1@70000", "at most 65535 seconds"),
         ("R:USR1@10", "R: is not taken"),
-        ("B:USR1@10", "B: would signal hpcbridge's wrapper"),
-        (10, r"SIG\[@SECONDS\]"),
+        ("X:USR1@10", "X: is not taken"),
+        (10, r"\[B:\]SIG\[@SECONDS\]"),
     ],
 )
 def test_a_bad_signal_names_the_key_and_the_form(value: Any, said: str) -> None:
@@ -354,3 +355,13 @@ def test_doctor_says_which_keys_each_scheduler_sends_drops_and_refuses() -> None
     assert "refuses gres (Flux has no generic resources" in flux.detail
     assert "gpus_per_task" in flux.detail.split(";")[0]
     assert "mem_per_cpu" not in flux.detail.split(";")[0]
+
+
+def test_b_signals_the_script_through_the_wrapper_on_slurm_and_is_refused_by_flux() -> None:
+    assert slurm_spec(signal="B:USR1@60", time="5").resources.signal == "B:USR1@60"
+    assert "--signal=B:USR1@60" in commands.sbatch_argv(slurm_spec(signal="B:USR1@60"))
+    kwargs = submit_description_kwargs(slurm_spec(signal="B:USR1@60"))
+    assert kwargs["signal"] == {"signal": 10, "time": 60, "batch_only": True}
+    assert signal_forwarded("B:USR1@60") == "USR1" and signal_forwarded("USR1@60") is None
+    with pytest.raises(ResourceError, match="without B:"):
+        flux_request(POLICY_0_88, signal="B:USR1@60", time="5")

@@ -286,6 +286,11 @@ def translate(batch: SubmitBatch, queue: Optional[str], policy: FluxPolicy) -> S
         raise ResourceError(
             "exclusive", "Flux's exclusive is whole nodes: give nodes too (e.g. nodes=1)"
         )
+    if resources.signal and resources.signal.startswith("B:"):
+        raise ResourceError(
+            "signal",
+            "Flux sends the signal to the whole job, your script included: give it without B:",
+        )
     signal = None
     if resources.signal and policy.warning_signal:
         name, seconds = signal_parts(resources.signal)

@@ -86,6 +86,8 @@ def warning_signal(text: Optional[str]) -> Optional[Dict[str, Any]]:
     found: Dict[str, Any] = {"signal": int(signal.Signals["SIG" + name])}
     if seconds is not None:
         found["time"] = seconds
+    if text.startswith("B:"):
+        found["batch_only"] = True
     return found
 
 
