@@ -19,6 +19,7 @@ from hpcbridge.errors import ResourceError
 from hpcbridge.model import JobState
 from hpcbridge.schedulers.flux.adapter import FluxAdapter
 from hpcbridge.schedulers.flux.status import decimal_job_id
+from tests.support.flux import config_accepts_noverify
 from tests.support.flux_cases import (
     flux_params,
     make_adapter,
@@ -30,6 +31,9 @@ from tests.support.flux_cases import (
 
 pytestmark = pytest.mark.flux
 
+#: the GPUs the test instance declares (it has none: Flux is told not to verify)
+GPUS = 2
+
 
 @pytest.fixture(scope="module", params=flux_params())
 def flux(request: pytest.FixtureRequest) -> str:
@@ -38,7 +42,7 @@ def flux(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="module")
 def broker(flux: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    instance = start_instance(tmp_path_factory.mktemp("flux-vocabulary"), flux=flux)
+    instance = start_instance(tmp_path_factory.mktemp("flux-vocabulary"), flux=flux, gpus=GPUS)
     yield instance
     instance.stop()
 
@@ -137,3 +141,22 @@ def test_a_warning_signal_reaches_the_script_before_the_limit(
     log = adapter.get_job_logs(job_id)
     assert "got USR1" in log and "no signal" not in log, log
     assert final.state is JobState.COMPLETED and final.exit_code == 0
+
+
+def test_gpus_schedule_and_more_than_exist_never_run(
+    adapter: FluxAdapter, broker: Any, tmp_path: Path
+) -> None:
+    if not config_accepts_noverify(broker.flux):
+        pytest.skip("0.26 checks the configured resources against the machine: no fake GPUs")
+    script = write_script(tmp_path / "scripts", "gpu.sh", "echo gpu ok\n")
+    fits = adapter.submit_job(script, {"gpus_per_task": 1, "time": "60s"}, nested=False)
+    ended = adapter.wait(fits, poll_interval=0.5, timeout=60)
+    too_many = adapter.submit_job(script, {"gpus_per_task": GPUS + 1}, nested=False)
+    never = adapter.wait(too_many, poll_interval=0.5, timeout=60)
+    print(f"-g1: {ended.state.value} {ended.reason!r}; -g{GPUS + 1}: {never.state.value}")
+    assert jobspec_of(broker, fits)["resources"][0]["with"][1]["type"] == "gpu"
+    if ended.state is not JobState.COMPLETED:
+        # 0.49's sched-simple schedules no GPUs at all: the job fails saying so.
+        assert "gpu" in (ended.reason or "").lower(), ended
+    assert never.state is not JobState.COMPLETED
+    assert "gpu ok" not in adapter.get_job_logs(too_many)

@@ -75,17 +75,19 @@ def native_bindings_or_skip(flux: Optional[str] = None) -> Any:
     return module
 
 
-def many_cores_config(flux: str, workdir: Path, cores: int = 16) -> str:
-    """Resource config with more (virtual) cores than the machine has.
+def many_cores_config(flux: str, workdir: Path, cores: int = 16, gpus: int = 0) -> str:
+    """Resource config with more (virtual) cores than the machine has, and ``gpus``
+    GPUs it does not have at all.
 
     Batch jobs mostly sleep; 16 slots let a test's jobs run side by side on
     a 2-core machine instead of queueing one core each.  That needs
     ``noverify`` (the cores are checked against the machine otherwise), which
-    0.26 does not read from the configuration: there, the machine's cores.
+    0.26 does not read from the configuration: there, the machine's cores, no GPUs.
     """
     noverify = config_accepts_noverify(flux)
     if not noverify:
-        cores = os.cpu_count() or 1
+        cores, gpus = os.cpu_count() or 1, 0
+    devices = [f"--gpus=0-{gpus - 1}"] if gpus else []
     result = subprocess.run(
         [
             flux,
@@ -93,6 +95,7 @@ def many_cores_config(flux: str, workdir: Path, cores: int = 16) -> str:
             "encode",
             "--ranks=0",
             f"--cores=0-{cores - 1}",
+            *devices,
             f"--hosts={os.uname().nodename}",
         ],
         capture_output=True,
@@ -111,10 +114,11 @@ def start_instance(
     user: Optional[str] = None,
     cores: int = 16,
     flux: Optional[str] = None,
+    gpus: int = 0,
 ) -> FluxInstance:
     flux = flux or require_flux()
     workdir.mkdir(parents=True, exist_ok=True)
-    config = many_cores_config(flux, workdir, cores)
+    config = many_cores_config(flux, workdir, cores, gpus)
     if named:
         config += NAMED_QUEUES
     instance = FluxInstance(flux, config=config, workdir=str(workdir), user=user)
