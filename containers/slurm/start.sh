@@ -9,12 +9,17 @@ set -euo pipefail
 ACCOUNTING=${HPCBRIDGE_SLURM_ACCOUNTING:-1}
 EXTRA_USERS=${HPCBRIDGE_SLURM_USERS:-}
 CPUS=${HPCBRIDGE_SLURM_CPUS:-8}
+# GPUs the node declares: character devices made in the state folder stand for them
+# (copies of /dev/null: slurmd counts device files), so they schedule and are counted
+# but nothing can use them - enough to test the requests.
+GPUS=${HPCBRIDGE_SLURM_GPUS:-2}
 MIN_JOB_AGE=${HPCBRIDGE_SLURM_MIN_JOB_AGE:-10}
 MAX_ARRAY_SIZE=${HPCBRIDGE_SLURM_MAX_ARRAY_SIZE:-1001}
 TIMEOUT=${HPCBRIDGE_SLURM_START_TIMEOUT:-60}
 
 case $ACCOUNTING in 0 | 1) ;; *) die "HPCBRIDGE_SLURM_ACCOUNTING must be 0 or 1, got '$ACCOUNTING'" ;; esac
 case $CPUS in '' | *[!0-9]* | 0) die "HPCBRIDGE_SLURM_CPUS must be a positive integer, got '$CPUS'" ;; esac
+case $GPUS in '' | *[!0-9]*) die "HPCBRIDGE_SLURM_GPUS must be a whole number, got '$GPUS'" ;; esac
 [ "$(id -u)" = 0 ] || die "start.sh must run as root"
 
 PACKAGES="munge slurmctld slurmd slurm-client slurmdbd mariadb-server-core mariadb-client-core"
@@ -193,6 +198,7 @@ NODE=${HPCBRIDGE_SLURM_NODENAME:-$HOST}
 MEM=$(env -u SLURM_CONF slurmd -C 2>/dev/null | sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p' | head -n1)
 [ -n "$MEM" ] || MEM=$(awk '/MemTotal/ {print int($2/1024)}' /proc/meminfo)
 NODE_SHAPE="CPUs=$CPUS Boards=1 SocketsPerBoard=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=$MEM"
+[ "$GPUS" = 0 ] || NODE_SHAPE="$NODE_SHAPE Gres=gpu:$GPUS"
 
 # ----- configuration -----
 if [ ! -s "$ETC/munge.key" ]; then
@@ -200,6 +206,15 @@ if [ ! -s "$ETC/munge.key" ]; then
 fi
 chmod 600 "$ETC/munge.key"
 render "$HPCB_SLURM_DIR/slurm.conf.in" "$ETC/slurm.conf"
+: >"$ETC/gres.conf"
+if [ "$GPUS" != 0 ]; then
+    mkdir -p "$STATE/dev"
+    for ((i = 0; i < GPUS; i++)); do
+        [ -c "$STATE/dev/gpu$i" ] || mknod -m 666 "$STATE/dev/gpu$i" c 1 3
+    done
+    printf 'NodeName=%s Name=gpu File=%s/dev/gpu[0-%s]\n' "$NODE" "$STATE" "$((GPUS - 1))" >"$ETC/gres.conf"
+fi
+chmod 644 "$ETC/gres.conf"
 if [ -n "${HPCBRIDGE_SLURM_EXTRA_CONF:-}" ]; then
     # Later lines override earlier ones ("specified more than once, latest value used").
     printf '\n# from HPCBRIDGE_SLURM_EXTRA_CONF\n%s\n' "$HPCBRIDGE_SLURM_EXTRA_CONF" >>"$ETC/slurm.conf"

@@ -17,7 +17,9 @@ The warning signal reaches a step the script started with ``$HPCBRIDGE_LAUNCHER`
 (srun) before the time limit, as Slurm sends it without ``B:``; with ``B:`` Slurm
 signals the batch shell - hpcbridge's wrapper - which passes it on to the script.
 
-Not here yet (issue 34): GPUs (the test clusters declare none).
+The test clusters declare two GPUs (character devices stand for them,
+``containers/slurm/start.sh``): each way of asking for them schedules, the job sees
+``CUDA_VISIBLE_DEVICES``, and asking for more than exist is Slurm's refusal.
 """
 
 from __future__ import annotations
@@ -220,3 +222,44 @@ def test_a_b_signal_reaches_the_script_through_the_wrapper(
     log = adapter.get_job_logs(job_id)
     assert "script got USR1" in log and "no signal" not in log, log
     assert final.state is JobState.COMPLETED and final.exit_code == 0
+
+
+GPU_ASKS = [
+    ({"gpus": 1}, "TresPerJob", "gres/gpu:1", "0"),
+    ({"gpus_per_node": 2, "nodes": 1}, "TresPerNode", "gres/gpu:2", "0,1"),
+    ({"gpus_per_task": 1, "ntasks": 2}, "TresPerTask", "gres/gpu:1", "0,1"),
+    ({"gres": "gpu:1"}, "TresPerNode", "gres/gpu:1", "0"),
+]
+
+
+@pytest.mark.parametrize("asked, field, value, visible", GPU_ASKS, ids=lambda x: str(x))
+def test_gpus_schedule_and_the_job_sees_them(
+    adapter: RealSlurmAdapter,
+    cluster: Dict[str, str],
+    tmp_path: Path,
+    asked: Dict[str, object],
+    field: str,
+    value: str,
+    visible: str,
+) -> None:
+    folder = tmp_path / "scripts"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "gpus.sh"
+    path.write_text('#!/bin/sh\necho "visible=$CUDA_VISIBLE_DEVICES"\n')
+    job_id = adapter.submit_job(str(path), {"time": "1", **asked})
+    shown = record(job_id, cluster)
+    # 22.05 writes gres:gpu:N, 25.11 gres/gpu:N
+    assert shown[field].replace("gres:", "gres/") == value, shown
+    final = adapter.wait(job_id, poll_interval=1.0, timeout=60)
+    assert final.state is JobState.COMPLETED
+    assert f"visible={visible}" in adapter.get_job_logs(job_id)
+
+
+@pytest.mark.parametrize("asked", [{"gpus": 3}, {"gres": "gpu:3"}], ids=["gpus", "gres"])
+def test_more_gpus_than_exist_is_slurms_refusal(
+    adapter: RealSlurmAdapter, tmp_path: Path, asked: Dict[str, object]
+) -> None:
+    with pytest.raises(JobSubmissionError, match="Requested node configuration is not available"):
+        adapter.submit_job(script(tmp_path / "scripts"), asked)
+    listed = adapter.executor.run(["ls", "-A", adapter.remote_workdir], timeout=30)
+    assert not listed.stdout.strip(), listed.stdout
