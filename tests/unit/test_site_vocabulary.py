@@ -287,6 +287,10 @@ def test_flux_drops_memory_per_cpu_and_requeue_saying_so(caplog: pytest.LogCaptu
     said = caplog.text
     assert "mem_per_cpu=1024M dropped" in said or "mem_per_cpu=1G dropped" in said
     assert "requeue=True dropped" in said
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="hpcbridge"):
+        flux_request(requeue=False)  # what Flux does anyway: nothing to say
+    assert "requeue" not in caplog.text
 
 
 @pytest.mark.parametrize("policy", [POLICY_0_26, POLICY_0_49])

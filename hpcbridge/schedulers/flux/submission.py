@@ -297,7 +297,8 @@ def translate(batch: SubmitBatch, queue: Optional[str], policy: FluxPolicy) -> S
         # Flux's default, as Slurm's: 60 seconds before the limit.
         signal = (int(getattr(signals, "SIG" + name)), float(60 if seconds is None else seconds))
     for key, why in DROPPED_KEYS.items():
-        if key in asked and key != "partition":  # partition: below, saying where queues go
+        # partition: below, saying where queues go; requeue=False: Flux never requeues
+        if key in asked and key != "partition" and asked[key] is not False:
             log.warning("flux: %s=%s dropped: %s", key, asked[key], why)
     if resources.gpus and resources.gpus_per_task and resources.gpus != resources.gpus_per_task:
         raise ResourceError(
