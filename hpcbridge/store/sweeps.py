@@ -281,13 +281,6 @@ class SweepBook:
         rows = self._setup().query(query, (sweep.scheduler, sweep.host, name))
         return [decode_row(row) for row in rows]
 
-    def records_outside(
-        self, state: Optional[str] = None, limit: Optional[int] = None
-    ) -> List[JobRecord]:
-        """``JobStore.list`` of the jobs that belong to no sweep (indexed anti-join)."""
-        self._setup()
-        return self.store.list(state=state, limit=limit, where=OUTSIDE_SWEEPS)
-
     def counts(self, sweep: SweepRecord) -> Dict[str, int]:
         """How many tasks are where: ``waiting``/``sending``/``cancelled`` for the unsent,
         the last recorded state (``PENDING``, ``RUNNING``, ``COMPLETED``...) for the
