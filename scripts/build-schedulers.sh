@@ -3,6 +3,8 @@
 # lacks, and install them where the tests look:
 #
 #   flux-0.88 flux-0.49 flux-0.26   flux-core under /opt/flux-<x.y>
+#   accounting-0.88 accounting-0.49 flux-accounting 0.60.0 / 0.23.1 into /opt/flux-0.88 /
+#                                   /opt/flux-0.49 (the releases beside them; 0.26 gets none)
 #   slurm-25.11                     Slurm 25.11.7 under /opt/slurm-25.11 (a second test cluster)
 #   pyslurm                         a pyslurm 25.11.2 wheel built against it, in /opt/wheels-pyslurm
 #   spack                           Spack 1.1.0 under /opt/spack-1.1, with spack-packages
@@ -24,7 +26,7 @@
 set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
-ALL_COMPONENTS="flux-0.88 flux-0.49 flux-0.26 slurm-25.11 pyslurm spack"
+ALL_COMPONENTS="flux-0.88 accounting-0.88 flux-0.49 accounting-0.49 flux-0.26 slurm-25.11 pyslurm spack"
 PYSLURM_VERSION=${HPCBRIDGE_TEST_PYSLURM_VERSION:-25.11.2}
 BUILD_DIR=${HPCBRIDGE_TEST_BUILD_DIR:-/var/tmp/hpcbridge-build}
 STATUS_DIR=$BUILD_DIR/status
@@ -48,6 +50,8 @@ archive_of() {
     flux-0.88) echo flux-core-0.88.0.tar.gz ;;
     flux-0.49) echo flux-core-0.49.0.tar.gz ;;
     flux-0.26) echo flux-core-0.26.0.tar.gz ;;
+    accounting-0.88) echo flux-accounting-0.60.0.tar.gz ;;
+    accounting-0.49) echo flux-accounting-0.23.1.tar.gz ;;
     slurm-25.11 | pyslurm) echo slurm-25.11.7.tar.gz ;;
     spack) echo spack-1.1.0.tar.gz ;;
   esac
@@ -66,6 +70,8 @@ SLURM_PACKAGES="build-essential pkg-config libjson-c-dev libmariadb-dev libjwt-d
 installed() {
   case $1 in
     flux-*) [ -x "/opt/$1/bin/flux" ] && "/opt/$1/bin/flux" version >/dev/null 2>&1 ;;
+    accounting-*) [ -e "/opt/flux-${1#accounting-}/lib/flux/job-manager/plugins/mf_priority.so" ] &&
+      "/opt/flux-${1#accounting-}/bin/flux" account --help >/dev/null 2>&1 ;;
     slurm-25.11) [ -x /opt/slurm-25.11/sbin/slurmctld ] && [ -e /opt/slurm-25.11/lib/slurm/libslurmfull.so ] ;;
     pyslurm) ls /opt/wheels-pyslurm/pyslurm-"$PYSLURM_VERSION"-*.whl >/dev/null 2>&1 ;;
     spack) [ -x /opt/spack-1.1/bin/spack ] && [ -x /opt/spack-1.1/venv/bin/python ] &&
@@ -181,6 +187,23 @@ build_flux() {
     "$prefix/bin/flux" version
 }
 
+build_accounting() {
+  local short=${1#accounting-} version tree prefix
+  version=$(archive_of "$1" | sed 's/^flux-accounting-//; s/\.tar\.gz$//')
+  prefix=/opt/flux-$short
+  tree=$(unpack "$(archive_of "$1")") || return 1
+  cd "$tree" || return 1
+  # A `git archive` export: AC_INIT asks `git describe` for the version.
+  sed -i "s/m4_esyscmd(\[git describe[^]]*\]))/[$version])/" configure.ac || return 1
+  grep -q "\[$version\])" configure.ac || { echo "AC_INIT not rewritten"; return 1; }
+  # The plugin's own *_CPPFLAGS drop FLUX_CORE_CFLAGS: flux/core.h through CPPFLAGS.
+  "${plain_env[@]}" ./autogen.sh &&
+    "${plain_env[@]}" PKG_CONFIG_PATH="$prefix/lib/pkgconfig" ./configure --prefix="$prefix" \
+      PYTHON=/usr/bin/python3 CPPFLAGS="-I$prefix/include" LDFLAGS="-L$prefix/lib" &&
+    "${plain_env[@]}" make -j"$(nproc)" &&
+    "${plain_env[@]}" make install
+}
+
 build_slurm() {
   local tree prefix=/opt/slurm-25.11
   tree=$(unpack "$(archive_of slurm-25.11)") || return 1
@@ -235,6 +258,13 @@ build() {
     return 0
   fi
   verified "$component" || { say "$(cat "$STATUS_DIR/$component")"; return 0; }
+  case $component in accounting-*)
+    if ! installed "flux-${component#accounting-}"; then
+      status "$component" "$component is not built: it needs flux-core under /opt/flux-${component#accounting-}, which is not built ($(cat "$STATUS_DIR/flux-${component#accounting-}" 2>/dev/null || echo 'see above'))"
+      say "$(cat "$STATUS_DIR/$component")"
+      return 0
+    fi ;;
+  esac
   if [ "$component" = pyslurm ] && ! installed slurm-25.11; then
     status pyslurm "pyslurm is not built: it needs Slurm 25.11 under /opt/slurm-25.11, which is not built ($(cat "$STATUS_DIR/slurm-25.11" 2>/dev/null || echo 'see above'))"
     say "$(cat "$STATUS_DIR/pyslurm")"
@@ -242,6 +272,7 @@ build() {
   fi
   case $component in
     flux-*) packages=$FLUX_PACKAGES prefix=/opt/$component ;;
+    accounting-*) packages=$FLUX_PACKAGES ;;
     slurm-25.11) packages=$SLURM_PACKAGES prefix=/opt/slurm-25.11 ;;
   esac
   # shellcheck disable=SC2086  # one word per package
@@ -257,6 +288,7 @@ build() {
     set -o pipefail
     case $component in
       flux-*) build_flux "$component" ;;
+      accounting-*) build_accounting "$component" ;;
       slurm-25.11) build_slurm ;;
       pyslurm) build_pyslurm ;;
       spack) build_spack ;;
@@ -266,7 +298,7 @@ build() {
   if [ $rc = 0 ] && installed "$component"; then
     say "$component: built in $((SECONDS - started)) s"
     rm -f "$STATUS_DIR/$component"
-    case $component in flux-* | slurm-25.11) rm -rf "${SRC_DIR:?}"/"$(archive_of "$component" | sed 's/\.tar\.gz$//')" ;; esac
+    case $component in flux-* | accounting-* | slurm-25.11) rm -rf "${SRC_DIR:?}"/"$(archive_of "$component" | sed 's/\.tar\.gz$//')" ;; esac
     return 0
   fi
   # A half-installed prefix would pass for a build next time: remove it.
@@ -300,7 +332,7 @@ main() {
   for component in "${components[@]}"; do
     installed "$component" && continue
     case $component in
-      flux-*) packages="$packages $FLUX_PACKAGES" ;;
+      flux-* | accounting-*) packages="$packages $FLUX_PACKAGES" ;;
       slurm-25.11) packages="$packages $SLURM_PACKAGES" ;;
     esac
   done
@@ -310,7 +342,7 @@ main() {
   # 25.11 then pyslurm (whose Cython build keeps one core busy for minutes); Spack after.
   for component in "${components[@]}"; do
     case $component in
-      flux-*) flux_chain+=("$component") ;;
+      flux-* | accounting-*) flux_chain+=("$component") ;;
       slurm-25.11 | pyslurm) slurm_chain+=("$component") ;;
       *) rest+=("$component") ;;
     esac
