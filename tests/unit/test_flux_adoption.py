@@ -31,6 +31,9 @@ def no_native(*_: object) -> tuple:
     raise AssertionError("no native options in these batches")
 
 
+NO_QUESTIONS = submission.Questions(None, no_native, lambda: None)
+
+
 LOST = "the connection to login dropped while flux was running"
 
 
@@ -41,9 +44,7 @@ def batch_of(count: int, token: str = "3fa9c2e1b7d0") -> SubmitBatch:
 
 def planned(count: int) -> submission.FluxPlan:
     facts = instance_facts(None, "0.88.0", POLICY_0_49, "test", None)
-    return submission.flux_plan(
-        submission.plan_batch(batch_of(count), facts, None, 60.0, no_native)
-    )
+    return submission.flux_plan(submission.plan_batch(batch_of(count), facts, NO_QUESTIONS, 60.0))
 
 
 # -- the key, where each job carries it ---------------------------------------------

@@ -30,6 +30,9 @@ def no_native(*_: object) -> tuple:
     raise AssertionError("no native options in these batches")
 
 
+NO_QUESTIONS = submission.Questions(None, no_native, lambda: None)
+
+
 class Spec:
     """The bits of ``JobspecV1`` the builder touches; ``setattr`` names kept flat."""
 
@@ -105,7 +108,7 @@ def submit(count: int, fates: List[str]) -> tuple:
     driver = NativeDriver(connection, facts, FluxCommands(table, uri=facts.uri))
     job = PreparedJob("9c1e", "/j", "/j/.hpcbridge/9c1e.sh", "/j/x.exit", ["/j/x.sh"], "train")
     batch = SubmitBatch(job, count, Resources.from_mapping({}), (), "/j/flux-{{id}}.out")
-    submitted = driver.submit_many(submission.plan_batch(batch, facts, None, 60.0, no_native))
+    submitted = driver.submit_many(submission.plan_batch(batch, facts, NO_QUESTIONS, 60.0))
     return [item.job_id for item in submitted], table, bindings
 
 

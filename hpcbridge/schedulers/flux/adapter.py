@@ -37,7 +37,7 @@ from .session import (
     resolve_target,
 )
 from .status import F58_PREFIX, InvalidJobIdError, canonical_job_id
-from .submission import JobChoice, JobKind, choose_kind, flux_plan, plan_batch
+from .submission import JobChoice, JobKind, Questions, choose_kind, flux_plan, plan_batch
 
 
 class FluxAdapter(SchedulerAdapter):
@@ -166,7 +166,8 @@ class FluxAdapter(SchedulerAdapter):
 
         lines = []
         for batch in dry_batches(order, self.stager, MAX_BATCH):
-            request = flux_plan(plan_batch(batch, known, None, 0.0, native)).request
+            ask = Questions(None, native, lambda: None)  # banks: Flux judges at submission
+            request = flux_plan(plan_batch(batch, known, ask, 0.0)).request
             lines.append(shlex.join(submit_argv(self.options.flux_command, known.policy, request)))
         if unchecked:
             lines.append(

@@ -39,7 +39,9 @@ from .submission import (
     DROPPED_KEYS,
     FluxPlan,
     Outcome,
+    Questions,
     TimeLeft,
+    active_cap,
     flux_plan,
     jobspec_params,
     kind_of,
@@ -177,6 +179,10 @@ class NativeDriver:
         self.ready_timeout = ready_timeout
         self.outer_time_margin = outer_time_margin
         self.time_left = TimeLeft(connection.expiration)
+        #: what planning asks this instance (each only when a batch needs it)
+        self.questions = Questions(
+            self.time_left, self.commands.native_attributes, self.commands.associations
+        )
         self._ready = False
         #: final statuses the waiters' result futures brought (answered once, then dropped)
         self._ended: Dict[str, JobStatus] = {}
@@ -192,8 +198,7 @@ class NativeDriver:
     # -- submission --------------------------------------------------------
 
     def plan(self, batch: SubmitBatch) -> Planned:
-        native = self.commands.native_attributes
-        return plan_batch(batch, self.facts, self.time_left, self.outer_time_margin, native)
+        return plan_batch(batch, self.facts, self.questions, self.outer_time_margin)
 
     def describe(self, planned: Planned) -> str:
         request = flux_plan(planned).request
@@ -350,8 +355,8 @@ class NativeDriver:
         return MAX_BATCH
 
     def queue_limit(self, account: Optional[str] = None) -> Optional[int]:
-        """None, as the CLI driver's (``CLIDriver.queue_limit``)."""
-        return None
+        """As the CLI driver's (``CLIDriver.queue_limit``): asked by command."""
+        return active_cap(self.commands.associations(), account)
 
     def find_submitted(
         self, planned: Planned, since: Optional[float] = None

@@ -41,6 +41,7 @@ from .submission import (
     DROPPED_KEYS,
     FluxPlan,
     Outcome,
+    Questions,
     SubmitRequest,
     TimeLeft,
     flux_plan,
@@ -85,13 +86,16 @@ class CLIDriver:
         self.ready_timeout = ready_timeout
         self.outer_time_margin = outer_time_margin
         self.time_left = TimeLeft(commands.expiration)
+        #: what planning asks this instance (each only when a batch needs it)
+        self.questions = Questions(
+            self.time_left, self.commands.native_attributes, self.commands.associations
+        )
         self._ready = False
 
     # -- submission --------------------------------------------------------
 
     def plan(self, batch: SubmitBatch) -> Planned:
-        native = self.commands.native_attributes
-        return plan_batch(batch, self.facts, self.time_left, self.outer_time_margin, native)
+        return plan_batch(batch, self.facts, self.questions, self.outer_time_margin)
 
     def describe(self, planned: Planned) -> str:
         request = flux_plan(planned).request
@@ -258,11 +262,12 @@ class CLIDriver:
         return MAX_BATCH
 
     def queue_limit(self, account: Optional[str] = None) -> Optional[int]:
-        """None: flux-core caps no user's jobs, and flux-accounting's ``max_active_jobs``
-        is readable only by the instance's owner (``job-manager.jobtap-query`` is an
-        owner's RPC); a guest meets it as a refusal, "user has max active jobs", which
-        holds a sweep back (``LimitRefusedError``) and becomes its cap."""
-        return None
+        """flux-accounting's ``max_active_jobs`` of the user's bank (``account``, else
+        the default), as its service tells it (read every few minutes); ``None`` where
+        the instance has no accounting (flux-core caps no user's jobs) or will not say -
+        a cap met anyway is a refusal, "user has max active jobs", which holds a sweep
+        back (``LimitRefusedError``) and becomes its cap."""
+        return submission.active_cap(self.commands.associations(), account)
 
     def find_submitted(
         self, planned: Planned, since: Optional[float] = None

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...errors import SchedulerAdapterError
 from ...resources import format_fsd
-from .instance import FluxPolicy
+from .instance import NO_LIMIT, Association, FluxPolicy
 from .jobspec import KEY_ATTRIBUTE
 from .status import JOBS_FORMAT, InvalidJobIdError, canonical_job_id, decimal_job_id
 from .submission import JobKind, SubmitRequest
@@ -288,6 +288,51 @@ def uri_argv(flux: str, target: str) -> List[str]:
 
 def hostname_argv() -> List[str]:
     return ["uname", "-n"]
+
+
+def whoami_argv() -> List[str]:
+    return ["id", "-un"]
+
+
+def account_user_argv(flux: str, user: str) -> List[str]:
+    """flux-accounting's rows of ``user`` (through its service: no database path)."""
+    return [flux, "account", "view-user", user]
+
+
+def parse_account_user(stdout: str) -> List[Association]:
+    """``flux account view-user``: JSON in 0.60 (a list of rows), a table of 16-wide
+    columns in 0.23 (whose headers may run into each other: ``max_running_jobsmax_...``)."""
+    text = stdout.strip()
+    if text.startswith("["):
+        rows = [dict(row) for row in json.loads(text)]
+    else:
+        lines = [line for line in text.splitlines() if line.strip()]
+        if len(lines) < 2:
+            raise ValueError(f"no rows in {text[:200]!r}")
+
+        def cells(line: str) -> List[str]:
+            return [line[at : at + 16].strip() for at in range(0, len(line), 16)]
+
+        names = cells(lines[0])
+        rows = [dict(zip(names, cells(line))) for line in lines[1:]]
+    return [
+        Association(
+            str(row["bank"]),
+            str(row.get("default_bank") or row["bank"]),
+            _limit(row.get("max_active_jobs")),
+            _limit(row.get("max_running_jobs")),
+        )
+        for row in rows
+        if str(row.get("active", "1")) != "0"
+    ]
+
+
+def _limit(value: Any) -> Optional[int]:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return None  # "unlimited", missing
+    return None if number <= 0 or number >= NO_LIMIT else number
 
 
 def parse_expiration(resource_r: str) -> Optional[float]:

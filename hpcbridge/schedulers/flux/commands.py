@@ -22,6 +22,7 @@ again only those that surely did not go in.
 from __future__ import annotations
 
 import logging
+import math
 import re
 import time
 from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Tuple, TypeVar
@@ -40,6 +41,7 @@ from ...transports.base import CommandResult, Executor
 from . import command_line as cl
 from . import native
 from .instance import (
+    Association,
     FluxPolicy,
     QueueInfo,
     parse_config_json,
@@ -53,6 +55,9 @@ from .submission import FluxPlan, Outcome, flux_plan, kind_of, log_path, schedul
 log = logging.getLogger("hpcbridge")
 
 T = TypeVar("T")
+
+#: seconds the user's flux-accounting rows are trusted before they are read again
+ASSOCIATIONS_TTL = 300.0
 
 # A job whose broker is still starting is worth waiting for: a Flux job that
 # has not published its URI yet, a Slurm job still pending ("empty nodelist")
@@ -77,6 +82,8 @@ class FluxCommands:
         self.uri = uri
         #: what each native option sets (``native_attributes``), by job kind and option
         self._native: Dict[Tuple[bool, str], native.Attributes] = {}
+        #: when the user's flux-accounting rows were read, and them (``associations``)
+        self._associations: Tuple[float, Optional[List[Association]]] = (-math.inf, None)
 
     def for_uri(self, uri: Optional[str]) -> FluxCommands:
         """The same commands aimed at another instance."""
@@ -144,6 +151,28 @@ class FluxCommands:
 
     def expiration(self) -> Optional[float]:
         return self._parsed(cl.resource_r_argv(self.flux), cl.parse_expiration)
+
+    def associations(self) -> Optional[List[Association]]:
+        """This user's banks in the instance's flux-accounting, with their limits;
+        ``None`` where it has none (or will not say: its service answers its owner
+        only, or is not loaded).  Asked again after ``ASSOCIATIONS_TTL`` seconds."""
+        asked, found = self._associations
+        if time.monotonic() - asked > ASSOCIATIONS_TTL:
+            found = None
+            user = self.executor.run(cl.whoami_argv(), timeout=self.command_timeout)
+            try:
+                result = self.run(cl.account_user_argv(self.flux, user.stdout.strip()))
+            except SchedulerUnavailableError as exc:  # no flux command: no accounting to ask
+                result = CommandResult([], 1, "", str(exc))
+            if user.ok and result.ok:
+                try:
+                    found = cl.parse_account_user(result.stdout)
+                except (ValueError, KeyError, TypeError) as exc:
+                    log.warning("flux account view-user said what cannot be read: %s", exc)
+            else:
+                log.debug("flux: no accounting here: %s", result.message())
+            self._associations = (time.monotonic(), found)
+        return found
 
     def native_attributes(
         self, policy: FluxPolicy, batch: bool, options: Sequence[str]

@@ -92,6 +92,21 @@ class InstanceFacts:
     label: str
 
 
+#: what flux-accounting writes for "no limit" in an integer column (0.23's INT_MAX)
+NO_LIMIT = 2147483647
+
+
+@dataclass(frozen=True)
+class Association:
+    """One bank of the user in flux-accounting, with the limits set on it."""
+
+    bank: str
+    default_bank: str
+    #: jobs that may be pending or running at once (``None``: no limit)
+    max_active_jobs: Optional[int] = None
+    max_running_jobs: Optional[int] = None
+
+
 def facts(
     uri: Optional[str],
     broker_version: Optional[str],

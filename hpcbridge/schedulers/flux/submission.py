@@ -56,7 +56,7 @@ from ...engine.jobscript import EXIT_RANKS_VARIABLE
 from ...engine.retrying import retry
 from ...errors import JobSubmissionError, LimitRefusedError, ResourceError
 from ...resources import format_fsd, signal_parts
-from .instance import FluxPolicy, InstanceFacts, QueueInfo, UriSetting, strip_ansi
+from .instance import Association, FluxPolicy, InstanceFacts, QueueInfo, UriSetting, strip_ansi
 from .jobspec import batch_script
 from .native import Attributes
 from .status import decimal_job_id
@@ -236,25 +236,34 @@ def flux_plan(planned: Planned) -> FluxPlan:
 NativeAttributes = Callable[[FluxPolicy, bool, Sequence[str]], Attributes]
 
 
-def plan_batch(
-    batch: SubmitBatch,
-    facts: InstanceFacts,
-    time_left: Optional[Callable[[], Optional[float]]],
-    margin: float,
-    native: NativeAttributes,
-) -> Planned:
+@dataclass(frozen=True)
+class Questions:
+    """What planning may ask the instance - each only when a batch needs it."""
+
+    #: seconds the instance has left (``TimeLeft``); ``None``: not checked (a dry run)
+    time_left: Optional[Callable[[], Optional[float]]]
+    #: what native options set (``commands.FluxCommands.native_attributes``)
+    native: NativeAttributes
+    #: the user's flux-accounting banks, ``None`` without accounting
+    #: (``commands.FluxCommands.associations``)
+    associations: Callable[[], Optional[List[Association]]]
+
+
+def plan_batch(batch: SubmitBatch, facts: InstanceFacts, ask: Questions, margin: float) -> Planned:
     """The plan of ``batch``; raises ``JobSubmissionError`` for a queue the instance
-    lacks, dependencies the release cannot honour, or a job longer than the
-    instance has left (``time_left=None`` skips that check: a dry run), and
-    ``ResourceError`` for a native option Flux or hpcbridge refuses."""
+    lacks, a bank the user is not in, dependencies the release cannot honour, or a
+    job longer than the instance has left (``margin`` spared), and ``ResourceError``
+    for a native option Flux or hpcbridge refuses."""
     queue = choose_queue(batch.resources.qos, facts.queues, facts.policy)
     request = translate(batch, queue, facts.policy)
+    if request.bank:
+        check_bank(request.bank, ask.associations())
     options = batch.resources.native_options("flux")
     if options:
         batch_kind = request.kind is JobKind.BATCH
-        request = replace(request, attributes=native(facts.policy, batch_kind, options))
-    if time_left is not None:
-        check_outer_limit(request.duration, time_left(), margin)
+        request = replace(request, attributes=ask.native(facts.policy, batch_kind, options))
+    if ask.time_left is not None:
+        check_outer_limit(request.duration, ask.time_left(), margin)
     if batch.count == 1:
         environments: Tuple[Mapping[str, str], ...] = ({},)
     else:
@@ -262,6 +271,33 @@ def plan_batch(
     names = tuple(batch.job.name_of(index) for index in range(batch.count))
     keys = job_keys(batch.job.token, batch.count)
     return Planned(batch, FluxPlan(request, environments, keys, names))
+
+
+def check_bank(bank: str, associations: Optional[List[Association]]) -> None:
+    """Refuse a bank the user is not in, where the instance's flux-accounting says so
+    (it would refuse the job: "cannot find user/bank or user/default bank entry");
+    without accounting the bank is passed on - every release ignores it there."""
+    if associations is None:
+        return
+    banks = [association.bank for association in associations]
+    if bank in banks:
+        return
+    default = associations[0].default_bank if associations else None
+    yours = f"yours: {', '.join(banks)}; default {default}" if banks else "you are in none"
+    raise JobSubmissionError(
+        f"flux-accounting on this instance has no bank {bank!r} for you ({yours}); ask "
+        "for one of yours with --account, or none for your default bank",
+        scheduler_message="cannot find user/bank or user/default bank entry",
+    )
+
+
+def active_cap(associations: Optional[List[Association]], bank: Optional[str]) -> Optional[int]:
+    """flux-accounting's ``max_active_jobs`` for jobs charged to ``bank`` (``None``: the
+    user's default bank) - the most this user may have pending or running there."""
+    for association in associations or ():
+        if association.bank == (bank or association.default_bank):
+            return association.max_active_jobs
+    return None
 
 
 def translate(batch: SubmitBatch, queue: Optional[str], policy: FluxPolicy) -> SubmitRequest:
