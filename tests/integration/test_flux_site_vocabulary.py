@@ -160,3 +160,15 @@ def test_gpus_schedule_and_more_than_exist_never_run(
         assert "gpu" in (ended.reason or "").lower(), ended
     assert never.state is not JobState.COMPLETED
     assert "gpu ok" not in adapter.get_job_logs(too_many)
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["plain", "batch"])
+def test_a_bank_on_an_instance_without_accounting_is_passed_and_harmless(
+    adapter: FluxAdapter, broker: Any, tmp_path: Path, nested: bool
+) -> None:
+    """Every release ignores system.bank where no flux-accounting plugin reads it (a
+    nested instance, a test instance): the job runs, the bank kept in its jobspec."""
+    script = write_script(tmp_path / "scripts", "bank.sh", "echo no accounting\n")
+    job_id = adapter.submit_job(script, {"account": "banka", "time": "60s"}, nested=nested)
+    assert adapter.wait(job_id, poll_interval=0.5, timeout=120).state is JobState.COMPLETED
+    assert jobspec_of(broker, job_id)["attributes"]["system"]["bank"] == "banka"

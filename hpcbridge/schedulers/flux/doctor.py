@@ -133,6 +133,17 @@ def session_info(session: FluxSession) -> Dict[str, Any]:
             "source": queues.source,
         }
     info["time_left"] = session.driver.time_left()
+    associations = session.commands.associations()
+    if associations is not None:
+        info["banks"] = [
+            {
+                "bank": association.bank,
+                "default": association.bank == association.default_bank,
+                "max_active_jobs": association.max_active_jobs,
+                "max_running_jobs": association.max_running_jobs,
+            }
+            for association in associations
+        ]
     return info
 
 
@@ -164,9 +175,26 @@ def _checks_from(info: Dict[str, Any]) -> List[Check]:
         found.append(Check("flux queues", True, text))
     if info.get("time_left") is not None:
         found.append(Check("flux time left", True, f"{info['time_left']:.0f} s (enclosing job)"))
+    banks = info.get("banks")
+    found.append(Check("flux accounting", True, _banks(banks) if banks is not None else "none"))
     for warning in info.get("warnings", []):
         found.append(Check("flux warning", False, str(warning)))
     return found
+
+
+def _banks(banks: List[Dict[str, Any]]) -> str:
+    """flux-accounting's line: the user's banks, the default marked, their limits."""
+    if not banks:
+        return "active, and you are in no bank: every job will be refused"
+
+    def one(row: Dict[str, Any]) -> str:
+        limits = [
+            f"{name}={row[name]}" for name in ("max_active_jobs", "max_running_jobs") if row[name]
+        ]
+        mark = " (default)" if row["default"] else ""
+        return row["bank"] + mark + (f" [{', '.join(limits)}]" if limits else "")
+
+    return "your banks: " + "; ".join(one(row) for row in banks)
 
 
 def _instance(info: Dict[str, Any]) -> str:

@@ -1,0 +1,157 @@
+"""Banks on a real flux-accounting (issue 35): 0.60.0 beside flux-core 0.88 and 0.23.1
+beside 0.49, set up as a site would (``tests.support.flux_accounting``), both drivers.
+
+A bank the user is in runs and the job carries it; no bank is the user's default; a
+bank the user is not in is refused while planning - nothing staged, the command's exit
+3 - where Flux would refuse it later; a sweep larger than the bank's
+``max_active_jobs`` finishes with every job COMPLETED and never more active than that,
+the cap read from flux-accounting before anything is sent.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from hpcbridge.errors import JobSubmissionError
+from hpcbridge.model import JobState
+from hpcbridge.schedulers.flux.adapter import FluxAdapter
+from hpcbridge.schedulers.flux.status import decimal_job_id
+from tests.support.flux_accounting import (
+    MAX_ACTIVE_JOBS,
+    MAX_RUNNING_JOBS,
+    MEMBER_BANK,
+    STRANGERS_BANK,
+    AccountingInstance,
+    start_accounting_instance,
+)
+from tests.support.flux_cases import (
+    flux_params,
+    instance_spans,
+    make_adapter,
+    native_bindings_or_skip,
+    require_flux,
+    write_script,
+)
+from tests.support.spans import most_at_once
+
+pytestmark = pytest.mark.flux
+
+SWEEP = 30
+
+
+@pytest.fixture(scope="module", params=flux_params())
+def site(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[AccountingInstance]:
+    flux = str(request.param or require_flux())
+    instance = start_accounting_instance(tmp_path_factory.mktemp("flux-banks"), flux)
+    yield instance
+    instance.stop()
+
+
+@pytest.fixture(params=["native", "cli"])
+def adapter(
+    request: pytest.FixtureRequest, site: AccountingInstance, tmp_path: Path
+) -> FluxAdapter:
+    if request.param == "native":
+        native_bindings_or_skip(site.flux)
+    return make_adapter(
+        request.param,
+        site.uri,
+        tmp_path / "state",
+        remote_workdir=str(tmp_path / "jobs"),
+        flux_command=site.flux,
+        nested=False,
+    )
+
+
+def bank_of(site: AccountingInstance, job_id: str) -> Any:
+    """The bank the instance charged: the jobspec's, as flux-accounting updated it."""
+    eventlog = site.instance.check(["job", "eventlog", decimal_job_id(job_id)])
+    updated = [line for line in eventlog.splitlines() if "attributes.system.bank" in line]
+    if updated:  # the plugin filled in the default bank
+        return updated[-1].split('attributes.system.bank="', 1)[1].split('"', 1)[0]
+    jobspec = json.loads(site.instance.check(["job", "info", decimal_job_id(job_id), "jobspec"]))
+    return jobspec["attributes"]["system"].get("bank")
+
+
+def test_a_bank_the_user_is_in_runs_and_the_job_carries_it(
+    adapter: FluxAdapter, site: AccountingInstance, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path / "scripts", "bank.sh", "echo in the bank\n")
+    job_id = adapter.submit_job(script, {"account": MEMBER_BANK, "time": "60s"})
+    assert adapter.wait(job_id, poll_interval=0.5, timeout=60).state is JobState.COMPLETED
+    assert bank_of(site, job_id) == MEMBER_BANK
+
+
+def test_no_bank_is_the_users_default(
+    adapter: FluxAdapter, site: AccountingInstance, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path / "scripts", "default.sh", "echo default bank\n")
+    job_id = adapter.submit_job(script, {"time": "60s"})
+    final = adapter.wait(job_id, poll_interval=0.5, timeout=60)
+    print(f"no bank: {final.state.value} {final.reason!r}, charged to {bank_of(site, job_id)!r}")
+    assert final.state is JobState.COMPLETED
+    # flux-accounting 0.60's plugin keeps a "root" bank for the instance's owner (these
+    # tests run as it) and charges it there; anyone else is charged to their default.
+    assert bank_of(site, job_id) in (MEMBER_BANK, "root")
+
+
+def test_a_bank_the_user_is_not_in_is_refused_before_anything_is_staged(
+    adapter: FluxAdapter, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path / "scripts", "stranger.sh", "echo never\n")
+    with pytest.raises(JobSubmissionError, match=f"no bank '{STRANGERS_BANK}' for you") as caught:
+        adapter.submit_job(script, {"account": STRANGERS_BANK})
+    assert MEMBER_BANK in str(caught.value) and "default" in str(caught.value)
+    assert not (tmp_path / "jobs").exists()
+
+
+def test_the_command_exits_3_for_a_strangers_bank(site: AccountingInstance, tmp_path: Path) -> None:
+    script = write_script(tmp_path / "scripts", "stranger.sh", "echo never\n")
+    env = {
+        "PATH": f"{Path(site.flux).parent}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "HPCBRIDGE_SCHEDULER": "flux",
+        "HPCBRIDGE_FLUX_URI": site.uri or "",
+        "HPCBRIDGE_FLUX_DRIVER": "cli",
+        "HPCBRIDGE_STATE_DIR": str(tmp_path / "state"),
+    }
+    argv = [sys.executable, "-m", "hpcbridge", "submit", "--account", STRANGERS_BANK, script]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 3, done.stderr
+    assert f"no bank '{STRANGERS_BANK}'" in done.stderr
+    assert not list((tmp_path / "state" / "jobs").glob("*"))
+
+
+def test_a_sweep_over_the_banks_cap_finishes_never_above_it(
+    adapter: FluxAdapter, site: AccountingInstance, tmp_path: Path
+) -> None:
+    assert adapter.open().driver.queue_limit(MEMBER_BANK) == MAX_ACTIVE_JOBS
+    script = write_script(tmp_path / "scripts", "step.sh", "sleep 0.3\n")
+    before = len(instance_spans(site.instance))
+    ids = adapter.submit_many([script] * SWEEP, {"account": MEMBER_BANK, "time": "60s"})
+    finals = adapter.wait_all(ids, poll_interval=0.5, timeout=300)
+    assert all(status.state is JobState.COMPLETED for status in finals.values())
+    spans = instance_spans(site.instance)
+    ours = spans[: len(spans) - before]
+    assert len(ours) == SWEEP  # none refused: the cap was known before sending
+    assert most_at_once(ours) <= MAX_ACTIVE_JOBS
+
+
+def test_doctor_shows_the_users_banks_and_limits(adapter: FluxAdapter) -> None:
+    banks = adapter.doctor_info()["banks"]
+    assert banks == [
+        {
+            "bank": MEMBER_BANK,
+            "default": True,
+            "max_active_jobs": MAX_ACTIVE_JOBS,
+            "max_running_jobs": MAX_RUNNING_JOBS,
+        }
+    ]
