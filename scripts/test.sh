@@ -130,7 +130,8 @@ else
   flux_own=(tests/integration/test_flux_adapter.py tests/integration/test_flux_active_cap.py
     tests/integration/test_flux_fallback.py tests/integration/test_flux_journal_stream.py
     tests/integration/test_flux_many.py tests/integration/test_flux_queues.py
-    tests/integration/test_flux_submission_path.py tests/integration/test_flux_sweeps.py)
+    tests/integration/test_flux_submission_path.py tests/integration/test_flux_sweeps.py
+    tests/integration/test_flux_site_vocabulary.py tests/integration/test_flux_banks.py)
   lane() { # lane NAME COMMAND...: run COMMAND in the background into a log of its own
     local log root
     log=$(mktemp "/tmp/hpcbridge-lane-$1.XXXXXX")
@@ -152,7 +153,8 @@ else
       HPCBRIDGE_TEST_FLUX_PREFIXES=$prefix HPCBRIDGE_TEST_FLUX_CORE_ONLY=1 "$python" -m pytest \
         "${pytest_args[@]}" tests/integration/test_flux_adapter.py \
         tests/integration/test_flux_queues.py tests/integration/test_flux_fallback.py \
-        tests/integration/test_flux_sweeps.py || other_status=1
+        tests/integration/test_flux_sweeps.py tests/integration/test_flux_site_vocabulary.py \
+        tests/integration/test_flux_banks.py || other_status=1
     done
     return "$other_status"
   }
