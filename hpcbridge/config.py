@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .errors import ConfigurationError
-from .registry import DRIVER_CHOICES, SCHEDULERS
+from .registry import CONTAINER_RUNTIMES, DRIVER_CHOICES, SCHEDULERS
 from .resources import NATIVE_SCHEDULERS, RESOURCE_KEYS
 from .site_config import read_site_settings
 
@@ -93,6 +93,8 @@ class Settings:
     slurm_driver: str = "auto"
     flux_driver: str = "auto"
     flux_command: str = "flux"
+    #: what runs a job's script in its ``container``: ch-run, apptainer or singularity
+    container_runtime: str = "ch-run"
     #: Flux: True = batch jobs (nested instances), False = plain jobs, None = the
     #: instance's default (system instance: batch; an enclosing or named one: plain)
     flux_nested: Optional[bool] = None
@@ -206,6 +208,11 @@ class Settings:
                     f"choose one of {', '.join(DRIVER_CHOICES)}"
                 )
             setattr(self, attribute, value)
+        if self.container_runtime not in CONTAINER_RUNTIMES:
+            raise ConfigurationError(
+                f"{self.sources.get('container_runtime', 'container_runtime')}="
+                f"{self.container_runtime!r}: choose one of {', '.join(CONTAINER_RUNTIMES)}"
+            )
         if self.ssh_port is not None and not 0 < int(self.ssh_port) < 65536:
             raise ConfigurationError(
                 f"{self.sources.get('ssh_port', 'ssh_port')}={self.ssh_port!r}: not a TCP port"
@@ -338,6 +345,7 @@ _READERS: Tuple[Tuple[str, str, Callable[[str, str], Any]], ...] = (
     ("slurm_driver", "SLURM_DRIVER", _text),
     ("flux_driver", "FLUX_DRIVER", _text),
     ("flux_command", "FLUX_COMMAND", _text),
+    ("container_runtime", "CONTAINER_RUNTIME", _text),
     ("db_path", "DB", _text),
     ("state_dir", "STATE_DIR", _text),
     ("ssh_port", "SSH_PORT", _integer),

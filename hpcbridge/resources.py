@@ -163,6 +163,8 @@ RESOURCE_KEYS = (
     "signal",
     "requeue",
     "begin",
+    # the image the job's script runs in (HPCBRIDGE_CONTAINER_RUNTIME runs it)
+    "container",
     # the rest, in the scheduler's own words, checked before anything is staged
     "native",
 )
@@ -172,7 +174,16 @@ NATIVE_SCHEDULERS = ("slurm", "flux")
 
 _POSITIVE_COUNTS = ("nodes", "ntasks", "cpus_per_task")
 _GPU_COUNTS = ("gpus", "gpus_per_node", "gpus_per_task")
-_TEXT_KEYS = ("partition", "qos", "account", "constraint", "job_name", "output", "reservation")
+_TEXT_KEYS = (
+    "partition",
+    "qos",
+    "account",
+    "constraint",
+    "job_name",
+    "output",
+    "reservation",
+    "container",
+)
 _FLAGS = ("exclusive", "requeue")
 _MEMORIES = ("mem", "mem_per_cpu")
 
@@ -211,6 +222,9 @@ class Resources:
     requeue: Optional[bool] = None
     #: the earliest start, epoch seconds
     begin: Optional[float] = None
+    #: the image the job's script runs in, as the container runtime takes it (ch-run:
+    #: an image directory or SquashFS file; Apptainer: a SIF file)
+    container: Optional[str] = None
     #: options in a scheduler's own words, per scheduler: ``(("slurm", ("--licenses=a:1",)),)``
     #: - read them with ``native_options``
     native: Optional[Tuple[Tuple[str, Tuple[str, ...]], ...]] = None

@@ -275,7 +275,8 @@ class SchedulerAdapter(ABC):
             self.scheduler_name, self.executor.kind, self.host_label, reach_text(self.executor)
         )
         parts = (self.stager, self.store, where, self.instance_label, self.launcher)
-        return Submission(self.open().driver, *parts, self.observe)
+        runtime = self.settings.container_runtime
+        return Submission(self.open().driver, *parts, self.observe, runtime)
 
     # -- status -----------------------------------------------------------
 

@@ -87,15 +87,42 @@ def marker_path(remote_dir: str, token: str, suffix: str) -> str:
     return posixpath.join(remote_dir, MARKER_DIR, f"{token}{suffix}")
 
 
+@dataclass(frozen=True)
+class Running:
+    """How the wrapper runs a task's script, beyond the task itself."""
+
+    #: what it exports as ``HPCBRIDGE_LAUNCHER`` (``srun``, ``flux run``; none under mock)
+    launcher: str = ""
+    #: a signal it passes on to the script (``signal=B:...``: sent to the wrapper alone)
+    forward: Optional[str] = None
+    #: shell words the script's command is put after: a container runtime's
+    #: (``container_words``); none: the script runs as it is
+    container: Tuple[str, ...] = ()
+
+
+#: the container runtimes the wrapper can run a script in, and their words before it:
+#: the job's folder bound at its own path, and the working directory ($PWD: the folder)
+CONTAINER_RUNTIMES: Mapping[str, Tuple[str, ...]] = {
+    "ch-run": ("ch-run", "-b", '"$PWD"', "-c", '"$PWD"', "{image}", "--"),
+    "apptainer": ("apptainer", "exec", "--bind", '"$PWD"', "--pwd", '"$PWD"', "{image}"),
+    "singularity": ("singularity", "exec", "--bind", '"$PWD"', "--pwd", '"$PWD"', "{image}"),
+}
+
+
+def container_words(runtime: str, image: str) -> Tuple[str, ...]:
+    """The shell words that run a script in ``image`` with ``runtime``."""
+    quoted = shlex.quote(image)
+    return tuple(quoted if word == "{image}" else word for word in CONTAINER_RUNTIMES[runtime])
+
+
 def build_wrapper(
     tasks: Sequence[TaskSpec],
     workdir: str,
     exit_file: str,
     array_index_variable: Optional[str] = None,
-    launcher: str = "",
+    running: Running = Running(),
     parts_path: Optional[str] = None,
     bundled: Optional[Mapping[str, str]] = None,
-    forward: Optional[str] = None,
 ) -> str:
     """The wrapper's text.
 
@@ -118,12 +145,14 @@ def build_wrapper(
     file per hundred tasks instead of one per script: a sweep of distinct scripts
     is staged as fast as one of a single script.  Only for scripts one task runs.
 
-    ``forward``: a signal the wrapper passes on to the script (``_run_lines``).
+    ``running``: what it exports as the launcher, a signal it passes on, a container it
+    runs the script in (``_run_lines``).
     """
     lines = _wrapper_lines(
-        tasks, workdir, exit_file, array_index_variable, launcher, parts_path, bundled or {}
+        tasks, workdir, exit_file, array_index_variable, running.launcher, parts_path, bundled or {}
     )
-    return "\n".join([*lines, *_run_lines(forward), *_record_lines(), 'exit "$hpcb_rc"', ""])
+    run = _run_lines(running.forward, running.container)
+    return "\n".join([*lines, *run, *_record_lines(), 'exit "$hpcb_rc"', ""])
 
 
 def wrapper_parts(
@@ -326,16 +355,21 @@ def _task_line(task: TaskSpec) -> str:
     return "; ".join(words)
 
 
-def _run_lines(forward: Optional[str] = None) -> List[str]:
+def _run_lines(forward: Optional[str] = None, container: Sequence[str] = ()) -> List[str]:
     """Run the task's script with its arguments; ``hpcb_rc`` its exit code.  With
     ``forward`` (a signal's name) the script runs in the background and that signal,
-    sent to this shell alone (Slurm's ``--signal=B:``), is passed on to it."""
-    starts = (
-        'case "$hpcb_first" in',
-        '  \'#!\'*) "$hpcb_script" "$@"{} ;;',
-        '  *) /bin/sh "$hpcb_script" "$@"{} ;;',
-        "esac",
-    )
+    sent to this shell alone (Slurm's ``--signal=B:``), is passed on to it; with
+    ``container`` (a runtime's words) the script runs in that container."""
+    inside = " ".join(container) + " " if container else ""
+
+    def starts(after: str) -> List[str]:
+        return [
+            'case "$hpcb_first" in',
+            "  '#!'*) " + inside + '"$hpcb_script" "$@"' + after + " ;;",
+            "  *) " + inside + '/bin/sh "$hpcb_script" "$@"' + after + " ;;",
+            "esac",
+        ]
+
     if not forward:
         return [
             # A TERM (cancel, time limit) would end this shell before it records
@@ -347,7 +381,7 @@ def _run_lines(forward: Optional[str] = None) -> List[str]:
             # shell too: trapped, the script alone acts on it (a child gets the default).
             "trap 'hpcb_warned=1' USR1 USR2 HUP ALRM INT",
             'hpcb_first=; IFS= read -r hpcb_first < "$hpcb_script" || true',
-            *(line.format("") for line in starts),
+            *starts(""),
             "hpcb_rc=$?",
         ]
     return [
@@ -357,7 +391,7 @@ def _run_lines(forward: Optional[str] = None) -> List[str]:
         "hpcb_again=",
         "trap 'hpcb_again=1' TERM USR1 USR2 HUP ALRM INT",
         'hpcb_first=; IFS= read -r hpcb_first < "$hpcb_script" || true',
-        *(line.format(" &") for line in starts),
+        *starts(" &"),
         "hpcb_child=$!",
         f"trap 'hpcb_again=1; kill -{forward} \"$hpcb_child\" 2>/dev/null' {forward}",
         'wait "$hpcb_child"; hpcb_rc=$?',
@@ -476,13 +510,12 @@ def wrapper_files(
     job: PreparedJob,
     tasks: Sequence[TaskSpec],
     array_index_variable: Optional[str],
-    launcher: str = "",
+    running: Running = Running(),
     bundled: Optional[Mapping[str, str]] = None,
-    forward: Optional[str] = None,
 ) -> List[Tuple[str, str]]:
     """``(path, text)`` of the wrapper and, with many tasks, the parts of its table
     (``jobscript.wrapper_parts``), the wrapper last; ``bundled``: the staged scripts
-    that travel in the table (``Stager.bundle``); ``forward``: ``build_wrapper``'s."""
+    that travel in the table (``Stager.bundle``); ``running``: ``build_wrapper``'s."""
     staged = [
         TaskSpec(remote, task.arguments, task.environment)
         for remote, task in zip(job.scripts, tasks)
@@ -492,9 +525,8 @@ def wrapper_files(
         job.remote_dir,
         job.exit_file,
         array_index_variable,
-        launcher,
+        running,
         job.wrapper_path,
         bundled,
-        forward,
     )
     return [*wrapper_parts(staged, job.wrapper_path, bundled), (job.wrapper_path, wrapper)]

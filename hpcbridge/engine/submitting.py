@@ -60,9 +60,11 @@ from .jobscript import (
     MARKER_DIR,
     TASK_INDEX_VARIABLE,
     PreparedJob,
+    Running,
     TaskSpec,
     can_bundle,
     check_environment_names,
+    container_words,
     new_token,
     plan_chunks,
     wrapper_files,
@@ -436,6 +438,7 @@ class Submission:
         instance: Optional[str],
         launcher: Callable[[object], str],
         statuses: Callable[[List[str]], Dict[str, Observation]],
+        container_runtime: str = "ch-run",
     ) -> None:
         self.driver = driver
         self.stager = stager
@@ -448,6 +451,8 @@ class Submission:
         #: the adapter's observations of many ids (the store, then the scheduler at its
         #: polite rate: ``SchedulerAdapter.observe``)
         self.statuses = statuses
+        #: what runs a script in its container (``HPCBRIDGE_CONTAINER_RUNTIME``)
+        self.container_runtime = container_runtime
 
     def parents(
         self, depends_on: Sequence[str], known: Optional[Mapping[str, JobStatus]] = None
@@ -520,8 +525,9 @@ class Submission:
         batch = planned.batch
         array_variable = self.driver.capabilities.array_index_variable
         bundled = self.stager.bundle(batch.job, tasks)
-        forward = signal_forwarded(batch.resources.signal)
-        files = wrapper_files(batch.job, tasks, array_variable, launcher, bundled, forward)
+        files = wrapper_files(
+            batch.job, tasks, array_variable, self.running(batch, launcher), bundled
+        )
         self.stager.stage(batch.job, tasks, files, bundled.keys())
         try:
             submitted = self.driver.submit_many(planned)
@@ -530,6 +536,16 @@ class Submission:
             raise
         self.record(submitted, batch, tasks)
         return submitted
+
+    def running(self, batch: SubmitBatch, launcher: str) -> Running:
+        """How the batch's wrapper runs its scripts: the launcher it exports, a ``B:``
+        signal passed on, the container (``resources.container``, by the runtime)."""
+        image = batch.resources.container
+        return Running(
+            launcher,
+            signal_forwarded(batch.resources.signal),
+            container_words(self.container_runtime, image) if image else (),
+        )
 
     def record(
         self, submitted: Sequence[Submitted], batch: SubmitBatch, tasks: Sequence[TaskSpec]

@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 from typing import Dict
 
-from hpcbridge.engine.jobscript import TaskSpec, build_wrapper
+from hpcbridge.engine.jobscript import Running, TaskSpec, build_wrapper
 
 
 def _wrapper(folder: Path, body: str, launcher: str = "") -> Path:
@@ -15,7 +15,7 @@ def _wrapper(folder: Path, body: str, launcher: str = "") -> Path:
     script.chmod(0o755)
     wrapper = folder / "wrapper.sh"
     text = build_wrapper(
-        [TaskSpec(str(script))], str(folder), str(folder / "job.exit"), None, launcher
+        [TaskSpec(str(script))], str(folder), str(folder / "job.exit"), None, Running(launcher)
     )
     wrapper.write_text(text)
     return wrapper

@@ -8,7 +8,14 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Dict, List
 
-from hpcbridge.engine.jobscript import TASKS_PER_PART, TaskSpec, build_wrapper, wrapper_parts
+from hpcbridge.engine.jobscript import (
+    TASKS_PER_PART,
+    Running,
+    TaskSpec,
+    build_wrapper,
+    container_words,
+    wrapper_parts,
+)
 from hpcbridge.engine.tracking import ExitRecord, read_exit_file
 
 
@@ -150,7 +157,7 @@ def test_a_wrapper_of_many_tasks_keeps_its_table_in_parts_each_job_reads_one(
     tasks = [TaskSpec(script, [str(i)]) for i in range(2 * TASKS_PER_PART + 50)]
     wrapper_path = str(tmp_path / "w.sh")
     exit_file = str(tmp_path / "job.exit")
-    wrapper = build_wrapper(tasks, str(tmp_path), exit_file, None, "", wrapper_path)
+    wrapper = build_wrapper(tasks, str(tmp_path), exit_file, None, Running(), wrapper_path)
     parts = wrapper_parts(tasks, wrapper_path)
     assert [path for path, _text in parts] == [f"{wrapper_path}.{k}" for k in range(3)]
     assert len(wrapper) < 3000  # no table inline
@@ -187,7 +194,7 @@ def test_tasks_that_all_set_the_same_need_no_table_only_the_index_checked(
     tasks = [TaskSpec(script)] * (3 * TASKS_PER_PART)
     wrapper_path = str(tmp_path / "w.sh")
     wrapper = build_wrapper(
-        tasks, str(tmp_path), str(tmp_path / "job.exit"), None, "", wrapper_path
+        tasks, str(tmp_path), str(tmp_path / "job.exit"), None, Running(), wrapper_path
     )
     assert wrapper_parts(tasks, wrapper_path) == []
     assert len(wrapper) < 3000 and wrapper.count(shlex.quote(script)) == 1
@@ -215,7 +222,9 @@ def test_bundled_scripts_travel_in_the_table_and_each_task_writes_its_own(
     }
     tasks = [TaskSpec(path, (str(k),)) for k, path in enumerate(texts)]
     wrapper_path = str(jobs / "w.sh")
-    wrapper = build_wrapper(tasks, str(jobs), str(jobs / "job.exit"), None, "", wrapper_path, texts)
+    wrapper = build_wrapper(
+        tasks, str(jobs), str(jobs / "job.exit"), None, Running(), wrapper_path, texts
+    )
     parts = wrapper_parts(tasks, wrapper_path, texts)
     assert [path for path, _ in parts] == [f"{wrapper_path}.0"]  # in a part, not inline
     assert "import sys" not in wrapper
@@ -258,7 +267,9 @@ exit 3
 def _signal_wrapper(folder: Path, forward: "str | None") -> "subprocess.Popen[str]":
     exit_file = str(folder / "job.exit")
     script = _script(folder, "warned.sh", WARNED)
-    wrapper = build_wrapper([TaskSpec(script)], str(folder), exit_file, forward=forward)
+    wrapper = build_wrapper(
+        [TaskSpec(script)], str(folder), exit_file, running=Running(forward=forward)
+    )
     path = folder / "wrapper.sh"
     path.write_text(wrapper)
     env = {"PATH": os.environ["PATH"]}
@@ -289,3 +300,38 @@ def test_a_signal_to_the_wrapper_is_survived_and_the_scripts_exit_recorded(tmp_p
     assert "script got USR1" not in out
     assert process.returncode == 3
     assert (tmp_path / "job.exit").read_text().split()[0] == "3"
+
+
+# -- containers ------------------------------------------------------------------------
+
+
+def test_every_runtime_the_settings_take_has_its_words() -> None:
+    from hpcbridge.engine.jobscript import CONTAINER_RUNTIMES
+    from hpcbridge.registry import CONTAINER_RUNTIMES as NAMES
+
+    assert tuple(CONTAINER_RUNTIMES) == NAMES
+
+
+def test_a_script_runs_inside_the_runtimes_command_with_its_folder_bound(tmp_path: Path) -> None:
+    """A stand-in runtime (a script named ch-run on PATH) shows what it is handed."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "ch-run"
+    fake.write_text('#!/bin/sh\necho "ch-run $*"\nshift 5; shift; exec "$@"\n')
+    fake.chmod(0o755)
+    script = _script(tmp_path, "step.sh", 'echo "step in $PWD"; exit 6\n')
+    running = Running(container=container_words("ch-run", "/images/deb 12"))
+    wrapper = build_wrapper(
+        [TaskSpec(script)], str(tmp_path), str(tmp_path / "job.exit"), None, running
+    )
+    path = tmp_path / "wrapper.sh"
+    path.write_text(wrapper)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    result = subprocess.run(["/bin/sh", str(path)], capture_output=True, text=True, env=env)
+    folder = str(tmp_path)
+    assert (
+        result.stdout.splitlines()[0]
+        == f"ch-run -b {folder} -c {folder} /images/deb 12 -- {script}"
+    )
+    assert f"step in {folder}" in result.stdout
+    assert result.returncode == 6 and (tmp_path / "job.exit").read_text().split()[0] == "6"

@@ -34,6 +34,7 @@ SITE_KEYS = (
     "signal",
     "requeue",
     "begin",
+    "container",
     "native",
 )
 

@@ -86,7 +86,7 @@ def test_the_stager_bundles_what_can_travel_and_copies_the_rest(tmp_path: Path) 
     stager = Stager(LocalExecutor(), str(jobs), "out")
     bundled = stager.bundle(job, chunk)
     assert bundled == {str(jobs / "a.sh"): "echo a\n"}
-    files = wrapper_files(job, chunk, None, "", bundled)
+    files = wrapper_files(job, chunk, None, bundled=bundled)
     stager.stage(job, chunk, files, bundled.keys())
     staged = sorted(path.name for path in jobs.iterdir() if path.is_file())
     assert staged == ["bin", "open.sh", "twice.sh"]  # a.sh is in the table
