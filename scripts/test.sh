@@ -56,6 +56,8 @@ if [ "${HPCBRIDGE_TEST_NO_BUILD:-0}" != 1 ] && [ "$(id -u)" = 0 ]; then
   build_started=$SECONDS
   PYTHON=$python bash scripts/build-schedulers.sh
   echo "== schedulers ready after $((SECONDS - build_started)) s"
+  # The image job steps run in (Charliecloud's ch-run; mmdebstrap, no registry): ~20 s once.
+  bash containers/images/build.sh
 fi
 
 if [ "${HPCBRIDGE_TEST_NO_SERVICES:-0}" != 1 ] && [ "$(id -u)" = 0 ]; then

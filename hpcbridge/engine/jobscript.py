@@ -100,10 +100,12 @@ class Running:
     container: Tuple[str, ...] = ()
 
 
-#: the container runtimes the wrapper can run a script in, and their words before it:
-#: the job's folder bound at its own path, and the working directory ($PWD: the folder)
+#: the container runtimes the wrapper can run a script in, and their words before it,
+#: the job's folder ($PWD) bound and the working directory.  ch-run binds it at /mnt:
+#: unprivileged, it cannot make a mount point in a read-only image, and /mnt is in
+#: every image; Apptainer and Singularity bind it at its own path.
 CONTAINER_RUNTIMES: Mapping[str, Tuple[str, ...]] = {
-    "ch-run": ("ch-run", "-b", '"$PWD"', "-c", '"$PWD"', "{image}", "--"),
+    "ch-run": ("ch-run", "-b", '"$PWD":/mnt', "-c", "/mnt", "{image}", "--"),
     "apptainer": ("apptainer", "exec", "--bind", '"$PWD"', "--pwd", '"$PWD"', "{image}"),
     "singularity": ("singularity", "exec", "--bind", '"$PWD"', "--pwd", '"$PWD"', "{image}"),
 }
@@ -361,12 +363,25 @@ def _run_lines(forward: Optional[str] = None, container: Sequence[str] = ()) -> 
     sent to this shell alone (Slurm's ``--signal=B:``), is passed on to it; with
     ``container`` (a runtime's words) the script runs in that container."""
     inside = " ".join(container) + " " if container else ""
+    # In a container the script is named from the job's folder, bound as the working
+    # directory (a script staged elsewhere keeps its path: the image may have it).
+    # (ch-run wants USER, which a job's environment may lack.)
+    named = (
+        [
+            'case $hpcb_script in "$PWD"/*) hpcb_run=./${hpcb_script#"$PWD"/} ;;'
+            " *) hpcb_run=$hpcb_script ;; esac",
+            '[ -n "${USER:-}" ] || { USER=$(id -un); export USER; }',
+        ]
+        if container
+        else ["hpcb_run=$hpcb_script"]
+    )
 
     def starts(after: str) -> List[str]:
         return [
+            *named,
             'case "$hpcb_first" in',
-            "  '#!'*) " + inside + '"$hpcb_script" "$@"' + after + " ;;",
-            "  *) " + inside + '/bin/sh "$hpcb_script" "$@"' + after + " ;;",
+            "  '#!'*) " + inside + '"$hpcb_run" "$@"' + after + " ;;",
+            "  *) " + inside + '/bin/sh "$hpcb_run" "$@"' + after + " ;;",
             "esac",
         ]
 
