@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import platform
+import shutil
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -56,6 +57,7 @@ def run_checks(settings: Settings) -> List[Check]:
         ),
         _polling_check(settings),
         _store_check(settings),
+        container_check(settings),
     ]
     # A scheduler with no checks of its own (the mock) needs nothing from this machine.
     checks.extend(
@@ -102,6 +104,25 @@ def _polling_check(settings: Settings) -> Check:
         True,
         f"Slurm and Flux asked at most once per {settings.min_poll_interval:g} s ({source}); "
         f"site settings: {describe_site_settings()}",
+    )
+
+
+def container_check(settings: Settings) -> Check:
+    """The runtime a step's ``container`` runs with, and whether it is here (jobs run
+    where the scheduler puts them: this says only what this machine has)."""
+    runtime = settings.container_runtime
+    found = shutil.which(runtime)
+    source = settings.sources.get("container_runtime", "default")
+    image = settings.resource_defaults.get("container")
+    asked = f"; every job in {image} (HPCBRIDGE_CONTAINER)" if image else ""
+    if found:
+        return Check("container runtime", True, f"{runtime} ({source}): {found}{asked}")
+    where = "on PATH here" if settings.transport == "local" else "checked here, not where jobs run"
+    return Check(
+        "container runtime",
+        not image or settings.transport != "local",
+        f"{runtime} ({source}) is not {where}; a job with a container needs it where it runs"
+        f"{asked}",
     )
 
 

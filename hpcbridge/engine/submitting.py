@@ -489,6 +489,10 @@ class Submission:
             many = f"  # {count} jobs: {TASK_INDEX_VARIABLE}=0..{count - 1}" if count > 1 else ""
             lines.append(line + many + _own_names(planned.batch.job))
         summary = self.driver.capabilities.summary()
+        image = order.resources.container
+        if image:  # what the wrapper does, not the scheduler: said apart
+            words = " ".join(container_words(self.container_runtime, image))
+            lines.append(f"# the wrapper runs each script as: {words} ./SCRIPT")
         return "\n".join(lines) + f"\n# {self.driver.name} driver: {summary}"
 
     def run(self, order: Order, known: Optional[Mapping[str, JobStatus]] = None) -> List[str]:

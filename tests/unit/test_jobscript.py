@@ -8,6 +8,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Dict, List
 
+import pytest
+
 from hpcbridge.engine.jobscript import (
     TASKS_PER_PART,
     Running,
@@ -334,3 +336,23 @@ def test_a_script_runs_inside_the_runtimes_command_with_its_folder_bound(tmp_pat
     assert said[0] == f"ch-run -b {folder}:/mnt -c /mnt /images/deb 12 -- ./step.sh"
     assert said[1] == f"step in {folder}"
     assert result.returncode == 6 and (tmp_path / "job.exit").read_text().split()[0] == "6"
+
+
+def test_doctor_says_which_runtime_runs_a_container_and_whether_it_is_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hpcbridge.config import Settings
+    from hpcbridge.doctor import container_check
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no runtime here
+    settings = Settings.from_env(env={"HPCBRIDGE_CONTAINER": "/img"}, state_dir=str(tmp_path))
+    missing = container_check(settings)
+    assert not missing.ok and "ch-run (default) is not on PATH here" in missing.detail
+    fake = tmp_path / "apptainer"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    settings = Settings.from_env(
+        env={"HPCBRIDGE_CONTAINER_RUNTIME": "apptainer"}, state_dir=str(tmp_path)
+    )
+    found = container_check(settings)
+    assert found.ok and found.detail == f"apptainer (HPCBRIDGE_CONTAINER_RUNTIME): {fake}"
