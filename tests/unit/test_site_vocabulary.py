@@ -240,9 +240,35 @@ def test_flux_refuses_what_it_has_no_notion_of(key: str, value: str) -> None:
     assert raised.value.key == key
 
 
-def test_flux_refuses_gpus_per_node_it_is_not_sent_yet() -> None:
-    with pytest.raises(ResourceError, match="does not send it to Flux yet.*gpus_per_task"):
-        flux_request(gpus_per_node=1)
+@pytest.mark.parametrize(
+    "asked, per_slot",
+    [
+        ({"nodes": 1, "gpus_per_node": 2}, 2),
+        ({"nodes": 2, "ntasks": 4, "gpus_per_node": 2}, 1),
+        ({"nodes": 2, "ntasks": 4, "gpus_per_node": 2, "gpus_per_task": 1}, 1),
+    ],
+)
+def test_flux_shares_a_nodes_gpus_among_its_slots(asked: Dict[str, int], per_slot: int) -> None:
+    assert flux_request(POLICY_0_88, **asked).gpus_per_slot == per_slot
+
+
+@pytest.mark.parametrize(
+    "asked, said",
+    [
+        ({"gpus_per_node": 2}, "give nodes too"),
+        ({"nodes": 2, "ntasks": 3, "gpus_per_node": 2}, "no whole number per slot"),
+        ({"nodes": 1, "ntasks": 4, "gpus_per_node": 2}, "no whole number per slot"),
+        (
+            {"nodes": 1, "gpus_per_node": 2, "gpus": 1},
+            "gpus=1, gpus_per_node=2 .per slot. disagree",
+        ),
+    ],
+)
+def test_flux_refuses_gpus_per_node_it_cannot_share_evenly(
+    asked: Dict[str, int], said: str
+) -> None:
+    with pytest.raises(ResourceError, match=said):
+        flux_request(POLICY_0_88, **asked)
 
 
 def test_flux_gets_exclusive_begin_and_signal_where_the_release_has_them() -> None:

@@ -29,7 +29,7 @@ How resources become Flux options::
     (each where the release has it - ``FluxPolicy``; else dropped, said once)
     mem, mem_per_cpu, partition, requeue -> dropped (see DROPPED_KEYS)
     gres, reservation -> refused (see REFUSED_KEYS)
-    gpus_per_node -> refused for now (NOT_MAPPED_YET)
+    gpus_per_node -> -g: shared among a node's slots (needs nodes; a whole number each)
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from ...engine.driver import (
 from ...engine.jobscript import EXIT_RANKS_VARIABLE
 from ...engine.retrying import retry
 from ...errors import JobSubmissionError, LimitRefusedError, ResourceError
-from ...resources import format_fsd, signal_parts
+from ...resources import Resources, format_fsd, signal_parts
 from .instance import Association, FluxPolicy, InstanceFacts, QueueInfo, UriSetting, strip_ansi
 from .jobspec import batch_script
 from .native import Attributes
@@ -76,8 +76,6 @@ REFUSED_KEYS: Mapping[str, str] = {
     "reservation": "Flux has no reservations; submit into the instance that holds the "
     "resources (HPCBRIDGE_FLUX_URI)",
 }
-#: keys Flux has an answer for that hpcbridge does not send it yet: refused, never dropped
-NOT_MAPPED_YET = ("gpus_per_node",)
 #: keys only some releases take (the policy's flag of that name), dropped by the others
 RELEASE_KEYS: Mapping[str, str] = {
     "exclusive": "exclusive",
@@ -88,11 +86,7 @@ RELEASE_KEYS: Mapping[str, str] = {
 
 def key_handling() -> Tuple[Mapping[str, str], Mapping[str, str]]:
     """The resource keys Flux drops and those it refuses, each with why (doctor)."""
-    later = {
-        key: "not sent to Flux yet (Flux gives GPUs per slot: gpus_per_task)"
-        for key in NOT_MAPPED_YET
-    }
-    return DROPPED_KEYS, {**REFUSED_KEYS, **later}
+    return DROPPED_KEYS, REFUSED_KEYS
 
 
 _said: set = set()
@@ -300,6 +294,40 @@ def active_cap(associations: Optional[List[Association]], bank: Optional[str]) -
     return None
 
 
+def flux_gpus(resources: Resources) -> int:
+    """GPUs per slot - the only count Flux's ``-g`` takes - from ``gpus`` or
+    ``gpus_per_task`` (the same thing here), or ``gpus_per_node`` shared evenly among
+    a node's slots; ``ResourceError`` where they disagree or do not divide."""
+    asked = {
+        key: value
+        for key, value in (("gpus", resources.gpus), ("gpus_per_task", resources.gpus_per_task))
+        if value
+    }
+    if resources.gpus_per_node:
+        if not resources.nodes:
+            raise ResourceError(
+                "gpus_per_node",
+                "Flux counts GPUs per slot: give nodes too, so that a node's GPUs are shared "
+                "among its slots (or ask gpus_per_task)",
+            )
+        slots, uneven = divmod(resources.slots, resources.nodes)
+        if uneven or resources.gpus_per_node % slots:
+            raise ResourceError(
+                "gpus_per_node",
+                f"{resources.gpus_per_node} GPUs per node over {resources.slots} tasks on "
+                f"{resources.nodes} nodes is no whole number per slot, which is all Flux takes; "
+                "ask gpus_per_task",
+            )
+        asked["gpus_per_node"] = resources.gpus_per_node // slots
+    if len(set(asked.values())) > 1:
+        said = ", ".join(f"{key}={value}" for key, value in asked.items())
+        raise ResourceError(
+            "gpus_per_task",
+            f"Flux's -g is one count per slot: {said} (per slot) disagree; give one of them",
+        )
+    return next(iter(asked.values()), 0)
+
+
 def translate(batch: SubmitBatch, queue: Optional[str], policy: FluxPolicy) -> SubmitRequest:
     """The request of ``batch``'s jobs; what Flux ignores is logged as a warning."""
     resources, kind = batch.resources, kind_of(batch)
@@ -307,13 +335,6 @@ def translate(batch: SubmitBatch, queue: Optional[str], policy: FluxPolicy) -> S
     for key, why in REFUSED_KEYS.items():
         if key in asked:
             raise ResourceError(key, f"{why}; nothing was submitted")
-    for key in NOT_MAPPED_YET:
-        if asked.get(key) not in (None, False, 0):
-            raise ResourceError(
-                key,
-                "hpcbridge does not send it to Flux yet; ask per slot with gpus_per_task "
-                "(Flux's -g), or submit without it (Slurm takes it)",
-            )
     for key, flag in RELEASE_KEYS.items():
         if asked.get(key) not in (None, False) and not getattr(policy, flag):
             _once("flux: %s=%s dropped: Flux %s has no %s", key, asked[key], policy, key)
@@ -336,12 +357,7 @@ def translate(batch: SubmitBatch, queue: Optional[str], policy: FluxPolicy) -> S
         # partition: below, saying where queues go; requeue=False: Flux never requeues
         if key in asked and key != "partition" and asked[key] is not False:
             log.warning("flux: %s=%s dropped: %s", key, asked[key], why)
-    if resources.gpus and resources.gpus_per_task and resources.gpus != resources.gpus_per_task:
-        raise ResourceError(
-            "gpus_per_task",
-            f"Flux's -g is one count per slot: gpus={resources.gpus} and gpus_per_task="
-            f"{resources.gpus_per_task} disagree; give one of them",
-        )
+    gpus_per_slot = flux_gpus(resources)
     if resources.partition:
         log.warning(
             "flux: partition=%r dropped: %s (a Flux queue is --qos NAME, or qos in the resources)",
@@ -374,7 +390,7 @@ def translate(batch: SubmitBatch, queue: Optional[str], policy: FluxPolicy) -> S
         kind=kind,
         nslots=resources.slots,  # -N must not exceed the slot count
         cores_per_slot=resources.cpus_per_task or 1,
-        gpus_per_slot=resources.gpus or resources.gpus_per_task or 0,
+        gpus_per_slot=gpus_per_slot,
         nodes=resources.nodes,
         duration=duration,
         queue=queue,
