@@ -4,7 +4,7 @@ beside 0.49, set up as a site would (``tests.support.flux_accounting``), both dr
 A bank the user is in runs and the job carries it; no bank is the user's default; a
 bank the user is not in is refused while planning - nothing staged, the command's exit
 3 - where Flux would refuse it later; a sweep larger than the bank's
-``max_active_jobs`` finishes with every job COMPLETED and never more active than that,
+``max_active_jobs`` (60 under 10) finishes with every job COMPLETED and never more active than that,
 the cap read from flux-accounting before anything is sent.
 """
 
@@ -42,7 +42,7 @@ from tests.support.spans import most_at_once
 
 pytestmark = pytest.mark.flux
 
-SWEEP = 30
+SWEEP = 60
 
 
 @pytest.fixture(scope="module", params=flux_params())
