@@ -17,11 +17,14 @@ class JobCost:
     cpu_hours: float
     gpu_hours: float
     cost: float
+    #: what the job was charged to: Slurm's account, Flux's bank (``None``: the default)
+    account: Optional[str] = None
 
     def to_json(self) -> Dict[str, Any]:
         return {
             "job_id": self.job_id,
             "scheduler": self.scheduler,
+            "account": self.account,
             "state": self.state,
             "cpu_hours": round(self.cpu_hours, 6),
             "gpu_hours": round(self.gpu_hours, 6),
@@ -43,8 +46,22 @@ def job_cost(
         cpu_hours,
         gpu_hours,
         cpu_hours * cpu_price + gpu_hours * gpu_price,
+        record.account,
     )
 
 
 def costs(records: Iterable[JobRecord], cpu_price: float, gpu_price: float) -> List[JobCost]:
     return [job_cost(record, cpu_price, gpu_price) for record in records]
+
+
+def by_account(rows: Iterable[JobCost]) -> Dict[str, Dict[str, float]]:
+    """CPU-hours, GPU-hours and cost per account (bank); the default is ``""``."""
+    totals: Dict[str, Dict[str, float]] = {}
+    for row in rows:
+        total = totals.setdefault(
+            row.account or "", {"cpu_hours": 0.0, "gpu_hours": 0.0, "cost": 0.0}
+        )
+        total["cpu_hours"] += row.cpu_hours
+        total["gpu_hours"] += row.gpu_hours
+        total["cost"] += row.cost
+    return totals

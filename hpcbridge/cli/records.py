@@ -178,12 +178,18 @@ def _print_jobs(listed: Sequence[Listed], sweep_rows: Sequence[Tuple[str, ...]])
 def _cost_json(
     rows: Sequence[JobCost], listed: Sequence[Listed], settings: Settings
 ) -> Dict[str, Any]:
+    from ..cost import by_account
+
     return {
         "jobs": [{**row.to_json(), **_stale_json(item)} for row, item in zip(rows, listed)],
         "total": {
             "cpu_hours": round(sum(row.cpu_hours for row in rows), 6),
             "gpu_hours": round(sum(row.gpu_hours for row in rows), 6),
             "cost": round(sum(row.cost for row in rows), 6),
+        },
+        "by_account": {
+            account: {key: round(value, 6) for key, value in total.items()}
+            for account, total in by_account(rows).items()
         },
         "prices": {
             "cpu_per_hour": settings.cpu_cost_per_hour,
@@ -195,12 +201,17 @@ def _cost_json(
 def _cost_table(
     rows: Sequence[JobCost], listed: Sequence[Listed], notes: Notes
 ) -> List[Tuple[str, ...]]:
-    table: List[Tuple[str, ...]] = [("JOB ID", "SCHEDULER", "STATE", "CPU-H", "GPU-H", "COST")]
+    from ..cost import by_account
+
+    table: List[Tuple[str, ...]] = [
+        ("JOB ID", "SCHEDULER", "ACCOUNT", "STATE", "CPU-H", "GPU-H", "COST")
+    ]
     for row, item in zip(rows, listed):
         table.append(
             (
                 row.job_id,
                 row.scheduler,
+                row.account or "-",
                 notes.cell(item),
                 f"{row.cpu_hours:.4f}",
                 f"{row.gpu_hours:.4f}",
@@ -209,7 +220,21 @@ def _cost_table(
         )
     totals = [sum(row.cpu_hours for row in rows), sum(row.gpu_hours for row in rows)]
     total_cost = sum(row.cost for row in rows)
-    table.append(("TOTAL", "", "", f"{totals[0]:.4f}", f"{totals[1]:.4f}", f"{total_cost:.4f}"))
+    accounts = by_account(rows)
+    if len(accounts) > 1:  # charged to more than one account (bank): each its subtotal
+        for account, total in sorted(accounts.items()):
+            table.append(
+                (
+                    "SUBTOTAL",
+                    "",
+                    account or "-",
+                    "",
+                    f"{total['cpu_hours']:.4f}",
+                    f"{total['gpu_hours']:.4f}",
+                    f"{total['cost']:.4f}",
+                )
+            )
+    table.append(("TOTAL", "", "", "", f"{totals[0]:.4f}", f"{totals[1]:.4f}", f"{total_cost:.4f}"))
     return table
 
 
