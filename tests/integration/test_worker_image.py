@@ -1,0 +1,117 @@
+"""The worker image (issue 36): hpcbridge and paramiko in a container with no scheduler
+command, run unprivileged with Charliecloud's ``ch-run``, following the source
+system's flow over SSH against the test sshd and Slurm: submit and wait, then - in
+a second container, its job store in the same volume - ``jobs`` and ``logs``.
+
+The image is ``containers/worker/Dockerfile`` as ``containers/images/build.sh`` builds
+it with ``ch-image`` (no registry).  The container runs as the SSH test user (a plain
+local user), its key copied where that user may read it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Dict, Iterator, List
+
+import pytest
+
+from tests.support.slurm_clusters import TARGETS, cluster_for
+from tests.support.ssh import Server
+
+pytestmark = [pytest.mark.slurm, pytest.mark.ssh]
+
+IMAGES = Path(os.environ.get("HPCBRIDGE_TEST_IMAGES", "/var/tmp/hpcbridge-images"))
+WORKER = IMAGES / "worker"
+HELLO = "#!/bin/sh\necho hello from $(hostname) as $(id -un)\n"
+
+
+@pytest.fixture(scope="module")
+def worker() -> str:
+    if shutil.which("ch-run") is None:
+        pytest.skip("no ch-run here: bash containers/images/build.sh installs charliecloud")
+    if not (WORKER / "usr" / "local" / "bin" / "hpcbridge").exists():
+        status = IMAGES / "status"
+        said = status.read_text().strip() if status.is_file() else ""
+        pytest.skip(said or f"no worker image at {WORKER}: run bash containers/images/build.sh")
+    inside = os.pathsep.join(str(WORKER / path) for path in ("usr/bin", "usr/local/bin", "bin"))
+    carried = [name for name in ("sbatch", "squeue", "flux") if shutil.which(name, path=inside)]
+    assert not carried, f"the worker image must carry no scheduler command: {carried}"
+    return str(WORKER)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Dict[str, str]]:
+    yield from cluster_for(TARGETS["22.05-cli"])
+
+
+def run_in(
+    worker: str, user: str, mounts: Path, state: Path, env: Dict[str, str], *words: str
+) -> "subprocess.CompletedProcess[str]":
+    """``hpcbridge WORDS`` in a fresh container of the worker image, as ``user``."""
+    argv: List[str] = ["runuser", "-u", user, "--", "env", "-i"]
+    argv += [f"{name}={value}" for name, value in {"USER": user, **env}.items()]
+    argv += ["ch-run", "-b", f"{mounts}:/mnt", "-b", f"{state}:/var/lib/hpcbridge", worker]
+    argv += ["--", "hpcbridge", *words]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300)
+
+
+def test_the_worker_image_submits_over_ssh_and_its_store_outlives_the_container(
+    worker: str, ssh_server: Server, cluster: Dict[str, str], tmp_path: Path
+) -> None:
+    user = ssh_server.user
+    owner = pwd.getpwnam(user)
+    mounts, state = tmp_path / "mnt", tmp_path / "state"
+    for folder in (mounts, state):
+        folder.mkdir()
+        os.chown(folder, owner.pw_uid, owner.pw_gid)
+    tmp_path.chmod(0o755)
+    for source, name in ((ssh_server.key, "id"), (ssh_server.known_hosts, "known_hosts")):
+        copied = mounts / name
+        shutil.copyfile(source, copied)
+        os.chown(copied, owner.pw_uid, owner.pw_gid)
+        copied.chmod(0o600)
+    script = mounts / "hello.sh"
+    script.write_text(HELLO)
+    os.chown(script, owner.pw_uid, owner.pw_gid)
+    env = {
+        "HOME": "/var/lib/hpcbridge",
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HPCBRIDGE_SCHEDULER": "slurm",
+        "HPCBRIDGE_SSH_HOST": ssh_server.host,
+        "HPCBRIDGE_SSH_PORT": str(ssh_server.port),
+        "HPCBRIDGE_SSH_USER": user,
+        "HPCBRIDGE_SSH_KEY": "/mnt/id",
+        "HPCBRIDGE_SSH_KNOWN_HOSTS": "/mnt/known_hosts",
+        "HPCBRIDGE_COMMAND_ENV": f"SLURM_CONF={cluster['SLURM_CONF']}",
+        "HPCBRIDGE_MIN_POLL_INTERVAL": "0",
+    }
+    submitted = run_in(
+        worker,
+        user,
+        mounts,
+        state,
+        env,
+        "submit",
+        "/mnt/hello.sh",
+        "--time",
+        "5",
+        "--wait",
+        "--poll-interval",
+        "1",
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.split()[0]
+    assert "COMPLETED" in submitted.stderr, submitted.stderr
+    # A second container: the store is the volume's, the job found again by its id.
+    listed = run_in(worker, user, mounts, state, env, "jobs", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [job["state"] for job in json.loads(listed.stdout) if job["job_id"] == job_id] == [
+        "COMPLETED"
+    ]
+    logs = run_in(worker, user, mounts, state, env, "logs", job_id)
+    assert logs.returncode == 0 and "hello from" in logs.stdout and user in logs.stdout, logs
