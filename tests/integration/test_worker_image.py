@@ -51,7 +51,7 @@ def cluster() -> Iterator[Dict[str, str]]:
 
 def run_in(
     worker: str, user: str, mounts: Path, state: Path, env: Dict[str, str], *words: str
-) -> "subprocess.CompletedProcess[str]":
+) -> subprocess.CompletedProcess[str]:
     """``hpcbridge WORDS`` in a fresh container of the worker image, as ``user``."""
     argv: List[str] = ["runuser", "-u", user, "--", "env", "-i"]
     argv += [f"{name}={value}" for name, value in {"USER": user, **env}.items()]
