@@ -173,10 +173,10 @@ def _checks_from(info: Dict[str, Any]) -> List[Check]:
         if queues.get("default"):
             text += f" (default {queues['default']})"
         found.append(Check("flux queues", True, text))
-    if info.get("time_left") is not None:
-        found.append(Check("flux time left", True, f"{info['time_left']:.0f} s (enclosing job)"))
     banks = info.get("banks")
     found.append(Check("flux accounting", True, _banks(banks) if banks is not None else "none"))
+    if info.get("time_left") is not None:
+        found.append(Check("flux time left", True, f"{info['time_left']:.0f} s (enclosing job)"))
     for warning in info.get("warnings", []):
         found.append(Check("flux warning", False, str(warning)))
     return found
