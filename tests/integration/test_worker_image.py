@@ -15,6 +15,7 @@ import os
 import pwd
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Dict, Iterator, List
 
@@ -55,21 +56,31 @@ def run_in(
     """``hpcbridge WORDS`` in a fresh container of the worker image, as ``user``."""
     argv: List[str] = ["runuser", "-u", user, "--", "env", "-i"]
     argv += [f"{name}={value}" for name, value in {"USER": user, **env}.items()]
-    argv += ["ch-run", "-b", f"{mounts}:/mnt", "-b", f"{state}:/var/lib/hpcbridge", worker]
+    # --set-env: the image's ENV (HPCBRIDGE_TRANSPORT=ssh, the store in the volume)
+    argv += ["ch-run", "--set-env", "-b", f"{mounts}:/mnt", "-b", f"{state}:/var/lib/hpcbridge"]
+    argv.append(worker)
     argv += ["--", "hpcbridge", *words]
     return subprocess.run(argv, capture_output=True, text=True, timeout=300)
 
 
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A folder the container's user can reach (pytest's own are its owner's only)."""
+    folder = Path(tempfile.mkdtemp(prefix="hpcb-worker-", dir="/var/tmp"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def test_the_worker_image_submits_over_ssh_and_its_store_outlives_the_container(
-    worker: str, ssh_server: Server, cluster: Dict[str, str], tmp_path: Path
+    worker: str, ssh_server: Server, cluster: Dict[str, str], shared_dir: Path
 ) -> None:
     user = ssh_server.user
     owner = pwd.getpwnam(user)
-    mounts, state = tmp_path / "mnt", tmp_path / "state"
+    mounts, state = shared_dir / "mnt", shared_dir / "state"
     for folder in (mounts, state):
         folder.mkdir()
         os.chown(folder, owner.pw_uid, owner.pw_gid)
-    tmp_path.chmod(0o755)
     for source, name in ((ssh_server.key, "id"), (ssh_server.known_hosts, "known_hosts")):
         copied = mounts / name
         shutil.copyfile(source, copied)
