@@ -180,11 +180,16 @@ def wait_for(
 def wait_state(
     adapter: FluxAdapter, job_id: str, states: List[JobState], timeout: float = 60.0
 ) -> None:
-    wait_for(
-        lambda: adapter.get_job_status(job_id).state in states,
-        timeout,
-        what=f"{job_id} in {[s.value for s in states]}",
-    )
+    seen: List[JobState] = []
+
+    def reached() -> bool:
+        seen.append(adapter.get_job_status(job_id).state)
+        return seen[-1] in states
+
+    try:
+        wait_for(reached, timeout, what=f"{job_id} in {[s.value for s in states]}")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; last seen {seen[-1].value if seen else 'nothing'}") from None
 
 
 def describe_flux() -> str:
