@@ -82,6 +82,10 @@ class FluxCommands:
         self.uri = uri
         #: what each native option sets (``native_attributes``), by job kind and option
         self._native: Dict[Tuple[bool, str], native.Attributes] = {}
+        #: the bare job's dry-run jobspec each option's is compared with, by job kind
+        self._bare: Dict[bool, str] = {}
+        #: the login the instance's accounting knows this user by (``associations``)
+        self._user: Optional[str] = None
         #: when the user's flux-accounting rows were read, and them (``associations``)
         self._associations: Tuple[float, Optional[List[Association]]] = (-math.inf, None)
 
@@ -157,21 +161,27 @@ class FluxCommands:
         ``None`` where it has none (or will not say: its service answers its owner
         only, or is not loaded).  Asked again after ``ASSOCIATIONS_TTL`` seconds."""
         asked, found = self._associations
-        if time.monotonic() - asked > ASSOCIATIONS_TTL:
-            found = None
+        if time.monotonic() - asked <= ASSOCIATIONS_TTL:
+            return found
+        found = None
+        if self._user is None:
             user = self.executor.run(cl.whoami_argv(), timeout=self.command_timeout)
+            self._user = user.stdout.strip() if user.ok else ""
+        if not self._user:  # who asks is unknown: there is no row to ask for
+            self._associations = (time.monotonic(), None)
+            return None
+        try:
+            result = self.run(cl.account_user_argv(self.flux, self._user))
+        except SchedulerUnavailableError as exc:  # no flux command: no accounting to ask
+            result = CommandResult([], 1, "", str(exc))
+        if result.ok:
             try:
-                result = self.run(cl.account_user_argv(self.flux, user.stdout.strip()))
-            except SchedulerUnavailableError as exc:  # no flux command: no accounting to ask
-                result = CommandResult([], 1, "", str(exc))
-            if user.ok and result.ok:
-                try:
-                    found = cl.parse_account_user(result.stdout)
-                except (ValueError, KeyError, TypeError) as exc:
-                    log.warning("flux account view-user said what cannot be read: %s", exc)
-            else:
-                log.debug("flux: no accounting here: %s", result.message())
-            self._associations = (time.monotonic(), found)
+                found = cl.parse_account_user(result.stdout)
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("flux account view-user said what cannot be read: %s", exc)
+        else:
+            log.debug("flux: no accounting here: %s", result.message())
+        self._associations = (time.monotonic(), found)
         return found
 
     def native_attributes(
@@ -186,10 +196,10 @@ class FluxCommands:
         found: List[Tuple[str, Any]] = []
         for option in options:
             if (batch, option) not in self._native:
+                if batch not in self._bare:
+                    self._bare[batch] = self._dry_run(command, batch, ())
                 self._native[batch, option] = native.option_attributes(
-                    option,
-                    self._dry_run(command, batch, ()),
-                    self._dry_run(command, batch, (option,)),
+                    option, self._bare[batch], self._dry_run(command, batch, (option,))
                 )
             found.extend(self._native[batch, option])
         return tuple(found)
