@@ -31,10 +31,9 @@ from tests.support.flux_accounting import (
     start_accounting_instance,
 )
 from tests.support.flux_cases import (
+    adapter_on,
     flux_params,
     instance_spans,
-    make_adapter,
-    native_bindings_or_skip,
     require_flux,
     write_script,
 )
@@ -59,16 +58,7 @@ def site(
 def adapter(
     request: pytest.FixtureRequest, site: AccountingInstance, tmp_path: Path
 ) -> FluxAdapter:
-    if request.param == "native":
-        native_bindings_or_skip(site.flux)
-    return make_adapter(
-        request.param,
-        site.uri,
-        tmp_path / "state",
-        remote_workdir=str(tmp_path / "jobs"),
-        flux_command=site.flux,
-        nested=False,
-    )
+    return adapter_on(site, request.param, tmp_path, nested=False)
 
 
 def bank_of(site: AccountingInstance, job_id: str) -> Any:

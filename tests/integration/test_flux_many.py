@@ -10,9 +10,8 @@ import pytest
 
 from hpcbridge.model import JobState
 from tests.support.flux_cases import (
-    make_adapter,
-    native_bindings_or_skip,
-    require_flux,
+    adapter_on,
+    driver_or_skip,
     start_instance,
     write_script,
 )
@@ -37,15 +36,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 @pytest.mark.parametrize("driver", ["native", "cli"])
 def test_many_jobs(driver: str, broker: Any, tmp_path: Path) -> None:
     count = COUNTS[driver]
-    if driver == "native":
-        native_bindings_or_skip(broker.flux)
-    adapter = make_adapter(
-        driver,
-        broker.uri,
-        tmp_path / "state",
-        remote_workdir=str(tmp_path / "jobs"),
-        flux_command=broker.flux or require_flux(),
-    )
+    driver_or_skip(driver, broker.flux)
+    adapter = adapter_on(broker, driver, tmp_path)
     task = write_script(
         tmp_path / "scripts",
         "task.sh",

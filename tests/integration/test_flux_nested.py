@@ -16,8 +16,8 @@ import pytest
 from hpcbridge.errors import JobNotFoundError, JobSubmissionError
 from hpcbridge.model import JobState
 from tests.support.flux_cases import (
+    driver_or_skip,
     make_adapter,
-    native_bindings_or_skip,
     require_flux,
     start_instance,
     wait_state,
@@ -45,9 +45,7 @@ def nested(parent: Any) -> Iterator[Tuple[str, str]]:
 
 @pytest.fixture(params=["native", "cli"])
 def driver(request: pytest.FixtureRequest) -> str:
-    if request.param == "native":
-        native_bindings_or_skip()
-    return str(request.param)
+    return driver_or_skip(request.param)
 
 
 @pytest.fixture(scope="module")

@@ -17,10 +17,10 @@ from hpcbridge.schedulers.flux.status import decimal_job_id
 from tests.support.flux import flux_version
 from tests.support.flux_cases import (
     NAMED_QUEUES,
+    adapter_on,
+    driver_or_skip,
     flux_params,
-    make_adapter,
     many_cores_config,
-    native_bindings_or_skip,
     require_flux,
     start_instance,
     write_script,
@@ -58,9 +58,7 @@ def named(flux: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 @pytest.fixture(params=["native", "cli"])
 def driver(request: pytest.FixtureRequest, flux: str) -> str:
-    if request.param == "native":
-        native_bindings_or_skip(flux)
-    return str(request.param)
+    return driver_or_skip(request.param, flux)
 
 
 @pytest.fixture(scope="module")
@@ -69,13 +67,7 @@ def script(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def adapter_for(instance: Any, driver: str, tmp_path: Path, named: bool = False) -> FluxAdapter:
-    adapter = make_adapter(
-        driver,
-        instance.uri,
-        tmp_path / "state",
-        remote_workdir=str(tmp_path / "jobs"),
-        flux_command=instance.flux,
-    )
+    adapter = adapter_on(instance, driver, tmp_path)
     if named and not adapter.open().facts.policy.queues:
         pytest.skip(f"Flux adapter {adapter.open().facts.policy.name} has no named queues")
     return adapter

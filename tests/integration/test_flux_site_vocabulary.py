@@ -21,9 +21,8 @@ from hpcbridge.schedulers.flux.adapter import FluxAdapter
 from hpcbridge.schedulers.flux.status import decimal_job_id
 from tests.support.flux import config_accepts_noverify
 from tests.support.flux_cases import (
+    adapter_on,
     flux_params,
-    make_adapter,
-    native_bindings_or_skip,
     require_flux,
     start_instance,
     write_script,
@@ -49,15 +48,7 @@ def broker(flux: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]
 
 @pytest.fixture(params=["native", "cli"])
 def adapter(request: pytest.FixtureRequest, broker: Any, tmp_path: Path) -> FluxAdapter:
-    if request.param == "native":
-        native_bindings_or_skip(broker.flux)
-    return make_adapter(
-        request.param,
-        broker.uri,
-        tmp_path / "state",
-        remote_workdir=str(tmp_path / "jobs"),
-        flux_command=broker.flux,
-    )
+    return adapter_on(broker, request.param, tmp_path)
 
 
 def jobspec_of(broker: Any, job_id: str) -> Any:

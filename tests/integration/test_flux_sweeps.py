@@ -20,10 +20,10 @@ import pytest
 from hpcbridge.engine.sweeping import Sweep
 from hpcbridge.model import JobState
 from tests.support.flux_cases import (
+    adapter_on,
+    driver_or_skip,
     flux_params,
     instance_spans,
-    make_adapter,
-    native_bindings_or_skip,
     require_flux,
     start_instance,
     write_script,
@@ -52,17 +52,9 @@ def broker(
 def test_never_more_than_max_queued_active(driver: str, broker: Any, tmp_path: Path) -> None:
     if driver == "cli" and CORE_ONLY:
         pytest.skip("the CLI driver's sweep runs on the newest release (a core-only run)")
-    if driver == "native":
-        native_bindings_or_skip(broker.flux)
+    driver_or_skip(driver, broker.flux)
     before = len(instance_spans(broker))
-    adapter = make_adapter(
-        driver,
-        broker.uri,
-        tmp_path / "state",
-        remote_workdir=str(tmp_path / "jobs"),
-        flux_command=broker.flux,
-        nested=False,
-    )
+    adapter = adapter_on(broker, driver, tmp_path, nested=False)
     assert adapter.open().driver.name == driver
     ran = shlex.quote(str(tmp_path / "ran"))
     hello = write_script(tmp_path / "scripts", "hello.sh", f'echo "hello $1" >> {ran}\n')

@@ -75,6 +75,13 @@ def native_bindings_or_skip(flux: Optional[str] = None) -> Any:
     return module
 
 
+def driver_or_skip(driver: str, flux: Optional[str] = None) -> str:
+    """``driver`` ("native" or "cli"), the test skipped when native bindings are not here."""
+    if driver == "native":
+        native_bindings_or_skip(flux)
+    return driver
+
+
 def many_cores_config(flux: str, workdir: Path, cores: int = 16, gpus: int = 0) -> str:
     """Resource config with more (virtual) cores than the machine has, and ``gpus``
     GPUs it does not have at all.
@@ -150,10 +157,11 @@ def make_adapter(
     return FluxAdapter(executor=executor, uri=uri, settings=settings, driver=driver, **kwargs)
 
 
-def instance_spans(instance: FluxInstance) -> List[Tuple[float, float]]:
-    """(t_submit, t_inactive) of every job the instance has seen, newest first, by its
-    own clock."""
-    out = instance.check(["jobs", "-a", "-n", "-c", "100000", "-o", "{t_submit} {t_inactive}"])
+def instance_spans(instance: FluxInstance, start: str = "t_submit") -> List[Tuple[float, float]]:
+    """(``start``, t_inactive) of every job the instance has seen, newest first, by its
+    own clock.  ``t_depend`` starts a job's span after a jobtap plugin accepted it:
+    its ``t_submit`` is the ingest's, earlier, while the jobs before it still ran."""
+    out = instance.check(["jobs", "-a", "-n", "-c", "100000", "-o", f"{{{start}}} {{t_inactive}}"])
     rows = [line.split() for line in out.splitlines() if line]
     return [(float(start), float(end)) for start, end in rows]
 
@@ -194,3 +202,16 @@ def wait_state(
 
 def describe_flux() -> str:
     return f"{FLUX} ({flux_version(FLUX)})" if FLUX else NOT_FOUND
+
+
+def adapter_on(instance: Any, driver: str, tmp_path: Path, **kwargs: Any) -> FluxAdapter:
+    """``driver``'s adapter on a test instance (anything with ``uri`` and ``flux``), its
+    state in ``tmp_path/state`` and its jobs' folders under ``tmp_path/jobs``."""
+    return make_adapter(
+        driver_or_skip(driver, instance.flux),
+        instance.uri,
+        tmp_path / "state",
+        remote_workdir=str(tmp_path / "jobs"),
+        flux_command=instance.flux,
+        **kwargs,
+    )
