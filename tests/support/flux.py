@@ -137,7 +137,8 @@ class FluxInstance:
         """``["run"]`` or, on 0.26, ``["mini", "run"]`` (likewise for batch, submit)."""
         return ["mini", command] if self.mini else [command]
 
-    def _prefix(self) -> List[str]:
+    def as_owner(self) -> List[str]:
+        """What runs a command as the instance's owner (``runuser``), when it is not us."""
         return ["runuser", "-u", self.user, "--"] if self.user else []
 
     def run(
@@ -147,7 +148,7 @@ class FluxInstance:
         env = dict(os.environ)
         env["FLUX_URI"] = uri or self.uri or ""
         return subprocess.run(
-            [*self._prefix(), self.flux, *argv],
+            [*self.as_owner(), self.flux, *argv],
             capture_output=True,
             text=True,
             env=env,
@@ -190,7 +191,7 @@ class FluxInstance:
             env["SHLVL"] = "1"
         self.process = subprocess.Popen(
             [
-                *self._prefix(),
+                *self.as_owner(),
                 self.flux,
                 "start",
                 "-s1",
