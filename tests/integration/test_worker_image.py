@@ -1,7 +1,8 @@
 """The worker image (issue 36): hpcbridge and paramiko in a container with no scheduler
 command, run unprivileged with Charliecloud's ``ch-run``, following the source
-system's flow over SSH against the test sshd and Slurm: submit and wait, then - in
-a second container, its job store in the same volume - ``jobs`` and ``logs``.
+system's flow over SSH against the test sshd - to Slurm, and to a Flux broker of the
+SSH user's on the login side: submit and wait, then - in a second container, its job
+store in the same volume - ``jobs`` and ``logs``.
 
 The image is ``containers/worker/Dockerfile`` as ``containers/images/build.sh`` builds
 it with ``ch-image`` (no registry).  The container runs as the SSH test user (a plain
@@ -21,10 +22,12 @@ from typing import Dict, Iterator, List
 
 import pytest
 
+from tests.support.flux import FluxInstance
+from tests.support.flux_cases import require_flux, start_instance
 from tests.support.slurm_clusters import TARGETS, cluster_for
 from tests.support.ssh import Server
 
-pytestmark = [pytest.mark.slurm, pytest.mark.ssh]
+pytestmark = pytest.mark.ssh
 
 IMAGES = Path(os.environ.get("HPCBRIDGE_TEST_IMAGES", "/var/tmp/hpcbridge-images"))
 WORKER = IMAGES / "worker"
@@ -72,9 +75,10 @@ def shared_dir() -> Iterator[Path]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_the_worker_image_submits_over_ssh_and_its_store_outlives_the_container(
-    worker: str, ssh_server: Server, cluster: Dict[str, str], shared_dir: Path
+def worker_flow(
+    worker: str, ssh_server: Server, shared_dir: Path, scheduler_env: Dict[str, str]
 ) -> None:
+    """Submit and wait from one container; ``jobs`` and ``logs`` from another."""
     user = ssh_server.user
     owner = pwd.getpwnam(user)
     mounts, state = shared_dir / "mnt", shared_dir / "state"
@@ -92,14 +96,13 @@ def test_the_worker_image_submits_over_ssh_and_its_store_outlives_the_container(
     env = {
         "HOME": "/var/lib/hpcbridge",
         "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HPCBRIDGE_SCHEDULER": "slurm",
         "HPCBRIDGE_SSH_HOST": ssh_server.host,
         "HPCBRIDGE_SSH_PORT": str(ssh_server.port),
         "HPCBRIDGE_SSH_USER": user,
         "HPCBRIDGE_SSH_KEY": "/mnt/id",
         "HPCBRIDGE_SSH_KNOWN_HOSTS": "/mnt/known_hosts",
-        "HPCBRIDGE_COMMAND_ENV": f"SLURM_CONF={cluster['SLURM_CONF']}",
         "HPCBRIDGE_MIN_POLL_INTERVAL": "0",
+        **scheduler_env,
     }
     submitted = run_in(
         worker,
@@ -126,3 +129,42 @@ def test_the_worker_image_submits_over_ssh_and_its_store_outlives_the_container(
     ]
     logs = run_in(worker, user, mounts, state, env, "logs", job_id)
     assert logs.returncode == 0 and "hello from" in logs.stdout and user in logs.stdout, logs
+
+
+@pytest.mark.slurm
+def test_the_worker_image_submits_to_slurm_over_ssh_and_its_store_outlives_the_container(
+    worker: str, ssh_server: Server, cluster: Dict[str, str], shared_dir: Path
+) -> None:
+    scheduler = {
+        "HPCBRIDGE_SCHEDULER": "slurm",
+        "HPCBRIDGE_COMMAND_ENV": f"SLURM_CONF={cluster['SLURM_CONF']}",
+    }
+    worker_flow(worker, ssh_server, shared_dir, scheduler)
+
+
+@pytest.fixture(scope="module")
+def login_broker(ssh_server: Server) -> Iterator[FluxInstance]:
+    """A Flux broker of the SSH user's on the login side (its socket is that user's)."""
+    flux = require_flux()
+    if os.geteuid() != 0 or not shutil.which("runuser"):
+        pytest.skip(f"a broker the ssh user {ssh_server.user} can reach needs root (runuser)")
+    workdir = Path(tempfile.mkdtemp(prefix="hpcb-worker-flux-", dir="/tmp"))
+    workdir.chmod(0o755)
+    instance = start_instance(workdir, flux=flux, user=ssh_server.user)
+    try:
+        yield instance
+    finally:
+        instance.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.mark.flux
+def test_the_worker_image_submits_to_flux_over_ssh_and_its_store_outlives_the_container(
+    worker: str, ssh_server: Server, login_broker: FluxInstance, shared_dir: Path
+) -> None:
+    scheduler = {
+        "HPCBRIDGE_SCHEDULER": "flux",
+        "HPCBRIDGE_FLUX_URI": str(login_broker.uri),
+        "HPCBRIDGE_FLUX_COMMAND": login_broker.flux,
+    }
+    worker_flow(worker, ssh_server, shared_dir, scheduler)
