@@ -163,7 +163,7 @@ runtime=$(for library in $libraries; do
 done | cut -d: -f1 | sort -u | tr '\n' ' ')
 {
   echo "runtime packages: $runtime"
-  wheels "$context/wheels" &&
+  wheels "$context/wheels" "packaging>=20" &&
     cp -a "$FLUX_PREFIX" "$context/flux" &&
     build flux "$repo/containers/flux/Dockerfile" "$context" "$stamp" \
       --build-arg "RUNTIME_PACKAGES=$runtime"

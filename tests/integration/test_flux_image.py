@@ -4,8 +4,9 @@ fallback to the command line) into a broker that runs outside, reached by its so
 
 The image is ``containers/flux/Dockerfile`` as ``containers/images/build.sh`` builds it
 with ``ch-image`` (no registry).  ``ch-run`` binds the host's ``/tmp`` (the broker's
-socket) and ``/var/tmp`` (the script, the job folders and the job store) at the same
-paths, so the broker's jobs find their folders where the container wrote them.
+socket) and ``/var/tmp`` (the script and the job folders) at the same paths, so the
+broker's jobs find their folders where the container wrote them; the job store is a
+volume at the image's ``/var/lib/hpcbridge``.
 """
 
 from __future__ import annotations
@@ -69,11 +70,13 @@ def in_image(image: str, uri: str, shared: Path, *words: str) -> subprocess.Comp
         "USER": os.environ.get("USER", "root"),
         "HOME": str(shared),
         "FLUX_URI": uri,
-        "HPCBRIDGE_STATE_DIR": str(shared / "state"),
         "HPCBRIDGE_MIN_POLL_INTERVAL": "0",
     }
     argv: List[str] = ["env", "-i", *(f"{name}={value}" for name, value in env.items())]
-    argv += ["ch-run", "--set-env", "-b", "/tmp:/tmp", "-b", "/var/tmp:/var/tmp", image]
+    state = shared / "state"  # the job store: a volume at the image's HPCBRIDGE_STATE_DIR
+    state.mkdir(exist_ok=True)
+    argv += ["ch-run", "--set-env", "-b", "/tmp:/tmp", "-b", "/var/tmp:/var/tmp"]
+    argv += ["-b", f"{state}:/var/lib/hpcbridge", image]
     argv += ["--", "hpcbridge", *words]
     return subprocess.run(argv, capture_output=True, text=True, timeout=300)
 
@@ -124,6 +127,7 @@ def test_the_native_driver_is_refused_plainly_without_a_broker(image: str, share
     """Bindings there, no broker at the socket: an error that says what to do, no job."""
     script = write_script(shared, "never.sh", "echo never\n")
     said = in_image(image, f"local://{shared}/no-broker", shared, "submit", script, "--no-nested")
-    assert said.returncode != 0
+    assert said.returncode == 7, said.stderr  # the scheduler is not usable from here
+    assert "broker socket" in said.stderr and "was not found" in said.stderr, said.stderr
     assert "Traceback" not in said.stderr, said.stderr
     assert not list((shared / "state").rglob("*.json")) or "never" not in said.stdout
