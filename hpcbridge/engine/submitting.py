@@ -497,6 +497,7 @@ class Submission:
 
     def run(self, order: Order, known: Optional[Mapping[str, JobStatus]] = None) -> List[str]:
         """Submit every chunk; the ids in task order (``known``: as for ``parents``)."""
+        self.store.check_writable()  # before anything is staged: no job goes in unrecorded
         plans = self.plan(order, known)
         launcher = self.launcher(order.options)
         done: List[Submitted] = []

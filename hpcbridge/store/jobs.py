@@ -29,6 +29,7 @@ from typing import (
     TypeVar,
 )
 
+from ..errors import ConfigurationError
 from ..model import JobState, JobStatus
 from . import location as store_location
 from .journal import journal_for
@@ -283,6 +284,20 @@ class JobStore:
             self._schema_ready = True
         self._local.connection = opened
         return opened
+
+    def check_writable(self) -> None:
+        """Open (and create) the database now; ``ConfigurationError`` saying what to do
+        when it cannot be - asked before a submission, so that no job goes in unrecorded."""
+        try:
+            connection = self._connect()
+            connection.execute("BEGIN IMMEDIATE")  # a write lock taken: the file is writable
+            connection.execute("ROLLBACK")
+        except (sqlite3.Error, OSError) as exc:
+            self.close()
+            raise ConfigurationError(
+                f"the job store {self.path} cannot be written ({exc}): nothing was submitted; "
+                "set HPCBRIDGE_STATE_DIR to a folder of yours that is writable"
+            ) from exc
 
     def close(self) -> None:
         connection = getattr(self._local, "connection", None)
