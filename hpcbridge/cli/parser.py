@@ -217,6 +217,13 @@ def _add_submit_many(sub: Sub) -> None:
         help="record the jobs as a sweep of this name (wait, jobs and cancel take it; "
         "'hpcbridge wait NAME' goes on feeding it if this command dies)",
     )
+    many.add_argument(
+        "--pack",
+        metavar="SPEC",
+        help="Slurm: run the jobs as plain Flux jobs in allocations hpcbridge holds and "
+        "releases, SPEC 'nodes=N,time=T[,count=K][,partition=P][,account=A][,qos=Q]' "
+        "(waits for the jobs; flux on the compute nodes: HPCBRIDGE_FLUX_COMMAND)",
+    )
     _add_submit_tail(
         many, "print the exact command (or jobspec) of each submission and submit nothing"
     )

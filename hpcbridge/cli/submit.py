@@ -142,9 +142,52 @@ def _fed(adapter: Any, jobs: List[Any], args: argparse.Namespace) -> List[str]:
         progress.finish()
 
 
+def _packed(adapter: Any, jobs: List[Any], args: argparse.Namespace) -> int:
+    """``submit-many --pack``: the jobs run in allocations held for them, and waited for."""
+    from ..allocations import Allocations, run_packed
+    from ..packing import Pack
+
+    pack = Pack.parse(args.pack)
+    if adapter.scheduler_name != "slurm":
+        raise ConfigurationError(
+            f"--pack holds Slurm allocations; the scheduler here is {adapter.scheduler_name}: "
+            "add --scheduler slurm (or set HPCBRIDGE_SCHEDULER=slurm)"
+        )
+    if args.after or args.max_queued or args.sweep:
+        raise ConfigurationError("--pack takes no --after, --max-queued or --sweep (yet)")
+    flux = adapter.settings.flux_command
+    if args.dry_run:
+        script = Allocations(adapter, pack, flux).script()
+        with open(script, encoding="utf-8") as handle:
+            runs = handle.read().splitlines()[-1]
+        print(f"# {pack.count} allocation(s), each running: {runs}")
+        print(adapter.describe_submission(script, pack.allocation_resources()))
+        print(f"# then {len(jobs)} plain Flux job(s) dealt among them, slurm:<id> each")
+        return EXIT_OK
+    finals = run_packed(
+        adapter,
+        jobs,
+        resources_from(args),
+        pack,
+        flux_command=flux,
+        poll_interval=args.poll_interval,
+        timeout=args.timeout,
+    )
+    if args.json:
+        print_json([status.to_json() for status in finals.values()])
+    else:
+        for job_id, status in finals.items():
+            print(f"{job_id} {status.state.value}", flush=True)
+    ended_well = all(status.state is JobState.COMPLETED for status in finals.values())
+    return EXIT_OK if ended_well else EXIT_JOB_NOT_COMPLETED
+
+
 def cmd_submit_many(args: argparse.Namespace) -> int:
     jobs = _jobs_from(args)
     adapter = adapter_for(args)
+    if args.pack:
+        with flags_named(args):
+            return _packed(adapter, jobs, args)
     cancelled: Optional[SweepCancelledError] = None
     with flags_named(args):
         if args.dry_run:

@@ -1,0 +1,137 @@
+"""Allocation packing, what it is made of: the ``--pack`` request, the allocation's batch
+script and resources, and the rules for placing tasks.  Pure: nothing here runs a command.
+
+A pack is ``count`` Slurm allocations of ``nodes`` nodes for ``time`` each, every one
+running a Flux instance over its nodes until it is cancelled; a sweep's tasks go into
+those instances as plain Flux jobs (at Flux's own rate, not the controller's).
+
+The rules, stated once:
+
+- **fits**: a task goes into an allocation only when its own time limit, and a margin
+  for its start, fit in the allocation's time left - a task never runs past its
+  allocation's end.
+- **renew**: while tasks remain, another allocation is asked for when every allocation's
+  time left is below ``RENEW_BELOW`` times the longest task's time (plus the margin),
+  so that the next one is running before the last place is gone.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, TypeVar
+
+from .errors import ResourceError
+from .resources import DurationError, format_slurm_time, parse_duration
+
+T = TypeVar("T")
+
+#: seconds kept free at an allocation's end for a task's start and its end being seen
+START_MARGIN = 30.0
+#: an allocation is renewed when its time left is below this many longest tasks
+RENEW_BELOW = 2.0
+#: the job name of every allocation, so that ``squeue`` shows what they are
+ALLOCATION_NAME = "hpcbridge-pack"
+
+_KEYS = ("nodes", "time", "count", "partition", "account", "qos")
+
+
+@dataclass(frozen=True)
+class Pack:
+    """``--pack "nodes=N,time=T[,count=K][,partition=P][,account=A][,qos=Q]"``."""
+
+    time: float
+    nodes: int = 1
+    count: int = 1
+    partition: Optional[str] = None
+    account: Optional[str] = None
+    qos: Optional[str] = None
+
+    @classmethod
+    def parse(cls, text: str) -> Pack:
+        """The request in ``text``; ``ResourceError`` saying what to write otherwise."""
+        given: Dict[str, str] = {}
+        for part in (piece.strip() for piece in text.split(",")):
+            key, equals, value = part.partition("=")
+            key = key.strip()
+            if not equals or not value.strip():
+                raise _bad(f"{part!r} is not KEY=VALUE")
+            if key not in _KEYS:
+                raise _bad(f"unknown key {key!r} (known: {', '.join(_KEYS)})")
+            if key in given:
+                raise _bad(f"{key} given twice")
+            given[key] = value.strip()
+        if "time" not in given:
+            raise _bad("time= is required: how long each allocation holds its nodes")
+        try:
+            time = parse_duration(given["time"])
+        except DurationError as exc:
+            raise _bad(f"time={given['time']}: {exc}") from None
+        if time == float("inf"):
+            raise _bad("time=UNLIMITED: an allocation needs an end to place tasks before it")
+        return cls(
+            time=time,
+            nodes=_positive(given, "nodes"),
+            count=_positive(given, "count"),
+            partition=given.get("partition"),
+            account=given.get("account"),
+            qos=given.get("qos"),
+        )
+
+    def allocation_resources(self) -> Dict[str, Any]:
+        """The resource dict of one allocation's Slurm job."""
+        resources: Dict[str, Any] = {
+            "nodes": self.nodes,
+            "time": format_slurm_time(self.time),
+            "job_name": ALLOCATION_NAME,
+        }
+        for key in ("partition", "account", "qos"):
+            if getattr(self, key):
+                resources[key] = getattr(self, key)
+        return resources
+
+
+def _bad(message: str) -> ResourceError:
+    return ResourceError(
+        "pack", f"{message}; write e.g. --pack nodes=1,time=30,count=2", origin="--pack"
+    )
+
+
+def _positive(given: Dict[str, str], key: str) -> int:
+    text = given.get(key, "1")
+    if not text.isdigit() or int(text) < 1:
+        raise _bad(f"{key}={text}: a whole number, 1 or more")
+    return int(text)
+
+
+def allocation_script(flux_command: str, nodes: int) -> str:
+    """The batch script of one allocation: a Flux instance over its nodes, one broker per
+    node, holding them until the allocation is cancelled."""
+    flux = shlex.quote(flux_command)
+    return (
+        "#!/bin/sh\n"
+        "# hpcbridge pack: a Flux instance over this allocation until it is cancelled\n"
+        f"exec srun --nodes={nodes} --ntasks-per-node=1 --mpi=none {flux} start sleep inf\n"
+    )
+
+
+def fits(task_time: float, time_left: float, margin: float = START_MARGIN) -> bool:
+    """Whether a task of ``task_time`` seconds may start where ``time_left`` remain."""
+    return task_time + margin <= time_left
+
+
+def should_renew(
+    times_left: Sequence[float], longest_task: float, tasks_left: int, margin: float = START_MARGIN
+) -> bool:
+    """Whether another allocation is to be asked for now (the **renew** rule)."""
+    if tasks_left <= 0:
+        return False
+    threshold = RENEW_BELOW * longest_task + margin
+    return all(left < threshold for left in times_left)
+
+
+def split(items: Sequence[T], parts: int) -> List[List[T]]:
+    """``items`` dealt round-robin into ``parts`` lists (each part's order kept)."""
+    if parts < 1:
+        raise ValueError("parts must be 1 or more")
+    return [list(items[index::parts]) for index in range(parts)]

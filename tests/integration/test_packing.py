@@ -1,0 +1,118 @@
+"""Allocation packing (issue 37, the first part): a sweep's tasks run as plain Flux jobs
+in two Slurm allocations of the test cluster, each running a Flux instance, reached as
+``slurm:<id>``; every task COMPLETED, both instances used, no allocation left after.
+
+Needs the Slurm test cluster (containers/slurm) and flux-core on this machine (the
+allocations' node is this machine)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, Iterator
+
+import pytest
+
+from hpcbridge.allocations import AllocationError, run_packed
+from hpcbridge.model import JobState
+from hpcbridge.packing import ALLOCATION_NAME, Pack
+from tests.support.flux_cases import require_flux, write_script
+from tests.support.slurm_clusters import TARGETS, cluster_for, make_adapter, run_slurm
+
+pytestmark = [pytest.mark.flux, pytest.mark.slurm]
+
+TASKS = 40
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Dict[str, str]]:
+    yield from cluster_for(TARGETS["22.05-cli"])
+
+
+def packs_in_queue(env: Dict[str, str], settle: float = 60.0) -> str:
+    """The pack allocations still in the queue once those being cancelled (COMPLETING)
+    had ``settle`` seconds to leave it."""
+    deadline = time.monotonic() + settle
+    while True:
+        listed = run_slurm(["squeue", "-h", "-n", ALLOCATION_NAME, "-o", "%i %T"], env)
+        assert listed.returncode == 0, listed.stderr
+        if not listed.stdout.strip() or time.monotonic() > deadline:
+            return str(listed.stdout.strip())
+        time.sleep(1.0)
+
+
+def test_a_sweep_runs_in_two_allocations_and_none_is_left(
+    cluster: Dict[str, str], tmp_path: Path
+) -> None:
+    flux = require_flux()
+    slurm = make_adapter(cluster, tmp_path)
+    ran = tmp_path / "ran"
+    task = write_script(tmp_path / "scripts", "task.sh", f'echo "$1 $FLUX_URI" >> {ran}\n')
+    pack = Pack.parse("nodes=1,time=10,count=2")
+    finals = run_packed(
+        slurm,
+        [(task, [str(index)]) for index in range(TASKS)],
+        {"time": "60s"},
+        pack,
+        flux_command=flux,
+        poll_interval=0.5,
+        timeout=300,
+    )
+    assert len(finals) == TASKS
+    assert {status.state for status in finals.values()} == {JobState.COMPLETED}
+    rows = [line.split(" ", 1) for line in ran.read_text().splitlines()]
+    assert sorted(int(index) for index, _ in rows) == list(range(TASKS))  # each once
+    assert len({uri for _, uri in rows}) == 2, rows  # both instances took tasks
+    assert packs_in_queue(cluster) == ""
+    slurm.close()
+
+
+def test_an_allocation_that_cannot_start_flux_is_said_and_released(
+    cluster: Dict[str, str], tmp_path: Path
+) -> None:
+    slurm = make_adapter(cluster, tmp_path)
+    task = write_script(tmp_path / "scripts", "task.sh", "echo never\n")
+    with pytest.raises(AllocationError, match="is flux on PATH on the compute nodes"):
+        run_packed(
+            slurm,
+            [task],
+            {"time": "60s"},
+            Pack.parse("time=5"),
+            flux_command=str(tmp_path / "no-flux-here"),
+            timeout=120,
+        )
+    assert packs_in_queue(cluster) == ""
+    slurm.close()
+
+
+def test_the_command_packs_waits_and_says_each_end(cluster: Dict[str, str], tmp_path: Path) -> None:
+    flux = require_flux()
+    task = write_script(tmp_path / "scripts", "task.sh", 'echo "task $1"\n[ "$1" != 3 ]\n')
+    args = tmp_path / "args"
+    args.write_text("".join(f"{index}\n" for index in range(6)))
+    env = {
+        **os.environ,
+        **cluster,
+        "HPCBRIDGE_STATE_DIR": str(tmp_path / "state"),
+        "HPCBRIDGE_FLUX_COMMAND": flux,
+        "HPCBRIDGE_MIN_POLL_INTERVAL": "0",
+    }
+    argv = [sys.executable, "-m", "hpcbridge", "submit-many", "--scheduler", "slurm"]
+    argv += [task, "--args-file", str(args), "--time", "1m", "--poll-interval", "0.5"]
+    shown = subprocess.run(
+        [*argv, "--pack", "time=10,count=2", "--dry-run"], env=env, capture_output=True, text=True
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert f"--job-name={ALLOCATION_NAME}" in shown.stdout and "flux start" in shown.stdout
+    assert packs_in_queue(cluster) == ""  # a dry run holds nothing
+    done = subprocess.run(
+        [*argv, "--pack", "time=10,count=2"], env=env, capture_output=True, text=True, timeout=300
+    )
+    # task 3 fails: the command says each end and exits 1
+    assert done.returncode == 1, done.stderr
+    ends = [line.split() for line in done.stdout.splitlines()]
+    assert sorted(state for _, state in ends) == ["COMPLETED"] * 5 + ["FAILED"], done.stdout
+    assert packs_in_queue(cluster) == ""
