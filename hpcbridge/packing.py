@@ -1,18 +1,14 @@
 """Allocation packing, what it is made of: the ``--pack`` request, the allocation's batch
-script and resources, and the rules for placing tasks.  Pure: nothing here runs a command.
+script and resources, and how tasks are dealt among the allocations.  Pure: nothing
+here runs a command.
 
 A pack is ``count`` Slurm allocations of ``nodes`` nodes for ``time`` each, every one
 running a Flux instance over its nodes until it is cancelled; a sweep's tasks go into
 those instances as plain Flux jobs (at Flux's own rate, not the controller's).
 
-The rules, stated once:
-
-- **fits**: a task goes into an allocation only when its own time limit, and a margin
-  for its start, fit in the allocation's time left - a task never runs past its
-  allocation's end.
-- **renew**: while tasks remain, another allocation is asked for when every allocation's
-  time left is below ``RENEW_BELOW`` times the longest task's time (plus the margin),
-  so that the next one is running before the last place is gone.
+A task is placed only where it fits: each instance's Flux adapter refuses a task whose
+time limit, with its margin, passes its allocation's end (``submission.check_outer_limit``)
+- a task never runs past its allocation.
 """
 
 from __future__ import annotations
@@ -26,10 +22,6 @@ from .resources import DurationError, format_slurm_time, parse_duration
 
 T = TypeVar("T")
 
-#: seconds kept free at an allocation's end for a task's start and its end being seen
-START_MARGIN = 30.0
-#: an allocation is renewed when its time left is below this many longest tasks
-RENEW_BELOW = 2.0
 #: the job name of every allocation, so that ``squeue`` shows what they are
 ALLOCATION_NAME = "hpcbridge-pack"
 
@@ -113,21 +105,6 @@ def allocation_script(flux_command: str, nodes: int) -> str:
         "# hpcbridge pack: a Flux instance over this allocation until it is cancelled\n"
         f"exec srun --nodes={nodes} --ntasks-per-node=1 --mpi=none {flux} start sleep inf\n"
     )
-
-
-def fits(task_time: float, time_left: float, margin: float = START_MARGIN) -> bool:
-    """Whether a task of ``task_time`` seconds may start where ``time_left`` remain."""
-    return task_time + margin <= time_left
-
-
-def should_renew(
-    times_left: Sequence[float], longest_task: float, tasks_left: int, margin: float = START_MARGIN
-) -> bool:
-    """Whether another allocation is to be asked for now (the **renew** rule)."""
-    if tasks_left <= 0:
-        return False
-    threshold = RENEW_BELOW * longest_task + margin
-    return all(left < threshold for left in times_left)
 
 
 def split(items: Sequence[T], parts: int) -> List[List[T]]:

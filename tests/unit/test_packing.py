@@ -1,4 +1,4 @@
-"""The pack request, the allocation's script and the placing rules (``hpcbridge.packing``)."""
+"""The pack request, the allocation's script and the dealing (``hpcbridge.packing``)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,8 @@ import pytest
 from hpcbridge.errors import ResourceError
 from hpcbridge.packing import (
     ALLOCATION_NAME,
-    START_MARGIN,
     Pack,
     allocation_script,
-    fits,
-    should_renew,
     split,
 )
 
@@ -55,17 +52,6 @@ def test_the_allocation_runs_one_broker_per_node_and_quotes_the_command() -> Non
     script = allocation_script("/opt/flux 0.88/bin/flux", 3)
     assert script.startswith("#!/bin/sh\n")
     assert "srun --nodes=3 --ntasks-per-node=1 --mpi=none '/opt/flux 0.88/bin/flux' start" in script
-
-
-def test_a_task_fits_only_with_its_start_margin() -> None:
-    assert fits(60, 60 + START_MARGIN)
-    assert not fits(60, 60 + START_MARGIN - 1)
-
-
-def test_renewal_when_every_allocation_runs_low_and_tasks_remain() -> None:
-    assert should_renew([100.0, 120.0], longest_task=60, tasks_left=5)
-    assert not should_renew([100.0, 400.0], longest_task=60, tasks_left=5)
-    assert not should_renew([10.0], longest_task=60, tasks_left=0)
 
 
 def test_split_deals_round_robin() -> None:
