@@ -2,11 +2,10 @@
 each (``slurm:<id>``), a sweep's tasks sent into them as plain Flux jobs, the allocations
 released when the sweep is done - or fails, or is interrupted.
 
-The request and the placing rules are ``packing``'s; the allocations are Slurm jobs
-submitted through the Slurm adapter (its transport: locally or over SSH), and each
-instance is a ``FluxAdapter`` on the same transport, so its tasks go in at Flux's rate
-and the outer limit check of the Flux adapter keeps every task inside its allocation's
-time (``packing.fits``).
+The request and the dealing are ``packing``'s; the allocations are Slurm jobs submitted
+through the Slurm adapter (its transport: locally or over SSH), and each instance is a
+``FluxAdapter`` on the same transport, so its tasks go in at Flux's rate and its outer
+limit check keeps every task inside its allocation's time.
 """
 
 from __future__ import annotations
