@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, Iterator
+from typing import Any, Dict, Iterator
 
 import pytest
 
@@ -116,3 +116,41 @@ def test_the_command_packs_waits_and_says_each_end(cluster: Dict[str, str], tmp_
     ends = [line.split() for line in done.stdout.splitlines()]
     assert sorted(state for _, state in ends) == ["COMPLETED"] * 5 + ["FAILED"], done.stdout
     assert packs_in_queue(cluster) == ""
+
+
+@pytest.mark.ssh
+def test_over_ssh_the_login_side_holds_the_allocations(
+    cluster: Dict[str, str], ssh_server: Any, tmp_path: Path
+) -> None:
+    """The client's commands go by SSH: the allocations are the SSH user's (sacct says)."""
+    flux = require_flux()
+    task = write_script(tmp_path / "scripts", "task.sh", 'echo "task $1"\n')
+    args = tmp_path / "args"
+    args.write_text("".join(f"{index}\n" for index in range(6)))
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "HPCBRIDGE_STATE_DIR": str(tmp_path / "state"),
+        "HPCBRIDGE_TRANSPORT": "ssh",
+        "HPCBRIDGE_SSH_HOST": ssh_server.host,
+        "HPCBRIDGE_SSH_PORT": str(ssh_server.port),
+        "HPCBRIDGE_SSH_USER": ssh_server.user,
+        "HPCBRIDGE_SSH_KEY": str(ssh_server.key),
+        "HPCBRIDGE_SSH_KNOWN_HOSTS": str(ssh_server.known_hosts),
+        "HPCBRIDGE_COMMAND_ENV": f"SLURM_CONF={cluster['SLURM_CONF']}",
+        "HPCBRIDGE_FLUX_COMMAND": flux,
+        "HPCBRIDGE_MIN_POLL_INTERVAL": "0",
+    }
+    argv = [sys.executable, "-m", "hpcbridge", "submit-many", "--scheduler", "slurm", task]
+    argv += ["--args-file", str(args), "--time", "1m", "--poll-interval", "0.5"]
+    done = subprocess.run(
+        [*argv, "--pack", "time=10,count=2"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert [line.split()[1] for line in done.stdout.splitlines()] == ["COMPLETED"] * 6
+    assert packs_in_queue(cluster) == ""
+    owners = run_slurm(
+        ["sacct", "-n", "-X", f"--name={ALLOCATION_NAME}", "-S", "now-10minutes", "-o", "User%32"],
+        cluster,
+    )
+    assert ssh_server.user in owners.stdout.split(), owners.stdout
