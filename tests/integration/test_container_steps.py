@@ -34,6 +34,7 @@ IMAGE = IMAGES / "debian12"
 MARK = "hpcbridge test image debian12"
 
 STEP = """cat /etc/hpcbridge-image
+grep PRETTY_NAME /etc/os-release
 echo made inside > made-inside.txt
 exit 3
 """
@@ -55,6 +56,7 @@ def ran_inside(adapter: SchedulerAdapter, job_id: str, folder: Path) -> None:
     final = adapter.wait(job_id, poll_interval=0.5, timeout=120)
     log = adapter.get_job_logs(job_id)
     assert MARK in log, log
+    assert 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"' in log, log  # the image's system
     assert final.state is JobState.FAILED and final.exit_code == 3, final
     made = list(folder.rglob("made-inside.txt"))
     assert [path.read_text() for path in made] == ["made inside\n"], made
