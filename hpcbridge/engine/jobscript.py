@@ -98,6 +98,8 @@ class Running:
     #: shell words the script's command is put after: a container runtime's
     #: (``container_words``); none: the script runs as it is
     container: Tuple[str, ...] = ()
+    #: the job's folder as the container shows it (``FOLDER_INSIDE``)
+    inside: str = ""
 
 
 #: the container runtimes the wrapper can run a script in, and their words before it,
@@ -109,6 +111,43 @@ CONTAINER_RUNTIMES: Mapping[str, Tuple[str, ...]] = {
     "apptainer": ("apptainer", "exec", "--bind", '"$PWD"', "--pwd", '"$PWD"', "{image}"),
     "singularity": ("singularity", "exec", "--bind", '"$PWD"', "--pwd", '"$PWD"', "{image}"),
 }
+
+
+#: where each runtime shows the job's folder inside the container (a shell word)
+FOLDER_INSIDE: Mapping[str, str] = {
+    "ch-run": "/mnt",
+    "apptainer": '"$PWD"',
+    "singularity": '"$PWD"',
+}
+
+#: ``$HPCBRIDGE_LAUNCHER`` inside a container: it hands the launcher's options and the
+#: command to the wrapper outside (a request file in the job's folder) and waits there
+#: for the launch's exit code.  The command is the first word after ``--``, else the
+#: first that is not an option and names a command in the image (``2`` in ``-n 2`` does
+#: not).  It uses sh, sed, date, dirname and sleep of the image.
+LAUNCH_RELAY = r"""#!/bin/sh
+# hpcbridge: "$HPCBRIDGE_LAUNCHER [OPTIONS] COMMAND [ARGS]" in a container: the wrapper
+# outside runs the site's launcher with OPTIONS, each task COMMAND in this same image.
+hpcb_q() { printf " '%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
+hpcb_opts=; hpcb_cmd=
+while [ $# -gt 0 ]; do
+  case $1 in
+    --) shift; break ;;
+    -*) ;;
+    *) command -v "$1" >/dev/null 2>&1 && break ;;
+  esac
+  hpcb_opts="$hpcb_opts$(hpcb_q "$1")"; shift
+done
+[ $# -gt 0 ] || { echo "hpcbridge: $0: no command among its words to launch" >&2; exit 2; }
+for hpcb_a in "$@"; do hpcb_cmd="$hpcb_cmd$(hpcb_q "$hpcb_a")"; done
+hpcb_d=$(dirname "$0"); hpcb_n=$$.$(date +%s%N)
+printf '%s
+%s
+' "$hpcb_opts" "$hpcb_cmd" > "$hpcb_d/$hpcb_n.tmp" || exit 126
+mv "$hpcb_d/$hpcb_n.tmp" "$hpcb_d/$hpcb_n.req" || exit 126
+while [ ! -e "$hpcb_d/$hpcb_n.rc" ]; do sleep 0.2; done
+read -r hpcb_rc < "$hpcb_d/$hpcb_n.rc"; rm -f "$hpcb_d/$hpcb_n.rc"; exit "$hpcb_rc"
+"""
 
 
 def container_words(runtime: str, image: str) -> Tuple[str, ...]:
@@ -153,7 +192,7 @@ def build_wrapper(
     lines = _wrapper_lines(
         tasks, workdir, exit_file, array_index_variable, running.launcher, parts_path, bundled or {}
     )
-    run = _run_lines(running.forward, running.container)
+    run = _run_lines(running.forward, running.container, running.inside)
     return "\n".join([*lines, *run, *_record_lines(), 'exit "$hpcb_rc"', ""])
 
 
@@ -357,11 +396,49 @@ def _task_line(task: TaskSpec) -> str:
     return "; ".join(words)
 
 
-def _run_lines(forward: Optional[str] = None, container: Sequence[str] = ()) -> List[str]:
+def _relay_lines(container: Sequence[str], folder_inside: str) -> List[str]:
+    """With a launcher, ``$HPCBRIDGE_LAUNCHER`` in the container is ``LAUNCH_RELAY``, its
+    requests served here, outside: ``$LAUNCHER OPTIONS RUNTIME... IMAGE -- COMMAND``,
+    each task in the same image from the job's folder.  No launcher, no relay."""
+    runtime = " ".join(container)
+    return [
+        'hpcb_relay=; if [ -n "$HPCBRIDGE_LAUNCHER" ]; then',
+        "  hpcb_launcher=$HPCBRIDGE_LAUNCHER; hpcb_req=.hpcbridge-launch.$$",
+        r'  mkdir -p "$hpcb_req" && cat > "$hpcb_req/launch" <<\HPCB_RELAY_END',
+        *LAUNCH_RELAY.splitlines(),
+        "HPCB_RELAY_END",
+        '  chmod +x "$hpcb_req/launch"',
+        "  hpcb_serve() {",
+        "    while :; do",
+        '      for hpcb_r in "$hpcb_req"/*.req; do',
+        '        [ -e "$hpcb_r" ] && mv "$hpcb_r" "$hpcb_r.taken" || continue',
+        '        ( { read -r hpcb_o; read -r hpcb_c; } < "$hpcb_r.taken"',
+        # in a subshell of its own: an eval that cannot parse still answers (2)
+        f'          ( eval "$hpcb_launcher $hpcb_o {_eval_quoted(runtime)} $hpcb_c" )',
+        '          echo $? > "$hpcb_r.rc"; mv "$hpcb_r.rc" "${hpcb_r%.req}.rc" ) &',
+        "      done",
+        "      sleep 0.2",
+        "    done",
+        "  }",
+        "  hpcb_serve & hpcb_relay=$!",
+        f"  HPCBRIDGE_LAUNCHER={folder_inside}/$hpcb_req/launch; export HPCBRIDGE_LAUNCHER",
+        "fi",
+    ]
+
+
+def _eval_quoted(words: str) -> str:
+    """Shell words as they stand inside a double-quoted ``eval`` argument."""
+    return words.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _run_lines(
+    forward: Optional[str] = None, container: Sequence[str] = (), folder_inside: str = ""
+) -> List[str]:
     """Run the task's script with its arguments; ``hpcb_rc`` its exit code.  With
     ``forward`` (a signal's name) the script runs in the background and that signal,
     sent to this shell alone (Slurm's ``--signal=B:``), is passed on to it; with
-    ``container`` (a runtime's words) the script runs in that container."""
+    ``container`` (a runtime's words) the script runs in that container, its launcher
+    relayed to this shell (``_relay_lines``)."""
     inside = " ".join(container) + " " if container else ""
     # In a container the script is named from the job's folder, bound as the working
     # directory (a script staged elsewhere keeps its path: the image may have it).
@@ -371,6 +448,7 @@ def _run_lines(forward: Optional[str] = None, container: Sequence[str] = ()) -> 
             'case $hpcb_script in "$PWD"/*) hpcb_run=./${hpcb_script#"$PWD"/} ;;'
             " *) hpcb_run=$hpcb_script ;; esac",
             '[ -n "${USER:-}" ] || { USER=$(id -un); export USER; }',
+            *_relay_lines(container, folder_inside),
         ]
         if container
         else ["hpcb_run=$hpcb_script"]
@@ -385,6 +463,12 @@ def _run_lines(forward: Optional[str] = None, container: Sequence[str] = ()) -> 
             "esac",
         ]
 
+    # the relay stops with the script (every launch it asked for has ended)
+    stop = (
+        ['[ -z "$hpcb_relay" ] || { kill "$hpcb_relay" 2>/dev/null; rm -rf "$hpcb_req"; }']
+        if container
+        else []
+    )
     if not forward:
         return [
             # A TERM (cancel, time limit) would end this shell before it records
@@ -398,6 +482,7 @@ def _run_lines(forward: Optional[str] = None, container: Sequence[str] = ()) -> 
             'hpcb_first=; IFS= read -r hpcb_first < "$hpcb_script" || true',
             *starts(""),
             "hpcb_rc=$?",
+            *stop,
         ]
     return [
         # Any trapped signal ends a wait early: it is waited for again.  (As any
@@ -412,6 +497,7 @@ def _run_lines(forward: Optional[str] = None, container: Sequence[str] = ()) -> 
         'wait "$hpcb_child"; hpcb_rc=$?',
         # The shell keeps an ended child's status: a second wait gives it again.
         'while [ -n "$hpcb_again" ]; do hpcb_again=; wait "$hpcb_child"; hpcb_rc=$?; done',
+        *stop,
     ]
 
 

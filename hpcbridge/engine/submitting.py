@@ -57,6 +57,7 @@ from ..transports.base import Executor
 from .driver import PartialSubmissionError, Planned, SchedulerDriver, SubmitBatch, Submitted
 from .jobscript import (
     BUNDLED_SCRIPT_MAX,
+    FOLDER_INSIDE,
     MARKER_DIR,
     TASK_INDEX_VARIABLE,
     PreparedJob,
@@ -550,6 +551,7 @@ class Submission:
             launcher,
             signal_forwarded(batch.resources.signal),
             container_words(self.container_runtime, image) if image else (),
+            FOLDER_INSIDE[self.container_runtime] if image else "",
         )
 
     def record(

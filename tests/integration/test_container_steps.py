@@ -101,3 +101,44 @@ def test_a_slurm_step_runs_in_its_container(
     script = write_script(tmp_path / "scripts", "inside.sh", STEP)
     job_id = adapter.submit_job(script, {"container": image, "time": "2"})
     ran_inside(adapter, job_id, tmp_path / "jobs")
+
+
+#: a step that launches two tasks from inside its container: they run in the image too
+LAUNCHING = """$HPCBRIDGE_LAUNCHER -n 2 cat /etc/hpcbridge-image
+echo "launch said $?"
+"""
+
+
+def launched_inside(adapter: SchedulerAdapter, job_id: str) -> None:
+    final = adapter.wait(job_id, poll_interval=0.5, timeout=120)
+    log = adapter.get_job_logs(job_id)
+    assert log.count(MARK) == 2 and "launch said 0" in log, log
+    assert final.state is JobState.COMPLETED, final
+
+
+@pytest.mark.flux
+def test_a_flux_batch_step_launches_its_tasks_in_its_container(
+    image: str, broker: Any, tmp_path: Path
+) -> None:
+    adapter = make_flux_adapter(
+        "cli",
+        broker.uri,
+        tmp_path / "state",
+        remote_workdir=str(tmp_path / "jobs"),
+        flux_command=broker.flux,
+    )
+    script = write_script(tmp_path / "scripts", "launching.sh", LAUNCHING)
+    resources = {"container": image, "time": "60s", "ntasks": 2}
+    launched_inside(adapter, adapter.submit_job(script, resources, nested=True))
+
+
+@pytest.mark.slurm
+def test_a_slurm_step_launches_its_tasks_in_its_container(
+    image: str, cluster: Dict[str, str], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    adapter = make_slurm_adapter(
+        cluster, tmp_path, executor_for("local", request), remote_workdir=str(tmp_path / "jobs")
+    )
+    script = write_script(tmp_path / "scripts", "launching.sh", LAUNCHING)
+    resources = {"container": image, "time": "2", "ntasks": 2}
+    launched_inside(adapter, adapter.submit_job(script, resources))

@@ -11,6 +11,7 @@ from typing import Dict, List
 import pytest
 
 from hpcbridge.engine.jobscript import (
+    FOLDER_INSIDE,
     TASKS_PER_PART,
     Running,
     TaskSpec,
@@ -356,3 +357,57 @@ def test_doctor_says_which_runtime_runs_a_container_and_whether_it_is_here(
     )
     found = container_check(settings)
     assert found.ok and found.detail == f"apptainer (HPCBRIDGE_CONTAINER_RUNTIME): {fake}"
+
+
+def test_the_launcher_called_inside_a_container_runs_outside_each_task_in_the_image(
+    tmp_path: Path,
+) -> None:
+    """Stand-ins: apptainer (runs the command in place) and a launcher that shows its
+    options and runs what follows them; the step calls ``$HPCBRIDGE_LAUNCHER``."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "apptainer"
+    fake.write_text('#!/bin/sh\nshift 6; exec "$@"\n')  # exec --bind D --pwd D IMAGE
+    fake.chmod(0o755)
+    launcher = bin_dir / "fakerun"
+    launcher.write_text(
+        '#!/bin/sh\necho "fakerun $*"\nwhile [ "$1" != apptainer ]; do shift; done\nexec "$@"\n'
+    )
+    launcher.chmod(0o755)
+    script = _script(
+        tmp_path,
+        "step.sh",
+        '$HPCBRIDGE_LAUNCHER -n 2 echo "it\'s here"\n'
+        '$HPCBRIDGE_LAUNCHER -n 1 -- sh -c "exit 4"; echo "launch said $?"\n'
+        "exit 0\n",
+    )
+    running = Running(
+        launcher="fakerun",
+        container=container_words("apptainer", "/images/deb 12"),
+        inside=FOLDER_INSIDE["apptainer"],
+    )
+    wrapper = build_wrapper(
+        [TaskSpec(script)], str(tmp_path), str(tmp_path / "job.exit"), None, running
+    )
+    path = tmp_path / "wrapper.sh"
+    path.write_text(wrapper)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    result = subprocess.run(
+        ["/bin/sh", str(path)], capture_output=True, text=True, env=env, timeout=60
+    )
+    folder = str(tmp_path)
+    said = result.stdout.splitlines()
+    image_words = f"apptainer exec --bind {folder} --pwd {folder} /images/deb 12"
+    assert said[:2] == [f"fakerun -n 2 {image_words} echo it's here", "it's here"], said
+    assert said[2] == f"fakerun -n 1 {image_words} sh -c exit 4", said
+    assert said[3] == "launch said 4", said
+    assert result.returncode == 0, result.stderr
+    assert not list(tmp_path.glob(".hpcbridge-launch.*"))  # the relay is gone with the step
+
+
+def test_no_launcher_no_relay(tmp_path: Path) -> None:
+    running = Running(container=container_words("ch-run", "img"), inside=FOLDER_INSIDE["ch-run"])
+    wrapper = build_wrapper([TaskSpec("/bin/true")], str(tmp_path), "x.exit", None, running)
+    assert 'if [ -n "$HPCBRIDGE_LAUNCHER" ]; then' in wrapper  # decided when it runs
+    plain = build_wrapper([TaskSpec("/bin/true")], str(tmp_path), "x.exit", None, Running())
+    assert "hpcb_relay" not in plain
