@@ -145,7 +145,7 @@ def _fed(adapter: Any, jobs: List[Any], args: argparse.Namespace) -> List[str]:
 def _packed(adapter: Any, jobs: List[Any], args: argparse.Namespace) -> int:
     """``submit-many --pack``: the jobs run in allocations held for them, and waited for."""
     from ..allocations import Allocations, run_packed
-    from ..packing import Pack
+    from ..packing import Pack, allocation_script
 
     pack = Pack.parse(args.pack)
     if adapter.scheduler_name != "slurm":
@@ -157,10 +157,9 @@ def _packed(adapter: Any, jobs: List[Any], args: argparse.Namespace) -> int:
         raise ConfigurationError("--pack takes no --after, --max-queued or --sweep (yet)")
     flux = adapter.settings.flux_command
     if args.dry_run:
-        script = Allocations(adapter, pack, flux).script()
-        with open(script, encoding="utf-8") as handle:
-            runs = handle.read().splitlines()[-1]
+        runs = allocation_script(flux, pack.nodes).splitlines()[-1]
         print(f"# {pack.count} allocation(s), each running: {runs}")
+        script = Allocations(adapter, pack, flux).script()
         print(adapter.describe_submission(script, pack.allocation_resources()))
         print(f"# then {len(jobs)} plain Flux job(s) dealt among them, slurm:<id> each")
         return EXIT_OK

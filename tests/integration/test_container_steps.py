@@ -18,14 +18,7 @@ import pytest
 
 from hpcbridge.engine.adapter import SchedulerAdapter
 from hpcbridge.model import JobState
-from tests.support.flux_cases import (
-    make_adapter as make_flux_adapter,
-)
-from tests.support.flux_cases import (
-    require_flux,
-    start_instance,
-    write_script,
-)
+from tests.support.flux_cases import adapter_on, require_flux, start_instance, write_script
 from tests.support.slurm_clusters import TARGETS, cluster_for, executor_for
 from tests.support.slurm_clusters import make_adapter as make_slurm_adapter
 
@@ -74,13 +67,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 def test_a_flux_step_runs_in_its_container(
     image: str, broker: Any, tmp_path: Path, nested: bool
 ) -> None:
-    adapter = make_flux_adapter(
-        "cli",
-        broker.uri,
-        tmp_path / "state",
-        remote_workdir=str(tmp_path / "jobs"),
-        flux_command=broker.flux,
-    )
+    adapter = adapter_on(broker, "cli", tmp_path)
     script = write_script(tmp_path / "scripts", "inside.sh", STEP)
     job_id = adapter.submit_job(script, {"container": image, "time": "60s"}, nested=nested)
     ran_inside(adapter, job_id, tmp_path / "jobs")
@@ -91,13 +78,19 @@ def cluster() -> Iterator[Dict[str, str]]:
     yield from cluster_for(TARGETS["22.05-cli"])
 
 
+def slurm_adapter(
+    cluster: Dict[str, str], tmp_path: Path, request: pytest.FixtureRequest
+) -> SchedulerAdapter:
+    """The 22.05 cluster's CLI driver, locally, its jobs' folders under ``tmp_path/jobs``."""
+    local = executor_for("local", request)
+    return make_slurm_adapter(cluster, tmp_path, local, remote_workdir=str(tmp_path / "jobs"))
+
+
 @pytest.mark.slurm
 def test_a_slurm_step_runs_in_its_container(
     image: str, cluster: Dict[str, str], tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    adapter = make_slurm_adapter(
-        cluster, tmp_path, executor_for("local", request), remote_workdir=str(tmp_path / "jobs")
-    )
+    adapter = slurm_adapter(cluster, tmp_path, request)
     script = write_script(tmp_path / "scripts", "inside.sh", STEP)
     job_id = adapter.submit_job(script, {"container": image, "time": "2"})
     ran_inside(adapter, job_id, tmp_path / "jobs")
@@ -120,13 +113,7 @@ def launched_inside(adapter: SchedulerAdapter, job_id: str) -> None:
 def test_a_flux_batch_step_launches_its_tasks_in_its_container(
     image: str, broker: Any, tmp_path: Path
 ) -> None:
-    adapter = make_flux_adapter(
-        "cli",
-        broker.uri,
-        tmp_path / "state",
-        remote_workdir=str(tmp_path / "jobs"),
-        flux_command=broker.flux,
-    )
+    adapter = adapter_on(broker, "cli", tmp_path)
     script = write_script(tmp_path / "scripts", "launching.sh", LAUNCHING)
     resources = {"container": image, "time": "60s", "ntasks": 2}
     launched_inside(adapter, adapter.submit_job(script, resources, nested=True))
@@ -136,9 +123,7 @@ def test_a_flux_batch_step_launches_its_tasks_in_its_container(
 def test_a_slurm_step_launches_its_tasks_in_its_container(
     image: str, cluster: Dict[str, str], tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    adapter = make_slurm_adapter(
-        cluster, tmp_path, executor_for("local", request), remote_workdir=str(tmp_path / "jobs")
-    )
+    adapter = slurm_adapter(cluster, tmp_path, request)
     script = write_script(tmp_path / "scripts", "launching.sh", LAUNCHING)
     resources = {"container": image, "time": "2", "ntasks": 2}
     launched_inside(adapter, adapter.submit_job(script, resources))
