@@ -144,7 +144,11 @@ def status_lines(stderr: str, job_id: str) -> List[str]:
 def test_a_wait_right_after_a_cancel_asks_afresh(place: Place, tmp_path: Path) -> None:
     if place.label == "mock":
         pytest.skip("the mock answers from its own files: no poll to be stale")
-    long = script(place, tmp_path, "sleep 300")
+    # On Slurm, TERM ignored: the job stays COMPLETING for KillWait (5 s) before its KILL,
+    # so the wait's first round meets an ended job squeue still lists (its end is sacct's).
+    # Flux counts a job ended at INACTIVE only: there the script dies on the TERM.
+    trap = "trap '' TERM\n" if place.scheduler == "slurm" else ""
+    long = script(place, tmp_path, f"{trap}sleep 300")
     submitted = run(place, "submit", long)
     job_id = submitted.stdout.strip()
     assert job_id, submitted.stderr
@@ -197,7 +201,11 @@ def sent_ids(state: Path, name: str) -> List[str]:
 def test_a_sweep_cancelled_while_sent_stops_the_sender_and_is_reported(
     place: Place, tmp_path: Path, state_dir: Path
 ) -> None:
-    long = script(place, tmp_path, "sleep 300")
+    # On Slurm, TERM ignored: the job stays COMPLETING for KillWait (5 s) before its KILL,
+    # so the wait's first round meets an ended job squeue still lists (its end is sacct's).
+    # Flux counts a job ended at INACTIVE only: there the script dies on the TERM.
+    trap = "trap '' TERM\n" if place.scheduler == "slurm" else ""
+    long = script(place, tmp_path, f"{trap}sleep 300")
     args = tmp_path / "four"
     args.write_text("a\nb\nc\nd\n")
     name = f"cx{uuid.uuid4().hex[:6]}"
@@ -235,7 +243,11 @@ def test_a_sweep_cancelled_while_sent_stops_the_sender_and_is_reported(
 
 
 def test_a_sweep_cancelled_once_sent_is_waited_for(place: Place, tmp_path: Path) -> None:
-    long = script(place, tmp_path, "sleep 300")
+    # On Slurm, TERM ignored: the job stays COMPLETING for KillWait (5 s) before its KILL,
+    # so the wait's first round meets an ended job squeue still lists (its end is sacct's).
+    # Flux counts a job ended at INACTIVE only: there the script dies on the TERM.
+    trap = "trap '' TERM\n" if place.scheduler == "slurm" else ""
+    long = script(place, tmp_path, f"{trap}sleep 300")
     args = tmp_path / "two"
     args.write_text("a\nb\n")
     name = f"done{uuid.uuid4().hex[:6]}"

@@ -75,12 +75,14 @@ def scenario(
         scripts, "rank1_fails.sh", '[ "$FLUX_TASK_RANK" = 1 ] && exit 5\nexit 0\n'
     )
     launcher = write_script(scripts, "launch.sh", "$HPCBRIDGE_LAUNCHER -n 2 hostname\n")
+    # The parent runs until the gate file appears: however slow the submissions after it
+    # are on a loaded machine, it is still running when its child is looked at.
+    gated = write_script(scripts, "gated.sh", 'while [ ! -e "$1" ]; do sleep 0.1; done\n')
+    gate = tmp / "gate"
     assert adapter.open().driver.name == driver
 
     ids = SimpleNamespace()
-    # The parent first, its child looked at while it runs: submissions after it can take
-    # longer than its 6 s on a loaded machine.
-    ids.parent = adapter.submit_job(sleeper, {"time": "60s"}, arguments=["6"])
+    ids.parent = adapter.submit_job(gated, {"time": "5m"}, arguments=[str(gate)])
     # 0.26 has no job dependencies (the adapter refuses depends_on there, see test_flux_commands)
     ids.child = (
         adapter.submit_job(hello, {"time": "60s"}, depends_on=ids.parent, arguments=["child"])
@@ -117,6 +119,7 @@ def scenario(
 
     wait_state(adapter, ids.cancel, [JobState.RUNNING])
     adapter.cancel_job(ids.cancel)
+    gate.touch()
     # A long poll interval: only events (native) make this return quickly.
     waiting_since = time.time()
     parent_end = adapter.wait(ids.parent, poll_interval=30.0).end_time
