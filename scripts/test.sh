@@ -120,25 +120,35 @@ if [ "$#" -gt 0 ]; then
   echo "== pytest $*"
   "$python" -m pytest "${pytest_args[@]}" "$@" || status=1
 else
-  # Two lanes run beside the main suite, each its output in a log printed when all end:
-  # none of their cases touches the shared Slurm clusters.
-  # - the other flux-core releases' core cases (instances of their own), one after the other;
-  # - the modules with Slurm clusters of their own (test_polite_client counts its own
-  #   controller's RPCs) and Spack (no service), the slowest of the suite.
+  # Two lanes run beside the main suite (the cases of the shared Slurm clusters and of
+  # the shared sshd's faults), each its output in a log printed when all end; none of
+  # their cases touches the shared Slurm clusters:
+  # - Flux: the modules whose brokers are their own with the main release, then the
+  #   other releases' core cases (instances of their own), one after the other, then the
+  #   Flux modules that need no shared service but the sshd;
+  # - the unit tests, then the modules with Slurm clusters of their own (test_polite_client
+  #   counts its own controller's RPCs) and Spack (no service), the slowest of the suite,
+  #   then the modules of the mock.
   own=(tests/integration/test_polite_client.py tests/integration/test_exactly_once.py
     tests/integration/test_slurm_no_accounting.py tests/integration/test_spack.py)
-  # Flux modules whose brokers are their own, beside the suite with the main release: they
-  # share nothing with the Slurm and SSH cases (which pause and stop shared services).
   flux_own=(tests/integration/test_flux_adapter.py tests/integration/test_flux_active_cap.py
     tests/integration/test_flux_fallback.py tests/integration/test_flux_journal_stream.py
     tests/integration/test_flux_many.py tests/integration/test_flux_queues.py
     tests/integration/test_flux_submission_path.py tests/integration/test_flux_sweeps.py
     tests/integration/test_flux_site_vocabulary.py tests/integration/test_flux_banks.py)
+  flux_beside=(tests/integration/test_flux_nested.py tests/integration/test_flux_ssh.py
+    tests/integration/test_flux_dry_run_command.py
+    tests/integration/test_flux_doctor_bare_python.py tests/integration/test_flux_image.py
+    tests/integration/test_flux_no_instance.py)
+  mock=(tests/integration/test_cli_mock.py tests/integration/test_cli_truth.py
+    tests/integration/test_mock_scheduler.py tests/integration/test_sweeps_mock.py
+    tests/integration/test_examples_mock.py tests/integration/test_integrations_core.py
+    tests/integration/test_integrations_pipeline.py)
   lane() { # lane NAME COMMAND...: run COMMAND in the background into a log of its own
     local log root
     log=$(mktemp "/tmp/hpcbridge-lane-$1.XXXXXX")
-    # Its pytest's temporary folders apart: each pytest keeps only the newest three
-    # pytest-N folders of its root, and removed a running lane's (a Spack case lost its env).
+    # A temporary root of its own: pytest keeps only the newest roots under one base,
+    # and a lane's numbered folder must not be removed by another process.
     root=/tmp/hpcb-$1
     mkdir -p "$root"
     shift
@@ -146,7 +156,7 @@ else
     lane_pids+=($!)
     lane_logs+=("$log")
   }
-  other_releases() {
+  flux_lane() {
     local other_status=0 prefix
     echo "== pytest: the Flux modules with brokers of their own against $HPCBRIDGE_TEST_FLUX_PREFIXES"
     "$python" -m pytest "${pytest_args[@]}" --durations=10 "${flux_own[@]}" || other_status=1
@@ -158,22 +168,32 @@ else
         tests/integration/test_flux_sweeps.py tests/integration/test_flux_site_vocabulary.py \
         tests/integration/test_flux_banks.py || other_status=1
     done
+    echo "== pytest: the Flux modules beside the shared services: ${flux_beside[*]}"
+    "$python" -m pytest "${pytest_args[@]}" --durations=5 "${flux_beside[@]}" || other_status=1
     return "$other_status"
   }
-  own_services() {
+  own_lane() {
+    local own_status=0
+    echo "== pytest: unit tests in random order (--randomly-seed=$seed)"
+    "$python" -m pytest "${pytest_args[@]}" -p randomly --randomly-seed="$seed" tests/unit ||
+      own_status=1
     echo "== pytest: the modules with services of their own: ${own[*]}"
-    "$python" -m pytest "${pytest_args[@]}" --durations=10 "${own[@]}"
+    "$python" -m pytest "${pytest_args[@]}" --durations=10 "${own[@]}" || own_status=1
+    echo "== pytest: the modules of the mock: ${mock[*]}"
+    "$python" -m pytest "${pytest_args[@]}" --durations=5 "${mock[@]}" || own_status=1
+    return "$own_status"
   }
-  lane flux-releases other_releases
-  lane own-services own_services
+  lane flux flux_lane
+  lane own own_lane
   echo "== pytest: beside the suite, in lanes of their own: ${flux_own[*]}; the core Flux" \
-    "cases of ${other_flux[*]:-no other release}; ${own[*]}"
-  echo "== pytest: unit tests in random order (--randomly-seed=$seed)"
-  "$python" -m pytest "${pytest_args[@]}" -p randomly --randomly-seed="$seed" tests/unit || status=1
+    "cases of ${other_flux[*]:-no other release}; ${flux_beside[*]}; the unit tests;" \
+    "${own[*]}; ${mock[*]}"
   echo "== pytest: integration tests"
   # The slowest cases are listed, to keep the warm run within its budget.
   ignored=()
-  for path in "${own[@]}" "${flux_own[@]}"; do ignored+=("--ignore=$path"); done
+  for path in "${own[@]}" "${flux_own[@]}" "${flux_beside[@]}" "${mock[@]}"; do
+    ignored+=("--ignore=$path")
+  done
   "$python" -m pytest "${pytest_args[@]}" --durations=25 "${ignored[@]}" tests/integration ||
     status=1
   for index in "${!lane_pids[@]}"; do
