@@ -1,11 +1,12 @@
 """Allocation packing, run: the pack's Slurm allocations held, a Flux instance reached in
-each (``slurm:<id>``), a sweep's tasks sent into them as plain Flux jobs, the allocations
-released when the sweep is done - or fails, or is interrupted.
+each (``slurm:<id>``), a sweep's tasks fed into them as plain Flux jobs at Flux's rate,
+allocations renewed before their time runs out and released as soon as they are idle -
+all released when the sweep is done, fails or is interrupted.
 
-The request and the dealing are ``packing``'s; the allocations are Slurm jobs submitted
-through the Slurm adapter (its transport: locally or over SSH), and each instance is a
-``FluxAdapter`` on the same transport, so its tasks go in at Flux's rate and its outer
-limit check keeps every task inside its allocation's time.
+The request and the rules (where a task fits, when to renew) are ``packing``'s; the
+allocations are Slurm jobs submitted through the Slurm adapter (its transport: locally
+or over SSH), and each instance is a ``FluxAdapter`` on the same transport, whose outer
+limit check refuses any task that would pass its allocation's end.
 """
 
 from __future__ import annotations
@@ -15,15 +16,19 @@ import logging
 import os
 import tempfile
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from collections import deque
+from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence
 
 from .engine.adapter import SchedulerAdapter
-from .errors import JobTimeoutError, SchedulerAdapterError
+from .errors import JobTimeoutError, ResourceError, SchedulerAdapterError
 from .model import JobState, JobStatus
-from .packing import Pack, allocation_script, split
+from .packing import Pack, allocation_script, due_for_renewal, room, takes_more
 from .schedulers.flux.adapter import FluxAdapter
 
 log = logging.getLogger("hpcbridge")
+
+#: the margin kept before an allocation's end when none is given (FluxAdapter's own)
+DEFAULT_MARGIN = 60.0
 
 
 class AllocationError(SchedulerAdapterError):
@@ -31,57 +36,35 @@ class AllocationError(SchedulerAdapterError):
 
 
 class Allocations:
-    """The pack's allocations on one Slurm adapter: started, reached, released."""
+    """The pack's allocations on one Slurm adapter: asked for, reached, released."""
 
     def __init__(self, slurm: SchedulerAdapter, pack: Pack, flux_command: str = "flux") -> None:
         self.slurm = slurm
         self.pack = pack
         self.flux_command = flux_command
-        #: the allocations' Slurm job ids, in the order they were asked for
-        self.job_ids: List[str] = []
+        self._script: Optional[str] = None
 
     def script(self) -> str:
-        """The allocations' batch script, written under the state folder; its path."""
-        state = self.slurm.settings.state_path
-        state.mkdir(parents=True, exist_ok=True)
-        folder = tempfile.mkdtemp(prefix="pack-", dir=state)
-        path = os.path.join(folder, "allocation.sh")
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(allocation_script(self.flux_command, self.pack.nodes))
-        os.chmod(path, 0o700)
-        return path
+        """The allocations' batch script, written once under the state folder; its path."""
+        if self._script is None:
+            state = self.slurm.settings.state_path
+            state.mkdir(parents=True, exist_ok=True)
+            folder = tempfile.mkdtemp(prefix="pack-", dir=state)
+            path = os.path.join(folder, "allocation.sh")
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(allocation_script(self.flux_command, self.pack.nodes))
+            os.chmod(path, 0o700)
+            self._script = path
+        return self._script
 
-    def start(self) -> List[str]:
-        """Submit the ``count`` allocations; their job ids."""
-        path = self.script()
-        for _ in range(self.pack.count):
-            self.job_ids.append(self.slurm.submit_job(path, self.pack.allocation_resources()))
-        log.info("pack: %d allocation(s) asked for: %s", len(self.job_ids), " ".join(self.job_ids))
-        return list(self.job_ids)
-
-    def wait_running(self, timeout: Optional[float] = None, poll_interval: float = 1.0) -> None:
-        """Until every allocation runs; ``AllocationError`` for one that ended first,
-        ``JobTimeoutError`` past ``timeout``."""
-        deadline = time.monotonic() + timeout if timeout is not None else None
-        waiting = set(self.job_ids)
-        while waiting:
-            statuses = self.slurm.get_job_statuses(sorted(waiting))
-            for job_id, status in statuses.items():
-                if status.state is JobState.RUNNING:
-                    waiting.discard(job_id)
-                elif status.state.is_terminal:
-                    raise AllocationError(_ended_early(job_id, status))
-            if waiting and deadline is not None and time.monotonic() > deadline:
-                raise JobTimeoutError(
-                    f"pack: allocation(s) {' '.join(sorted(waiting))} not running after "
-                    f"{timeout:.0f} s; see `squeue -j` for why (a busy partition waits)"
-                )
-            if waiting:
-                time.sleep(poll_interval)
+    def ask(self) -> str:
+        """Submit one allocation; its Slurm job id."""
+        job_id = self.slurm.submit_job(self.script(), self.pack.allocation_resources())
+        log.info("pack: allocation %s asked for", job_id)
+        return job_id
 
     def instance(self, job_id: str, **kwargs: Any) -> FluxAdapter:
-        """The Flux instance of allocation ``job_id``, reached, for plain jobs;
-        ``AllocationError`` when the allocation ended instead."""
+        """The Flux instance of allocation ``job_id``, reached, for plain jobs."""
         settings = dataclasses.replace(self.slurm.settings, flux_nested=False)
         adapter = FluxAdapter(
             self.slurm.executor,
@@ -90,20 +73,252 @@ class Allocations:
             settings=settings,
             **kwargs,
         )
-        try:
-            adapter.open()
-        except SchedulerAdapterError:
-            status = self.slurm.get_job_status(job_id)
-            if status.state.is_terminal:
-                raise AllocationError(_ended_early(job_id, status)) from None
-            raise
+        adapter.open()
         return adapter
 
-    def release(self) -> None:
-        """Cancel every allocation (their instances and anything left in them)."""
-        if self.job_ids:
-            self.slurm.cancel_jobs(self.job_ids)
-            log.info("pack: allocation(s) released: %s", " ".join(self.job_ids))
+    def release(self, job_ids: Sequence[str]) -> None:
+        """Cancel these allocations (their instances and anything left in them)."""
+        if job_ids:
+            self.slurm.cancel_jobs(list(job_ids))
+            log.info("pack: allocation(s) released: %s", " ".join(job_ids))
+
+
+@dataclasses.dataclass
+class Held:
+    """One allocation as the feeding sees it."""
+
+    job_id: str
+    asked_at: float  # monotonic
+    instance: Optional[FluxAdapter] = None
+    #: when it ends (monotonic), from its instance's expiration or its start + time
+    ends_at: Optional[float] = None
+    #: the cores its instance schedules on (0: not read yet - its R is written once the
+    #: instance has found its resources)
+    cores: int = 0
+    #: the tasks in it: Flux job id -> task index
+    in_flight: Dict[str, int] = dataclasses.field(default_factory=dict)
+    #: a newer allocation was asked for to take over from this one
+    renewed: bool = False
+    released: bool = False
+
+    def time_left(self) -> float:
+        return (self.ends_at - time.monotonic()) if self.ends_at is not None else 0.0
+
+
+class PackRun:
+    """A sweep fed into a pack's allocations (the rules: ``packing``)."""
+
+    def __init__(
+        self,
+        allocations: Allocations,
+        jobs: Sequence[Any],
+        resources: Optional[Mapping[str, Any]],
+        flux_options: Mapping[str, Any],
+    ) -> None:
+        self.allocations = allocations
+        self.jobs = list(jobs)
+        self.resources = resources
+        task_time = allocations.slurm.validate_resources(resources).time
+        if not task_time or task_time == float("inf"):
+            raise ResourceError(
+                "time",
+                "a packed task needs a time limit, to be placed only where it ends before "
+                "its allocation does; give one, e.g. --time 10m",
+            )
+        self.task_time = float(task_time)
+        self.flux_options = dict(flux_options)
+        self.margin = float(self.flux_options.setdefault("outer_time_margin", DEFAULT_MARGIN))
+        if not takes_more(allocations.pack.time, self.task_time, self.margin):
+            raise ResourceError(
+                "time",
+                f"a task of {self.task_time:.0f} s does not fit an allocation of "
+                f"{allocations.pack.time:.0f} s: it takes two task times and a "
+                f"{self.margin:.0f} s margin; ask for a longer --pack time=",
+            )
+        self.pending: Deque[int] = deque(range(len(self.jobs)))
+        self.finals: Dict[int, JobStatus] = {}
+        self.sent_again: set = set()
+        self.held: List[Held] = []
+        #: how long the last allocation took from its request to a reachable instance
+        self.lead = 0.0
+        #: Slurm is asked about the allocations at most once per its poll floor
+        self._slurm_every = allocations.slurm.poll_floor
+        self._slurm_seen: Dict[str, JobStatus] = {}
+        self._slurm_asked = float("-inf")
+
+    # -- the loop ----------------------------------------------------------------
+
+    def run(self, poll_interval: float, timeout: Optional[float]) -> List[JobStatus]:
+        """Every task's final status, in the tasks' order."""
+        deadline = time.monotonic() + timeout if timeout is not None else None
+        for _ in range(self.allocations.pack.count):
+            self._ask()
+        while len(self.finals) < len(self.jobs):
+            self._reach()
+            self._collect()
+            self._feed()
+            self._renew()
+            self._release_idle()
+            if len(self.finals) == len(self.jobs):
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                raise JobTimeoutError(
+                    f"pack: {len(self.jobs) - len(self.finals)} task(s) unfinished after "
+                    f"{timeout:.0f} s; the allocations are released (run the rest again)"
+                )
+            time.sleep(poll_interval)
+        return [self.finals[index] for index in range(len(self.jobs))]
+
+    def release_all(self) -> None:
+        self.allocations.release([held.job_id for held in self.held if not held.released])
+        for held in self.held:
+            held.released = True
+            if held.instance is not None:
+                held.instance.close()
+
+    # -- each round ----------------------------------------------------------------
+
+    def _ask(self) -> None:
+        self.held.append(Held(self.allocations.ask(), time.monotonic()))
+
+    def _alive(self) -> List[Held]:
+        return [held for held in self.held if not held.released]
+
+    def _allocation_states(self) -> Dict[str, JobStatus]:
+        """The allocations' Slurm statuses: one question for all of them, asked again
+        only once the site's poll floor has passed (Flux is asked every round)."""
+        alive = [held.job_id for held in self._alive()]
+        unseen = any(job_id not in self._slurm_seen for job_id in alive)
+        if unseen or time.monotonic() - self._slurm_asked >= self._slurm_every:
+            self._slurm_seen = self.allocations.slurm.get_job_statuses(alive) if alive else {}
+            self._slurm_asked = time.monotonic()
+        return self._slurm_seen
+
+    def _reach(self) -> None:
+        """Allocations that run get their instance; one that ended first is an error."""
+        waiting = [held for held in self._alive() if held.instance is None]
+        if not waiting:
+            return
+        statuses = self._allocation_states()
+        for held in waiting:
+            status = statuses[held.job_id]
+            if status.state.is_terminal:
+                raise AllocationError(_ended_early(held.job_id, status))
+            if status.state is not JobState.RUNNING:
+                continue
+            try:
+                instance = self.allocations.instance(held.job_id, **self.flux_options)
+            except SchedulerAdapterError:
+                continue  # its broker is still starting: next round
+            held.instance = instance
+            ends = [self.allocations.pack.time - _since(status)]
+            left = instance.time_left()
+            if left is not None:
+                ends.append(left)  # the instance's own expiration, where Flux has it
+            held.ends_at = time.monotonic() + min(ends)
+            self.lead = max(self.lead, time.monotonic() - held.asked_at)
+            log.info("pack: allocation %s reached (%.0f s left)", held.job_id, held.time_left())
+
+    def _collect(self) -> None:
+        """Ends of the tasks in flight; those of an allocation that ended are lost."""
+        busy = [held for held in self._alive() if held.in_flight]
+        if not busy:
+            return
+        allocations = self._allocation_states()
+        for held in busy:
+            ended = allocations[held.job_id].state.is_terminal
+            assert held.instance is not None
+            try:
+                statuses = held.instance.get_job_statuses(list(held.in_flight))
+            except SchedulerAdapterError:
+                if not ended:
+                    raise
+                statuses = {}
+            for flux_id, status in statuses.items():
+                if status.state.is_terminal:
+                    self.finals[held.in_flight.pop(flux_id)] = status
+            if ended:
+                self._lost(held, allocations[held.job_id])
+
+    def _lost(self, held: Held, status: JobStatus) -> None:
+        """The tasks left in an allocation that ended: sent again once, else FAILED."""
+        held.released = True
+        for flux_id, index in held.in_flight.items():
+            if index in self.sent_again:
+                self.finals[index] = JobStatus(
+                    flux_id,
+                    JobState.FAILED,
+                    reason=f"lost twice: allocation {held.job_id} ended {status.state.value}",
+                )
+                continue
+            self.sent_again.add(index)
+            self.pending.appendleft(index)
+            log.warning(
+                "pack: task %d (%s) lost with allocation %s (ended %s): sent again",
+                index,
+                flux_id,
+                held.job_id,
+                status.state.value,
+            )
+        held.in_flight.clear()
+
+    def _feed(self) -> None:
+        for held in self._alive():
+            if not self.pending or held.instance is None:
+                continue
+            if not takes_more(held.time_left(), self.task_time, self.margin):
+                continue
+            if not held.cores:
+                held.cores = held.instance.open().commands.cores() or 0
+            count = min(room(held.cores, len(held.in_flight)), len(self.pending))
+            if not count:
+                continue
+            part = [self.pending.popleft() for _ in range(count)]
+            ids = held.instance.submit_many([self.jobs[index] for index in part], self.resources)
+            held.in_flight.update(zip(ids, part))
+
+    def _renew(self) -> None:
+        """While tasks are left to send: a new allocation for each one about to stop
+        taking tasks, and one when none is left that takes them or is starting."""
+        if not self.pending:
+            return
+        for held in self._alive():
+            if held.renewed or held.instance is None:
+                continue
+            if due_for_renewal(held.time_left(), self.task_time, self.margin, self.lead):
+                held.renewed = True
+                log.info(
+                    "pack: allocation %s has %.0f s left: asking for the next one",
+                    held.job_id,
+                    held.time_left(),
+                )
+                self._ask()
+        if not any(
+            held.instance is None or takes_more(held.time_left(), self.task_time, self.margin)
+            for held in self._alive()
+        ):
+            log.info(
+                "pack: no allocation takes the %d task(s) left: asking for one", len(self.pending)
+            )
+            self._ask()
+
+    def _release_idle(self) -> None:
+        """Hand back an allocation that holds no task and will take none."""
+        for held in self._alive():
+            if held.instance is None or held.in_flight:
+                continue
+            if self.pending and takes_more(held.time_left(), self.task_time, self.margin):
+                continue
+            self.allocations.release([held.job_id])
+            held.released = True
+            held.instance.close()
+
+
+def _since(status: JobStatus) -> float:
+    """Seconds since the allocation started (0 when Slurm did not say)."""
+    if status.start_time is None:
+        return 0.0
+    return max(time.time() - status.start_time.timestamp(), 0.0)
 
 
 def _ended_early(job_id: str, status: JobStatus) -> str:
@@ -125,26 +340,14 @@ def run_packed(
     poll_interval: Optional[float] = None,
     timeout: Optional[float] = None,
     **flux_options: Any,
-) -> Dict[str, JobStatus]:
-    """``jobs`` (as ``submit_many`` takes them) run as plain Flux jobs in ``pack``'s
-    allocations, dealt evenly among them; every task's final status by its Flux id.
-    The allocations are released whatever happens."""
-    allocations = Allocations(slurm, pack, flux_command)
-    instances: List[FluxAdapter] = []
+) -> List[JobStatus]:
+    """``jobs`` (as ``submit_many`` takes them, each with a time limit in ``resources``)
+    run as plain Flux jobs in ``pack``'s allocations; every task's final status, in the
+    tasks' order.  ``flux_options`` go to each instance's ``FluxAdapter`` (e.g.
+    ``outer_time_margin``, 60 s by default).  The allocations are released whatever
+    happens."""
+    feeding = PackRun(Allocations(slurm, pack, flux_command), jobs, resources, flux_options)
     try:
-        allocations.start()
-        allocations.wait_running(timeout)
-        instances = [allocations.instance(job_id, **flux_options) for job_id in allocations.job_ids]
-        sent = [
-            (instance, instance.submit_many(part, resources))
-            for instance, part in zip(instances, split(list(jobs), len(instances)))
-            if part
-        ]
-        finals: Dict[str, JobStatus] = {}
-        for instance, ids in sent:
-            finals.update(instance.wait_all(ids, poll_interval=poll_interval, timeout=timeout))
-        return finals
+        return feeding.run(poll_interval if poll_interval is not None else 1.0, timeout)
     finally:
-        allocations.release()
-        for instance in instances:
-            instance.close()
+        feeding.release_all()

@@ -1,21 +1,28 @@
 """Allocation packing, what it is made of: the ``--pack`` request, the allocation's batch
-script and resources, and how tasks are dealt among the allocations.  Pure: nothing
+script and resources, and the rules that place tasks and renew allocations.  Pure: nothing
 here runs a command.
 
 A pack is ``count`` Slurm allocations of ``nodes`` nodes for ``time`` each, every one
 running a Flux instance over its nodes until it is cancelled; a sweep's tasks go into
 those instances as plain Flux jobs (at Flux's own rate, not the controller's).
 
-A task is placed only where it fits: each instance's Flux adapter refuses a task whose
-time limit, with its margin, passes its allocation's end (``submission.check_outer_limit``)
-- a task never runs past its allocation.
+The placement rule (``takes_more``): an instance holds at most two tasks per core (one
+running, one queued behind it), so a task sent now starts within one task time and ends
+within two; it is sent only while its allocation has that long left, with the margin.
+An allocation that no longer takes tasks and holds none is released at once.
+
+The renewal rule (``due_for_renewal``): while tasks are left to send, a new allocation is
+asked for when one's time left falls below two task times, the margin and the time the
+last allocation took from its request to a reachable instance - so that it is ready when
+the old one stops taking tasks.  A task lost with its allocation (it ended while the task
+was in it: node failure, a limit) is sent again once.
 """
 
 from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, TypeVar
+from typing import Any, Dict, Optional, TypeVar
 
 from .errors import ResourceError
 from .resources import DurationError, format_slurm_time, parse_duration
@@ -107,8 +114,19 @@ def allocation_script(flux_command: str, nodes: int) -> str:
     )
 
 
-def split(items: Sequence[T], parts: int) -> List[List[T]]:
-    """``items`` dealt round-robin into ``parts`` lists (each part's order kept)."""
-    if parts < 1:
-        raise ValueError("parts must be 1 or more")
-    return [list(items[index::parts]) for index in range(parts)]
+def takes_more(time_left: float, task_time: float, margin: float) -> bool:
+    """Whether a task sent now into an instance with ``time_left`` surely ends in it: it
+    starts within one task time (two per core at most, see ``room``) and runs one more."""
+    return time_left - margin >= 2 * task_time
+
+
+def due_for_renewal(time_left: float, task_time: float, margin: float, lead: float) -> bool:
+    """Whether the next allocation must be asked for now to be ready (``lead``: how long the
+    last one took to start) when this one stops taking tasks."""
+    return time_left - margin < 2 * task_time + lead
+
+
+def room(cores: int, in_flight: int) -> int:
+    """How many more tasks an instance of ``cores`` takes: two per core, one queued
+    behind each running one."""
+    return max(2 * max(cores, 1) - in_flight, 0)

@@ -15,6 +15,7 @@ SCENARIOS = (
     "flux_submit",
     "flux_packing",
     "flux_sweep",
+    "slurm_pack",
     "wait_latency",
     "ssh",
     "startup",

@@ -161,7 +161,7 @@ def _packed(adapter: Any, jobs: List[Any], args: argparse.Namespace) -> int:
         print(f"# {pack.count} allocation(s), each running: {runs}")
         script = Allocations(adapter, pack, flux).script()
         print(adapter.describe_submission(script, pack.allocation_resources()))
-        print(f"# then {len(jobs)} plain Flux job(s) dealt among them, slurm:<id> each")
+        print(f"# then {len(jobs)} plain Flux job(s) fed into them, slurm:<id> each")
         return EXIT_OK
     finals = run_packed(
         adapter,
@@ -173,11 +173,11 @@ def _packed(adapter: Any, jobs: List[Any], args: argparse.Namespace) -> int:
         timeout=args.timeout,
     )
     if args.json:
-        print_json([status.to_json() for status in finals.values()])
+        print_json([status.to_json() for status in finals])
     else:
-        for job_id, status in finals.items():
-            print(f"{job_id} {status.state.value}", flush=True)
-    ended_well = all(status.state is JobState.COMPLETED for status in finals.values())
+        for status in finals:
+            print(f"{status.job_id} {status.state.value}", flush=True)
+    ended_well = all(status.state is JobState.COMPLETED for status in finals)
     return EXIT_OK if ended_well else EXIT_JOB_NOT_COMPLETED
 
 

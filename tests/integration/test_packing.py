@@ -1,22 +1,27 @@
-"""Allocation packing (issue 37, the first part): a sweep's tasks run as plain Flux jobs
-in two Slurm allocations of the test cluster, each running a Flux instance, reached as
-``slurm:<id>``; every task COMPLETED, both instances used, no allocation left after.
+"""Allocation packing (issue 37): a sweep's tasks run as plain Flux jobs in Slurm
+allocations of the test cluster, each running a Flux instance, reached as ``slurm:<id>``;
+every task COMPLETED once, both instances used, no allocation left after; a sweep longer
+than its allocation's time goes on in the next one, no task started where it cannot end.
 
 Needs the Slurm test cluster (containers/slurm) and flux-core on this machine (the
 allocations' node is this machine)."""
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Dict, Iterator
 
 import pytest
 
 from hpcbridge.allocations import AllocationError, run_packed
+from hpcbridge.errors import ResourceError
 from hpcbridge.model import JobState
 from hpcbridge.packing import ALLOCATION_NAME, Pack
 from tests.support.flux_cases import require_flux, write_script
@@ -62,11 +67,72 @@ def test_a_sweep_runs_in_two_allocations_and_none_is_left(
         timeout=300,
     )
     assert len(finals) == TASKS
-    assert {status.state for status in finals.values()} == {JobState.COMPLETED}
+    assert {status.state for status in finals} == {JobState.COMPLETED}
     rows = [line.split(" ", 1) for line in ran.read_text().splitlines()]
     assert sorted(int(index) for index, _ in rows) == list(range(TASKS))  # each once
     assert len({uri for _, uri in rows}) == 2, rows  # both instances took tasks
     assert packs_in_queue(cluster) == ""
+    slurm.close()
+
+
+def test_a_sweep_longer_than_its_allocation_goes_on_in_the_next_one(
+    cluster: Dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One allocation of a minute for ~70 s of work (two cores): the next one is asked for
+    before the first stops taking tasks; each task ends inside an allocation's time, none
+    is lost (a task killed at its allocation's end would be sent again, and said)."""
+    flux = require_flux()
+    slurm = make_adapter(cluster, tmp_path)
+    ran = tmp_path / "ran"
+    task = write_script(
+        tmp_path / "scripts",
+        "task.sh",
+        f'started=$(date +%s.%N)\nsleep 2\necho "$1 $FLUX_URI $started $(date +%s.%N)" >> {ran}\n',
+    )
+    count = 60
+    with caplog.at_level(logging.INFO, logger="hpcbridge"):
+        finals = run_packed(
+            slurm,
+            [(task, [str(index)]) for index in range(count)],
+            {"time": "5s"},
+            Pack.parse("nodes=1,time=1,count=1"),
+            flux_command=flux,
+            poll_interval=0.5,
+            timeout=400,
+            outer_time_margin=5.0,
+        )
+    assert [status.state for status in finals] == [JobState.COMPLETED] * count
+    rows = [line.split() for line in ran.read_text().splitlines()]
+    assert sorted(int(row[0]) for row in rows) == list(range(count))  # each once
+    assert len({row[1] for row in rows}) >= 2, "no second allocation took over"
+    assert "lost with allocation" not in caplog.text
+    asked = re.findall(r"pack: allocation (\d+) asked for", caplog.text)
+    listed = run_slurm(
+        ["sacct", "-n", "-X", "-P", "-j", ",".join(asked), "-o", "Start,TimelimitRaw"], cluster
+    )
+    spans = []
+    for line in listed.stdout.split():
+        start, minutes = line.split("|")
+        began = datetime.fromisoformat(start).timestamp()
+        spans.append((began, began + 60 * int(minutes)))
+    assert len(spans) == len(asked) >= 2, listed.stdout
+    for index, uri, started, ended in rows:
+        assert any(began <= float(started) and float(ended) <= end for began, end in spans), (
+            f"task {index} in {uri} ran outside every allocation's time: {spans}"
+        )
+    assert packs_in_queue(cluster) == ""
+    slurm.close()
+
+
+def test_a_task_without_a_time_limit_or_too_long_is_refused_before_anything_is_held(
+    cluster: Dict[str, str], tmp_path: Path
+) -> None:
+    slurm = make_adapter(cluster, tmp_path)
+    task = write_script(tmp_path / "scripts", "task.sh", "echo never\n")
+    for resources, said in (({}, "needs a time limit"), ({"time": "20m"}, "does not fit")):
+        with pytest.raises(ResourceError, match=said):
+            run_packed(slurm, [task], resources, Pack.parse("time=30"), flux_command="flux")
+    assert packs_in_queue(cluster, settle=0) == ""
     slurm.close()
 
 

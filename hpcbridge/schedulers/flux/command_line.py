@@ -342,6 +342,27 @@ def parse_expiration(resource_r: str) -> Optional[float]:
     return expiration if expiration > 0 else None
 
 
+def parse_cores(resource_r: str) -> int:
+    """How many cores an R document holds: each ``execution.R_lite`` entry's ranks times
+    its cores (``{"rank": "0-1", "children": {"core": "0-7"}}`` is 16)."""
+    data = json.loads(resource_r)
+    entries = ((data or {}).get("execution") or {}).get("R_lite") or []
+    return sum(
+        _idset_size(str(entry.get("rank", "")))
+        * _idset_size(str((entry.get("children") or {}).get("core", "")))
+        for entry in entries
+    )
+
+
+def _idset_size(text: str) -> int:
+    """How many ids an RFC 22 idset names (``0-3,7`` is 5)."""
+    size = 0
+    for part in filter(None, text.strip("[]").split(",")):
+        low, _, high = part.partition("-")
+        size += int(high or low) - int(low) + 1
+    return size
+
+
 def parse_uri_output(stdout: str) -> Optional[str]:
     """The URI ``flux uri`` printed (its last line), if any."""
     lines = stdout.strip().splitlines()

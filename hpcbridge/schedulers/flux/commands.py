@@ -156,6 +156,10 @@ class FluxCommands:
     def expiration(self) -> Optional[float]:
         return self._parsed(cl.resource_r_argv(self.flux), cl.parse_expiration)
 
+    def cores(self) -> Optional[int]:
+        """How many cores the instance schedules on (its R)."""
+        return self._parsed(cl.resource_r_argv(self.flux), cl.parse_cores)
+
     def associations(self) -> Optional[List[Association]]:
         """This user's banks in the instance's flux-accounting, with their limits;
         ``None`` where it has none (or will not say: its service answers its owner
