@@ -47,7 +47,7 @@ from tests.support.slurm_clusters import (
 
 pytestmark = pytest.mark.slurm
 
-LABELS = ("22.05-cli", "22.05-cli-ssh", "25.11-native")
+LABELS = ("22.05-cli", "22.05-cli-ssh", "25.11-native", "25.11-cli")
 
 
 @pytest.fixture(scope="module", params=LABELS)

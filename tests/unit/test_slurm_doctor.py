@@ -53,6 +53,19 @@ def test_everything_there(tmp_path) -> None:
     assert "MaxArraySize=1001" in found["slurm accounting"].detail
     assert found["slurm driver"].detail.startswith("cli (")
     assert "pyslurm" in found
+    # no srun and no flux in the script: packing is said to be impossible, blocking nothing
+    assert not found["slurm packing"].ok and "no srun" in found["slurm packing"].detail
+    assert found["slurm packing"].blocks is None
+
+
+def test_packing_needs_srun_and_the_flux_command(tmp_path) -> None:
+    answers = {("sbatch", "--version"): (0, "slurm-wlm 22.05.8\n"), ("srun",): (0, "slurm\n")}
+    found = by_name(doctor.checks(settings(tmp_path), Scripted(answers)))
+    assert "flux not found" in found["slurm packing"].detail
+    assert "HPCBRIDGE_FLUX_COMMAND" in found["slurm packing"].detail
+    answers[("flux", "version")] = (0, "commands:    \t\t0.88.0\nlibflux-core:\t\t0.88.0\n")
+    found = by_name(doctor.checks(settings(tmp_path), Scripted(answers)))
+    assert found["slurm packing"].ok and "flux (0.88.0)" in found["slurm packing"].detail
 
 
 def test_accounting_off_and_controller_down(tmp_path) -> None:

@@ -1,4 +1,4 @@
-"""``hpcbridge doctor`` for Slurm: commands, controller, accounting, driver."""
+"""``hpcbridge doctor`` for Slurm: commands, controller, accounting, driver, packing."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from ...doctor import Check
 from ...errors import SchedulerAdapterError
 from ...transports.base import Executor
 from ...transports.local import LocalExecutor
+from ..flux.command_line import version_argv
+from ..flux.instance import parse_flux_version_output
 from .cli import SlurmCliDriver
 from .commands import max_array_size, scheduler_message
 from .native import choose_slurm_driver
@@ -39,7 +41,35 @@ def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
     cli = SlurmCliDriver(executor, min(settings.command_timeout, 30.0))
     found.append(_accounting(cli))
     found.extend(_driver(executor, cli, settings))
+    found.append(_packing(executor, settings.flux_command, where))
     return found
+
+
+def _packing(executor: Executor, flux: str, where: str) -> Check:
+    """Whether ``submit-many --pack`` can work from here: its allocations run
+    ``srun … flux start`` (``packing.allocation_script``), with this flux command."""
+    name = "slurm packing"
+    try:
+        srun = executor.run(["srun", "--version"], timeout=30)
+        found = executor.run(version_argv(flux), timeout=30)
+    except SchedulerAdapterError as exc:
+        return Check(name, False, f"not checked: {exc}")
+    if not srun.ok:
+        return Check(name, False, f"not possible: no srun{where} to start Flux in an allocation")
+    if not found.ok:
+        return Check(
+            name,
+            False,
+            f"not possible: {flux} not found{where}; set HPCBRIDGE_FLUX_COMMAND to the "
+            "flux the compute nodes have",
+        )
+    version = parse_flux_version_output(found.stdout).get("commands", "?")
+    return Check(
+        name,
+        True,
+        f"--pack can run: each allocation starts {flux} ({version}) with srun - the "
+        "compute nodes need it at the same path",
+    )
 
 
 def _controller(executor: Executor) -> Check:
