@@ -1,11 +1,12 @@
-"""Allocation packing, run: the pack's Slurm allocations held, a Flux instance reached in
-each (``slurm:<id>``), a sweep's tasks fed into them as plain Flux jobs at Flux's rate,
-allocations renewed before their time runs out and released as soon as they are idle -
-all released when the sweep is done, fails or is interrupted.
+"""Allocation packing, run: the pack's allocations held - Slurm jobs, a Flux instance
+reached in each (``slurm:<id>``), or a Flux system's batch jobs (their job ids) - a
+sweep's tasks fed into them as plain Flux jobs at Flux's rate, allocations renewed
+before their time runs out and released as soon as they are idle - all released when
+the sweep is done, fails or is interrupted.
 
 The request and the rules (where a task fits, when to renew) are ``packing``'s; the
-allocations are Slurm jobs submitted through the Slurm adapter (its transport: locally
-or over SSH), and each instance is a ``FluxAdapter`` on the same transport, whose outer
+allocations are submitted through the outer adapter (its transport: locally or over
+SSH), and each instance is a ``FluxAdapter`` on the same transport, whose outer
 limit check refuses any task that would pass its allocation's end.
 """
 
@@ -20,7 +21,7 @@ from collections import deque
 from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence
 
 from .engine.adapter import SchedulerAdapter
-from .errors import JobTimeoutError, ResourceError, SchedulerAdapterError
+from .errors import ConfigurationError, JobTimeoutError, ResourceError, SchedulerAdapterError
 from .model import JobState, JobStatus
 from .packing import Pack, allocation_script, due_for_renewal, room, takes_more
 from .schedulers.flux.adapter import FluxAdapter
@@ -36,10 +37,16 @@ class AllocationError(SchedulerAdapterError):
 
 
 class Allocations:
-    """The pack's allocations on one Slurm adapter: asked for, reached, released."""
+    """The pack's allocations on one outer adapter - Slurm jobs each running a Flux
+    instance, or batch jobs of a Flux system instance: asked for, reached, released."""
 
-    def __init__(self, slurm: SchedulerAdapter, pack: Pack, flux_command: str = "flux") -> None:
-        self.slurm = slurm
+    def __init__(self, outer: SchedulerAdapter, pack: Pack, flux_command: str = "flux") -> None:
+        if outer.scheduler_name not in ("slurm", "flux"):
+            raise ConfigurationError(
+                f"--pack holds Slurm allocations or Flux batch jobs; the scheduler here is "
+                f"{outer.scheduler_name}: add --scheduler slurm or --scheduler flux"
+            )
+        self.outer = outer
         self.pack = pack
         self.flux_command = flux_command
         self._script: Optional[str] = None
@@ -47,28 +54,40 @@ class Allocations:
     def script(self) -> str:
         """The allocations' batch script, written once under the state folder; its path."""
         if self._script is None:
-            state = self.slurm.settings.state_path
+            state = self.outer.settings.state_path
             state.mkdir(parents=True, exist_ok=True)
             folder = tempfile.mkdtemp(prefix="pack-", dir=state)
             path = os.path.join(folder, "allocation.sh")
+            text = allocation_script(self.flux_command, self.pack.nodes, self.outer.scheduler_name)
             with open(path, "w", encoding="utf-8") as handle:
-                handle.write(allocation_script(self.flux_command, self.pack.nodes))
+                handle.write(text)
             os.chmod(path, 0o700)
             self._script = path
         return self._script
 
     def ask(self) -> str:
-        """Submit one allocation; its Slurm job id."""
-        job_id = self.slurm.submit_job(self.script(), self.pack.allocation_resources())
+        """Submit one allocation (on Flux: a batch job); its job id."""
+        resources = self.pack.allocation_resources()
+        if self.outer.scheduler_name == "flux":
+            job_id = self.outer.submit_job(self.script(), resources, nested=True)
+        else:
+            job_id = self.outer.submit_job(self.script(), resources)
         log.info("pack: allocation %s asked for", job_id)
         return job_id
 
     def instance(self, job_id: str, **kwargs: Any) -> FluxAdapter:
         """The Flux instance of allocation ``job_id``, reached, for plain jobs."""
-        settings = dataclasses.replace(self.slurm.settings, flux_nested=False)
+        settings = dataclasses.replace(self.outer.settings, flux_nested=False)
+        if self.outer.scheduler_name == "flux":
+            # a batch job's instance, found through its parent (the outer instance)
+            assert isinstance(self.outer, FluxAdapter)
+            kwargs.setdefault("parent_uri", self.outer.open().uri)
+            target = job_id
+        else:
+            target = f"slurm:{job_id}"
         adapter = FluxAdapter(
-            self.slurm.executor,
-            uri=f"slurm:{job_id}",
+            self.outer.executor,
+            uri=target,
             flux_command=self.flux_command,
             settings=settings,
             **kwargs,
@@ -79,7 +98,7 @@ class Allocations:
     def release(self, job_ids: Sequence[str]) -> None:
         """Cancel these allocations (their instances and anything left in them)."""
         if job_ids:
-            self.slurm.cancel_jobs(list(job_ids))
+            self.outer.cancel_jobs(list(job_ids))
             log.info("pack: allocation(s) released: %s", " ".join(job_ids))
 
 
@@ -118,7 +137,7 @@ class PackRun:
         self.allocations = allocations
         self.jobs = list(jobs)
         self.resources = resources
-        task_time = allocations.slurm.validate_resources(resources).time
+        task_time = allocations.outer.validate_resources(resources).time
         if not task_time or task_time == float("inf"):
             raise ResourceError(
                 "time",
@@ -141,10 +160,10 @@ class PackRun:
         self.held: List[Held] = []
         #: how long the last allocation took from its request to a reachable instance
         self.lead = 0.0
-        #: Slurm is asked about the allocations at most once per its poll floor
-        self._slurm_every = allocations.slurm.poll_floor
-        self._slurm_seen: Dict[str, JobStatus] = {}
-        self._slurm_asked = float("-inf")
+        #: the outer scheduler is asked about the allocations at most once per its poll floor
+        self._outer_every = allocations.outer.poll_floor
+        self._outer_seen: Dict[str, JobStatus] = {}
+        self._outer_asked = float("-inf")
 
     # -- the loop ----------------------------------------------------------------
 
@@ -185,14 +204,14 @@ class PackRun:
         return [held for held in self.held if not held.released]
 
     def _allocation_states(self) -> Dict[str, JobStatus]:
-        """The allocations' Slurm statuses: one question for all of them, asked again
+        """The allocations' statuses: one question for all of them, asked again
         only once the site's poll floor has passed (Flux is asked every round)."""
         alive = [held.job_id for held in self._alive()]
-        unseen = any(job_id not in self._slurm_seen for job_id in alive)
-        if unseen or time.monotonic() - self._slurm_asked >= self._slurm_every:
-            self._slurm_seen = self.allocations.slurm.get_job_statuses(alive) if alive else {}
-            self._slurm_asked = time.monotonic()
-        return self._slurm_seen
+        unseen = any(job_id not in self._outer_seen for job_id in alive)
+        if unseen or time.monotonic() - self._outer_asked >= self._outer_every:
+            self._outer_seen = self.allocations.outer.get_job_statuses(alive) if alive else {}
+            self._outer_asked = time.monotonic()
+        return self._outer_seen
 
     def _reach(self) -> None:
         """Allocations that run get their instance; one that ended first is an error."""
@@ -315,7 +334,7 @@ class PackRun:
 
 
 def _since(status: JobStatus) -> float:
-    """Seconds since the allocation started (0 when Slurm did not say)."""
+    """Seconds since the allocation started (0 when its scheduler did not say)."""
     if status.start_time is None:
         return 0.0
     return max(time.time() - status.start_time.timestamp(), 0.0)
@@ -331,7 +350,7 @@ def _ended_early(job_id: str, status: JobStatus) -> str:
 
 
 def run_packed(
-    slurm: SchedulerAdapter,
+    outer: SchedulerAdapter,
     jobs: Sequence[Any],
     resources: Optional[Mapping[str, Any]],
     pack: Pack,
@@ -342,11 +361,12 @@ def run_packed(
     **flux_options: Any,
 ) -> List[JobStatus]:
     """``jobs`` (as ``submit_many`` takes them, each with a time limit in ``resources``)
-    run as plain Flux jobs in ``pack``'s allocations; every task's final status, in the
+    run as plain Flux jobs in ``pack``'s allocations - Slurm jobs when ``outer`` is a Slurm
+    adapter, batch jobs when it is a Flux one; every task's final status, in the
     tasks' order.  ``flux_options`` go to each instance's ``FluxAdapter`` (e.g.
     ``outer_time_margin``, 60 s by default).  The allocations are released whatever
     happens."""
-    feeding = PackRun(Allocations(slurm, pack, flux_command), jobs, resources, flux_options)
+    feeding = PackRun(Allocations(outer, pack, flux_command), jobs, resources, flux_options)
     try:
         return feeding.run(poll_interval if poll_interval is not None else 1.0, timeout)
     finally:

@@ -3,8 +3,10 @@ script and resources, and the rules that place tasks and renew allocations.  Pur
 here runs a command.
 
 A pack is ``count`` Slurm allocations of ``nodes`` nodes for ``time`` each, every one
-running a Flux instance over its nodes until it is cancelled; a sweep's tasks go into
-those instances as plain Flux jobs (at Flux's own rate, not the controller's).
+running a Flux instance over its nodes until it is cancelled - or, on a Flux system,
+``count`` batch jobs, each an instance of its own; a sweep's tasks go into those instances
+as plain Flux jobs (at Flux's own rate, not the controller's).  LSF would need the
+Slurm form with ``blaunch`` in place of ``srun`` and ``lsf:<id>`` targets (not built).
 
 The placement rule (``takes_more``): an instance holds at most two tasks per core (one
 running, one queued behind it), so a task sent now starts within one task time and ends
@@ -103,9 +105,16 @@ def _positive(given: Dict[str, str], key: str) -> int:
     return int(text)
 
 
-def allocation_script(flux_command: str, nodes: int) -> str:
-    """The batch script of one allocation: a Flux instance over its nodes, one broker per
-    node, holding them until the allocation is cancelled."""
+def allocation_script(flux_command: str, nodes: int, inside: str = "slurm") -> str:
+    """The batch script of one allocation, holding its nodes until it is cancelled: in
+    Slurm, a Flux instance over them (one broker per node); in Flux, the batch job is
+    an instance already - the script only keeps it alive."""
+    if inside == "flux":
+        return (
+            "#!/bin/sh\n"
+            "# hpcbridge pack: this batch job's Flux instance takes tasks until it is cancelled\n"
+            "exec sleep inf\n"
+        )
     flux = shlex.quote(flux_command)
     return (
         "#!/bin/sh\n"

@@ -97,7 +97,7 @@ def _packed(script: str, count: int, workdir: Path, flux_command: str) -> float:
         elapsed = time.perf_counter() - started
     finally:
         adapter.close()
-    _all_completed([status.state is JobState.COMPLETED for status in finals.values()], count)
+    _all_completed([status.state is JobState.COMPLETED for status in finals], count)
     return elapsed
 
 

@@ -148,20 +148,17 @@ def _packed(adapter: Any, jobs: List[Any], args: argparse.Namespace) -> int:
     from ..packing import Pack, allocation_script
 
     pack = Pack.parse(args.pack)
-    if adapter.scheduler_name != "slurm":
-        raise ConfigurationError(
-            f"--pack holds Slurm allocations; the scheduler here is {adapter.scheduler_name}: "
-            "add --scheduler slurm (or set HPCBRIDGE_SCHEDULER=slurm)"
-        )
+    allocations = Allocations(adapter, pack, adapter.settings.flux_command)
     if args.after or args.max_queued or args.sweep:
         raise ConfigurationError("--pack takes no --after, --max-queued or --sweep (yet)")
     flux = adapter.settings.flux_command
     if args.dry_run:
-        runs = allocation_script(flux, pack.nodes).splitlines()[-1]
+        runs = allocation_script(flux, pack.nodes, adapter.scheduler_name).splitlines()[-1]
         print(f"# {pack.count} allocation(s), each running: {runs}")
-        script = Allocations(adapter, pack, flux).script()
-        print(adapter.describe_submission(script, pack.allocation_resources()))
-        print(f"# then {len(jobs)} plain Flux job(s) fed into them, slurm:<id> each")
+        script = allocations.script()
+        nested = {"nested": True} if adapter.scheduler_name == "flux" else {}
+        print(adapter.describe_submission(script, pack.allocation_resources(), **nested))
+        print(f"# then {len(jobs)} plain Flux job(s) fed into their instances")
         return EXIT_OK
     finals = run_packed(
         adapter,
