@@ -139,7 +139,7 @@ else
   flux_beside=(tests/integration/test_flux_nested.py tests/integration/test_flux_ssh.py
     tests/integration/test_flux_dry_run_command.py
     tests/integration/test_flux_doctor_bare_python.py tests/integration/test_flux_image.py
-    tests/integration/test_flux_no_instance.py)
+    tests/integration/test_flux_no_instance.py tests/integration/test_flux_packing.py)
   mock=(tests/integration/test_cli_mock.py tests/integration/test_cli_truth.py
     tests/integration/test_mock_scheduler.py tests/integration/test_sweeps_mock.py
     tests/integration/test_examples_mock.py tests/integration/test_integrations_core.py

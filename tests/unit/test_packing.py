@@ -60,6 +60,12 @@ def test_the_allocation_runs_one_broker_per_node_and_quotes_the_command() -> Non
     assert "srun --nodes=3 --ntasks-per-node=1 --mpi=none '/opt/flux 0.88/bin/flux' start" in script
 
 
+def test_a_flux_batch_allocation_only_keeps_its_instance_alive() -> None:
+    script = allocation_script("/opt/flux/bin/flux", 2, inside="flux")
+    assert script.startswith("#!/bin/sh\n") and script.endswith("exec sleep inf\n")
+    assert "srun" not in script and "flux start" not in script
+
+
 def test_a_task_is_sent_only_where_two_task_times_and_the_margin_are_left() -> None:
     # a task sent now waits at most one task time behind another, then runs one
     assert takes_more(time_left=130, task_time=30, margin=60)
