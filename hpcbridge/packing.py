@@ -79,6 +79,13 @@ class Pack:
             qos=given.get("qos"),
         )
 
+    def text(self) -> str:
+        """The request as ``--pack`` takes it (``parse(text())`` gives it back)."""
+        parts = [f"nodes={self.nodes}", f"time={format_slurm_time(self.time)}"]
+        parts.append(f"count={self.count}")
+        parts += [f"{key}={getattr(self, key)}" for key in _KEYS[3:] if getattr(self, key)]
+        return ",".join(parts)
+
     def allocation_resources(self) -> Dict[str, Any]:
         """The resource dict of one allocation's Slurm job."""
         resources: Dict[str, Any] = {

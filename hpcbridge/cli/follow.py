@@ -17,7 +17,7 @@ from ..engine.observation import statuses_of
 from ..errors import SchedulerAdapterError
 from ..model import JobState, JobStatus
 from ..store.jobs import JobRecord
-from . import sweeps
+from . import packs, sweeps
 from .exits import EXIT_JOB_NOT_COMPLETED, EXIT_OK, exit_code_for
 from .lookup import group_error, require_traced, untraced
 from .output import Progress, announce, one_line, print_json, status_line
@@ -180,8 +180,18 @@ def with_record(item: Dict[str, Any], records: Dict[str, JobRecord]) -> Dict[str
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
-    """Wait for jobs - a sweep's name stands for all its jobs, the rest fed first."""
-    found, ids = sweeps.split(args.job_ids, settings_from(args))
+    """Wait for jobs - a sweep's or a pack's name stands for all its jobs, the rest fed
+    first (a pack's on its own, its tasks' ends printed when it is done)."""
+    named_packs, rest = packs.split(args.job_ids, settings_from(args))
+    codes = [packs.wait(record, args) for record in named_packs]
+    if rest or not named_packs:
+        codes.append(_wait_sweeps_and_ids(args, rest))
+    return max(codes)
+
+
+def _wait_sweeps_and_ids(args: argparse.Namespace, arguments: List[str]) -> int:
+    """Wait for the sweeps named and the jobs ids name - a sweep fed on first."""
+    found, ids = sweeps.split(arguments, settings_from(args))
     never: List[str] = []
     unsent = 0
     for record in found:
@@ -306,9 +316,13 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     """Cancel the jobs still queued or running; say how each of the others ended.
 
     A job whose record or live state is final is not sent to the scheduler; a
-    sweep's name sends nothing more of it and cancels its live jobs.
+    sweep's name sends nothing more of it and cancels its live jobs; a pack's name stops
+    it and releases its allocations.
     """
-    found, ids = sweeps.split(args.job_ids, settings_from(args))
+    named_packs, rest = packs.split(args.job_ids, settings_from(args))
+    for pack in named_packs:
+        print(packs.cancel(pack, settings_from(args)))
+    found, ids = sweeps.split(rest, settings_from(args))
     for record in found:
         print(sweeps.cancel(record, settings_from(args)))
     if not ids:

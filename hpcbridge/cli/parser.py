@@ -254,8 +254,10 @@ def _add_following(sub: Sub) -> None:
     _add_lookup_flags(status)
     status.add_argument("--json", action="store_true")
 
-    wait = sub("wait", "wait for jobs (or a sweep, fed on) to end, showing each change")
-    wait.add_argument("job_ids", nargs="+", metavar="ID", help="a job id, or a sweep's name")
+    wait = sub("wait", "wait for jobs (or a sweep or pack, fed on) to end, showing each change")
+    wait.add_argument(
+        "job_ids", nargs="+", metavar="ID", help="a job id, or a sweep's or pack's name"
+    )
     _add_lookup_flags(wait)
     _add_poll_flag(wait)
     wait.add_argument("--timeout", type=_seconds, help="give up waiting after this many seconds")
@@ -268,8 +270,12 @@ def _add_following(sub: Sub) -> None:
         "-f", "--follow", action="store_true", help="keep printing until the job ends"
     )
 
-    cancel = sub("cancel", "cancel jobs (a sweep: all its jobs, and send no more)")
-    cancel.add_argument("job_ids", nargs="+", metavar="ID", help="a job id, or a sweep's name")
+    cancel = sub(
+        "cancel", "cancel jobs (a sweep: all its jobs, and send no more; a pack: its allocations)"
+    )
+    cancel.add_argument(
+        "job_ids", nargs="+", metavar="ID", help="a job id, or a sweep's or pack's name"
+    )
     _add_lookup_flags(cancel)
 
 

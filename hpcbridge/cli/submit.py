@@ -12,7 +12,7 @@ from ..config import name_values
 from ..errors import ConfigurationError, ResourceError, SweepCancelledError
 from ..model import JobState, JobStatus
 from ..resources import NATIVE_SCHEDULERS, RESOURCE_KEYS
-from . import sweeps
+from . import packs, sweeps
 from .exits import EXIT_JOB_NOT_COMPLETED, EXIT_OK
 from .follow import records_here, wait_and_report, with_record
 from .output import one_line, print_json
@@ -149,8 +149,11 @@ def _packed(adapter: Any, jobs: List[Any], args: argparse.Namespace) -> int:
 
     pack = Pack.parse(args.pack)
     allocations = Allocations(adapter, pack, adapter.settings.flux_command)
-    if args.after or args.max_queued or args.sweep:
-        raise ConfigurationError("--pack takes no --after, --max-queued or --sweep (yet)")
+    if args.after or args.max_queued:
+        raise ConfigurationError(
+            "--pack takes no --after or --max-queued: the pack feeds its allocations at "
+            "Flux's rate, two tasks per core"
+        )
     flux = adapter.settings.flux_command
     if args.dry_run:
         runs = allocation_script(flux, pack.nodes, adapter.scheduler_name).splitlines()[-1]
@@ -168,14 +171,9 @@ def _packed(adapter: Any, jobs: List[Any], args: argparse.Namespace) -> int:
         flux_command=flux,
         poll_interval=args.poll_interval,
         timeout=args.timeout,
+        name=args.sweep,
     )
-    if args.json:
-        print_json([status.to_json() for status in finals])
-    else:
-        for status in finals:
-            print(f"{status.job_id} {status.state.value}", flush=True)
-    ended_well = all(status.state is JobState.COMPLETED for status in finals)
-    return EXIT_OK if ended_well else EXIT_JOB_NOT_COMPLETED
+    return packs.report(finals, args.json)
 
 
 def cmd_submit_many(args: argparse.Namespace) -> int:

@@ -44,7 +44,7 @@ from ..store.sweeps import FED, GIVEN_UP, SENDING, SENT, WAITING, SweepBook, Swe
 from .driver import PartialSubmissionError, Submitted
 from .jobscript import TaskSpec, staged_basenames
 from .service import SubmissionService
-from .submitting import Order, batches
+from .submitting import Order
 
 log = logging.getLogger("hpcbridge")
 
@@ -336,28 +336,10 @@ class Feeder:
                 self._waiting_again(group)
 
     def _find(self, group: Sequence[SweepTask], token: str) -> Optional[List[Submitted]]:
-        submission = self.adapter.submission()
-        order = self._order(group, token)
-        found: List[Submitted] = []
-        for batch, _ in batches(order, submission.stager, submission.driver.max_batch()):
-            planned = submission.driver.plan(batch)
-            made = datetime.fromisoformat(group[0].made) if group[0].made else None
-            part = submission.driver.find_submitted(planned, made.timestamp() if made else None)
-            if not part:
-                break
-            found.extend(part)
-        return found or None
+        return self.adapter.submission().find_sent(self._order(group, token))
 
     def _adopt(self, group: Sequence[SweepTask], token: str, found: List[Submitted]) -> None:
-        submission = self.adapter.submission()
-        order = self._order(group, token)
-        chunks = batches(order, submission.stager, submission.driver.max_batch())
-        start = 0
-        for batch, chunk in chunks:
-            mine = found[start : start + batch.count]
-            if mine:
-                submission.record(mine, batch, chunk)
-            start += batch.count
+        self.adapter.submission().record_found(self._order(group, token), found)
         self._sent(group[: len(found)], [item.job_id for item in found])
         log.warning(
             "sweep %s: adopted %d job(s) sent by a feeder that died", self.sweep.name, len(found)

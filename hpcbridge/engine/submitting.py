@@ -554,6 +554,28 @@ class Submission:
             FOLDER_INSIDE[self.container_runtime] if image else "",
         )
 
+    def find_sent(self, order: Order) -> Optional[List[Submitted]]:
+        """The jobs of ``order`` (its token and made time as first sent) that went in,
+        found by their keys, in task order; ``None`` when none did.  For a sender that
+        died between handing an order over and hearing its ids (a sweep's or a pack's)."""
+        found: List[Submitted] = []
+        made = order.made.timestamp()
+        for batch, _ in batches(order, self.stager, self.driver.max_batch()):
+            part = self.driver.find_submitted(self.driver.plan(batch), made)
+            if not part:
+                break
+            found.extend(part)
+        return found or None
+
+    def record_found(self, order: Order, found: Sequence[Submitted]) -> None:
+        """Record the jobs ``find_sent`` found, each with its task."""
+        start = 0
+        for batch, chunk in batches(order, self.stager, self.driver.max_batch()):
+            mine = found[start : start + batch.count]
+            if mine:
+                self.record(mine, batch, chunk)
+            start += batch.count
+
     def record(
         self, submitted: Sequence[Submitted], batch: SubmitBatch, tasks: Sequence[TaskSpec]
     ) -> None:

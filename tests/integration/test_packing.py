@@ -220,3 +220,116 @@ def test_over_ssh_the_login_side_holds_the_allocations(
         cluster,
     )
     assert ssh_server.user in owners.stdout.split(), owners.stdout
+
+
+#: the command, its process ending at once (``os._exit``) when the first tasks it handed
+#: to an instance went in, before their ids were recorded: the worst moment to die
+DIES_WHILE_SENDING = """
+import os, runpy, sys
+from hpcbridge import allocations
+note = allocations.PackRun._note
+def dying(self, what, *args):
+    if what == "sent":
+        os._exit(9)
+    note(self, what, *args)
+allocations.PackRun._note = dying
+sys.argv[0] = "hpcbridge"
+runpy.run_module("hpcbridge", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("death", ["killed", "dies-while-sending"])
+def test_a_named_pack_whose_client_died_is_finished_by_wait(
+    cluster: Dict[str, str], tmp_path: Path, death: str
+) -> None:
+    """``submit-many --pack … --sweep NAME`` killed (SIGKILL) once some tasks ran, or dead
+    right after its first tasks went in, their ids unrecorded: ``wait NAME`` reaches the
+    same allocation, adopts what went in (by its key), feeds the rest - every task run
+    once, all COMPLETED, the allocation released."""
+    flux = require_flux()
+    ran = tmp_path / "ran"
+    task = write_script(tmp_path / "scripts", "task.sh", f'sleep 1\necho "$1" >> {ran}\n')
+    args = tmp_path / "args"
+    count = 40
+    args.write_text("".join(f"{index}\n" for index in range(count)))
+    env = {
+        **os.environ,
+        **cluster,
+        "HPCBRIDGE_STATE_DIR": str(tmp_path / "state"),
+        "HPCBRIDGE_FLUX_COMMAND": flux,
+        "HPCBRIDGE_MIN_POLL_INTERVAL": "0",
+    }
+    argv = [sys.executable, "-m", "hpcbridge", "submit-many", "--scheduler", "slurm", task]
+    argv += ["--args-file", str(args), "--time", "1m", "--poll-interval", "0.5"]
+    argv += ["--pack", "time=10", "--sweep", death]
+    if death == "killed":
+        client = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 240
+        while not ran.exists() or len(ran.read_text().split()) < 6:
+            assert client.poll() is None, client.communicate()
+            assert time.monotonic() < deadline, "no task ran"
+            time.sleep(0.2)
+        client.kill()  # mid-sweep: tasks in flight, others sent but queued, most unsent
+        client.communicate()
+    else:
+        argv[1:3] = ["-c", DIES_WHILE_SENDING]
+        died = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=240)
+        assert died.returncode == 9, died.stderr
+    assert packs_in_queue(cluster, settle=0) != ""  # its allocation outlives it
+    waited = subprocess.run(
+        [sys.executable, "-m", "hpcbridge", "wait", death, "--poll-interval", "0.5"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert waited.returncode == 0, waited.stderr
+    if death != "killed":  # what went in was found by its key, nothing sent again for it
+        assert re.search(
+            r"\d+ task\(s\) a dead feeder was sending found in \d+, 0 sent again", waited.stderr
+        ), waited.stderr
+    ends = [line.split() for line in waited.stdout.splitlines()]
+    assert [state for _, state in ends] == ["COMPLETED"] * count, waited.stdout
+    assert sorted(int(index) for index in ran.read_text().split()) == list(range(count))
+    assert packs_in_queue(cluster) == ""
+
+
+def test_cancel_name_stops_a_pack_fed_elsewhere_and_releases_its_allocation(
+    cluster: Dict[str, str], tmp_path: Path
+) -> None:
+    flux = require_flux()
+    ran = tmp_path / "ran"
+    task = write_script(tmp_path / "scripts", "task.sh", f'echo "$1" >> {ran}\nsleep 30\n')
+    args = tmp_path / "args"
+    args.write_text("".join(f"{index}\n" for index in range(20)))
+    env = {
+        **os.environ,
+        **cluster,
+        "HPCBRIDGE_STATE_DIR": str(tmp_path / "state"),
+        "HPCBRIDGE_FLUX_COMMAND": flux,
+        "HPCBRIDGE_MIN_POLL_INTERVAL": "0",
+    }
+    argv = [sys.executable, "-m", "hpcbridge", "submit-many", "--scheduler", "slurm", task]
+    argv += ["--args-file", str(args), "--time", "1m", "--poll-interval", "0.5"]
+    argv += ["--pack", "time=10", "--sweep", "to-cancel"]
+    client = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    while not ran.exists():
+        assert client.poll() is None, client.communicate()
+        assert time.monotonic() < deadline, "no task ran"
+        time.sleep(0.2)
+    cancelled = subprocess.run(
+        [sys.executable, "-m", "hpcbridge", "cancel", "to-cancel"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert "pack to-cancel cancelled: 1 allocation(s) released" in cancelled.stdout
+    out, err = client.communicate(timeout=120)
+    assert client.returncode == 1, err  # its tasks did not complete
+    states = [line.split()[-1] for line in out.decode().splitlines()]
+    assert states == ["CANCELLED"] * 20, out.decode()
+    assert "was cancelled by" in err.decode()
+    assert packs_in_queue(cluster) == ""

@@ -1,0 +1,341 @@
+"""The named packs in the job store: a pack's request, its allocations and every task,
+so that ``hpcbridge wait NAME`` goes on feeding it when its first client died.
+
+Three tables beside ``hpc_jobs`` (and the sweeps'):
+
+* ``packs``: one row per pack - where its allocations go (the outer scheduler, host,
+  transport, as a sweep records them), the ``--pack`` request, the tasks' resources,
+  the flux command and margin, and which process feeds it (``feeder``, with a heartbeat:
+  a dead or silent feeder's pack can be taken over; ``cancelled``: by whom, once
+  ``hpcbridge cancel NAME`` stopped it);
+* ``pack_allocations``: each allocation asked for - its job id, when it was asked (wall
+  clock), whether a newer one was asked to take over and whether it was released;
+* ``pack_tasks``: one row per task - its script, arguments and environment, and where it
+  is: ``waiting`` (not sent), ``sending`` (handed to an allocation's instance under
+  ``token``: if the feeder died now, the job may or may not exist and is looked up by its
+  key), ``sent`` (``job_id`` in ``allocation``), ``ended`` (``final``: its last status as
+  JSON); ``again`` once it was sent again after being lost with its allocation.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
+
+from ..model import JobState, JobStatus
+from .jobs import JobStore
+from .sweep_rows import feeder_alive, me, now_text
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS packs (
+    name          TEXT PRIMARY KEY,
+    spec          TEXT NOT NULL,
+    scheduler     TEXT NOT NULL,
+    transport     TEXT NOT NULL,
+    host          TEXT NOT NULL,
+    flux_uri      TEXT,
+    reach         TEXT,
+    resources     TEXT NOT NULL,
+    flux_command  TEXT NOT NULL,
+    margin        REAL NOT NULL,
+    total         INTEGER NOT NULL,
+    created       TEXT NOT NULL,
+    feeder        TEXT NOT NULL DEFAULT '',
+    beat          REAL NOT NULL DEFAULT 0,
+    cancelled     TEXT
+);
+CREATE TABLE IF NOT EXISTS pack_allocations (
+    pack      TEXT NOT NULL,
+    job_id    TEXT NOT NULL,
+    asked     REAL NOT NULL,
+    renewed   INTEGER NOT NULL DEFAULT 0,
+    released  INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (pack, job_id)
+);
+CREATE TABLE IF NOT EXISTS pack_tasks (
+    pack        TEXT NOT NULL,
+    idx         INTEGER NOT NULL,
+    script      TEXT NOT NULL,
+    arguments   TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    state       TEXT NOT NULL DEFAULT 'waiting',
+    allocation  TEXT,
+    token       TEXT,
+    made        TEXT,
+    job_id      TEXT,
+    final       TEXT,
+    again       INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (pack, idx)
+);
+"""
+
+#: a task's places (see the module docstring)
+WAITING, SENDING, SENT, ENDED = "waiting", "sending", "sent", "ended"
+
+
+@dataclass(frozen=True)
+class PackRecord:
+    name: str
+    spec: str
+    scheduler: str
+    transport: str
+    host: str
+    flux_uri: Optional[str]
+    reach: Optional[str]
+    resources: Mapping[str, Any]
+    flux_command: str
+    margin: float
+    total: int
+    created: str
+    feeder: str = ""
+    beat: float = 0.0
+
+
+@dataclass(frozen=True)
+class PackAllocation:
+    job_id: str
+    asked: float
+    renewed: bool
+    released: bool
+
+
+@dataclass(frozen=True)
+class PackTask:
+    index: int
+    script: str
+    arguments: Tuple[str, ...]
+    environment: Mapping[str, str]
+    state: str = WAITING
+    allocation: Optional[str] = None
+    token: Optional[str] = None
+    made: Optional[str] = None
+    job_id: Optional[str] = None
+    final: Optional[JobStatus] = None
+    again: bool = False
+
+
+_PACK_COLUMNS = (
+    "name, spec, scheduler, transport, host, flux_uri, reach, resources, flux_command, "
+    "margin, total, created, feeder, beat"
+)
+_TASK_COLUMNS = (
+    "idx, script, arguments, environment, state, allocation, token, made, job_id, final, again"
+)
+
+
+class PackBook:
+    """The packs of one job store (the same database file, tables of their own)."""
+
+    def __init__(self, store: JobStore) -> None:
+        self.store = store
+        self._ready = False
+
+    def _setup(self) -> JobStore:
+        if not self._ready:
+            self.store.run_script(SCHEMA)
+            self._ready = True
+        return self.store
+
+    # -- writes ---------------------------------------------------------
+
+    def create(self, pack: PackRecord, tasks: Sequence[PackTask]) -> None:
+        """Record a new pack and its tasks in one transaction, fed by this process; a
+        name already used raises ``ValueError``."""
+        store = self._setup()
+
+        def write(connection: Any) -> None:
+            if connection.execute("SELECT 1 FROM packs WHERE name = ?", (pack.name,)).fetchone():
+                raise ValueError(pack.name)
+            connection.execute(
+                f"INSERT INTO packs ({_PACK_COLUMNS}) VALUES ({', '.join('?' * 14)})",  # noqa: S608
+                (
+                    pack.name,
+                    pack.spec,
+                    pack.scheduler,
+                    pack.transport,
+                    pack.host,
+                    pack.flux_uri,
+                    pack.reach,
+                    json.dumps(dict(pack.resources)),
+                    pack.flux_command,
+                    pack.margin,
+                    pack.total,
+                    pack.created or now_text(),
+                    me(),
+                    time.time(),
+                ),
+            )
+            connection.executemany(
+                "INSERT INTO pack_tasks (pack, idx, script, arguments, environment) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [
+                    (
+                        pack.name,
+                        task.index,
+                        task.script,
+                        json.dumps(list(task.arguments)),
+                        json.dumps(dict(task.environment)),
+                    )
+                    for task in tasks
+                ],
+            )
+
+        store.transaction(write)
+
+    def take(self, name: str) -> Optional[str]:
+        """Become the pack's feeder; ``None`` when taken, else who feeds it now."""
+        store, mine, now = self._setup(), me(), time.time()
+
+        def attempt(connection: Any) -> Optional[str]:
+            row = connection.execute(
+                "SELECT feeder, beat FROM packs WHERE name = ?", (name,)
+            ).fetchone()
+            if row is None:
+                raise KeyError(name)
+            feeder, beat = row
+            if feeder not in ("", mine) and feeder_alive(feeder, beat, now):
+                return str(feeder)
+            connection.execute(
+                "UPDATE packs SET feeder = ?, beat = ? WHERE name = ?", (mine, now, name)
+            )
+            return None
+
+        return store.transaction(attempt)
+
+    def beat(self, name: str) -> None:
+        self._setup().write_many(
+            "UPDATE packs SET beat = ? WHERE name = ? AND feeder = ?", [(time.time(), name, me())]
+        )
+
+    def let_go(self, name: str) -> None:
+        self._setup().write_many(
+            "UPDATE packs SET feeder = '' WHERE name = ? AND feeder = ?", [(name, me())]
+        )
+
+    def asked(self, name: str, job_id: str, when: float) -> None:
+        self._setup().write_many(
+            "INSERT INTO pack_allocations (pack, job_id, asked) VALUES (?, ?, ?)",
+            [(name, job_id, when)],
+        )
+
+    def renewed(self, name: str, job_id: str) -> None:
+        self._setup().write_many(
+            "UPDATE pack_allocations SET renewed = 1 WHERE pack = ? AND job_id = ?",
+            [(name, job_id)],
+        )
+
+    def released(self, name: str, job_ids: Sequence[str]) -> None:
+        self._setup().write_many(
+            "UPDATE pack_allocations SET released = 1 WHERE pack = ? AND job_id = ?",
+            [(name, job_id) for job_id in job_ids],
+        )
+
+    def sending(
+        self, name: str, indexes: Sequence[int], allocation: str, token: str, made: str
+    ) -> None:
+        self._setup().write_many(
+            "UPDATE pack_tasks SET state = ?, allocation = ?, token = ?, made = ? "
+            "WHERE pack = ? AND idx = ?",
+            [(SENDING, allocation, token, made, name, index) for index in indexes],
+        )
+
+    def sent(self, name: str, job_ids: Mapping[int, str]) -> None:
+        self._setup().write_many(
+            "UPDATE pack_tasks SET state = ?, job_id = ? WHERE pack = ? AND idx = ?",
+            [(SENT, job_id, name, index) for index, job_id in job_ids.items()],
+        )
+
+    def waiting(self, name: str, indexes: Sequence[int], again: bool = False) -> None:
+        """Back to unsent (surely not in any instance, or lost with its allocation)."""
+        self._setup().write_many(
+            "UPDATE pack_tasks SET state = ?, allocation = NULL, token = NULL, made = NULL, "
+            "job_id = NULL, again = MAX(again, ?) WHERE pack = ? AND idx = ?",
+            [(WAITING, int(again), name, index) for index in indexes],
+        )
+
+    def ended(self, name: str, finals: Mapping[int, JobStatus]) -> None:
+        self._setup().write_many(
+            "UPDATE pack_tasks SET state = ?, final = ? WHERE pack = ? AND idx = ?",
+            [
+                (ENDED, json.dumps(status.to_json()), name, index)
+                for index, status in finals.items()
+            ],
+        )
+
+    def cancel(self, name: str) -> None:
+        """The pack is cancelled, whoever feeds it (its feeder sees it and stops)."""
+        self._setup().write_many(
+            "UPDATE packs SET cancelled = ? WHERE name = ? AND cancelled IS NULL",
+            [(me(), name)],
+        )
+
+    # -- reads ----------------------------------------------------------
+
+    def cancelled_by(self, name: str) -> Optional[str]:
+        rows = self._setup().query("SELECT cancelled FROM packs WHERE name = ?", (name,))
+        return str(rows[0][0]) if rows and rows[0][0] else None
+
+    def get(self, name: str) -> Optional[PackRecord]:
+        rows = self._setup().query(
+            f"SELECT {_PACK_COLUMNS} FROM packs WHERE name = ?",  # noqa: S608
+            (name,),
+        )
+        if not rows:
+            return None
+        values = list(rows[0])
+        values[7] = json.loads(values[7])
+        return PackRecord(*values)
+
+    def allocations(self, name: str) -> List[PackAllocation]:
+        rows = self._setup().query(
+            "SELECT job_id, asked, renewed, released FROM pack_allocations WHERE pack = ? "
+            "ORDER BY asked",
+            (name,),
+        )
+        return [PackAllocation(str(j), float(a), bool(r), bool(x)) for j, a, r, x in rows]
+
+    def tasks(self, name: str) -> List[PackTask]:
+        rows = self._setup().query(
+            f"SELECT {_TASK_COLUMNS} FROM pack_tasks WHERE pack = ? ORDER BY idx",  # noqa: S608
+            (name,),
+        )
+        return [_task(row) for row in rows]
+
+
+def _task(row: Sequence[Any]) -> PackTask:
+    index, script, arguments, environment, state, allocation, token, made, job_id, final, again = (
+        row
+    )
+    return PackTask(
+        int(index),
+        str(script),
+        tuple(json.loads(arguments)),
+        dict(json.loads(environment)),
+        str(state),
+        allocation,
+        token,
+        made,
+        job_id,
+        _status(json.loads(final)) if final else None,
+        bool(again),
+    )
+
+
+def _status(data: Mapping[str, Any]) -> JobStatus:
+    """A final status back from its ``to_json`` form."""
+
+    def moment(text: Optional[str]) -> Optional[datetime]:
+        return datetime.fromisoformat(text) if text else None
+
+    return JobStatus(
+        str(data["job_id"]),
+        JobState(data["state"]),
+        data.get("exit_code"),
+        moment(data.get("start_time")),
+        moment(data.get("end_time")),
+        str(data.get("native_state") or ""),
+        str(data.get("reason") or ""),
+    )
