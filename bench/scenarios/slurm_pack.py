@@ -78,8 +78,8 @@ def _array(script: str, count: int, workdir: Path) -> float:
 
 
 def _packed(script: str, count: int, workdir: Path, flux_command: str) -> float:
-    from hpcbridge.allocations import run_packed
     from hpcbridge.model import JobState
+    from hpcbridge.pack_feeder import run_packed
     from hpcbridge.packing import Pack
 
     adapter = hpcbridge_adapter(workdir)

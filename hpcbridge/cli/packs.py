@@ -53,7 +53,7 @@ def split(arguments: Sequence[str], settings: Settings) -> Tuple[List[PackRecord
 
 def wait(record: PackRecord, args: argparse.Namespace) -> int:
     """Go on with the pack (``allocations.resume_packed``) and report each task's end."""
-    from ..allocations import resume_packed
+    from ..pack_feeder import resume_packed
 
     place = Place(record.scheduler, record.host, record.flux_uri, record.transport, record.reach)
     outer = adapter_at(place, settings_from(args))
@@ -68,7 +68,7 @@ def wait(record: PackRecord, args: argparse.Namespace) -> int:
 
 def cancel(record: PackRecord, settings: Settings) -> str:
     """Stop the pack and release its allocations (``allocations.cancel_packed``)."""
-    from ..allocations import cancel_packed
+    from ..pack_feeder import cancel_packed
 
     place = Place(record.scheduler, record.host, record.flux_uri, record.transport, record.reach)
     outer = adapter_at(place, settings)

@@ -144,7 +144,8 @@ def _fed(adapter: Any, jobs: List[Any], args: argparse.Namespace) -> List[str]:
 
 def _packed(adapter: Any, jobs: List[Any], args: argparse.Namespace) -> int:
     """``submit-many --pack``: the jobs run in allocations held for them, and waited for."""
-    from ..allocations import Allocations, run_packed
+    from ..allocations import Allocations
+    from ..pack_feeder import run_packed
     from ..packing import Pack, allocation_script
 
     pack = Pack.parse(args.pack)

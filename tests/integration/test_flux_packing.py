@@ -15,8 +15,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from hpcbridge.allocations import run_packed
 from hpcbridge.model import JobState
+from hpcbridge.pack_feeder import run_packed
 from hpcbridge.packing import ALLOCATION_NAME, Pack
 from tests.conftest import REPO
 from tests.support.flux_cases import adapter_on, start_instance, write_script

@@ -20,9 +20,10 @@ from typing import Any, Dict, Iterator
 
 import pytest
 
-from hpcbridge.allocations import AllocationError, run_packed
+from hpcbridge.allocations import AllocationError
 from hpcbridge.errors import ResourceError
 from hpcbridge.model import JobState
+from hpcbridge.pack_feeder import run_packed
 from hpcbridge.packing import ALLOCATION_NAME, Pack
 from tests.support.flux_cases import require_flux, write_script
 from tests.support.slurm_clusters import TARGETS, cluster_for, make_adapter, run_slurm
@@ -226,13 +227,13 @@ def test_over_ssh_the_login_side_holds_the_allocations(
 #: to an instance went in, before their ids were recorded: the worst moment to die
 DIES_WHILE_SENDING = """
 import os, runpy, sys
-from hpcbridge import allocations
-note = allocations.PackRun._note
+from hpcbridge import pack_feeder
+note = pack_feeder.PackRun._note
 def dying(self, what, *args):
     if what == "sent":
         os._exit(9)
     note(self, what, *args)
-allocations.PackRun._note = dying
+pack_feeder.PackRun._note = dying
 sys.argv[0] = "hpcbridge"
 runpy.run_module("hpcbridge", run_name="__main__")
 """

@@ -251,8 +251,8 @@ def test_gpus_schedule_and_the_job_sees_them(
     path.write_text('#!/bin/sh\necho "visible=$CUDA_VISIBLE_DEVICES"\n')
     job_id = adapter.submit_job(str(path), {"time": "1", **asked})
     shown = record(job_id, cluster)
-    # 22.05 writes gres:gpu:N, 25.11 gres/gpu:N
-    assert shown[field].replace("gres:", "gres/") == value, shown
+    # 22.05 writes gres:gpu:N, 25.11 gres/gpu:N - or gres/gpu=N for a job sbatch sent
+    assert shown[field].replace("gres:", "gres/").replace("gpu=", "gpu:") == value, shown
     final = adapter.wait(job_id, poll_interval=1.0, timeout=60)
     assert final.state is JobState.COMPLETED
     assert f"visible={visible}" in adapter.get_job_logs(job_id)

@@ -1,0 +1,543 @@
+"""Allocation packing, run: a sweep's tasks fed into a pack's allocations
+(``allocations``) as plain Flux jobs at Flux's rate, allocations renewed before their
+time runs out and released as soon as they are idle - all released when the sweep is
+done, fails or is interrupted; a named pack recorded as it goes (``store.packs``), so
+that another process goes on with it, or stops it.
+
+The request and the rules (where a task fits, when to renew) are ``packing``'s; each
+instance is a ``FluxAdapter`` on the outer adapter's transport, whose outer limit check
+refuses any task that would pass its allocation's end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections import deque
+from datetime import datetime
+from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence
+
+from .allocations import AllocationError, Allocations, ended_early
+from .engine.adapter import SchedulerAdapter
+from .engine.submitting import Order, coerce_task, reach_text
+from .errors import JobTimeoutError, ResourceError, SchedulerAdapterError
+from .model import JobState, JobStatus
+from .packing import Pack, due_for_renewal, room, takes_more
+from .schedulers.flux.adapter import FluxAdapter
+from .store.packs import ENDED, SENDING, SENT, PackBook, PackRecord, PackTask
+
+log = logging.getLogger("hpcbridge")
+
+#: the margin kept before an allocation's end when none is given (FluxAdapter's own)
+DEFAULT_MARGIN = 60.0
+
+
+@dataclasses.dataclass
+class Held:
+    """One allocation as the feeding sees it."""
+
+    job_id: str
+    asked_at: float  # monotonic
+    instance: Optional[FluxAdapter] = None
+    #: when it ends (monotonic), from its instance's expiration or its start + time
+    ends_at: Optional[float] = None
+    #: the cores its instance schedules on (0: not read yet - its R is written once the
+    #: instance has found its resources)
+    cores: int = 0
+    #: the tasks in it: Flux job id -> task index
+    in_flight: Dict[str, int] = dataclasses.field(default_factory=dict)
+    #: a resumed pack's tasks a dead feeder was sending into it: token -> task indexes
+    sending: Dict[str, List[int]] = dataclasses.field(default_factory=dict)
+    #: a newer allocation was asked for to take over from this one
+    renewed: bool = False
+    released: bool = False
+
+    def time_left(self) -> float:
+        return (self.ends_at - time.monotonic()) if self.ends_at is not None else 0.0
+
+
+class PackRun:
+    """A sweep fed into a pack's allocations (the rules: ``packing``)."""
+
+    def __init__(
+        self,
+        allocations: Allocations,
+        jobs: Sequence[Any],
+        resources: Optional[Mapping[str, Any]],
+        flux_options: Mapping[str, Any],
+        book: Optional[PackBook] = None,
+        name: Optional[str] = None,
+    ) -> None:
+        self.allocations = allocations
+        self.jobs = list(jobs)
+        self.resources = resources
+        #: where a named pack is recorded at each step (``None``: not recorded)
+        self.book, self.name = book, name
+        task_time = allocations.outer.validate_resources(resources).time
+        if not task_time or task_time == float("inf"):
+            raise ResourceError(
+                "time",
+                "a packed task needs a time limit, to be placed only where it ends before "
+                "its allocation does; give one, e.g. --time 10m",
+            )
+        self.task_time = float(task_time)
+        self.flux_options = dict(flux_options)
+        self.margin = float(self.flux_options.setdefault("outer_time_margin", DEFAULT_MARGIN))
+        if not takes_more(allocations.pack.time, self.task_time, self.margin):
+            raise ResourceError(
+                "time",
+                f"a task of {self.task_time:.0f} s does not fit an allocation of "
+                f"{allocations.pack.time:.0f} s: it takes two task times and a "
+                f"{self.margin:.0f} s margin; ask for a longer --pack time=",
+            )
+        self.pending: Deque[int] = deque(range(len(self.jobs)))
+        self.finals: Dict[int, JobStatus] = {}
+        self.sent_again: set = set()
+        self.held: List[Held] = []
+        #: when each token's order was first made (a resumed pack's ``sending`` tasks)
+        self.made: Dict[str, datetime] = {}
+        #: how long the last allocation took from its request to a reachable instance
+        self.lead = 0.0
+        #: the outer scheduler is asked about the allocations at most once per its poll floor
+        self._outer_every = allocations.outer.poll_floor
+        self._outer_seen: Dict[str, JobStatus] = {}
+        self._outer_asked = float("-inf")
+
+    # -- the loop ----------------------------------------------------------------
+
+    def _note(self, what: str, *args: Any) -> None:
+        """Record one step of a named pack (``PackBook.<what>(name, *args)``)."""
+        if self.book is not None and self.name is not None:
+            getattr(self.book, what)(self.name, *args)
+
+    def record(self, pack: PackRecord) -> None:
+        """Record this pack and its tasks under ``pack.name`` (before anything is held)."""
+        assert self.book is not None
+        repo = self.allocations.outer.settings.remote_repo
+        tasks = [coerce_task(item, repo) for item in self.jobs]
+        self.book.create(
+            pack,
+            [
+                PackTask(index, task.script, tuple(task.arguments), dict(task.environment or {}))
+                for index, task in enumerate(tasks)
+            ],
+        )
+
+    def run(
+        self, poll_interval: float, timeout: Optional[float], resumed: bool = False
+    ) -> List[JobStatus]:
+        """Every task's final status, in the tasks' order."""
+        deadline = time.monotonic() + timeout if timeout is not None else None
+        if not resumed:
+            for _ in range(self.allocations.pack.count):
+                self._ask()
+        while len(self.finals) < len(self.jobs):
+            self._note("beat")
+            if self._cancelled():
+                break
+            self._reach()
+            self._collect()
+            self._feed()
+            self._renew()
+            self._release_idle()
+            if len(self.finals) == len(self.jobs):
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                raise JobTimeoutError(
+                    f"pack: {len(self.jobs) - len(self.finals)} task(s) unfinished after "
+                    f"{timeout:.0f} s; the allocations are released (run the rest again)"
+                )
+            time.sleep(poll_interval)
+        return [self.finals[index] for index in range(len(self.jobs))]
+
+    def _cancelled(self) -> bool:
+        """Whether ``hpcbridge cancel NAME`` stopped this pack: then every task that has
+        not ended ends CANCELLED (its allocation is released with the rest)."""
+        if self.book is None or self.name is None:
+            return False
+        who = self.book.cancelled_by(self.name)
+        if who is None:
+            return False
+        ids = {index: flux_id for held in self.held for flux_id, index in held.in_flight.items()}
+        why = f"pack {self.name} cancelled by {who}"
+        stopped = {
+            index: JobStatus(ids.get(index, ""), JobState.CANCELLED, reason=why)
+            for index in range(len(self.jobs))
+            if index not in self.finals
+        }
+        self.finals.update(stopped)
+        self._note("ended", stopped)
+        self.pending.clear()
+        for held in self.held:
+            held.in_flight.clear()
+            held.sending.clear()
+        log.warning("pack %s was cancelled by %s: %d task(s) stopped", self.name, who, len(stopped))
+        return True
+
+    def release_all(self) -> None:
+        left = [held.job_id for held in self.held if not held.released]
+        self.allocations.release(left)
+        self._note("released", left)
+        self._note("let_go")
+        for held in self.held:
+            held.released = True
+            if held.instance is not None:
+                held.instance.close()
+
+    # -- each round ----------------------------------------------------------------
+
+    def _ask(self) -> None:
+        job_id = self.allocations.ask()
+        self._note("asked", job_id, time.time())
+        self.held.append(Held(job_id, time.monotonic()))
+
+    def _alive(self) -> List[Held]:
+        return [held for held in self.held if not held.released]
+
+    def _allocation_states(self) -> Dict[str, JobStatus]:
+        """The allocations' statuses: one question for all of them, asked again
+        only once the site's poll floor has passed (Flux is asked every round)."""
+        alive = [held.job_id for held in self._alive()]
+        unseen = any(job_id not in self._outer_seen for job_id in alive)
+        if unseen or time.monotonic() - self._outer_asked >= self._outer_every:
+            self._outer_seen = self.allocations.outer.get_job_statuses(alive) if alive else {}
+            self._outer_asked = time.monotonic()
+        return self._outer_seen
+
+    def _reach(self) -> None:
+        """Allocations that run get their instance; one that ended first is an error."""
+        waiting = [held for held in self._alive() if held.instance is None]
+        if not waiting:
+            return
+        statuses = self._allocation_states()
+        for held in waiting:
+            status = statuses[held.job_id]
+            if status.state.is_terminal and (held.in_flight or held.sending):
+                self._lost(held, status)  # a resumed pack's allocation ended meanwhile
+                continue
+            if status.state.is_terminal:
+                raise AllocationError(ended_early(held.job_id, status))
+            if status.state is not JobState.RUNNING:
+                continue
+            try:
+                instance = self.allocations.instance(held.job_id, **self.flux_options)
+            except SchedulerAdapterError:
+                continue  # its broker is still starting: next round
+            held.instance = instance
+            self._recover(held)
+            ends = [self.allocations.pack.time - _since(status)]
+            left = instance.time_left()
+            if left is not None:
+                ends.append(left)  # the instance's own expiration, where Flux has it
+            held.ends_at = time.monotonic() + min(ends)
+            self.lead = max(self.lead, time.monotonic() - held.asked_at)
+            log.info("pack: allocation %s reached (%.0f s left)", held.job_id, held.time_left())
+
+    def _collect(self) -> None:
+        """Ends of the tasks in flight; those of an allocation that ended are lost."""
+        busy = [held for held in self._alive() if held.in_flight]
+        if not busy:
+            return
+        allocations = self._allocation_states()
+        for held in busy:
+            ended = allocations[held.job_id].state.is_terminal
+            assert held.instance is not None
+            try:
+                statuses = held.instance.get_job_statuses(list(held.in_flight))
+            except SchedulerAdapterError:
+                if not ended:
+                    raise
+                statuses = {}
+            ended_now = {
+                held.in_flight.pop(flux_id): status
+                for flux_id, status in statuses.items()
+                if status.state.is_terminal
+            }
+            self.finals.update(ended_now)
+            if ended_now:
+                self._note("ended", ended_now)
+            if ended:
+                self._lost(held, allocations[held.job_id])
+
+    def _lost(self, held: Held, status: JobStatus) -> None:
+        """The tasks left in an allocation that ended: sent again once, else FAILED;
+        those it may never have had (``sending``) wait to be sent.  (Not when the pack
+        was cancelled: that released it.)"""
+        if self._cancelled():
+            return
+        held.released = True
+        self._note("released", [held.job_id])
+        failed: Dict[int, JobStatus] = {}
+        for flux_id, index in held.in_flight.items():
+            if index in self.sent_again:
+                failed[index] = JobStatus(
+                    flux_id,
+                    JobState.FAILED,
+                    reason=f"lost twice: allocation {held.job_id} ended {status.state.value}",
+                )
+                continue
+            self.sent_again.add(index)
+            self.pending.appendleft(index)
+            self._note("waiting", [index], True)
+            log.warning(
+                "pack: task %d (%s) lost with allocation %s (ended %s): sent again",
+                index,
+                flux_id,
+                held.job_id,
+                status.state.value,
+            )
+        self.finals.update(failed)
+        if failed:
+            self._note("ended", failed)
+        for indexes in held.sending.values():
+            self.pending.extendleft(reversed(indexes))
+            self._note("waiting", indexes)
+        held.in_flight.clear()
+        held.sending.clear()
+
+    def _recover(self, held: Held) -> None:
+        """Tasks a dead feeder left ``sending`` into this allocation: adopted by their
+        key where they went in, else back to waiting (see ``Submission.find_sent``)."""
+        assert held.instance is not None
+        for token, indexes in held.sending.items():
+            order = self._order(held.instance, indexes, token)
+            found = held.instance.submission().find_sent(order)
+            went = found or []
+            if went:
+                held.instance.submission().record_found(order, went)
+                ids = [item.job_id for item in went]
+                held.in_flight.update(zip(ids, indexes))
+                self._note("sent", dict(zip(indexes, ids)))
+            rest = indexes[len(went) :]
+            if rest:
+                self.pending.extendleft(reversed(rest))
+                self._note("waiting", rest)
+            log.warning(
+                "pack %s: %d task(s) a dead feeder was sending found in %s, %d sent again",
+                self.name,
+                len(went),
+                held.job_id,
+                len(rest),
+            )
+        held.sending.clear()
+
+    def _order(self, instance: FluxAdapter, indexes: Sequence[int], token: str = "") -> Order:
+        """The order of these tasks for ``instance`` (as first sent, when ``token`` is)."""
+        repo = instance.settings.remote_repo
+        order = instance.order(
+            lambda: [coerce_task(self.jobs[index], repo) for index in indexes],
+            self.resources,
+            None,
+            None,
+            {},
+        )
+        if not token:
+            return order
+        made = self.made.get(token)
+        return dataclasses.replace(order, token=token, made=made or order.made)
+
+    def _feed(self) -> None:
+        for held in self._alive():
+            if not self.pending or held.instance is None:
+                continue
+            if not takes_more(held.time_left(), self.task_time, self.margin):
+                continue
+            if not held.cores:
+                held.cores = held.instance.open().commands.cores() or 0
+            count = min(room(held.cores, len(held.in_flight)), len(self.pending))
+            if not count:
+                continue
+            part = [self.pending.popleft() for _ in range(count)]
+            order = self._order(held.instance, part)
+            self._note("sending", part, held.job_id, order.token, order.made.isoformat())
+            ids = held.instance.submission().run(order)
+            held.in_flight.update(zip(ids, part))
+            self._note("sent", dict(zip(part, ids)))
+
+    def _renew(self) -> None:
+        """While tasks are left to send: a new allocation for each one about to stop
+        taking tasks, and one when none is left that takes them or is starting."""
+        if not self.pending:
+            return
+        for held in self._alive():
+            if held.renewed or held.instance is None:
+                continue
+            if due_for_renewal(held.time_left(), self.task_time, self.margin, self.lead):
+                held.renewed = True
+                self._note("renewed", held.job_id)
+                log.info(
+                    "pack: allocation %s has %.0f s left: asking for the next one",
+                    held.job_id,
+                    held.time_left(),
+                )
+                self._ask()
+        if not any(
+            held.instance is None or takes_more(held.time_left(), self.task_time, self.margin)
+            for held in self._alive()
+        ):
+            log.info(
+                "pack: no allocation takes the %d task(s) left: asking for one", len(self.pending)
+            )
+            self._ask()
+
+    def _release_idle(self) -> None:
+        """Hand back an allocation that holds no task and will take none."""
+        for held in self._alive():
+            if held.instance is None or held.in_flight:
+                continue
+            if self.pending and takes_more(held.time_left(), self.task_time, self.margin):
+                continue
+            self.allocations.release([held.job_id])
+            self._note("released", [held.job_id])
+            held.released = True
+            held.instance.close()
+
+
+def _since(status: JobStatus) -> float:
+    """Seconds since the allocation started (0 when its scheduler did not say)."""
+    if status.start_time is None:
+        return 0.0
+    return max(time.time() - status.start_time.timestamp(), 0.0)
+
+
+def run_packed(
+    outer: SchedulerAdapter,
+    jobs: Sequence[Any],
+    resources: Optional[Mapping[str, Any]],
+    pack: Pack,
+    *,
+    flux_command: str = "flux",
+    poll_interval: Optional[float] = None,
+    timeout: Optional[float] = None,
+    name: Optional[str] = None,
+    **flux_options: Any,
+) -> List[JobStatus]:
+    """``jobs`` (as ``submit_many`` takes them, each with a time limit in ``resources``)
+    run as plain Flux jobs in ``pack``'s allocations - Slurm jobs when ``outer`` is a Slurm
+    adapter, batch jobs when it is a Flux one; every task's final status, in the
+    tasks' order.  ``flux_options`` go to each instance's ``FluxAdapter`` (e.g.
+    ``outer_time_margin``, 60 s by default).  With a ``name``, the pack is recorded in the
+    job store as it goes, and ``resume_packed`` goes on with it when this process died.
+    The allocations are released whatever happens (a Python exception included)."""
+    book = PackBook(outer.store) if name else None
+    feeding = PackRun(
+        Allocations(outer, pack, flux_command), jobs, resources, flux_options, book, name
+    )
+    if name:
+        feeding.record(
+            PackRecord(
+                name,
+                pack.text(),
+                outer.scheduler_name,
+                outer.executor.kind,
+                outer.host_label,
+                outer.instance_label,
+                reach_text(outer.executor),
+                outer.validate_resources(resources).as_request(),
+                flux_command,
+                feeding.margin,
+                len(feeding.jobs),
+                "",
+            )
+        )
+    try:
+        return feeding.run(poll_interval if poll_interval is not None else 1.0, timeout)
+    finally:
+        feeding.release_all()
+
+
+def resume_packed(
+    outer: SchedulerAdapter,
+    name: str,
+    poll_interval: Optional[float] = None,
+    timeout: Optional[float] = None,
+) -> List[JobStatus]:
+    """Go on with the pack recorded as ``name`` whose feeder died (``outer`` reaches where
+    it was recorded): its allocations reached again, the tasks a dead feeder was sending
+    looked up by their keys, the rest fed - none sent twice.  ``ConcurrentFeedError``
+    while its feeder is alive."""
+    book = PackBook(outer.store)
+    record = book.get(name)
+    if record is None:
+        raise KeyError(name)
+    poll = poll_interval if poll_interval is not None else 1.0
+    deadline = time.monotonic() + timeout if timeout is not None else None
+    feeder = book.take(name)
+    if feeder is not None:
+        log.info("pack %s is being fed by %s: following it", name, feeder)
+    while feeder is not None:  # its feeder lives: follow the record until it ends or dies
+        tasks = book.tasks(name)
+        if all(task.final is not None for task in tasks):
+            return [task.final for task in tasks if task.final is not None]
+        if deadline is not None and time.monotonic() > deadline:
+            raise JobTimeoutError(f"pack {name}: still fed by {feeder} after {timeout:.0f} s")
+        time.sleep(max(poll, 1.0))
+        feeder = book.take(name)
+    tasks = book.tasks(name)
+    jobs = [(task.script, list(task.arguments), dict(task.environment) or None) for task in tasks]
+    options = {"outer_time_margin": record.margin}
+    allocations = Allocations(outer, Pack.parse(record.spec), record.flux_command)
+    feeding = PackRun(allocations, jobs, record.resources, options, book, name)
+    now_wall, now = time.time(), time.monotonic()
+    held = {}
+    for allocation in book.allocations(name):
+        if not allocation.released:
+            held[allocation.job_id] = Held(
+                allocation.job_id, now - (now_wall - allocation.asked), renewed=allocation.renewed
+            )
+    feeding.held = list(held.values())
+    feeding.pending.clear()
+    lost: List[int] = []
+    for task in tasks:
+        if task.again:
+            feeding.sent_again.add(task.index)
+        if task.state == ENDED and task.final is not None:
+            feeding.finals[task.index] = task.final
+        elif task.state in (SENT, SENDING) and task.allocation in held:
+            place = held[task.allocation]
+            if task.state == SENT and task.job_id:
+                place.in_flight[task.job_id] = task.index
+            else:
+                place.sending.setdefault(task.token or "", []).append(task.index)
+                if task.token and task.made:
+                    feeding.made[task.token] = datetime.fromisoformat(task.made)
+        elif task.state in (SENT, SENDING):
+            lost.append(task.index)  # its allocation was released: it went with it
+        else:
+            feeding.pending.append(task.index)
+    for index in lost:
+        if index in feeding.sent_again:
+            feeding.finals[index] = JobStatus(
+                tasks[index].job_id or "", JobState.FAILED, reason="lost twice with its allocation"
+            )
+        else:
+            feeding.sent_again.add(index)
+            feeding.pending.appendleft(index)
+            book.waiting(name, [index], True)
+    log.info(
+        "pack %s resumed: %d task(s) ended, %d in %d allocation(s), %d to send",
+        name,
+        len(feeding.finals),
+        sum(len(h.in_flight) + sum(map(len, h.sending.values())) for h in feeding.held),
+        len(feeding.held),
+        len(feeding.pending),
+    )
+    left = deadline - time.monotonic() if deadline is not None else None
+    try:
+        return feeding.run(poll, left, resumed=True)
+    finally:
+        feeding.release_all()
+
+
+def cancel_packed(outer: SchedulerAdapter, name: str) -> str:
+    """Stop the pack recorded as ``name``: its feeder (any process) sends nothing more
+    and its allocations are released, the tasks in them with them; what was done."""
+    book = PackBook(outer.store)
+    book.cancel(name)
+    held = [a.job_id for a in book.allocations(name) if not a.released]
+    if held:
+        outer.cancel_jobs(held)
+        book.released(name, held)
+    ended = sum(task.state == ENDED for task in book.tasks(name))
+    return f"pack {name} cancelled: {len(held)} allocation(s) released, {ended} task(s) had ended"
