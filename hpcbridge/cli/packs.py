@@ -9,7 +9,8 @@ a sweep; anything that names no recorded pack is left to the sweeps and the job 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, List, Sequence, Tuple
+from datetime import datetime
+from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple
 
 from ..config import Settings
 from ..model import JobState, JobStatus
@@ -76,3 +77,24 @@ def cancel(record: PackRecord, settings: Settings) -> str:
         return cancel_packed(outer, record.name)
     finally:
         outer.close()
+
+
+def row(record: PackRecord, counts: Dict[str, int]) -> Tuple[str, ...]:
+    """A named pack as one line of ``jobs``: its tasks' counts in place of a state."""
+    shown = ", ".join(f"{count} {state}" for state, count in sorted(counts.items()))
+    created = datetime.fromisoformat(record.created).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    what = f"pack of {record.total} ({record.spec})"
+    return (record.name, record.scheduler, what, shown, "", created, "")
+
+
+def summary(record: PackRecord, counts: Dict[str, int]) -> Dict[str, object]:
+    """A named pack as one entry of ``jobs --json``."""
+    return {
+        "pack": record.name,
+        "scheduler": record.scheduler,
+        "host": record.host,
+        "spec": record.spec,
+        "total": record.total,
+        "created": record.created,
+        "counts": counts,
+    }

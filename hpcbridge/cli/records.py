@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from ..config import Settings
 from ..errors import JobNotFoundError
-from . import sweeps
+from ..store.packs import OUTSIDE_PACKS, PackBook
+from . import packs, sweeps
 from .exits import EXIT_OK
 from .output import format_seconds, print_json, print_table
 from .parser import TABLE_JOBS
@@ -108,8 +109,8 @@ def _job_row(item: Listed, notes: Notes) -> Tuple[str, ...]:
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    """The jobs outside sweeps, and each sweep as one line of counts; with a sweep's
-    name, that sweep's jobs one by one."""
+    """The jobs outside sweeps and named packs, and each of those as one line of counts;
+    with a sweep's name, that sweep's jobs one by one."""
     settings = Settings.from_env()
     if args.sweep:
         return _sweep_jobs(args, settings)
@@ -120,16 +121,25 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         for record in shown:
             refreshed(book.records(record.name, unfinished_only=True), settings)
     counted = [(record, book.counts(record)) for record in shown]
-    where = sweeps_outside() if shown else ""
+    pack_book = PackBook(book.store)
+    named = [record for record in map(pack_book.get, pack_book.names()) if record is not None]
+    packed = [(record, pack_book.counts(record.name)) for record in named]
+    outside = [sweeps_outside()] if shown else []
+    outside += [OUTSIDE_PACKS] if named else []
+    where = " AND ".join(outside)
     limit = args.limit or (None if args.json or args.all else TABLE_JOBS)
     listed = listed_jobs(settings, args.cached, state=args.state, limit=limit, where=where)
     if args.state:
         counted = [(record, counts) for record, counts in counted if args.state in counts]
+        packed = [(record, counts) for record, counts in packed if args.state in counts]
     if args.json:
         entries = [sweeps.summary(record, counts) for record, counts in counted]
+        entries += [packs.summary(record, counts) for record, counts in packed]
         print_json(entries + [_job_json(item) for item in listed])
         return EXIT_OK
-    status = _print_jobs(listed, [sweeps.row(record, counts) for record, counts in counted])
+    rows = [sweeps.row(record, counts) for record, counts in counted]
+    rows += [packs.row(record, counts) for record, counts in packed]
+    status = _print_jobs(listed, rows)
     if limit and not args.limit and len(listed) == limit:
         recorded = book.store.count(state=args.state, where=where)
         if recorded > limit:  # said apart from the table: a pipe reads the table alone

@@ -23,7 +23,7 @@ import json
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..model import JobState, JobStatus
 from .jobs import JobStore
@@ -74,6 +74,13 @@ CREATE TABLE IF NOT EXISTS pack_tasks (
 
 #: a task's places (see the module docstring)
 WAITING, SENDING, SENT, ENDED = "waiting", "sending", "sent", "ended"
+
+#: the SQL condition on ``hpc_jobs`` of a job no named pack holds (``jobs`` shows a
+#: pack as one line of counts)
+OUTSIDE_PACKS = (
+    "NOT EXISTS (SELECT 1 FROM pack_tasks p WHERE p.job_id = hpc_jobs.job_id "
+    "AND hpc_jobs.scheduler = 'flux')"
+)
 
 
 @dataclass(frozen=True)
@@ -288,6 +295,22 @@ class PackBook:
         values = list(rows[0])
         values[7] = json.loads(values[7])
         return PackRecord(*values)
+
+    def names(self) -> List[str]:
+        return [
+            str(row[0]) for row in self._setup().query("SELECT name FROM packs ORDER BY created")
+        ]
+
+    def counts(self, name: str) -> Dict[str, int]:
+        """How many tasks are where: ``waiting`` (``sending`` counted there), ``sent`` (in
+        an allocation), and each ended one by its final state (``COMPLETED``...)."""
+        counts: Dict[str, int] = {}
+        rows = self._setup().query("SELECT state, final FROM pack_tasks WHERE pack = ?", (name,))
+        for state, final in rows:
+            key = json.loads(final)["state"] if state == ENDED and final else str(state)
+            key = WAITING if key == SENDING else key
+            counts[key] = counts.get(key, 0) + 1
+        return counts
 
     def allocations(self, name: str) -> List[PackAllocation]:
         rows = self._setup().query(

@@ -8,6 +8,7 @@ allocations' node is this machine)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -293,6 +294,18 @@ def test_a_named_pack_whose_client_died_is_finished_by_wait(
     assert [state for _, state in ends] == ["COMPLETED"] * count, waited.stdout
     assert sorted(int(index) for index in ran.read_text().split()) == list(range(count))
     assert packs_in_queue(cluster) == ""
+    # `jobs` shows the pack as one line of counts, not its 40 Flux jobs one by one
+    listed = subprocess.run(
+        [sys.executable, "-m", "hpcbridge", "jobs", "--json", "--cached"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    entries = json.loads(listed.stdout)
+    assert [entry.get("pack") for entry in entries if "pack" in entry] == [death], entries
+    assert entries[[e.get("pack") for e in entries].index(death)]["counts"] == {"COMPLETED": 40}
+    assert not [entry for entry in entries if entry.get("scheduler") == "flux"], entries
 
 
 def test_cancel_name_stops_a_pack_fed_elsewhere_and_releases_its_allocation(

@@ -45,7 +45,10 @@ def test_a_pack_reads_back_as_written_step_by_step(tmp_path: Path) -> None:
         "2026-12-04T19:00:00",
     )
     assert back[2].again and back[2].environment == {"K": "v"} and back[2].arguments == ("2",)
+    assert book.counts("p1") == {"COMPLETED": 1, "waiting": 2}  # sending counts as waiting
     book.sent("p1", {1: "f2"})
+    assert book.counts("p1") == {"COMPLETED": 1, "sent": 1, "waiting": 1}
+    assert book.names() == ["p1"]
     assert book.tasks("p1")[1].state == SENT and book.tasks("p1")[1].job_id == "f2"
     book.renewed("p1", "101")
     book.released("p1", ["101"])
