@@ -303,21 +303,6 @@ def test_query_squeue_then_sacct_for_the_missing_only() -> None:
     assert "--jobs=6,7" in executor.calls[1]
 
 
-def test_a_completing_job_takes_its_end_from_sacct_and_keeps_running_until_recorded() -> None:
-    # after scancel, squeue shows COMPLETING through KillWait; sacct already has the end
-    squeue = "5|5|COMPLETING|None|2026-11-29T15:32:06|NONE|0|\n"
-    ended = "5|5|CANCELLED by 0|0:15|2026-11-29T15:32:06|2026-11-29T15:32:09|None\n"
-    executor = ScriptedExecutor(squeue=(0, squeue, ""), sacct=(0, ended, ""))
-    found = cli(executor).query(["5"])["5"]
-    assert found.state is JobState.CANCELLED and found.native_state == "CANCELLED by 0"
-    assert [call[0] for call in executor.calls] == ["squeue", "sacct"]
-    # a record not yet written (still RUNNING there) leaves the queue's word
-    still = "5|5|RUNNING|0:0|2026-11-29T15:32:06|Unknown|None\n"
-    executor = ScriptedExecutor(squeue=(0, squeue, ""), sacct=(0, still, ""))
-    found = cli(executor).query(["5"])["5"]
-    assert found.state is JobState.RUNNING and found.native_state == "COMPLETING"
-
-
 def test_query_all_in_queue_runs_one_command() -> None:
     executor = ScriptedExecutor(squeue=(0, SQUEUE_OUT, ""))
     assert cli(executor).query(["5"])["5"].state is JobState.RUNNING

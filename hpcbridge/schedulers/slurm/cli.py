@@ -277,8 +277,7 @@ class SlurmCliDriver:
     # -- status ------------------------------------------------------------
 
     def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
-        """Every id: from squeue, else sacct, else UNKNOWN; a job squeue shows
-        COMPLETING takes its end from sacct (``status.accounting_asks``).
+        """Every id: from squeue, else sacct, else UNKNOWN.
 
         Where the release has it (23.11.5+), the light ``--only-job-state`` round
         comes first and the full fields are asked only for the jobs whose state
@@ -311,9 +310,9 @@ class SlurmCliDriver:
                 # e.g. "slurm_load_jobs error: Unable to contact slurm controller
                 # (connect failure)" while slurmctld restarts.
                 raise NotAskedNow(f"squeue failed: {commands.scheduler_message(result.message())}")
-        missing = status.accounting_asks(ids, answers)
+        missing = [job_id for job_id in ids if job_id not in answers]
         if missing:
-            answers = status.with_history(answers, self.history(missing))
+            answers.update(self.history(missing))
         self._last = {
             job_id: answer for job_id, answer in answers.items() if not answer.is_terminal
         }

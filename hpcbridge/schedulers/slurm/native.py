@@ -62,7 +62,6 @@ from .pyslurm_loading import (
     versions_match,
     wanted_slurm_conf,
 )
-from .status import accounting_asks, with_history
 
 log = logging.getLogger("hpcbridge.slurm")
 
@@ -226,8 +225,7 @@ class SlurmNativeDriver:
             _log_libslurm(said, logging.DEBUG)
 
     def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
-        """Every id: from slurmctld, else slurmdbd, else UNKNOWN; a COMPLETING job
-        takes its end from slurmdbd (``status.accounting_asks``)."""
+        """Every id: from slurmctld, else slurmdbd, else UNKNOWN."""
         ids = list(dict.fromkeys(job_ids))
         try:
             live = retry(
@@ -242,9 +240,9 @@ class SlurmNativeDriver:
         except Exception as exc:  # RPCError: slurmctld down or restarting, past the retries
             raise NotAskedNow(f"slurmctld query failed: {exc}") from exc
         answers = statuses_from_jobs(iter_jobs(live), ids)
-        missing = accounting_asks(ids, answers)
+        missing = [job_id for job_id in ids if job_id not in answers]
         if missing:
-            answers = with_history(answers, self.history(missing))
+            answers.update(self.history(missing))
         self._unfold_exit_codes(answers)
         return {job_id: answers.get(job_id) or unknown(job_id, NOT_FOUND) for job_id in ids}
 

@@ -128,7 +128,7 @@ def parse_squeue(
 
 
 def sacct_argv(job_ids: Sequence[str]) -> List[str]:
-    """One sacct for the ids squeue no longer knows or shows COMPLETING.
+    """One sacct for the ids squeue no longer knows.
 
     ``-P`` because the default fixed columns truncate (``CANCELLED+``); ``-X``
     for the allocation only (no ``.batch``/``.extern`` step rows).  With
@@ -143,34 +143,6 @@ def sacct_argv(job_ids: Sequence[str]) -> List[str]:
         f"--jobs={','.join(job_list(job_ids))}",
         f"--format={','.join(name for name, _ in SACCT_FIELDS)}",
     ]
-
-
-#: squeue's state for a job that has ended while its nodes are cleaned up (a cancel's
-#: KillWait, an epilog): slurmctld hands the end to slurmdbd as it marks it, so sacct
-#: already shows CANCELLED/COMPLETED/FAILED, its exit code and end time.
-ENDING = "COMPLETING"
-
-
-def accounting_asks(job_ids: Sequence[str], answers: Mapping[str, JobStatus]) -> List[str]:
-    """The ids to ask the accounting: those the queue did not list, and those it
-    shows ending (``ENDING``), whose end the accounting already has."""
-    return [
-        job_id
-        for job_id in job_ids
-        if job_id not in answers or answers[job_id].native_state == ENDING
-    ]
-
-
-def with_history(
-    answers: Mapping[str, JobStatus], history: Mapping[str, JobStatus]
-) -> Dict[str, JobStatus]:
-    """``answers`` with the accounting's: every id the queue missed, and the recorded
-    end of a job the queue shows ending (its row while the record still says RUNNING)."""
-    merged = dict(answers)
-    for job_id, found in history.items():
-        if job_id not in merged or found.is_terminal:
-            merged[job_id] = found
-    return merged
 
 
 def array_ids(job_ids: Sequence[str]) -> List[str]:
