@@ -16,10 +16,12 @@ purges only about once a minute).
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import threading
 import time
 import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
@@ -261,9 +263,14 @@ def test_a_job_cancelled_right_after_its_submission_reads_as_cancelled(
 
 
 def test_dependency_holds_the_child(adapter: RealSlurmAdapter, script) -> None:
-    parent = adapter.submit_job(script("sleep 4"))
+    # The parent runs until its gate appears (made where the jobs run): however slow the
+    # child's submission, the child is seen held behind a running parent.
+    gate = adapter.executor.abspath(f"{adapter.remote_workdir}/gate-{uuid.uuid4().hex[:8]}")
+    body = f"while [ ! -e {shlex.quote(gate)} ]; do sleep 0.2; done"
+    parent = adapter.submit_job(script(body), {"time": "5"})
     child = adapter.submit_job(script("exit 0"), depends_on=parent)
     seen: List[JobStatus] = []
+    released_at = time.monotonic() + 60  # at the latest: the case then fails saying why
     while True:
         both = adapter.get_job_statuses([parent, child])  # one squeue: one snapshot
         parent_status, child_status = both[parent], both[child]
@@ -271,6 +278,9 @@ def test_dependency_holds_the_child(adapter: RealSlurmAdapter, script) -> None:
         if parent_status.state is not JobState.COMPLETED:
             assert child_status.state is JobState.PENDING, child_status
             assert child_status.reason in ("Dependency", "None", ""), child_status
+        held = parent_status.state is JobState.RUNNING and child_status.reason == "Dependency"
+        if held or time.monotonic() > released_at:
+            adapter.executor.run(["touch", gate])
         if parent_status.is_terminal:
             break
         time.sleep(0.5)
@@ -279,7 +289,9 @@ def test_dependency_holds_the_child(adapter: RealSlurmAdapter, script) -> None:
     final = adapter.wait(child, poll_interval=1, timeout=60)
     assert final.state is JobState.COMPLETED
     assert final.start_time and parent_status.end_time
-    assert final.start_time >= parent_status.end_time
+    # Slurm records whole seconds; a start read from the wrapper's file is finer (x.99
+    # beside the parent's end recorded as x+1)
+    assert final.start_time >= parent_status.end_time - timedelta(seconds=1)
 
 
 def test_failed_parent_cancels_the_child(adapter: RealSlurmAdapter, script) -> None:
