@@ -26,8 +26,9 @@ from datetime import datetime
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..model import JobState, JobStatus
+from . import leases
 from .jobs import JobStore
-from .sweep_rows import feeder_alive, me, now_text
+from .sweep_rows import me, now_text
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS packs (
@@ -194,33 +195,13 @@ class PackBook:
 
     def take(self, name: str) -> Optional[str]:
         """Become the pack's feeder; ``None`` when taken, else who feeds it now."""
-        store, mine, now = self._setup(), me(), time.time()
-
-        def attempt(connection: Any) -> Optional[str]:
-            row = connection.execute(
-                "SELECT feeder, beat FROM packs WHERE name = ?", (name,)
-            ).fetchone()
-            if row is None:
-                raise KeyError(name)
-            feeder, beat = row
-            if feeder not in ("", mine) and feeder_alive(feeder, beat, now):
-                return str(feeder)
-            connection.execute(
-                "UPDATE packs SET feeder = ?, beat = ? WHERE name = ?", (mine, now, name)
-            )
-            return None
-
-        return store.transaction(attempt)
+        return leases.take(self._setup(), "packs", name)
 
     def beat(self, name: str) -> None:
-        self._setup().write_many(
-            "UPDATE packs SET beat = ? WHERE name = ? AND feeder = ?", [(time.time(), name, me())]
-        )
+        leases.beat(self._setup(), "packs", name)
 
     def let_go(self, name: str) -> None:
-        self._setup().write_many(
-            "UPDATE packs SET feeder = '' WHERE name = ? AND feeder = ?", [(name, me())]
-        )
+        leases.let_go(self._setup(), "packs", name)
 
     def asked(self, name: str, job_id: str, when: float) -> None:
         self._setup().write_many(

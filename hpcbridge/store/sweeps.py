@@ -22,6 +22,7 @@ import json
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from . import leases
 from .jobs import COLUMNS, JobRecord, JobStore, add_missing_columns, decode_row
 from .sweep_rows import (
     CANCELLED,
@@ -40,7 +41,6 @@ from .sweep_rows import (
     Step,
     SweepRecord,
     SweepTask,
-    feeder_alive,
     me,
     now_text,
     steps_from_json,
@@ -135,28 +135,10 @@ class SweepBook:
 
     def take(self, name: str) -> Optional[str]:
         """Become the sweep's feeder; ``None`` when taken, else who feeds it now."""
-        store, mine, now = self._setup(), me(), time.time()
-
-        def attempt(connection: Any) -> Optional[str]:
-            row = connection.execute(
-                "SELECT feeder, beat FROM sweeps WHERE name = ?", (name,)
-            ).fetchone()
-            if row is None:
-                raise KeyError(name)
-            feeder, beat = row
-            if feeder not in ("", mine) and feeder_alive(feeder, beat, now):
-                return str(feeder)
-            connection.execute(
-                "UPDATE sweeps SET feeder = ?, beat = ? WHERE name = ?", (mine, now, name)
-            )
-            return None
-
-        return store.transaction(attempt)
+        return leases.take(self._setup(), "sweeps", name)
 
     def beat(self, name: str) -> None:
-        self._setup().write_many(
-            "UPDATE sweeps SET beat = ? WHERE name = ? AND feeder = ?", [(time.time(), name, me())]
-        )
+        leases.beat(self._setup(), "sweeps", name)
 
     def release(self, name: str, state: Optional[str] = None) -> None:
         """Stop feeding (and say the sweep is ``fed``); a cancelled sweep stays so."""
@@ -167,9 +149,7 @@ class SweepBook:
                 [(GIVEN_UP, state, name, me())],
             )
         else:
-            self._setup().write_many(
-                "UPDATE sweeps SET feeder = '' WHERE name = ? AND feeder = ?", [(name, me())]
-            )
+            leases.let_go(self._setup(), "sweeps", name)
 
     def mark_sending(self, name: str, indexes: Sequence[int], token: str, made: str) -> bool:
         """Hand these waiting tasks to the scheduler under ``token``: all of them, or -
