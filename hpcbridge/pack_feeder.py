@@ -20,6 +20,7 @@ from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence
 
 from .allocations import AllocationError, Allocations, ended_early
 from .engine.adapter import SchedulerAdapter
+from .engine.feeding import LOOK_AGAIN
 from .engine.submitting import Order, coerce_task, reach_text
 from .errors import JobTimeoutError, ResourceError, SchedulerAdapterError
 from .model import JobState, JobStatus
@@ -132,8 +133,11 @@ class PackRun:
         if not resumed:
             for _ in range(self.allocations.pack.count):
                 self._ask()
+        beaten = float("-inf")
         while len(self.finals) < len(self.jobs):
-            self._note("beat")
+            if time.monotonic() - beaten >= LOOK_AGAIN:  # as often as a sweep's feeder
+                self._note("beat")
+                beaten = time.monotonic()
             if self._cancelled():
                 break
             self._reach()

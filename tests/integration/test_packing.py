@@ -17,7 +17,7 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Dict, Iterator
+from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 
@@ -49,6 +49,30 @@ def packs_in_queue(env: Dict[str, str], settle: float = 60.0) -> str:
         if not listed.stdout.strip() or time.monotonic() > deadline:
             return str(listed.stdout.strip())
         time.sleep(1.0)
+
+
+def args_file(tmp_path: Path, count: int) -> Path:
+    """An ``--args-file`` of ``count`` lines: 0, 1, ..."""
+    args = tmp_path / "args"
+    args.write_text("".join(f"{index}\n" for index in range(count)))
+    return args
+
+
+def local_command(
+    cluster: Dict[str, str], tmp_path: Path, task: str, count: int
+) -> Tuple[List[str], Dict[str, str]]:
+    """``hpcbridge submit-many TASK`` over ``count`` argument lines on the test cluster, and
+    its environment: a state folder of the case's own, the flux found here, no poll floor."""
+    env = {
+        **os.environ,
+        **cluster,
+        "HPCBRIDGE_STATE_DIR": str(tmp_path / "state"),
+        "HPCBRIDGE_FLUX_COMMAND": require_flux(),
+        "HPCBRIDGE_MIN_POLL_INTERVAL": "0",
+    }
+    argv = [sys.executable, "-m", "hpcbridge", "submit-many", "--scheduler", "slurm", task]
+    argv += ["--args-file", str(args_file(tmp_path, count)), "--time", "1m"]
+    return argv + ["--poll-interval", "0.5"], env
 
 
 def test_a_sweep_runs_in_two_allocations_and_none_is_left(
@@ -157,19 +181,8 @@ def test_an_allocation_that_cannot_start_flux_is_said_and_released(
 
 
 def test_the_command_packs_waits_and_says_each_end(cluster: Dict[str, str], tmp_path: Path) -> None:
-    flux = require_flux()
     task = write_script(tmp_path / "scripts", "task.sh", 'echo "task $1"\n[ "$1" != 3 ]\n')
-    args = tmp_path / "args"
-    args.write_text("".join(f"{index}\n" for index in range(6)))
-    env = {
-        **os.environ,
-        **cluster,
-        "HPCBRIDGE_STATE_DIR": str(tmp_path / "state"),
-        "HPCBRIDGE_FLUX_COMMAND": flux,
-        "HPCBRIDGE_MIN_POLL_INTERVAL": "0",
-    }
-    argv = [sys.executable, "-m", "hpcbridge", "submit-many", "--scheduler", "slurm"]
-    argv += [task, "--args-file", str(args), "--time", "1m", "--poll-interval", "0.5"]
+    argv, env = local_command(cluster, tmp_path, task, 6)
     shown = subprocess.run(
         [*argv, "--pack", "time=10,count=2", "--dry-run"], env=env, capture_output=True, text=True
     )
@@ -193,8 +206,7 @@ def test_over_ssh_the_login_side_holds_the_allocations(
     """The client's commands go by SSH: the allocations are the SSH user's (sacct says)."""
     flux = require_flux()
     task = write_script(tmp_path / "scripts", "task.sh", 'echo "task $1"\n')
-    args = tmp_path / "args"
-    args.write_text("".join(f"{index}\n" for index in range(6)))
+    args = args_file(tmp_path, 6)
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(tmp_path),
@@ -248,21 +260,10 @@ def test_a_named_pack_whose_client_died_is_finished_by_wait(
     right after its first tasks went in, their ids unrecorded: ``wait NAME`` reaches the
     same allocation, adopts what went in (by its key), feeds the rest - every task run
     once, all COMPLETED, the allocation released."""
-    flux = require_flux()
     ran = tmp_path / "ran"
     task = write_script(tmp_path / "scripts", "task.sh", f'sleep 1\necho "$1" >> {ran}\n')
-    args = tmp_path / "args"
     count = 40
-    args.write_text("".join(f"{index}\n" for index in range(count)))
-    env = {
-        **os.environ,
-        **cluster,
-        "HPCBRIDGE_STATE_DIR": str(tmp_path / "state"),
-        "HPCBRIDGE_FLUX_COMMAND": flux,
-        "HPCBRIDGE_MIN_POLL_INTERVAL": "0",
-    }
-    argv = [sys.executable, "-m", "hpcbridge", "submit-many", "--scheduler", "slurm", task]
-    argv += ["--args-file", str(args), "--time", "1m", "--poll-interval", "0.5"]
+    argv, env = local_command(cluster, tmp_path, task, count)
     argv += ["--pack", "time=10", "--sweep", death]
     if death == "killed":
         client = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -311,20 +312,9 @@ def test_a_named_pack_whose_client_died_is_finished_by_wait(
 def test_cancel_name_stops_a_pack_fed_elsewhere_and_releases_its_allocation(
     cluster: Dict[str, str], tmp_path: Path
 ) -> None:
-    flux = require_flux()
     ran = tmp_path / "ran"
     task = write_script(tmp_path / "scripts", "task.sh", f'echo "$1" >> {ran}\nsleep 30\n')
-    args = tmp_path / "args"
-    args.write_text("".join(f"{index}\n" for index in range(20)))
-    env = {
-        **os.environ,
-        **cluster,
-        "HPCBRIDGE_STATE_DIR": str(tmp_path / "state"),
-        "HPCBRIDGE_FLUX_COMMAND": flux,
-        "HPCBRIDGE_MIN_POLL_INTERVAL": "0",
-    }
-    argv = [sys.executable, "-m", "hpcbridge", "submit-many", "--scheduler", "slurm", task]
-    argv += ["--args-file", str(args), "--time", "1m", "--poll-interval", "0.5"]
+    argv, env = local_command(cluster, tmp_path, task, 20)
     argv += ["--pack", "time=10", "--sweep", "to-cancel"]
     client = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 240
