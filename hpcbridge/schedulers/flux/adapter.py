@@ -1,15 +1,6 @@
-"""FluxAdapter: the Flux scheduler = a session (instance, release, driver) x an executor.
+"""FluxAdapter: a Flux session (instance, release, driver) over an executor.
 
-The base adapter does the scheduler-neutral work (staging, records, waiting);
-this class opens its Flux session once (``open``, see ``session.py``), chooses
-the job kind of each submission (``job_options``), knows Flux's id forms and
-output template, and describes a dry run even where no Flux is reachable.
-
-A **batch job** (``flux batch``) suits standalone jobs sent to the system
-instance and a step that launches its own parallel work; a **plain job**
-(``flux submit``) suits many small jobs packed into one allocation.  Hence
-the default: batch jobs on the system instance, plain jobs in an enclosing
-(``FLUX_URI``) or named instance.
+Default job kind: batch jobs on the system instance, plain jobs in an enclosing or named one.
 """
 
 from __future__ import annotations
@@ -64,9 +55,7 @@ class FluxAdapter(SchedulerAdapter):
         discover_bindings: bool = True,
         **common: Any,
     ) -> None:
-        """``uri``: the instance (a URI, ``slurm:ID``, ``lsf:ID``, a Flux job id);
-        ``driver``: "auto", "native" or "cli".  ``common``: the keywords every
-        adapter takes (``settings``, ``store``, ``unknown_limit``, ``command_timeout``)."""
+        """``uri``: a URI, ``slurm:ID``, ``lsf:ID`` or a Flux job id; ``driver``: auto/native/cli"""
         super().__init__(executor, remote_workdir, **common)
         requested = check_driver_choice("flux", driver) if driver else self.settings.flux_driver
         self.options = FluxOptions(
@@ -82,10 +71,7 @@ class FluxAdapter(SchedulerAdapter):
         )
         self.uri_setting: UriSetting = choose_uri_setting(self.settings, self.executor, uri)
 
-    # -- the session ----------------------------------------------------------
-
     def open(self) -> FluxSession:
-        """Open the Flux session (``session.open_session``) once; later calls return it."""
         session = super().open()
         assert isinstance(session, FluxSession)
         return session
@@ -98,27 +84,17 @@ class FluxAdapter(SchedulerAdapter):
         return self.open().uri
 
     def time_left(self) -> Optional[float]:
-        """Seconds until the target instance ends (inside a time-limited job), else ``None``."""
         return self.open().driver.time_left()
 
     def resolve_target(self, target: str, *, local: Optional[bool] = None) -> str:
-        """The URI of ``target`` (``slurm:ID``, ``lsf:ID``, ``jobid:ID``, a Flux job id).
-
-        Like ``flux uri --remote TARGET``, then turned into the ``local://``
-        form when the target runs where the commands run (``local=None``),
-        always (``local=True``) or never (``local=False``).  A job that is
-        still starting is waited for, up to ``ready_timeout``.
-        """
+        """The URI of ``target``, as ``flux uri --remote``; ``local``: None/True/False."""
         module = load_bindings(self.executor, self.options).module
         commands = FluxCommands(self.executor, self.options.flux_command, self.command_timeout)
         here = lambda: command_host(self.executor, commands)  # noqa: E731
         return resolve_target(target, commands, self.options, module, here, local)
 
-    # -- submission -----------------------------------------------------------
-
     def job_options(self, options: Mapping[str, Any]) -> JobChoice:
-        """``nested=True`` a batch job, ``False`` a plain job; ``None`` takes
-        ``HPCBRIDGE_FLUX_NESTED`` or the instance's default (see ``choose_kind``)."""
+        """``nested=True`` a batch job, ``False`` a plain job (``choose_kind``)."""
         unknown = sorted(set(options) - {"nested"})
         if unknown:
             raise TypeError(f"flux: unexpected submission keyword {unknown[0]!r}")
@@ -132,10 +108,7 @@ class FluxAdapter(SchedulerAdapter):
         return " ".join([self.options.flux_command, *self.open().facts.policy.run_command])
 
     def describe_order(self, order: Order) -> str:
-        """What ``submit_job``/``submit_many`` would run.  Through the bindings, the
-        command lines the CLI driver would run follow the jobspecs.  Where no Flux is
-        reachable (a laptop, CI) it shows what the newest adapter would run and says
-        what it could not check."""
+        """Also the CLI driver's command lines; with no Flux reachable, the newest adapter's."""
         try:
             session = self.open()
         except (SchedulerUnavailableError, ConfigurationError, OSError) as exc:
@@ -149,8 +122,6 @@ class FluxAdapter(SchedulerAdapter):
         return f"{text}\n# the same by command (the CLI driver):\n{lines}"
 
     def _command_lines(self, order: Order, known: Union[InstanceFacts, FluxPolicy]) -> str:
-        """``flux submit``/``flux batch`` of each batch of ``order``, planned with ``known``
-        facts (or a policy alone), without asking the broker anything."""
         if isinstance(known, FluxPolicy):
             known = facts(self.uri_setting.value, None, known, "assumed", None)
         commands = FluxCommands(self.executor, self.options.flux_command, self.command_timeout)
@@ -175,8 +146,6 @@ class FluxAdapter(SchedulerAdapter):
             )
         return "\n".join(lines)
 
-    # -- ids, logs -------------------------------------------------------------
-
     def normalize_job_id(self, job_id: Any) -> str:
         try:
             return canonical_job_id(job_id)
@@ -198,10 +167,7 @@ class FluxAdapter(SchedulerAdapter):
                 return ""
         return text
 
-    # -- diagnostics ----------------------------------------------------------
-
     def doctor_info(self) -> Dict[str, Any]:
-        """What this adapter uses and why (``hpcbridge doctor``); never raises."""
         info = adapter_info(
             self.open,
             transport=self.executor.kind,
@@ -213,7 +179,6 @@ class FluxAdapter(SchedulerAdapter):
         return info
 
     def describe(self) -> str:
-        """``flux via TRANSPORT (DRIVER driver, URI)``; the requested driver if Flux is unusable."""
         try:
             session = self.open()
             kind, target = session.driver.name, session.uri or "system instance"

@@ -1,18 +1,5 @@
-"""The native driver: flux-core's Python bindings, in this process.
-
-Used only when ``import flux`` works *and* a handle to the broker opens and
-answers (``BindingsConnection.probe``, when the session is opened): bindings
-that import but cannot talk to the broker (a missing ``libflux-core.so.2``,
-an ABI or protocol mismatch with the broker's release, no broker) make the
-session use the CLI driver instead.
-
-Submissions are pipelined ``submit_async`` futures of one jobspec built once
-(``jobspec.submit_all``, the same code the CLI driver runs under ``flux
-python``), status for many ids is one ``JobList(h, ids=...)``, and waiting is
-event driven (``journal``: one stream for all, else a watch per job).
-A submission's answer can be lost too - the broker does not answer in time
-(paused, hung), or the connection fails after the request went out - and is then
-found by its key or sent once more (``commands.KeyFinder``; asked by command).
+"""The native driver: flux-core's Python bindings in this process, used only where a handle
+opens and answers (``BindingsConnection.probe``); lost answers are found by key, by command.
 """
 
 from __future__ import annotations
@@ -24,36 +11,23 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 
-from ...engine.driver import Capabilities, Planned, SubmitBatch, Submitted, Waiter
+from ...engine.driver import Capabilities, Planned, Submitted, Waiter
 from ...errors import JobSubmissionError, SchedulerAdapterError
 from ...model import JobStatus
 from . import jobspec
-from .command_driver import MAX_BATCH
+from .command_driver import FluxDriverBase
 from .command_line import output_path_from_jobspec, raise_cancel_errors
-from .commands import FluxCommands, KeyFinder, adopt_lost, find_by_keys
+from .commands import FluxCommands, KeyFinder, adopt_lost
 from .instance import InstanceFacts, QueueInfo, queue_info_from_config
 from .jobspec import LOST
 from .journal import Journal, JournalWaiter, ResultWaiter, open_journal
 from .status import bindings_job_ids, facts_from_jobinfo, parse_job_id, statuses_from_facts, unknown
-from .submission import (
-    DROPPED_KEYS,
-    FluxPlan,
-    Outcome,
-    Questions,
-    TimeLeft,
-    active_cap,
-    flux_plan,
-    jobspec_params,
-    kind_of,
-    plan_batch,
-    send,
-)
+from .submission import DROPPED_KEYS, FluxPlan, Outcome, flux_plan, jobspec_params
 
 log = logging.getLogger("hpcbridge")
 
 CAPABILITIES = Capabilities(events=True, arrays=False, dropped_keys=DROPPED_KEYS)
-#: how long a listed state of a job a waiter will hear the end of is answered
-#: again without asking: many jobs ending apart must not each cost a listing of all
+#: seconds a listed state of a job a waiter will hear end is answered again without asking
 RELIST_AFTER = 1.0
 
 
@@ -102,20 +76,12 @@ class BindingsConnection:
         return future.get()
 
     def probe(self, timeout: float) -> str:
-        """Open a handle and ask the broker's version, bounded; return the version.
-
-        A client of another release may hang on the first request (newer
-        clients to a 0.26 broker) or fail with "Protocol error": both surface
-        here, before the session commits to the native driver.
-        """
+        """The broker's version, bounded: a client of another release hangs (newer clients to
+        a 0.26 broker) or fails ("Protocol error") here, before the driver is chosen."""
         return str(self.rpc("attr.get", {"name": "version"}, timeout=timeout)["value"])
 
     def wait_ready(self, timeout: float) -> None:
-        """Block until the broker finished starting (``state-machine.wait``), bounded.
-
-        A nested instance publishes its URI before rc1 is done; the first
-        submit would otherwise fail with "No service matching job-ingest.submit".
-        """
+        """Until the broker finished starting: a nested instance publishes its URI before rc1."""
         try:
             self.rpc("state-machine.wait", None, timeout=timeout)
         except OSError as exc:
@@ -127,7 +93,6 @@ class BindingsConnection:
         return queue_info_from_config(self.rpc("config.get") or {}, source="config.get RPC")
 
     def expiration(self) -> Optional[float]:
-        """The instance's own expiration (inside a time-limited job), else ``None``."""
         try:
             resource_r = self.rpc("resource.status")["R"]
         except (OSError, KeyError, TypeError):
@@ -143,12 +108,8 @@ class BindingsConnection:
         return expiration if expiration > 0 else None
 
     def job_environment(self) -> Dict[str, str]:
-        """The environment jobs get: ours, like ``flux batch`` gives its own.
-
-        A batch job's command is ``flux broker ...``, found on the job's PATH:
-        the ``flux`` front command puts its own directory there for its
-        subcommands, bindings loaded from elsewhere do not - so add it.
-        """
+        """Ours, as ``flux batch`` gives its own, with the ``flux`` directory on PATH (a batch
+        job runs ``flux broker``; bindings loaded from elsewhere do not add it)."""
         environment = dict(os.environ)
         if self.flux_bin_dir:
             parts = environment.get("PATH", "").split(os.pathsep)
@@ -157,7 +118,7 @@ class BindingsConnection:
         return environment
 
 
-class NativeDriver:
+class NativeDriver(FluxDriverBase):
     """Submits, follows and cancels Flux jobs through the bindings."""
 
     name = "native"
@@ -171,19 +132,9 @@ class NativeDriver:
         ready_timeout: float = 30.0,
         outer_time_margin: float = 60.0,
     ) -> None:
+        super().__init__(commands, facts, connection.expiration, ready_timeout, outer_time_margin)
         self.connection = connection
         self.flux = connection.flux
-        self.facts = facts
-        #: the same instance by command, where an RPC cannot tell (a job's jobspec)
-        self.commands = commands
-        self.ready_timeout = ready_timeout
-        self.outer_time_margin = outer_time_margin
-        self.time_left = TimeLeft(connection.expiration)
-        #: what planning asks this instance (each only when a batch needs it)
-        self.questions = Questions(
-            self.time_left, self.commands.native_attributes, self.commands.associations
-        )
-        self._ready = False
         #: final statuses the waiters' result futures brought (answered once, then dropped)
         self._ended: Dict[str, JobStatus] = {}
         self._waiters: List[Union[JournalWaiter, ResultWaiter]] = []
@@ -195,11 +146,6 @@ class NativeDriver:
         #: the last listed state of each job, and when (monotonic)
         self._listed: Dict[str, Tuple[float, JobStatus]] = {}
 
-    # -- submission --------------------------------------------------------
-
-    def plan(self, batch: SubmitBatch) -> Planned:
-        return plan_batch(batch, self.facts, self.questions, self.outer_time_margin)
-
     def describe(self, planned: Planned) -> str:
         request = flux_plan(planned).request
         spec = jobspec.build_jobspec(
@@ -210,9 +156,6 @@ class NativeDriver:
 
     def submit_many(self, planned: Planned) -> List[Submitted]:
         plan = flux_plan(planned)
-        if not self._ready:
-            self.connection.wait_ready(self.ready_timeout)
-            self._ready = True
 
         def attempt() -> List[Outcome]:
             started = time.time()
@@ -221,26 +164,18 @@ class NativeDriver:
             if lost and plan.keys:
                 self.connection.reset()
                 lost_keys = [plan.keys[index] for index in lost]
-                where = f"the Flux instance {self.facts.label}"
                 finder = KeyFinder(self.commands, self.facts.policy, started)
-                found = adopt_lost(plan, lost_keys, finder, self._submit, where)
+                found = adopt_lost(plan, lost_keys, finder, self._submit, self._where())
                 outcomes = list(outcomes)
                 for index, outcome in zip(lost, found):
                     outcomes[index] = outcome
             return outcomes
 
-        sent = send(
-            attempt,
-            output=plan.request.output,
-            kind=kind_of(planned.batch).value,
-            what="flux.job.submit",
-            ready_timeout=self.ready_timeout,
-        )
+        sent = self._send(planned, self.connection.wait_ready, attempt, "flux.job.submit")
         self._ours.update(item.job_id for item in sent)  # canonical: the journal's keys
         return sent
 
     def _open_journal(self) -> Optional[Journal]:
-        """The instance's journal, opened once where it can be read (see ``journal``)."""
         if self._journal is None and self._no_journal is None:
             self._journal, self._no_journal = open_journal(
                 self.flux, self.connection.handle(), self.facts.uri, self._ended, self._ours
@@ -248,8 +183,7 @@ class NativeDriver:
         return self._journal if self._journal is not None and not self._journal.broken else None
 
     def _submit(self, plan: FluxPlan) -> List[Outcome]:
-        """Every job of ``plan``, pipelined; an answer not come within the RPC timeout
-        (at least 0.1 s a job) is lost (``jobspec.LOST``)."""
+        """Every job, pipelined; an answer later than the RPC timeout (>= 0.1 s a job) is lost."""
         count = len(plan.environments)
         try:
             found = jobspec.submit_all(
@@ -270,13 +204,9 @@ class NativeDriver:
             ) from exc
         return [(ok, jobspec.f58(value) if ok else str(value)) for ok, value in found]
 
-    # -- status ------------------------------------------------------------
-
     def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
-        """The ends a waiter heard; for a job the journal follows from its submit, what
-        its events say (no RPC: a wait on thousands lists none of them again and
-        again); the state listed less than ``RELIST_AFTER`` ago of a job a waiter will
-        hear end; one ``JobList(h, ids=...)`` for the rest."""
+        """Ends heard, then the journal's events, then a recent listing (``RELIST_AFTER``) of
+        a job a waiter will hear end; one ``JobList(h, ids=...)`` for the rest."""
         journal = self._journal if self._journal is not None else None
         if journal is not None:
             journal.drain()
@@ -303,14 +233,12 @@ class NativeDriver:
         return answers
 
     def _recent(self, job_id: str, now: float) -> Optional[JobStatus]:
-        """The state listed less than ``RELIST_AFTER`` ago, if a waiter will hear the end."""
         listed = self._listed.get(job_id)
         if listed is None or now - listed[0] >= RELIST_AFTER:
             return None
         return listed[1] if any(waiter.hears(job_id) for waiter in self._waiters) else None
 
     def _list(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
-        """One ``JobList(h, ids=...)`` for all: pipelined list-id RPCs."""
         try:
             listing = self.flux.job.JobList(
                 self.connection.handle(), ids=bindings_job_ids(self.flux, job_ids)
@@ -326,8 +254,6 @@ class NativeDriver:
         return statuses_from_facts(
             job_ids, facts, f"not known to the Flux instance ({errors or 'no answer'})"
         )
-
-    # -- the rest of the contract -----------------------------------------------
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         """Cancel all (pipelined); an already ended job is not an error."""
@@ -351,20 +277,6 @@ class NativeDriver:
                 errors.append(f"{job_id}: {error_text(exc)}")
         raise_cancel_errors(errors)
 
-    def max_batch(self) -> int:
-        return MAX_BATCH
-
-    def queue_limit(self, account: Optional[str] = None) -> Optional[int]:
-        """As the CLI driver's (``CLIDriver.queue_limit``): asked by command."""
-        return active_cap(self.commands.associations(), account)
-
-    def find_submitted(
-        self, planned: Planned, since: Optional[float] = None
-    ) -> Optional[List[Submitted]]:
-        """As the CLI driver finds them: by command (``commands.find_by_keys``)."""
-        where = f"the Flux instance {self.facts.label}"
-        return find_by_keys(self.commands, self.facts.policy, planned, since, where)
-
     def find_output(self, job_id: str) -> Optional[str]:
         """From the job's jobspec (the ``job-info.lookup`` RPC, else the command)."""
         try:
@@ -377,7 +289,6 @@ class NativeDriver:
         return self.commands.output_of(job_id)
 
     def waiter(self, job_ids: Sequence[str]) -> Optional[Waiter]:
-        """Wakes the wait loop the moment a job ends; ``None`` (sleep) when it cannot."""
         self._waiters = [waiter for waiter in self._waiters if not waiter.closed]
         journal = self._open_journal()
         if journal is not None:

@@ -1,19 +1,7 @@
 """The Flux CLI driver: ``flux`` commands through the executor (local or SSH).
 
-Used when the bindings are missing or broken, or the broker is only
-reachable over SSH.  The commands run through ``commands.FluxCommands``;
-the ``flux`` that runs is the broker's own release, since clients of another
-release break (``Protocol error``, ``invalid payload``, hangs).
-
-One job goes in as ``flux batch`` (a batch job) or ``flux submit`` (a plain
-job); many go in through one process, ``flux python`` running ``jobspec.py``
-(the same jobspec builder and pipelined send as the native driver) on the
-broker's side - not one process per job.  (``flux submit --cc`` is one
-process too, but ``flux batch`` has no ``--cc``; and ``flux python`` sets the
-bindings' PYTHONPATH itself, which plain jobs and ``flux start``'s initial
-program do not get.)  Every job carries its key; a submission whose answer was
-lost (a dropped SSH connection, a timeout) is found by it or sent once more
-(``commands.KeyFinder``).
+Many jobs go in through one ``flux python`` running ``jobspec.py`` broker-side (``flux batch``
+has no ``--cc``); the ``flux`` that runs must be the broker's own release.
 """
 
 from __future__ import annotations
@@ -21,7 +9,7 @@ from __future__ import annotations
 import logging
 import shlex
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from ...engine.driver import Capabilities, Planned, SubmitBatch, Submitted, Waiter
 from ...errors import (
@@ -51,6 +39,9 @@ from .submission import (
     send,
 )
 
+#: one attempt at sending a plan's jobs (``submission.send``)
+Attempt = Callable[[], List[Outcome]]
+
 log = logging.getLogger("hpcbridge")
 
 CAPABILITIES = Capabilities(events=False, arrays=False, dropped_keys=DROPPED_KEYS)
@@ -66,7 +57,59 @@ def _helper_source() -> str:
         return handle.read()
 
 
-class CLIDriver:
+class FluxDriverBase:
+    """What both Flux drivers do alike: plan, send, and ask by command (banks, keys)."""
+
+    def __init__(
+        self,
+        commands: FluxCommands,
+        facts: InstanceFacts,
+        expiration: Callable[[], Optional[float]],
+        ready_timeout: float,
+        outer_time_margin: float,
+    ) -> None:
+        self.commands = commands
+        self.facts = facts
+        self.ready_timeout = ready_timeout
+        self.outer_time_margin = outer_time_margin
+        self.time_left = TimeLeft(expiration)
+        self.questions = Questions(
+            self.time_left, self.commands.native_attributes, self.commands.associations
+        )
+        self._ready = False
+
+    def plan(self, batch: SubmitBatch) -> Planned:
+        return plan_batch(batch, self.facts, self.questions, self.outer_time_margin)
+
+    def _send(
+        self, planned: Planned, wait_ready: Callable[[float], None], attempt: Attempt, what: str
+    ) -> List[Submitted]:
+        if not self._ready:
+            wait_ready(self.ready_timeout)
+            self._ready = True
+        output, kind = flux_plan(planned).request.output, kind_of(planned.batch).value
+        return send(attempt, output=output, kind=kind, what=what, ready_timeout=self.ready_timeout)
+
+    def _where(self) -> str:
+        return f"the Flux instance {self.facts.label}"
+
+    def max_batch(self) -> int:
+        return MAX_BATCH
+
+    def queue_limit(self, account: Optional[str] = None) -> Optional[int]:
+        """flux-accounting's ``max_active_jobs`` of the bank, read by command; ``None``
+        without accounting (flux-core caps no user's jobs)."""
+        return submission.active_cap(self.commands.associations(), account)
+
+    def find_submitted(
+        self, planned: Planned, since: Optional[float] = None
+    ) -> Optional[List[Submitted]]:
+        """By the keys in the jobs' jobspecs (``commands.find_by_keys``)."""
+        policy = self.facts.policy
+        return commands.find_by_keys(self.commands, policy, planned, since, self._where())
+
+
+class CLIDriver(FluxDriverBase):
     """Submits, follows and cancels Flux jobs with ``flux`` commands."""
 
     name = "cli"
@@ -79,23 +122,9 @@ class CLIDriver:
         ready_timeout: float = 30.0,
         outer_time_margin: float = 60.0,
     ) -> None:
-        self.commands = commands
-        self.facts = facts
+        super().__init__(commands, facts, commands.expiration, ready_timeout, outer_time_margin)
         self.policy = facts.policy
         self.flux = commands.flux
-        self.ready_timeout = ready_timeout
-        self.outer_time_margin = outer_time_margin
-        self.time_left = TimeLeft(commands.expiration)
-        #: what planning asks this instance (each only when a batch needs it)
-        self.questions = Questions(
-            self.time_left, self.commands.native_attributes, self.commands.associations
-        )
-        self._ready = False
-
-    # -- submission --------------------------------------------------------
-
-    def plan(self, batch: SubmitBatch) -> Planned:
-        return plan_batch(batch, self.facts, self.questions, self.outer_time_margin)
 
     def describe(self, planned: Planned) -> str:
         request = flux_plan(planned).request
@@ -104,19 +133,10 @@ class CLIDriver:
 
     def submit_many(self, planned: Planned) -> List[Submitted]:
         plan = flux_plan(planned)
-        if not self._ready:
-            self.commands.wait_ready(self.ready_timeout)
-            self._ready = True
         one = len(plan.environments) == 1
         what = "flux submit" if one else "flux python (bulk submit)"
         attempt = (lambda: [self._submit_one(plan.job(0))]) if one else lambda: self._bulk(plan)
-        return send(
-            attempt,
-            output=plan.request.output,
-            kind=kind_of(planned.batch).value,
-            what=what,
-            ready_timeout=self.ready_timeout,
-        )
+        return self._send(planned, self.commands.wait_ready, attempt, what)
 
     def _submit_one(self, request: SubmitRequest) -> Outcome:
         argv = cl.submit_argv(self.flux, self.policy, request)
@@ -145,8 +165,7 @@ class CLIDriver:
         input: Optional[str] = None,
         timeout: Optional[float] = None,
     ) -> CommandResult:
-        """A submitting command, run once: a lost answer (dropped connection, timeout)
-        is ``SubmissionUncertainError``."""
+        """Run once; a lost answer (dropped connection, timeout): ``SubmissionUncertainError``."""
         try:
             return self.commands.run(argv, idempotent=False, cwd=cwd, input=input, timeout=timeout)
         except JobTimeoutError as exc:
@@ -160,9 +179,6 @@ class CLIDriver:
             return True, cl.parse_submit_output(result.stdout)
         except ValueError as exc:
             raise JobSubmissionError(str(exc), argv=argv) from None
-
-    def _where(self) -> str:
-        return f"the Flux instance {self.facts.label}"
 
     def _bulk(self, plan: FluxPlan) -> List[Outcome]:
         """One ``flux python`` process submits every job (pipelined inside)."""
@@ -193,13 +209,10 @@ class CLIDriver:
         result = self._submission(argv, plan.request.cwd, input=payload, timeout=timeout)
         outcomes = cl.parse_bulk_output(result.stdout) if result.stdout else []
         if len(outcomes) < count:
-            # Some went in before the helper stopped: the rest count as failed,
-            # never submitted twice.
+            # Some went in before the helper stopped: the rest failed, never sent twice.
             message = result.message() or "the bulk helper stopped early"
             outcomes += [(False, message)] * (count - len(outcomes))
         return outcomes
-
-    # -- status ------------------------------------------------------------
 
     def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
         answers: Dict[str, JobStatus] = {}
@@ -213,8 +226,7 @@ class CLIDriver:
             return self._from_listing(job_ids, result)
         message = result.message()
         if "invalid payload" in message or "Protocol error" in message:
-            # `flux jobs` of another release than the broker: the C
-            # eventlog reader still works.
+            # `flux jobs` of another release than the broker: the C eventlog reader works.
             return self._query_eventlogs(job_ids)
         if "Unable to connect" in message or "was not found" in message:
             # The broker's socket is gone: a nested instance whose job ended.
@@ -248,8 +260,6 @@ class CLIDriver:
                 answers[job_id] = JobStatus(job_id, JobState.UNKNOWN, reason=result.message())
         return answers
 
-    # -- the rest of the contract -----------------------------------------------
-
     def cancel(self, job_ids: Sequence[str]) -> None:
         errors = []
         for group in cl.cancel_groups(self.policy, job_ids):
@@ -258,29 +268,11 @@ class CLIDriver:
                 errors.append(result.message())
         cl.raise_cancel_errors(errors)
 
-    def max_batch(self) -> int:
-        return MAX_BATCH
-
-    def queue_limit(self, account: Optional[str] = None) -> Optional[int]:
-        """flux-accounting's ``max_active_jobs`` of the user's bank (``account``, else
-        the default), as its service tells it (read every few minutes); ``None`` where
-        the instance has no accounting (flux-core caps no user's jobs) or will not say -
-        a cap met anyway is a refusal, "user has max active jobs", which holds a sweep
-        back (``LimitRefusedError``) and becomes its cap."""
-        return submission.active_cap(self.commands.associations(), account)
-
-    def find_submitted(
-        self, planned: Planned, since: Optional[float] = None
-    ) -> Optional[List[Submitted]]:
-        """By the keys in the jobs' jobspecs (``commands.find_by_keys``)."""
-        return commands.find_by_keys(self.commands, self.policy, planned, since, self._where())
-
     def find_output(self, job_id: str) -> Optional[str]:
         return self.commands.output_of(job_id)
 
     def waiter(self, job_ids: Sequence[str]) -> Optional[Waiter]:
-        """The commands hear no job events: the wait loop sleeps between its ticks."""
         return None
 
     def close(self) -> None:
-        """Nothing held open: every command is its own process."""
+        """Nothing held open."""
