@@ -1,46 +1,6 @@
-"""Opening a Flux session: which instance, which driver, which release - learned once.
-
-``open_session`` is the named step ``FluxAdapter.open`` takes, once.  In order:
-
-1. **the instance**: the URI setting, or a target (``slurm:ID``, a Flux job
-   id...) resolved to its URI (``resolve_target``);
-2. **the driver**: the bindings when they import here, the transport is local
-   and a handle to the instance answers within ``probe_timeout``; else the
-   ``flux`` commands (``driver.choose_driver``);
-3. **the release**: the broker's version picks the version policy (0.26 or
-   0.49, ``instance``), and where the release has named queues they are read.
-
-It logs one line saying what it learned.  The facts are fixed once learned;
-the driver made with them keeps its own working state (readiness, the ends
-its waiters heard).
-
-Loading flux-core's Python bindings, and what they are.
-
-``import flux`` works as is where the bindings are on the path (``flux
-python``, a job's environment, a site install).  Otherwise they are looked
-for beside the ``flux`` command, ``<prefix>/lib/flux/python3.X``, where
-flux-core installs them.  That directory is put on ``sys.path`` only while
-``flux`` and ``flux.job`` are imported, then taken off again: later imports
-of the bindings' own modules (``flux.uri``, ``flux.kvs``, ``_flux._hostlist``)
-go through the already-imported packages' ``__path__``, so the process's
-path is left as it was.
-
-Which Flux instance to talk to: the URI setting's precedence and what a value means.
-
-Precedence: an explicit ``uri=`` > ``HPCBRIDGE_FLUX_URI`` (settings) > the
-``FLUX_URI`` of the environment the settings were read from (set inside an
-allocation; only meaningful for the local transport - over SSH it names a
-socket on *this* machine) > the system instance (``None``: no ``FLUX_URI``).
-
-A value is either a URI, used as given (``local://``, ``ssh://``), or a
-*target* resolved like ``flux uri --remote TARGET`` (``resolve_target``):
-``slurm:<id>``, ``lsf:<id>``, ``pid:<pid>``, ``jobid:<id>`` or a bare Flux
-job id (a nested instance made by ``flux batch``) - in-process with the
-bindings when they work here, else by running ``flux uri`` where the commands
-run.  A job that is still starting is waited for, up to the ready timeout;
-a target that names no running job (never existed, ended, still not up)
-raises ``JobNotFoundError``.  The answer is turned into the ``local://``
-form when the target runs where the commands run (``local_form``).
+"""Opening a Flux session once: the instance (a URI, or a target such as ``slurm:ID`` resolved
+like ``flux uri --remote``), the bindings (also found beside the ``flux`` command), the driver
+and the release.  URI precedence: ``uri=`` > ``HPCBRIDGE_FLUX_URI`` > a local ``FLUX_URI``.
 """
 
 from __future__ import annotations
@@ -86,7 +46,6 @@ NO_BROKER = (*NEVER_REACHED, "flux_open:")
 
 
 def no_broker(message: str) -> bool:
-    """Whether ``message`` says no broker answered at all (``NO_BROKER``)."""
     return any(marker in message for marker in NO_BROKER)
 
 
@@ -127,14 +86,13 @@ class FluxSession:
 
 
 def choose_uri_setting(settings: Settings, executor: Executor, uri: Optional[str]) -> UriSetting:
-    """The URI precedence (see ``uri.py``); the enclosing ``FLUX_URI`` only for local commands."""
+    """The enclosing ``FLUX_URI`` counts only for local commands (it names a local socket)."""
     return choose_uri(
         uri, settings.flux_uri, settings.enclosing_flux_uri, local_transport=executor.is_local
     )
 
 
 def load_bindings(executor: Executor, options: FluxOptions) -> Bindings:
-    """The bindings, where they can be used: the CLI driver not forced, commands local."""
     if options.requested_driver == "cli":
         return Bindings(
             None, "the CLI driver was asked for (HPCBRIDGE_FLUX_DRIVER=cli, driver='cli')"
@@ -192,7 +150,6 @@ def open_session(setting: UriSetting, executor: Executor, options: FluxOptions) 
 
 
 def no_system_instance(why: str) -> str:
-    """Why no Flux instance was asked for and none runs here, and what to set."""
     return (
         f"no Flux instance to submit to: no URI was given and the system instance does not "
         f"answer ({scheduler_message(why)}); inside a Flux allocation FLUX_URI is set for "
@@ -232,7 +189,6 @@ def learn_facts(
     options: FluxOptions,
     fetch_queues: Callable[[FluxPolicy], Optional[QueueInfo]],
 ) -> InstanceFacts:
-    """The version policy for the broker's release and, where queues exist, its queues."""
     policy, reason = choose_policy(broker_version, options.adapter_version or None)
     queues = None
     if not policy.queues:
@@ -246,13 +202,9 @@ def learn_facts(
 
 
 def _flux_bin_dir(flux_command: str) -> Optional[str]:
-    """The directory of a ``flux`` given by path (put on the PATH of native jobs)."""
     if os.sep in flux_command:
         return os.path.dirname(os.path.abspath(flux_command))
     return None
-
-
-# -- the bindings: importing flux's Python module ------------------------------
 
 
 #: what the first import loads; the rest of the bindings come through their packages
@@ -264,11 +216,8 @@ class BindingsUnavailable(Exception):
 
 
 def bindings_dir_for(flux_command: Optional[str]) -> Optional[str]:
-    """``<prefix>/lib/flux/python3.X`` beside a ``<prefix>/bin/flux``, if it exists.
-
-    That is where flux-core installs its own bindings; ``flux start`` and
-    ``flux python`` set PYTHONPATH to it, but a plain Python does not.
-    """
+    """``<prefix>/lib/flux/python3.X`` beside a ``<prefix>/bin/flux``, where flux-core installs
+    its bindings (``flux python`` sets PYTHONPATH to it, a plain Python does not)."""
     if not flux_command:
         return None
     path = flux_command if os.sep in flux_command else shutil.which(flux_command)
@@ -282,12 +231,7 @@ def bindings_dir_for(flux_command: Optional[str]) -> Optional[str]:
 
 
 def import_bindings(flux_command: Optional[str] = None, discover: bool = True) -> Any:
-    """``flux`` with ``flux.job`` imported; raises ``BindingsUnavailable``.
-
-    Any failure counts: ``ImportError`` (not installed, ``ply`` missing),
-    ``OSError`` (``libflux-core.so.2`` not on the loader path), or anything a
-    half-broken install raises.
-    """
+    """``flux`` with ``flux.job`` imported; any failure is ``BindingsUnavailable``."""
     try:
         return _import()
     except Exception as first:  # noqa: BLE001 - every failure means "use the CLI"
@@ -310,7 +254,8 @@ def _import() -> Any:
 
 
 def _import_from(directory: str) -> Any:
-    """Import the bindings with ``directory`` on the path for this import only."""
+    """Import the bindings with ``directory`` on the path for this import only (later imports
+    of their modules go through the packages' ``__path__``)."""
     _forget_failed_imports()
     sys.path.append(directory)  # after PYTHONPATH and site: a flux found there comes first
     try:
@@ -333,7 +278,6 @@ def _import_optional(name: str) -> None:
 
 
 def _forget_failed_imports() -> None:
-    """Drop half-imported bindings modules so the next attempt starts afresh."""
     for name in list(sys.modules):
         ours = name in _FIRST_IMPORTS or name.startswith(("flux.", "_flux."))
         if ours and sys.modules[name] is not None:
@@ -345,16 +289,12 @@ def _describe(exc: BaseException) -> str:
 
 
 def bindings_version(flux_module: Any) -> Optional[str]:
-    """The libflux-core version the bindings are linked with."""
     try:
         inner = importlib.import_module("flux.core.inner")
         return str(inner.ffi.string(inner.lib.flux_core_version_string()).decode())
     except Exception:  # noqa: BLE001 - only informative
         version = getattr(flux_module, "__version__", None)
         return None if version is None else str(version)
-
-
-# -- which instance: FLUX_URI, slurm:ID, lsf:ID, a Flux job id -----------------
 
 
 URI_SCHEMES = ("local", "ssh")
@@ -378,11 +318,8 @@ def choose_uri(
 
 
 def classify(value: str) -> Tuple[str, str]:
-    """``("uri", value)`` for a usable URI, ``("target", normalized)`` to resolve.
-
-    A bare job id becomes ``jobid:<id>``.  Raises ``ConfigurationError`` for
-    anything else.
-    """
+    """``("uri", value)`` for a usable URI, ``("target", normalized)`` to resolve (a bare job id
+    becomes ``jobid:<id>``); ``ConfigurationError`` for anything else."""
     text = value.strip()
     scheme, sep, _rest = text.partition(":")
     if sep and scheme in URI_SCHEMES:
@@ -398,13 +335,8 @@ def classify(value: str) -> Tuple[str, str]:
 
 
 def local_form(uri: str, here: Optional[str]) -> str:
-    """``ssh://HOST/path`` -> ``local:///path`` when HOST is where commands run.
-
-    ``flux uri --remote`` always answers ``ssh://HOST/...``; connecting that
-    way needs an sshd on port 22 of HOST even on the same machine (``flux
-    proxy`` fails with "Connection refused" without one).  The local form
-    needs nothing.
-    """
+    """``ssh://HOST/path`` -> ``local:///path`` when HOST is where commands run."""
+    # An ssh:// URI needs an sshd on HOST even on the same machine ("Connection refused").
     if not uri.startswith("ssh://") or not here:
         return uri
     rest = uri[len("ssh://") :]
@@ -417,14 +349,12 @@ def local_form(uri: str, here: Optional[str]) -> str:
 
 
 def always_local(uri: str) -> str:
-    """The ``local://`` form of an ``ssh://`` URI whatever its host (``hpcbridge uri --local``)."""
     if uri.startswith("ssh://"):
         return "local:///" + uri.split("/", 3)[-1]
     return uri
 
 
 def command_host(executor: Executor, commands: FluxCommands) -> Optional[str]:
-    """The host the commands run on (where a ``local://`` URI is usable)."""
     if executor.is_local:
         return platform.node()
     return commands.hostname()
@@ -438,13 +368,8 @@ def resolve_target(
     here: Callable[[], Optional[str]],
     local: Optional[bool] = None,
 ) -> str:
-    """The URI of ``target``; ``ConfigurationError`` when it cannot be resolved.
-
-    A bare job id is looked up in ``options.parent_uri`` (else the commands'
-    default instance).  ``local=None``: the ``local://`` form when the target
-    runs on the host ``here()`` names (where the commands run); ``True``:
-    always; ``False``: never.
-    """
+    """The URI of ``target`` (a job id in ``options.parent_uri``); ``local=None``: the
+    ``local://`` form when it runs on ``here()``, ``True`` always, ``False`` never."""
     kind, text = classify(target)
     if kind == "uri":
         return text
@@ -465,12 +390,10 @@ def resolve_target(
 
 
 def target_policy(options: FluxOptions) -> FluxPolicy:
-    """The policy for resolving a target, before its broker's release is known."""
     return policy_by_name(options.adapter_version) if options.adapter_version else POLICIES[0]
 
 
 def not_resolved(target: str, why: str) -> JobNotFoundError:
-    """A target that names no running job with an instance to reach (exit 4)."""
     return JobNotFoundError(
         f"cannot resolve {target!r}: no running job with a Flux instance ({why}); check "
         "that the job exists and runs (squeue, flux jobs), or wait until it started"
@@ -478,7 +401,6 @@ def not_resolved(target: str, why: str) -> JobNotFoundError:
 
 
 def _native_uri(flux_module: Any, target: str, parent_uri: Optional[str], budget: float) -> str:
-    """In-process resolution, retried while the job is starting; "" to let the CLI try."""
     said: List[str] = []
     try:
         with _stderr_kept(said):
@@ -500,8 +422,8 @@ def _native_uri(flux_module: Any, target: str, parent_uri: Optional[str], budget
 
 @contextlib.contextmanager
 def _stderr_kept(said: List[str]) -> Iterator[None]:
-    """Keep what the resolver's own subprocesses write to stderr (Flux's Slurm plugin runs
-    ``squeue``, whose "slurm_load_jobs error: ..." would appear as a raw line) in ``said``."""
+    """Keep in ``said`` what the resolver's subprocesses write to stderr (Flux's Slurm plugin
+    runs ``squeue``: "slurm_load_jobs error: ...")."""
     try:
         fileno = sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):  # no real stderr (captured): nothing leaks
@@ -523,12 +445,7 @@ def _stderr_kept(said: List[str]) -> Iterator[None]:
 
 
 def resolve_uri_natively(flux_module: Any, target: str, parent_uri: Optional[str]) -> str:
-    """``flux uri --remote TARGET`` in-process.
-
-    A job id is looked up in ``parent_uri`` (or the enclosing instance);
-    other schemes (``slurm:``, ``lsf:``, ``pid:``) go through
-    ``flux.uri.FluxURIResolver``.  ``LookupError``: not published yet.
-    """
+    """``flux uri --remote TARGET`` in-process; ``LookupError``: not published yet."""
     from flux.uri import FluxURIResolver, JobURI
 
     scheme, _, rest = target.partition(":")

@@ -1,42 +1,6 @@
-"""A Flux job's state, whoever tells it: ``flux jobs``, its eventlog, or the bindings.
-
-Three sources give the same ``JobFacts`` - the output of ``flux jobs``
-(``--json``, or ``--format`` where a release has no JSON), a job's eventlog
-(``parse_eventlog``), and the bindings' ``JobInfo`` - and ``status_from_facts`` makes our
-``JobStatus`` from them.  States and results are mapped from their NAMES,
-never from the one/two-letter display abbreviations (they changed across
-releases, e.g. "S" vs "SCHED").  Pure; each parser is tested against output
-recorded from real releases (``tests/data/flux/``).
-
-Flux job ids: parse every encoding Flux prints, store one canonical form.
-
-A Flux job id is a 64-bit integer that Flux shows in several encodings:
-
-- F58 (the default display): ``ƒCFKYzj``.  Flux prints the UTF-8 ``ƒ``
-  (U+0192) in a UTF-8 locale and an ASCII ``f`` otherwise - e.g. over SSH,
-  where the remote shell often runs with ``LANG`` unset - so both prefixes
-  are accepted;
-- decimal (``{id.dec}``, and ``"id"`` in ``flux jobs --json``): ``7381975040``;
-- hex (``{id.hex}``): ``0x1af000000``;
-- dothex (``{id.dothex}``): ``0000.0001.af00.0000``, and the KVS form
-  ``job.0000.0001.af00.0000`` (``{id.kvs}``).
-
-(The mnemonic ``{id.words}`` form needs Flux's word list and is not accepted.)
-
-**Canonical form: F58 with the UTF-8 ``ƒ``**, exactly as ``flux submit``,
-``flux jobs`` and the job shell's ``{{id}}`` output template print it in a
-UTF-8 locale (the job shell writes ``flux-ƒ….out`` even when the submitting
-client ran in the C locale).  Users copy ids from those places, and the log
-file name of a job contains this very string.  Records are keyed by it, so a
-caller may hand in any encoding and still find the job.  To *commands* ids
-are passed in decimal: plain ASCII, understood by every release and locale.
-
-A Flux job's eventlog as ``JobFacts``: the fallback where ``flux jobs`` cannot answer.
-
-``flux job info ID eventlog`` is a C subcommand (~10 ms) that still works
-where ``flux jobs`` of another release than the broker fails ("invalid
-payload").  Pure; tested against eventlogs recorded from flux-core 0.88
-(``tests/data/flux/``).
+"""A Flux job's state from ``flux jobs``, its eventlog or the bindings (by state NAMES, never
+the display abbreviations), and its id in every encoding; stored as F58 with ``ƒ``, passed to
+commands in decimal.  Pure.
 """
 
 from __future__ import annotations
@@ -77,7 +41,6 @@ class JobFacts:
 
 
 def number(value: Any) -> Optional[float]:
-    """A float from Flux's output; ``None`` for empty or unparsable values."""
     if value in (None, ""):
         return None
     try:
@@ -89,9 +52,6 @@ def number(value: Any) -> Optional[float]:
 def integer(value: Any) -> Optional[int]:
     found = number(value)
     return None if found is None else int(found)
-
-
-# -- the bindings' JobInfo -------------------------------------------------------
 
 
 def facts_from_jobinfo(info: Any) -> JobFacts:
@@ -154,12 +114,8 @@ def state_from_names(state: str, result: str = "") -> JobState:
 
 
 def exit_code_from(returncode: Optional[int], waitstatus: Optional[int]) -> Optional[int]:
-    """Flux's returncode, else the shell convention from a wait status (128+signal).
-
-    Flux's returncode is the job shell's exit code, ``-SIGNAL`` when the
-    shell itself was killed (a cancelled running job: -15, sometimes 143)
-    and ``-128`` for a job cancelled before it ran (no exit code at all).
-    """
+    """Flux's returncode, else 128+signal from a wait status.  Flux says ``-SIGNAL`` for a
+    killed shell (a cancelled running job) and ``-128`` for a job cancelled before it ran."""
     if returncode is not None:
         if returncode == -128:
             return None
@@ -208,7 +164,6 @@ def _reason(facts: JobFacts, state: JobState) -> str:
 
 
 def status_from_facts(facts: JobFacts) -> JobStatus:
-    """A ``JobStatus`` from facts (``flux jobs``, an eventlog, or ``JobInfo``)."""
     state = state_from_names(facts.state, facts.result)
     exit_code = None
     end = None
@@ -237,22 +192,17 @@ def status_from_facts(facts: JobFacts) -> JobStatus:
 
 
 def unknown(job_ids: Iterable[str], reason: str) -> Dict[str, JobStatus]:
-    """UNKNOWN with ``reason`` for every id."""
     return {job_id: JobStatus(job_id, JobState.UNKNOWN, reason=reason) for job_id in job_ids}
 
 
 def statuses_from_facts(
     job_ids: Iterable[str], facts: Iterable[JobFacts], missing_reason: str
 ) -> Dict[str, JobStatus]:
-    """A status for every asked id: UNKNOWN for those Flux did not list."""
     found = {item.id: status_from_facts(item) for item in facts}
     return {
         job_id: found.get(job_id) or JobStatus(job_id, JobState.UNKNOWN, reason=missing_reason)
         for job_id in job_ids
     }
-
-
-# -- flux jobs and the eventlog --------------------------------------------------
 
 
 #: for releases without ``flux jobs --json`` (0.26); the free-text note last
@@ -273,7 +223,6 @@ JOBS_FORMAT = "|".join("{" + name + "}" for name in JOBS_FORMAT_FIELDS)
 
 
 def facts_from_json(job: Mapping[str, Any]) -> JobFacts:
-    """One job of ``flux jobs --json`` (or a ``JobInfo.to_dict``)."""
     exception = job.get("exception") or {}
     occurred = bool(exception.get("occurred", bool(exception.get("type"))))
     annotations = job.get("annotations") or {}
@@ -319,7 +268,6 @@ def parse_jobs_json(stdout: str) -> List[JobFacts]:
 
 
 def parse_jobs_format(stdout: str) -> List[JobFacts]:
-    """``flux jobs -n -o JOBS_FORMAT`` lines (no header, one job per line)."""
     jobs: List[JobFacts] = []
     count = len(JOBS_FORMAT_FIELDS)
     for line in stdout.splitlines():
@@ -350,7 +298,6 @@ _UNKNOWN_ID = re.compile(r"JobID (\S+) unknown")
 
 
 def parse_unknown_ids(stderr: str) -> Set[str]:
-    """Canonical ids ``flux jobs`` reported as unknown ("JobID 123 unknown")."""
     found = set()
     for match in _UNKNOWN_ID.finditer(stderr):
         try:
@@ -361,14 +308,10 @@ def parse_unknown_ids(stderr: str) -> Set[str]:
 
 
 def only_unknown_ids(stderr: str) -> bool:
-    """True when every stderr line is an "unknown id" line or the filter warning."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     return bool(lines) and all(
         _UNKNOWN_ID.search(line) or "Filtering options ignored" in line for line in lines
     )
-
-
-# -- job ids: every form Flux writes them in -----------------------------------
 
 
 _ASCII_PREFIX = "f"
@@ -385,14 +328,12 @@ class InvalidJobIdError(ValueError):
 
 
 def encode_f58(value: int, prefix: str = F58_PREFIX) -> str:
-    """F58 text of an integer id, e.g. ``7381975040`` -> ``ƒCFKYzj``."""
     if not 0 <= value <= _MAX_ID:
         raise InvalidJobIdError(f"job id {value} is out of range")
     return f58(value, prefix)
 
 
 def decode_f58(text: str) -> int:
-    """Integer of an F58 id with or without its ``ƒ``/``f`` prefix."""
     body = text
     if body.startswith(F58_PREFIX) or body.startswith(_ASCII_PREFIX):
         body = body[1:]
@@ -410,10 +351,7 @@ def decode_f58(text: str) -> int:
 
 
 def parse_job_id(job_id: Any) -> int:
-    """The integer behind any accepted encoding (or an ``int``/``JobID``).
-
-    Raises :class:`InvalidJobIdError` for anything else.
-    """
+    """The integer behind F58 (``ƒ`` or ``f``), decimal, 0x-hex, dothex, an int or a JobID."""
     if isinstance(job_id, bool):
         raise InvalidJobIdError(f"{job_id!r} is not a Flux job id")
     if isinstance(job_id, int):  # also flux.job.JobID, an int subclass
@@ -466,19 +404,12 @@ def is_job_id(text: Any) -> bool:
 
 
 def bindings_job_ids(flux_module: Any, job_ids: Sequence[str]) -> List[Any]:
-    """``JobID`` objects where the bindings have them (0.49+), else ints.
-
-    0.49's ``JobList`` reports an unknown id as ``JobID {id.orig} unknown``
-    and raises ``AttributeError: 'int' object has no attribute 'orig'``
-    when it was given a plain int.
-    """
+    """``JobID`` objects where the bindings have them, else ints."""
+    # 0.49's JobList raises AttributeError ('int' has no 'orig') on an unknown plain int.
     numbers = [parse_job_id(job_id) for job_id in job_ids]
     if hasattr(flux_module.job, "JobID"):
         return [flux_module.job.JobID(number) for number in numbers]
     return numbers
-
-
-# -- eventlogs: a job's events read into its facts -----------------------------
 
 
 def apply_event(facts: JobFacts, name: str, stamp: Optional[float], context: Any) -> None:
@@ -509,11 +440,8 @@ def apply_event(facts: JobFacts, name: str, stamp: Optional[float], context: Any
 
 
 def parse_eventlog(job_id: str, text: str) -> JobFacts:
-    """Facts from ``flux job info ID eventlog`` (one JSON event per line).
-
-    The fallback when ``flux jobs`` cannot answer (e.g. a client of another
-    release: "invalid payload").  A C subcommand, ~10 ms.
-    """
+    """Facts from ``flux job info ID eventlog``, a C subcommand that works where ``flux jobs``
+    of another release fails ("invalid payload")."""
     facts = JobFacts(id=canonical_job_id(job_id))
     for line in text.splitlines():
         try:

@@ -1,35 +1,5 @@
-"""A Flux submission, both drivers alike: planned before anything is staged, sent, and
-refused in Flux's own words.
-
-**Planned** - pure but for asking how long the instance has left: resources
-translated for Flux, the job kind, the queue, the time limit checked against the
-enclosing allocation, dependencies checked against the release - and a refusal
-now, while nothing is staged, for what Flux would refuse later.  The result is a
-``FluxPlan``: one ``SubmitRequest``, and the task index and key of each job (the
-only things the jobs of one batch differ in; the key finds a job whose
-submission's answer was lost, ``commands.KeyFinder``).
-
-**Sent** - a driver hands ``send`` one attempt (submit every job of a plan,
-pipelined, and report ``(True, id)`` or ``(False, Flux's words)`` per job) and
-gets the submitted jobs back, or the error the caller should see.  A freshly
-started (nested) instance answers before its job-ingest module is loaded; a
-submission it refuses that way was not accepted, so it is sent again, within the
-ready budget - as is one that could not connect to the instance at all (nothing
-was sent).  Anything else is final.
-
-How resources become Flux options::
-
-    nodes -> -N   ntasks -> -n (slots)   cpus_per_task -> -c (cores per slot)
-    gpus -> -g (gpus per slot; omitted when 0)   time -> -t<seconds>s
-    qos -> --queue   account -> bank   constraint -> --requires
-    job_name -> --job-name   output -> --output
-    gpus_per_task -> -g (as gpus; the two must agree)
-    exclusive -> --exclusive (with nodes)   begin -> --begin-time
-    signal -> --signal (the shell's signal option)
-    (each where the release has it - ``FluxPolicy``; else dropped, said once)
-    mem, mem_per_cpu, partition, requeue -> dropped (see DROPPED_KEYS)
-    gres, reservation -> refused (see REFUSED_KEYS)
-    gpus_per_node -> -g: shared among a node's slots (needs nodes; a whole number each)
+"""A Flux submission, both drivers alike: planned (resources translated, refused before
+anything is staged), sent (again while the instance starts), refused in Flux's own words.
 """
 
 from __future__ import annotations
@@ -105,14 +75,8 @@ EXPIRATION_TTL = 60.0
 
 
 class JobKind(Enum):
-    """The two kinds of Flux job.
-
-    A **batch job** (``flux batch``) is a nested instance of its own: its
-    broker boots, runs the wrapper and shuts down - the analogue of
-    ``sbatch``.  A **plain job** (``flux submit``) runs the wrapper directly
-    as the job's tasks: no broker to boot, so hundreds of small jobs packed
-    into one allocation run at Flux's own rate.
-    """
+    """``flux batch`` (a nested instance, as ``sbatch``) or ``flux submit`` (the wrapper as the
+    job's tasks: no broker to boot, for many small jobs packed into one allocation)."""
 
     BATCH = "batch"
     PLAIN = "plain"
@@ -120,7 +84,7 @@ class JobKind(Enum):
 
 @dataclass(frozen=True)
 class JobChoice:
-    """The kind of job a submission asks for, and why (``FluxAdapter.job_options``)."""
+    """The kind of job a submission asks for, and why."""
 
     kind: JobKind
     reason: str
@@ -156,8 +120,7 @@ class SubmitRequest:
     signal: Optional[Tuple[int, float]] = None
     #: what the native options set, leaf by leaf: (dotted attribute path, value)
     attributes: Attributes = ()
-    #: the submission's key (``jobspec.KEY_ATTRIBUTE``) when this request is one job;
-    #: ``None`` when it is shared by many (each has its own: ``FluxPlan.keys``)
+    #: the key (``jobspec.KEY_ATTRIBUTE``) of a one-job request; many: ``FluxPlan.keys``
     key: Optional[str] = None
 
     def with_environment(self, extra: Mapping[str, str]) -> SubmitRequest:
@@ -169,24 +132,21 @@ class FluxPlan:
     """A batch as Flux jobs: the request, and what each job adds to its environment."""
 
     request: SubmitRequest
-    #: one entry per job, in index order (the task index of a many-job batch)
+    #: each job's variables, in index order
     environments: Tuple[Mapping[str, str], ...]
     #: each job's key, in index order (``job_keys``)
     keys: Tuple[str, ...] = ()
-    #: each job's own name, in index order (its script's: every Flux job is a
-    #: submission of its own); empty: each is called ``request.job_name``
+    #: each job's own name, in index order; empty: each is ``request.job_name``
     names: Tuple[str, ...] = ()
 
     def job(self, index: int) -> SubmitRequest:
-        """The request of job ``index`` alone: its variables, its key and its name."""
         key = self.keys[index] if self.keys else self.request.key
         name = self.names[index] if self.names else self.request.job_name
         request = self.request.with_environment(self.environments[index])
         return replace(request, key=key, job_name=name)
 
     def only(self, indices: Sequence[int]) -> FluxPlan:
-        """The plan of some of its jobs (``indices``, in that order): sent again after
-        their answers were lost."""
+        """The plan of some of its jobs, in that order (sent again after lost answers)."""
 
         def pick(values: Tuple[Any, ...]) -> Tuple[Any, ...]:
             return tuple(values[index] for index in indices) if values else ()
@@ -195,8 +155,7 @@ class FluxPlan:
 
 
 def job_keys(token: str, count: int) -> Tuple[str, ...]:
-    """The key of each job of a batch: the wrapper's token, ``.<task index>`` when many
-    (as Slurm's job comments: unique per job, found again by ``commands.KeyFinder``)."""
+    """The key of each job of a batch: the wrapper's token, ``.<task index>`` when many."""
     return (token,) if count == 1 else tuple(f"{token}.{index}" for index in range(count))
 
 
@@ -215,12 +174,10 @@ def choose_kind(nested: Optional[bool], settings: Settings, uri_setting: UriSett
 
 
 def kind_of(batch: SubmitBatch) -> JobKind:
-    """The job kind the adapter chose for ``batch`` (a batch job if it chose none)."""
     return batch.options.kind if isinstance(batch.options, JobChoice) else JobKind.BATCH
 
 
 def flux_plan(planned: Planned) -> FluxPlan:
-    """The ``FluxPlan`` a Flux driver made."""
     if not isinstance(planned.detail, FluxPlan):
         raise TypeError("a Flux driver was handed another driver's plan")
     return planned.detail
@@ -244,10 +201,7 @@ class Questions:
 
 
 def plan_batch(batch: SubmitBatch, facts: InstanceFacts, ask: Questions, margin: float) -> Planned:
-    """The plan of ``batch``; raises ``JobSubmissionError`` for a queue the instance
-    lacks, a bank the user is not in, dependencies the release cannot honour, or a
-    job longer than the instance has left (``margin`` spared), and ``ResourceError``
-    for a native option Flux or hpcbridge refuses."""
+    """The plan of ``batch``; ``JobSubmissionError``/``ResourceError`` for what Flux refuses."""
     queue = choose_queue(batch.resources.qos, facts.queues, facts.policy)
     request = translate(batch, queue, facts.policy)
     if request.bank:
@@ -268,9 +222,8 @@ def plan_batch(batch: SubmitBatch, facts: InstanceFacts, ask: Questions, margin:
 
 
 def check_bank(bank: str, associations: Optional[List[Association]]) -> None:
-    """Refuse a bank the user is not in, where the instance's flux-accounting says so
-    (it would refuse the job: "cannot find user/bank or user/default bank entry");
-    without accounting the bank is passed on - every release ignores it there."""
+    """Refuse a bank flux-accounting has not for the user; without accounting every release
+    ignores it."""
     if associations is None:
         return
     banks = [association.bank for association in associations]
@@ -286,8 +239,7 @@ def check_bank(bank: str, associations: Optional[List[Association]]) -> None:
 
 
 def active_cap(associations: Optional[List[Association]], bank: Optional[str]) -> Optional[int]:
-    """flux-accounting's ``max_active_jobs`` for jobs charged to ``bank`` (``None``: the
-    user's default bank) - the most this user may have pending or running there."""
+    """flux-accounting's ``max_active_jobs`` for ``bank`` (``None``: the default bank)."""
     for association in associations or ():
         if association.bank == (bank or association.default_bank):
             return association.max_active_jobs
@@ -295,9 +247,8 @@ def active_cap(associations: Optional[List[Association]], bank: Optional[str]) -
 
 
 def flux_gpus(resources: Resources) -> int:
-    """GPUs per slot - the only count Flux's ``-g`` takes - from ``gpus`` or
-    ``gpus_per_task`` (the same thing here), or ``gpus_per_node`` shared evenly among
-    a node's slots; ``ResourceError`` where they disagree or do not divide."""
+    """GPUs per slot (Flux's ``-g``): ``gpus``, ``gpus_per_task``, or ``gpus_per_node`` shared
+    evenly among a node's slots."""
     asked = {
         key: value
         for key, value in (("gpus", resources.gpus), ("gpus_per_task", resources.gpus_per_task))
@@ -329,7 +280,6 @@ def flux_gpus(resources: Resources) -> int:
 
 
 def translate(batch: SubmitBatch, queue: Optional[str], policy: FluxPolicy) -> SubmitRequest:
-    """The request of ``batch``'s jobs; what Flux ignores is logged as a warning."""
     resources, kind = batch.resources, kind_of(batch)
     asked = resources.to_dict()
     for key, why in REFUSED_KEYS.items():
@@ -408,7 +358,6 @@ def translate(batch: SubmitBatch, queue: Optional[str], policy: FluxPolicy) -> S
 def choose_queue(
     requested: Optional[str], info: Optional[QueueInfo], policy: FluxPolicy
 ) -> Optional[str]:
-    """Which queue a job is submitted to; raises for a queue the broker does not have."""
     if not policy.queues:
         if requested:
             # 0.26: `--queue` is an unrecognized argument and system.queue is ignored.
@@ -467,12 +416,7 @@ class TimeLeft:
 
 
 def check_outer_limit(duration: Optional[float], left: Optional[float], margin: float) -> None:
-    """Refuse a job that cannot fit in what the enclosing job has left.
-
-    A nested instance (``flux batch``, or a broker inside a Slurm job) ends
-    with its job; Flux may reject a longer request late or kill the job at
-    the outer limit - say so now, with the numbers.
-    """
+    """Refuse a job longer than the enclosing job has left (its instance ends with it)."""
     if not duration or left is None:
         return
     allowed = left - margin
@@ -495,7 +439,6 @@ def check_outer_limit(duration: Optional[float], left: Optional[float], margin: 
 
 
 def jobspec_params(request: SubmitRequest) -> Dict[str, Any]:
-    """The JSON-able description ``jobspec.build_jobspec`` takes."""
     return {
         "kind": request.kind.value,
         "script": batch_script(request.wrapper_path),
@@ -521,9 +464,6 @@ def jobspec_params(request: SubmitRequest) -> Dict[str, Any]:
     }
 
 
-# -- sent: again while the instance starts, then each job's outcome -------------
-
-
 #: one job's outcome: (True, its id in Flux's canonical F58 form) or (False, why not)
 Outcome = Tuple[bool, str]
 
@@ -532,14 +472,12 @@ Outcome = Tuple[bool, str]
 NOT_READY = ("No service matching job-ingest.submit", "Function not implemented")
 
 
-# What every release's commands and bindings say when the broker's socket is
-# missing or nobody listens on it: the connection never opened, nothing was sent.
+# Every release's words for a broker socket missing or unheard: nothing was sent.
 NEVER_REACHED = ("Unable to connect to Flux",)
 
 
 def not_ready(outcomes: Sequence[Outcome]) -> bool:
-    """Nothing went in, and only because the instance is still starting or could
-    not be reached."""
+    """Nothing went in, only because the instance is still starting or unreachable."""
     markers = NOT_READY + NEVER_REACHED
     return bool(outcomes) and all(
         not ok and any(marker in value for marker in markers) for ok, value in outcomes
@@ -554,11 +492,8 @@ def send(
     what: str,
     ready_timeout: float,
 ) -> List[Submitted]:
-    """``attempt()`` until the instance is ready; the jobs that went in, in order.
-
-    Some in: ``PartialSubmissionError`` (they are recorded, never sent twice);
-    none: the first refusal as a ``JobSubmissionError`` in Flux's own words.
-    """
+    """``attempt()`` until the instance is ready; the jobs that went in, in order (some in:
+    ``PartialSubmissionError``; none: the first refusal in Flux's own words)."""
     noted: List[bool] = []
 
     def noting() -> List[Outcome]:
@@ -593,15 +528,10 @@ def send(
 
 
 def log_path(output: str, job_id: str) -> str:
-    """Where a submitted job's output lands: Flux's ``{{id}}`` replaced by its id."""
     return output.replace("{{id}}", job_id)
 
 
-# -- refused: Flux's own words --------------------------------------------------
-
-
-# The refusals Flux phrases (job-ingest validators, the job-manager queue
-# plugin, the policy limits), across 0.49 .. 0.88.
+# The refusals Flux phrases (job-ingest, queue plugin, policy limits), 0.49 .. 0.88.
 _KNOWN_REFUSALS = (
     re.compile(r"no queue specified"),
     re.compile(r"Invalid queue '[^']*' specified"),
@@ -637,15 +567,13 @@ LIMIT_REFUSED = ("user has max active jobs",)
 
 
 def limit_refused(text: str) -> bool:
-    """Flux refused the job because this user has as many jobs active as allowed."""
     return any(marker in text for marker in LIMIT_REFUSED)
 
 
 def submission_error(
     text: str, argv: Optional[Sequence[str]] = None, what: str = "flux batch"
 ) -> JobSubmissionError:
-    """A ``JobSubmissionError`` carrying Flux's refusal text (``LimitRefusedError`` for
-    a cap on active jobs)."""
+    """Flux's refusal (``LimitRefusedError`` for a cap on active jobs)."""
     message = scheduler_message(text) or "no message"
     cls = LimitRefusedError if limit_refused(message) else JobSubmissionError
     return cls(f"{what} refused the job: {message}", argv=argv, scheduler_message=message)
