@@ -201,7 +201,7 @@ class CLIDriver(FluxDriverBase):
 
     def _bulk_once(self, plan: FluxPlan) -> List[Outcome]:
         count = len(plan.environments)
-        argv = cl.bulk_argv(self.flux, _helper_source())
+        argv = [self.flux, "python", "-c", _helper_source()]
         payload = cl.bulk_input(
             jobspec_params(plan.request), plan.environments, plan.keys, plan.names
         )
@@ -252,7 +252,8 @@ class CLIDriver(FluxDriverBase):
     def _query_eventlogs(self, job_ids: List[str]) -> Dict[str, JobStatus]:
         answers = {}
         for job_id in job_ids:
-            result = self.commands.run(cl.eventlog_argv(self.flux, job_id))
+            argv = [self.flux, "job", "info", status.decimal_job_id(job_id), "eventlog"]
+            result = self.commands.run(argv)
             if result.ok:
                 facts = parse_eventlog(job_id, result.stdout)
                 answers[job_id] = status.status_from_facts(facts)

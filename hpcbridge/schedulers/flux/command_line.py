@@ -1,10 +1,5 @@
-"""The ``flux`` command lines hpcbridge runs, and the parsers of what Flux says back.
-
-Pure: nothing here runs a process (``commands.FluxCommands`` does).
-Each builder is paired with the parser of its output, tested against output
-recorded from real releases (``tests/data/flux/``); job states are parsed in
-``status``.  Ids go to commands in decimal: plain ASCII, understood by every
-release and locale.
+"""The ``flux`` command lines hpcbridge runs and the parsers of their answers; pure, tested
+against output recorded from real releases.  Ids go to commands in decimal (any locale).
 """
 
 from __future__ import annotations
@@ -25,8 +20,7 @@ from .submission import JobKind, SubmitRequest
 
 
 def submit_argv(flux: str, policy: FluxPolicy, request: SubmitRequest) -> List[str]:
-    """The command submitting ``request``: ``flux batch`` for a batch job, ``flux
-    submit`` for a plain one (``flux mini ...`` on 0.26), with the same options."""
+    """``flux batch`` or ``flux submit`` (``flux mini ...`` on 0.26) of ``request``."""
     command = policy.batch_command if request.kind is JobKind.BATCH else policy.submit_command
     argv = [flux, *command, f"-n{request.nslots}"]
     if request.nodes:
@@ -43,8 +37,7 @@ def submit_argv(flux: str, policy: FluxPolicy, request: SubmitRequest) -> List[s
     if request.queue:
         argv.append(f"--queue={request.queue}")
     if request.bank:
-        # `--setattr=system.bank` works in every release (0.49 has no --bank);
-        # nested brokers without flux-accounting ignore it.
+        # `--setattr=system.bank`: every release (0.49 has no --bank); ignored without accounting.
         argv.append(f"--setattr=system.bank={request.bank}")
     if request.requires:
         argv.append(f"--requires={request.requires}")
@@ -64,19 +57,14 @@ def submit_argv(flux: str, policy: FluxPolicy, request: SubmitRequest) -> List[s
     for path, value in request.attributes:
         argv.append(f"--setattr={path}={json.dumps(value)}")
     if request.key:
-        # --setattr parses its value as JSON (a key like 123e45 would become a
-        # number): a JSON string stays the key itself, in every release.
+        # --setattr parses JSON (123e45 would be a number): a JSON string stays the key.
         argv.append(f"--setattr={KEY_ATTRIBUTE}={json.dumps(request.key)}")
     argv.append(request.wrapper_path)
     return argv
 
 
 def parse_submit_output(stdout: str) -> str:
-    """The job id ``flux batch``/``flux submit`` prints (canonical form).
-
-    Other lines (warnings from plugins) are skipped; the id is the last
-    line that parses as one.
-    """
+    """The job id ``flux batch``/``flux submit`` printed: the last line that is one."""
     for line in reversed(stdout.strip().splitlines()):
         token = line.strip()
         if not token:
@@ -88,19 +76,12 @@ def parse_submit_output(stdout: str) -> str:
     raise ValueError(f"no job id in the output {stdout.strip()[:200]!r}")
 
 
-def bulk_argv(flux: str, helper_source: str) -> List[str]:
-    """One ``flux python`` process that submits every job (``jobspec.main``, stdin)."""
-    return [flux, "python", "-c", helper_source]
-
-
 def bulk_input(
     params: Mapping[str, Any],
     environments: Sequence[Mapping[str, str]],
     keys: Sequence[str] = (),
     names: Sequence[str] = (),
 ) -> str:
-    """What the bulk helper reads on stdin: one job's parameters, each job's variables,
-    key and name."""
     return json.dumps(
         {
             "job": dict(params),
@@ -130,9 +111,7 @@ RECENT_FORMAT = "{id.dec} {t_submit}"
 
 
 def recent_jobs_argv(flux: str, policy: FluxPolicy, since: float) -> List[str]:
-    """This user's jobs of every state (``flux jobs`` lists only the caller's jobs
-    without ``-A``), all of them (``-c 0``), inactive ones only since ``since`` where
-    the release can (``--since``; 0.26 lists them all and ``parse_recent_jobs`` filters)."""
+    """This user's jobs of every state; inactive ones since ``since`` where the release can."""
     argv = [flux, "jobs", "-a", "-n", "-c", "0"]
     if policy.jobs_since:
         argv.append(f"--since={math.floor(since)}")
@@ -157,8 +136,7 @@ def parse_recent_jobs(stdout: str, since: float) -> List[str]:
 
 
 def key_of_jobspec(text: str) -> Optional[str]:
-    """The submission key a job's jobspec carries (``KEY_ATTRIBUTE``), ``None`` if none;
-    raises ``ValueError`` for text that is no jobspec."""
+    """The key a jobspec carries (``KEY_ATTRIBUTE``); ``ValueError`` for no jobspec."""
     try:
         value: Any = json.loads(text)["attributes"]
         for part in KEY_ATTRIBUTE.split("."):
@@ -173,7 +151,6 @@ def clock_argv() -> List[str]:
 
 
 def parse_clock(stdout: str) -> float:
-    """The epoch seconds ``date +%s`` printed; raises ``ValueError``."""
     return float(stdout.strip())
 
 
@@ -181,11 +158,7 @@ def parse_clock(stdout: str) -> float:
 
 
 def jobs_argv(flux: str, policy: FluxPolicy, job_ids: Sequence[str]) -> List[str]:
-    """One ``flux jobs`` call for many ids.
-
-    No ``-a``: with an id list Flux ignores filters anyway and warns
-    ("Filtering options ignored with jobid list") on stderr.
-    """
+    """One ``flux jobs`` call for many ids (no ``-a``: with ids Flux ignores filters, warning)."""
     ids = [decimal_job_id(job_id) for job_id in job_ids]
     if policy.jobs_json:
         return [flux, "jobs", "--json", *ids]
@@ -193,12 +166,7 @@ def jobs_argv(flux: str, policy: FluxPolicy, job_ids: Sequence[str]) -> List[str
     return [flux, "jobs", "-n", "-o", JOBS_FORMAT, *ids]
 
 
-def eventlog_argv(flux: str, job_id: str) -> List[str]:
-    return [flux, "job", "info", decimal_job_id(job_id), "eventlog"]
-
-
 def cancel_argv(flux: str, policy: FluxPolicy, job_ids: Sequence[str]) -> List[str]:
-    """``flux cancel`` (``flux job cancel`` on 0.26, one id per call there)."""
     return [flux, *policy.cancel_command, *[decimal_job_id(job_id) for job_id in job_ids]]
 
 
@@ -214,7 +182,6 @@ CANCEL_NOT_NEEDED = ("inactive", "unknown", "No such", "not found", "already")
 
 
 def raise_cancel_errors(errors: Sequence[str]) -> None:
-    """Raise for cancel failures other than "already ended" / "unknown"."""
     real = [error for error in errors if not any(m in error for m in CANCEL_NOT_NEEDED)]
     if real:
         raise SchedulerAdapterError(
@@ -227,10 +194,7 @@ def jobspec_argv(flux: str, job_id: str) -> List[str]:
 
 
 def output_path_from_jobspec(text: str, job_id: str) -> Optional[str]:
-    """Where a job writes its output, from its jobspec (``{{id}}`` filled in).
-
-    Without an output option a batch job writes ``flux-{{id}}.out`` in its cwd.
-    """
+    """Where a job writes its output, from its jobspec (default ``flux-{{id}}.out`` in cwd)."""
     try:
         spec = json.loads(text)
         system: Dict[str, Any] = spec["attributes"]["system"]
@@ -250,7 +214,6 @@ def output_path_from_jobspec(text: str, job_id: str) -> Optional[str]:
 
 
 def fill_id(path: str, job_id: str) -> str:
-    """An output path with Flux's id templates replaced by the job's id."""
     canonical = canonical_job_id(job_id)
     for template in ("{{id}}", "{{id.f58}}", "{{jobid}}"):
         path = path.replace(template, canonical)
@@ -262,41 +225,6 @@ def fill_id(path: str, job_id: str) -> str:
 
 def version_argv(flux: str) -> List[str]:
     return [flux, "version"]
-
-
-def getattr_argv(flux: str, name: str) -> List[str]:
-    return [flux, "getattr", name]
-
-
-def config_get_argv(flux: str) -> List[str]:
-    return [flux, "config", "get"]
-
-
-def queue_list_argv(flux: str) -> List[str]:
-    return [flux, "queue", "list"]
-
-
-def resource_r_argv(flux: str) -> List[str]:
-    # A C subcommand (fast) present in every release; holds R with the
-    # instance's execution.expiration when it runs inside a time-limited job.
-    return [flux, "kvs", "get", "resource.R"]
-
-
-def uri_argv(flux: str, target: str) -> List[str]:
-    return [flux, "uri", "--remote", target]
-
-
-def hostname_argv() -> List[str]:
-    return ["uname", "-n"]
-
-
-def whoami_argv() -> List[str]:
-    return ["id", "-un"]
-
-
-def account_user_argv(flux: str, user: str) -> List[str]:
-    """flux-accounting's rows of ``user`` (through its service: no database path)."""
-    return [flux, "account", "view-user", user]
 
 
 def parse_account_user(stdout: str) -> List[Association]:
@@ -355,7 +283,6 @@ def parse_cores(resource_r: str) -> int:
 
 
 def _idset_size(text: str) -> int:
-    """How many ids an RFC 22 idset names (``0-3,7`` is 5)."""
     size = 0
     for part in filter(None, text.strip("[]").split(",")):
         low, _, high = part.partition("-")
@@ -364,6 +291,5 @@ def _idset_size(text: str) -> int:
 
 
 def parse_uri_output(stdout: str) -> Optional[str]:
-    """The URI ``flux uri`` printed (its last line), if any."""
     lines = stdout.strip().splitlines()
     return lines[-1].strip() if lines and lines[-1].strip() else None

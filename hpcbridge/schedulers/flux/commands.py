@@ -1,22 +1,5 @@
-"""Running ``flux`` subcommands against one instance, through the executor (local or SSH).
-
-``FluxCommands`` runs the command lines of ``command_line`` (``FLUX_URI`` in
-each command's environment when a specific broker, e.g. a nested instance, is
-targeted) and reads the instance's facts with them; the drivers submit,
-follow and cancel with it.
-
-A submission whose answer was lost is settled with these commands too: every
-Flux job hpcbridge submits carries its key in its jobspec
-(``jobspec.KEY_ATTRIBUTE``).  When the answer is lost - the SSH connection
-dropped while ``flux batch``, ``flux submit`` or the bulk helper ran, a command
-or an RPC ran past its timeout - ``KeyFinder`` lists this user's jobs submitted
-since shortly before the attempt began (``flux jobs``) and reads the key of each
-(``flux job info ID jobspec``, once per job: a jobspec never changes).
-``adoption.adopt_or_resubmit`` then decides: found - adopted; the instance keeps
-answering for ``SETTLE`` seconds that no job has it - sent once more; neither
-within ``ADOPTION_BUDGET`` - ``SubmissionUncertainError`` naming the key.
-``adopt_all`` does the same for the many jobs of one bulk submission, sending
-again only those that surely did not go in.
+"""``flux`` subcommands against one instance, through the executor (local or SSH), and the jobs
+of a submission whose answer was lost, found by the key in their jobspecs (``KeyFinder``).
 """
 
 from __future__ import annotations
@@ -59,10 +42,8 @@ T = TypeVar("T")
 #: seconds the user's flux-accounting rows are trusted before they are read again
 ASSOCIATIONS_TTL = 300.0
 
-# A job whose broker is still starting is worth waiting for: a Flux job that
-# has not published its URI yet, a Slurm job still pending ("empty nodelist")
-# or whose `flux start` is not up yet ("doesn't seem to have a FLUX_URI").
-# "not running" / "not found" are final.
+# A target still starting (URI not published, a Slurm job pending or its `flux start` not up)
+# is waited for; "not running" / "not found" are final.
 _URI_NOT_YET = ("URI not found", "doesn't seem to have a FLUX_URI", "empty nodelist")
 
 
@@ -118,11 +99,10 @@ class FluxCommands:
         return result
 
     def versions(self) -> Dict[str, str]:
-        """``flux version``: commands, libflux-core and (when reachable) broker."""
+        """``flux version``: commands, libflux-core and (only when it answered) broker."""
         found = parse_flux_version_output(self.run(cl.version_argv(self.flux)).stdout)
         if "broker" not in found:
-            # The broker line appears only when the broker answered.
-            attr = self.run(cl.getattr_argv(self.flux, "version"))
+            attr = self.run([self.flux, "getattr", "version"])
             if attr.ok and attr.stdout.strip():
                 found["broker"] = attr.stdout.strip()
             else:
@@ -130,20 +110,19 @@ class FluxCommands:
         return found
 
     def hostname(self) -> Optional[str]:
-        result = self.executor.run(cl.hostname_argv(), timeout=self.command_timeout)
+        result = self.executor.run(["uname", "-n"], timeout=self.command_timeout)
         return result.stdout.strip() if result.ok else None
 
     def queue_info(self, policy: FluxPolicy) -> Optional[QueueInfo]:
         """The configuration's queues (``flux config get``), else ``flux queue list``."""
         found = None
         if policy.config_rpc:
-            found = self._parsed(cl.config_get_argv(self.flux), parse_config_json)
+            found = self._parsed([self.flux, "config", "get"], parse_config_json)
         if found is None:
-            found = self._parsed(cl.queue_list_argv(self.flux), parse_queue_list)
+            found = self._parsed([self.flux, "queue", "list"], parse_queue_list)
         return found
 
     def _parsed(self, argv: List[str], parse: Callable[[str], T]) -> Optional[T]:
-        """``parse`` of what ``argv`` prints; ``None`` when it fails or prints nonsense."""
         result = self.run(argv)
         if not result.ok:
             return None
@@ -153,29 +132,33 @@ class FluxCommands:
             log.debug("%s: %s", " ".join(argv[1:3]), exc)
             return None
 
+    def _resource_r(self, parse: Callable[[str], T]) -> Optional[T]:
+        # A fast C subcommand in every release; R has execution.expiration in a limited job.
+        return self._parsed([self.flux, "kvs", "get", "resource.R"], parse)
+
     def expiration(self) -> Optional[float]:
-        return self._parsed(cl.resource_r_argv(self.flux), cl.parse_expiration)
+        return self._resource_r(cl.parse_expiration)
 
     def cores(self) -> Optional[int]:
         """How many cores the instance schedules on (its R)."""
-        return self._parsed(cl.resource_r_argv(self.flux), cl.parse_cores)
+        return self._resource_r(cl.parse_cores)
 
     def associations(self) -> Optional[List[Association]]:
-        """This user's banks in the instance's flux-accounting, with their limits;
-        ``None`` where it has none (or will not say: its service answers its owner
-        only, or is not loaded).  Asked again after ``ASSOCIATIONS_TTL`` seconds."""
+        """This user's flux-accounting banks with their limits; ``None`` where it has none or
+        will not say (its service answers its owner only)."""
         asked, found = self._associations
         if time.monotonic() - asked <= ASSOCIATIONS_TTL:
             return found
         found = None
         if self._user is None:
-            user = self.executor.run(cl.whoami_argv(), timeout=self.command_timeout)
+            user = self.executor.run(["id", "-un"], timeout=self.command_timeout)
             self._user = user.stdout.strip() if user.ok else ""
         if not self._user:  # who asks is unknown: there is no row to ask for
             self._associations = (time.monotonic(), None)
             return None
         try:
-            result = self.run(cl.account_user_argv(self.flux, self._user))
+            # through flux-accounting's service: no database path
+            result = self.run([self.flux, "account", "view-user", self._user])
         except SchedulerUnavailableError as exc:  # no flux command: no accounting to ask
             result = CommandResult([], 1, "", str(exc))
         if result.ok:
@@ -191,10 +174,8 @@ class FluxCommands:
     def native_attributes(
         self, policy: FluxPolicy, batch: bool, options: Sequence[str]
     ) -> native.Attributes:
-        """What ``options`` (Flux's own words) set in a job's attributes, as Flux's
-        own option handling builds them (``native``: a dry run bare, then one per
-        option; remembered); ``ResourceError`` for one Flux refuses or hpcbridge cannot
-        pass on - before anything is staged."""
+        """What ``options`` (Flux's own words) set in a job's attributes, by dry runs (bare,
+        then one per option; remembered); ``ResourceError`` for one refused."""
         native.check_names(options)
         command = policy.batch_command if batch else policy.submit_command
         found: List[Tuple[str, Any]] = []
@@ -220,20 +201,16 @@ class FluxCommands:
 
     def wait_ready(self, timeout: float) -> None:
         """A trivial request answered = the broker is up (submits retry on top)."""
-        argv = cl.getattr_argv(self.flux, "rank")
+        argv = [self.flux, "getattr", "rank"]
         retry(lambda: self.run(argv), budget=timeout, again=lambda r: not r.ok, pause=0.5)
 
     def resolve_uri(self, target: str, policy: FluxPolicy, timeout: float) -> str:
-        """``flux uri --remote TARGET`` where the commands run (retried until published).
-
-        Asked of this object's instance: the parent of a job id target, or the
-        commands' default instance.  Raises ``LookupError`` when it cannot tell.
-        """
+        """``flux uri --remote TARGET`` (retried until published); ``LookupError``: not known."""
         if not policy.uri_resolution:
             raise SchedulerUnavailableError(
                 f"Flux adapter {policy.name} has no `flux uri`; give an ssh:// or local:// URI"
             )
-        argv = cl.uri_argv(self.flux, target)
+        argv = [self.flux, "uri", "--remote", target]
 
         def published_yet(result: CommandResult) -> bool:
             return bool(result.ok and cl.parse_uri_output(result.stdout))
@@ -248,21 +225,16 @@ class FluxCommands:
         return uri
 
     def output_of(self, job_id: str) -> Optional[str]:
-        """From the job's jobspec (``flux job info ID jobspec``) when there is no record."""
         result = self.run(cl.jobspec_argv(self.flux, job_id))
         return cl.output_path_from_jobspec(result.stdout, job_id) if result.ok else None
 
 
-# -- a submission whose answer was lost: adopted by its keys -------------------
-
 #: seconds an uncertain submission may take to be found, or found surely absent
 ADOPTION_BUDGET = 180.0
-#: seconds the instance must keep answering that no job has the key before it is sent
-#: again: a request a paused broker holds is taken in once it runs again, and job-list
-#: learns of a job a moment after the job-manager accepted it
+#: seconds the instance must keep saying no job has the key before it is sent again (a paused
+#: broker takes a held request in later; job-list learns of a job after the job-manager)
 SETTLE = 10.0
-#: seconds before the attempt began from which jobs are listed (the broker stamps
-#: t_submit on its own clock; this host's and the login node's are compared)
+#: seconds before the attempt began from which jobs are listed (t_submit is the broker's clock)
 SINCE_MARGIN = 30.0
 #: seconds back from now a lookup for a sender that died lists jobs from, by default
 LOOK_BACK = 3600.0
@@ -274,7 +246,6 @@ class KeyFinder:
     """The jobs carrying some keys on one instance, asked by command."""
 
     def __init__(self, commands: FluxCommands, policy: FluxPolicy, started: float) -> None:
-        """``started``: when the lost attempt began, in epoch seconds of this host."""
         self.commands = commands
         self.policy = policy
         self.since = self._since(started)
@@ -282,7 +253,6 @@ class KeyFinder:
         self._keys: Dict[str, Optional[str]] = {}
 
     def _since(self, started: float) -> float:
-        """The attempt's start on the clock where the commands run, less the margin."""
         elapsed = time.time() - started
         now = time.time()
         try:
@@ -294,8 +264,7 @@ class KeyFinder:
         return now - elapsed - SINCE_MARGIN
 
     def find(self, keys: Collection[str]) -> Dict[str, str]:
-        """key -> the id of the job carrying it, for each of ``keys`` some job carries;
-        ``CannotAsk`` when the instance cannot tell now."""
+        """key -> the id of the job carrying it; ``CannotAsk`` when the instance cannot tell."""
         argv = cl.recent_jobs_argv(self.commands.flux, self.policy, self.since)
         listing = self.commands.run(argv, timeout=LOOK_TIMEOUT)
         if not listing.ok:
@@ -320,6 +289,22 @@ class KeyFinder:
             raise CannotAsk(f"flux job info {job_id} jobspec: {exc}") from None
 
 
+def _label(keys: Sequence[str]) -> str:
+    return keys[0] if len(keys) == 1 else f"{keys[0]}..{keys[-1]}"
+
+
+def _find_all(finder: KeyFinder, keys: Sequence[str], found: Dict[str, str]) -> Optional[str]:
+    """Look once more into ``found``: the first job's id once all are; ``CannotAsk`` while
+    more keep arriving (the settling restarts)."""
+    before = len(found)
+    found.update(finder.find(set(keys) - set(found)))
+    if len(found) == len(keys):
+        return found[keys[0]]
+    if len(found) > before:
+        raise CannotAsk(f"{len(found)} of its {len(keys)} jobs found so far")
+    return None
+
+
 def adopt_one(finder: KeyFinder, key: str, resubmit: Callable[[], str], where: str) -> str:
     """The id of the one job an uncertain submission of ``key`` made (found, or sent again)."""
     return adopt_or_resubmit(
@@ -339,23 +324,15 @@ def adopt_all(
     resend: Callable[[List[int]], List[Outcome]],
     where: str,
 ) -> List[Outcome]:
-    """The outcome of each job of an uncertain bulk submission, in order: found (adopted),
-    or sent again by ``resend(indices)`` once the rest stayed absent for ``SETTLE`` s.
-
-    Jobs still arriving restart the settling; past the budget the jobs found are
-    kept and the rest fail with the key to look for."""
+    """The outcome of each job of an uncertain bulk submission, in order: found, or sent again
+    by ``resend(indices)`` once the rest stayed absent; past the budget those found are kept."""
     found: Dict[str, str] = {}
     sent: Dict[int, Outcome] = {}
-    label = keys[0] if len(keys) == 1 else f"{keys[0]}..{keys[-1]}"
+    label = _label(keys)
 
     def look() -> Optional[str]:
-        before = len(found)
-        found.update(finder.find(set(keys) - set(found)))
-        if len(found) == len(keys):
-            return f"{found[keys[0]]} and {len(keys) - 1} more" if len(keys) > 1 else found[keys[0]]
-        if len(found) > before:
-            raise CannotAsk(f"{len(found)} of its {len(keys)} jobs found so far")
-        return None
+        first = _find_all(finder, keys, found)
+        return f"{first} and {len(keys) - 1} more" if first and len(keys) > 1 else first
 
     def resubmit() -> str:
         missing = [index for index, key in enumerate(keys) if key not in found]
@@ -387,23 +364,12 @@ def adopt_all(
 
 
 def look_up_all(finder: KeyFinder, keys: Sequence[str], where: str) -> Dict[str, str]:
-    """key -> job id for the keys some job carries, once the rest stayed absent for
-    ``SETTLE`` s; empty: surely none went in.  For a submission whose sender died
-    (a sweep's feeder): nothing is sent again here."""
+    """key -> job id for the keys some job carries, once the rest stayed absent (empty: none
+    went in); nothing is sent again (the sender died)."""
     found: Dict[str, str] = {}
-    label = keys[0] if len(keys) == 1 else f"{keys[0]}..{keys[-1]}"
-
-    def look() -> Optional[str]:
-        before = len(found)
-        found.update(finder.find(set(keys) - set(found)))
-        if len(found) == len(keys):
-            return found[keys[0]]
-        if len(found) > before:
-            raise CannotAsk(f"{len(found)} of its {len(keys)} jobs found so far")
-        return None
-
+    label = _label(keys)
     look_up(
-        look,
+        lambda: _find_all(finder, keys, found),
         key=label,
         budget=ADOPTION_BUDGET,
         settle=SETTLE,
@@ -416,7 +382,6 @@ def look_up_all(finder: KeyFinder, keys: Sequence[str], where: str) -> Dict[str,
 def submitted_of(
     keys: Sequence[str], found: Dict[str, str], output: str, kind: str
 ) -> Optional[List[Submitted]]:
-    """The jobs found by their keys as ``submit_many`` would have returned them."""
     jobs = [
         Submitted(
             canonical_job_id(found[key]),
@@ -437,8 +402,7 @@ def find_by_keys(
     since: Optional[float],
     where: str,
 ) -> Optional[List[Submitted]]:
-    """Either driver's ``find_submitted``: by the keys in the jobs' jobspecs, among this
-    user's jobs submitted since ``since`` (epoch seconds; default: ``LOOK_BACK`` ago)."""
+    """Either driver's ``find_submitted``: this user's jobs since ``since`` (else ``LOOK_BACK``)."""
     plan = flux_plan(planned)
     began = since if since is not None else time.time() - LOOK_BACK
     found = look_up_all(KeyFinder(commands, policy, began), plan.keys, where)
@@ -452,8 +416,7 @@ def adopt_lost(
     submit: Callable[[FluxPlan], List[Tuple[bool, str]]],
     where: str,
 ) -> List[Tuple[bool, str]]:
-    """The native driver's jobs of ``keys`` whose answers were lost: found by their keys
-    (asked by command), or sent once more through ``submit``."""
+    """The native driver's jobs of ``keys`` whose answers were lost: found, or sent again."""
     log.warning("flux.job.submit: the answers of %d job(s) were lost; looking", len(keys))
     by_key = dict(zip(plan.keys, range(len(plan.keys))))
 
