@@ -1,28 +1,5 @@
-"""What an adapter asks of its Flux instance and knows of it: options, where, release, queues.
-
-Pure.  ``InstanceFacts`` is learned once, when the session is opened
-(``session.open_session``), and handed to the driver.  Instances come in two
-kinds as far as queues go:
-
-- **anonymous queue only** - the default of every ``flux start`` and nested
-  ``flux batch`` instance.  A named queue is *rejected* there
-  (``'debug' is not a valid queue``), so a requested queue is omitted;
-- **named queues** (``[queues.NAME]`` in the config) - a job must name a
-  valid one, unless ``policy.jobspec.defaults.system.queue`` names a
-  default; otherwise Flux says ``no queue specified``.
-
-The session fetches the config (``config.get`` RPC / ``flux config get``) or
-the ``flux queue list`` table and hands the dict or text in here.
-
-Version policies: what differs between the Flux releases we support.
-
-Three small policies, 0.26, 0.49 and 0.88, each a list of facts about the release
-(command names, queue support, which RPCs and output formats exist, which
-resource keys it takes).  The
-one whose minimum is the highest one not above the broker's version is
-chosen, by comparing parsed versions (``0.9 < 0.49 < 0.88``, which string
-comparison gets wrong); ``HPCBRIDGE_FLUX_ADAPTER_VERSION`` overrides it.
-Everything else is the same code for every release.
+"""What an adapter knows of its Flux instance (options, where, release, queues), and the version
+policies of the releases (0.26, 0.49, 0.88): the newest whose minimum the broker reaches.  Pure.
 """
 
 from __future__ import annotations
@@ -60,8 +37,7 @@ class FluxOptions:
 
 @dataclass(frozen=True)
 class UriSetting:
-    """Which instance the settings name (a URI or a target, ``None`` = the system
-    instance) and where that came from (``uri.choose_uri``)."""
+    """The instance the settings name (``None``: the system instance) and where from."""
 
     value: Optional[str]
     source: str
@@ -120,7 +96,6 @@ def facts(
 
 
 def queue_info_from_config(config: Mapping[str, Any], source: str = "config.get") -> QueueInfo:
-    """From the broker's configuration (``config.get`` RPC or ``flux config get``)."""
     queues = config.get("queues") or {}
     names = tuple(queues) if isinstance(queues, Mapping) else ()
     default = None
@@ -132,7 +107,6 @@ def queue_info_from_config(config: Mapping[str, Any], source: str = "config.get"
 
 
 def parse_config_json(text: str) -> QueueInfo:
-    """``flux config get`` prints the whole configuration as one JSON object."""
     text = text.strip()
     config = json.loads(text) if text else {}
     if not isinstance(config, dict):
@@ -146,12 +120,8 @@ def strip_ansi(text: str) -> str:
 
 
 def parse_queue_list(text: str) -> QueueInfo:
-    """``flux queue list``: a QUEUE column exists only when named queues do.
-
-    0.88: ``QUEUE EN ST TDEFAULT ...`` with ANSI colour codes; 0.49 has no
-    EN/ST columns.  The default queue carries a ``*`` after its name.
-    An anonymous-only broker prints a table without the QUEUE column.
-    """
+    """``flux queue list``: a QUEUE column only where named queues are; the default has a ``*``."""
+    # 0.88 prints EN/ST columns with ANSI colours; 0.49 has none.
     lines = [line for line in strip_ansi(text).splitlines() if line.strip()]
     if not lines:
         raise ValueError("flux queue list printed nothing")
@@ -167,9 +137,6 @@ def parse_queue_list(text: str) -> QueueInfo:
             default = name
         names.append(name)
     return QueueInfo(names=tuple(names), default=default, source="flux queue list")
-
-
-# -- the version policy: what each flux-core release can do --------------------
 
 
 _LEADING_VERSION = re.compile(r"(\d+(?:\.\d+)*)")
@@ -232,9 +199,7 @@ POLICY_0_26 = FluxPolicy(
     dependencies=False,
     constraints=False,
     uri_resolution=False,
-    # `flux python` execs its interpreter with argv[0] "python": another python
-    # first on PATH (a virtualenv, pyenv) lends it its library path and the
-    # bindings fail to import (No module named '_cffi_backend').
+    # `flux python` execs the first "python" on PATH: the bindings fail ('_cffi_backend').
     python_command=False,
 )
 
@@ -271,11 +236,7 @@ OLDEST = POLICIES[-1]
 
 
 def parse_version(text: str) -> Version:
-    """A comparable version from Flux's spellings.
-
-    ``0.88.0``, ``0.50.0-12-g3d9c4b2`` (git describe), ``v0.49.0``: the
-    leading dotted numbers count.
-    """
+    """A comparable version (``0.9 < 0.49``) of ``0.88.0``, ``0.50.0-12-g3d9c``, ``v0.49.0``."""
     match = _LEADING_VERSION.search(str(text).strip())
     if not match:
         raise ValueError(f"no version number in {text!r}")
@@ -286,10 +247,7 @@ def parse_version(text: str) -> Version:
 
 
 def parse_flux_version_output(text: str) -> Dict[str, str]:
-    """``flux version`` output as ``{"commands": ..., "libflux-core": ..., "broker": ...}``.
-
-    The ``broker`` line appears only when a broker could be reached.
-    """
+    """``flux version`` output as ``{"commands": ..., "libflux-core": ..., "broker": ...}``."""
     found: Dict[str, str] = {}
     for line in text.splitlines():
         key, sep, value = line.partition(":")
@@ -303,7 +261,6 @@ def parse_flux_version_output(text: str) -> Dict[str, str]:
 
 
 def policy_for_version(version: str) -> FluxPolicy:
-    """The newest policy whose minimum the version reaches; refuse anything older."""
     parsed = parse_version(version)
     for policy in POLICIES:
         if parsed >= policy.minimum:
@@ -315,11 +272,7 @@ def policy_for_version(version: str) -> FluxPolicy:
 
 
 def policy_by_name(name: str) -> FluxPolicy:
-    """The policy an override names: ``0.26``, ``0.26.0``, ``0.49``, ...
-
-    A version between two policies picks the older one, like a broker of that
-    version would.
-    """
+    """The policy an override names (``0.26``, ``0.49.0``, ``latest``), as a broker would."""
     text = str(name).strip()
     if text.lower() in ("latest", "newest"):
         return POLICIES[0]
@@ -337,7 +290,6 @@ def policy_by_name(name: str) -> FluxPolicy:
 def choose_policy(
     broker_version: Optional[str], override: Optional[str] = None
 ) -> Tuple[FluxPolicy, str]:
-    """The policy to use and why (for ``doctor``)."""
     if override and override.strip().lower() not in ("", "auto"):
         policy = policy_by_name(override)
         return policy, f"set to {override!r} by the adapter-version setting"

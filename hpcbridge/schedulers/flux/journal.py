@@ -1,52 +1,6 @@
-"""One event stream for all of a native driver's jobs: the job manager's journal.
-
-Which waiter a wait gets (``NativeDriver.waiter``):
-
-- flux-core 0.68 and later, on an instance this user owns (an allocation, a
-  batch job, an instance started inside a Slurm job): ``JournalWaiter`` - one
-  ``job-manager.events-journal`` stream of every job's primary events (what
-  ``flux.job.JournalConsumer`` reads; read here by ``JournalStream``, at a tenth
-  of its cost a response), opened at the driver's first wait and kept until the
-  driver closes: a sweep's many waits cost one stream, not a watch per job per wait;
-- older releases (0.49, 0.26: no ``JournalConsumer``) and instances of another
-  owner (the system instance: the journal is the owner's): ``ResultWaiter``,
-  a ``result_async`` future per job.
-
-The stream begins with the jobs active when it opens, each with its events so far
-(read before the first status round), then goes on live; no inactive history (an
-allocation's thousands of past jobs are not sent again), and only the events read
-here (``EVENTS``).  A job that ended before the stream opened is listed instead,
-and while one is unfinished the waiter does not say it hears every end, so the wait
-loop lists at the notice interval, not at the slow pace kept for a stream that hears
-them all (a sweep's first jobs can end before its first wait).
-A job is heard ended at its ``clean`` event - inactive, its resources freed -
-with its state, exit code and times from its own events (``status.apply_event``).
-
-Waiting woken by job events, for the native driver.
-
-``ResultWaiter``: ``result_async`` futures on a handle of the waiter's own.
-
-A fulfilled future carries the job's result (state, exit code, times): it is
-kept in ``ended`` for the driver's next ``query``, which answers from it
-instead of asking the broker again - a job's end reaches ``wait`` from the
-event stream, with no status round trip after it.
-
-The job manager's journal RPC, read response by response with libflux's own calls.
-
-``job-manager.events-journal`` (flux-core 0.68 and later) is one streaming RPC:
-the request names the events wanted (``allow``) and whether the inactive jobs'
-history is sent (``full``); each response is ``{"id": I, "events": [...]}``, the
-backlog of the active jobs first (one response a job, its events so far), then
-an empty response for ``FLUX_JOBID_ANY`` (-1), then one event a response as they
-are posted.  The request is cancelled with ``<topic>-cancel`` naming its matchtag.
-
-The bindings' ``JournalConsumer`` wraps each response in a Python future callback,
-a handle object and an event object: about 0.4 ms a response, four responses a
-job - most of a sweep's client CPU.  Here the stream is a future without a
-callback, read with ``flux_future_wait_for``, ``flux_rpc_get`` and
-``flux_future_reset`` through the bindings' cffi ``lib``: tens of microseconds
-a response.  The handle must be the stream's own (the wait runs its own reactor
-and requeues any other message).
+"""Waiting woken by job ends (native driver): one ``job-manager.events-journal`` stream for all
+jobs (0.68+, an instance this user owns), read with libflux's own calls at a tenth of
+``JournalConsumer``'s cost; else a ``result_async`` watch per job (``ResultWaiter``).
 """
 
 from __future__ import annotations
@@ -72,9 +26,7 @@ from .status import (
 
 log = logging.getLogger("hpcbridge")
 
-#: the events asked for: those that change what a job's ``JobFacts`` say.  Not
-#: validate, depend, priority or start: every pending state is pending, and the alloc
-#: that follows them says running: four events a job, not eight.
+#: the events that change a job's ``JobFacts`` (pending is pending; alloc says running)
 EVENTS = ("submit", "dependency-add", "alloc", "exception", "finish", "clean")
 #: seconds to read the backlog of the jobs active when the stream opens
 BACKLOG_TIMEOUT = 30.0
@@ -82,24 +34,19 @@ BACKLOG_TIMEOUT = 30.0
 GATHER = 0.1
 
 
-# -- the journal's RPC, read with libflux's own calls --------------------------
-
-
 TOPIC = "job-manager.events-journal"
-#: the job manager's id on the response that ends the backlog: FLUX_JOBID_ANY, packed
-#: as a signed 64-bit integer
+#: the id on the response that ends the backlog: FLUX_JOBID_ANY as a signed 64-bit integer
 BACKLOG_END_ID = -1
 #: the longest one C wait: a signal (Ctrl-C) is acted on between two, not inside one
 SLICE = 0.25
 
 
 def request_payload(events: Sequence[str]) -> Dict[str, Any]:
-    """The active jobs, then live (no inactive history), and only ``events``."""
     return {"full": False, "allow": dict.fromkeys(events, 1)}
 
 
 class JournalStream:
-    """One open journal request on a handle of its own."""
+    """One open journal request on a handle of its own (the wait runs its own reactor)."""
 
     def __init__(self, flux_module: Any, handle: Any, events: Sequence[str]) -> None:
         inner = flux_module.core.inner
@@ -113,11 +60,7 @@ class JournalStream:
         self._text = self._ffi.new("char *[1]")
 
     def next(self, timeout: float) -> Optional[Dict[str, Any]]:
-        """The next response, or ``None`` when none came within ``timeout`` seconds.
-
-        Raises ``EOFError`` when the stream ended (the job manager went away) and
-        ``OSError`` when it failed.
-        """
+        """The next response, ``None`` after ``timeout``; ``EOFError`` at its end, else OSError."""
         ffi, lib = self._ffi, self._lib
         deadline = time.monotonic() + timeout
         # flux_future_wait_for with a timeout of 0 does not read the socket at all.
@@ -136,16 +79,11 @@ class JournalStream:
         return dict(json.loads(text))
 
     def close(self) -> None:
-        """Cancel the request (the job manager then ends the stream)."""
         matchtag = self._lib.flux_rpc_get_matchtag(self._future)
         self._handle.rpc(TOPIC + "-cancel", {"matchtag": matchtag}, 0, self._noresponse)
 
 
-# -- one stream for every job (0.68+) --------------------------------------------
-
-
 def journal_usable(flux_module: Any, handle: Any) -> str:
-    """Why the journal cannot be read here ("" when it can)."""
     # The bindings' consumer came with the job manager's journal RPC.
     if not hasattr(flux_module.job, "JournalConsumer"):
         return "no job-manager journal (flux.job.JournalConsumer) before flux-core 0.68"
@@ -165,7 +103,6 @@ def open_journal(
     ended: Dict[str, JobStatus],
     ours: Set[str],
 ) -> Tuple[Optional[Journal], str]:
-    """The journal where it can be read, else ``None`` and why (a watch per job then)."""
     try:
         why = journal_usable(flux_module, handle)
         if not why:
@@ -177,8 +114,10 @@ def open_journal(
 
 
 class Journal:
-    """The journal stream of one instance, and the facts of the jobs it follows: the
-    driver's own (``ours``, canonical ids) and those a waiter watches."""
+    """One instance's journal and the facts of the jobs it follows (``ours`` and watched).
+
+    It begins with the active jobs' events so far, then goes on live; a job that ended
+    before it opened is listed instead.  A job is heard ended at its ``clean`` event."""
 
     def __init__(
         self,
@@ -207,8 +146,6 @@ class Journal:
         self._read(BACKLOG_TIMEOUT, lambda: self._backlog_read)
 
     def _read(self, timeout: float, enough: Callable[[], bool]) -> None:
-        """Take the stream's responses until ``enough()`` and no other has come, or
-        ``timeout`` seconds pass."""
         deadline = time.monotonic() + timeout
         while not self.broken:
             done = enough()
@@ -234,7 +171,6 @@ class Journal:
             self._event(job, entry["name"], entry["timestamp"], entry.get("context") or {})
 
     def follow(self, job_ids: Sequence[str]) -> None:
-        """Follow these jobs too (a waiter's: perhaps submitted elsewhere)."""
         self._watched.update(canonical_job_id(job_id) for job_id in job_ids)
 
     def _event(self, job: int, name: str, timestamp: float, context: Dict[str, Any]) -> None:
@@ -264,13 +200,11 @@ class Journal:
         self._heard.add(key)
 
     def follows(self, key: str) -> bool:
-        """Whether the stream hears this job's end (or has heard it): it was active when
-        the stream opened, or submitted since.  A job that ended before is listed."""
+        """Whether the stream hears (or heard) this job's end: active when it opened, or since."""
         return key in self._whole or key in self.ended
 
     def status(self, job_id: str) -> Optional[JobStatus]:
-        """What its events say so far of a job followed from its submit (its state while
-        it is not done: pending, running); ``None`` for any other."""
+        """What its events say so far of a job followed from its submit, else ``None``."""
         key = canonical_job_id(job_id)
         facts = self._facts.get(key)
         if facts is None or key not in self._whole:
@@ -278,12 +212,10 @@ class Journal:
         return status_from_facts(facts).with_(job_id=job_id)
 
     def drain(self) -> None:
-        """Take the events already come in (no wait): ``status`` is up to date after it."""
         self._read(0.0, lambda: True)
 
     def wait(self, timeout: float) -> Set[str]:
-        """Read until a followed job is heard ending (and the events come in behind it
-        are taken) or ``timeout`` passes; the jobs heard ending."""
+        """The jobs heard ending, read until one is or ``timeout`` passes."""
         self._read(timeout, lambda: bool(self._heard))
         heard, self._heard = self._heard, set()
         return heard
@@ -317,16 +249,13 @@ class JournalWaiter:
         return self._open() and key in self._watched and followed
 
     def listening(self) -> bool:
-        """Not while a job it does not follow is unfinished: the loop's full rounds, at
-        the notice interval, list it (or find its exit-code file) meanwhile, and say
-        when it ended (``settled``)."""
+        """Not while a job it does not follow is unfinished (the loop lists it meanwhile)."""
         if self._unfollowed:
             self._unfollowed = {key for key in self._unfollowed if not self.journal.follows(key)}
         return self._open() and not self._unfollowed
 
     def settled(self, job_ids: Collection[str]) -> None:
-        """Known ended, heard or not (one that ended before the stream opened: a listing
-        or its exit-code file said so): no longer waited for."""
+        """Known ended (a listing or its exit-code file said so): no longer waited for."""
         for job_id in job_ids:
             key = canonical_job_id(job_id)
             self._unfollowed.discard(key)
@@ -336,8 +265,7 @@ class JournalWaiter:
         return not (self.closed or self.journal.broken)
 
     def pause(self, seconds: float) -> Set[str]:
-        """Until a watched job ends, then ``GATHER`` seconds more for the ends close
-        behind it (one wait tick for a few, not for each); at once when all have."""
+        """Until a watched job ends, then ``GATHER`` s more for the ends close behind it."""
         deadline = time.monotonic() + seconds
         heard: Set[str] = set()
         while self._open() and time.monotonic() < deadline:
@@ -363,12 +291,8 @@ class JournalWaiter:
         self.closed = True  # the journal stays open for the driver's next wait
 
 
-# -- a watch per job: the events of each waited-for job ------------------------
-
-
 def run_reactor(handle: Any, timeout: float) -> bool:
-    """Run ``handle``'s reactor until a callback stops it or ``timeout`` passes; False
-    when the broker went away (no more wake-ups from this handle)."""
+    """Run ``handle``'s reactor until stopped or ``timeout``; False when the broker went away."""
     timer = handle.timer_watcher_create(max(timeout, 0.0), lambda *_args: handle.reactor_stop())
     timer.start()
     try:
@@ -383,11 +307,8 @@ def run_reactor(handle: Any, timeout: float) -> bool:
 
 
 class ResultWaiter:
-    """A ``driver.Waiter``: the pause between status rounds ends when a watched job ends.
-
-    Owns its handle: a status query that resets the thread's handle after a
-    lost connection must not pull it from under a running reactor.
-    """
+    """A ``driver.Waiter`` on ``result_async`` futures, on a handle of its own (a query that
+    resets the thread's handle must not pull it from under a running reactor)."""
 
     def __init__(
         self,
@@ -412,7 +333,6 @@ class ResultWaiter:
             self._futures.append(future)
 
     def hears(self, job_id: str) -> bool:
-        """Whether this waiter will hear ``job_id`` end (open, connected, watching it)."""
         return self.listening() and job_id in self._watched
 
     def listening(self) -> bool:
@@ -432,11 +352,7 @@ class ResultWaiter:
         self.handle.reactor_stop()
 
     def pause(self, seconds: float) -> Set[str]:
-        """Up to ``seconds``; the watched jobs that ended meanwhile.
-
-        Never returns early without a reason: a waiter whose broker went away
-        answers at once, and the UNKNOWN streak must still take its time.
-        """
+        """Up to ``seconds`` (never early without an end); the watched jobs that ended."""
         started = time.monotonic()
         ended: Set[str] = set()
         if not self.broken:
@@ -450,7 +366,6 @@ class ResultWaiter:
         return ended
 
     def wait(self, timeout: float) -> Set[str]:
-        """Run the reactor until a job ends or ``timeout`` passes; the ids that ended."""
         if not self._done and not self.broken and not run_reactor(self.handle, timeout):
             self.broken = True  # a callback may have said so already
         done, self._done = self._done, set()
