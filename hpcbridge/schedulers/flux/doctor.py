@@ -25,10 +25,7 @@ _SAME_RELEASE = (
 
 
 def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
-    """What is usable for Flux from here - what ``submit`` would use; never raises.
-
-    The ``flux`` command missing is not the end: where the bindings reach the
-    instance without it (``FLUX_URI``, ``PYTHONPATH``), they are what is used."""
+    """What ``submit`` would use for Flux from here (the bindings even without a ``flux``)."""
     if executor is None:
         executor = LocalExecutor(settings.command_timeout, env=settings.command_env)
     where = "" if executor.is_local else f" on {executor.host}"
@@ -67,7 +64,6 @@ def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
 
 
 def _missing(flux: str, where: str, settings: Settings) -> Check:
-    """The check for a ``flux`` that does not run, naming the setting that fixes it."""
     detail = f"{flux} not found{where} (set HPCBRIDGE_FLUX_COMMAND to its path)"
     if settings.scheduler != "flux":
         detail += "; flux is not the selected scheduler"
@@ -100,7 +96,6 @@ def adapter_info(
 
 
 def session_info(session: FluxSession) -> Dict[str, Any]:
-    """The session's facts, the releases around it and what disagrees."""
     facts = session.facts
     info: Dict[str, Any] = {
         "driver": session.driver.name,
@@ -183,7 +178,6 @@ def _checks_from(info: Dict[str, Any]) -> List[Check]:
 
 
 def _banks(banks: List[Dict[str, Any]]) -> str:
-    """flux-accounting's line: the user's banks, the default marked, their limits."""
     if not banks:
         return "active, and you are in no bank: every job will be refused"
 
@@ -206,8 +200,6 @@ def _instance(info: Dict[str, Any]) -> str:
     return f"{target} ({source}): broker not reachable"
 
 
-# -- what fixes the bindings --------------------------------------------------------
-
 #: modules the bindings import, and the PyPI package that provides each
 _PACKAGE_OF = {
     "_cffi_backend": "cffi",
@@ -217,8 +209,7 @@ _PACKAGE_OF = {
     "jsonschema": "jsonschema",
 }
 
-#: the modules ``import flux, flux.job`` loads (0.88 adds ply): one missing, the
-#: others are checked too, so one doctor run names every package to install
+#: the modules ``import flux, flux.job`` loads (0.88 adds ply), all named in one run
 _IMPORTED_BY_BINDINGS = ("_cffi_backend", "yaml", "ply")
 
 _MISSING = re.compile(r"No module named '([\w.]+)'")
@@ -232,7 +223,6 @@ def _importable(module: str) -> bool:
 
 
 def flux_python_line(broker_version: Optional[str]) -> str:
-    """The pip line for the bindings of the broker's release."""
     if broker_version:
         return f"pip install flux-python=={broker_version}"
     return "pip install flux-python==<the broker's version, from 'flux version'>"
@@ -241,11 +231,9 @@ def flux_python_line(broker_version: Optional[str]) -> str:
 def bindings_advice(
     error: str, broker_version: Optional[str], importable: Callable[[str], bool] = _importable
 ) -> str:
-    """The next step for bindings that failed to import with ``error`` (``importable``:
-    whether this Python has a module, for the other modules the bindings load)."""
+    """The next step for bindings that failed to import with ``error``."""
     missing = _MISSING.findall(error)
-    # The last name is the deepest: "No module named 'flux'; with <dir>: No module named 'ply'"
-    # means the bindings beside flux were found and lack ply.
+    # The last name is the deepest ("...'flux'; with <dir>: ...'ply'": found beside flux).
     name = missing[-1] if missing else ""
     top = name.split(".")[0]
     if top in _PACKAGE_OF:
@@ -268,7 +256,6 @@ def bindings_advice(
 
 
 def release_advice(label: str, other: str, broker: str) -> str:
-    """Releases that disagree: say both and how to align them."""
     fix = (
         flux_python_line(broker)
         if label == "the Python bindings"

@@ -1,24 +1,6 @@
-"""Build the ``JobspecV1`` of a job - a batch job (a nested Flux instance running our
-wrapper) or a plain job (the wrapper runs directly as the job's tasks) - and submit
-many of them, pipelined.
-
-Standalone on purpose: the ``JobspecV1`` class and the ``flux.job`` module are
-passed in, nothing from hpcbridge is imported - only the standard library, and
-Flux's own constraint parser where the bindings have one (``parse_constraint``)
-- and it stays Python 3.6 compatible.  The CLI driver ships this very source to the
-broker's side and runs it with ``flux python`` to submit many jobs from one
-process (``main`` below), and the native driver calls ``submit_all`` in this
-process: both paths build byte-for-byte the same jobspec and send it the same way.
-
-``params`` is a plain JSON-able dict (see ``submission.jobspec_params``):
-kind ("batch": a nested instance; "plain": the command as the tasks), script
-(batch), command (plain: argv), jobname,
-num_slots, cores_per_slot, gpus_per_slot, num_nodes, exclusive, duration (seconds;
-0/None = unlimited), cwd, output, queue, bank, dependencies (job ids), begin (epoch
-seconds), signal ([signum, seconds before the limit]),
-requires (RFC 35 text), environment (extra variables), attributes ([dotted path,
-value] pairs set last: what native options set), key (the submission's key,
-``KEY_ATTRIBUTE``).
+"""The ``JobspecV1`` of a batch job (a nested instance running our wrapper) or a plain job (the
+wrapper as the tasks), submitted many at once, pipelined.  Standalone (standard library only):
+the CLI driver runs this source under ``flux python``; ``params``: ``submission.jobspec_params``.
 """
 
 import errno
@@ -29,15 +11,11 @@ import sys
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-#: the job kinds ``build_jobspec`` can build
-KINDS = ("batch", "plain")
-
 # The key lives in the jobspec: the instance keeps it with the job and `flux job info
 # <id> jobspec` reads it back in every release (the job's name belongs to the user).
 KEY_ATTRIBUTE = "user.hpcbridge_key"
 
-#: how the message of a job whose answer never came begins (the connection failed, or
-#: the broker did not answer within the timeout): the job may or may not exist
+#: how the message of a job whose answer never came begins: it may or may not exist
 LOST = "its answer was lost: "
 _LOST_ERRNOS = (errno.ECONNRESET, errno.ECONNABORTED, errno.EPIPE, errno.ENOTCONN, errno.ETIMEDOUT)
 
@@ -58,12 +36,7 @@ def f58(value: int, prefix: str = F58_PREFIX) -> str:
 
 
 def batch_script(wrapper_path: str) -> str:
-    """The batch script handed to ``from_batch_command``.
-
-    ``from_batch_command`` takes the script *text* (it is copied into the
-    jobspec); a two-line stub that execs our staged wrapper keeps the jobspec
-    small and lets the wrapper stay the single source of truth.
-    """
+    """The script text ``from_batch_command`` copies into the jobspec: a stub that execs ours."""
     return "#!/bin/sh\nexec " + shlex.quote(wrapper_path) + "\n"
 
 
@@ -74,64 +47,43 @@ def build_jobspec(
 ) -> Any:
     """The jobspec of one job of ``params["kind"]`` (default "batch")."""
     kind = params.get("kind") or "batch"
+    # Only the arguments every release's factory takes (0.26 has no exclusive, 0.49's
+    # from_command no duration/cwd/environment): the rest is set afterwards.
+    shape: Dict[str, Any] = {"num_nodes": params.get("num_nodes") or None}
+    if params.get("exclusive"):
+        shape["exclusive"] = True
+    slots = int(params.get("num_slots") or 1)
+    cores = int(params.get("cores_per_slot") or 1)
+    # gpus None, not 0: older releases add a zero-count gpu resource otherwise.
+    gpus: Optional[int] = max(int(params.get("gpus_per_slot") or 0), 0) or None
     if kind == "batch":
-        spec = build_batch_jobspec(jobspec_class, params)
+        spec = jobspec_class.from_batch_command(
+            params["script"],
+            params["jobname"],
+            num_slots=slots,
+            cores_per_slot=cores,
+            gpus_per_slot=gpus,
+            **shape,
+        )
     elif kind == "plain":
-        spec = build_plain_jobspec(jobspec_class, params)
+        spec = jobspec_class.from_command(
+            list(params["command"]),
+            num_tasks=slots,
+            cores_per_task=cores,
+            gpus_per_task=gpus,
+            **shape,
+        )
     else:
-        raise ValueError("unknown job kind " + repr(kind) + "; known: " + ", ".join(KINDS))
+        raise ValueError("unknown job kind " + repr(kind) + "; known: batch, plain")
     apply_attributes(spec, params, base_environment)
     return spec
-
-
-def _gpus(params: Mapping[str, Any]) -> Optional[int]:
-    # None, not 0: older releases add a zero-count gpu resource otherwise.
-    gpus = int(params.get("gpus_per_slot") or 0)
-    return gpus if gpus > 0 else None
-
-
-def build_plain_jobspec(jobspec_class: Any, params: Mapping[str, Any]) -> Any:
-    """A plain job's ``JobspecV1``: ``num_slots`` tasks, each running ``command``.
-
-    Only the arguments every release's ``from_command`` takes (0.26 has no
-    ``exclusive``, 0.49 no ``duration``/``cwd``/``environment``): the rest is
-    set afterwards, as for a batch job.
-    """
-    return jobspec_class.from_command(
-        list(params["command"]),
-        num_tasks=int(params.get("num_slots") or 1),
-        cores_per_task=int(params.get("cores_per_slot") or 1),
-        gpus_per_task=_gpus(params),
-        num_nodes=params.get("num_nodes") or None,
-        **_exclusive(params),
-    )
-
-
-def build_batch_jobspec(jobspec_class: Any, params: Mapping[str, Any]) -> Any:
-    """A batch job's ``JobspecV1``: a nested instance of ``num_slots`` slots."""
-    return jobspec_class.from_batch_command(
-        params["script"],
-        params["jobname"],
-        num_slots=int(params.get("num_slots") or 1),
-        cores_per_slot=int(params.get("cores_per_slot") or 1),
-        gpus_per_slot=_gpus(params),
-        num_nodes=params.get("num_nodes") or None,
-        **_exclusive(params),
-    )
-
-
-def _exclusive(params: Mapping[str, Any]) -> Dict[str, bool]:
-    # Only when asked: 0.26's factories have no exclusive keyword.
-    return {"exclusive": True} if params.get("exclusive") else {}
 
 
 def apply_attributes(
     spec: Any, params: Mapping[str, Any], base_environment: Optional[Mapping[str, str]]
 ) -> None:
     """What both kinds set the same way: limits, place, environment, output, system.*."""
-    # Never duration= in from_batch_command: 0.26 and 0.49 raise TypeError
-    # for it.  The setter takes seconds in every release (the CLI's bare
-    # number means minutes - the API's means seconds).
+    # Never duration= in from_batch_command (0.26, 0.49: TypeError); the setter takes seconds.
     duration = params.get("duration")
     if duration:
         spec.duration = float(duration)
@@ -172,11 +124,8 @@ def apply_attributes(
 
 
 def parse_constraint(text: str) -> Any:
-    """RFC 35 constraint object of ``--requires`` text.
-
-    Uses Flux's own parser (``flux.job._utils`` in 0.88, ``flux.cli.base`` in
-    0.49); without it, only a plain list of property names is understood.
-    """
+    """RFC 35 constraint of ``--requires`` text; without Flux's parser, property names only."""
+    # The parser is flux.job._utils in 0.88, flux.cli.base in 0.49.
     for module_name in ("flux.job._utils", "flux.cli.base"):
         try:
             module = __import__(module_name, fromlist=["MiniConstraintParser"])
@@ -202,16 +151,9 @@ def submit_all(
     timeout: Optional[float] = None,
     names: Optional[Sequence[str]] = None,
 ) -> List[Tuple[bool, Any]]:
-    """Submit one job per entry of ``environments``; ``(ok, id or message)`` each, in order.
-
-    The jobs differ only in those variables (a task index), in their key
-    (``keys``, one per job; else ``params["key"]``) and in their name (``names``,
-    one per job; else ``params["jobname"]``), so the jobspec is built once.
-    Pipelined: every ``submit_async`` is in flight before the first id is read -
-    one round trip in total instead of one per job.  A job not answered
-    within ``timeout`` seconds (all of them; ``None``: waits), or whose connection
-    failed after it was sent, gets a message beginning with ``LOST``.
-    """
+    """One job per entry of ``environments`` (each with its key and name), one jobspec built
+    once, every ``submit_async`` in flight before the first id is read; ``(ok, id or
+    message)`` each, in order.  Not answered within ``timeout`` (all): ``LOST``."""
     try:
         spec = build_jobspec(flux_job.JobspecV1, params, base_environment)
     except (ValueError, TypeError, KeyError) as exc:
@@ -252,12 +194,8 @@ def _error_text(exc: BaseException) -> str:
 
 
 def main() -> None:
-    """The bulk helper: JSON ``{"job": params, "environments": [...], "keys": [...],
-    "names": [...]}`` on stdin, one line per job out.
-
-    Output lines: ``OK <decimal id>`` or ``ERR <message>``.  Run by the CLI
-    driver as ``flux python -c <this source>`` on the broker's side.
-    """
+    """The bulk helper: ``{"job", "environments", "keys", "names"}`` JSON in, ``OK <id>`` or
+    ``ERR <message>`` per job out."""
     import flux
     import flux.job
 

@@ -1,18 +1,6 @@
-"""Options in Flux's own words (the ``native`` resource), judged by Flux's own option
-handling.  Pure: ``commands.FluxCommands.native_attributes`` runs the dry runs.
-
-hpcbridge builds each job's jobspec itself (``jobspec``), so an option cannot be
-handed to Flux as it was written.  Instead Flux's command builds the jobspec
-twice without submitting anything (``flux submit --dry-run``, ``flux batch
---dry-run``; ``flux mini ...`` on 0.26) - once bare, once with the option - and
-what the option changed in the jobspec's attributes is what every job gets, set
-leaf by leaf (``--setattr`` of one value takes JSON in every release; 0.26's
-refuses an object).  So an option the release lacks, or a bad value, is refused
-by Flux's own parser before anything is staged; one that changes the job's
-resources or command, or what hpcbridge sets (output, environment, the key),
-is refused naming the key to use; one that changes nothing in the jobspec (a
-submission flag such as ``--urgency``, how the command talks) is refused
-rather than lost.
+"""Options in Flux's own words (the ``native`` resource), judged by Flux: a ``--dry-run`` bare
+and one with the option; what it changed in the jobspec's attributes every job gets, leaf by
+leaf (``--setattr`` of one JSON value: 0.26 refuses an object).  Pure.
 """
 
 from __future__ import annotations
@@ -74,25 +62,21 @@ OWNED_PATHS: Mapping[str, str] = {
 
 
 def check_names(options: Sequence[str]) -> None:
-    """``ResourceError`` for an option that names what hpcbridge owns; the release's
-    parser judges the rest (``dry_run_argv``).  0.49's takes a shortened long name,
-    so a prefix of an owned name is refused too."""
+    """``ResourceError`` for an option hpcbridge owns (a prefix too: 0.49 takes shortened names)."""
     check_options("flux", options, OWNED_OPTIONS)
 
 
 def dry_run_argv(
     flux: str, command: Sequence[str], batch: bool, options: Sequence[str]
 ) -> List[str]:
-    """The command that builds, without submitting, the jobspec of a bare job of this
-    kind with ``options``: ``command`` is the release's ``flux batch`` or ``flux submit``."""
+    """The release's ``flux batch``/``flux submit`` building a bare job's jobspec, unsent."""
     if batch:
         return [flux, *command, "--dry-run", "-n1", *options, "--wrap", "true"]
     return [flux, *command, "--dry-run", *options, "true"]
 
 
 def option_attributes(option: str, bare: str, given: str) -> Attributes:
-    """What ``option`` changed between the bare jobspec and the one built with it (both
-    ``--dry-run`` JSON); ``ResourceError`` for a change hpcbridge cannot pass on."""
+    """What ``option`` changed from the bare jobspec; ``ResourceError`` for what cannot pass."""
     before, after = json.loads(bare), json.loads(given)
     for part in sorted(set(before) | set(after)):
         if part != "attributes" and before.get(part) != after.get(part):
