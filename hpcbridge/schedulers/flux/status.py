@@ -65,28 +65,30 @@ def facts_from_jobinfo(info: Any) -> JobFacts:
         return default if value in ("", None) else value
 
     exception = get("exception")
-    occurred = bool(getattr(exception, "occurred", False)) if exception is not None else False
-    reason_pending = ""
     try:
         reason_pending = str(info.sched.reason_pending or "")
     except (AttributeError, KeyError):
         reason_pending = ""
-    return JobFacts(
-        id=canonical_job_id(int(info.id)),
-        state=str(get("state", "")),
-        result=str(get("result", "")),
-        returncode=integer(get("returncode")),
-        waitstatus=integer(get("waitstatus")),
-        t_submit=number(get("t_submit")) or None,
-        t_run=number(get("t_run")) or None,
-        t_cleanup=number(get("t_cleanup")) or None,
-        t_inactive=number(get("t_inactive")) or None,
-        exception_type=str(getattr(exception, "type", "") or "") if occurred else "",
-        exception_note=str(getattr(exception, "note", "") or "") if occurred else "",
-        dependencies=[str(dep) for dep in get("dependencies", []) or []],
-        reason_pending=reason_pending if reason_pending != "None" else "",
-        expiration=number(get("expiration")) or None,
+    job: Dict[str, Any] = {name: get(name) for name in ("state", "result", *_NUMBERS)}
+    job.update((name, number(job[name]) or None) for name in _TIMES)
+    job.update(
+        id=int(info.id),
+        exception={
+            "occurred": bool(getattr(exception, "occurred", False)),
+            "type": getattr(exception, "type", ""),
+            "note": getattr(exception, "note", ""),
+        },
+        dependencies=get("dependencies", []),
+        annotations={
+            "sched": {"reason_pending": "" if reason_pending == "None" else reason_pending}
+        },
     )
+    return facts_from_json(job)
+
+
+#: the fields of ``JobFacts`` that are numbers, and those of them that are times
+_TIMES = ("t_submit", "t_run", "t_cleanup", "t_inactive", "expiration")
+_NUMBERS = ("returncode", "waitstatus", *_TIMES)
 
 
 _PENDING_STATES = {"NEW", "DEPEND", "PRIORITY", "SCHED"}
@@ -274,23 +276,13 @@ def parse_jobs_format(stdout: str) -> List[JobFacts]:
         parts = line.rstrip("\n").split("|", count - 1)
         if len(parts) < count or not parts[0].strip().isdigit():
             continue  # a header, a stray or an empty line
-        values = {name: value.strip() for name, value in zip(JOBS_FORMAT_FIELDS, parts)}
-        jobs.append(
-            JobFacts(
-                id=canonical_job_id(values["id.dec"]),
-                state=values["state"],
-                result=values["result"],
-                returncode=integer(values["returncode"]),
-                waitstatus=integer(values["waitstatus"]),
-                # `--format` prints 0.0 for times that are not set yet.
-                t_submit=number(values["t_submit"]) or None,
-                t_run=number(values["t_run"]) or None,
-                t_cleanup=number(values["t_cleanup"]) or None,
-                t_inactive=number(values["t_inactive"]) or None,
-                exception_type=values["exception.type"],
-                exception_note=values["exception.note"],
-            )
-        )
+        job: Dict[str, Any] = {
+            name: value.strip() for name, value in zip(JOBS_FORMAT_FIELDS, parts)
+        }
+        # `--format` prints 0.0 for times that are not set yet.
+        job.update((name, number(job[name]) or None) for name in _TIMES[:-1])
+        exception = {"occurred": True, "type": job["exception.type"], "note": job["exception.note"]}
+        jobs.append(facts_from_json({**job, "id": job["id.dec"], "exception": exception}))
     return jobs
 
 
