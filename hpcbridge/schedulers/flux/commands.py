@@ -379,22 +379,6 @@ def look_up_all(finder: KeyFinder, keys: Sequence[str], where: str) -> Dict[str,
     return found
 
 
-def submitted_of(
-    keys: Sequence[str], found: Dict[str, str], output: str, kind: str
-) -> Optional[List[Submitted]]:
-    jobs = [
-        Submitted(
-            canonical_job_id(found[key]),
-            log_path(output, canonical_job_id(found[key])),
-            index,
-            kind,
-        )
-        for index, key in enumerate(keys)
-        if key in found
-    ]
-    return jobs or None
-
-
 def find_by_keys(
     commands: FluxCommands,
     policy: FluxPolicy,
@@ -406,7 +390,14 @@ def find_by_keys(
     plan = flux_plan(planned)
     began = since if since is not None else time.time() - LOOK_BACK
     found = look_up_all(KeyFinder(commands, policy, began), plan.keys, where)
-    return submitted_of(plan.keys, found, plan.request.output, kind_of(planned.batch).value)
+    ids = {key: canonical_job_id(job_id) for key, job_id in found.items()}
+    output, kind = plan.request.output, kind_of(planned.batch).value
+    jobs = [
+        Submitted(ids[key], log_path(output, ids[key]), index, kind)
+        for index, key in enumerate(plan.keys)
+        if key in ids
+    ]
+    return jobs or None
 
 
 def adopt_lost(

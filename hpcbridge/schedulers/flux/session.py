@@ -163,9 +163,10 @@ def _native_driver(
 ) -> Tuple[NativeDriver, str]:
     if bindings.module is None:
         raise SchedulerUnavailableError(bindings.error)
-    connection = BindingsConnection(
-        bindings.module, uri, options.command_timeout, _flux_bin_dir(options.flux_command)
-    )
+    command = options.flux_command
+    # A flux given by path: its directory goes on native jobs' PATH.
+    bin_dir = os.path.dirname(os.path.abspath(command)) if os.sep in command else None
+    connection = BindingsConnection(bindings.module, uri, options.command_timeout, bin_dir)
     label = uri or "the system instance"
     try:
         version = connection.probe(options.probe_timeout)
@@ -199,12 +200,6 @@ def learn_facts(
         except OSError as exc:
             log.debug("flux: cannot read the queue configuration: %s", exc)
     return facts(uri, broker_version, policy, reason, queues)
-
-
-def _flux_bin_dir(flux_command: str) -> Optional[str]:
-    if os.sep in flux_command:
-        return os.path.dirname(os.path.abspath(flux_command))
-    return None
 
 
 #: what the first import loads; the rest of the bindings come through their packages
@@ -260,21 +255,16 @@ def _import_from(directory: str) -> Any:
     sys.path.append(directory)  # after PYTHONPATH and site: a flux found there comes first
     try:
         module = _import()
-        # the C parts: a package of its own beside ``flux`` in every release
-        _import_optional("_flux")
+        try:  # the C parts: a package of its own beside ``flux`` in every release
+            importlib.import_module("_flux")
+        except ImportError:
+            log.debug("flux bindings: no _flux package")
         return module
     except BaseException:
         _forget_failed_imports()
         raise
     finally:
         sys.path.remove(directory)
-
-
-def _import_optional(name: str) -> None:
-    try:
-        importlib.import_module(name)
-    except ImportError:
-        log.debug("flux bindings: no %s package", name)
 
 
 def _forget_failed_imports() -> None:
@@ -348,12 +338,6 @@ def local_form(uri: str, here: Optional[str]) -> str:
     return uri
 
 
-def always_local(uri: str) -> str:
-    if uri.startswith("ssh://"):
-        return "local:///" + uri.split("/", 3)[-1]
-    return uri
-
-
 def command_host(executor: Executor, commands: FluxCommands) -> Optional[str]:
     if executor.is_local:
         return platform.node()
@@ -378,19 +362,18 @@ def resolve_target(
     if not uri:
         parent = commands.for_uri(parent_uri or None)
         try:
-            uri = parent.resolve_uri(text, target_policy(options), budget)
+            # before the target's release is known: the one forced, else the newest
+            version = options.adapter_version
+            policy = policy_by_name(version) if version else POLICIES[0]
+            uri = parent.resolve_uri(text, policy, budget)
         except LookupError as exc:
             raise not_resolved(target, str(exc)) from None
     if local is False:
         return uri
     localized = local_form(uri, here())
-    if local and localized == uri:
-        localized = always_local(uri)
+    if local and localized == uri and uri.startswith("ssh://"):
+        localized = "local:///" + uri.split("/", 3)[-1]
     return localized
-
-
-def target_policy(options: FluxOptions) -> FluxPolicy:
-    return policy_by_name(options.adapter_version) if options.adapter_version else POLICIES[0]
 
 
 def not_resolved(target: str, why: str) -> JobNotFoundError:

@@ -448,27 +448,16 @@ def parse_eventlog(job_id: str, text: str) -> JobFacts:
 
 def settle(facts: JobFacts) -> JobFacts:
     """An inactive job's result and return code, from its events (as ``flux jobs``)."""
-    if facts.state == "INACTIVE":
-        facts.result = _result_from_events(facts)
-        facts.returncode = _returncode_from_events(facts)
-    return facts
-
-
-def _result_from_events(facts: JobFacts) -> str:
+    if facts.state != "INACTIVE":
+        return facts
     kind = facts.exception_type
-    if kind == "cancel":
-        return "CANCELED"
-    if kind == "timeout":
-        return "TIMEOUT"
     if kind:
-        return "FAILED"
-    return "COMPLETED" if facts.waitstatus == 0 else "FAILED"
-
-
-def _returncode_from_events(facts: JobFacts) -> Optional[int]:
-    code = exit_code_from(None, facts.waitstatus)
-    if code is None and facts.exception_type == "cancel" and not facts.t_run:
-        return None  # as `flux jobs` says it (-128): cancelled before it ran, no exit code
-    if code is None and facts.exception_type:
-        return 1  # Flux's returncode for a job that never ran (e.g. a failed dependency)
-    return code
+        facts.result = {"cancel": "CANCELED", "timeout": "TIMEOUT"}.get(kind, "FAILED")
+    else:
+        facts.result = "COMPLETED" if facts.waitstatus == 0 else "FAILED"
+    facts.returncode = exit_code_from(None, facts.waitstatus)
+    # Flux's returncode for a job that never ran (a failed dependency) is 1; a job cancelled
+    # before it ran has none (-128 in `flux jobs`).
+    if facts.returncode is None and kind and (kind != "cancel" or facts.t_run):
+        facts.returncode = 1
+    return facts
