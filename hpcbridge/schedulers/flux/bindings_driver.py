@@ -19,7 +19,7 @@ from .command_driver import FluxDriverBase
 from .command_line import output_path_from_jobspec, raise_cancel_errors
 from .commands import FluxCommands, KeyFinder, adopt_lost
 from .instance import InstanceFacts, QueueInfo, queue_info_from_config
-from .jobspec import LOST
+from .jobspec import LOST, error_text
 from .journal import Journal, JournalWaiter, ResultWaiter, open_journal
 from .status import bindings_job_ids, facts_from_jobinfo, parse_job_id, statuses_from_facts, unknown
 from .submission import DROPPED_KEYS, FluxPlan, Outcome, flux_plan, jobspec_params
@@ -29,12 +29,6 @@ log = logging.getLogger("hpcbridge")
 CAPABILITIES = Capabilities(events=True, arrays=False, dropped_keys=DROPPED_KEYS)
 #: seconds a listed state of a job a waiter will hear end is answered again without asking
 RELIST_AFTER = 1.0
-
-
-def error_text(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    return str(exc) or type(exc).__name__
 
 
 class BindingsConnection:

@@ -175,7 +175,7 @@ def submit_all(
     ends = None if timeout is None else time.monotonic() + timeout
     for future in futures:
         if isinstance(future, Exception):
-            results.append((False, _error_text(future)))  # never sent
+            results.append((False, error_text(future)))  # never sent
             continue
         try:
             if ends is not None:
@@ -184,11 +184,11 @@ def submit_all(
             results.append((True, int(future.get_id())))
         except OSError as exc:
             lost = exc.errno in _LOST_ERRNOS
-            results.append((False, (LOST if lost else "") + _error_text(exc)))
+            results.append((False, (LOST if lost else "") + error_text(exc)))
     return results
 
 
-def _error_text(exc: BaseException) -> str:
+def error_text(exc: BaseException) -> str:
     strerror = getattr(exc, "strerror", None)
     return strerror or str(exc) or type(exc).__name__
 

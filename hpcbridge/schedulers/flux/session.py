@@ -21,7 +21,7 @@ from ...engine.driver import DriverChoice, NativeDriverBroken, SchedulerDriver, 
 from ...engine.retrying import retry
 from ...errors import ConfigurationError, JobNotFoundError, SchedulerUnavailableError
 from ...transports.base import Executor
-from .bindings_driver import BindingsConnection, NativeDriver, error_text
+from .bindings_driver import BindingsConnection, NativeDriver
 from .command_driver import CLIDriver
 from .commands import FluxCommands
 from .instance import (
@@ -35,6 +35,7 @@ from .instance import (
     facts,
     policy_by_name,
 )
+from .jobspec import error_text
 from .status import is_job_id, parse_job_id
 from .submission import NEVER_REACHED, TimeLeft, scheduler_message
 
