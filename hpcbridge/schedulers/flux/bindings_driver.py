@@ -17,7 +17,7 @@ from ...model import JobStatus
 from . import jobspec
 from .command_driver import FluxDriverBase
 from .command_line import output_path_from_jobspec, raise_cancel_errors
-from .commands import FluxCommands, KeyFinder, adopt_lost
+from .commands import FluxCommands, KeyFinder, adopt_all
 from .instance import InstanceFacts, QueueInfo, queue_info_from_config
 from .jobspec import LOST, error_text
 from .journal import Journal, JournalWaiter, ResultWaiter, open_journal
@@ -157,9 +157,16 @@ class NativeDriver(FluxDriverBase):
             lost = [i for i, (ok, text) in enumerate(outcomes) if not ok and text.startswith(LOST)]
             if lost and plan.keys:
                 self.connection.reset()
-                lost_keys = [plan.keys[index] for index in lost]
+                log.warning(
+                    "flux.job.submit: the answers of %d job(s) were lost; looking", len(lost)
+                )
                 finder = KeyFinder(self.commands, self.facts.policy, started)
-                found = adopt_lost(plan, lost_keys, finder, self._submit, self._where())
+
+                def resend(indices: List[int]) -> List[Outcome]:
+                    return self._submit(plan.only([lost[index] for index in indices]))
+
+                keys = [plan.keys[index] for index in lost]
+                found = adopt_all(finder, keys, resend, self._where())
                 outcomes = list(outcomes)
                 for index, outcome in zip(lost, found):
                     outcomes[index] = outcome

@@ -33,7 +33,7 @@ from .instance import (
 )
 from .jobspec import KEY_ATTRIBUTE
 from .status import canonical_job_id
-from .submission import FluxPlan, Outcome, flux_plan, kind_of, log_path, scheduler_message
+from .submission import Outcome, flux_plan, kind_of, log_path, scheduler_message
 
 log = logging.getLogger("hpcbridge")
 
@@ -398,20 +398,3 @@ def find_by_keys(
         if key in ids
     ]
     return jobs or None
-
-
-def adopt_lost(
-    plan: FluxPlan,
-    keys: List[str],
-    finder: KeyFinder,
-    submit: Callable[[FluxPlan], List[Tuple[bool, str]]],
-    where: str,
-) -> List[Tuple[bool, str]]:
-    """The native driver's jobs of ``keys`` whose answers were lost: found, or sent again."""
-    log.warning("flux.job.submit: the answers of %d job(s) were lost; looking", len(keys))
-    by_key = dict(zip(plan.keys, range(len(plan.keys))))
-
-    def resend(indices: List[int]) -> List[Tuple[bool, str]]:
-        return submit(plan.only([by_key[keys[index]] for index in indices]))
-
-    return adopt_all(finder, keys, resend, where)

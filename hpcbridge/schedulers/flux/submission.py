@@ -183,10 +183,6 @@ def flux_plan(planned: Planned) -> FluxPlan:
     return planned.detail
 
 
-#: what native options set in a job's attributes (``commands.FluxCommands.native_attributes``)
-NativeAttributes = Callable[[FluxPolicy, bool, Sequence[str]], Attributes]
-
-
 @dataclass(frozen=True)
 class Questions:
     """What planning may ask the instance - each only when a batch needs it."""
@@ -194,7 +190,7 @@ class Questions:
     #: seconds the instance has left (``TimeLeft``); ``None``: not checked (a dry run)
     time_left: Optional[Callable[[], Optional[float]]]
     #: what native options set (``commands.FluxCommands.native_attributes``)
-    native: NativeAttributes
+    native: Callable[[FluxPolicy, bool, Sequence[str]], Attributes]
     #: the user's flux-accounting banks, ``None`` without accounting
     #: (``commands.FluxCommands.associations``)
     associations: Callable[[], Optional[List[Association]]]
