@@ -167,7 +167,7 @@ class SlurmCliDriver:
         """The option names of the running sbatch, from its ``--help`` (read once);
         ``None`` where it cannot be read (then sbatch itself judges a native option)."""
         if self._option_names is None:
-            result = self._run(commands.sbatch_help_argv())
+            result = self._run(["sbatch", "--help"])
             names = option_names(result.stdout) if result.ok else {}
             if not names:
                 log.warning(
@@ -405,7 +405,7 @@ class SlurmCliDriver:
 
     def find_output(self, job_id: str) -> Optional[str]:
         """Where a job without a record writes its output (while Slurm knows it)."""
-        result = self._run(commands.scontrol_show_job_argv(job_id))
+        result = self._run(["scontrol", "--oneliner", "show", "job", job_id])
         if not result.ok:
             return None
         return commands.output_of_record(commands.parse_scontrol_record(result.stdout))
@@ -413,7 +413,7 @@ class SlurmCliDriver:
     def config(self) -> Dict[str, str]:
         """``scontrol show config`` (read once); empty when it cannot be read."""
         if self._config is None:
-            result = self._run(commands.scontrol_config_argv())
+            result = self._run(["scontrol", "show", "config"])
             if not result.ok:
                 message = commands.scheduler_message(result.message())
                 log.warning("scontrol show config failed: %s", message)
@@ -429,7 +429,7 @@ class SlurmCliDriver:
 
     def version(self) -> Optional[str]:
         """Slurm's version as ``scontrol --version`` prints it, e.g. 22.05.8."""
-        result = self._run(commands.scontrol_version_argv())
+        result = self._run(["scontrol", "--version"])
         if not result.ok:
             return None
         parsed = commands.parse_version(result.stdout)

@@ -16,7 +16,7 @@ from ...errors import JobSubmissionError, LimitRefusedError, SubmissionUncertain
 from ...model import JobState, JobStatus
 from ...native_options import check_options, owned_table
 from ...resources import Resources, format_begin, format_slurm_time
-from .ids import array_task_ids, normalize_job_id
+from .ids import normalize_job_id
 from .status import KEY_PREFIX
 
 log = logging.getLogger("hpcbridge.slurm")
@@ -239,11 +239,6 @@ OWNED_OPTIONS = owned_table(
 )
 
 
-def sbatch_help_argv() -> List[str]:
-    """The command whose output lists the running release's option names."""
-    return ["sbatch", "--help"]
-
-
 def check_native(resources: Resources, known: Optional[Mapping[str, str]], where: str) -> None:
     """``ResourceError`` for a native sbatch option this release lacks (``known``: those
     ``sbatch --help`` lists; sbatch takes an unambiguous prefix of a long one) or one that
@@ -413,7 +408,7 @@ def submitted_for(batch: SubmitBatch, spec: SubmitSpec, first_id: str) -> List[S
             output_for_task(spec.output, task_id, first_id, str(index), spec.job_name),
             index,
         )
-        for index, task_id in enumerate(array_task_ids(first_id, batch.count))
+        for index, task_id in enumerate(f"{first_id}_{i}" for i in range(batch.count))
     ]
 
 
@@ -466,10 +461,6 @@ def scancel_argv(job_ids: Sequence[str]) -> List[str]:
     return ["scancel", *dict.fromkeys(job_ids)]
 
 
-def scontrol_show_job_argv(job_id: str) -> List[str]:
-    return ["scontrol", "--oneliner", "show", "job", job_id]
-
-
 def parse_scontrol_record(text: str) -> Dict[str, str]:
     """``Key=Value`` pairs of a ``scontrol show`` record (one-line or not)."""
     pairs: Dict[str, str] = {}
@@ -482,10 +473,6 @@ def output_of_record(fields: Mapping[str, str]) -> Optional[str]:
     """A job's output file from its ``scontrol show job`` record, if it has one."""
     path = fields.get("StdOut")
     return path if path and path != "(null)" else None
-
-
-def scontrol_config_argv() -> List[str]:
-    return ["scontrol", "show", "config"]
 
 
 def parse_scontrol_config(text: str) -> Dict[str, str]:
@@ -502,10 +489,6 @@ def max_array_size(config: Mapping[str, str], default: int = 1001) -> int:
     """``MaxArraySize``: an array may use indices 0 .. MaxArraySize-1."""
     match = re.match(r"\d+", config.get("MaxArraySize", ""))
     return int(match.group(0)) if match else default
-
-
-def scontrol_version_argv() -> List[str]:
-    return ["scontrol", "--version"]
 
 
 def parse_version(text: str) -> Optional[Tuple[int, ...]]:

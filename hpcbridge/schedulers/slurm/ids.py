@@ -80,11 +80,6 @@ def expand_job_id(text: str) -> List[str]:
     return [text] if text else []
 
 
-def array_task_ids(array_id: str, count: int) -> List[str]:
-    """The ids of the tasks of ``sbatch --array=0-<count-1>``."""
-    return [f"{array_id}_{index}" for index in range(count)]
-
-
 def job_list(job_ids: Sequence[str], collapse_over: int = 50) -> List[str]:
     """The ``--jobs`` list for many ids, deduplicated; an array with more than
     ``collapse_over`` tasks asked is named by its id alone (then all its tasks are listed)."""

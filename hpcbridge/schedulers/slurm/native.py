@@ -36,7 +36,7 @@ from .pyslurm_loading import (
     versions_match,
     wanted_slurm_conf,
 )
-from .status import KEY_PREFIX, map_state, settled
+from .status import KEY_PREFIX, job_status
 
 log = logging.getLogger("hpcbridge.slurm")
 
@@ -202,11 +202,11 @@ class SlurmNativeDriver:
         """Exit codes pyslurm folded (143 -> 15): the exit-code file's, else the CLI's."""
         unresolved: List[str] = []
         for job_id in [job_id for job_id, status in answers.items() if may_be_folded(status)]:
-            settled_status = unfolded(answers[job_id], self._recorded_exit_code(job_id))
-            if settled_status is None:
+            unfolded_status = unfolded(answers[job_id], self._recorded_exit_code(job_id))
+            if unfolded_status is None:
                 unresolved.append(job_id)
             else:
-                answers[job_id] = settled_status
+                answers[job_id] = unfolded_status
         if not unresolved:
             return
         try:
@@ -406,21 +406,17 @@ def exit_code_of(job: Any) -> Optional[int]:
 
 def status_from_job(job: Any, job_id: Optional[str] = None) -> JobStatus:
     """A ``JobStatus`` from a ``pyslurm.Job`` or ``pyslurm.db.Job``."""
-    native = str(getattr(job, "state", "") or "")
-    state = map_state(native)
-    reason = str(getattr(job, "state_reason", "") or "")
     ids = job_ids_of(job)
-    status = JobStatus(
-        job_id=job_id or (ids[0] if ids else str(getattr(job, "id", ""))),
-        state=state,
-        exit_code=exit_code_of(job) if state.is_terminal else None,
-        start_time=timestamp(getattr(job, "start_time", None)) if state.rank >= 1 else None,
-        end_time=timestamp(getattr(job, "end_time", None)) if state.is_terminal else None,
-        native_state=native,
-        reason="" if reason in ("None", "(null)") else reason,
-        extra={"raw_id": str(getattr(job, "id", ""))},
+    raw = str(getattr(job, "id", ""))
+    return job_status(
+        job_id or (ids[0] if ids else raw),
+        str(getattr(job, "state", "") or ""),
+        exit_code_of(job),
+        timestamp(getattr(job, "start_time", None)),
+        timestamp(getattr(job, "end_time", None)),
+        str(getattr(job, "state_reason", "") or ""),
+        raw,
     )
-    return settled(status)
 
 
 def may_be_folded(status: JobStatus) -> bool:

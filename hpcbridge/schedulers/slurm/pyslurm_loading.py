@@ -122,15 +122,10 @@ def _readable_problem(conf: str) -> Optional[str]:
     return f"SLURM_CONF {conf} is not a readable file (libslurm would end the process)"
 
 
-def major_minor(version: Optional[str]) -> Optional[Tuple[int, int]]:
-    parsed = parse_version(version or "")
-    return (parsed[0], parsed[1]) if parsed and len(parsed) >= 2 else None
-
-
 def versions_match(pyslurm_version: Optional[str], slurm_version: Optional[str]) -> bool:
     """pyslurm ``X.Y.Z`` is built for Slurm ``X.Y`` (``24.5.1`` ~ ``24.05.4``)."""
-    ours, theirs = major_minor(pyslurm_version), major_minor(slurm_version)
-    return ours is not None and ours == theirs
+    ours, theirs = parse_version(pyslurm_version or ""), parse_version(slurm_version or "")
+    return ours is not None and theirs is not None and ours[:2] == theirs[:2]
 
 
 # -- libslurm's words on fd 2 --------------------------------------------------------

@@ -292,29 +292,45 @@ def _rows(text: str, columns: Sequence[str], separator: str = "|") -> List[Dict[
     return rows
 
 
-def _status_from_row(job_id: str, row: Mapping[str, str], zone: Optional[tzinfo]) -> JobStatus:
-    native = row.get("state", "")
+def job_status(
+    job_id: str,
+    native: str,
+    exit_code: Optional[int],
+    start: Optional[datetime],
+    end: Optional[datetime],
+    reason: str,
+    raw_id: str,
+) -> JobStatus:
+    """A status from Slurm's fields, as either driver reads them."""
     state = map_state(native)
-    exit_code: Optional[int] = None
-    if state.is_terminal:
-        if "exit_code" in row:
-            exit_code = parse_exit_code(row["exit_code"])
-        elif "wait_status" in row:
-            exit_code = parse_wait_status(row["wait_status"])
-    # squeue's StartTime of a pending job is a forecast, a running one's EndTime start+limit.
-    start = parse_time(row.get("start", ""), zone) if state.rank >= 1 else None
-    end = parse_time(row.get("end", ""), zone) if state.is_terminal else None
     status = JobStatus(
         job_id=job_id,
         state=state,
-        exit_code=exit_code,
-        start_time=start,
-        end_time=end,
+        exit_code=exit_code if state.is_terminal else None,
+        # squeue's StartTime of a pending job is a forecast, a running one's EndTime start+limit
+        start_time=start if state.rank >= 1 else None,
+        end_time=end if state.is_terminal else None,
         native_state=native,
-        reason=_clean_reason(row.get("reason", "")),
-        extra={"raw_id": row["raw_id"]} if row.get("raw_id") else {},
+        reason=_clean_reason(reason),
+        extra={"raw_id": raw_id} if raw_id else {},
     )
     return settled(status)
+
+
+def _status_from_row(job_id: str, row: Mapping[str, str], zone: Optional[tzinfo]) -> JobStatus:
+    if "exit_code" in row:
+        exit_code = parse_exit_code(row["exit_code"])
+    else:
+        exit_code = parse_wait_status(row.get("wait_status", ""))
+    return job_status(
+        job_id,
+        row.get("state", ""),
+        exit_code,
+        parse_time(row.get("start", ""), zone),
+        parse_time(row.get("end", ""), zone),
+        row.get("reason", ""),
+        row.get("raw_id", ""),
+    )
 
 
 def parse_squeue(
