@@ -402,13 +402,14 @@ def submitted_for(batch: SubmitBatch, spec: SubmitSpec, first_id: str) -> List[S
     """The jobs one submission of ``spec`` made: the job, or every task of the array."""
     if spec.array is None:
         return [Submitted(first_id, _log_path(spec, first_id))]
+    tasks = [f"{first_id}_{index}" for index in range(batch.count)]
     return [
         Submitted(
             task_id,
             output_for_task(spec.output, task_id, first_id, str(index), spec.job_name),
             index,
         )
-        for index, task_id in enumerate(f"{first_id}_{i}" for i in range(batch.count))
+        for index, task_id in enumerate(tasks)
     ]
 
 
@@ -457,7 +458,7 @@ NOT_FOUND = "not in squeue or sacct"
 
 
 def scancel_argv(job_ids: Sequence[str]) -> List[str]:
-    """scancel takes plain ids and array tasks; unknown or finished ids exit 0."""
+    """scancel takes plain ids and array tasks (an unknown or ended one may exit 1)."""
     return ["scancel", *dict.fromkeys(job_ids)]
 
 
