@@ -1,4 +1,4 @@
-"""libslurm's lines on fd 2 caught around a call (``slurm.libslurm_output``)."""
+"""libslurm's lines on fd 2 caught around a call (``slurm.pyslurm_loading``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import List
 
 import pytest
 
-from hpcbridge.schedulers.slurm import libslurm_output
+from hpcbridge.schedulers.slurm import pyslurm_loading
 
 
 def test_split_keeps_libslurms_messages_and_the_rest_as_written() -> None:
@@ -20,7 +20,7 @@ def test_split_keeps_libslurms_messages_and_the_rest_as_written() -> None:
         "hpcbridge: fatal: gone\n"
         "no newline"
     )
-    messages, rest = libslurm_output.split(text)
+    messages, rest = pyslurm_loading.split(text)
     assert messages == ["invalid partition specified: nosuchpart", "a detail", "gone"]
     assert rest == "something else\nno newline"
 
@@ -29,14 +29,14 @@ def test_caught_takes_libslurms_lines_off_fd_2_and_passes_the_rest_on(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     said: List[str] = []
-    with libslurm_output.caught(said):
+    with pyslurm_loading.caught(said):
         os.write(2, b"python: error: invalid partition specified: nosuchpart\n")
         os.write(2, b"not libslurm\n")
     assert said == ["invalid partition specified: nosuchpart"]
     print("after", file=sys.stderr)
     assert capfd.readouterr().err == "not libslurm\nafter\n"
     again: List[str] = []
-    with pytest.raises(RuntimeError), libslurm_output.caught(again):
+    with pytest.raises(RuntimeError), pyslurm_loading.caught(again):
         os.write(2, b"python: error: second\n")
         raise RuntimeError("pyslurm raised")
     assert again == ["second"]  # the file emptied in between: nothing of the first call
@@ -56,7 +56,7 @@ def test_another_threads_output_meanwhile_is_late_not_lost(
     thread = threading.Thread(target=other)
     thread.start()
     said: List[str] = []
-    with libslurm_output.caught(said):
+    with pyslurm_loading.caught(said):
         inside.set()
         assert written.wait(10)
     thread.join(10)

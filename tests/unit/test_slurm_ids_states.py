@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hpcbridge.model import JobState
-from hpcbridge.schedulers.slurm import ids, states
+from hpcbridge.schedulers.slurm import ids, status
 
 UTC = timezone.utc
 
@@ -55,22 +55,22 @@ UTC = timezone.utc
     ],
 )
 def test_state_map(native: str, state: JobState) -> None:
-    assert states.map_state(native) is state
+    assert status.map_state(native) is state
 
 
 @pytest.mark.parametrize("native", ["", "   ", "FROBNICATED", "UPDATE_DB", "N/A"])
 def test_unknown_states_stay_unknown(native: str) -> None:
-    assert states.map_state(native) is JobState.UNKNOWN
+    assert status.map_state(native) is JobState.UNKNOWN
 
 
 @given(st.text(max_size=30))
 def test_state_map_is_total(native: str) -> None:
-    assert isinstance(states.map_state(native), JobState)
+    assert isinstance(status.map_state(native), JobState)
 
 
 def test_every_long_state_has_a_compact_code_mapping_to_it() -> None:
-    for long_name in states.COMPACT_STATES.values():
-        assert long_name in states.STATE_MAP
+    for long_name in status.COMPACT_STATES.values():
+        assert long_name in status.STATE_MAP
 
 
 # -- exit codes, times ------------------------------------------------------------
@@ -91,7 +91,7 @@ def test_every_long_state_has_a_compact_code_mapping_to_it() -> None:
     ],
 )
 def test_parse_exit_code(text: str, code: object) -> None:
-    assert states.parse_exit_code(text) == code
+    assert status.parse_exit_code(text) == code
 
 
 @pytest.mark.parametrize(
@@ -100,24 +100,24 @@ def test_parse_exit_code(text: str, code: object) -> None:
 )
 def test_parse_wait_status(text: str, code: object) -> None:
     # squeue -O exit_code prints the raw wait(2) status: 768 for "exit 3".
-    assert states.parse_wait_status(text) == code
+    assert status.parse_wait_status(text) == code
 
 
 @given(st.integers(min_value=0, max_value=255), st.integers(min_value=0, max_value=64))
 def test_wait_status_and_exit_code_agree(code: int, signal: int) -> None:
-    status = signal if signal else code << 8
+    wait_status = signal if signal else code << 8
     expected = 128 + signal if signal else code
-    assert states.parse_wait_status(str(status)) == expected
-    assert states.parse_exit_code(f"{0 if signal else code}:{signal}") == expected
+    assert status.parse_wait_status(str(wait_status)) == expected
+    assert status.parse_exit_code(f"{0 if signal else code}:{signal}") == expected
 
 
 @pytest.mark.parametrize("text", ["Unknown", "None", "N/A", "NONE", "", "(null)", "garbage"])
 def test_parse_time_nothing(text: str) -> None:
-    assert states.parse_time(text) is None
+    assert status.parse_time(text) is None
 
 
 def test_parse_time_is_local_and_aware() -> None:
-    moment = states.parse_time("2026-11-29T15:32:57")
+    moment = status.parse_time("2026-11-29T15:32:57")
     assert moment is not None and moment.tzinfo is not None
     assert moment.replace(tzinfo=None) == datetime(2026, 11, 29, 15, 32, 57)
     assert moment == datetime(2026, 11, 29, 15, 32, 57).astimezone()
@@ -125,7 +125,7 @@ def test_parse_time_is_local_and_aware() -> None:
 
 def test_parse_time_in_a_given_zone() -> None:
     zone = timezone(timedelta(hours=2))
-    moment = states.parse_time("2026-11-29T15:32:57", zone)
+    moment = status.parse_time("2026-11-29T15:32:57", zone)
     assert moment == datetime(2026, 11, 29, 13, 32, 57, tzinfo=UTC)
 
 

@@ -18,7 +18,7 @@ from hpcbridge.engine.jobscript import PreparedJob
 from hpcbridge.errors import JobSubmissionError, SchedulerAdapterError, SchedulerUnavailableError
 from hpcbridge.model import JobState
 from hpcbridge.resources import Resources
-from hpcbridge.schedulers.slurm import commands, native, pyslurm_jobs, pyslurm_loading
+from hpcbridge.schedulers.slurm import commands, native, pyslurm_loading
 from hpcbridge.schedulers.slurm.cli import SlurmCliDriver
 from hpcbridge.transports.base import CommandResult
 from hpcbridge.transports.local import LocalExecutor
@@ -191,18 +191,18 @@ def test_a_record_naming_its_task_wins_over_task_zero_by_elimination() -> None:
 
 def test_folded_exit_code_is_told_and_unfolded() -> None:
     folded = native.status_from_job(fake_job(state="FAILED", exit_code=2, end_time=1))
-    assert pyslurm_jobs.may_be_folded(folded) and folded.exit_code == 2
-    assert pyslurm_jobs.unfolded(folded, 130).exit_code == 130  # type: ignore[union-attr]
-    assert pyslurm_jobs.unfolded(folded, 2).exit_code == 2  # type: ignore[union-attr]
-    assert pyslurm_jobs.unfolded(folded, 7) is None  # not this job's record
-    assert pyslurm_jobs.unfolded(folded, None) is None
+    assert native.may_be_folded(folded) and folded.exit_code == 2
+    assert native.unfolded(folded, 130).exit_code == 130  # type: ignore[union-attr]
+    assert native.unfolded(folded, 2).exit_code == 2  # type: ignore[union-attr]
+    assert native.unfolded(folded, 7) is None  # not this job's record
+    assert native.unfolded(folded, None) is None
     # exit 128 comes back as 0 with FAILED; a COMPLETED 0 and a signal are certain
-    assert pyslurm_jobs.may_be_folded(native.status_from_job(fake_job(state="FAILED", end_time=1)))
+    assert native.may_be_folded(native.status_from_job(fake_job(state="FAILED", end_time=1)))
     for certain in (
         fake_job(state="COMPLETED", end_time=1),
         fake_job(state="CANCELLED", exit_code=0, exit_code_signal=15, end_time=1),
     ):
-        assert not pyslurm_jobs.may_be_folded(native.status_from_job(certain))
+        assert not native.may_be_folded(native.status_from_job(certain))
 
 
 def test_iter_jobs_over_collections() -> None:

@@ -1,9 +1,4 @@
-"""RealSlurmAdapter: Slurm through pyslurm or its CLI, over any executor.
-
-The base adapter does the scheduler-neutral work (staging, records, the
-exit-code-file fallback, merging, waiting); this class picks the driver and
-knows Slurm's id forms and output patterns.
-"""
+"""RealSlurmAdapter: Slurm through pyslurm or its CLI, over any executor."""
 
 from __future__ import annotations
 
@@ -15,9 +10,8 @@ from ...engine.driver import OpenDriver
 from ...errors import JobNotFoundError
 from ...registry import check_driver_choice
 from ...transports.base import Executor
-from .cli import SlurmCliDriver
+from .cli import LimitCache, SlurmCliDriver
 from .ids import job_id_of
-from .limit_cache import LimitCache
 from .native import choose_slurm_driver
 
 
@@ -41,13 +35,10 @@ class RealSlurmAdapter(SchedulerAdapter):
         command_env: Optional[Mapping[str, str]] = None,
         **common: Any,
     ) -> None:
-        """``driver``: "auto" (pyslurm when it imports and matches, else the CLI),
-        "native" or "cli"; default from ``HPCBRIDGE_SLURM_DRIVER``.
-        ``command_env``: extra environment for the Slurm commands (e.g.
-        ``{"SLURM_CONF": ...}`` over SSH).  ``max_array_size`` overrides the
-        cluster's ``MaxArraySize`` (else asked once).  ``common``: the keywords
-        every adapter takes (``settings``, ``store``, ``unknown_limit``,
-        ``command_timeout``)."""
+        """``driver``: "auto", "native" (pyslurm) or "cli"; default from
+        ``HPCBRIDGE_SLURM_DRIVER``.  ``command_env``: extra environment for the Slurm
+        commands (``SLURM_CONF`` over SSH).  ``max_array_size`` overrides the cluster's
+        ``MaxArraySize``."""
         super().__init__(executor, remote_workdir, **common)
         self.requested_driver = (
             check_driver_choice("slurm", driver) if driver else self.settings.slurm_driver
@@ -56,7 +47,6 @@ class RealSlurmAdapter(SchedulerAdapter):
         self._max_array_size = max_array_size
 
     def _open_session(self) -> OpenDriver:
-        """pyslurm when it imports and matches this cluster's Slurm, else the commands."""
         cli = SlurmCliDriver(
             self.executor,
             self.command_timeout,

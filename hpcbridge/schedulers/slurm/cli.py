@@ -1,31 +1,26 @@
-"""The Slurm CLI driver: sbatch/squeue/sacct/scancel run through an executor.
-
-It never knows whether the executor is local or SSH.  Status is batched:
-one ``squeue`` for every asked id, then one ``sacct`` for those squeue no
-longer knows; an id neither knows is UNKNOWN (the adapter then looks for
-the wrapper's exit-code file).
-"""
+"""The Slurm CLI driver: sbatch/squeue/sacct/scancel run through an executor (local or SSH),
+and the cap on queued jobs kept a few minutes for all of a user's processes."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import pwd
+import tempfile
 import time
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from pathlib import Path
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...engine.adoption import CannotAsk, adopt_or_resubmit, look_up
 from ...engine.driver import NotAskedNow, Planned, SubmitBatch, Submitted
 from ...engine.retrying import Deadline, retry
-from ...errors import (
-    JobTimeoutError,
-    SchedulerAdapterError,
-    SubmissionUncertainError,
-)
+from ...errors import JobTimeoutError, SchedulerAdapterError, SubmissionUncertainError
 from ...model import JobStatus
 from ...native_options import option_names
 from ...transports.base import CommandResult, Executor
-from . import commands, limits, status
+from . import commands, status
 from .commands import (
     CAPABILITIES,
     NOT_FOUND,
@@ -36,12 +31,61 @@ from .commands import (
     submitted_for,
     unknown,
 )
-from .limit_cache import TTL, LimitCache
 
 log = logging.getLogger("hpcbridge.slurm")
 
 #: seconds an uncertain submission may take to be found, or found surely absent
 ADOPTION_BUDGET = 180.0
+
+#: seconds a cap on queued jobs is taken from the cache
+TTL = 300.0
+
+
+class LimitCache:
+    """Answers of ``queue_limit`` by key, each kept ``ttl`` seconds in ``folder`` (one JSON
+    file per key, written whole and renamed into place) for every process of the user; a
+    file that cannot be read or written is a miss, never an error."""
+
+    def __init__(
+        self, folder: Path, ttl: float = TTL, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.folder = Path(folder)
+        self.ttl = ttl
+        self.clock = clock
+
+    def path(self, key: str) -> Path:
+        digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:20]
+        return self.folder / f"queue-limit-{digest}.json"
+
+    def get(self, key: str) -> Tuple[bool, Optional[int]]:
+        """``(True, cap)`` for an answer younger than ``ttl`` (``cap`` may be ``None``:
+        no cap); ``(False, None)`` when there is none."""
+        try:
+            data = json.loads(self.path(key).read_text(encoding="utf-8"))
+            read, cap = float(data["read"]), data["cap"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return False, None
+        age = self.clock() - read
+        fresh = data.get("key") == key and 0 <= age < self.ttl
+        if not fresh or not (cap is None or (isinstance(cap, int) and cap > 0)):
+            return False, None
+        return True, cap
+
+    def put(self, key: str, cap: Optional[int]) -> None:
+        """Keep ``cap`` (``None``: no cap) as read now; a failure is logged, not raised."""
+        text = json.dumps({"key": key, "cap": cap, "read": self.clock()})
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            handle, temporary = tempfile.mkstemp(dir=self.folder, prefix=".queue-limit-")
+            try:
+                with os.fdopen(handle, "w", encoding="utf-8") as out:
+                    out.write(text)
+                os.replace(temporary, self.path(key))
+            except BaseException:
+                os.unlink(temporary)
+                raise
+        except OSError as exc:
+            log.debug("cannot keep the cap on queued jobs in %s: %s", self.folder, exc)
 
 
 class SlurmCliDriver:
@@ -61,33 +105,27 @@ class SlurmCliDriver:
         light_rounds: Optional[bool] = None,
         limit_cache: Optional[LimitCache] = None,
     ) -> None:
-        """``env``: extra environment for every command, e.g. ``SLURM_CONF``
-        where the login environment lacks it (an SSH session without a login
-        shell).  ``max_array_size`` overrides the cluster's ``MaxArraySize``.
-        ``query_retries``: seconds a question to a busy controller is asked again
-        for (default: 10, or the command timeout if shorter); past them ``query``
-        raises ``NotAskedNow`` and the wait loop rides the outage out at its own pace.
-        ``light_rounds``: whether squeue has ``--only-job-state`` (``None``: from
-        Slurm's version, asked once).  ``limit_cache``: where the cap on queued jobs
-        is kept for the user's other processes (``queue_limit``)."""
+        """``env``: extra environment for every command (``SLURM_CONF``...).
+        ``query_retries``: seconds a question to a busy controller is asked again for
+        (default: 10, or the command timeout if shorter), then ``NotAskedNow``.
+        ``light_rounds``: whether squeue has ``--only-job-state`` (``None``: from the
+        version).  ``limit_cache``: where ``queue_limit`` keeps the cap for other processes."""
         self.executor = executor
         self.command_timeout = command_timeout
         self.env = dict(env) if env else None
         self._max_array_size = max_array_size
         self._config: Optional[Dict[str, str]] = None
-        #: "accounting is disabled" and "slurmctld is busy" are logged once per driver
         self._accounting_off_noted = False
         self._busy_noted = False
         self.query_retries = (
             query_retries if query_retries is not None else min(10.0, command_timeout or 60.0)
         )
-        #: whether squeue has ``--only-job-state``, once asked; the last unfinished answers
         self._has_light = light_rounds
+        #: the last unfinished answers, for the light rounds
         self._last: Dict[str, JobStatus] = {}
         self.limit_cache = limit_cache
         #: the cap on queued jobs by ``_limit_key``: when it was read (monotonic), and it
         self._queue_limits: Dict[str, Tuple[float, Optional[int]]] = {}
-        #: sbatch's option names (``option_names``), once read
         self._option_names: Optional[Dict[str, str]] = None
 
     def _run(self, argv: List[str], idempotent: bool = True) -> CommandResult:
@@ -97,7 +135,7 @@ class SlurmCliDriver:
 
     def _ask(self, argv: List[str]) -> CommandResult:
         """A question to the controller, asked again with back-off while it is busy,
-        restarting or rate-limiting us, within one command budget."""
+        restarting or rate-limiting us, within ``query_retries``."""
 
         def busy(result: CommandResult) -> bool:
             return not result.ok and commands.transient(result.message())
@@ -129,7 +167,7 @@ class SlurmCliDriver:
         """The option names of the running sbatch, from its ``--help`` (read once);
         ``None`` where it cannot be read (then sbatch itself judges a native option)."""
         if self._option_names is None:
-            result = self._run(commands.sbatch_help_argv())
+            result = self._run(["sbatch", "--help"])
             names = option_names(result.stdout) if result.ok else {}
             if not names:
                 log.warning(
@@ -148,20 +186,26 @@ class SlurmCliDriver:
         return submit_batch(planned, self.submit)
 
     def submit(self, spec: SubmitSpec) -> str:
-        """One sbatch; its job id.  A request that surely never reached the controller
-        is sent again; one whose answer was lost is found by its key (``adoption``)."""
+        """One sbatch; its job id."""
         argv = commands.sbatch_argv(spec)
+        return self.adopting(spec, lambda: self._sbatch(argv))
+
+    def adopting(self, spec: SubmitSpec, once: Callable[[], str]) -> str:
+        """``once()``'s job id; where its answer was lost, the job found by the spec's key
+        or (surely absent) submitted again (``adoption``)."""
         try:
-            return self._sbatch(argv)
+            return once()
         except SubmissionUncertainError as lost:
             if not spec.key:
                 raise
             log.warning(
-                "sbatch's answer was lost (%s); looking for job hpcbridge:%s", lost, spec.key
+                "the submission's answer was lost (%s); looking for job hpcbridge:%s",
+                lost,
+                spec.key,
             )
             return adopt_or_resubmit(
                 lambda: self.find_by_key(spec.key),
-                lambda: self._sbatch(argv),
+                once,
                 key=spec.key,
                 budget=ADOPTION_BUDGET,
                 settle=self.settle(),
@@ -197,8 +241,7 @@ class SlurmCliDriver:
             raise CannotAsk(commands.scheduler_message(result.message()))
         found = status.parse_key_rows(result.stdout, key)
         if found is None:
-            # A job that already ended and left the queue: history has the comment
-            # where AccountingStoreFlags=job_comment is set.
+            # An ended job that left the queue: sacct has the comment with job_comment set.
             history = self._run(status.sacct_key_argv("now-3600"))
             if history.ok:
                 found = status.parse_key_rows(history.stdout, key)
@@ -219,11 +262,9 @@ class SlurmCliDriver:
         return None if found is None else submitted_for(planned.batch, spec, found)
 
     def queue_limit(self, account: Optional[str] = None) -> Optional[int]:
-        """The smallest cap on this user's queued jobs (``limits``: of ``account``'s
-        association when given, else of all the user's); ``None`` where none is set or
-        the accounting cannot be asked.  Read at most once per cluster, login and
-        account in ``limit_cache.TTL`` seconds: kept in memory and, with a
-        ``limit_cache``, in the state folder for the user's other processes."""
+        """The smallest cap on this user's queued jobs (of ``account``'s association when
+        given, else of all the user's); ``None`` where none is set or it cannot be asked.
+        Read at most once per cluster, login and account in ``TTL`` seconds."""
         key = self._limit_key(account)
         ttl = self.limit_cache.ttl if self.limit_cache else TTL
         now = time.monotonic()
@@ -239,8 +280,7 @@ class SlurmCliDriver:
         return cap
 
     def _limit_key(self, account: Optional[str]) -> str:
-        """Which cluster, login and account a cap is of: the login (``user@host`` over
-        SSH, the local user here) and the slurm.conf the commands read there."""
+        """The login (``user@host``) and the slurm.conf the commands read there, the account."""
         executor = self.executor
         env = {**executor.env, **(self.env or {})}
         conf = env.get("SLURM_CONF") or (
@@ -255,17 +295,17 @@ class SlurmCliDriver:
         return "|".join((login, conf, account or ""))
 
     def _read_queue_limit(self, account: Optional[str] = None) -> Optional[int]:
-        user = self._run(limits.user_argv())
-        assoc = self._run(limits.assoc_argv(user.stdout.strip())) if user.ok else user
+        user = self._run(["id", "-un"])  # the login the association is kept under
+        assoc = self._run(commands.assoc_argv(user.stdout.strip())) if user.ok else user
         if not assoc.ok:
             log.info("no cap on queued jobs known: %s", commands.scheduler_message(assoc.message()))
             return None
         cluster = self.config().get("ClusterName")
-        caps, qos_names = limits.parse_assoc(assoc.stdout, cluster, account)
-        qos = self._run(limits.qos_argv())
+        caps, qos_names = commands.parse_assoc(assoc.stdout, cluster, account)
+        qos = self._run(commands.qos_argv())
         if qos.ok:
-            caps += limits.parse_qos(qos.stdout, qos_names)
-        return limits.smallest(caps)
+            caps += commands.parse_qos(qos.stdout, qos_names)
+        return min(caps, default=None)
 
     def settle(self) -> float:
         """How long an absent key must stay absent: slurmctld's MessageTimeout, or 10 s."""
@@ -277,13 +317,9 @@ class SlurmCliDriver:
     # -- status ------------------------------------------------------------
 
     def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
-        """Every id: from squeue, else sacct, else UNKNOWN.
-
-        Where the release has it (23.11.5+), the light ``--only-job-state`` round
-        comes first and the full fields are asked only for the jobs whose state
-        changed since the last round.  When squeue itself fails (controller down
-        or restarting, past the retries), ``NotAskedNow`` with squeue's words.
-        """
+        """Every id: from squeue, else sacct, else UNKNOWN; ``NotAskedNow`` when squeue
+        fails (past the retries).  Where squeue has ``--only-job-state``, only the jobs
+        whose state changed since the last round are asked their full fields."""
         ids = list(dict.fromkeys(job_ids))
         if not ids:
             return {}
@@ -307,8 +343,7 @@ class SlurmCliDriver:
                     {job_id: in_queue[job_id] for job_id in to_ask if job_id in in_queue}
                 )
             elif not commands.is_invalid_job_id(result.message()):
-                # e.g. "slurm_load_jobs error: Unable to contact slurm controller
-                # (connect failure)" while slurmctld restarts.
+                # e.g. "Unable to contact slurm controller" while slurmctld restarts
                 raise NotAskedNow(f"squeue failed: {commands.scheduler_message(result.message())}")
         missing = [job_id for job_id in ids if job_id not in answers]
         if missing:
@@ -326,10 +361,8 @@ class SlurmCliDriver:
         return self._has_light
 
     def history(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
-        """What sacct remembers of these ids (nothing when accounting is off).
-
-        A task it has no row for is asked again by its array's id: the tasks of an
-        array cancelled before they started have one row under that id only."""
+        """What sacct remembers of these ids (nothing when accounting is off)."""
+        # Tasks cancelled before they started have one row, under the array's id.
         found = self._sacct(job_ids, job_ids)
         if found is None:
             return {}
@@ -340,7 +373,7 @@ class SlurmCliDriver:
 
     def _sacct(self, asked: Sequence[str], wanted: Sequence[str]) -> Optional[Dict[str, JobStatus]]:
         """One sacct for ``asked``: the statuses of the ``wanted`` ids it has; ``None``
-        when sacct failed (said once, see below)."""
+        when sacct failed."""
         result = self._run(status.sacct_argv(asked))
         if not result.ok:
             message = commands.scheduler_message(result.message())  # one line, never raw
@@ -360,20 +393,19 @@ class SlurmCliDriver:
     # -- cancel, logs, config ----------------------------------------------------
 
     def cancel(self, job_ids: Sequence[str]) -> None:
-        """scancel; a job that ended meanwhile or was purged (scancel's "Invalid job id",
-        "already completing") is no failure; anything else is raised."""
+        """scancel; a job that ended meanwhile or was purged is no failure."""
         if not job_ids:
             return
         result = self._run(commands.scancel_argv(job_ids))
         if not result.ok:
             message = commands.scheduler_message(result.message())
             if commands.job_already_ended(message):
-                return  # the job ended (and maybe was purged) meanwhile
+                return
             raise SchedulerAdapterError(f"scancel failed (exit {result.returncode}): {message}")
 
     def find_output(self, job_id: str) -> Optional[str]:
         """Where a job without a record writes its output (while Slurm knows it)."""
-        result = self._run(commands.scontrol_show_job_argv(job_id))
+        result = self._run(["scontrol", "--oneliner", "show", "job", job_id])
         if not result.ok:
             return None
         return commands.output_of_record(commands.parse_scontrol_record(result.stdout))
@@ -381,7 +413,7 @@ class SlurmCliDriver:
     def config(self) -> Dict[str, str]:
         """``scontrol show config`` (read once); empty when it cannot be read."""
         if self._config is None:
-            result = self._run(commands.scontrol_config_argv())
+            result = self._run(["scontrol", "show", "config"])
             if not result.ok:
                 message = commands.scheduler_message(result.message())
                 log.warning("scontrol show config failed: %s", message)
@@ -397,15 +429,14 @@ class SlurmCliDriver:
 
     def version(self) -> Optional[str]:
         """Slurm's version as ``scontrol --version`` prints it, e.g. 22.05.8."""
-        result = self._run(commands.scontrol_version_argv())
+        result = self._run(["scontrol", "--version"])
         if not result.ok:
             return None
         parsed = commands.parse_version(result.stdout)
         return commands.format_version(parsed) if parsed else None
 
     def waiter(self, job_ids: Sequence[str]) -> None:
-        """Slurm has no job events to wait on: the adapter sleeps between rounds."""
-        return None
+        return None  # no job events: the adapter sleeps between rounds
 
     def close(self) -> None:
         """Nothing to release: the executor belongs to the adapter."""

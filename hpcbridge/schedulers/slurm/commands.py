@@ -1,15 +1,7 @@
 """Slurm's commands as hpcbridge writes them, and what their answers mean. Pure, no I/O.
 
-- **sbatch**: one ``SubmitSpec`` as its command line, the id it prints, where each
-  job's output lands; a ``SubmitBatch`` as Slurm jobs (a plain job, one array, or
-  one job per task where arrays are refused), shared by the CLI and pyslurm drivers,
-  which differ only in how one spec goes in (``submit(spec) -> job id``);
-- **scancel and scontrol**: a job's record, the cluster's config, the version;
-- **messages**: Slurm's own words, and which failures are the controller's (busy,
-  restarting), which leave a job that may exist, which are a cap on queued jobs.
-
-The queries (squeue, sacct) are ``status``'s.
-"""
+sbatch (a ``SubmitBatch`` as Slurm jobs, shared by both drivers), scancel, scontrol,
+sacctmgr (caps on queued jobs), and Slurm's messages; squeue and sacct are ``status``'s."""
 
 from __future__ import annotations
 
@@ -17,24 +9,14 @@ import logging
 import re
 import shlex
 from dataclasses import dataclass
-from typing import (
-    Callable,
-    Dict,
-    Iterable,
-    List,
-    Mapping,
-    Optional,
-    Sequence,
-    Tuple,
-    Type,
-)
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Type
 
 from ...engine.driver import Capabilities, PartialSubmissionError, Planned, SubmitBatch, Submitted
 from ...errors import JobSubmissionError, LimitRefusedError, SubmissionUncertainError
 from ...model import JobState, JobStatus
 from ...native_options import check_options, owned_table
 from ...resources import Resources, format_begin, format_slurm_time
-from .ids import array_task_ids, normalize_job_id
+from .ids import normalize_job_id
 from .status import KEY_PREFIX
 
 log = logging.getLogger("hpcbridge.slurm")
@@ -62,17 +44,17 @@ NEVER_REACHED = (
     "Unable to contact slurm controller (connect failure)",
     "Rate limit exceeded",
 )
+#: sbatch's words for a job refused by a cap on queued jobs (the reason codes, and
+#: ESLURM_ACCOUNTING_POLICY's message when it names no code)
+LIMIT_REFUSED = ("MaxSubmitJob", "GrpSubmitJob", "job submit limit")
 
 
 def scheduler_message(text: str) -> str:
-    """Slurm's own words: ``sbatch: error: `` prefixes stripped, the text kept.
-
-    Warnings (``sbatch: warning: ...``) are dropped when errors are present.
-    """
+    """Slurm's own words: ``sbatch: error: `` prefixes stripped, warnings dropped when
+    errors are present."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     errors = [_PREFIX.sub("", line) for line in lines if _PREFIX.match(line)]
-    chosen = errors or lines
-    return "; ".join(chosen)
+    return "; ".join(errors or lines)
 
 
 def transient(message: str) -> bool:
@@ -91,11 +73,8 @@ def submission_uncertain(message: str) -> bool:
 
 
 def arrays_refused(message: str) -> bool:
-    """sbatch's answer where job arrays are not allowed.
-
-    "Invalid job array specification" where MaxArraySize is 0 or the range is
-    over it; site submit filters that forbid arrays also name them.
-    """
+    """sbatch's answer where job arrays are not allowed ("Invalid job array specification"
+    past MaxArraySize; site submit filters name them too)."""
     return "array" in message.lower()
 
 
@@ -118,27 +97,12 @@ def accounting_disabled(message: str) -> bool:
     return "accounting storage is disabled" in lowered or "accounting_storage/none" in lowered
 
 
-#: sbatch's words for a job refused by a cap on queued jobs (the reason codes, and the
-#: message Slurm prints for ESLURM_ACCOUNTING_POLICY when it names no code)
-LIMIT_REFUSED = (
-    "MaxSubmitJob",
-    "GrpSubmitJob",
-    "job submit limit",
-)
-
-
-def limit_refused(message: str) -> bool:
-    """sbatch was refused because this user has as many jobs queued as allowed."""
-    return any(text in message for text in LIMIT_REFUSED)
-
-
 def refusal_error(message: str) -> Type[JobSubmissionError]:
-    """The error a refused submission raises: uncertain (the job may exist: look for its
-    key before sending it again), a cap on queued jobs met (a sweep waits and feeds the
-    rest), else refused."""
+    """The error a refused submission raises, for both drivers: uncertain (the job may
+    exist), a cap on queued jobs met (a sweep waits and feeds the rest), else refused."""
     if submission_uncertain(message):
         return SubmissionUncertainError
-    if limit_refused(message):
+    if any(text in message for text in LIMIT_REFUSED):
         return LimitRefusedError
     return JobSubmissionError
 
@@ -160,8 +124,7 @@ class SubmitSpec:
     array: Optional[str] = None
     #: the task a many-task wrapper runs when submitted as a plain job
     task_index: Optional[int] = None
-    #: unique to this submission, kept by Slurm as the job's comment (``status.KEY_PREFIX``):
-    #: what finds the job again when sbatch's answer is lost
+    #: kept by Slurm as the job's comment: what finds the job when sbatch's answer is lost
     key: str = ""
 
 
@@ -170,11 +133,7 @@ _SLURM_MEM = re.compile(r"^\d+[KMGT]?$")
 
 
 def check_mem(mem: Optional[str]) -> None:
-    """``ValueError`` for a memory sbatch refuses (``Invalid --mem specification``).
-
-    pyslurm would take some of them (``1.5G``): both drivers refuse the same.
-    ``resources.py`` writes ``1.5G`` as ``1536M`` before it gets here.
-    """
+    """``ValueError`` for a memory sbatch refuses (pyslurm would take ``1.5G``: both refuse)."""
     if mem is not None and not _SLURM_MEM.match(mem):
         raise ValueError(f"invalid mem {mem!r}: Slurm takes a whole number with K, M, G or T")
 
@@ -280,26 +239,18 @@ OWNED_OPTIONS = owned_table(
 )
 
 
-def sbatch_help_argv() -> List[str]:
-    """The command whose output lists the running release's option names."""
-    return ["sbatch", "--help"]
-
-
 def check_native(resources: Resources, known: Optional[Mapping[str, str]], where: str) -> None:
-    """``ResourceError`` for a native sbatch option this release lacks (its names are
-    those ``sbatch --help`` lists; sbatch takes an unambiguous prefix of a long one)
-    or one that sets what hpcbridge owns - before anything is staged."""
+    """``ResourceError`` for a native sbatch option this release lacks (``known``: those
+    ``sbatch --help`` lists; sbatch takes an unambiguous prefix of a long one) or one that
+    sets what hpcbridge owns - before anything is staged."""
     options = resources.native_options("slurm")
     if options:
         check_options("sbatch", options, OWNED_OPTIONS, known, where)
 
 
 def sbatch_argv(spec: SubmitSpec) -> List[str]:
-    """``sbatch --parsable`` with every directive as a flag, then the wrapper.
-
-    The wrapper carries no ``#SBATCH`` lines: what is asked is exactly what is
-    on this command line (and what ``describe_submission`` shows).
-    """
+    """``sbatch --parsable`` with every directive as a flag (the wrapper has no ``#SBATCH``
+    lines), then the wrapper."""
     argv = ["sbatch", "--parsable", *_resource_flags(spec.resources)]
     argv.append(f"--job-name={spec.job_name}")
     argv.append(f"--output={spec.output}")
@@ -309,15 +260,13 @@ def sbatch_argv(spec: SubmitSpec) -> List[str]:
     dependency = dependency_text(spec.depends_on)
     if dependency:
         argv.append(f"--dependency={dependency}")
-        # Without this a child whose parent failed stays PENDING
-        # (DependencyNeverSatisfied) forever, and a wait on it never ends.
+        # Without it a child of a failed parent stays PENDING (DependencyNeverSatisfied) forever.
         argv.append("--kill-on-invalid-dep=yes")
     if spec.array:
         argv.append(f"--array={spec.array}")
     argv.append(spec.wrapper_path)
-    # One task of a many-task wrapper: its index as the wrapper's argument, not through
-    # --export: any --export but a bare ALL sets SLURM_GET_USER_ENV=1 (sbatch.c), and
-    # slurmd then runs `su - USER` (a login shell) before every such job starts.
+    # A task's index as the wrapper's argument, not --export: any --export but a bare ALL
+    # sets SLURM_GET_USER_ENV=1 (sbatch.c), and slurmd then runs `su - USER` before the job.
     if spec.task_index is not None:
         argv.append(str(spec.task_index))
     return argv
@@ -341,8 +290,8 @@ def parse_sbatch_id(stdout: str) -> str:
 
 
 class NeverReached(Exception):
-    """sbatch's request never reached the controller: nothing went in, and sending it
-    again is safe.  ``error`` is what to raise once the budget for that is spent."""
+    """sbatch's request never reached the controller: sending it again is safe.
+    ``error``: what to raise once the budget for that is spent."""
 
     def __init__(self, message: str, error: JobSubmissionError) -> None:
         super().__init__(message)
@@ -352,8 +301,8 @@ class NeverReached(Exception):
 def parse_sbatch_output(
     argv: List[str], returncode: int, stdout: str, stderr: str, where: str
 ) -> str:
-    """sbatch's answer as its job id, or the error it means (``refusal_error``):
-    ``NeverReached`` when nothing went in; ``where``: the host, for the advice."""
+    """sbatch's answer as its job id, or the error it means (``refusal_error``;
+    ``NeverReached`` when nothing went in); ``where``: the host, for the advice."""
     message = scheduler_message(stderr or stdout)
     if returncode == 127:
         raise JobSubmissionError(
@@ -379,12 +328,8 @@ def parse_sbatch_output(
 
 
 def array_output(output: str) -> str:
-    """The output pattern for the tasks of an array.
-
-    In an array, ``%j`` is each task's own job id, unknown until the task
-    starts; ``%A_%a`` (array id, task index) names the same task and is
-    known at submission.
-    """
+    """The output pattern for an array's tasks: ``%j`` (each task's own id, unknown until
+    it starts) as ``%A_%a``, known at submission."""
     return re.sub(r"(?<!%)%j", "%A_%a", output)
 
 
@@ -406,12 +351,8 @@ SubmitOne = Callable[[SubmitSpec], str]
 
 
 def spec_for(batch: SubmitBatch, task_index: Optional[int] = None) -> SubmitSpec:
-    """The first (often only) submission of a batch: a plain job or the whole array.
-
-    With ``task_index`` it is that task alone, submitted as a plain job under its
-    own name.  An array has one name for all its tasks (``PreparedJob.job_name``):
-    what ``%x`` in its output path becomes.
-    """
+    """A plain job or the whole array; with ``task_index`` that task alone, a plain job
+    under its own name."""
     as_array = batch.count > 1 and task_index is None
     try:
         check_mem(batch.resources.mem)
@@ -436,18 +377,14 @@ def plan_batch(batch: SubmitBatch) -> Planned:
 
 
 def planned_spec(planned: Planned) -> SubmitSpec:
-    """The ``SubmitSpec`` ``plan_batch`` made."""
     if not isinstance(planned.detail, SubmitSpec):
         raise TypeError("a Slurm driver was handed another driver's plan")
     return planned.detail
 
 
 def submit_batch(planned: Planned, submit: SubmitOne) -> List[Submitted]:
-    """``batch.count`` jobs: one plain sbatch, else one ``--array=0-N``.
-
-    Where Slurm refuses the array, each task goes in on its own with its
-    index as the wrapper's argument.
-    """
+    """``batch.count`` jobs: one plain job, else one array, else (Slurm refused the array)
+    one job per task."""
     batch, spec = planned.batch, planned_spec(planned)
     try:
         first_id = submit(spec)
@@ -465,14 +402,14 @@ def submitted_for(batch: SubmitBatch, spec: SubmitSpec, first_id: str) -> List[S
     """The jobs one submission of ``spec`` made: the job, or every task of the array."""
     if spec.array is None:
         return [Submitted(first_id, _log_path(spec, first_id))]
-    task_ids = array_task_ids(first_id, batch.count)
+    tasks = [f"{first_id}_{index}" for index in range(batch.count)]
     return [
         Submitted(
             task_id,
             output_for_task(spec.output, task_id, first_id, str(index), spec.job_name),
             index,
         )
-        for index, task_id in enumerate(task_ids)
+        for index, task_id in enumerate(tasks)
     ]
 
 
@@ -521,20 +458,12 @@ NOT_FOUND = "not in squeue or sacct"
 
 
 def scancel_argv(job_ids: Sequence[str]) -> List[str]:
-    """scancel takes plain ids and array tasks; unknown or finished ids exit 0."""
+    """scancel takes plain ids and array tasks (an unknown or ended one may exit 1)."""
     return ["scancel", *dict.fromkeys(job_ids)]
 
 
-def scontrol_show_job_argv(job_id: str) -> List[str]:
-    return ["scontrol", "--oneliner", "show", "job", job_id]
-
-
 def parse_scontrol_record(text: str) -> Dict[str, str]:
-    """``Key=Value`` pairs of a ``scontrol show`` record (one-line or not).
-
-    Values may hold spaces only in a few fields (e.g. ``Comment``); the pairs
-    are split at each `` Key=`` boundary.
-    """
+    """``Key=Value`` pairs of a ``scontrol show`` record (one-line or not)."""
     pairs: Dict[str, str] = {}
     for match in re.finditer(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:/]*)=(\S*)", text):
         pairs.setdefault(match.group(1), match.group(2))
@@ -545,10 +474,6 @@ def output_of_record(fields: Mapping[str, str]) -> Optional[str]:
     """A job's output file from its ``scontrol show job`` record, if it has one."""
     path = fields.get("StdOut")
     return path if path and path != "(null)" else None
-
-
-def scontrol_config_argv() -> List[str]:
-    return ["scontrol", "show", "config"]
 
 
 def parse_scontrol_config(text: str) -> Dict[str, str]:
@@ -563,13 +488,8 @@ def parse_scontrol_config(text: str) -> Dict[str, str]:
 
 def max_array_size(config: Mapping[str, str], default: int = 1001) -> int:
     """``MaxArraySize``: an array may use indices 0 .. MaxArraySize-1."""
-    text = config.get("MaxArraySize", "")
-    match = re.match(r"\d+", text)
+    match = re.match(r"\d+", config.get("MaxArraySize", ""))
     return int(match.group(0)) if match else default
-
-
-def scontrol_version_argv() -> List[str]:
-    return ["scontrol", "--version"]
 
 
 def parse_version(text: str) -> Optional[Tuple[int, ...]]:
@@ -584,3 +504,66 @@ def format_version(version: Tuple[int, ...]) -> str:
     """``(22, 5, 8)`` -> ``22.05.8``, Slurm's own spelling."""
     parts = [str(version[0])] + [f"{version[1]:02d}"] + [str(p) for p in version[2:]]
     return ".".join(parts)
+
+
+# -- sacctmgr: the caps on a user's queued jobs ---------------------------------------
+# MaxSubmitJobs and GrpSubmitJobs on the user's association, MaxSubmitJobsPerUser and
+# GrpSubmitJobs on a QOS; the parent accounts' shared caps are not read.
+
+#: sacctmgr's field names, in the order the rows are parsed
+ASSOC_FIELDS = "Cluster,Account,MaxSubmit,GrpSubmit,DefaultQOS,QOS"
+QOS_FIELDS = "Name,MaxSubmitPU,GrpSubmit"
+
+
+def assoc_argv(user: str) -> List[str]:
+    return [
+        "sacctmgr",
+        "--noheader",
+        "--parsable2",
+        "show",
+        "assoc",
+        # Separate words: sacctmgr refuses "where user=X" as one ("Unknown condition").
+        "where",
+        f"user={user}",
+        f"format={ASSOC_FIELDS}",
+    ]
+
+
+def qos_argv() -> List[str]:
+    return ["sacctmgr", "--noheader", "--parsable2", "show", "qos", f"format={QOS_FIELDS}"]
+
+
+def _numbers(*texts: str) -> List[int]:
+    return [int(text.strip()) for text in texts if text.strip().isdigit()]
+
+
+def parse_assoc(
+    text: str, cluster: Optional[str], account: Optional[str] = None
+) -> Tuple[List[int], List[str]]:
+    """The caps on the user's associations (of ``cluster`` when known; of ``account`` when
+    given), and the QOS names their jobs run under by default ("normal" when none is set)."""
+    caps: List[int] = []
+    qos_names: List[str] = []
+    for line in text.splitlines():
+        fields = line.split("|")
+        if len(fields) < 6:
+            continue
+        row_cluster, row_account, max_submit, grp_submit, default_qos, qos = fields[:6]
+        if cluster and row_cluster and row_cluster != cluster:
+            continue
+        if account and row_account != account:
+            continue
+        caps += _numbers(max_submit, grp_submit)
+        allowed = [name for name in qos.split(",") if name]
+        qos_names.append(default_qos or (allowed[0] if len(allowed) == 1 else "normal"))
+    return caps, qos_names
+
+
+def parse_qos(text: str, names: List[str]) -> List[int]:
+    """The per-user and group submit caps of the QOS in ``names``."""
+    caps: List[int] = []
+    for line in text.splitlines():
+        fields = line.split("|")
+        if len(fields) >= 3 and fields[0] in names:
+            caps += _numbers(fields[1], fields[2])
+    return caps

@@ -46,8 +46,7 @@ def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
 
 
 def _packing(executor: Executor, flux: str, where: str) -> Check:
-    """Whether ``submit-many --pack`` can work from here: its allocations run
-    ``srun … flux start`` (``packing.allocation_script``), with this flux command."""
+    """Whether ``submit-many --pack`` (``srun … flux start`` in each allocation) can work."""
     name = "slurm packing"
     try:
         srun = executor.run(["srun", "--version"], timeout=30)
@@ -102,10 +101,8 @@ def _accounting(cli: SlurmCliDriver) -> Check:
 
 
 def _driver(executor: Executor, cli: SlurmCliDriver, settings: Settings) -> List[Check]:
-    """pyslurm is imported only through the driver choice, which checks first that
-    the import cannot end the process (a bad SLURM_CONF) or load another cluster."""
+    """pyslurm only through the driver choice, which checks first that it is safe to import."""
     _, choice = choose_slurm_driver("auto", executor, cli, settings.command_env)
-    # The choice's reason, not what happens to be installed: over SSH it is the transport.
     # Without pyslurm the commands do the work, unless pyslurm was asked for.
     needed = "slurm" if settings.slurm_driver == "native" else None
     return [

@@ -1,8 +1,5 @@
-"""Slurm job ids and array specs: pure, no I/O.
-
-A plain job is ``123``; an array task ``123_4``; the pending rest of an
-array shows as ``123_[5-9]`` (or ``123_[5-9%2]`` when throttled).
-"""
+"""Slurm job ids (``123``, a task ``123_4``, an array's pending rest ``123_[5-9%2]``) and
+array specs: pure, no I/O."""
 
 from __future__ import annotations
 
@@ -28,8 +25,8 @@ _TYPED_ID = re.compile(r"^\d+(?:_\d+)?$")
 
 def job_id_of(text: object) -> str:
     """A job id as a user types it (``123``, ``123_4``, ``123;cluster``), as recorded;
-    ``ValueError`` for text that is no Slurm job id (squeue would say only that it
-    failed, and the id would look like a controller that cannot be asked)."""
+    ``ValueError`` for text that is no Slurm job id (squeue's failure would read as a
+    controller that cannot be asked)."""
     job_id = normalize_job_id(text)
     if not _TYPED_ID.match(job_id):
         raise ValueError(
@@ -50,10 +47,8 @@ def split_job_id(job_id: str) -> Tuple[str, Optional[int]]:
 
 
 def expand_array_spec(spec: str) -> List[int]:
-    """Task indices of an array spec: ``3-6%2``, ``[1,3,5-7]``, ``0-15:4``.
-
-    ``%N`` (the throttle) is ignored; a malformed spec gives an empty list.
-    """
+    """Task indices of an array spec: ``3-6%2`` (throttle ignored), ``[1,3,5-7]``,
+    ``0-15:4``; a malformed spec gives an empty list."""
     spec = spec.strip()
     if spec.startswith("[") and spec.endswith("]"):
         spec = spec[1:-1]
@@ -73,12 +68,8 @@ def expand_array_spec(spec: str) -> List[int]:
 
 
 def expand_job_id(text: str) -> List[str]:
-    """Every id a squeue/sacct job id column stands for.
-
-    Slurm shows the waiting tasks of an array as one row, ``123_[4-9]``:
-    each task must be answerable on its own, so the range is expanded to
-    ``123_4`` ... ``123_9``.
-    """
+    """Every id a squeue/sacct job id column stands for: ``123_[4-9]`` (an array's waiting
+    tasks, one row) as ``123_4`` ... ``123_9``."""
     text = normalize_job_id(text)
     if "[" not in text:
         return [text] if text else []
@@ -89,18 +80,9 @@ def expand_job_id(text: str) -> List[str]:
     return [text] if text else []
 
 
-def array_task_ids(array_id: str, count: int) -> List[str]:
-    """The ids of the tasks of ``sbatch --array=0-<count-1>``."""
-    return [f"{array_id}_{index}" for index in range(count)]
-
-
 def job_list(job_ids: Sequence[str], collapse_over: int = 50) -> List[str]:
-    """The ``--jobs`` list for many ids, deduplicated.
-
-    When more than ``collapse_over`` tasks of one array are asked, the array
-    id alone is passed (squeue and sacct then list all its tasks): a short
-    command line even for thousands of tasks.
-    """
+    """The ``--jobs`` list for many ids, deduplicated; an array with more than
+    ``collapse_over`` tasks asked is named by its id alone (then all its tasks are listed)."""
     ordered = list(dict.fromkeys(job_ids))
     by_array: Dict[str, List[str]] = {}
     for job_id in ordered:

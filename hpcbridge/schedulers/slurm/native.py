@@ -1,21 +1,14 @@
-"""The pyslurm driver: Slurm's C API in process, where it loads safely and matches.
-
-Written against pyslurm's API as observed with pyslurm 25.11.2 on Slurm 25.11
-(``JobSubmitDescription(...).submit()``, ``Jobs.load``, ``Job.load``,
-``db.Jobs.load(db.JobFilter(ids=...))``, ``Job(id).cancel()``, ``RPCError``).
-pyslurm links against one Slurm major release and its version says which
-(``25.11.2`` is for Slurm 25.11): with any other Slurm it is not used.  The
-mapping code lives in ``pyslurm_jobs`` (pure), the import guard in
-``pyslurm_loading``.
-"""
+"""The pyslurm driver: Slurm's C API in process, where it loads safely and matches, and
+pyslurm's objects in our terms (written against pyslurm 25.11.2 on Slurm 25.11)."""
 
 from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+import signal
+from datetime import datetime
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from ...engine.adoption import adopt_or_resubmit
 from ...engine.driver import (
     DriverChoice,
     NotAskedNow,
@@ -27,33 +20,14 @@ from ...engine.driver import (
 )
 from ...engine.retrying import retry
 from ...engine.tracking import exit_code_from_file
-from ...errors import (
-    JobSubmissionError,
-    SchedulerUnavailableError,
-    SubmissionUncertainError,
-)
+from ...errors import JobSubmissionError, SchedulerUnavailableError
 from ...model import JobStatus
+from ...resources import format_slurm_time, signal_parts
 from ...transports.base import Executor
-from . import commands, libslurm_output
-from .cli import ADOPTION_BUDGET, SlurmCliDriver
-from .commands import (
-    CAPABILITIES,
-    NOT_FOUND,
-    SubmitSpec,
-    planned_spec,
-    submit_batch,
-    unknown,
-)
-from .ids import split_job_id
-from .pyslurm_jobs import (
-    iter_jobs,
-    job_ids_of,
-    may_be_folded,
-    status_from_job,
-    statuses_from_jobs,
-    submit_description_kwargs,
-    unfolded,
-)
+from . import commands, pyslurm_loading
+from .cli import SlurmCliDriver
+from .commands import CAPABILITIES, NOT_FOUND, SubmitSpec, planned_spec, submit_batch, unknown
+from .ids import expand_array_spec, split_job_id
 from .pyslurm_loading import (
     PYSLURM_SKIP_REASON,
     ensure_loadable,
@@ -62,36 +36,16 @@ from .pyslurm_loading import (
     versions_match,
     wanted_slurm_conf,
 )
+from .status import KEY_PREFIX, job_status
 
 log = logging.getLogger("hpcbridge.slurm")
-
-__all__ = [
-    "PYSLURM_SKIP_REASON",
-    "SlurmNativeDriver",
-    "build_native_driver",
-    "choose_slurm_driver",
-    "import_pyslurm",
-    "installed_pyslurm_version",
-    "iter_jobs",
-    "job_ids_of",
-    "status_from_job",
-    "statuses_from_jobs",
-    "submit_description_kwargs",
-    "versions_match",
-]
-
-
-# -- building the driver -------------------------------------------------------------
 
 
 def build_native_driver(
     executor: Executor, cli: SlurmCliDriver, command_env: Optional[Mapping[str, str]] = None
 ) -> Tuple[SlurmNativeDriver, str]:
     """The pyslurm driver and why it is usable, or ``SchedulerUnavailableError`` saying why not.
-
-    ``command_env``: the environment the settings give the Slurm commands;
-    its ``SLURM_CONF`` (else the process's) is the cluster pyslurm must talk to.
-    """
+    ``command_env``: the settings' environment for Slurm's commands (its ``SLURM_CONF``)."""
     if not executor.is_local:
         raise SchedulerUnavailableError(
             f"pyslurm talks to the local Slurm only; transport is {executor.kind}"
@@ -112,9 +66,8 @@ def build_native_driver(
         raise SchedulerUnavailableError(
             f"pyslurm not importable ({type(exc).__name__}: {exc})"
         ) from exc
-    return SlurmNativeDriver(
-        cli, pyslurm
-    ), f"pyslurm {pyslurm_version} matches Slurm {slurm_version}"
+    driver = SlurmNativeDriver(cli, pyslurm)
+    return driver, f"pyslurm {pyslurm_version} matches Slurm {slurm_version}"
 
 
 def choose_slurm_driver(
@@ -124,16 +77,16 @@ def choose_slurm_driver(
     command_env: Optional[Mapping[str, str]] = None,
 ) -> Tuple[SchedulerDriver, DriverChoice]:
     """pyslurm when it is usable here, else ``cli`` (the rule of ``driver.choose_driver``)."""
-    native = lambda: build_native_driver(executor, cli, command_env)  # noqa: E731 - deferred
+
+    def native() -> Tuple[SlurmNativeDriver, str]:
+        return build_native_driver(executor, cli, command_env)
+
     return choose_driver("slurm", requested, native=native, cli=lambda: cli)
 
 
-# -- the driver --------------------------------------------------------------------
-
-
 class SlurmNativeDriver:
-    """Slurm through pyslurm; array-task cancels, one-task-at-a-time submissions,
-    config and version through the CLI."""
+    """Slurm through pyslurm; cancels, sbatch-only submissions, config and version
+    through the CLI driver."""
 
     name = "native"
     capabilities = CAPABILITIES
@@ -141,7 +94,6 @@ class SlurmNativeDriver:
     def __init__(self, cli: SlurmCliDriver, pyslurm: Any) -> None:
         self.cli = cli
         self.pyslurm = pyslurm
-        #: "no job history from slurmdbd" is logged once per driver
         self._no_history_noted = False
         #: the environment sbatch would run with, beyond the process's (SLURM_CONF...)
         self.command_env: Dict[str, str] = {**cli.executor.env, **(cli.env or {})}
@@ -159,42 +111,30 @@ class SlurmNativeDriver:
         return f"pyslurm.JobSubmitDescription({fields}).submit()"
 
     def submit_many(self, planned: Planned) -> List[Submitted]:
+        # JobSubmitDescription takes only the fields it names: native options go through sbatch.
+        native = planned.batch.resources.native_options("slurm")
+        submit = self.cli.submit if native else self._submit_spec
+        return self._remember(planned, submit_batch(planned, submit))
+
+    def _remember(self, planned: Planned, submitted: List[Submitted]) -> List[Submitted]:
+        """``submitted``, each job's exit-code file noted."""
         batch = planned.batch
-        # pyslurm's JobSubmitDescription takes the fields it names only: native sbatch
-        # options go in through sbatch itself.
-        native = batch.resources.native_options("slurm")
-        submitted = submit_batch(planned, self.cli.submit if native else self._submit_spec)
         for item in submitted:
             self._exit_files[item.job_id] = batch.job.exit_file_for(item.index, batch.count)
         return submitted
 
     def _submit_spec(self, spec: SubmitSpec) -> str:
-        # One task of a many-task wrapper goes in through sbatch, its index the
-        # wrapper's argument.
+        # One task of a many-task wrapper goes through sbatch, its index the wrapper's argument.
         return self.cli.submit(spec) if spec.task_index is not None else self.submit(spec)
 
     def submit(self, spec: SubmitSpec) -> str:
-        """One submission; its job id.  An answer lost to a timeout is looked for by
-        the submission's key (``adoption``, as for sbatch); any other error is a refusal."""
-        try:
-            return self._submit_once(spec)
-        except SubmissionUncertainError:
-            if not spec.key:
-                raise
-            return adopt_or_resubmit(
-                lambda: self.cli.find_by_key(spec.key),
-                lambda: self._submit_once(spec),
-                key=spec.key,
-                budget=ADOPTION_BUDGET,
-                settle=self.cli.settle(),
-                where="slurmctld",
-            )
+        """One submission; its job id; a lost answer is looked for by its key."""
+        return self.cli.adopting(spec, lambda: self._submit_once(spec))
 
     def _submit_once(self, spec: SubmitSpec) -> str:
         kwargs = submit_description_kwargs(spec)
         try:
-            # pyslurm reads ``script`` as a file only when that path exists, else
-            # as the script's text: the wrapper's text is passed, never its path.
+            # pyslurm reads ``script`` as a file only when that path exists: pass the text.
             with open(spec.wrapper_path, encoding="utf-8") as wrapper:
                 kwargs["script"] = wrapper.read()
         except OSError as exc:
@@ -202,7 +142,7 @@ class SlurmNativeDriver:
         kwargs["environment"] = submit_environment(self.command_env)
         said: List[str] = []
         try:
-            with libslurm_output.caught(said):
+            with pyslurm_loading.caught(said):
                 job_id = self.pyslurm.JobSubmitDescription(**kwargs).submit()
         except Exception as exc:  # RPCError from Slurm; ValueError/TypeError from pyslurm's checks
             message = _with_libslurm(str(exc) or type(exc).__name__, said)
@@ -215,11 +155,10 @@ class SlurmNativeDriver:
 
     @staticmethod
     def _quiet(call: Callable[[], Any]) -> Any:
-        """``call()`` with what libslurm writes to stderr logged (DEBUG), not shown
-        (``libslurm_output``): a question's failure is reported by its caller."""
+        """``call()``, what libslurm writes to stderr logged (DEBUG), not shown."""
         said: List[str] = []
         try:
-            with libslurm_output.caught(said):
+            with pyslurm_loading.caught(said):
                 return call()
         finally:
             _log_libslurm(said, logging.DEBUG)
@@ -263,11 +202,11 @@ class SlurmNativeDriver:
         """Exit codes pyslurm folded (143 -> 15): the exit-code file's, else the CLI's."""
         unresolved: List[str] = []
         for job_id in [job_id for job_id, status in answers.items() if may_be_folded(status)]:
-            settled = unfolded(answers[job_id], self._recorded_exit_code(job_id))
-            if settled is None:
+            unfolded_status = unfolded(answers[job_id], self._recorded_exit_code(job_id))
+            if unfolded_status is None:
                 unresolved.append(job_id)
             else:
-                answers[job_id] = settled
+                answers[job_id] = unfolded_status
         if not unresolved:
             return
         try:
@@ -275,8 +214,8 @@ class SlurmNativeDriver:
         except NotAskedNow:
             return  # pyslurm's codes stand until a later round
         for job_id in unresolved:
-            settled = unfolded(answers[job_id], from_cli[job_id].exit_code)
-            answers[job_id] = settled or answers[job_id]
+            found = unfolded(answers[job_id], from_cli[job_id].exit_code)
+            answers[job_id] = found or answers[job_id]
 
     def _recorded_exit_code(self, job_id: str) -> Optional[int]:
         path = self._exit_files.get(job_id)
@@ -289,9 +228,8 @@ class SlurmNativeDriver:
             return None
 
     def cancel(self, job_ids: Sequence[str]) -> None:
-        """Through ``scancel``: pyslurm's ``Job(id).cancel()`` returns None for a
-        running, a finished and an unknown id alike, so it cannot tell a refusal,
-        and it takes no ``ARRAY_TASK`` ids."""
+        # pyslurm's Job(id).cancel() returns None for a running, ended and unknown id alike,
+        # and takes no array task ids: scancel.
         self.cli.cancel(job_ids)
 
     def find_output(self, job_id: str) -> Optional[str]:
@@ -308,24 +246,17 @@ class SlurmNativeDriver:
     def find_submitted(
         self, planned: Planned, since: Optional[float] = None
     ) -> Optional[List[Submitted]]:
-        """By the key in the job's comment, as the CLI driver finds it (one squeue)."""
         found = self.cli.find_submitted(planned, since)
-        for item in found or ():
-            self._exit_files[item.job_id] = planned.batch.job.exit_file_for(
-                item.index, planned.batch.count
-            )
-        return found
+        return None if found is None else self._remember(planned, found)
 
     def queue_limit(self, account: Optional[str] = None) -> Optional[int]:
-        """The cap on queued jobs, read with sacctmgr (pyslurm has no association query)."""
-        return self.cli.queue_limit(account)
+        return self.cli.queue_limit(account)  # pyslurm has no association query
 
     def max_batch(self) -> int:
         return self.cli.max_batch()
 
     def waiter(self, job_ids: Sequence[str]) -> None:
-        """pyslurm has no job events to wait on: the adapter sleeps between rounds."""
-        return None
+        return None  # no job events: the adapter sleeps between rounds
 
     def close(self) -> None:
         """Nothing to release: pyslurm keeps no connection open."""
@@ -343,6 +274,210 @@ def _log_libslurm(said: Sequence[str], level: int = logging.INFO) -> None:
 
 
 def submit_environment(command_env: Mapping[str, str]) -> Dict[str, str]:
-    """The job's environment: what sbatch would run with (the process's and the
-    settings' command environment), as its default ``--export=ALL`` passes on."""
+    """The job's environment as sbatch's default ``--export=ALL`` would pass it on."""
     return {**os.environ, **command_env}
+
+
+# -- pyslurm's objects, pure -------------------------------------------------------
+
+
+def submit_description_kwargs(spec: SubmitSpec) -> Dict[str, Any]:
+    """``pyslurm.JobSubmitDescription`` keyword arguments: ``commands.sbatch_argv``'s
+    request in pyslurm's names."""
+    resources = spec.resources
+    kwargs: Dict[str, Any] = {
+        "script": spec.wrapper_path,
+        "working_directory": spec.workdir,
+        "standard_output": spec.output,
+        "name": spec.job_name,
+    }
+    optional = {
+        "partitions": resources.partition,
+        "qos": resources.qos,
+        "account": resources.account,
+        "constraints": resources.constraint,
+        "time_limit": format_slurm_time(resources.time) if resources.time is not None else None,
+        "nodes": resources.nodes,
+        "ntasks": resources.ntasks,
+        "cpus_per_task": resources.cpus_per_task,
+        "memory_per_node": resources.mem,
+        "memory_per_cpu": resources.mem_per_cpu,
+        "gpus": resources.gpus or None,  # omitted when 0, as with sbatch
+        "gpus_per_task": resources.gpus_per_task or None,
+        # pyslurm has no gpus_per_node: --gpus-per-node and --gres both set tres_per_node
+        "gres_per_node": gres_counts(resources.gres, resources.gpus_per_node),
+        "resource_sharing": "exclusive" if resources.exclusive else None,
+        "reservations": [resources.reservation] if resources.reservation else None,
+        "signal": warning_signal(resources.signal),
+        "is_requeueable": resources.requeue,
+        "begin_time": int(resources.begin) if resources.begin is not None else None,
+        "array": spec.array,
+        "comment": f"{KEY_PREFIX}{spec.key}" if spec.key else None,
+    }
+    kwargs.update({key: value for key, value in optional.items() if value is not None})
+    dependency = commands.dependency_text(spec.depends_on)
+    if dependency:
+        kwargs["dependencies"] = dependency
+        kwargs["kill_on_invalid_dependency"] = True  # see commands.sbatch_argv
+    return kwargs
+
+
+def gres_counts(gres: Optional[str], gpus_per_node: Optional[int]) -> Optional[Dict[str, int]]:
+    """``--gres`` (and ``--gpus-per-node``) as pyslurm's ``gres_per_node``: ``{"gpu:a100": 2}``;
+    a generic resource without a count asks for one, as in sbatch."""
+    counts: Dict[str, int] = {}
+    for item in (gres or "").split(","):
+        if item:
+            name, _, count = item.rpartition(":")
+            if not count.isdigit():
+                name, count = item, "1"
+            counts[name] = int(count)
+    if gpus_per_node:
+        counts["gpu"] = gpus_per_node
+    return counts or None
+
+
+def warning_signal(text: Optional[str]) -> Optional[Dict[str, Any]]:
+    """``--signal`` as pyslurm takes it: a dict with the signal's number (pyslurm's own
+    parser refuses a bare ``USR1``)."""
+    if text is None:
+        return None
+    name, seconds = signal_parts(text)
+    found: Dict[str, Any] = {"signal": int(signal.Signals["SIG" + name])}
+    if seconds is not None:
+        found["time"] = seconds
+    if text.startswith("B:"):
+        found["batch_only"] = True
+    return found
+
+
+def timestamp(value: Any) -> Optional[datetime]:
+    """pyslurm gives unix timestamps (int) or None; 0 means unset."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.astimezone()
+    try:
+        seconds = int(value)
+    except (TypeError, ValueError):
+        return None
+    return datetime.fromtimestamp(seconds).astimezone() if seconds > 0 else None
+
+
+def job_ids_of(job: Any) -> List[str]:
+    """The ids a pyslurm job (live or database) answers to; an array's waiting rest
+    (``array_tasks_waiting``) to each of its tasks."""
+    raw = str(getattr(job, "id", "") or "")
+    array_id = getattr(job, "array_id", None)
+    task_id = getattr(job, "array_task_id", None)
+    waiting = getattr(job, "array_tasks_waiting", None)
+    if array_id and task_id is not None:
+        return [f"{array_id}_{task_id}"]
+    if array_id and waiting:
+        return [f"{array_id}_{index}" for index in waiting_indices(str(waiting))]
+    if array_id:
+        # pyslurm reads an array_task_id of 0 as "no value": such a record is task 0.
+        return [f"{array_id}_0"]
+    return [raw] if raw else []
+
+
+def waiting_indices(text: str) -> List[int]:
+    """The task indices of an array's waiting rest: ``3-6``, or (pyslurm 25.11's ``db.Job``,
+    slurmdbd's array_task_str) a hex bitmap, ``0x3`` for tasks 0 and 1."""
+    text = text.strip()
+    if text.lower().startswith("0x"):
+        try:
+            mask = int(text, 16)
+        except ValueError:
+            return []
+        return [index for index in range(mask.bit_length()) if mask >> index & 1]
+    return expand_array_spec(text)
+
+
+def exit_code_of(job: Any) -> Optional[int]:
+    """The exit code as the CLI driver gives it (a signal as 128+N), as far as pyslurm tells."""
+    # pyslurm folds an exit status of 128 or more down by 128 (143 -> 15): see may_be_folded.
+    signal_number = getattr(job, "exit_code_signal", None) or 0
+    code = getattr(job, "exit_code", None)
+    if signal_number:
+        return 128 + int(signal_number)
+    return int(code) if code is not None else None
+
+
+def status_from_job(job: Any, job_id: Optional[str] = None) -> JobStatus:
+    """A ``JobStatus`` from a ``pyslurm.Job`` or ``pyslurm.db.Job``."""
+    ids = job_ids_of(job)
+    raw = str(getattr(job, "id", ""))
+    return job_status(
+        job_id or (ids[0] if ids else raw),
+        str(getattr(job, "state", "") or ""),
+        exit_code_of(job),
+        timestamp(getattr(job, "start_time", None)),
+        timestamp(getattr(job, "end_time", None)),
+        str(getattr(job, "state_reason", "") or ""),
+        raw,
+    )
+
+
+def may_be_folded(status: JobStatus) -> bool:
+    """Whether pyslurm may have folded this end's exit code (143 -> 15, 128 -> 0): any
+    code under 128 but a COMPLETED 0."""
+    code = status.exit_code
+    return (
+        code is not None
+        and code < 128
+        and not (code == 0 and status.native_state.startswith("COMPLETED"))
+    )
+
+
+def unfolded(status: JobStatus, recorded: Optional[int]) -> Optional[JobStatus]:
+    """The status with the code ``recorded`` elsewhere (the wrapper's file, sacct) where
+    that is the folded one's; ``None`` when it does not settle it."""
+    if recorded is None or status.exit_code is None or recorded % 128 != status.exit_code:
+        return None
+    return status.with_(exit_code=recorded)
+
+
+def iter_jobs(collection: Any) -> Iterator[Any]:
+    """Jobs of a pyslurm collection: a dict, a multi-cluster map or a list."""
+    values = getattr(collection, "values", None)
+    items: Iterable[Any] = values() if callable(values) else collection
+    for item in items:
+        if isinstance(item, dict):  # {cluster: {id: job}}
+            yield from iter_jobs(item)
+        else:
+            yield item
+
+
+def statuses_from_jobs(
+    jobs: Iterable[Any], wanted: Sequence[str], history: bool = False
+) -> Dict[str, JobStatus]:
+    """The status of every wanted id these jobs answer to; a record naming its task wins
+    over one covering it with a range. ``history`` (slurmdbd's records): an array's own
+    record answers for each wanted task of it that no record names."""
+    # slurmdbd keeps one record for the tasks cancelled before they started; slurmctld
+    # drops a task's record MinJobAge after it ended while the others stay.
+    wanted_set = set(wanted)
+    found: Dict[str, JobStatus] = {}
+    named: set = set()
+    whole: Dict[str, Any] = {}
+    for job in jobs:
+        ids = job_ids_of(job)
+        raw = str(getattr(job, "id", "") or "")
+        array_id = str(getattr(job, "array_id", "") or "")
+        if raw and raw not in ids and array_id and raw != array_id:
+            ids.append(raw)  # a running array task also answers to its own id
+        own = getattr(job, "array_task_id", None) is not None or not array_id
+        if history and getattr(job, "array_task_id", None) is None and raw == (array_id or raw):
+            whole[raw] = job
+        for job_id in ids:
+            if job_id not in wanted_set or (not own and job_id in named):
+                continue
+            found[job_id] = status_from_job(job, job_id)
+            if own:
+                named.add(job_id)
+    for job_id in wanted:
+        base, _, task = job_id.partition("_")
+        if task and job_id not in found and base in whole:
+            found[job_id] = status_from_job(whole[base], job_id)
+    return found

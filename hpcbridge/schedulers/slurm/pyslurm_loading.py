@@ -1,13 +1,5 @@
-"""Loading pyslurm only where it cannot take the process down or talk to the wrong cluster.
-
-``import pyslurm`` initialises libslurm with the *process's* ``SLURM_CONF``
-(read once, for the life of the process).  When that file is missing,
-libslurm retries for about a minute and then exits the whole process; when
-it does not parse, it exits at once: no exception reaches Python.  So the
-``SLURM_CONF`` the settings say is checked before the import (it must be the
-process's, and a child process must import pyslurm with it first, ~0.25 s
-once per process), and pyslurm is used only for that one configuration.
-"""
+"""Loading pyslurm only where it cannot take the process down or talk to the wrong cluster,
+and catching what libslurm writes to the process's stderr while pyslurm calls it."""
 
 from __future__ import annotations
 
@@ -15,12 +7,19 @@ import importlib
 import importlib.metadata
 import importlib.util
 import os
+import re
 import subprocess
 import sys
-from typing import Any, Dict, Mapping, Optional, Tuple
+import tempfile
+import threading
+from contextlib import contextmanager
+from typing import IO, Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from ...errors import SchedulerUnavailableError
 from .commands import parse_version
+
+# libslurm reads the process's SLURM_CONF once, at import; a missing file makes it retry
+# ~60 s then exit the process, one that does not parse exits at once: no exception.
 
 #: why the real-driver tests skip here
 PYSLURM_SKIP_REASON = "pyslurm not importable (PyPI has it only for Slurm 25.11)"
@@ -44,10 +43,8 @@ def wanted_slurm_conf(
 def conf_problem(
     wanted: Optional[str], process_conf: Optional[str], loaded: Tuple[bool, Optional[str]]
 ) -> Optional[str]:
-    """Why pyslurm must not be used for ``wanted``; None when it may (pure).
-
-    ``loaded`` is (already imported, the SLURM_CONF it was imported with).
-    """
+    """Why pyslurm must not be used for ``wanted``; None when it may. ``loaded``: (already
+    imported, the SLURM_CONF it was imported with)."""
     imported, loaded_conf = loaded
     if imported:
         if loaded_conf != wanted:
@@ -65,7 +62,7 @@ def conf_problem(
 
 
 def _probe(process_conf: Optional[str]) -> Optional[str]:
-    """Import pyslurm in a child process: None when that works, else why not."""
+    """Import pyslurm in a child process (once per SLURM_CONF): None when that works."""
     if process_conf in _probed:
         return _probed[process_conf]
     try:
@@ -125,12 +122,80 @@ def _readable_problem(conf: str) -> Optional[str]:
     return f"SLURM_CONF {conf} is not a readable file (libslurm would end the process)"
 
 
-def major_minor(version: Optional[str]) -> Optional[Tuple[int, int]]:
-    parsed = parse_version(version or "")
-    return (parsed[0], parsed[1]) if parsed and len(parsed) >= 2 else None
-
-
 def versions_match(pyslurm_version: Optional[str], slurm_version: Optional[str]) -> bool:
     """pyslurm ``X.Y.Z`` is built for Slurm ``X.Y`` (``24.5.1`` ~ ``24.05.4``)."""
-    ours, theirs = major_minor(pyslurm_version), major_minor(slurm_version)
-    return ours is not None and ours == theirs
+    ours, theirs = parse_version(pyslurm_version or ""), parse_version(slurm_version or "")
+    return ours is not None and theirs is not None and ours[:2] == theirs[:2]
+
+
+# -- libslurm's words on fd 2 --------------------------------------------------------
+
+#: a line of libslurm's log (``python: error: invalid partition specified: nosuchpart``)
+_LOG_LINE = re.compile(r"^\S+: (?:error|fatal|warning|info|verbose|debug\d*): (?P<message>.*)$")
+
+_lock = threading.Lock()
+#: one temporary file per process, emptied before each call
+_sink: Optional[IO[bytes]] = None
+
+
+def split(text: str) -> Tuple[List[str], str]:
+    """libslurm's messages (their level and program name stripped), and the rest of
+    ``text`` as it was written.  Pure."""
+    messages: List[str] = []
+    rest: List[str] = []
+    for line in text.splitlines(keepends=True):
+        match = _LOG_LINE.match(line.rstrip("\n"))
+        if match:
+            messages.append(match.group("message").strip())
+        else:
+            rest.append(line)
+    return messages, "".join(rest)
+
+
+def _flush_stderr() -> None:
+    try:
+        sys.stderr.flush()
+    except (AttributeError, OSError, ValueError):  # no stderr, or a closed one
+        pass
+
+
+@contextmanager
+def caught(messages: List[str]) -> Iterator[None]:
+    """Run the block with fd 2 caught; libslurm's lines are appended to ``messages`` when it
+    ends, anything else written meanwhile (another thread's) goes on to the real stderr.
+    One block at a time; where fd 2 cannot be redirected, the block runs as it is."""
+    global _sink
+    with _lock:
+        _flush_stderr()
+        try:
+            if _sink is None:
+                _sink = tempfile.TemporaryFile()  # noqa: SIM115 - kept for the process's life
+            sink = _sink
+            sink.seek(0)
+            sink.truncate()
+            saved: Optional[int] = os.dup(2)
+        except OSError:
+            saved = None
+        if saved is None:
+            yield
+            return
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            _flush_stderr()  # another thread's Python output, into the file too
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            found, rest = split(sink.read().decode("utf-8", errors="replace"))
+            messages.extend(found)
+            if rest:
+                _write_all(2, rest.encode("utf-8", errors="replace"))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    try:
+        while data:
+            data = data[os.write(fd, data) :]
+    except OSError:
+        pass  # the real stderr is gone: nothing to write to

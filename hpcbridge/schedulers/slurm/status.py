@@ -1,22 +1,132 @@
-"""squeue and sacct: one command line each for many ids, and their parsers. Pure, no I/O.
-
-Tested against outputs recorded from a real Slurm 22.05 (``tests/data/slurm/``).
-"""
+"""squeue and sacct: one command line each for many ids, Slurm's states, exit codes and times,
+and the parsers. Pure, no I/O; tested against outputs of a real Slurm 22.05 (tests/data/slurm/)."""
 
 from __future__ import annotations
 
-from datetime import tzinfo
+import functools
+import re
+from datetime import datetime, tzinfo
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ...model import JobStatus
+from ...model import CANCELLED_WHILE_PENDING, JobState, JobStatus
 from .ids import expand_job_id, job_list, normalize_job_id, split_job_id
-from .states import map_state, parse_exit_code, parse_time, parse_wait_status, settled
 
-#: ``squeue --Format`` fields.  Each is ``Name:0|``: width 0 = never truncated,
-#: ``|`` the suffix that separates them.  ``--Format`` rather than ``--format``
-#: because only it has ``exit_code``.  Despite its man page ("the base job
-#: ID"), JobArrayID prints ``123_4`` for a task and ``123_[5-9%2]`` for the
-#: pending rest of an array - the id users hold.
+#: every Slurm job state: its long form (squeue %T, sacct State), compact code (squeue %t,
+#: which some sites set in SQUEUE_FORMAT) and our state
+_STATES = (
+    ("PENDING", "PD", JobState.PENDING),
+    ("CONFIGURING", "CF", JobState.PENDING),
+    ("REQUEUED", "RQ", JobState.PENDING),
+    ("REQUEUE_FED", "RF", JobState.PENDING),
+    ("REQUEUE_HOLD", "RH", JobState.PENDING),
+    ("RESV_DEL_HOLD", "RD", JobState.PENDING),
+    ("RUNNING", "R", JobState.RUNNING),
+    ("COMPLETING", "CG", JobState.RUNNING),
+    ("STAGE_OUT", "SO", JobState.RUNNING),
+    ("SIGNALING", "SI", JobState.RUNNING),
+    ("SUSPENDED", "S", JobState.RUNNING),
+    ("STOPPED", "ST", JobState.RUNNING),
+    ("RESIZING", "RS", JobState.RUNNING),
+    ("COMPLETED", "CD", JobState.COMPLETED),
+    ("FAILED", "F", JobState.FAILED),
+    ("NODE_FAIL", "NF", JobState.FAILED),
+    ("BOOT_FAIL", "BF", JobState.FAILED),
+    ("OUT_OF_MEMORY", "OOM", JobState.FAILED),
+    ("SPECIAL_EXIT", "SE", JobState.FAILED),
+    ("LAUNCH_FAILED", "LF", JobState.FAILED),
+    # A requeued preempted job shows REQUEUED: a final PREEMPTED was killed for good.
+    ("PREEMPTED", "PR", JobState.FAILED),
+    ("CANCELLED", "CA", JobState.CANCELLED),
+    ("REVOKED", "RV", JobState.CANCELLED),  # federation: the sibling that did not run it
+    ("TIMEOUT", "TO", JobState.TIMEOUT),
+    ("DEADLINE", "DL", JobState.TIMEOUT),
+)
+STATE_MAP: Dict[str, JobState] = {name: state for name, _, state in _STATES}
+COMPACT_STATES: Dict[str, str] = {code: name for name, code, _ in _STATES}
+
+
+@functools.lru_cache(maxsize=256)  # a few dozen words, met on every row
+def map_state(native: str) -> JobState:
+    """Our state for Slurm's words; UNKNOWN (never a guess) for anything new."""
+    # sacct prints "CANCELLED by 0", truncated "CANCELLED+": only the first word counts.
+    words = native.strip().split()
+    if not words:
+        return JobState.UNKNOWN
+    word = words[0].rstrip("+").upper()
+    word = COMPACT_STATES.get(word, word)
+    if word in STATE_MAP:
+        return STATE_MAP[word]
+    if word.startswith("REQUEUE"):  # REQUEUED, REQUEUE_FED, REQUEUE_HOLD and any later one
+        return JobState.PENDING
+    return JobState.UNKNOWN
+
+
+def parse_exit_code(text: str) -> Optional[int]:
+    """``N:S`` (sacct ExitCode, scontrol ExitCode) -> N, or 128+S when signalled."""
+    match = re.fullmatch(r"(\d+)(?::(\d+))?", text.strip())
+    if not match:
+        return None
+    signal = int(match.group(2) or 0)
+    return 128 + signal if signal else int(match.group(1))
+
+
+def parse_wait_status(text: str) -> Optional[int]:
+    """squeue's ``exit_code``: the raw wait(2) status (768 for ``exit 3``, 9 for SIGKILL)."""
+    text = text.strip()
+    if ":" in text:
+        return parse_exit_code(text)
+    if not text.isdigit():
+        return None
+    signal = int(text) & 0x7F
+    return 128 + signal if signal else (int(text) >> 8) & 0xFF
+
+
+_NO_TIME = {"", "unknown", "none", "n/a", "(null)", "0"}
+
+
+def parse_time(text: str, zone: Optional[tzinfo] = None) -> Optional[datetime]:
+    """A Slurm timestamp as an aware datetime (a zoneless one read in ``zone``, by default
+    this machine's); ``None`` for Unknown/None/N/A."""
+    text = text.strip()
+    if text.lower() in _NO_TIME:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=zone) if zone is not None else moment.astimezone()
+
+
+#: the reason of a job cancelled once started, whose script's end Slurm does not record
+CANCELLED = "cancelled"
+
+#: Slurm's reason for a job whose parent did not complete (``--kill-on-invalid-dep``)
+NEVER_SATISFIED = "DependencyNeverSatisfied"
+
+
+def settled(status: JobStatus) -> JobStatus:
+    """A status in the words every scheduler uses, where Slurm's own would mislead."""
+    # Slurm keeps a running job's final reason (COMPLETING with NonZeroExitCode).
+    if status.state is JobState.RUNNING and status.reason:
+        return status.with_(reason="")
+    if status.state is not JobState.CANCELLED or status.exit_code not in (0, None):
+        return status
+    if status.start_time is not None and not status.reason:
+        # Slurm: a cancelled job's allocation ends 0:0 whatever its script did
+        return status.with_(exit_code=None, reason=CANCELLED)
+    # Cancelled while pending: Slurm says 0:0, keeps the pending reason, squeue a start.
+    reason = status.reason
+    if not reason.startswith(NEVER_SATISFIED):  # that one already says why, everywhere
+        reason = CANCELLED_WHILE_PENDING + (f" ({reason})" if reason else "")
+    return status.with_(exit_code=None, start_time=None, reason=reason)
+
+
+# -- the commands ------------------------------------------------------------------
+
+#: ``squeue --Format`` fields (width 0: never truncated); only --Format has exit_code.
+#: JobArrayID prints 123_4 for a task and 123_[5-9%2] for an array's pending rest.
 SQUEUE_FIELDS: Tuple[Tuple[str, str], ...] = (
     ("JobArrayID", "id"),
     ("JobID", "raw_id"),
@@ -41,13 +151,8 @@ SACCT_COLUMNS: Tuple[str, ...] = tuple(column for _, column in SACCT_FIELDS)
 
 
 def squeue_argv(job_ids: Sequence[str]) -> List[str]:
-    """One squeue for many ids, finished ones included (``--states=all``).
-
-    Without ``--states=all`` a finished job (kept for MinJobAge) prints no
-    row.  ``squeue -j <one purged id>`` exits 1 with "Invalid job id
-    specified" (read as "not in the queue", see ``commands.is_invalid_job_id``).
-    ``--array`` prints one row per pending array task.
-    """
+    """One squeue for many ids, one row per pending array task."""
+    # Without --states=all a finished job (kept for MinJobAge) prints no row.
     fields = ",".join(f"{name}:0|" for name, _ in SQUEUE_FIELDS)
     return [
         "squeue",
@@ -59,17 +164,12 @@ def squeue_argv(job_ids: Sequence[str]) -> List[str]:
     ]
 
 
-#: the first release whose squeue has ``--only-job-state`` (the REQUEST_JOB_STATE RPC):
-#: "squeue - Add `--only-job-state`" is in Slurm's changelog of 23.11.5
+#: squeue --only-job-state (the light REQUEST_JOB_STATE RPC) came in Slurm 23.11.5
 ONLY_JOB_STATE_SINCE = (23, 11, 5)
 
 
 def squeue_state_argv(job_ids: Sequence[str]) -> List[str]:
-    """squeue through the light RPC (Slurm 23.11.5+): only each job's id and state.
-
-    "reducing work required by slurmctld to respond" (squeue(1)); it takes
-    only ``--jobs``, ``--states``, ``--array`` and the print options.
-    """
+    """squeue through the light RPC: only each job's id and state."""
     return [
         "squeue",
         "--only-job-state",
@@ -115,26 +215,9 @@ def parse_key_rows(text: str, key: str) -> Optional[str]:
     return None
 
 
-def parse_squeue(
-    text: str, columns: Sequence[str] = SQUEUE_COLUMNS, zone: Optional[tzinfo] = None
-) -> Dict[str, JobStatus]:
-    """Statuses by job id from ``squeue_argv`` output (or any ``|`` format).
-
-    ``columns`` names each field: ``id`` (the ``%i``/JobArrayID form),
-    ``raw_id``, ``state``, ``reason``, ``start``, ``end``, ``wait_status``
-    (squeue's exit_code) or ``exit_code`` (``N:S``); others are ignored.
-    """
-    return _statuses(text, columns, zone)
-
-
 def sacct_argv(job_ids: Sequence[str]) -> List[str]:
-    """One sacct for the ids squeue no longer knows.
-
-    ``-P`` because the default fixed columns truncate (``CANCELLED+``); ``-X``
-    for the allocation only (no ``.batch``/``.extern`` step rows).  With
-    ``-j`` the default start time is the epoch, so old jobs are found.  An id
-    sacct never saw gives no row and exit 0.
-    """
+    """One sacct for the ids squeue no longer knows (an id it never saw: no row, exit 0)."""
+    # -P: fixed columns truncate (CANCELLED+); -X: no .batch/.extern step rows.
     return [
         "sacct",
         "-X",
@@ -146,8 +229,7 @@ def sacct_argv(job_ids: Sequence[str]) -> List[str]:
 
 
 def array_ids(job_ids: Sequence[str]) -> List[str]:
-    """The arrays' own ids of the tasks among ``job_ids`` (``123_4`` -> ``123``): what sacct
-    is asked when it has no row for a task (one cancelled before it started)."""
+    """The arrays' own ids of the tasks among ``job_ids`` (``123_4`` -> ``123``)."""
     return list(
         dict.fromkeys(base for base, task in map(split_job_id, job_ids) if task is not None)
     )
@@ -159,18 +241,13 @@ def parse_sacct(
     zone: Optional[tzinfo] = None,
     wanted: Sequence[str] = (),
 ) -> Dict[str, JobStatus]:
-    """Statuses by job id from ``sacct -P`` output (later rows win: requeues).
-
-    Tasks of an array cancelled before they started have no row of their own:
-    sacct keeps one row for them, ``123_[0-1]`` (``123_[2-3%2]``), or - cancelled
-    before the controller split the array - the array's bare id ``123`` (JobIDRaw
-    ``123``).  A bare row answers for each of the ``wanted`` tasks of that array
-    that no row names; a row naming a task (``123_4``) wins over a range covering
-    it (a range row may still list tasks that ran: ``123_[0-2]`` beside ``123_0``).
-    """
-    found = _statuses(text, columns, zone)
+    """Statuses by job id from ``sacct -P`` output (later rows win: requeues); a bare
+    array row answers for each ``wanted`` task of it that no row names."""
+    # Tasks cancelled before they started share one row: 123_[0-1], or the bare 123 when
+    # cancelled before the split; a task's own row wins over a range that lists it.
+    found = parse_squeue(text, columns, zone)
     rows = _rows(text, columns)
-    for row in rows:  # a task's own row over a range that covers it
+    for row in rows:
         job_id = normalize_job_id(row.get("id", ""))
         if "[" not in job_id:
             for own in expand_job_id(job_id):
@@ -215,34 +292,52 @@ def _rows(text: str, columns: Sequence[str], separator: str = "|") -> List[Dict[
     return rows
 
 
-def _status_from_row(job_id: str, row: Mapping[str, str], zone: Optional[tzinfo]) -> JobStatus:
-    native = row.get("state", "")
+def job_status(
+    job_id: str,
+    native: str,
+    exit_code: Optional[int],
+    start: Optional[datetime],
+    end: Optional[datetime],
+    reason: str,
+    raw_id: str,
+) -> JobStatus:
+    """A status from Slurm's fields, as either driver reads them."""
     state = map_state(native)
-    exit_code: Optional[int] = None
-    if state.is_terminal:
-        if "exit_code" in row:
-            exit_code = parse_exit_code(row["exit_code"])
-        elif "wait_status" in row:
-            exit_code = parse_wait_status(row["wait_status"])
-    # For a pending job squeue's StartTime is a forecast and for a running one
-    # EndTime is start + limit: only actual times are kept.
-    start = parse_time(row.get("start", ""), zone) if state.rank >= 1 else None
-    end = parse_time(row.get("end", ""), zone) if state.is_terminal else None
-    extra = {"raw_id": row["raw_id"]} if row.get("raw_id") else {}
     status = JobStatus(
         job_id=job_id,
         state=state,
-        exit_code=exit_code,
-        start_time=start,
-        end_time=end,
+        exit_code=exit_code if state.is_terminal else None,
+        # squeue's StartTime of a pending job is a forecast, a running one's EndTime start+limit
+        start_time=start if state.rank >= 1 else None,
+        end_time=end if state.is_terminal else None,
         native_state=native,
-        reason=_clean_reason(row.get("reason", "")),
-        extra=extra,
+        reason=_clean_reason(reason),
+        extra={"raw_id": raw_id} if raw_id else {},
     )
     return settled(status)
 
 
-def _statuses(text: str, columns: Sequence[str], zone: Optional[tzinfo]) -> Dict[str, JobStatus]:
+def _status_from_row(job_id: str, row: Mapping[str, str], zone: Optional[tzinfo]) -> JobStatus:
+    if "exit_code" in row:
+        exit_code = parse_exit_code(row["exit_code"])
+    else:
+        exit_code = parse_wait_status(row.get("wait_status", ""))
+    return job_status(
+        job_id,
+        row.get("state", ""),
+        exit_code,
+        parse_time(row.get("start", ""), zone),
+        parse_time(row.get("end", ""), zone),
+        row.get("reason", ""),
+        row.get("raw_id", ""),
+    )
+
+
+def parse_squeue(
+    text: str, columns: Sequence[str] = SQUEUE_COLUMNS, zone: Optional[tzinfo] = None
+) -> Dict[str, JobStatus]:
+    """Statuses by job id from ``squeue_argv`` output (or any ``|`` format whose ``columns``
+    are among ``id raw_id state reason start end wait_status exit_code``)."""
     found: Dict[str, JobStatus] = {}
     for row in _rows(text, columns):
         for job_id in expand_job_id(row.get("id", "")):
@@ -250,7 +345,6 @@ def _statuses(text: str, columns: Sequence[str], zone: Optional[tzinfo]) -> Dict
         raw = row.get("raw_id", "")
         base, task = split_job_id(normalize_job_id(row.get("id", "")))
         if raw and task is not None and raw != base and raw not in found:
-            # A running array task also has its own plain job id (what
-            # SLURM_JOB_ID says inside it): answer to that one too.
+            # a running array task also answers to its own plain id (its SLURM_JOB_ID)
             found[raw] = _status_from_row(raw, row, zone)
     return found
