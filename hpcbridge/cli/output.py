@@ -15,6 +15,14 @@ def one_line(error: BaseException) -> str:
     return " ".join((str(error) or type(error).__name__).split())
 
 
+def say_errors(errors: Sequence[BaseException]) -> None:
+    """Each error's line on stderr but the last, which is raised (the command's exit code)."""
+    for error in errors[:-1]:
+        print(f"hpcbridge: error: {one_line(error)}", file=sys.stderr)
+    if errors:
+        raise errors[-1]
+
+
 #: a longer list is printed one compact entry per line: json's C encoder, ~5x faster
 #: than an indented dump (100,000 jobs in a second, not five)
 LONG_LIST = 100

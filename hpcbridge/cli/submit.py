@@ -12,7 +12,7 @@ from ..config import name_values
 from ..errors import ConfigurationError, ResourceError, SweepCancelledError
 from ..model import JobState, JobStatus
 from ..resources import NATIVE_SCHEDULERS, RESOURCE_KEYS
-from . import packs, sweeps
+from . import sweeps
 from .exits import EXIT_JOB_NOT_COMPLETED, EXIT_OK
 from .follow import records_here, wait_and_report, with_record
 from .output import one_line, print_json
@@ -174,7 +174,7 @@ def _packed(adapter: Any, jobs: List[Any], args: argparse.Namespace) -> int:
         timeout=args.timeout,
         name=args.sweep,
     )
-    return packs.report(finals, args.json)
+    return sweeps.report(finals, args.json)
 
 
 def cmd_submit_many(args: argparse.Namespace) -> int:
