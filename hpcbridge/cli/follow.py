@@ -99,14 +99,22 @@ def cmd_status(args: argparse.Namespace) -> int:
     targets = targets_for(args, args.job_ids, keep_going=many)
     found, errors = _ask_groups(targets, many)
     placed = targets.placed()
-    answers: List[Tuple[str, Any, Optional[Group]]] = []
+    items: List[Dict[str, Any]] = []
     for typed in args.job_ids:
         if typed in targets.failed:
-            answers.append((typed.strip(), targets.failed[typed], None))
+            items.append({"job_id": typed.strip(), "error": one_line(targets.failed[typed])})
+            continue
+        group, job_id = placed[typed]
+        answer = found[(id(group), job_id)]
+        if not isinstance(answer, JobStatus):
+            items.append({"job_id": job_id, "error": one_line(answer)})
+        elif args.json:
+            items.append(with_record(answer.to_json(), group.records))
         else:
-            group, job_id = placed[typed]
-            answers.append((job_id, found[(id(group), job_id)], group))
-    _print_statuses(answers, args.json, many)
+            print(status_line(answer))
+    # a failed id is an ``error`` entry in a list; one id alone that failed prints nothing
+    if args.json and (many or "error" not in items[0]):
+        print_json(items if many else items[0])
     say_errors(errors)
     return EXIT_OK
 
@@ -134,27 +142,6 @@ def _ask_groups(targets: Targets, many: bool) -> Tuple[Dict[Tuple[int, str], Any
         for job_id in group.job_ids:
             found[(id(group), job_id)] = error if job_id in missing else statuses[job_id]
     return found, errors
-
-
-def _print_statuses(
-    answers: Sequence[Tuple[str, Any, Optional[Group]]], as_json: bool, many: bool
-) -> None:
-    """The answers in the order asked; a failed id is an ``error`` entry in a JSON list."""
-    if not as_json:
-        for _, answer, _ in answers:
-            if isinstance(answer, JobStatus):
-                print(status_line(answer))
-        return
-    items = [
-        with_record(answer.to_json(), group.records if group is not None else {})
-        if isinstance(answer, JobStatus)
-        else {"job_id": job_id, "error": one_line(answer)}
-        for job_id, answer, group in answers
-    ]
-    if many:
-        print_json(items)
-    elif "error" not in items[0]:
-        print_json(items[0])
 
 
 def records_here(adapter: SchedulerAdapter, job_ids: Sequence[str]) -> Dict[str, JobRecord]:

@@ -214,14 +214,13 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     if args.json:
         entries = [sweeps.summary(record, counts) for record, counts in counted]
         entries += [sweeps.pack_summary(record, counts) for record, counts in packed]
-        print_json(entries + [_job_json(item) for item in listed])
-        return EXIT_OK
+        return _print_jobs(args, listed, entries, [])
     rows = [sweeps.row(record, f"sweep of {record.total}", counts) for record, counts in counted]
     rows += [
         sweeps.row(record, f"pack of {record.total} ({record.spec})", counts)
         for record, counts in packed
     ]
-    status = _print_jobs(listed, rows)
+    _print_jobs(args, listed, [], rows)
     if limit and not args.limit and len(listed) == limit:
         recorded = book.store.count(state=args.state, where=where)
         if recorded > limit:  # said apart from the table: a pipe reads the table alone
@@ -230,7 +229,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
                 "more, --json for every one",
                 file=sys.stderr,
             )
-    return status
+    return EXIT_OK
 
 
 def _sweep_jobs(args: argparse.Namespace, settings: Settings) -> int:
@@ -246,17 +245,22 @@ def _sweep_jobs(args: argparse.Namespace, settings: Settings) -> int:
         listed = [item for item in listed if item.record.state == args.state]
     if args.limit:
         listed = listed[-args.limit :]
+    return _print_jobs(args, listed, [], [])
+
+
+def _print_jobs(
+    args: argparse.Namespace,
+    listed: Sequence[Listed],
+    entries: List[Dict[str, Any]],
+    rows: Sequence[Tuple[str, ...]],
+) -> int:
+    """The jobs after the sweeps' and packs' ``entries`` (``--json``) or ``rows``."""
     if args.json:
-        print_json([_job_json(item) for item in listed])
+        print_json(entries + [_job_json(item) for item in listed])
         return EXIT_OK
-    return _print_jobs(listed, [])
-
-
-def _print_jobs(listed: Sequence[Listed], sweep_rows: Sequence[Tuple[str, ...]]) -> int:
     header = ("JOB ID", "SCHEDULER", "NAME", "STATE", "EXIT", "SUBMITTED", "ELAPSED")
     notes = Notes()
-    table = [header, *sweep_rows, *(_job_row(item, notes) for item in listed)]
-    notes.print_under(table)
+    notes.print_under([header, *rows, *(_job_row(item, notes) for item in listed)])
     return EXIT_OK
 
 
