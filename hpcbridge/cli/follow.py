@@ -29,6 +29,7 @@ from .targets import (
 
 if TYPE_CHECKING:
     from ..engine.adapter import SchedulerAdapter
+    from ..store.sweeps import SweepRecord
 
 #: the jobs of one adapter: what one wait (one query per poll) follows
 Batch = Tuple["SchedulerAdapter", List[str]]
@@ -169,16 +170,15 @@ def with_record(item: Dict[str, Any], records: Dict[str, JobRecord]) -> Dict[str
 def cmd_wait(args: argparse.Namespace) -> int:
     """Wait for jobs - a sweep's or a pack's name stands for all its jobs, the rest fed
     first (a pack's on its own, its tasks' ends printed when it is done)."""
-    named_packs, rest = sweeps.split_packs(args.job_ids, settings_from(args))
+    named_packs, found, ids = sweeps.split(args.job_ids, settings_from(args))
     codes = [sweeps.wait_pack(record, args) for record in named_packs]
-    if rest or not named_packs:
-        codes.append(_wait_sweeps_and_ids(args, rest))
+    if found or ids or not named_packs:
+        codes.append(_wait_sweeps_and_ids(args, found, ids))
     return max(codes)
 
 
-def _wait_sweeps_and_ids(args: argparse.Namespace, arguments: List[str]) -> int:
+def _wait_sweeps_and_ids(args: argparse.Namespace, found: List[SweepRecord], ids: List[str]) -> int:
     """Wait for the sweeps named and the jobs ids name - a sweep fed on first."""
-    found, ids = sweeps.split(arguments, settings_from(args))
     never: List[str] = []
     unsent = 0
     for record in found:
@@ -282,10 +282,9 @@ def _no_output_yet(job_id: str, status: JobStatus, follow: bool) -> bool:
 def cmd_cancel(args: argparse.Namespace) -> int:
     """Cancel the jobs still queued or running (a sweep's: and send no more; a pack's: its
     allocations released); say how each of the others ended."""
-    named_packs, rest = sweeps.split_packs(args.job_ids, settings_from(args))
+    named_packs, found, ids = sweeps.split(args.job_ids, settings_from(args))
     for pack in named_packs:
         print(sweeps.cancel_pack(pack, settings_from(args)))
-    found, ids = sweeps.split(rest, settings_from(args))
     for record in found:
         print(sweeps.cancel(record, settings_from(args)))
     if not ids:

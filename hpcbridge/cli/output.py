@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from datetime import datetime
 from typing import Any, Dict, Sequence
 
@@ -61,17 +62,12 @@ def announce(status: JobStatus) -> None:
     print(f"{stamp}  {status_line(status)}", file=sys.stderr, flush=True)
 
 
-class Progress:
-    """Counts per state on one rewritten terminal line (only on a TTY)."""
+class TerminalLine:
+    """One stderr line rewritten in place (a terminal's), ended by ``finish``."""
 
-    def __init__(self) -> None:
-        self.shown = False
+    shown = False
 
-    def __call__(self, statuses: Dict[str, JobStatus]) -> None:
-        counts: Dict[str, int] = {}
-        for status in statuses.values():
-            counts[status.state.value] = counts.get(status.state.value, 0) + 1
-        line = "  ".join(f"{count} {state}" for state, count in sorted(counts.items()))
+    def write(self, line: str) -> None:
         sys.stderr.write(f"\r\033[K{line}")
         sys.stderr.flush()
         self.shown = True
@@ -79,6 +75,15 @@ class Progress:
     def finish(self) -> None:
         if self.shown:
             sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+class Progress(TerminalLine):
+    """Counts per state (used only on a TTY)."""
+
+    def __call__(self, statuses: Dict[str, JobStatus]) -> None:
+        counts = Counter(status.state.value for status in statuses.values())
+        self.write("  ".join(f"{count} {state}" for state, count in sorted(counts.items())))
 
 
 def format_seconds(seconds: float) -> str:

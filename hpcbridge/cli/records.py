@@ -192,8 +192,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     if args.sweep:
         return _sweep_jobs(args, settings)
     book = sweeps.book_for(settings)
-    records = [book.get(name) for name in book.names()]
-    shown = [record for record in records if record is not None]
+    shown = [record for record in map(book.get, book.names()) if record is not None]
     if not args.cached:  # the sweeps' unfinished jobs asked too: their counts are live
         for record in shown:
             refreshed(book.records(record.name, unfinished_only=True), settings)

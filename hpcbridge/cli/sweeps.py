@@ -14,7 +14,7 @@ from ..config import Settings
 from ..errors import SweepCancelledError
 from ..model import JobState, JobStatus
 from .exits import EXIT_JOB_NOT_COMPLETED, EXIT_OK
-from .output import print_json
+from .output import TerminalLine, print_json
 from .targets import adapter_at, place_of, settings_from, store_for
 
 if TYPE_CHECKING:
@@ -49,16 +49,16 @@ def _split(
     return found, others
 
 
-def split(arguments: Sequence[str], settings: Settings) -> Tuple[List[SweepRecord], List[str]]:
-    """The recorded sweeps named among ``arguments``, and the other arguments (ids)."""
-    return _split(arguments, book_for(settings).get)
-
-
-def split_packs(arguments: Sequence[str], settings: Settings) -> Tuple[List[PackRecord], List[str]]:
-    """The recorded packs named among ``arguments``, and the other arguments."""
+def split(
+    arguments: Sequence[str], settings: Settings
+) -> Tuple[List[PackRecord], List[SweepRecord], List[str]]:
+    """The recorded packs and sweeps named among ``arguments`` (a pack's name first), and
+    the other arguments (ids)."""
     from ..store.packs import PackBook
 
-    return _split(arguments, PackBook(store_for(settings)).get)
+    packs, rest = _split(arguments, PackBook(store_for(settings)).get)
+    found, ids = _split(rest, book_for(settings).get)
+    return packs, found, ids
 
 
 def opened(record: SweepRecord, settings: Settings) -> Tuple[SchedulerAdapter, Sweep]:
@@ -69,14 +69,14 @@ def opened(record: SweepRecord, settings: Settings) -> Tuple[SchedulerAdapter, S
     return adapter, Sweep.resume(adapter, record.name)
 
 
-class SweepProgress:
-    """One rewritten stderr line while a sweep is fed (on a terminal only)."""
+class SweepProgress(TerminalLine):
+    """The sweep's counts while it is fed (on a terminal only)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.started = time.monotonic()
         self.first_done: Optional[int] = None
-        self.shown = sys.stderr.isatty()
+        self.shown = sys.stderr.isatty()  # only a terminal gets the line (and its end)
 
     def __call__(self, counts: Dict[str, int]) -> None:
         if not self.shown:
@@ -87,17 +87,11 @@ class SweepProgress:
         elapsed = max(time.monotonic() - self.started, 1e-6)
         rate = (done - self.first_done) / elapsed
         sent = counts["total"] - counts["unsent"]
-        sys.stderr.write(
-            f"\r\033[Ksweep {self.name}: {sent}/{counts['total']} sent, {counts['queued']} "
+        self.write(
+            f"sweep {self.name}: {sent}/{counts['total']} sent, {counts['queued']} "
             f"queued, {counts['completed']} completed, {counts['failed']} not, "
             f"{rate:.1f} jobs/s"
         )
-        sys.stderr.flush()
-
-    def finish(self) -> None:
-        if self.shown:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
 
 
 def feed(
