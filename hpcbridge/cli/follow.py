@@ -19,11 +19,10 @@ from .output import Progress, announce, one_line, print_json, say_errors, status
 from .targets import (
     Group,
     Targets,
-    group_error,
+    ask,
     require_traced,
     settings_from,
     targets_for,
-    untraced,
     untraced_errors,
 )
 
@@ -128,7 +127,7 @@ def _ask_groups(targets: Targets, many: bool) -> Tuple[Dict[Tuple[int, str], Any
     errors: List[Exception] = list(targets.failed.values())
     for group in targets.groups:
         try:
-            observed = group.adapter.observe(group.job_ids)
+            observed, missing, error = ask(targets, group, group.job_ids)
         except SchedulerAdapterError as exc:
             if not many:
                 raise
@@ -136,8 +135,6 @@ def _ask_groups(targets: Targets, many: bool) -> Tuple[Dict[Tuple[int, str], Any
             found.update({(id(group), job_id): exc for job_id in group.job_ids})
             continue
         statuses = statuses_of(observed)
-        missing = untraced(group, observed)
-        error = group_error(targets, group, missing, observed) if missing else None
         if error is not None:
             errors.append(error)
         for job_id in group.job_ids:
@@ -314,8 +311,7 @@ def _cancel_group(
         if record.status().is_terminal
     }
     to_ask = [job_id for job_id in dict.fromkeys(group.job_ids) if job_id not in ended]
-    observed = group.adapter.observe(to_ask) if to_ask else {}
-    missing = untraced(group, observed)
+    observed, missing, error = ask(targets, group, to_ask)
     live = statuses_of(observed)
     ended.update({job_id: status for job_id, status in live.items() if status.is_terminal})
     to_cancel = [job_id for job_id in to_ask if job_id not in ended and job_id not in missing]
@@ -329,7 +325,7 @@ def _cancel_group(
         else:
             continue
         said[(id(group), job_id)] = line
-    return group_error(targets, group, missing, observed) if missing else None
+    return error
 
 
 def _how(status: JobStatus) -> str:

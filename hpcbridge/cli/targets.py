@@ -352,14 +352,18 @@ def _adapter(
     return adapter_at(place, settings)
 
 
-def untraced(group: Group, observed: Mapping[str, Observation]) -> List[str]:
-    """The ids with no record that the scheduler answered UNKNOWN for, in order: not jobs
-    hpcbridge can follow (the command says so in one line and exits 4)."""
-    return [
+def ask(
+    targets: Targets, group: Group, job_ids: Sequence[str]
+) -> Tuple[Mapping[str, Observation], List[str], Optional[SchedulerAdapterError]]:
+    """What the group's scheduler says of ``job_ids`` (one query), the ids with no record
+    it answered UNKNOWN for, in order - not jobs hpcbridge can follow - and their error."""
+    observed = group.adapter.observe(list(job_ids)) if job_ids else {}
+    missing = [
         job_id
         for job_id in dict.fromkeys(group.unrecorded())
         if job_id in observed and observed[job_id].status.state is JobState.UNKNOWN
     ]
+    return observed, missing, group_error(targets, group, missing, observed) if missing else None
 
 
 def not_found_error(
@@ -415,13 +419,11 @@ def untraced_errors(targets: Targets) -> Dict[Tuple[int, str], Exception]:
         if not unrecorded:
             continue
         try:
-            observed = group.adapter.observe(unrecorded)
+            _, missing, error = ask(targets, group, unrecorded)
         except SchedulerAdapterError as exc:
             errors.update({(id(group), job_id): exc for job_id in unrecorded})
             continue
-        missing = untraced(group, observed)
-        if missing:
-            error = group_error(targets, group, missing, observed)
+        if error is not None:
             errors.update({(id(group), job_id): error for job_id in missing})
     return errors
 
