@@ -129,7 +129,10 @@ def _add_lookup_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_nested_flag(parser: argparse.ArgumentParser) -> None:
+def _add_job_flags(parser: argparse.ArgumentParser, remote_dir: str) -> None:
+    """What a job is submitted with: resources, where it goes, ``--nested``, its folder."""
+    _add_resource_flags(parser)
+    _add_target_flags(parser)
     parser.add_argument(
         "--nested",
         action=argparse.BooleanOptionalAction,
@@ -139,6 +142,7 @@ def _add_nested_flag(parser: argparse.ArgumentParser) -> None:
         "else batch on the system instance and plain in an enclosing or named one. "
         "Slurm and mock ignore it",
     )
+    parser.add_argument("--remote-dir", help=remote_dir)
 
 
 #: makes one subcommand's parser (name, help text)
@@ -185,10 +189,7 @@ def _add_submit(sub: Sub) -> None:
     submit.add_argument(
         "script_args", nargs="*", default=[], metavar="ARG", help="arguments for the script"
     )
-    _add_resource_flags(submit)
-    _add_target_flags(submit)
-    _add_nested_flag(submit)
-    submit.add_argument("--remote-dir", help="the job's folder (default: a new one per job)")
+    _add_job_flags(submit, "the job's folder (default: a new one per job)")
     submit.add_argument(
         "--env",
         action="append",
@@ -208,10 +209,7 @@ def _add_submit_many(sub: Sub) -> None:
         help="one job per line: the line's words are the arguments for SCRIPT "
         "(with a single SCRIPT)",
     )
-    _add_resource_flags(many)
-    _add_target_flags(many)
-    _add_nested_flag(many)
-    many.add_argument("--remote-dir", help="the jobs' folder (default: a new one)")
+    _add_job_flags(many, "the jobs' folder (default: a new one)")
     many.add_argument(
         "--max-queued",
         type=_at_least_one,

@@ -34,12 +34,11 @@ def job_tags(
     scheduler = scheduler or resolved.scheduler
     job_id = str(job_id).strip()
     tags = {"hpc_job_id": job_id, "hpc_scheduler": scheduler, "slurm_job_id": job_id}
-    own_store = store is None
     active_store = store if store is not None else JobStore(resolved.database_path)
     try:
         record = active_store.get(job_id, scheduler)
     finally:
-        if own_store:
+        if store is None:  # opened here
             active_store.close()
     if record is None:
         log.warning(

@@ -151,13 +151,6 @@ def _job_script(
         yield path  # submit_job copies it into the job's folder: the temporary can go
 
 
-def _artifact_name(artifact: Union[str, os.PathLike]) -> str:
-    name = os.fspath(artifact)
-    if not name or name.endswith("/"):
-        raise ValueError(f"artifact must name a file, not {name!r}")
-    return name
-
-
 def submit(
     script: Union[None, str, os.PathLike] = None,
     command: Union[None, str, Sequence[str]] = None,
@@ -179,7 +172,9 @@ def submit(
         raise ValueError("arguments must be a list of strings, not one string")
     if command is not None:
         command_script_text(command)  # a bad command fails before anything is set up
-    name = _artifact_name(artifact)
+    name = os.fspath(artifact)
+    if not name or name.endswith("/"):
+        raise ValueError(f"artifact must name a file, not {name!r}")
     with _adapter(adapter, settings) as active:
         job_environment: Dict[str, str] = {k: str(v) for k, v in (environment or {}).items()}
         with _job_script(script, command) as path:
