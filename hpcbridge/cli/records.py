@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..config import Settings
+from ..cost import JobCost, by_account, costs
 from ..errors import JobNotFoundError, SchedulerAdapterError
 from ..model import JobState, JobStatus
 from ..store.packs import OUTSIDE_PACKS, PackBook
@@ -24,7 +25,6 @@ from .parser import TABLE_JOBS
 from .targets import Place, adapter_at, place_of, store_for
 
 if TYPE_CHECKING:
-    from ..cost import JobCost
     from ..store.jobs import JobRecord
 
 #: the reason shown for an unfinished job with ``--cached``
@@ -282,8 +282,6 @@ def _rounded(total: Dict[str, float]) -> Dict[str, float]:
 def _cost_json(
     rows: Sequence[JobCost], listed: Sequence[Listed], settings: Settings
 ) -> Dict[str, Any]:
-    from ..cost import by_account
-
     return {
         "jobs": [{**row.to_json(), **_stale_json(item)} for row, item in zip(rows, listed)],
         "total": _rounded(_total(rows)),
@@ -298,8 +296,6 @@ def _cost_json(
 def _cost_table(
     rows: Sequence[JobCost], listed: Sequence[Listed], notes: Notes
 ) -> List[Tuple[str, ...]]:
-    from ..cost import by_account
-
     table: List[Tuple[str, ...]] = [
         ("JOB ID", "SCHEDULER", "ACCOUNT", "STATE", "CPU-H", "GPU-H", "COST")
     ]
@@ -315,8 +311,6 @@ def _cost_table(
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
-    from ..cost import costs
-
     settings = Settings.from_env()
     listed = listed_jobs(settings, args.cached)
     records = [item.record for item in listed]
