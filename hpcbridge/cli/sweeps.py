@@ -55,9 +55,11 @@ def split(
     """The recorded packs and sweeps named among ``arguments`` (a pack's name first), and
     the other arguments (ids)."""
     from ..store.packs import PackBook
+    from ..store.sweeps import SweepBook
 
-    packs, rest = _split(arguments, PackBook(store_for(settings)).get)
-    found, ids = _split(rest, book_for(settings).get)
+    store = store_for(settings)
+    packs, rest = _split(arguments, PackBook(store).get)
+    found, ids = _split(rest, SweepBook(store).get)
     return packs, found, ids
 
 
