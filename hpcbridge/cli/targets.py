@@ -22,6 +22,7 @@ from typing import (
     Tuple,
 )
 
+from .. import factory
 from ..config import Settings
 from ..errors import (
     ConfigurationError,
@@ -31,11 +32,11 @@ from ..errors import (
 )
 from ..model import JobState
 from ..registry import SCHEDULER_ENTRIES
+from ..store.jobs import JobRecord, JobStore
 
-if TYPE_CHECKING:  # the store and adapters load when a command needs them: --help stays quick
+if TYPE_CHECKING:  # the adapters load when a command needs them: --help stays quick
     from ..engine.adapter import SchedulerAdapter
     from ..engine.observation import Observation
-    from ..store.jobs import JobRecord, JobStore
 
 
 def settings_from(args: argparse.Namespace, scheduler: Optional[str] = None) -> Settings:
@@ -53,14 +54,10 @@ def settings_from(args: argparse.Namespace, scheduler: Optional[str] = None) -> 
 
 def adapter_for(args: argparse.Namespace, settings: Optional[Settings] = None) -> SchedulerAdapter:
     """The adapter for the settings (default: the command's)."""
-    from .. import factory
-
     return factory.adapter_from_settings(settings or settings_from(args))
 
 
 def store_for(settings: Settings) -> JobStore:
-    from ..store.jobs import JobStore
-
     return JobStore(settings.database_path)
 
 
@@ -91,8 +88,6 @@ def adapter_at(place: Place, settings: Settings) -> SchedulerAdapter:
     in (the SSH host as given then - an ssh-config alias - with its key and
     known-hosts files), then the settings' own SSH target if it is that host, last
     the host the record names (``user@host:port``)."""
-    from .. import factory
-
     changes: Dict[str, Any] = {"scheduler": place.scheduler, "transport": place.transport}
     if place.flux_uri:
         changes["flux_uri"] = place.flux_uri
@@ -120,10 +115,8 @@ def adapter_at(place: Place, settings: Settings) -> SchedulerAdapter:
 def _settings_place(settings: Settings) -> Optional[Place]:
     """Where the settings' own adapter would ask (``None`` when that cannot be told
     without connecting: an SSH setting that does not resolve)."""
-    from ..factory import build_executor
-
     try:
-        executor = build_executor(settings)
+        executor = factory.build_executor(settings)
     except (ConfigurationError, OSError):
         return None
     try:
