@@ -1,9 +1,5 @@
 """hpcbridge: submit a batch script to Slurm or Flux (or run it locally) and follow it.
-
-Everything public is re-exported here.  ``import hpcbridge`` imports none of
-paramiko, flux or pyslurm: they load when an SSH connection or a native
-driver is first used.
-"""
+Everything public is re-exported here, without importing paramiko, flux or pyslurm."""
 
 from __future__ import annotations
 
@@ -67,8 +63,7 @@ __all__ = [
     "get_scheduler_adapter",
 ]
 
-# Names resolved on first use, so that importing the package stays cheap and
-# never pulls in paramiko, flux or pyslurm.
+# resolved on first use: importing the package stays cheap
 _LAZY = {
     "SchedulerAdapter": ("hpcbridge.engine.adapter", "SchedulerAdapter"),
     "MockAdapter": ("hpcbridge.schedulers.mock", "MockAdapter"),

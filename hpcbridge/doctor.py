@@ -1,9 +1,5 @@
-"""``hpcbridge doctor``: what is usable here, and a one-line reason when not.
-
-A check that fails may make the selected transport or scheduler unusable
-(``Check.blocks``); ``unusable`` finds the first such failure, for the
-command's exit code (6 for the transport, 7 for the scheduler).
-"""
+"""``hpcbridge doctor``: what is usable here, and a one-line reason when not; a failed check
+may block the selected transport or scheduler (``Check.blocks``: exit 6 or 7)."""
 
 from __future__ import annotations
 

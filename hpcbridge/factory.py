@@ -30,13 +30,9 @@ def get_scheduler_adapter(
     env: Optional[Mapping[str, str]] = None,
     **overrides: Any,
 ) -> SchedulerAdapter:
-    """The adapter for ``HPCBRIDGE_SCHEDULER`` (or the legacy names) and its transport.
-
-    Keyword overrides take any setting name (``scheduler="slurm"``,
-    ``transport="ssh"``, ``ssh_host=...``, ``remote_workdir=...``, ``flux_uri=...``).
-    With ``env`` given, the settings come from it alone: nothing is read from
-    this process's environment.
-    """
+    """The adapter for ``HPCBRIDGE_SCHEDULER`` and its transport; keyword overrides take
+    any setting name (``scheduler="slurm"``, ``ssh_host=...``), and with ``env`` given the
+    settings come from it alone, not from this process's environment."""
     return adapter_from_settings(Settings.from_env(env, **overrides), executor, store)
 
 

@@ -1,14 +1,6 @@
-"""Options in a scheduler's own words (the ``native`` resource), checked by name.
-
-Each scheduler passes on what the typed keys do not name (``--licenses``, a
-shell option) but must not be handed what hpcbridge sets itself: the output
-files, the working directory, the environment, dependencies, the array, the
-key a lost answer is found by.  An option that would set one of those, or say
-again what a typed key says, is refused before anything is staged, naming what
-to use instead.  Pure: each scheduler gives its own table of such options
-(``slurm.commands.OWNED_OPTIONS``, ``flux.native.OWNED_OPTIONS``) and, where it
-can, the option names its running release has (parsed from its ``--help``).
-"""
+"""Options in a scheduler's own words (the ``native`` resource), checked by name: one that
+sets what hpcbridge sets itself, or says again what a typed key says, is refused before
+anything is staged, naming what to use instead (each scheduler's ``OWNED_OPTIONS``)."""
 
 from __future__ import annotations
 
@@ -18,9 +10,7 @@ from typing import Collection, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .errors import ResourceError
 
-# "  -A, --account=name   charge job ..." (getopt's sbatch) and
-# "  -N, --nodes=N        ..." (argparse's flux): a short form, then the long one and
-# what follows it: "=" (a value is required), "[=" (optional), else none.
+# "  -A, --account=name ..." (sbatch) or "  -N, --nodes=N ..." (flux): "=" a value, "[=" optional
 _HELP_LINE = re.compile(
     r"^\s{1,8}(?:(?P<short>-[A-Za-z0-9]),?\s+)?(?P<long>--[A-Za-z][\w-]*)(?P<value>\[?=)?"
 )
@@ -69,10 +59,9 @@ def check_options(
     where: str = "",
 ) -> Tuple[str, ...]:
     """The full name of each option, or ``ResourceError`` (key ``native``) for one the
-    release does not have (``known``: its names and what each takes, ``option_names``;
-    ``None``: the scheduler's own parser judges), one whose value is not attached where
-    one is needed (it would take hpcbridge's next argument), or one that sets what
-    hpcbridge owns (``owned``: full name -> what to use instead)."""
+    release does not have (``known``: ``option_names``; ``None``: the scheduler's parser
+    judges), one needing a value not attached, or one that sets what hpcbridge owns
+    (``owned``: full name -> what to use instead)."""
     on = f"{program} on {where}" if where else program
     names: List[str] = []
     for option in options:

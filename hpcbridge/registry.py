@@ -1,9 +1,6 @@
-"""The one list of schedulers and drivers, read by config, the CLI, the factory and doctor.
-
-Plain data: naming a scheduler here imports nothing; its adapter and doctor
-modules are imported only when asked for (``import hpcbridge`` must not pull
-in paramiko, flux or pyslurm).
-"""
+"""The one list of schedulers, read by config, the CLI, the factory and doctor: plain data,
+importing no scheduler's modules until asked (``import hpcbridge`` must not pull in
+paramiko, flux or pyslurm)."""
 
 from __future__ import annotations
 
@@ -24,8 +21,6 @@ class SchedulerEntry:
     adapter: str
     #: module with ``checks(settings, executor) -> List[Check]`` for doctor, if any
     doctor: Optional[str]
-    #: the setting that picks its driver (``None``: one driver only)
-    driver_setting: Optional[str]
     summary: str
     #: "module:function" (a pure module) turning any typed form of a job id
     #: into the one recorded, raising ``ValueError`` for text that is no id
@@ -66,14 +61,12 @@ SCHEDULER_ENTRIES: Tuple[SchedulerEntry, ...] = (
         "mock",
         "hpcbridge.schedulers.mock:MockAdapter",
         None,
-        None,
         "runs jobs on this machine",
     ),
     SchedulerEntry(
         "slurm",
         "hpcbridge.schedulers.slurm.adapter:RealSlurmAdapter",
         "hpcbridge.schedulers.slurm.doctor",
-        "slurm_driver",
         "sbatch/squeue/sacct, or pyslurm in-process",
         "hpcbridge.schedulers.slurm.ids:job_id_of",
     ),
@@ -81,7 +74,6 @@ SCHEDULER_ENTRIES: Tuple[SchedulerEntry, ...] = (
         "flux",
         "hpcbridge.schedulers.flux.adapter:FluxAdapter",
         "hpcbridge.schedulers.flux.doctor",
-        "flux_driver",
         "flux batch/submit, or the flux.job bindings in-process",
         "hpcbridge.schedulers.flux.status:canonical_job_id",
         "hpcbridge.schedulers.flux.submission:key_handling",

@@ -1,18 +1,6 @@
-"""The site's settings: a file the cluster's admins own, read before the user's environment.
-
-``/etc/hpcbridge/settings.toml``, or the file named by ``HPCBRIDGE_SITE_CONFIG``::
-
-    # hpcbridge on this cluster (owned by root, readable by all)
-    min_poll_interval = 60   # seconds: no user of hpcbridge asks the scheduler more often
-    poll_interval = 120      # the default interval of a wait
-    command_timeout = 90     # seconds a scheduler command may take
-    unknown_limit = 10       # rounds a job may go unseen before a wait gives up on it
-
-Every key but ``min_poll_interval`` is a default the user's environment may change;
-``min_poll_interval`` is a floor: a user may raise it, never lower it (``config``).
-A file that is absent is no site setting; one that cannot be read or parsed is an
-error (a floor the admins set must not be skipped silently).
-"""
+"""The site's settings (docs/settings.md): ``key = value`` lines in a file the cluster's
+admins own, read before the user's environment; ``min_poll_interval`` is a floor a user
+may raise, never lower.  An absent file sets nothing; an unreadable or bad one is an error."""
 
 from __future__ import annotations
 
@@ -27,8 +15,7 @@ from .errors import ConfigurationError
 SITE_CONFIG = "/etc/hpcbridge/settings.toml"
 SITE_CONFIG_VARIABLE = "HPCBRIDGE_SITE_CONFIG"
 
-#: key (the setting it sets) -> whether a whole number, and the least value it may have;
-#: an interval or timeout of 0 would mean "no wait at all": only the floor may be 0
+#: key -> whether a whole number, and its least value (only the floor may be 0)
 SITE_KEYS: Dict[str, Tuple[bool, float]] = {
     "min_poll_interval": (False, 0.0),
     "poll_interval": (False, 0.001),

@@ -1,10 +1,4 @@
-"""The ``hpcbridge`` command: submit, follow, read logs, cancel, list, cost, doctor.
-
-``parser`` holds the command line, ``submit``/``follow``/``records``/``probe``
-the commands, ``targets`` which adapter and records a command works on,
-``lookup`` which ids name no job anywhere, ``refresh`` the live states
-``jobs`` and ``cost`` print, ``output`` how it prints and ``exits`` its exit codes.
-"""
+"""The ``hpcbridge`` command: submit, follow, read logs, cancel, list, cost, doctor."""
 
 from __future__ import annotations
 
@@ -65,11 +59,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _reader_left() -> int:
-    """The reader of stdout went away (``| head``, ``| less`` then q): end quietly.
-
-    Python ignores SIGPIPE, so the write raised instead of the process dying;
-    stdout goes to /dev/null so that the flush at exit does not raise again.
-    """
+    """The reader of stdout went away (``| head``): end quietly; stdout goes to
+    /dev/null so that the flush at exit does not raise again."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)

@@ -1,10 +1,6 @@
-"""Following recorded jobs: ``status``, ``wait``, ``logs``, ``cancel``.
-
-Each works on the groups ``targets.targets_for`` makes (one adapter per place
-the ids lead to) and prints in the order the ids were given.  ``--json``
-has one shape per command: an object for one id, a list for several - where
-an id fails, its entry holds an ``error`` and the error line goes to stderr.
-"""
+"""Following recorded jobs: ``status``, ``wait``, ``logs``, ``cancel``, in the order the
+ids were given; ``--json`` prints an object for one id, a list for several (a failed id:
+an ``error`` entry, its line on stderr)."""
 
 from __future__ import annotations
 
@@ -17,14 +13,22 @@ from ..engine.observation import statuses_of
 from ..errors import SchedulerAdapterError
 from ..model import JobState, JobStatus
 from ..store.jobs import JobRecord
-from . import packs, sweeps
+from . import sweeps
 from .exits import EXIT_JOB_NOT_COMPLETED, EXIT_OK, exit_code_for
-from .lookup import group_error, require_traced, untraced
-from .output import Progress, announce, one_line, print_json, status_line
-from .targets import Group, Targets, settings_from, targets_for
+from .output import Progress, announce, one_line, print_json, say_errors, status_line
+from .targets import (
+    Group,
+    Targets,
+    ask,
+    require_traced,
+    settings_from,
+    targets_for,
+    untraced_errors,
+)
 
 if TYPE_CHECKING:
     from ..engine.adapter import SchedulerAdapter
+    from ..store.sweeps import SweepRecord
 
 #: the jobs of one adapter: what one wait (one query per poll) follows
 Batch = Tuple["SchedulerAdapter", List[str]]
@@ -39,10 +43,9 @@ def wait_and_report(
 ) -> int:
     """Wait for the jobs to end; exit 0 only when every one COMPLETED.
 
-    ``as_list``: ``--json`` prints a list even for one job (several were asked for);
-    ``order``: (batch index, id) of each entry it prints (default: every job once);
-    ``failed``: the entries of ids that name no job, by the same key (their lines
-    are already on stderr): an ``error`` entry each, and the exit code of the last."""
+    ``as_list``: ``--json`` prints a list even for one job; ``order``: (batch index, id)
+    of each entry it prints (default: every job once); ``failed``: by the same key, the
+    ids that name no job (already said on stderr), each an ``error`` entry."""
     failed = failed or {}
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     final: Dict[Tuple[int, str], JobStatus] = {}
@@ -95,19 +98,24 @@ def cmd_status(args: argparse.Namespace) -> int:
     many = len(args.job_ids) > 1
     targets = targets_for(args, args.job_ids, keep_going=many)
     found, errors = _ask_groups(targets, many)
-    placed = {typed: (group, job_id) for typed, group, job_id in targets.order}
-    answers: List[Tuple[str, Any, Optional[Group]]] = []
+    placed = targets.placed()
+    items: List[Dict[str, Any]] = []
     for typed in args.job_ids:
         if typed in targets.failed:
-            answers.append((typed.strip(), targets.failed[typed], None))
+            items.append({"job_id": typed.strip(), "error": one_line(targets.failed[typed])})
+            continue
+        group, job_id = placed[typed]
+        answer = found[(id(group), job_id)]
+        if not isinstance(answer, JobStatus):
+            items.append({"job_id": job_id, "error": one_line(answer)})
+        elif args.json:
+            items.append(with_record(answer.to_json(), group.records))
         else:
-            group, job_id = placed[typed]
-            answers.append((job_id, found[(id(group), job_id)], group))
-    _print_statuses(answers, args.json, many)
-    for failure in errors[:-1]:
-        print(f"hpcbridge: error: {one_line(failure)}", file=sys.stderr)
-    if errors:
-        raise errors[-1]
+            print(status_line(answer))
+    # a failed id is an ``error`` entry in a list; one id alone that failed prints nothing
+    if args.json and (many or "error" not in items[0]):
+        print_json(items if many else items[0])
+    say_errors(errors)
     return EXIT_OK
 
 
@@ -119,7 +127,7 @@ def _ask_groups(targets: Targets, many: bool) -> Tuple[Dict[Tuple[int, str], Any
     errors: List[Exception] = list(targets.failed.values())
     for group in targets.groups:
         try:
-            observed = group.adapter.observe(group.job_ids)
+            observed, missing, error = ask(targets, group, group.job_ids)
         except SchedulerAdapterError as exc:
             if not many:
                 raise
@@ -127,34 +135,11 @@ def _ask_groups(targets: Targets, many: bool) -> Tuple[Dict[Tuple[int, str], Any
             found.update({(id(group), job_id): exc for job_id in group.job_ids})
             continue
         statuses = statuses_of(observed)
-        missing = untraced(group, observed)
-        error = group_error(targets, group, missing, observed) if missing else None
         if error is not None:
             errors.append(error)
         for job_id in group.job_ids:
             found[(id(group), job_id)] = error if job_id in missing else statuses[job_id]
     return found, errors
-
-
-def _print_statuses(
-    answers: Sequence[Tuple[str, Any, Optional[Group]]], as_json: bool, many: bool
-) -> None:
-    """The answers in the order asked; a failed id is an ``error`` entry in a JSON list."""
-    if not as_json:
-        for _, answer, _ in answers:
-            if isinstance(answer, JobStatus):
-                print(status_line(answer))
-        return
-    items = [
-        with_record(answer.to_json(), group.records if group is not None else {})
-        if isinstance(answer, JobStatus)
-        else {"job_id": job_id, "error": one_line(answer)}
-        for job_id, answer, group in answers
-    ]
-    if many:
-        print_json(items)
-    elif "error" not in items[0]:
-        print_json(items[0])
 
 
 def records_here(adapter: SchedulerAdapter, job_ids: Sequence[str]) -> Dict[str, JobRecord]:
@@ -182,16 +167,15 @@ def with_record(item: Dict[str, Any], records: Dict[str, JobRecord]) -> Dict[str
 def cmd_wait(args: argparse.Namespace) -> int:
     """Wait for jobs - a sweep's or a pack's name stands for all its jobs, the rest fed
     first (a pack's on its own, its tasks' ends printed when it is done)."""
-    named_packs, rest = packs.split(args.job_ids, settings_from(args))
-    codes = [packs.wait(record, args) for record in named_packs]
-    if rest or not named_packs:
-        codes.append(_wait_sweeps_and_ids(args, rest))
+    named_packs, found, ids = sweeps.split(args.job_ids, settings_from(args))
+    codes = [sweeps.wait_pack(record, args) for record in named_packs]
+    if found or ids or not named_packs:
+        codes.append(_wait_sweeps_and_ids(args, found, ids))
     return max(codes)
 
 
-def _wait_sweeps_and_ids(args: argparse.Namespace, arguments: List[str]) -> int:
+def _wait_sweeps_and_ids(args: argparse.Namespace, found: List[SweepRecord], ids: List[str]) -> int:
     """Wait for the sweeps named and the jobs ids name - a sweep fed on first."""
-    found, ids = sweeps.split(arguments, settings_from(args))
     never: List[str] = []
     unsent = 0
     for record in found:
@@ -220,8 +204,8 @@ def _wait_ids(args: argparse.Namespace, ids: List[str], as_list: bool) -> int:
     index = {id(group): number for number, group in enumerate(targets.groups)}
     order: List[Tuple[int, str]] = []
     failed: Dict[Tuple[int, str], Exception] = {}
-    untraced_ids = _untraced_errors(targets) if many else {}
-    placed = {typed: (group, job_id) for typed, group, job_id in targets.order}
+    untraced_ids = untraced_errors(targets) if many else {}
+    placed = targets.placed()
     for typed in ids:
         if typed in targets.failed:
             key = (-1, typed.strip())
@@ -242,26 +226,6 @@ def _wait_ids(args: argparse.Namespace, ids: List[str], as_list: bool) -> int:
         for group in targets.groups
     ]
     return wait_and_report(batches, args, as_list, order, failed)
-
-
-def _untraced_errors(targets: Targets) -> Dict[Tuple[int, str], Exception]:
-    """The error of each id with no record that its scheduler gave no trace of (or
-    could not be asked about), by (group, id)."""
-    errors: Dict[Tuple[int, str], Exception] = {}
-    for group in targets.groups:
-        unrecorded = list(dict.fromkeys(group.unrecorded()))
-        if not unrecorded:
-            continue
-        try:
-            observed = group.adapter.observe(unrecorded)
-        except SchedulerAdapterError as exc:
-            errors.update({(id(group), job_id): exc for job_id in unrecorded})
-            continue
-        missing = untraced(group, observed)
-        if missing:
-            error = group_error(targets, group, missing, observed)
-            errors.update({(id(group), job_id): error for job_id in missing})
-    return errors
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
@@ -313,16 +277,11 @@ def _no_output_yet(job_id: str, status: JobStatus, follow: bool) -> bool:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    """Cancel the jobs still queued or running; say how each of the others ended.
-
-    A job whose record or live state is final is not sent to the scheduler; a
-    sweep's name sends nothing more of it and cancels its live jobs; a pack's name stops
-    it and releases its allocations.
-    """
-    named_packs, rest = packs.split(args.job_ids, settings_from(args))
+    """Cancel the jobs still queued or running (a sweep's: and send no more; a pack's: its
+    allocations released); say how each of the others ended."""
+    named_packs, found, ids = sweeps.split(args.job_ids, settings_from(args))
     for pack in named_packs:
-        print(packs.cancel(pack, settings_from(args)))
-    found, ids = sweeps.split(rest, settings_from(args))
+        print(sweeps.cancel_pack(pack, settings_from(args)))
     for record in found:
         print(sweeps.cancel(record, settings_from(args)))
     if not ids:
@@ -337,10 +296,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     for key in dict.fromkeys((id(group), job_id) for _, group, job_id in targets.order):
         if key in said:
             print(said[key])
-    for error in errors[:-1]:
-        print(f"hpcbridge: error: {one_line(error)}", file=sys.stderr)
-    if errors:
-        raise errors[-1]
+    say_errors(errors)
     return EXIT_OK
 
 
@@ -355,8 +311,7 @@ def _cancel_group(
         if record.status().is_terminal
     }
     to_ask = [job_id for job_id in dict.fromkeys(group.job_ids) if job_id not in ended]
-    observed = group.adapter.observe(to_ask) if to_ask else {}
-    missing = untraced(group, observed)
+    observed, missing, error = ask(targets, group, to_ask)
     live = statuses_of(observed)
     ended.update({job_id: status for job_id, status in live.items() if status.is_terminal})
     to_cancel = [job_id for job_id in to_ask if job_id not in ended and job_id not in missing]
@@ -370,7 +325,7 @@ def _cancel_group(
         else:
             continue
         said[(id(group), job_id)] = line
-    return group_error(targets, group, missing, observed) if missing else None
+    return error
 
 
 def _how(status: JobStatus) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from datetime import datetime
 from typing import Any, Dict, Sequence
 
@@ -13,6 +14,14 @@ from ..model import FROM_FILE, JobStatus
 def one_line(error: BaseException) -> str:
     """An error's message on one line (its type when it has none)."""
     return " ".join((str(error) or type(error).__name__).split())
+
+
+def say_errors(errors: Sequence[BaseException]) -> None:
+    """Each error's line on stderr but the last, which is raised (the command's exit code)."""
+    for error in errors[:-1]:
+        print(f"hpcbridge: error: {one_line(error)}", file=sys.stderr)
+    if errors:
+        raise errors[-1]
 
 
 #: a longer list is printed one compact entry per line: json's C encoder, ~5x faster
@@ -53,17 +62,12 @@ def announce(status: JobStatus) -> None:
     print(f"{stamp}  {status_line(status)}", file=sys.stderr, flush=True)
 
 
-class Progress:
-    """Counts per state on one rewritten terminal line (only on a TTY)."""
+class TerminalLine:
+    """One stderr line rewritten in place (a terminal's), ended by ``finish``."""
 
-    def __init__(self) -> None:
-        self.shown = False
+    shown = False
 
-    def __call__(self, statuses: Dict[str, JobStatus]) -> None:
-        counts: Dict[str, int] = {}
-        for status in statuses.values():
-            counts[status.state.value] = counts.get(status.state.value, 0) + 1
-        line = "  ".join(f"{count} {state}" for state, count in sorted(counts.items()))
+    def write(self, line: str) -> None:
         sys.stderr.write(f"\r\033[K{line}")
         sys.stderr.flush()
         self.shown = True
@@ -71,6 +75,15 @@ class Progress:
     def finish(self) -> None:
         if self.shown:
             sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+class Progress(TerminalLine):
+    """Counts per state (used only on a TTY)."""
+
+    def __call__(self, statuses: Dict[str, JobStatus]) -> None:
+        counts = Counter(status.state.value for status in statuses.values())
+        self.write("  ".join(f"{count} {state}" for state, count in sorted(counts.items())))
 
 
 def format_seconds(seconds: float) -> str:

@@ -99,7 +99,7 @@ def _add_target_flags(parser: argparse.ArgumentParser, scheduler: bool = True) -
     parser.add_argument("--flux-uri", dest="flux_uri", metavar="URI")
 
 
-def _add_poll_flag(parser: argparse.ArgumentParser) -> None:
+def _add_wait_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--poll-interval",
         type=_interval,
@@ -108,6 +108,14 @@ def _add_poll_flag(parser: argparse.ArgumentParser) -> None:
         "HPCBRIDGE_POLL_INTERVAL, else 10; an end is seen within a second from the job's "
         "exit-code file)",
     )
+    parser.add_argument("--timeout", type=_seconds, help="give up waiting after this many seconds")
+
+
+def _add_ids(parser: argparse.ArgumentParser, names: bool) -> None:
+    """The ids a command takes (``names``: a sweep's or pack's name too), and ``--host``."""
+    which = "a job id, or a sweep's or pack's name" if names else None
+    parser.add_argument("job_ids", nargs="+", metavar="ID", help=which)
+    _add_lookup_flags(parser)
 
 
 def _add_lookup_flags(parser: argparse.ArgumentParser) -> None:
@@ -121,7 +129,10 @@ def _add_lookup_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_nested_flag(parser: argparse.ArgumentParser) -> None:
+def _add_job_flags(parser: argparse.ArgumentParser, remote_dir: str) -> None:
+    """What a job is submitted with: resources, where it goes, ``--nested``, its folder."""
+    _add_resource_flags(parser)
+    _add_target_flags(parser)
     parser.add_argument(
         "--nested",
         action=argparse.BooleanOptionalAction,
@@ -131,6 +142,7 @@ def _add_nested_flag(parser: argparse.ArgumentParser) -> None:
         "else batch on the system instance and plain in an enclosing or named one. "
         "Slurm and mock ignore it",
     )
+    parser.add_argument("--remote-dir", help=remote_dir)
 
 
 #: makes one subcommand's parser (name, help text)
@@ -177,10 +189,7 @@ def _add_submit(sub: Sub) -> None:
     submit.add_argument(
         "script_args", nargs="*", default=[], metavar="ARG", help="arguments for the script"
     )
-    _add_resource_flags(submit)
-    _add_target_flags(submit)
-    _add_nested_flag(submit)
-    submit.add_argument("--remote-dir", help="the job's folder (default: a new one per job)")
+    _add_job_flags(submit, "the job's folder (default: a new one per job)")
     submit.add_argument(
         "--env",
         action="append",
@@ -200,10 +209,7 @@ def _add_submit_many(sub: Sub) -> None:
         help="one job per line: the line's words are the arguments for SCRIPT "
         "(with a single SCRIPT)",
     )
-    _add_resource_flags(many)
-    _add_target_flags(many)
-    _add_nested_flag(many)
-    many.add_argument("--remote-dir", help="the jobs' folder (default: a new one)")
+    _add_job_flags(many, "the jobs' folder (default: a new one)")
     many.add_argument(
         "--max-queued",
         type=_at_least_one,
@@ -241,8 +247,7 @@ def _add_submit_tail(parser: argparse.ArgumentParser, dry_run: str) -> None:
     parser.add_argument(
         "--wait", action="store_true", help="follow the jobs; exit 0 only if all COMPLETED"
     )
-    _add_poll_flag(parser)
-    parser.add_argument("--timeout", type=_seconds, help="give up waiting after this many seconds")
+    _add_wait_flags(parser)
     parser.add_argument("--dry-run", action="store_true", help=dry_run)
     parser.add_argument("--json", action="store_true")
 
@@ -250,17 +255,12 @@ def _add_submit_tail(parser: argparse.ArgumentParser, dry_run: str) -> None:
 def _add_following(sub: Sub) -> None:
     """``status``, ``wait``, ``logs``, ``cancel``: the commands that take recorded ids."""
     status = sub("status", "show the state of jobs")
-    status.add_argument("job_ids", nargs="+", metavar="ID")
-    _add_lookup_flags(status)
+    _add_ids(status, names=False)
     status.add_argument("--json", action="store_true")
 
     wait = sub("wait", "wait for jobs (or a sweep or pack, fed on) to end, showing each change")
-    wait.add_argument(
-        "job_ids", nargs="+", metavar="ID", help="a job id, or a sweep's or pack's name"
-    )
-    _add_lookup_flags(wait)
-    _add_poll_flag(wait)
-    wait.add_argument("--timeout", type=_seconds, help="give up waiting after this many seconds")
+    _add_ids(wait, names=True)
+    _add_wait_flags(wait)
     wait.add_argument("--json", action="store_true")
 
     logs = sub("logs", "print a job's output")
@@ -273,10 +273,7 @@ def _add_following(sub: Sub) -> None:
     cancel = sub(
         "cancel", "cancel jobs (a sweep: all its jobs, and send no more; a pack: its allocations)"
     )
-    cancel.add_argument(
-        "job_ids", nargs="+", metavar="ID", help="a job id, or a sweep's or pack's name"
-    )
-    _add_lookup_flags(cancel)
+    _add_ids(cancel, names=True)
 
 
 def _add_records_and_probes(sub: Sub) -> None:

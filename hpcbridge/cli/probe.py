@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..doctor import TRANSPORT, run_checks, unusable
+from ..factory import build_executor
 from .exits import EXIT_OK, EXIT_TRANSPORT, EXIT_UNAVAILABLE
 from .output import print_json
 from .targets import settings_from
@@ -13,8 +15,6 @@ from .targets import settings_from
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Every check; exit 6 when the selected transport is unusable, 7 when the selected
     scheduler is (so ``hpcbridge doctor && ...`` is a readiness check), else 0."""
-    from ..doctor import TRANSPORT, run_checks, unusable
-
     settings = settings_from(args)
     checks = run_checks(settings)
     if args.json:
@@ -50,7 +50,6 @@ def cmd_uri(args: argparse.Namespace) -> int:
     Resolved like ``flux uri --remote`` where the commands run; the
     ``local://`` form when the target runs on that host, or always with --local.
     """
-    from ..factory import build_executor
     from ..schedulers.flux.adapter import FluxAdapter
 
     settings = settings_from(args, "flux")

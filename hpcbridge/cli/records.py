@@ -1,30 +1,104 @@
 """The recorded jobs as they are now: ``jobs`` and ``cost``.
 
-Both ask each scheduler once for all its unfinished jobs before printing
-(``refresh``); with ``--cached`` they print the store as it is.  A job whose
-scheduler cannot be reached shows its last recorded state, marked: in the
-table ``RUNNING (cached: why)``, in JSON ``"stale": true, "stale_reason": why``.
+Each place's scheduler is asked once for all its unfinished jobs (not with ``--cached``);
+one that cannot be reached leaves its jobs' recorded states, marked stale with why.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..config import Settings
-from ..errors import JobNotFoundError
+from ..cost import JobCost, by_account, costs
+from ..errors import JobNotFoundError, SchedulerAdapterError
+from ..model import JobState, JobStatus
 from ..store.packs import OUTSIDE_PACKS, PackBook
-from . import packs, sweeps
+from . import sweeps
 from .exits import EXIT_OK
-from .output import format_seconds, print_json, print_table
+from .output import format_seconds, one_line, print_json, print_table
 from .parser import TABLE_JOBS
-from .refresh import NOT_ASKED, Listed, cached, refreshed
-from .targets import store_for
+from .targets import Place, adapter_at, place_of, store_for
 
 if TYPE_CHECKING:
-    from ..cost import JobCost
+    from ..store.jobs import JobRecord
+
+#: the reason shown for an unfinished job with ``--cached``
+NOT_ASKED = "not asked (--cached)"
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A record as the command shows it: live, or its last recorded state and why."""
+
+    record: JobRecord
+    stale_reason: Optional[str] = None
+
+    @property
+    def stale(self) -> bool:
+        return self.stale_reason is not None
+
+
+def cached(records: Sequence[JobRecord]) -> List[Listed]:
+    """The records as stored; the unfinished ones marked as not asked."""
+    return [
+        Listed(record, None if record.status().is_terminal else NOT_ASKED) for record in records
+    ]
+
+
+def refreshed(records: Sequence[JobRecord], settings: Settings) -> List[Listed]:
+    """The records with every unfinished job's live state (one query per place)."""
+    places: Dict[Place, List[int]] = {}
+    for index, record in enumerate(records):
+        if not record.status().is_terminal:
+            places.setdefault(place_of(record), []).append(index)
+    listed = [Listed(record) for record in records]
+    for place, indexes in places.items():
+        answers, failure = ask_place(place, [records[i].job_id for i in indexes], settings)
+        for index in indexes:
+            listed[index] = _listed(records[index], answers.get(records[index].job_id), failure)
+    return listed
+
+
+def _listed(record: JobRecord, status: Optional[JobStatus], failure: Optional[str]) -> Listed:
+    if status is None or status.state is JobState.UNKNOWN:
+        why = failure or (status.reason if status is not None else "") or "no answer"
+        return Listed(record, why)
+    return Listed(with_status(record, status))
+
+
+def with_status(record: JobRecord, status: JobStatus) -> JobRecord:
+    """The record with the live state (times kept where the scheduler gave none)."""
+    return dataclasses.replace(
+        record,
+        state=status.state.value,
+        native_state=status.native_state or record.native_state,
+        reason=status.reason,
+        exit_code=status.exit_code if status.exit_code is not None else record.exit_code,
+        start_time=status.start_time or record.start_time,
+        end_time=status.end_time or record.end_time,
+    )
+
+
+def ask_place(
+    place: Place, job_ids: List[str], settings: Settings
+) -> Tuple[Mapping[str, JobStatus], Optional[str]]:
+    """One batched query for the jobs at ``place``: ``(answers, None)``, or
+    ``({}, why)`` when its scheduler cannot be reached from here."""
+    try:
+        adapter = adapter_at(place, settings)
+    except (SchedulerAdapterError, ValueError, OSError) as exc:
+        return {}, f"{place.scheduler} on {place.host}: {one_line(exc)}"
+    try:
+        return adapter.get_job_statuses(job_ids), None
+    except (SchedulerAdapterError, OSError) as exc:
+        return {}, f"{place.scheduler} on {place.host}: {one_line(exc)}"
+    finally:
+        adapter.close()
 
 
 def listed_jobs(
@@ -70,8 +144,11 @@ class Notes:
         number = self.numbers.setdefault(item.stale_reason or "", len(self.numbers) + 1)
         return f"{item.record.state} (cached [{number}])"
 
-    def lines(self) -> List[str]:
-        return [f"[{number}] cached: {why}" for why, number in self.numbers.items()]
+    def print_under(self, table: Sequence[Sequence[str]]) -> None:
+        """The table, then the reasons its cells name."""
+        print_table(table)
+        for why, number in self.numbers.items():
+            print(f"[{number}] cached: {why}")
 
 
 def _job_json(item: Listed) -> Dict[str, Any]:
@@ -115,8 +192,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     if args.sweep:
         return _sweep_jobs(args, settings)
     book = sweeps.book_for(settings)
-    records = [book.get(name) for name in book.names()]
-    shown = [record for record in records if record is not None]
+    shown = [record for record in map(book.get, book.names()) if record is not None]
     if not args.cached:  # the sweeps' unfinished jobs asked too: their counts are live
         for record in shown:
             refreshed(book.records(record.name, unfinished_only=True), settings)
@@ -124,7 +200,9 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     pack_book = PackBook(book.store)
     named = [record for record in map(pack_book.get, pack_book.names()) if record is not None]
     packed = [(record, pack_book.counts(record.name)) for record in named]
-    outside = [sweeps_outside()] if shown else []
+    from ..store.sweeps import OUTSIDE_SWEEPS
+
+    outside = [OUTSIDE_SWEEPS] if shown else []
     outside += [OUTSIDE_PACKS] if named else []
     where = " AND ".join(outside)
     limit = args.limit or (None if args.json or args.all else TABLE_JOBS)
@@ -134,12 +212,14 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         packed = [(record, counts) for record, counts in packed if args.state in counts]
     if args.json:
         entries = [sweeps.summary(record, counts) for record, counts in counted]
-        entries += [packs.summary(record, counts) for record, counts in packed]
-        print_json(entries + [_job_json(item) for item in listed])
-        return EXIT_OK
-    rows = [sweeps.row(record, counts) for record, counts in counted]
-    rows += [packs.row(record, counts) for record, counts in packed]
-    status = _print_jobs(listed, rows)
+        entries += [sweeps.pack_summary(record, counts) for record, counts in packed]
+        return _print_jobs(args, listed, entries, [])
+    rows = [sweeps.row(record, f"sweep of {record.total}", counts) for record, counts in counted]
+    rows += [
+        sweeps.row(record, f"pack of {record.total} ({record.spec})", counts)
+        for record, counts in packed
+    ]
+    _print_jobs(args, listed, [], rows)
     if limit and not args.limit and len(listed) == limit:
         recorded = book.store.count(state=args.state, where=where)
         if recorded > limit:  # said apart from the table: a pipe reads the table alone
@@ -148,7 +228,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
                 "more, --json for every one",
                 file=sys.stderr,
             )
-    return status
+    return EXIT_OK
 
 
 def _sweep_jobs(args: argparse.Namespace, settings: Settings) -> int:
@@ -164,43 +244,48 @@ def _sweep_jobs(args: argparse.Namespace, settings: Settings) -> int:
         listed = [item for item in listed if item.record.state == args.state]
     if args.limit:
         listed = listed[-args.limit :]
+    return _print_jobs(args, listed, [], [])
+
+
+def _print_jobs(
+    args: argparse.Namespace,
+    listed: Sequence[Listed],
+    entries: List[Dict[str, Any]],
+    rows: Sequence[Tuple[str, ...]],
+) -> int:
+    """The jobs after the sweeps' and packs' ``entries`` (``--json``) or ``rows``."""
     if args.json:
-        print_json([_job_json(item) for item in listed])
+        print_json(entries + [_job_json(item) for item in listed])
         return EXIT_OK
-    return _print_jobs(listed, [])
-
-
-def sweeps_outside() -> str:
-    from ..store.sweeps import OUTSIDE_SWEEPS
-
-    return OUTSIDE_SWEEPS
-
-
-def _print_jobs(listed: Sequence[Listed], sweep_rows: Sequence[Tuple[str, ...]]) -> int:
     header = ("JOB ID", "SCHEDULER", "NAME", "STATE", "EXIT", "SUBMITTED", "ELAPSED")
     notes = Notes()
-    print_table([header, *sweep_rows, *(_job_row(item, notes) for item in listed)])
-    for line in notes.lines():
-        print(line)
+    notes.print_under([header, *rows, *(_job_row(item, notes) for item in listed)])
     return EXIT_OK
+
+
+def _figures(cpu_hours: float, gpu_hours: float, cost: float) -> Tuple[str, str, str]:
+    return f"{cpu_hours:.4f}", f"{gpu_hours:.4f}", f"{cost:.4f}"
+
+
+def _total(rows: Sequence[JobCost]) -> Dict[str, float]:
+    return {
+        "cpu_hours": sum(row.cpu_hours for row in rows),
+        "gpu_hours": sum(row.gpu_hours for row in rows),
+        "cost": sum(row.cost for row in rows),
+    }
+
+
+def _rounded(total: Dict[str, float]) -> Dict[str, float]:
+    return {key: round(value, 6) for key, value in total.items()}
 
 
 def _cost_json(
     rows: Sequence[JobCost], listed: Sequence[Listed], settings: Settings
 ) -> Dict[str, Any]:
-    from ..cost import by_account
-
     return {
         "jobs": [{**row.to_json(), **_stale_json(item)} for row, item in zip(rows, listed)],
-        "total": {
-            "cpu_hours": round(sum(row.cpu_hours for row in rows), 6),
-            "gpu_hours": round(sum(row.gpu_hours for row in rows), 6),
-            "cost": round(sum(row.cost for row in rows), 6),
-        },
-        "by_account": {
-            account: {key: round(value, 6) for key, value in total.items()}
-            for account, total in by_account(rows).items()
-        },
+        "total": _rounded(_total(rows)),
+        "by_account": {account: _rounded(total) for account, total in by_account(rows).items()},
         "prices": {
             "cpu_per_hour": settings.cpu_cost_per_hour,
             "gpu_per_hour": settings.gpu_cost_per_hour,
@@ -211,46 +296,21 @@ def _cost_json(
 def _cost_table(
     rows: Sequence[JobCost], listed: Sequence[Listed], notes: Notes
 ) -> List[Tuple[str, ...]]:
-    from ..cost import by_account
-
     table: List[Tuple[str, ...]] = [
         ("JOB ID", "SCHEDULER", "ACCOUNT", "STATE", "CPU-H", "GPU-H", "COST")
     ]
     for row, item in zip(rows, listed):
-        table.append(
-            (
-                row.job_id,
-                row.scheduler,
-                row.account or "-",
-                notes.cell(item),
-                f"{row.cpu_hours:.4f}",
-                f"{row.gpu_hours:.4f}",
-                f"{row.cost:.4f}",
-            )
-        )
-    totals = [sum(row.cpu_hours for row in rows), sum(row.gpu_hours for row in rows)]
-    total_cost = sum(row.cost for row in rows)
+        figures = _figures(row.cpu_hours, row.gpu_hours, row.cost)
+        table.append((row.job_id, row.scheduler, row.account or "-", notes.cell(item), *figures))
     accounts = by_account(rows)
     if len(accounts) > 1:  # charged to more than one account (bank): each its subtotal
         for account, total in sorted(accounts.items()):
-            table.append(
-                (
-                    "SUBTOTAL",
-                    "",
-                    account or "-",
-                    "",
-                    f"{total['cpu_hours']:.4f}",
-                    f"{total['gpu_hours']:.4f}",
-                    f"{total['cost']:.4f}",
-                )
-            )
-    table.append(("TOTAL", "", "", "", f"{totals[0]:.4f}", f"{totals[1]:.4f}", f"{total_cost:.4f}"))
+            table.append(("SUBTOTAL", "", account or "-", "", *_figures(**total)))
+    table.append(("TOTAL", "", "", "", *_figures(**_total(rows))))
     return table
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
-    from ..cost import costs
-
     settings = Settings.from_env()
     listed = listed_jobs(settings, args.cached)
     records = [item.record for item in listed]
@@ -259,7 +319,5 @@ def cmd_cost(args: argparse.Namespace) -> int:
         print_json(_cost_json(rows, listed, settings))
     else:
         notes = Notes()
-        print_table(_cost_table(rows, listed, notes))
-        for line in notes.lines():
-            print(line)
+        notes.print_under(_cost_table(rows, listed, notes))
     return EXIT_OK

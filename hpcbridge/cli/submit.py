@@ -12,7 +12,7 @@ from ..config import name_values
 from ..errors import ConfigurationError, ResourceError, SweepCancelledError
 from ..model import JobState, JobStatus
 from ..resources import NATIVE_SCHEDULERS, RESOURCE_KEYS
-from . import packs, sweeps
+from . import sweeps
 from .exits import EXIT_JOB_NOT_COMPLETED, EXIT_OK
 from .follow import records_here, wait_and_report, with_record
 from .output import one_line, print_json
@@ -52,31 +52,37 @@ def cmd_submit(args: argparse.Namespace) -> int:
             environment=name_values(args.env, "--env"),
             nested=args.nested,
         )
-    if args.json:  # with --wait, the final status (which holds the id) is printed instead
+    return _submitted(adapter, [job_id], args, as_list=False)
+
+
+def _submitted(
+    adapter: Any,
+    job_ids: List[str],
+    args: argparse.Namespace,
+    as_list: bool,
+    cancelled: Optional[SweepCancelledError] = None,
+) -> int:
+    """Print the jobs just submitted (``--json``: the keys of ``status --json``, from their
+    records, nothing asked of the scheduler; with ``--wait`` their final statuses instead),
+    then follow them with ``--wait``; a cancelled sweep exits 1."""
+    if args.json:
         if not args.wait:
-            print_json(_as_submitted(adapter, [job_id])[0])
-    else:
-        print(job_id, flush=True)
-    if not args.wait:
-        return EXIT_OK
-    return wait_and_report([(adapter, [job_id])], args, as_list=False)
-
-
-def _as_submitted(adapter: Any, job_ids: List[str]) -> List[Dict[str, Any]]:
-    """``--json`` of jobs just submitted: the keys of ``status --json``, from their records
-    (PENDING, no exit code or times yet) - nothing is asked of the scheduler."""
-    records = records_here(adapter, job_ids)
-    return [
-        with_record(
-            (
+            records = records_here(adapter, job_ids)
+            statuses = [
                 records[job_id].status()
                 if job_id in records
                 else JobStatus(job_id, JobState.PENDING)
-            ).to_json(),
-            records,
-        )
-        for job_id in job_ids
-    ]
+                for job_id in job_ids
+            ]
+            entries = [with_record(status.to_json(), records) for status in statuses]
+            print_json(entries if as_list else entries[0])
+    elif job_ids:
+        print("\n".join(job_ids), flush=True)
+    if cancelled is not None:
+        # A cancelled sweep: its jobs end CANCELLED, its other tasks never run (exit 1).
+        print(f"hpcbridge: {one_line(cancelled)}", file=sys.stderr, flush=True)
+    code = wait_and_report([(adapter, job_ids)], args, as_list) if args.wait else EXIT_OK
+    return code if cancelled is None or code != EXIT_OK else EXIT_JOB_NOT_COMPLETED
 
 
 def _jobs_from(args: argparse.Namespace) -> List[Union[str, Tuple[str, List[str]]]]:
@@ -174,7 +180,7 @@ def _packed(adapter: Any, jobs: List[Any], args: argparse.Namespace) -> int:
         timeout=args.timeout,
         name=args.sweep,
     )
-    return packs.report(finals, args.json)
+    return sweeps.report(finals, args.json)
 
 
 def cmd_submit_many(args: argparse.Namespace) -> int:
@@ -205,15 +211,4 @@ def cmd_submit_many(args: argparse.Namespace) -> int:
                 remote_dir=args.remote_dir,
                 nested=args.nested,
             )
-    if args.json:
-        if not args.wait:
-            print_json(_as_submitted(adapter, job_ids))
-    elif job_ids:
-        print("\n".join(job_ids), flush=True)
-    if cancelled is not None:
-        # A cancelled sweep: its jobs end CANCELLED, its other tasks never run (exit 1).
-        print(f"hpcbridge: {one_line(cancelled)}", file=sys.stderr, flush=True)
-    if not args.wait:
-        return EXIT_OK if cancelled is None else EXIT_JOB_NOT_COMPLETED
-    code = wait_and_report([(adapter, job_ids)], args, as_list=True)
-    return code if cancelled is None or code != EXIT_OK else EXIT_JOB_NOT_COMPLETED
+    return _submitted(adapter, job_ids, args, as_list=True, cancelled=cancelled)

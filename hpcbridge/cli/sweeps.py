@@ -1,27 +1,29 @@
-"""Sweeps on the command line: a sweep's name where ``wait``, ``cancel`` and ``jobs``
-take ids, and the progress line while one is fed.
-
-An argument is a sweep's name when a sweep of that name is recorded in the
-store; anything else is a job id (``targets``).  A sweep is reached where it
-was recorded - its scheduler, transport, host and Flux instance - like a job.
-"""
+"""Sweeps and named packs on the command line: a name where ``wait``, ``cancel`` and
+``jobs`` take ids (anything that names no recorded one is a job id), reached where it was
+recorded, and the progress line while a sweep is fed."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from ..config import Settings
 from ..errors import SweepCancelledError
-from .places import Place, adapter_at
-from .targets import store_for
+from ..model import JobState, JobStatus
+from .exits import EXIT_JOB_NOT_COMPLETED, EXIT_OK
+from .output import TerminalLine, print_json
+from .targets import adapter_at, place_of, settings_from, store_for
 
 if TYPE_CHECKING:
     from ..engine.adapter import SchedulerAdapter
     from ..engine.sweeping import Sweep
+    from ..store.packs import PackRecord
     from ..store.sweeps import SweepBook, SweepRecord
+
+Named = TypeVar("Named")
 
 
 def book_for(settings: Settings) -> SweepBook:
@@ -30,42 +32,53 @@ def book_for(settings: Settings) -> SweepBook:
     return SweepBook(store_for(settings))
 
 
-def split(arguments: Sequence[str], settings: Settings) -> Tuple[List[SweepRecord], List[str]]:
-    """The recorded sweeps named among ``arguments``, and the other arguments (ids)."""
+def _split(
+    arguments: Sequence[str], get: Callable[[str], Optional[Named]]
+) -> Tuple[List[Named], List[str]]:
+    """The records ``get`` finds for the names among ``arguments``, and the other arguments."""
     from ..engine.sweeping import NAME
 
-    book: Optional[SweepBook] = None
-    sweeps: List[SweepRecord] = []
+    found: List[Named] = []
     others: List[str] = []
     for argument in arguments:
-        record = None
-        if NAME.fullmatch(argument.strip()):
-            book = book or book_for(settings)
-            record = book.get(argument.strip())
+        record = get(argument.strip()) if NAME.fullmatch(argument.strip()) else None
         if record is not None:
-            sweeps.append(record)
+            found.append(record)
         else:
             others.append(argument)
-    return sweeps, others
+    return found, others
+
+
+def split(
+    arguments: Sequence[str], settings: Settings
+) -> Tuple[List[PackRecord], List[SweepRecord], List[str]]:
+    """The recorded packs and sweeps named among ``arguments`` (a pack's name first), and
+    the other arguments (ids)."""
+    from ..store.packs import PackBook
+    from ..store.sweeps import SweepBook
+
+    store = store_for(settings)
+    packs, rest = _split(arguments, PackBook(store).get)
+    found, ids = _split(rest, SweepBook(store).get)
+    return packs, found, ids
 
 
 def opened(record: SweepRecord, settings: Settings) -> Tuple[SchedulerAdapter, Sweep]:
     """The sweep, through an adapter that reaches where it was recorded."""
     from ..engine.sweeping import Sweep
 
-    place = Place(record.scheduler, record.host, record.flux_uri, record.transport, record.reach)
-    adapter = adapter_at(place, settings)
+    adapter = adapter_at(place_of(record), settings)
     return adapter, Sweep.resume(adapter, record.name)
 
 
-class SweepProgress:
-    """One rewritten stderr line while a sweep is fed (on a terminal only)."""
+class SweepProgress(TerminalLine):
+    """The sweep's counts while it is fed (on a terminal only)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.started = time.monotonic()
         self.first_done: Optional[int] = None
-        self.shown = sys.stderr.isatty()
+        self.shown = sys.stderr.isatty()  # only a terminal gets the line (and its end)
 
     def __call__(self, counts: Dict[str, int]) -> None:
         if not self.shown:
@@ -76,17 +89,11 @@ class SweepProgress:
         elapsed = max(time.monotonic() - self.started, 1e-6)
         rate = (done - self.first_done) / elapsed
         sent = counts["total"] - counts["unsent"]
-        sys.stderr.write(
-            f"\r\033[Ksweep {self.name}: {sent}/{counts['total']} sent, {counts['queued']} "
+        self.write(
+            f"sweep {self.name}: {sent}/{counts['total']} sent, {counts['queued']} "
             f"queued, {counts['completed']} completed, {counts['failed']} not, "
             f"{rate:.1f} jobs/s"
         )
-        sys.stderr.flush()
-
-    def finish(self) -> None:
-        if self.shown:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
 
 
 def feed(
@@ -124,6 +131,51 @@ def cancel(record: SweepRecord, settings: Settings) -> str:
     )
 
 
+def report(finals: Sequence[JobStatus], as_json: bool) -> int:
+    """Each pack task's end (its Flux id and state, or JSON), in the tasks' order; 0 when
+    every task COMPLETED."""
+    if as_json:
+        print_json([status.to_json() for status in finals])
+    else:
+        for status in finals:
+            print(f"{status.job_id} {status.state.value}", flush=True)
+    ended_well = all(status.state is JobState.COMPLETED for status in finals)
+    return EXIT_OK if ended_well else EXIT_JOB_NOT_COMPLETED
+
+
+def wait_pack(record: PackRecord, args: argparse.Namespace) -> int:
+    """Go on with the pack (its first client may have died) and report each task's end."""
+    from ..pack_feeder import resume_packed
+
+    outer = adapter_at(place_of(record), settings_from(args))
+    try:
+        finals = resume_packed(
+            outer, record.name, poll_interval=args.poll_interval, timeout=args.timeout
+        )
+    finally:
+        outer.close()
+    return report(finals, args.json)
+
+
+def cancel_pack(record: PackRecord, settings: Settings) -> str:
+    """Stop the pack and release its allocations."""
+    from ..pack_feeder import cancel_packed
+
+    outer = adapter_at(place_of(record), settings)
+    try:
+        return cancel_packed(outer, record.name)
+    finally:
+        outer.close()
+
+
+def row(record: Any, what: str, counts: Dict[str, int]) -> Tuple[str, ...]:
+    """A sweep or named pack (``what`` it is) as one line of ``jobs``: its counts in place
+    of a state."""
+    shown = ", ".join(f"{count} {state}" for state, count in sorted(counts.items()))
+    created = datetime.fromisoformat(record.created).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    return (record.name, record.scheduler, what, shown, "", created, "")
+
+
 def summary(record: SweepRecord, counts: Dict[str, int]) -> Dict[str, object]:
     """A sweep as one entry of ``jobs --json``."""
     return {
@@ -138,8 +190,14 @@ def summary(record: SweepRecord, counts: Dict[str, int]) -> Dict[str, object]:
     }
 
 
-def row(record: SweepRecord, counts: Dict[str, int]) -> Tuple[str, ...]:
-    """A sweep as one line of ``jobs``: its counts in place of a state."""
-    shown = ", ".join(f"{count} {state}" for state, count in sorted(counts.items()))
-    created = datetime.fromisoformat(record.created).astimezone().strftime("%Y-%m-%d %H:%M:%S")
-    return (record.name, record.scheduler, f"sweep of {record.total}", shown, "", created, "")
+def pack_summary(record: PackRecord, counts: Dict[str, int]) -> Dict[str, object]:
+    """A named pack as one entry of ``jobs --json``."""
+    return {
+        "pack": record.name,
+        "scheduler": record.scheduler,
+        "host": record.host,
+        "spec": record.spec,
+        "total": record.total,
+        "created": record.created,
+        "counts": counts,
+    }

@@ -1,25 +1,6 @@
-"""Which settings, adapters and recorded jobs a command works on: the one rule for ids.
-
-For each id a command is given (``status``, ``wait``, ``logs``, ``cancel``):
-
-1. Its records are looked up under the form each scheduler records it in (a
-   Flux id typed in decimal or with an ASCII ``f`` is recorded as ``ƒ…``).
-2. An explicit choice narrows them: the scheduler of ``--scheduler`` or of
-   ``HPCBRIDGE_SCHEDULER`` (not the default), ``--host`` (the host a job is
-   recorded on, as ``hpcbridge jobs --json`` shows it, or the SSH host as given at
-   submission), ``--flux-uri``.
-3. No record left: the id is asked of the settings' scheduler and transport (saying
-   so on stderr, with the commands that ask them, when the narrowing left out records
-   of the id: the job asked may be someone else's).
-   One: the job is asked where it was recorded - its scheduler, transport,
-   host and Flux instance, reached as it was at submission (``places.adapter_at``) -
-   whatever the current settings, and the command
-   says so on stderr when that differs from them.  Several (the same id on
-   two schedulers or hosts): an error listing each, with the command that asks it.
-
-Ids that lead to different places are asked in one group per place, so one
-command can follow a mock job and a Slurm job together.
-"""
+"""Which settings, adapters and recorded jobs a command works on: the one rule for ids
+(README, "Which job an id means"), where a recorded job runs and the adapter that reaches
+it, and which ids name no job anywhere."""
 
 from __future__ import annotations
 
@@ -28,16 +9,34 @@ import json
 import shlex
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Dict,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+)
 
+from .. import factory
 from ..config import Settings
-from ..errors import ConfigurationError, SchedulerAdapterError
+from ..errors import (
+    ConfigurationError,
+    JobNotFoundError,
+    SchedulerAdapterError,
+    SchedulerUnavailableError,
+)
+from ..model import JobState
 from ..registry import SCHEDULER_ENTRIES
-from .places import Place, adapter_at, place_of, settings_place
+from ..store.jobs import JobRecord, JobStore
 
-if TYPE_CHECKING:  # the store and adapters load when a command needs them: --help stays quick
+if TYPE_CHECKING:  # the adapters load when a command needs them: --help stays quick
     from ..engine.adapter import SchedulerAdapter
-    from ..store.jobs import JobRecord, JobStore
+    from ..engine.observation import Observation
 
 
 def settings_from(args: argparse.Namespace, scheduler: Optional[str] = None) -> Settings:
@@ -55,15 +54,89 @@ def settings_from(args: argparse.Namespace, scheduler: Optional[str] = None) -> 
 
 def adapter_for(args: argparse.Namespace, settings: Optional[Settings] = None) -> SchedulerAdapter:
     """The adapter for the settings (default: the command's)."""
-    from .. import factory
-
     return factory.adapter_from_settings(settings or settings_from(args))
 
 
 def store_for(settings: Settings) -> JobStore:
-    from ..store.jobs import JobStore
-
     return JobStore(settings.database_path)
+
+
+class Place(NamedTuple):
+    """Where a job runs (a job, sweep or pack record's scheduler, host, Flux instance and
+    transport): what one adapter reaches."""
+
+    scheduler: str
+    host: str
+    flux_uri: Optional[str]
+    transport: str
+    #: JSON of the settings that reach the host again (``Executor.reach``), or None
+    reach: Optional[str] = None
+
+    def describe(self) -> str:
+        """``slurm over ssh on me@login1:22`` (and the Flux instance)."""
+        text = f"{self.scheduler} over {self.transport} on {self.host}"
+        return f"{text} (instance {self.flux_uri})" if self.flux_uri else text
+
+
+def place_of(record: Any) -> Place:
+    """Where a job, sweep or pack record was submitted: it is always asked there again."""
+    return Place(record.scheduler, record.host, record.flux_uri, record.transport, record.reach)
+
+
+def adapter_at(place: Place, settings: Settings) -> SchedulerAdapter:
+    """An adapter that reaches ``place``: first as the job was reached when it went
+    in (the SSH host as given then - an ssh-config alias - with its key and
+    known-hosts files), then the settings' own SSH target if it is that host, last
+    the host the record names (``user@host:port``)."""
+    changes: Dict[str, Any] = {"scheduler": place.scheduler, "transport": place.transport}
+    if place.flux_uri:
+        changes["flux_uri"] = place.flux_uri
+    candidates = [changes]
+    if place.transport == "ssh":
+        if place.reach:
+            candidates.insert(0, {**changes, **json.loads(place.reach)})
+        candidates.append({**changes, **_ssh_target(place.host)})
+    for candidate in candidates:
+        try:
+            adapter = factory.adapter_from_settings(settings.with_(**candidate))
+        except ConfigurationError:
+            if candidate is candidates[-1]:
+                raise
+            continue
+        if adapter.host_label == place.host:
+            return adapter
+        adapter.close()
+    raise ConfigurationError(
+        f"recorded on host {place.host}, which these settings do not reach; "
+        "set HPCBRIDGE_SSH_HOST (and _USER, _PORT) to reach it"
+    )
+
+
+def _settings_place(settings: Settings) -> Optional[Place]:
+    """Where the settings' own adapter would ask (``None`` when that cannot be told
+    without connecting: an SSH setting that does not resolve)."""
+    try:
+        executor = factory.build_executor(settings)
+    except (ConfigurationError, OSError):
+        return None
+    try:
+        return Place(settings.scheduler, executor.host, settings.flux_uri, executor.kind)
+    finally:
+        executor.close()
+
+
+def _ssh_target(label: str) -> Dict[str, Any]:
+    """``user@host:port`` (how an SSH host is recorded) as settings."""
+    user_host, colon, port = label.rpartition(":")
+    if not colon or not port.isdigit():
+        user_host, port = label, ""
+    user, _, host = user_host.rpartition("@")
+    target: Dict[str, Any] = {"ssh_host": host or user_host}
+    if user:
+        target["ssh_user"] = user
+    if port:
+        target["ssh_port"] = int(port)
+    return target
 
 
 def recorded_forms(job_id: str) -> Dict[str, str]:
@@ -155,16 +228,17 @@ class Targets:
     #: filled only with ``keep_going``, else the first such error is raised
     failed: Dict[str, Exception] = field(default_factory=dict)
 
-    def typed(self, group: Group, job_ids: Sequence[str]) -> List[str]:
-        """The ids as typed that became these ids of ``group``."""
-        return [
-            typed for typed, owner, job_id in self.order if owner is group and job_id in job_ids
-        ]
+    def placed(self) -> Dict[str, Tuple[Group, str]]:
+        """typed id -> its group and normalized id (the ids that lead somewhere)."""
+        return {typed: (group, job_id) for typed, group, job_id in self.order}
 
     def hint(self, group: Group, job_ids: Sequence[str]) -> str:
         """Where else these ids are recorded, as the commands that ask there ("" if nowhere)."""
         asks = [
-            ask for typed in self.typed(group, job_ids) for ask in self.elsewhere.get(typed, [])
+            ask
+            for typed, owner, job_id in self.order
+            if owner is group and job_id in job_ids
+            for ask in self.elsewhere.get(typed, [])
         ]
         return f" (recorded elsewhere: {', or '.join(asks)})" if asks else ""
 
@@ -172,7 +246,7 @@ class Targets:
 def targets_for(
     args: argparse.Namespace, job_ids: Sequence[str], keep_going: bool = False
 ) -> Targets:
-    """The groups of jobs these ids name (see the module docstring).
+    """The groups of jobs these ids name, one per place they lead to.
 
     ``keep_going``: an id that leads nowhere is noted in ``Targets.failed`` and the
     others are still grouped (``status`` of several ids answers each)."""
@@ -260,15 +334,94 @@ def _adapter(
     saying so when that is not where the settings point."""
     if place is None:
         return adapter_for(args, settings)
-    here = settings_place(settings)
-    if here is None or (here.scheduler, here.transport, here.host) != (
-        place.scheduler,
-        place.transport,
-        place.host,
-    ):
+    here = _settings_place(settings)
+    recorded = (place.scheduler, place.transport, place.host)
+    if here is None or (here.scheduler, here.transport, here.host) != recorded:
         now = f"; these settings point at {here.describe()}" if here is not None else ""
         print(
             f"hpcbridge: job {job_id} is asked where it was submitted: {place.describe()}{now}",
             file=sys.stderr,
         )
     return adapter_at(place, settings)
+
+
+def ask(
+    targets: Targets, group: Group, job_ids: Sequence[str]
+) -> Tuple[Mapping[str, Observation], List[str], Optional[SchedulerAdapterError]]:
+    """What the group's scheduler says of ``job_ids`` (one query), the ids with no record
+    it answered UNKNOWN for, in order - not jobs hpcbridge can follow - and their error."""
+    observed = group.adapter.observe(list(job_ids)) if job_ids else {}
+    missing = [
+        job_id
+        for job_id in dict.fromkeys(group.unrecorded())
+        if job_id in observed and observed[job_id].status.state is JobState.UNKNOWN
+    ]
+    return observed, missing, group_error(targets, group, missing, observed) if missing else None
+
+
+def not_found_error(
+    scheduler: str,
+    job_ids: Sequence[str],
+    observed: Mapping[str, Observation],
+    hint: str = "",
+    typed: Optional[Mapping[str, str]] = None,
+) -> SchedulerAdapterError:
+    """One line: which ids, what the scheduler said, what to try next.
+
+    When the scheduler could not be asked at all, that is the error (exit 7),
+    not "no such job" (exit 4): it may well know the job once it answers.
+    ``hint``: where else the ids are recorded (``Targets.hint``); ``typed``: the
+    id as given, where the scheduler writes it otherwise (``1857`` is Flux's ``ƒZ2``).
+    """
+    reasons = (observed[job_id].status.reason for job_id in job_ids)
+    said = sorted({reason for reason in reasons if reason})
+    because = f" ({'; '.join(said)})" if said else ""
+    labels = [_label(job_id, (typed or {}).get(job_id)) for job_id in job_ids]
+    which = "job " + labels[0] if len(labels) == 1 else "jobs " + ", ".join(labels)
+    if all(observed[job_id].out_of_reach for job_id in job_ids):
+        return SchedulerUnavailableError(
+            f"cannot tell about {which}: the {scheduler} scheduler could not be asked{because}; "
+            "check it with 'hpcbridge doctor' and try again"
+        )
+    return JobNotFoundError(
+        f"no {which}: no record here, and the {scheduler} scheduler gave no trace of it{because}"
+        f"{hint}; list the recorded jobs with 'hpcbridge jobs', or name the scheduler that ran "
+        "it with --scheduler (Flux: --flux-uri)"
+    )
+
+
+def _label(job_id: str, typed: Optional[str]) -> str:
+    return f"{job_id} ({typed} as given)" if typed and typed.strip() != job_id else job_id
+
+
+def group_error(
+    targets: Targets, group: Group, missing: Sequence[str], observed: Mapping[str, Observation]
+) -> SchedulerAdapterError:
+    """``not_found_error`` for ids of one group, with where else they are recorded."""
+    scheduler = group.adapter.scheduler_name
+    typed = {own: given for given, owner, own in targets.order if owner is group}
+    return not_found_error(scheduler, missing, observed, targets.hint(group, missing), typed)
+
+
+def untraced_errors(targets: Targets) -> Dict[Tuple[int, str], Exception]:
+    """The error of each id with no record that its scheduler gave no trace of (or
+    could not be asked about), by (group, id)."""
+    errors: Dict[Tuple[int, str], Exception] = {}
+    for group in targets.groups:
+        unrecorded = list(dict.fromkeys(group.unrecorded()))
+        if not unrecorded:
+            continue
+        try:
+            _, missing, error = ask(targets, group, unrecorded)
+        except SchedulerAdapterError as exc:
+            errors.update({(id(group), job_id): exc for job_id in unrecorded})
+            continue
+        if error is not None:
+            errors.update({(id(group), job_id): error for job_id in missing})
+    return errors
+
+
+def require_traced(targets: Targets) -> None:
+    """Raise the error of the first id with no record that its scheduler does not know."""
+    for error in untraced_errors(targets).values():
+        raise error

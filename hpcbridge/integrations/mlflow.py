@@ -1,21 +1,6 @@
-"""Tag an MLflow run with the HPC job that trained its model, and what it cost.
-
-Needs the ``mlflow`` extra (``pip install 'hpcbridge[mlflow]'``)::
-
-    import mlflow
-    from hpcbridge.integrations.mlflow import tag_run
-
-    with mlflow.start_run():
-        ...
-        tag_run(job_id)                 # the active run
-    tag_run(job_id, run_id="...")       # any run, through MlflowClient
-
-The tags are the source system's: ``hpc_job_id``, ``hpc_scheduler`` and the
-legacy ``slurm_job_id`` (the same id, whatever the scheduler), plus what the
-job store knows: ``hpc_state``, ``hpc_exit_code``, ``hpc_cpu_hours``,
-``hpc_gpu_hours`` and ``hpc_cost`` (priced with ``CPU_COST_PER_HOUR`` and
-``GPU_COST_PER_HOUR``, as ``hpcbridge cost`` does).
-"""
+"""Tag an MLflow run with the HPC job that trained its model and what it cost (the
+source system's tags ``hpc_job_id``, ``hpc_scheduler``, ``slurm_job_id``, and ``hpc_state``,
+``hpc_exit_code``, ``hpc_cpu_hours``, ``hpc_gpu_hours``, ``hpc_cost`` from the job store)."""
 
 from __future__ import annotations
 
@@ -43,21 +28,17 @@ def job_tags(
     store: Optional[JobStore] = None,
     settings: SettingsLike = None,
 ) -> Dict[str, str]:
-    """The tags for ``job_id`` (no MLflow call): ids always, usage and cost when recorded.
-
-    ``scheduler`` defaults to the settings' scheduler and ``store`` to the
-    settings' job store.
-    """
+    """The tags for ``job_id`` (no MLflow call): ids always, usage and cost when recorded
+    (``scheduler`` and ``store`` default to the settings')."""
     resolved = resolve_settings(settings)
     scheduler = scheduler or resolved.scheduler
     job_id = str(job_id).strip()
     tags = {"hpc_job_id": job_id, "hpc_scheduler": scheduler, "slurm_job_id": job_id}
-    own_store = store is None
     active_store = store if store is not None else JobStore(resolved.database_path)
     try:
         record = active_store.get(job_id, scheduler)
     finally:
-        if own_store:
+        if store is None:  # opened here
             active_store.close()
     if record is None:
         log.warning(
@@ -85,10 +66,8 @@ def tag_run(
     settings: SettingsLike = None,
     client: Optional[MlflowClient] = None,
 ) -> Dict[str, str]:
-    """Tag the active run (or ``run_id``) with the job's tags; return them.
-
-    Raises ``RuntimeError`` when no run is active and no ``run_id`` is given.
-    """
+    """Tag the active run (or ``run_id``) with the job's tags; return them
+    (``RuntimeError`` when no run is active and no ``run_id`` is given)."""
     tags = job_tags(job_id, scheduler=scheduler, store=store, settings=settings)
     if run_id is None and client is None:
         if mlflow.active_run() is None:

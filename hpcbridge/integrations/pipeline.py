@@ -1,20 +1,6 @@
-"""Submit a training job and bring its artifact back: the plain functions.
-
-These are what the Prefect tasks in :mod:`hpcbridge.integrations.prefect`
-wrap; they need neither Prefect nor MLflow::
-
-    from hpcbridge.integrations.pipeline import submit, wait_and_fetch
-
-    job_id, remote_model = submit("run.sh", resources={"ntasks": 1, "time": "10"},
-                                  arguments=["--dummy"])
-    state, local_model = wait_and_fetch(job_id, remote_model, poll_interval=5)
-
-The scheduler and transport come from the settings (``HPCBRIDGE_SCHEDULER``,
-``HPCBRIDGE_TRANSPORT``, ... or the source system's ``EXAMLOPS_HPC_*``), so the
-same code runs the job on the embedded mock scheduler (a real local process),
-on Slurm or on Flux, locally or over SSH.  The adapter records every job in
-the job store.
-"""
+"""Submit a training job and bring its artifact back (``submit``, ``wait_and_fetch``): what
+the Prefect tasks wrap, needing neither Prefect nor MLflow; the scheduler and transport
+come from the settings."""
 
 from __future__ import annotations
 
@@ -46,11 +32,8 @@ LOG_TAIL_LINES = 40
 
 
 class JobFailedError(SchedulerAdapterError):
-    """The job ended, but not COMPLETED (FAILED, CANCELLED or TIMEOUT).
-
-    ``state``, ``exit_code``, ``reason`` and ``log_tail`` (the last lines of the
-    job's output) say what happened; ``status`` is the full :class:`JobStatus`.
-    """
+    """The job ended, but not COMPLETED: ``state``, ``exit_code``, ``reason``, ``log_tail``
+    (the last lines of its output) and the full ``status`` say how."""
 
     def __init__(
         self,
@@ -112,9 +95,6 @@ class ArtifactNotFoundError(SchedulerAdapterError):
     """The job COMPLETED but the artifact it should have written is not there."""
 
 
-# -- settings and adapters ---------------------------------------------------------
-
-
 def resolve_settings(settings: SettingsLike = None) -> Settings:
     """A :class:`Settings` from a Settings, a mapping of overrides, or the environment."""
     if isinstance(settings, Settings):
@@ -139,16 +119,9 @@ def _adapter(
         created.close()
 
 
-# -- submission ----------------------------------------------------------------------
-
-
 def command_script_text(command: Union[str, Sequence[str]]) -> str:
-    """A job script that runs ``command`` with ``/bin/sh -c``.
-
-    ``command`` is a shell command line (a string, run as written) or an argv
-    list (each word quoted, so nothing in it is interpreted by the shell).
-    The job's arguments reach the command as ``$1``, ``$2``, ...
-    """
+    """A job script that runs ``command`` - a shell command line, or an argv list (each
+    word quoted) - with ``/bin/sh -c``; the job's arguments reach it as ``$1``, ``$2``..."""
     text = command if isinstance(command, str) else shlex.join(str(word) for word in command)
     if not text.strip():
         raise ValueError("the command is empty")
@@ -165,12 +138,10 @@ def command_script_text(command: Union[str, Sequence[str]]) -> str:
 def _job_script(
     script: Union[None, str, os.PathLike], command: Union[None, str, Sequence[str]]
 ) -> Iterator[str]:
-    if (script is None) == (command is None):
-        raise ValueError("pass exactly one of script= (a path) or command= (a command line)")
     if script is not None:
         yield os.fspath(script)
         return
-    assert command is not None
+    assert command is not None  # submit takes exactly one of the two
     text = command_script_text(command)
     with tempfile.TemporaryDirectory(prefix="hpcbridge-command-") as folder:
         path = os.path.join(folder, COMMAND_SCRIPT_NAME)
@@ -178,13 +149,6 @@ def _job_script(
             handle.write(text)
         os.chmod(path, 0o700)
         yield path  # submit_job copies it into the job's folder: the temporary can go
-
-
-def _artifact_name(artifact: Union[str, os.PathLike]) -> str:
-    name = os.fspath(artifact)
-    if not name or name.endswith("/"):
-        raise ValueError(f"artifact must name a file, not {name!r}")
-    return name
 
 
 def submit(
@@ -200,23 +164,18 @@ def submit(
     adapter: Optional[SchedulerAdapter] = None,
     settings: SettingsLike = None,
 ) -> Tuple[str, str]:
-    """Submit a job script (or a command line); return ``(job_id, remote artifact path)``.
-
-    The artifact path is ``<remote_dir>/<artifact>``: where the job, which runs
-    in its folder ``remote_dir`` (made up when not given), is expected to write
-    it.  When the ``REMOTE_REPO`` setting is set it reaches the job as
-    ``$HPCBRIDGE_REMOTE_REPO``.  Raises what ``submit_job`` raises
-    (``ResourceError``, ``JobSubmissionError``, ...), before or at submission.
-    """
+    """Submit a job script (or a command line); return ``(job_id, remote artifact path)``:
+    ``<remote_dir>/<artifact>``, where the job (run in its folder) is expected to write it."""
     if (script is None) == (command is None):
         raise ValueError("pass exactly one of script= (a path) or command= (a command line)")
     if isinstance(arguments, (str, bytes)):
         raise ValueError("arguments must be a list of strings, not one string")
     if command is not None:
         command_script_text(command)  # a bad command fails before anything is set up
-    name = _artifact_name(artifact)
+    name = os.fspath(artifact)
+    if not name or name.endswith("/"):
+        raise ValueError(f"artifact must name a file, not {name!r}")
     with _adapter(adapter, settings) as active:
-        # (the adapter adds $HPCBRIDGE_REMOTE_REPO when that setting is set)
         job_environment: Dict[str, str] = {k: str(v) for k, v in (environment or {}).items()}
         with _job_script(script, command) as path:
             job_id = active.submit_job(
@@ -231,9 +190,6 @@ def submit(
         if record is None or not record.remote_dir:  # pragma: no cover - the adapter records
             raise SchedulerAdapterError(f"{active.scheduler_name} job {job_id} was not recorded")
         return job_id, posixpath.join(record.remote_dir, name)
-
-
-# -- waiting and fetching ------------------------------------------------------------
 
 
 def log_tail(
@@ -256,10 +212,8 @@ def log_tail(
 def fetch(
     adapter: SchedulerAdapter, remote_path: str, local_dir: Union[None, str, os.PathLike] = None
 ) -> str:
-    """Copy ``remote_path`` into ``local_dir`` (a new temporary folder when None).
-
-    A plain copy with the local transport, SFTP with SSH.  Returns the local path.
-    """
+    """Copy ``remote_path`` into ``local_dir`` (a new temporary folder when None); the
+    local path."""
     name = posixpath.basename(remote_path)
     if not name:
         raise ValueError(f"not a file path: {remote_path!r}")
@@ -299,11 +253,8 @@ def wait_and_fetch(
 ) -> Tuple[JobState, str]:
     """Wait for the job, then fetch its artifact; return ``(state, local artifact path)``.
 
-    Raises :class:`JobFailedError` (with the state, exit code and the tail of the
-    job's log) unless the job ended COMPLETED, :class:`ArtifactNotFoundError` when
-    it COMPLETED without writing the artifact, and what ``wait`` raises
-    (``JobTimeoutError`` past ``timeout`` seconds, ``JobNotFoundError``).
-    """
+    Raises :class:`JobFailedError` unless the job ended COMPLETED, and
+    :class:`ArtifactNotFoundError` when it wrote no artifact."""
     with _adapter(adapter, settings) as active:
         status = active.wait(
             job_id, poll_interval=poll_interval, timeout=timeout, on_change=on_change

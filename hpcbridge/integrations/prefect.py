@@ -1,27 +1,6 @@
-"""Prefect tasks: submit a training job, wait for it and fetch its artifact.
-
-Needs the ``prefect`` extra (``pip install 'hpcbridge[prefect]'``)::
-
-    from prefect import flow
-    from hpcbridge.integrations.prefect import submit_task, wait_task
-
-    @flow
-    def train(dummy: bool = True):
-        job_id, remote_model = submit_task(
-            script="run.sh", resources={"ntasks": 1, "time": "10"},
-            arguments=["--dummy"] if dummy else [],
-        )
-        state, local_model = wait_task(job_id, remote_model, poll_interval=5)
-        return local_model
-
-``slurm_submit_task`` and ``slurm_wait_task`` are the source system's names for
-the same tasks.  Which scheduler runs the job (mock - a real local process -
-Slurm or Flux) and how it is reached (local or SSH) comes from the settings:
-``HPCBRIDGE_SCHEDULER``/``EXAMLOPS_HPC_SCHEDULER``/``EXAMLOPS_SLURM_MODE``, ... or
-``settings={"scheduler": "slurm"}``.  The logic lives in
-:mod:`hpcbridge.integrations.pipeline` (``submit``, ``wait_and_fetch``), usable
-without Prefect.
-"""
+"""Prefect tasks ``submit_task`` and ``wait_task`` (the source system's names:
+``slurm_submit_task``, ``slurm_wait_task``) over :mod:`hpcbridge.integrations.pipeline`;
+the scheduler and transport come from the settings."""
 
 from __future__ import annotations
 
@@ -62,10 +41,7 @@ def submit_task(
     settings: SettingsLike = None,
 ) -> Tuple[str, str]:
     """Submit ``script`` (or ``command``); return ``(job_id, <remote_dir>/<artifact>)``.
-
-    Not retried by Prefect: a submission whose outcome is uncertain must not be
-    repeated blindly (see ``SubmissionUncertainError``).
-    """
+    Never retried: an uncertain submission must not be repeated blindly."""
     logger = get_run_logger()
     job_id, remote_artifact = submit(
         script=script,
@@ -93,11 +69,7 @@ def wait_task(
     adapter: Optional[SchedulerAdapter] = None,
     settings: SettingsLike = None,
 ) -> Tuple[JobState, str]:
-    """Wait for the job and fetch its artifact; return ``(state, local artifact path)``.
-
-    Raises :class:`JobFailedError` (state, exit code, the tail of the job's log)
-    unless the job ended COMPLETED.
-    """
+    """Wait for the job and fetch its artifact; return ``(state, local artifact path)``."""
     logger = get_run_logger()
 
     def report(status: JobStatus) -> None:

@@ -2,7 +2,7 @@
 
 from hpcbridge import JobNotFoundError, JobState, JobStatus, SchedulerUnavailableError
 from hpcbridge.cli.exits import EXIT_NOT_FOUND, EXIT_UNAVAILABLE, exit_code_for
-from hpcbridge.cli.lookup import not_found_error
+from hpcbridge.cli.targets import not_found_error
 from hpcbridge.engine.observation import Observation, out_of_reach
 
 

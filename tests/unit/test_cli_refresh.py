@@ -5,7 +5,7 @@ import os
 import pytest
 
 from hpcbridge import JobState, JobStatus, factory
-from hpcbridge.cli.refresh import NOT_ASKED, cached, refreshed
+from hpcbridge.cli.records import NOT_ASKED, cached, refreshed
 from hpcbridge.config import Settings
 from hpcbridge.errors import SchedulerUnavailableError, TransportError
 from hpcbridge.store.jobs import JobRecord

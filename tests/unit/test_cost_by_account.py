@@ -6,8 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Optional
 
-from hpcbridge.cli.records import Notes, _cost_table
-from hpcbridge.cli.refresh import Listed
+from hpcbridge.cli.records import Listed, Notes, _cost_table
 from hpcbridge.cost import by_account, costs
 from hpcbridge.store.jobs import JobRecord
 
