@@ -485,6 +485,10 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def now_text() -> str:
+    return _now().isoformat()
+
+
 def _retry_locked(action: Callable[[], T], attempts: int = 50) -> T:
     """Run ``action``, retrying "database is locked" that busy_timeout did not absorb.
 

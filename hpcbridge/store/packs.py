@@ -1,21 +1,9 @@
-"""The named packs in the job store: a pack's request, its allocations and every task,
-so that ``hpcbridge wait NAME`` goes on feeding it when its first client died.
-
-Three tables beside ``hpc_jobs`` (and the sweeps'):
-
-* ``packs``: one row per pack - where its allocations go (the outer scheduler, host,
-  transport, as a sweep records them), the ``--pack`` request, the tasks' resources,
-  the flux command and margin, and which process feeds it (``feeder``, with a heartbeat:
-  a dead or silent feeder's pack can be taken over; ``cancelled``: by whom, once
-  ``hpcbridge cancel NAME`` stopped it);
-* ``pack_allocations``: each allocation asked for - its job id, when it was asked (wall
-  clock), whether a newer one was asked to take over and whether it was released;
-* ``pack_tasks``: one row per task - its script, arguments and environment, and where it
-  is: ``waiting`` (not sent), ``sending`` (handed to an allocation's instance under
-  ``token``: if the feeder died now, the job may or may not exist and is looked up by its
-  key), ``sent`` (``job_id`` in ``allocation``), ``ended`` (``final``: its last status as
-  JSON); ``again`` once it was sent again after being lost with its allocation.
-"""
+"""The named packs in the job store, so that ``hpcbridge wait NAME`` goes on feeding one
+whose first client died: ``packs`` (its request, where its allocations go, its feeder's
+lease, ``cancelled``: by whom), ``pack_allocations`` (each asked for: when, renewed,
+released) and ``pack_tasks``: ``waiting``, ``sending`` (into ``allocation`` under
+``token``: the job may exist, looked up by its key), ``sent`` (``job_id``), ``ended``
+(``final``: its last status); ``again`` once sent again after being lost."""
 
 from __future__ import annotations
 
@@ -26,52 +14,8 @@ from datetime import datetime
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..model import JobState, JobStatus
-from . import leases
-from .jobs import JobStore
-from .sweep_rows import me, now_text
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS packs (
-    name          TEXT PRIMARY KEY,
-    spec          TEXT NOT NULL,
-    scheduler     TEXT NOT NULL,
-    transport     TEXT NOT NULL,
-    host          TEXT NOT NULL,
-    flux_uri      TEXT,
-    reach         TEXT,
-    resources     TEXT NOT NULL,
-    flux_command  TEXT NOT NULL,
-    margin        REAL NOT NULL,
-    total         INTEGER NOT NULL,
-    created       TEXT NOT NULL,
-    feeder        TEXT NOT NULL DEFAULT '',
-    beat          REAL NOT NULL DEFAULT 0,
-    cancelled     TEXT
-);
-CREATE TABLE IF NOT EXISTS pack_allocations (
-    pack      TEXT NOT NULL,
-    job_id    TEXT NOT NULL,
-    asked     REAL NOT NULL,
-    renewed   INTEGER NOT NULL DEFAULT 0,
-    released  INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (pack, job_id)
-);
-CREATE TABLE IF NOT EXISTS pack_tasks (
-    pack        TEXT NOT NULL,
-    idx         INTEGER NOT NULL,
-    script      TEXT NOT NULL,
-    arguments   TEXT NOT NULL,
-    environment TEXT NOT NULL,
-    state       TEXT NOT NULL DEFAULT 'waiting',
-    allocation  TEXT,
-    token       TEXT,
-    made        TEXT,
-    job_id      TEXT,
-    final       TEXT,
-    again       INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (pack, idx)
-);
-"""
+from .jobs import now_text
+from .sweep_rows import Book, me
 
 #: a task's places (see the module docstring)
 WAITING, SENDING, SENT, ENDED = "waiting", "sending", "sent", "ended"
@@ -134,18 +78,52 @@ _TASK_COLUMNS = (
 )
 
 
-class PackBook:
+class PackBook(Book):
     """The packs of one job store (the same database file, tables of their own)."""
 
-    def __init__(self, store: JobStore) -> None:
-        self.store = store
-        self._ready = False
-
-    def _setup(self) -> JobStore:
-        if not self._ready:
-            self.store.run_script(SCHEMA)
-            self._ready = True
-        return self.store
+    TABLE = "packs"
+    SCHEMA = """
+    CREATE TABLE IF NOT EXISTS packs (
+        name          TEXT PRIMARY KEY,
+        spec          TEXT NOT NULL,
+        scheduler     TEXT NOT NULL,
+        transport     TEXT NOT NULL,
+        host          TEXT NOT NULL,
+        flux_uri      TEXT,
+        reach         TEXT,
+        resources     TEXT NOT NULL,
+        flux_command  TEXT NOT NULL,
+        margin        REAL NOT NULL,
+        total         INTEGER NOT NULL,
+        created       TEXT NOT NULL,
+        feeder        TEXT NOT NULL DEFAULT '',
+        beat          REAL NOT NULL DEFAULT 0,
+        cancelled     TEXT
+    );
+    CREATE TABLE IF NOT EXISTS pack_allocations (
+        pack      TEXT NOT NULL,
+        job_id    TEXT NOT NULL,
+        asked     REAL NOT NULL,
+        renewed   INTEGER NOT NULL DEFAULT 0,
+        released  INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (pack, job_id)
+    );
+    CREATE TABLE IF NOT EXISTS pack_tasks (
+        pack        TEXT NOT NULL,
+        idx         INTEGER NOT NULL,
+        script      TEXT NOT NULL,
+        arguments   TEXT NOT NULL,
+        environment TEXT NOT NULL,
+        state       TEXT NOT NULL DEFAULT 'waiting',
+        allocation  TEXT,
+        token       TEXT,
+        made        TEXT,
+        job_id      TEXT,
+        final       TEXT,
+        again       INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (pack, idx)
+    );
+    """
 
     # -- writes ---------------------------------------------------------
 
@@ -192,16 +170,6 @@ class PackBook:
             )
 
         store.transaction(write)
-
-    def take(self, name: str) -> Optional[str]:
-        """Become the pack's feeder; ``None`` when taken, else who feeds it now."""
-        return leases.take(self._setup(), "packs", name)
-
-    def beat(self, name: str) -> None:
-        leases.beat(self._setup(), "packs", name)
-
-    def let_go(self, name: str) -> None:
-        leases.let_go(self._setup(), "packs", name)
 
     def asked(self, name: str, job_id: str, when: float) -> None:
         self._setup().write_many(
