@@ -10,11 +10,10 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ..model import JobState, JobStatus
-from .jobs import now_text
+from ..model import JobStatus
+from .jobs import STATUS_KEYS, now_text, status_from_row
 from .sweep_rows import Book, me
 
 #: a task's places (see the module docstring)
@@ -69,10 +68,6 @@ class PackTask:
     again: bool = False
 
 
-_PACK_COLUMNS = (
-    "name, spec, scheduler, transport, host, flux_uri, reach, resources, flux_command, "
-    "margin, total, created, feeder, beat"
-)
 _TASK_COLUMNS = (
     "idx, script, arguments, environment, state, allocation, token, made, job_id, final, again"
 )
@@ -130,46 +125,23 @@ class PackBook(Book):
     def create(self, pack: PackRecord, tasks: Sequence[PackTask]) -> None:
         """Record a new pack and its tasks in one transaction, fed by this process; a
         name already used raises ``ValueError``."""
-        store = self._setup()
-
-        def write(connection: Any) -> None:
-            if connection.execute("SELECT 1 FROM packs WHERE name = ?", (pack.name,)).fetchone():
-                raise ValueError(pack.name)
-            connection.execute(
-                f"INSERT INTO packs ({_PACK_COLUMNS}) VALUES ({', '.join('?' * 14)})",  # noqa: S608
+        row = dict(vars(pack), resources=json.dumps(dict(pack.resources)), feeder=me())
+        row.update(created=pack.created or now_text(), beat=time.time())
+        self._create(
+            row,
+            "INSERT INTO pack_tasks (pack, idx, script, arguments, environment) "
+            "VALUES (?, ?, ?, ?, ?)",
+            [
                 (
                     pack.name,
-                    pack.spec,
-                    pack.scheduler,
-                    pack.transport,
-                    pack.host,
-                    pack.flux_uri,
-                    pack.reach,
-                    json.dumps(dict(pack.resources)),
-                    pack.flux_command,
-                    pack.margin,
-                    pack.total,
-                    pack.created or now_text(),
-                    me(),
-                    time.time(),
-                ),
-            )
-            connection.executemany(
-                "INSERT INTO pack_tasks (pack, idx, script, arguments, environment) "
-                "VALUES (?, ?, ?, ?, ?)",
-                [
-                    (
-                        pack.name,
-                        task.index,
-                        task.script,
-                        json.dumps(list(task.arguments)),
-                        json.dumps(dict(task.environment)),
-                    )
-                    for task in tasks
-                ],
-            )
-
-        store.transaction(write)
+                    task.index,
+                    task.script,
+                    json.dumps(list(task.arguments)),
+                    json.dumps(dict(task.environment)),
+                )
+                for task in tasks
+            ],
+        )
 
     def asked(self, name: str, job_id: str, when: float) -> None:
         self._setup().write_many(
@@ -235,20 +207,8 @@ class PackBook(Book):
         return str(rows[0][0]) if rows and rows[0][0] else None
 
     def get(self, name: str) -> Optional[PackRecord]:
-        rows = self._setup().query(
-            f"SELECT {_PACK_COLUMNS} FROM packs WHERE name = ?",  # noqa: S608
-            (name,),
-        )
-        if not rows:
-            return None
-        values = list(rows[0])
-        values[7] = json.loads(values[7])
-        return PackRecord(*values)
-
-    def names(self) -> List[str]:
-        return [
-            str(row[0]) for row in self._setup().query("SELECT name FROM packs ORDER BY created")
-        ]
+        row = self._get(name, PackRecord)
+        return PackRecord(**dict(row, resources=json.loads(row["resources"]))) if row else None
 
     def counts(self, name: str) -> Dict[str, int]:
         """How many tasks are where: ``waiting`` (``sending`` counted there), ``sent`` (in
@@ -291,23 +251,12 @@ def _task(row: Sequence[Any]) -> PackTask:
         token,
         made,
         job_id,
-        _status(json.loads(final)) if final else None,
+        _status(final) if final else None,
         bool(again),
     )
 
 
-def _status(data: Mapping[str, Any]) -> JobStatus:
+def _status(final: str) -> JobStatus:
     """A final status back from its ``to_json`` form."""
-
-    def moment(text: Optional[str]) -> Optional[datetime]:
-        return datetime.fromisoformat(text) if text else None
-
-    return JobStatus(
-        str(data["job_id"]),
-        JobState(data["state"]),
-        data.get("exit_code"),
-        moment(data.get("start_time")),
-        moment(data.get("end_time")),
-        str(data.get("native_state") or ""),
-        str(data.get("reason") or ""),
-    )
+    data = json.loads(final)
+    return status_from_row([data.get(key) for key in STATUS_KEYS])

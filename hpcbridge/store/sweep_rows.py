@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import socket
+import sqlite3
 import time
-from typing import Any, Optional, Sequence, Tuple
+from dataclasses import fields
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..processes import alive_here
 from .jobs import JobStore, add_missing_columns
@@ -53,6 +55,41 @@ class Book:
                 )
             self._ready = True
         return self.store
+
+    def _create(
+        self, row: Mapping[str, Any], insert_tasks: str, tasks: Sequence[Sequence[Any]]
+    ) -> None:
+        """Insert ``row`` (column -> value, ``name`` among them) and its tasks (the
+        statement ``insert_tasks`` over ``tasks``) in one transaction; a name already used
+        raises ``ValueError``: rows are found by name."""
+        name = row["name"]
+        columns, marks = ", ".join(row), ", ".join("?" * len(row))
+
+        def write(connection: Any) -> None:
+            try:
+                connection.execute(
+                    f"INSERT INTO {self.TABLE} ({columns}) VALUES ({marks})",  # noqa: S608
+                    list(row.values()),
+                )
+            except sqlite3.IntegrityError as exc:  # its name is the primary key
+                raise ValueError(name) from exc
+            connection.executemany(insert_tasks, tasks)
+
+        self._setup().transaction(write)
+
+    def _get(self, name: str, record: Any) -> Optional[Dict[str, Any]]:
+        """The row named ``name``: the columns named as the fields of ``record`` (a
+        dataclass), by name; ``None`` when there is none."""
+        columns = [field.name for field in fields(record)]
+        rows = self._setup().query(
+            f"SELECT {', '.join(columns)} FROM {self.TABLE} WHERE name = ?",  # noqa: S608
+            (name,),
+        )
+        return dict(zip(columns, rows[0])) if rows else None
+
+    def names(self) -> List[str]:
+        rows = self._setup().query(f"SELECT name FROM {self.TABLE} ORDER BY created")  # noqa: S608
+        return [str(row[0]) for row in rows]
 
     def take(self, name: str) -> Optional[str]:
         """Become the feeder of ``name``; ``None`` when taken, else who feeds it now.

@@ -162,53 +162,27 @@ class SweepBook(Book):
     # -- writes ---------------------------------------------------------
 
     def create(self, sweep: SweepRecord, tasks: Sequence[SweepTask]) -> None:
-        """Record a new sweep and all its tasks in one transaction (taken by this process).
-
-        A name already used raises ``ValueError``: sweeps are found by name."""
-        store = self._setup()
-
-        def write(connection: Any) -> None:
-            if connection.execute("SELECT 1 FROM sweeps WHERE name = ?", (sweep.name,)).fetchone():
-                raise ValueError(sweep.name)
-            connection.execute(
-                "INSERT INTO sweeps (name, scheduler, transport, host, flux_uri, folder, "
-                "max_queued, steps, total, created, state, feeder, beat, reach) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        """Record a new sweep and all its tasks in one transaction (taken by this process);
+        a name already used raises ``ValueError``."""
+        steps = steps_to_json(sweep.steps)
+        row = dict(vars(sweep), steps=steps, state=FEEDING, feeder=me(), beat=time.time())
+        self._create(
+            row,
+            "INSERT INTO sweep_tasks (sweep, idx, step, script, arguments, environment, "
+            "after) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
                 (
                     sweep.name,
-                    sweep.scheduler,
-                    sweep.transport,
-                    sweep.host,
-                    sweep.flux_uri,
-                    sweep.folder,
-                    sweep.max_queued,
-                    steps_to_json(sweep.steps),
-                    sweep.total,
-                    sweep.created,
-                    FEEDING,
-                    me(),
-                    time.time(),
-                    sweep.reach,
-                ),
-            )
-            connection.executemany(
-                "INSERT INTO sweep_tasks (sweep, idx, step, script, arguments, environment, "
-                "after) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        sweep.name,
-                        task.index,
-                        task.step,
-                        task.script,
-                        json.dumps(list(task.arguments)),
-                        json.dumps(dict(task.environment)),
-                        json.dumps(list(task.after)),
-                    )
-                    for task in tasks
-                ],
-            )
-
-        store.transaction(write)
+                    task.index,
+                    task.step,
+                    task.script,
+                    json.dumps(list(task.arguments)),
+                    json.dumps(dict(task.environment)),
+                    json.dumps(list(task.after)),
+                )
+                for task in tasks
+            ],
+        )
 
     def release(self, name: str, state: Optional[str] = None) -> None:
         """Stop feeding (and say the sweep is ``fed``); a cancelled sweep stays so."""
@@ -283,20 +257,8 @@ class SweepBook(Book):
     # -- reads ----------------------------------------------------------
 
     def get(self, name: str) -> Optional[SweepRecord]:
-        rows = self._setup().query(
-            "SELECT name, scheduler, transport, host, flux_uri, folder, max_queued, steps, "
-            "total, created, state, feeder, beat, reach FROM sweeps WHERE name = ?",
-            (name,),
-        )
-        if not rows:
-            return None
-        values = list(rows[0])
-        values[7] = steps_from_json(values[7])
-        return SweepRecord(*values)
-
-    def names(self) -> List[str]:
-        rows = self._setup().query("SELECT name FROM sweeps ORDER BY created")
-        return [str(row[0]) for row in rows]
+        row = self._get(name, SweepRecord)
+        return SweepRecord(**dict(row, steps=steps_from_json(row["steps"]))) if row else None
 
     def tasks(self, name: str, state: Optional[str] = None) -> List[SweepTask]:
         query = f"SELECT {TASK_COLUMNS} FROM sweep_tasks WHERE sweep = ?"  # noqa: S608

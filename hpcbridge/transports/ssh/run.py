@@ -244,16 +244,9 @@ class Readiness:
 
 
 def _send_locked(channel: Any, make: Callable[[], Any]) -> bool:
-    """Build and send one channel message while holding the channel's lock.
-
-    paramiko builds channel messages under the lock but sends them after
-    releasing it; if the server closes a fast command's channel in between,
-    paramiko's own CLOSE can overtake the message, and OpenSSH drops the whole
-    connection ("ieof packet referred to nonexistent channel", paramiko issues
-    #1115/#1705).  Holding the lock orders it before paramiko's reply to the
-    server's CLOSE.  (The cost: during a rare rekey the send may wait for the
-    key exchange, at most paramiko's clear_to_send_timeout.)
-    """
+    """Build and send one channel message while holding the channel's lock: paramiko
+    sends after releasing it, so its CLOSE can overtake the message and OpenSSH drops the
+    connection ("ieof packet referred to nonexistent channel", paramiko #1115/#1705)."""
     with channel.lock:
         if channel.closed:
             return False
@@ -291,11 +284,8 @@ def send_eof(channel: Any) -> None:
 
 
 def send_signal(channel: Any, name: str) -> None:
-    """Send an RFC 4254 "signal" request; OpenSSH >= 7.9 kills the command's process group.
-
-    paramiko has no public call for it.  Without it (older servers), closing
-    the channel alone leaves a command that never writes running.
-    """
+    """Send an RFC 4254 "signal" request (no public paramiko call): OpenSSH >= 7.9 kills
+    the command's process group; older servers leave a command that never writes running."""
     try:
         from paramiko.common import cMSG_CHANNEL_REQUEST
         from paramiko.message import Message
