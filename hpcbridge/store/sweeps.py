@@ -94,20 +94,9 @@ TASK_COLUMNS = "idx, step, script, arguments, environment, after, state, token, 
 
 
 def task_from_row(row: Sequence[Any]) -> SweepTask:
-    index, step, script, arguments, environment, after, state, token, made, job_id, note = row
-    return SweepTask(
-        index,
-        step,
-        script,
-        tuple(json.loads(arguments)),
-        json.loads(environment),
-        tuple(json.loads(after)),
-        state,
-        token,
-        made,
-        job_id,
-        note,
-    )
+    index, step, script, arguments, environment, after, *rest = row
+    arguments, after = tuple(json.loads(arguments)), tuple(json.loads(after))
+    return SweepTask(index, step, script, arguments, json.loads(environment), after, *rest)
 
 
 #: a record of ``hpc_jobs`` that is no sweep's job (the listing's jobs outside sweeps)
