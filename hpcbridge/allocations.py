@@ -1,8 +1,6 @@
-"""A pack's allocations: Slurm jobs each running a Flux instance over its nodes (reached
-as ``slurm:<id>``), or a Flux system's batch jobs (each an instance of its own, reached
-through its parent) - asked for, reached and released through the outer adapter (its
-transport: locally or over SSH).  What is done with them is ``pack_feeder``'s.
-"""
+"""A pack's allocations: Slurm jobs each running a Flux instance (reached as
+``slurm:<id>``), or a Flux system's batch jobs - asked for, reached and released through
+the outer adapter."""
 
 from __future__ import annotations
 
@@ -26,8 +24,7 @@ class AllocationError(SchedulerAdapterError):
 
 
 class Allocations:
-    """The pack's allocations on one outer adapter - Slurm jobs each running a Flux
-    instance, or batch jobs of a Flux system instance: asked for, reached, released."""
+    """The pack's allocations on one outer adapter (see the module docstring)."""
 
     def __init__(self, outer: SchedulerAdapter, pack: Pack, flux_command: str = "flux") -> None:
         if outer.scheduler_name not in ("slurm", "flux"):

@@ -1,13 +1,6 @@
-"""Allocation packing, run: a sweep's tasks fed into a pack's allocations
-(``allocations``) as plain Flux jobs at Flux's rate, allocations renewed before their
-time runs out and released as soon as they are idle - all released when the sweep is
-done, fails or is interrupted; a named pack recorded as it goes (``store.packs``), so
-that another process goes on with it, or stops it.
-
-The request and the rules (where a task fits, when to renew) are ``packing``'s; each
-instance is a ``FluxAdapter`` on the outer adapter's transport, whose outer limit check
-refuses any task that would pass its allocation's end.
-"""
+"""Allocation packing, run: a sweep's tasks fed into a pack's allocations as plain Flux
+jobs, allocations renewed before their end and released once idle (all of them when the
+sweep ends, fails or is interrupted); a named pack is recorded as it goes (``store.packs``)."""
 
 from __future__ import annotations
 

@@ -1,35 +1,16 @@
-"""Allocation packing, what it is made of: the ``--pack`` request, the allocation's batch
-script and resources, and the rules that place tasks and renew allocations.  Pure: nothing
-here runs a command.
-
-A pack is ``count`` Slurm allocations of ``nodes`` nodes for ``time`` each, every one
-running a Flux instance over its nodes until it is cancelled - or, on a Flux system,
-``count`` batch jobs, each an instance of its own; a sweep's tasks go into those instances
-as plain Flux jobs (at Flux's own rate, not the controller's).  LSF would need the
-Slurm form with ``blaunch`` in place of ``srun`` and ``lsf:<id>`` targets (not built).
-
-The placement rule (``takes_more``): an instance holds at most two tasks per core (one
-running, one queued behind it), so a task sent now starts within one task time and ends
-within two; it is sent only while its allocation has that long left, with the margin.
-An allocation that no longer takes tasks and holds none is released at once.
-
-The renewal rule (``due_for_renewal``): while tasks are left to send, a new allocation is
-asked for when one's time left falls below two task times, the margin and the time the
-last allocation took from its request to a reachable instance - so that it is ready when
-the old one stops taking tasks.  A task lost with its allocation (it ended while the task
-was in it: node failure, a limit) is sent again once.
-"""
+"""Allocation packing, what it is made of: the ``--pack`` request, an allocation's batch
+script and resources, and the rules that place tasks and renew allocations (pure).  A pack
+is ``count`` allocations of ``nodes`` nodes for ``time``, each running a Flux instance that
+takes a sweep's tasks as plain Flux jobs."""
 
 from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, TypeVar
+from typing import Any, Dict, Optional
 
 from .errors import ResourceError
 from .resources import DurationError, format_slurm_time, parse_duration
-
-T = TypeVar("T")
 
 #: the job name of every allocation, so that ``squeue`` shows what they are
 ALLOCATION_NAME = "hpcbridge-pack"

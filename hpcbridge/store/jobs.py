@@ -1,11 +1,5 @@
-"""The job records: an embedded SQLite database, safe under several processes.
-
-Every submission and every state change lands here, so a process that dies
-mid-wait loses nothing: ``hpcbridge wait ID`` picks the job up again.
-
-First the table - ``JobRecord``, its columns, its SQL, how values are stored
-(pure) - then ``JobStore``, the one place a connection is opened.
-"""
+"""The job records: an embedded SQLite database, safe under several processes - the
+table (``JobRecord``, its SQL, how values are stored), then ``JobStore``."""
 
 from __future__ import annotations
 
@@ -166,6 +160,8 @@ UPDATE_STATUS = (
     "start_time=COALESCE(?, start_time), end_time=COALESCE(?, end_time), "
     "updated_at=? WHERE scheduler=? AND host=? AND job_id=?"
 )
+#: a status's columns (``SELECT_STATUS``), as ``JobStatus.to_json`` names them
+STATUS_KEYS = ("job_id", "state", "exit_code", "start_time", "end_time", "native_state", "reason")
 SELECT_STATUS = (
     "SELECT job_id, state, exit_code, start_time, end_time, native_state, reason FROM hpc_jobs"
 )
@@ -455,11 +451,8 @@ class JobStore:
         """The records, oldest first (``state``: in it; ``limit``: the newest N; ``where``:
         a constant SQL condition of another part, e.g. the jobs of no sweep)."""
         self._import_shared()
-        clauses, params = [where] if where else [], []
-        if state:
-            clauses.append("state = ?")
-            params.append(state.upper())
-        query = SELECT + (f" WHERE {' AND '.join(clauses)}" if clauses else "")
+        condition, params = _condition(state, where)
+        query = SELECT + condition
         if limit:  # the newest ``limit`` rows, still listed oldest first
             query += f" ORDER BY id DESC LIMIT {int(limit)}"
             return [decode_row(row) for row in self._connect().execute(query, params)][::-1]
@@ -469,11 +462,7 @@ class JobStore:
     def count(self, state: Optional[str] = None, where: str = "") -> int:
         """How many jobs are recorded (``state``, ``where``: as for ``list``)."""
         self._import_shared()
-        clauses, params = [where] if where else [], []
-        if state:
-            clauses.append("state = ?")
-            params.append(state.upper())
-        condition = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        condition, params = _condition(state, where)
         query = f"SELECT COUNT(*) FROM hpc_jobs{condition}"  # noqa: S608 - values are bound
         return int(self._connect().execute(query, params).fetchone()[0])
 
@@ -481,8 +470,21 @@ class JobStore:
         return iter(self.list())
 
 
+def _condition(state: Optional[str], where: str) -> Tuple[str, List[Any]]:
+    """The ``WHERE`` of ``list`` and ``count`` (empty without a condition), its values."""
+    clauses, params = [where] if where else [], []
+    if state:
+        clauses.append("state = ?")
+        params.append(state.upper())
+    return (f" WHERE {' AND '.join(clauses)}" if clauses else ""), params
+
+
 def _now() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def now_text() -> str:
+    return _now().isoformat()
 
 
 def _retry_locked(action: Callable[[], T], attempts: int = 50) -> T:

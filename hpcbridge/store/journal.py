@@ -1,14 +1,6 @@
-"""Job records as files in a shared folder, for a store kept on a local disk.
-
-When the place asked for the job store is on a network filesystem, the
-database itself lives on a local disk (``store_location``) and every record
-is also written here, one JSON file per job: ``<shared>/<writer>/<key>.json``
-(``writer``: this host and database; ``key``: scheduler, host and id).  A
-file is written whole to a temporary name and renamed over the old one - an
-atomic step on NFS, Lustre, GPFS and sshfs alike - and only its writer ever
-writes it, so no lock is needed across hosts.  Another host's store imports
-the files of the other writers whose folder changed since it last looked.
-"""
+"""Job records as files in a shared folder, for a store kept on a local disk: one JSON file
+per job, ``<shared>/<writer>/<key>.json``, written whole and renamed (atomic on NFS, Lustre,
+GPFS, sshfs) by its one writer, so no lock is needed; the other writers' files are read."""
 
 from __future__ import annotations
 

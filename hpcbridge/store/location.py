@@ -1,18 +1,7 @@
-"""Where the job store lives: on a local disk, even when the asked place is shared.
-
-SQLite's locks (``fcntl``) and its write-ahead log (shared memory) hold
-between the processes of one host on a local filesystem.  Across hosts on a
-network filesystem they do not (NFS without a lock manager, FUSE mounts such
-as sshfs, whose locks stay on each mount): several login nodes sharing one
-home would write one database at once and corrupt it.  So the place asked
-for (``$XDG_STATE_HOME/hpcbridge/jobs.db``, ``HPCBRIDGE_DB``) is looked up in
-``/proc/self/mountinfo``; on a network filesystem the database - and the
-mock scheduler's state, the other file written under locks - go to a folder
-on a local disk instead (``HPCBRIDGE_LOCAL_STATE_DIR``, default
-``/var/tmp/hpcbridge-<uid>``, one folder per asked place), and ``doctor``
-says so.  Each job's record is also written, as a file of its own, into the
-asked place (``store_journal``), so that another login node sees it.
-"""
+"""Where the job store lives: SQLite's locks do not hold across hosts on a network
+filesystem, so a database asked for there goes to a local disk instead
+(``HPCBRIDGE_LOCAL_STATE_DIR``, default ``/var/tmp/hpcbridge-<uid>``), each record also
+written as a file into the asked place (``journal``) for the other hosts."""
 
 from __future__ import annotations
 

@@ -1,77 +1,20 @@
-"""The named packs in the job store: a pack's request, its allocations and every task,
-so that ``hpcbridge wait NAME`` goes on feeding it when its first client died.
-
-Three tables beside ``hpc_jobs`` (and the sweeps'):
-
-* ``packs``: one row per pack - where its allocations go (the outer scheduler, host,
-  transport, as a sweep records them), the ``--pack`` request, the tasks' resources,
-  the flux command and margin, and which process feeds it (``feeder``, with a heartbeat:
-  a dead or silent feeder's pack can be taken over; ``cancelled``: by whom, once
-  ``hpcbridge cancel NAME`` stopped it);
-* ``pack_allocations``: each allocation asked for - its job id, when it was asked (wall
-  clock), whether a newer one was asked to take over and whether it was released;
-* ``pack_tasks``: one row per task - its script, arguments and environment, and where it
-  is: ``waiting`` (not sent), ``sending`` (handed to an allocation's instance under
-  ``token``: if the feeder died now, the job may or may not exist and is looked up by its
-  key), ``sent`` (``job_id`` in ``allocation``), ``ended`` (``final``: its last status as
-  JSON); ``again`` once it was sent again after being lost with its allocation.
-"""
+"""The named packs in the job store, so that ``hpcbridge wait NAME`` goes on feeding one
+whose first client died: ``packs`` (its request, where its allocations go, its feeder's
+lease, ``cancelled``: by whom), ``pack_allocations`` (each asked for: when, renewed,
+released) and ``pack_tasks``: ``waiting``, ``sending`` (into ``allocation`` under
+``token``: the job may exist, looked up by its key), ``sent`` (``job_id``), ``ended``
+(``final``: its last status); ``again`` once sent again after being lost."""
 
 from __future__ import annotations
 
 import json
 import time
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ..model import JobState, JobStatus
-from . import leases
-from .jobs import JobStore
-from .sweep_rows import me, now_text
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS packs (
-    name          TEXT PRIMARY KEY,
-    spec          TEXT NOT NULL,
-    scheduler     TEXT NOT NULL,
-    transport     TEXT NOT NULL,
-    host          TEXT NOT NULL,
-    flux_uri      TEXT,
-    reach         TEXT,
-    resources     TEXT NOT NULL,
-    flux_command  TEXT NOT NULL,
-    margin        REAL NOT NULL,
-    total         INTEGER NOT NULL,
-    created       TEXT NOT NULL,
-    feeder        TEXT NOT NULL DEFAULT '',
-    beat          REAL NOT NULL DEFAULT 0,
-    cancelled     TEXT
-);
-CREATE TABLE IF NOT EXISTS pack_allocations (
-    pack      TEXT NOT NULL,
-    job_id    TEXT NOT NULL,
-    asked     REAL NOT NULL,
-    renewed   INTEGER NOT NULL DEFAULT 0,
-    released  INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (pack, job_id)
-);
-CREATE TABLE IF NOT EXISTS pack_tasks (
-    pack        TEXT NOT NULL,
-    idx         INTEGER NOT NULL,
-    script      TEXT NOT NULL,
-    arguments   TEXT NOT NULL,
-    environment TEXT NOT NULL,
-    state       TEXT NOT NULL DEFAULT 'waiting',
-    allocation  TEXT,
-    token       TEXT,
-    made        TEXT,
-    job_id      TEXT,
-    final       TEXT,
-    again       INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (pack, idx)
-);
-"""
+from ..model import JobStatus
+from .jobs import STATUS_KEYS, now_text, status_from_row
+from .sweep_rows import Book, me
 
 #: a task's places (see the module docstring)
 WAITING, SENDING, SENT, ENDED = "waiting", "sending", "sent", "ended"
@@ -125,83 +68,80 @@ class PackTask:
     again: bool = False
 
 
-_PACK_COLUMNS = (
-    "name, spec, scheduler, transport, host, flux_uri, reach, resources, flux_command, "
-    "margin, total, created, feeder, beat"
-)
 _TASK_COLUMNS = (
     "idx, script, arguments, environment, state, allocation, token, made, job_id, final, again"
 )
 
 
-class PackBook:
+class PackBook(Book):
     """The packs of one job store (the same database file, tables of their own)."""
 
-    def __init__(self, store: JobStore) -> None:
-        self.store = store
-        self._ready = False
-
-    def _setup(self) -> JobStore:
-        if not self._ready:
-            self.store.run_script(SCHEMA)
-            self._ready = True
-        return self.store
+    TABLE = "packs"
+    SCHEMA = """
+    CREATE TABLE IF NOT EXISTS packs (
+        name          TEXT PRIMARY KEY,
+        spec          TEXT NOT NULL,
+        scheduler     TEXT NOT NULL,
+        transport     TEXT NOT NULL,
+        host          TEXT NOT NULL,
+        flux_uri      TEXT,
+        reach         TEXT,
+        resources     TEXT NOT NULL,
+        flux_command  TEXT NOT NULL,
+        margin        REAL NOT NULL,
+        total         INTEGER NOT NULL,
+        created       TEXT NOT NULL,
+        feeder        TEXT NOT NULL DEFAULT '',
+        beat          REAL NOT NULL DEFAULT 0,
+        cancelled     TEXT
+    );
+    CREATE TABLE IF NOT EXISTS pack_allocations (
+        pack      TEXT NOT NULL,
+        job_id    TEXT NOT NULL,
+        asked     REAL NOT NULL,
+        renewed   INTEGER NOT NULL DEFAULT 0,
+        released  INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (pack, job_id)
+    );
+    CREATE TABLE IF NOT EXISTS pack_tasks (
+        pack        TEXT NOT NULL,
+        idx         INTEGER NOT NULL,
+        script      TEXT NOT NULL,
+        arguments   TEXT NOT NULL,
+        environment TEXT NOT NULL,
+        state       TEXT NOT NULL DEFAULT 'waiting',
+        allocation  TEXT,
+        token       TEXT,
+        made        TEXT,
+        job_id      TEXT,
+        final       TEXT,
+        again       INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (pack, idx)
+    );
+    """
 
     # -- writes ---------------------------------------------------------
 
     def create(self, pack: PackRecord, tasks: Sequence[PackTask]) -> None:
         """Record a new pack and its tasks in one transaction, fed by this process; a
         name already used raises ``ValueError``."""
-        store = self._setup()
-
-        def write(connection: Any) -> None:
-            if connection.execute("SELECT 1 FROM packs WHERE name = ?", (pack.name,)).fetchone():
-                raise ValueError(pack.name)
-            connection.execute(
-                f"INSERT INTO packs ({_PACK_COLUMNS}) VALUES ({', '.join('?' * 14)})",  # noqa: S608
+        row = dict(vars(pack), resources=json.dumps(dict(pack.resources)), feeder=me())
+        row.update(created=pack.created or now_text(), beat=time.time())
+        self._create(
+            row,
+            "INSERT INTO pack_tasks (pack, idx, script, arguments, environment) "
+            "VALUES (?, ?, ?, ?, ?)",
+            [
                 (
                     pack.name,
-                    pack.spec,
-                    pack.scheduler,
-                    pack.transport,
-                    pack.host,
-                    pack.flux_uri,
-                    pack.reach,
-                    json.dumps(dict(pack.resources)),
-                    pack.flux_command,
-                    pack.margin,
-                    pack.total,
-                    pack.created or now_text(),
-                    me(),
-                    time.time(),
-                ),
-            )
-            connection.executemany(
-                "INSERT INTO pack_tasks (pack, idx, script, arguments, environment) "
-                "VALUES (?, ?, ?, ?, ?)",
-                [
-                    (
-                        pack.name,
-                        task.index,
-                        task.script,
-                        json.dumps(list(task.arguments)),
-                        json.dumps(dict(task.environment)),
-                    )
-                    for task in tasks
-                ],
-            )
-
-        store.transaction(write)
-
-    def take(self, name: str) -> Optional[str]:
-        """Become the pack's feeder; ``None`` when taken, else who feeds it now."""
-        return leases.take(self._setup(), "packs", name)
-
-    def beat(self, name: str) -> None:
-        leases.beat(self._setup(), "packs", name)
-
-    def let_go(self, name: str) -> None:
-        leases.let_go(self._setup(), "packs", name)
+                    task.index,
+                    task.script,
+                    json.dumps(list(task.arguments)),
+                    json.dumps(dict(task.environment)),
+                )
+                for task in tasks
+            ],
+        )
 
     def asked(self, name: str, job_id: str, when: float) -> None:
         self._setup().write_many(
@@ -267,20 +207,8 @@ class PackBook:
         return str(rows[0][0]) if rows and rows[0][0] else None
 
     def get(self, name: str) -> Optional[PackRecord]:
-        rows = self._setup().query(
-            f"SELECT {_PACK_COLUMNS} FROM packs WHERE name = ?",  # noqa: S608
-            (name,),
-        )
-        if not rows:
-            return None
-        values = list(rows[0])
-        values[7] = json.loads(values[7])
-        return PackRecord(*values)
-
-    def names(self) -> List[str]:
-        return [
-            str(row[0]) for row in self._setup().query("SELECT name FROM packs ORDER BY created")
-        ]
+        row = self._get(name, PackRecord)
+        return PackRecord(**dict(row, resources=json.loads(row["resources"]))) if row else None
 
     def counts(self, name: str) -> Dict[str, int]:
         """How many tasks are where: ``waiting`` (``sending`` counted there), ``sent`` (in
@@ -323,23 +251,12 @@ def _task(row: Sequence[Any]) -> PackTask:
         token,
         made,
         job_id,
-        _status(json.loads(final)) if final else None,
+        _status(final) if final else None,
         bool(again),
     )
 
 
-def _status(data: Mapping[str, Any]) -> JobStatus:
+def _status(final: str) -> JobStatus:
     """A final status back from its ``to_json`` form."""
-
-    def moment(text: Optional[str]) -> Optional[datetime]:
-        return datetime.fromisoformat(text) if text else None
-
-    return JobStatus(
-        str(data["job_id"]),
-        JobState(data["state"]),
-        data.get("exit_code"),
-        moment(data.get("start_time")),
-        moment(data.get("end_time")),
-        str(data.get("native_state") or ""),
-        str(data.get("reason") or ""),
-    )
+    data = json.loads(final)
+    return status_from_row([data.get(key) for key in STATUS_KEYS])

@@ -1,117 +1,21 @@
-"""The sweeps' tables in the job store, their rows as dataclasses: pure, no connection.
-
-``sweep_store.SweepBook`` reads and writes them; the module docstring there says
-what a sweep and its tasks' places are.
-"""
+"""Who feeds a named sweep or pack: a lease in its row (``feeder`` = ``host:pid``, with a
+heartbeat ``beat``), taken over from a feeder that died or fell silent; ``Book``, the rows
+of one kind in the job store, holds the lease's statements once for both."""
 
 from __future__ import annotations
 
-import json
 import os
 import socket
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, List, Mapping, Optional, Sequence, Tuple
+import sqlite3
+import time
+from dataclasses import fields
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..processes import alive_here
+from .jobs import JobStore, add_missing_columns
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS sweeps (
-    name        TEXT PRIMARY KEY,
-    scheduler   TEXT NOT NULL,
-    transport   TEXT NOT NULL,
-    host        TEXT NOT NULL,
-    flux_uri    TEXT,
-    folder      TEXT NOT NULL,
-    max_queued  INTEGER,
-    steps       TEXT NOT NULL,
-    total       INTEGER NOT NULL,
-    created     TEXT NOT NULL,
-    state       TEXT NOT NULL DEFAULT 'feeding',
-    feeder      TEXT NOT NULL DEFAULT '',
-    beat        REAL NOT NULL DEFAULT 0,
-    reach       TEXT
-);
-CREATE TABLE IF NOT EXISTS sweep_tasks (
-    sweep       TEXT NOT NULL,
-    idx         INTEGER NOT NULL,
-    step        INTEGER NOT NULL,
-    script      TEXT NOT NULL,
-    arguments   TEXT NOT NULL,
-    environment TEXT NOT NULL,
-    after       TEXT NOT NULL,
-    state       TEXT NOT NULL DEFAULT 'waiting',
-    token       TEXT,
-    made        TEXT,
-    job_id      TEXT,
-    note        TEXT,
-    PRIMARY KEY (sweep, idx)
-);
-CREATE INDEX IF NOT EXISTS sweep_tasks_state ON sweep_tasks (sweep, state);
-CREATE INDEX IF NOT EXISTS sweep_tasks_job ON sweep_tasks (job_id);
-"""
-
-#: columns of ``sweeps`` added after the first release (see store.jobs.add_missing_columns)
-SWEEP_LATER_COLUMNS = (("reach", "TEXT"),)
-
-#: a task's places (see the module docstring)
-WAITING, SENDING, SENT, CANCELLED = "waiting", "sending", "sent", "cancelled"
-#: a sweep's: still being fed, every task sent, given up
-FEEDING, FED, GIVEN_UP = "feeding", "fed", "cancelled"
 #: seconds without a heartbeat after which a feeder on another host counts as gone
 SILENT_AFTER = 120.0
-
-
-@dataclass(frozen=True)
-class Step:
-    """What the tasks of one ``add`` share: the resources as validated then (the
-    settings' defaults in them; older sweeps: as the caller gave them), the
-    scheduler's options as given (checked again on use), the outside parents."""
-
-    resources: Mapping[str, Any] = field(default_factory=dict)
-    options: Mapping[str, Any] = field(default_factory=dict)
-    #: outside parents: ids of jobs not in the sweep
-    depends_on: Tuple[str, ...] = ()
-
-
-@dataclass
-class SweepTask:
-    index: int
-    step: int
-    script: str
-    arguments: Tuple[str, ...] = ()
-    environment: Mapping[str, str] = field(default_factory=dict)
-    #: indexes of the tasks of this sweep it runs after (each must have completed)
-    after: Tuple[int, ...] = ()
-    state: str = WAITING
-    token: Optional[str] = None
-    made: Optional[str] = None
-    job_id: Optional[str] = None
-    #: why a task was never sent (its parent failed, the scheduler refused it)
-    note: Optional[str] = None
-
-
-@dataclass
-class SweepRecord:
-    name: str
-    scheduler: str
-    transport: str
-    host: str
-    flux_uri: Optional[str]
-    folder: str
-    max_queued: Optional[int]
-    steps: List[Step]
-    total: int
-    created: str
-    state: str = FEEDING
-    feeder: str = ""
-    beat: float = 0.0
-    #: JSON of the settings that reach its host again (as ``JobRecord.reach``)
-    reach: Optional[str] = None
-
-
-class NotAllWaiting(Exception):
-    """Rolls ``mark_sending`` back."""
 
 
 def me() -> str:
@@ -129,49 +33,97 @@ def feeder_alive(feeder: str, beat: float, now: float) -> bool:
     return here if here is not None else now - beat < SILENT_AFTER
 
 
-def steps_to_json(steps: Sequence[Step]) -> str:
-    return json.dumps(
-        [
-            {"resources": dict(s.resources), "options": dict(s.options), "depends_on": s.depends_on}
-            for s in steps
-        ]
-    )
+class Book:
+    """The named rows of ``TABLE`` (its tables made by ``SCHEMA``) in one job store, each
+    fed by one process at a time.  ``TABLE`` is a constant, never a value from outside."""
 
+    TABLE = ""
+    SCHEMA = ""
+    #: columns of ``TABLE`` added after the first release (see ``add_missing_columns``)
+    LATER_COLUMNS: Sequence[Tuple[str, str]] = ()
 
-def steps_from_json(text: str) -> List[Step]:
-    return [
-        Step(item["resources"], item["options"], tuple(item["depends_on"]))
-        for item in json.loads(text)
-    ]
+    def __init__(self, store: JobStore) -> None:
+        self.store = store
+        self._ready = False
 
+    def _setup(self) -> JobStore:
+        if not self._ready:
+            self.store.run_script(self.SCHEMA)
+            if self.LATER_COLUMNS:
+                self.store.transaction(
+                    lambda db: add_missing_columns(db, self.TABLE, self.LATER_COLUMNS)
+                )
+            self._ready = True
+        return self.store
 
-TASK_COLUMNS = "idx, step, script, arguments, environment, after, state, token, made, job_id, note"
+    def _create(
+        self, row: Mapping[str, Any], insert_tasks: str, tasks: Sequence[Sequence[Any]]
+    ) -> None:
+        """Insert ``row`` (column -> value, ``name`` among them) and its tasks (the
+        statement ``insert_tasks`` over ``tasks``) in one transaction; a name already used
+        raises ``ValueError``: rows are found by name."""
+        name = row["name"]
+        columns, marks = ", ".join(row), ", ".join("?" * len(row))
 
+        def write(connection: Any) -> None:
+            try:
+                connection.execute(
+                    f"INSERT INTO {self.TABLE} ({columns}) VALUES ({marks})",  # noqa: S608
+                    list(row.values()),
+                )
+            except sqlite3.IntegrityError as exc:  # its name is the primary key
+                raise ValueError(name) from exc
+            connection.executemany(insert_tasks, tasks)
 
-def task_from_row(row: Sequence[Any]) -> SweepTask:
-    index, step, script, arguments, environment, after, state, token, made, job_id, note = row
-    return SweepTask(
-        index,
-        step,
-        script,
-        tuple(json.loads(arguments)),
-        json.loads(environment),
-        tuple(json.loads(after)),
-        state,
-        token,
-        made,
-        job_id,
-        note,
-    )
+        self._setup().transaction(write)
 
+    def _get(self, name: str, record: Any) -> Optional[Dict[str, Any]]:
+        """The row named ``name``: the columns named as the fields of ``record`` (a
+        dataclass), by name; ``None`` when there is none."""
+        columns = [field.name for field in fields(record)]
+        rows = self._setup().query(
+            f"SELECT {', '.join(columns)} FROM {self.TABLE} WHERE name = ?",  # noqa: S608
+            (name,),
+        )
+        return dict(zip(columns, rows[0])) if rows else None
 
-#: a record of ``hpc_jobs`` that is no sweep's job (the listing's jobs outside sweeps)
-OUTSIDE_SWEEPS = (
-    "NOT EXISTS (SELECT 1 FROM sweep_tasks t JOIN sweeps s ON s.name = t.sweep "
-    "WHERE t.job_id = hpc_jobs.job_id AND s.scheduler = hpc_jobs.scheduler "
-    "AND s.host = hpc_jobs.host)"
-)
+    def names(self) -> List[str]:
+        rows = self._setup().query(f"SELECT name FROM {self.TABLE} ORDER BY created")  # noqa: S608
+        return [str(row[0]) for row in rows]
 
+    def take(self, name: str) -> Optional[str]:
+        """Become the feeder of ``name``; ``None`` when taken, else who feeds it now.
+        ``KeyError`` when no row is named so."""
+        mine, now = me(), time.time()
 
-def now_text() -> str:
-    return datetime.now(timezone.utc).isoformat()
+        def attempt(connection: Any) -> Optional[str]:
+            row = connection.execute(
+                f"SELECT feeder, beat FROM {self.TABLE} WHERE name = ?",  # noqa: S608
+                (name,),
+            ).fetchone()
+            if row is None:
+                raise KeyError(name)
+            feeder, beat = row
+            if feeder not in ("", mine) and feeder_alive(feeder, beat, now):
+                return str(feeder)
+            connection.execute(
+                f"UPDATE {self.TABLE} SET feeder = ?, beat = ? WHERE name = ?",  # noqa: S608
+                (mine, now, name),
+            )
+            return None
+
+        return self._setup().transaction(attempt)
+
+    def beat(self, name: str) -> None:
+        """This feeder still feeds ``name``."""
+        self._setup().write_many(
+            f"UPDATE {self.TABLE} SET beat = ? WHERE name = ? AND feeder = ?",  # noqa: S608
+            [(time.time(), name, me())],
+        )
+
+    def let_go(self, name: str) -> None:
+        """This feeder stops feeding ``name`` (another may take it at once)."""
+        self._setup().write_many(
+            f"UPDATE {self.TABLE} SET feeder = '' WHERE name = ? AND feeder = ?",  # noqa: S608
+            [(name, me())],
+        )

@@ -1,144 +1,177 @@
-"""The sweeps in the job store: every task of a sweep, submitted or not yet.
-
-A sweep is many jobs fed to the scheduler a few at a time (``max_queued``),
-under a name, so that another process can go on feeding it when the first one
-dies.  Two tables beside ``hpc_jobs``:
-
-* ``sweeps``: one row per sweep - where its jobs go (scheduler, host, folder),
-  its steps (the resources, options and outside parents each step's tasks
-  share, as JSON), its cap, and which process feeds it (``feeder``, with a
-  heartbeat: a dead or silent feeder's sweep can be taken over);
-* ``sweep_tasks``: one row per task - its script, arguments, environment, the
-  tasks of the same sweep it runs after, and where it is: ``waiting`` (not
-  sent), ``sending`` (handed to the scheduler under ``token``: if the feeder
-  died now, the job may or may not exist and is looked up by its key),
-  ``sent`` (``job_id`` known, its record in ``hpc_jobs``), ``cancelled`` (never to be
-  sent: refused, or the sweep was cancelled - ``note`` says which, and by whom).
-"""
+"""The sweeps in the job store: many jobs fed to the scheduler a few at a time
+(``max_queued``) under a name, so that another process goes on feeding it when the first
+one dies.  ``sweeps``: one row per sweep (where its jobs go, its steps as JSON, its cap, its
+feeder's lease); ``sweep_tasks``: one row per task, ``waiting`` (not sent), ``sending``
+(handed to the scheduler under ``token``: the job may exist, looked up by its key), ``sent``
+(``job_id`` known, its record in ``hpc_jobs``) or ``cancelled`` (never sent: ``note``)."""
 
 from __future__ import annotations
 
 import json
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from . import leases
-from .jobs import COLUMNS, JobRecord, JobStore, add_missing_columns, decode_row
-from .sweep_rows import (
-    CANCELLED,
-    FED,
-    FEEDING,
-    GIVEN_UP,
-    OUTSIDE_SWEEPS,
-    SCHEMA,
-    SENDING,
-    SENT,
-    SILENT_AFTER,
-    SWEEP_LATER_COLUMNS,
-    TASK_COLUMNS,
-    WAITING,
-    NotAllWaiting,
-    Step,
-    SweepRecord,
-    SweepTask,
-    me,
-    now_text,
-    steps_from_json,
-    steps_to_json,
-    task_from_row,
+from .jobs import COLUMNS, JobRecord, decode_row
+from .jobs import now_text as now_text
+from .sweep_rows import Book, me
+
+#: a task's places (see the module docstring)
+WAITING, SENDING, SENT, CANCELLED = "waiting", "sending", "sent", "cancelled"
+#: a sweep's: still being fed, every task sent, given up
+FEEDING, FED, GIVEN_UP = "feeding", "fed", "cancelled"
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the tasks of one ``add`` share: the resources as validated then (the
+    settings' defaults in them; older sweeps: as the caller gave them), the
+    scheduler's options as given (checked again on use), the outside parents."""
+
+    resources: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
+    #: outside parents: ids of jobs not in the sweep
+    depends_on: Tuple[str, ...] = ()
+
+
+@dataclass
+class SweepTask:
+    index: int
+    step: int
+    script: str
+    arguments: Tuple[str, ...] = ()
+    environment: Mapping[str, str] = field(default_factory=dict)
+    #: indexes of the tasks of this sweep it runs after (each must have completed)
+    after: Tuple[int, ...] = ()
+    state: str = WAITING
+    token: Optional[str] = None
+    made: Optional[str] = None
+    job_id: Optional[str] = None
+    #: why a task was never sent (its parent failed, the scheduler refused it)
+    note: Optional[str] = None
+
+
+@dataclass
+class SweepRecord:
+    name: str
+    scheduler: str
+    transport: str
+    host: str
+    flux_uri: Optional[str]
+    folder: str
+    max_queued: Optional[int]
+    steps: List[Step]
+    total: int
+    created: str
+    state: str = FEEDING
+    feeder: str = ""
+    beat: float = 0.0
+    #: JSON of the settings that reach its host again (as ``JobRecord.reach``)
+    reach: Optional[str] = None
+
+
+class NotAllWaiting(Exception):
+    """Rolls ``mark_sending`` back."""
+
+
+def steps_to_json(steps: Sequence[Step]) -> str:
+    return json.dumps(
+        [
+            {"resources": dict(s.resources), "options": dict(s.options), "depends_on": s.depends_on}
+            for s in steps
+        ]
+    )
+
+
+def steps_from_json(text: str) -> List[Step]:
+    return [
+        Step(item["resources"], item["options"], tuple(item["depends_on"]))
+        for item in json.loads(text)
+    ]
+
+
+TASK_COLUMNS = "idx, step, script, arguments, environment, after, state, token, made, job_id, note"
+
+
+def task_from_row(row: Sequence[Any]) -> SweepTask:
+    index, step, script, arguments, environment, after, *rest = row
+    arguments, after = tuple(json.loads(arguments)), tuple(json.loads(after))
+    return SweepTask(index, step, script, arguments, json.loads(environment), after, *rest)
+
+
+#: a record of ``hpc_jobs`` that is no sweep's job (the listing's jobs outside sweeps)
+OUTSIDE_SWEEPS = (
+    "NOT EXISTS (SELECT 1 FROM sweep_tasks t JOIN sweeps s ON s.name = t.sweep "
+    "WHERE t.job_id = hpc_jobs.job_id AND s.scheduler = hpc_jobs.scheduler "
+    "AND s.host = hpc_jobs.host)"
 )
 
-__all__ = [
-    "CANCELLED",
-    "FED",
-    "FEEDING",
-    "GIVEN_UP",
-    "OUTSIDE_SWEEPS",
-    "SENDING",
-    "SENT",
-    "SILENT_AFTER",
-    "WAITING",
-    "Step",
-    "SweepBook",
-    "SweepRecord",
-    "SweepTask",
-    "now_text",
-]
 
-
-class SweepBook:
+class SweepBook(Book):
     """The sweeps of one job store (the same database file, tables of their own)."""
 
-    def __init__(self, store: JobStore) -> None:
-        self.store = store
-        self._ready = False
-
-    def _setup(self) -> JobStore:
-        if not self._ready:
-            self.store.run_script(SCHEMA)
-            self.store.transaction(
-                lambda connection: add_missing_columns(connection, "sweeps", SWEEP_LATER_COLUMNS)
-            )
-            self._ready = True
-        return self.store
+    TABLE = "sweeps"
+    SCHEMA = """
+    CREATE TABLE IF NOT EXISTS sweeps (
+        name        TEXT PRIMARY KEY,
+        scheduler   TEXT NOT NULL,
+        transport   TEXT NOT NULL,
+        host        TEXT NOT NULL,
+        flux_uri    TEXT,
+        folder      TEXT NOT NULL,
+        max_queued  INTEGER,
+        steps       TEXT NOT NULL,
+        total       INTEGER NOT NULL,
+        created     TEXT NOT NULL,
+        state       TEXT NOT NULL DEFAULT 'feeding',
+        feeder      TEXT NOT NULL DEFAULT '',
+        beat        REAL NOT NULL DEFAULT 0,
+        reach       TEXT
+    );
+    CREATE TABLE IF NOT EXISTS sweep_tasks (
+        sweep       TEXT NOT NULL,
+        idx         INTEGER NOT NULL,
+        step        INTEGER NOT NULL,
+        script      TEXT NOT NULL,
+        arguments   TEXT NOT NULL,
+        environment TEXT NOT NULL,
+        after       TEXT NOT NULL,
+        state       TEXT NOT NULL DEFAULT 'waiting',
+        token       TEXT,
+        made        TEXT,
+        job_id      TEXT,
+        note        TEXT,
+        PRIMARY KEY (sweep, idx)
+    );
+    CREATE INDEX IF NOT EXISTS sweep_tasks_state ON sweep_tasks (sweep, state);
+    CREATE INDEX IF NOT EXISTS sweep_tasks_job ON sweep_tasks (job_id);
+    """
+    LATER_COLUMNS = (("reach", "TEXT"),)
 
     # -- writes ---------------------------------------------------------
 
     def create(self, sweep: SweepRecord, tasks: Sequence[SweepTask]) -> None:
-        """Record a new sweep and all its tasks in one transaction (taken by this process).
-
-        A name already used raises ``ValueError``: sweeps are found by name."""
-        store = self._setup()
-
-        def write(connection: Any) -> None:
-            if connection.execute("SELECT 1 FROM sweeps WHERE name = ?", (sweep.name,)).fetchone():
-                raise ValueError(sweep.name)
-            connection.execute(
-                "INSERT INTO sweeps (name, scheduler, transport, host, flux_uri, folder, "
-                "max_queued, steps, total, created, state, feeder, beat, reach) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        """Record a new sweep and all its tasks in one transaction (taken by this process);
+        a name already used raises ``ValueError``."""
+        steps = steps_to_json(sweep.steps)
+        row = dict(vars(sweep), steps=steps, state=FEEDING, feeder=me(), beat=time.time())
+        self._create(
+            row,
+            "INSERT INTO sweep_tasks (sweep, idx, step, script, arguments, environment, "
+            "after) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
                 (
                     sweep.name,
-                    sweep.scheduler,
-                    sweep.transport,
-                    sweep.host,
-                    sweep.flux_uri,
-                    sweep.folder,
-                    sweep.max_queued,
-                    steps_to_json(sweep.steps),
-                    sweep.total,
-                    sweep.created,
-                    FEEDING,
-                    me(),
-                    time.time(),
-                    sweep.reach,
-                ),
-            )
-            connection.executemany(
-                "INSERT INTO sweep_tasks (sweep, idx, step, script, arguments, environment, "
-                "after) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        sweep.name,
-                        task.index,
-                        task.step,
-                        task.script,
-                        json.dumps(list(task.arguments)),
-                        json.dumps(dict(task.environment)),
-                        json.dumps(list(task.after)),
-                    )
-                    for task in tasks
-                ],
-            )
-
-        store.transaction(write)
-
-    def take(self, name: str) -> Optional[str]:
-        """Become the sweep's feeder; ``None`` when taken, else who feeds it now."""
-        return leases.take(self._setup(), "sweeps", name)
-
-    def beat(self, name: str) -> None:
-        leases.beat(self._setup(), "sweeps", name)
+                    task.index,
+                    task.step,
+                    task.script,
+                    json.dumps(list(task.arguments)),
+                    json.dumps(dict(task.environment)),
+                    json.dumps(list(task.after)),
+                )
+                for task in tasks
+            ],
+        )
 
     def release(self, name: str, state: Optional[str] = None) -> None:
         """Stop feeding (and say the sweep is ``fed``); a cancelled sweep stays so."""
@@ -149,7 +182,7 @@ class SweepBook:
                 [(GIVEN_UP, state, name, me())],
             )
         else:
-            leases.let_go(self._setup(), "sweeps", name)
+            self.let_go(name)
 
     def mark_sending(self, name: str, indexes: Sequence[int], token: str, made: str) -> bool:
         """Hand these waiting tasks to the scheduler under ``token``: all of them, or -
@@ -213,20 +246,8 @@ class SweepBook:
     # -- reads ----------------------------------------------------------
 
     def get(self, name: str) -> Optional[SweepRecord]:
-        rows = self._setup().query(
-            "SELECT name, scheduler, transport, host, flux_uri, folder, max_queued, steps, "
-            "total, created, state, feeder, beat, reach FROM sweeps WHERE name = ?",
-            (name,),
-        )
-        if not rows:
-            return None
-        values = list(rows[0])
-        values[7] = steps_from_json(values[7])
-        return SweepRecord(*values)
-
-    def names(self) -> List[str]:
-        rows = self._setup().query("SELECT name FROM sweeps ORDER BY created")
-        return [str(row[0]) for row in rows]
+        row = self._get(name, SweepRecord)
+        return SweepRecord(**dict(row, steps=steps_from_json(row["steps"]))) if row else None
 
     def tasks(self, name: str, state: Optional[str] = None) -> List[SweepTask]:
         query = f"SELECT {TASK_COLUMNS} FROM sweep_tasks WHERE sweep = ?"  # noqa: S608

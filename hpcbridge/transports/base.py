@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence
-
-try:  # Python >= 3.8
-    from typing import Protocol, runtime_checkable
-except ImportError:  # pragma: no cover
-    from typing_extensions import Protocol, runtime_checkable  # type: ignore
+from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, runtime_checkable
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 import time
 from types import MappingProxyType
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 from ..errors import JobTimeoutError, TransportError
 from .base import CommandResult
@@ -76,16 +76,8 @@ class LocalExecutor:
             if mode is not None:
                 os.chmod(remote_path, mode)
             return
-        directory = os.path.dirname(os.path.abspath(remote_path))
-        handle, temporary = tempfile.mkstemp(prefix=".hpcbridge-", dir=directory)
-        os.close(handle)
-        try:
-            shutil.copyfile(local_path, temporary)
-            os.chmod(temporary, mode if mode is not None else _mode_of(local_path))
-            os.replace(temporary, remote_path)
-        except BaseException:
-            _remove_quietly(temporary)
-            raise
+        final_mode = mode if mode is not None else os.stat(local_path).st_mode & 0o777
+        _replace(remote_path, final_mode, lambda temporary: shutil.copyfile(local_path, temporary))
 
     def get(self, remote_path: str, local_path: str) -> None:
         if not os.path.exists(remote_path):
@@ -102,16 +94,11 @@ class LocalExecutor:
             return handle.read()
 
     def write_text(self, path: str, text: str, mode: Optional[int] = None) -> None:
-        directory = os.path.dirname(os.path.abspath(path))
-        handle, temporary = tempfile.mkstemp(prefix=".hpcbridge-", dir=directory)
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as stream:
+        def write(temporary: str) -> None:
+            with open(temporary, "w", encoding="utf-8") as stream:
                 stream.write(text)
-            os.chmod(temporary, mode if mode is not None else 0o644)
-            os.replace(temporary, path)
-        except BaseException:
-            _remove_quietly(temporary)
-            raise
+
+        _replace(path, 0o644 if mode is None else mode, write)
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
@@ -150,8 +137,20 @@ def _same_file(first: str, second: str) -> bool:
         return False
 
 
-def _mode_of(path: str) -> int:
-    return os.stat(path).st_mode & 0o777
+def _replace(path: str, mode: int, write: Callable[[str], object]) -> None:
+    """``write(temporary)`` fills a new file beside ``path``, given ``mode`` and renamed
+    over ``path``; the temporary file goes on any failure."""
+    handle, temporary = tempfile.mkstemp(
+        prefix=".hpcbridge-", dir=os.path.dirname(os.path.abspath(path))
+    )
+    os.close(handle)
+    try:
+        write(temporary)
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        _remove_quietly(temporary)
+        raise
 
 
 def _remove_quietly(path: str) -> None:

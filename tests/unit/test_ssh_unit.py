@@ -22,11 +22,16 @@ from hpcbridge.errors import (
 )
 from hpcbridge.transports.base import CommandResult, Executor
 from hpcbridge.transports.local import LocalExecutor
-from hpcbridge.transports.ssh import reconnect as ssh_reconnect
+from hpcbridge.transports.ssh import connect as ssh_connect
 from hpcbridge.transports.ssh.config import known_hosts_name, parse_jump, resolve, split_jumps
+from hpcbridge.transports.ssh.connect import (
+    ConnectionDropped,
+    HostKeyPolicy,
+    Permanent,
+    fingerprint,
+    is_connection_error,
+)
 from hpcbridge.transports.ssh.executor import SSHExecutor, build_command
-from hpcbridge.transports.ssh.failures import ConnectionDropped, Permanent, is_connection_error
-from hpcbridge.transports.ssh.hostkeys import HostKeyPolicy, fingerprint
 
 # --------------------------------------------------------------------------- helpers
 
@@ -80,7 +85,7 @@ def test_importing_the_module_does_not_import_paramiko():
         import hpcbridge
         hpcbridge.SSHExecutor  # the lazy re-export resolves without paramiko too
         from hpcbridge.transports.ssh import SSHExecutor
-        from hpcbridge.transports.ssh.command import build_command
+        from hpcbridge.transports.ssh.executor import build_command
         import os
         SSHExecutor("example.invalid", "u", 22, ssh_config_path=os.devnull)  # no network yet
         assert "paramiko" not in sys.modules, sorted(m for m in sys.modules if "paramiko" in m)
@@ -441,13 +446,8 @@ def test_options_set_on_the_executor_reach_its_connection_commands_and_files():
     executor = SSHExecutor("h", "u", 22, ssh_config_path=os.devnull, max_reconnect_attempts=0)
     assert executor.max_reconnect_attempts == 1  # at least one attempt
     executor.default_timeout = None
-    assert executor.options.default_timeout is None
-    for part in (
-        executor._connections,
-        executor._commands.connections,
-        executor._files.connections,
-    ):
-        assert part.options is executor.options
+    for part in (executor._connections, executor._commands.connections):
+        assert part.options is executor  # read from the executor at each use
 
 
 def test_from_settings_maps_every_ssh_setting(tmp_path):
@@ -636,9 +636,7 @@ def fake(monkeypatch):
         return item
 
     monkeypatch.setattr(executor._connections, "opener", fake_open)
-    monkeypatch.setattr(
-        ssh_reconnect.time, "sleep", lambda seconds: executor.sleeps.append(seconds)
-    )
+    monkeypatch.setattr(ssh_connect.time, "sleep", lambda seconds: executor.sleeps.append(seconds))
     return executor
 
 
@@ -786,7 +784,7 @@ def test_a_command_that_keeps_dropping_gives_up(fake, monkeypatch):
 
 
 def test_exact_mtime_commands_quote_nothing_and_chunk() -> None:
-    from hpcbridge.transports.ssh.times import PATHS_PER_COMMAND, exact_mtime_commands
+    from hpcbridge.transports.ssh.executor import PATHS_PER_COMMAND, exact_mtime_commands
 
     paths = [f"/w/{index}.exit" for index in range(PATHS_PER_COMMAND + 1)] + ["/w/0.exit"]
     commands = exact_mtime_commands(paths)
@@ -796,7 +794,7 @@ def test_exact_mtime_commands_quote_nothing_and_chunk() -> None:
 
 
 def test_parse_exact_mtimes_keeps_only_exact_times_of_asked_paths() -> None:
-    from hpcbridge.transports.ssh.times import parse_exact_mtimes
+    from hpcbridge.transports.ssh.executor import parse_exact_mtimes
 
     text = (
         "1700000000.123456789 /w/a.exit\n"

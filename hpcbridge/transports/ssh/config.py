@@ -1,13 +1,6 @@
-"""Where to connect: an ``SSHExecutor``'s arguments merged with ``~/.ssh/config``.
-
-Pure apart from reading the config file.  paramiko (for ``paramiko.SSHConfig``,
-which knows OpenSSH's matching rules and ``%`` tokens) is imported only when a
-config file is actually read.  Explicit arguments always win over the config.
-
-Honoured keys: ``HostName``, ``User``, ``Port``, ``IdentityFile``,
-``IdentitiesOnly``, ``UserKnownHostsFile``, ``GlobalKnownHostsFile``,
-``ProxyJump`` (one or more hops) and ``ProxyCommand``.
-"""
+"""Where to connect: an ``SSHExecutor``'s arguments (which win) merged with ``~/.ssh/config``
+(read by ``paramiko.SSHConfig``): ``HostName``, ``User``, ``Port``, ``IdentityFile``,
+``IdentitiesOnly``, ``User``/``GlobalKnownHostsFile``, ``ProxyJump`` and ``ProxyCommand``."""
 
 from __future__ import annotations
 

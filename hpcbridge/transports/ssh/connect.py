@@ -1,32 +1,168 @@
-"""Opening one SSH connection: log in to each hop of the chain, target last.
-
-One attempt, no retrying (that is :mod:`.ssh_reconnect`'s job).  Errors come
-out as :class:`TransportError`, wrapped in :class:`Permanent` when retrying
-cannot help (a changed host key, a refused login, a name that does not resolve
-on the first connect).
-"""
+"""One SSH connection: why one fails (``Permanent`` or worth a retry), host keys (unknown
+refused, or accepted new), logging in to each hop, and ``SharedConnection``: the one
+connection an executor shares between calls and threads, reopened when it dies."""
 
 from __future__ import annotations
 
+import base64
+import errno
+import hashlib
+import logging
 import os
 import socket
+import sys
 import threading
+import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, List, Optional
 
 from ...errors import HostKeyError, TransportError
-from .channel import no_delay
 from .config import Hop, Target
-from .failures import Permanent, close_quietly, describe, import_paramiko
-from .hostkeys import HostKeyPolicy, fingerprint
 
 if TYPE_CHECKING:  # pragma: no cover
     import paramiko
 
+log = logging.getLogger("hpcbridge.ssh")
 
-@dataclass
+#: errno values that mean "the connection is gone" rather than "the file op failed"
+CONNECTION_ERRNOS = frozenset(
+    getattr(errno, name)
+    for name in ("EPIPE", "ECONNRESET", "ECONNABORTED", "ECONNREFUSED", "ENOTCONN", "ESHUTDOWN")
+    + ("ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "ENETDOWN", "EBADF")
+    if hasattr(errno, name)
+)
+
+
+class ConnectionDropped(Exception):
+    """The connection died while a command was in flight (it may have run)."""
+
+
+class Permanent(Exception):
+    """A connect error that retrying cannot fix (auth, host key, DNS at start)."""
+
+    def __init__(self, error: TransportError) -> None:
+        super().__init__(str(error))
+        error.permanent = True  # a wait does not ride it out either
+        self.error = error
+
+
+def import_paramiko() -> Any:
+    """paramiko, or a :class:`TransportError` that says how to install it."""
+    try:
+        import paramiko
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise TransportError(
+            "the ssh transport needs paramiko: pip install 'hpcbridge[ssh]'"
+        ) from exc
+    return paramiko
+
+
+def loaded_paramiko() -> Any:
+    """paramiko if something has imported it already, else ``None``."""
+    return sys.modules.get("paramiko")
+
+
+def is_connection_error(exc: BaseException, transport: Any = None) -> bool:
+    """Does ``exc`` mean the connection (not the command or the file op) failed?"""
+    if transport is not None and not transport.is_active():
+        return True
+    if isinstance(exc, (EOFError, socket.timeout)):
+        return True
+    paramiko = loaded_paramiko()
+    if paramiko is not None and isinstance(exc, paramiko.SSHException):
+        return True
+    return isinstance(exc, OSError) and exc.errno in CONNECTION_ERRNOS
+
+
+def describe(exc: Optional[BaseException]) -> str:
+    """``exc`` as a short phrase for an error message (its first line at most)."""
+    if exc is None:
+        return "unknown error"
+    paramiko = loaded_paramiko()
+    if paramiko is not None and isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
+        return "connection refused"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, socket.timeout):
+        return "timed out"
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:300]
+
+
+def close_quietly(*resources: Any) -> None:
+    """Close each of ``resources`` (``None`` skipped), ignoring errors: the link may be dying."""
+    for resource in resources:
+        if resource is None or not hasattr(resource, "close"):
+            continue
+        try:
+            resource.close()
+        except Exception:  # noqa: S110 - best effort on a dying connection
+            pass
+
+
+#: one lock for appending to known_hosts files (accept-new), process-wide
+_KNOWN_HOSTS_LOCK = threading.Lock()
+
+
+def fingerprint(key: Any) -> str:
+    """OpenSSH's ``SHA256:...`` fingerprint of a paramiko key."""
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode("ascii").rstrip("=")
+
+
+class HostKeyPolicy:
+    """paramiko's missing-host-key hook: refuse unknown keys, or accept-new them."""
+
+    def __init__(self, hop: Hop, accept_new: bool) -> None:
+        self.hop = hop
+        self.accept_new = accept_new
+
+    def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
+        name = self.hop.known_hosts_name
+        target_file = self.hop.known_hosts_files[0]
+        if not self.accept_new:
+            raise HostKeyError(
+                f"host key for {name} ({key.get_name()} {fingerprint(key)}) is not known "
+                f"(looked in {', '.join(self.hop.known_hosts_files)}). Verify the fingerprint, "
+                f"then add it: ssh-keyscan -p {self.hop.port} {self.hop.hostname} >> "
+                f"{target_file} -- or set HPCBRIDGE_SSH_ACCEPT_NEW_HOST_KEYS=1 to accept "
+                f"new host keys on first use"
+            )
+        line = f"{name} {key.get_name()} {key.get_base64()}\n"
+        with _KNOWN_HOSTS_LOCK:
+            directory = os.path.dirname(target_file)
+            if directory and not os.path.isdir(directory):
+                os.makedirs(directory, mode=0o700, exist_ok=True)
+            needs_newline = False
+            if os.path.exists(target_file) and os.path.getsize(target_file) > 0:
+                with open(target_file, "rb") as handle:
+                    handle.seek(-1, os.SEEK_END)
+                    needs_newline = handle.read(1) != b"\n"
+            with open(target_file, "a", encoding="ascii") as handle:
+                handle.write(("\n" if needs_newline else "") + line)
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        log.warning(
+            "accepted new host key for %s (%s %s), added to %s",
+            name,
+            key.get_name(),
+            fingerprint(key),
+            target_file,
+        )
+
+
+def no_delay(sock: Any) -> None:
+    """TCP_NODELAY: a command is several small packets (exec, EOF); Nagle plus delayed
+    ACKs would add ~40 ms to each one."""
+    if isinstance(sock, socket.socket) and sock.family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:  # pragma: no cover
+            pass
+
+
+@dataclass(eq=False)
 class SSHOptions:
-    """The tunables of one executor, shared by its connection, commands and files."""
+    """The tunables of one executor (it is one), read by its connection, commands, files."""
 
     accept_new_host_keys: bool = False
     login_shell: bool = False
@@ -181,3 +317,113 @@ def _changed_host_key(hop: Hop, exc: Any) -> HostKeyError:
         f"remove the old entry: ssh-keygen -R '{hop.known_hosts_name}' "
         f"-f {hop.known_hosts_files[0]}"
     )
+
+
+#: opens one connection; its argument says whether none was ever opened before
+Opener = Callable[[bool], Connection]
+
+_FIRST_RETRY_DELAY = 0.5
+_MAX_RETRY_DELAY = 8.0
+
+
+class SharedConnection:
+    """Hands out the live connection to ``label``, opening or reopening it as needed.
+
+    Opening is serialised by a lock, with bounded exponential backoff and a minimum
+    interval between opens; ``max_reconnect_attempts`` bounds one call (a wait tries its
+    rounds again until its own deadline).  A forked child starts afresh."""
+
+    def __init__(self, label: str, options: SSHOptions, opener: Opener) -> None:
+        self.label = label
+        self.options = options
+        #: one connection attempt; replaceable (tests script it)
+        self.opener = opener
+        #: how many times a connection was opened (1 while nothing dropped)
+        self.count = 0
+        self.current: Optional[Connection] = None
+        self._last_open = 0.0
+        self._reset_after_fork()
+
+    def _reset_after_fork(self) -> None:
+        self._pid = os.getpid()
+        self._lock = threading.RLock()
+
+    def get(self) -> Connection:
+        """The live connection: the current one, else a new one (with retries on a reconnect)."""
+        if os.getpid() != self._pid:
+            self.current = None
+            self._reset_after_fork()
+        conn = self.current
+        if conn is not None and conn.alive():
+            return conn
+        with self._lock:
+            conn = self.current
+            if conn is not None and conn.alive():
+                return conn
+            reconnect = self.count > 0
+            if conn is not None:
+                log.info("connection to %s lost; reconnecting", self.label)
+                self.current = None
+                conn.close()
+            self.current = self._open_with_retries(reconnect)
+            return self.current
+
+    def invalidate(self, conn: Connection) -> None:
+        """Drop ``conn`` if it is still the current one (others may have replaced it)."""
+        with self._lock:
+            if self.current is not conn:
+                return
+            self.current = None
+        conn.close()
+
+    def close(self) -> None:
+        """Close the connection; a later :meth:`get` opens a new one."""
+        with self._lock:
+            conn, self.current = self.current, None
+        if conn is not None:
+            conn.close()
+
+    def _open_with_retries(self, reconnect: bool) -> Connection:
+        # At start, fail fast: a refused port or a bad name is a configuration
+        # problem.  On a reconnect the server may be restarting: back off.
+        attempts = self.options.max_reconnect_attempts if reconnect else 1
+        delay = _FIRST_RETRY_DELAY
+        for attempt in range(1, attempts + 1):
+            self._keep_minimum_interval()
+            try:
+                conn = self.opener(self.count == 0)
+            except Permanent as exc:
+                raise exc.error from None
+            except TransportError as exc:
+                if attempt >= attempts:
+                    if reconnect:
+                        raise TransportError(
+                            f"cannot reconnect to {self.label} after {attempt} attempts: {exc}"
+                            " (is the host up? try again once it answers)"
+                        ) from exc.__cause__
+                    raise
+                # One line per outage ("lost", then "reconnected"), not one per attempt.
+                log.debug(
+                    "reconnect to %s failed (attempt %d/%d): %s; retrying in %.1f s",
+                    self.label,
+                    attempt,
+                    attempts,
+                    exc,
+                    delay,
+                )
+                time.sleep(delay)
+                delay = min(delay * 2, _MAX_RETRY_DELAY)
+                continue
+            self.count += 1
+            if reconnect:
+                log.info("reconnected to %s (connection #%d)", self.label, self.count)
+            else:
+                log.debug("connected to %s", self.label)
+            return conn
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _keep_minimum_interval(self) -> None:
+        wait = self._last_open + self.options.min_reconnect_interval - time.monotonic()
+        if self._last_open and wait > 0:
+            time.sleep(wait)
+        self._last_open = time.monotonic()

@@ -1,60 +1,20 @@
-"""Run commands and move files over SSH: one paramiko connection, SFTP for files.
-
-The twin of :mod:`hpcbridge.transports.local` for a machine that reaches the
-cluster only over SSH (no shared filesystem).  Same semantics, plus what a
-network adds:
-
-* **One connection.**  Every call and every thread shares one paramiko
-  ``Transport`` (SSH multiplexes channels); connecting and reconnecting are
-  serialised by a lock, channels are opened concurrently.  One SFTP client is
-  shared under its own lock (paramiko's SFTP client is not thread-safe).
-* **Host keys are verified.**  Unknown key -> :class:`HostKeyError` that says how
-  to accept it, unless ``accept_new_host_keys`` (OpenSSH's ``accept-new``);
-  a *changed* key is always refused.
-* **Reconnects.**  A dead connection is reopened transparently with bounded
-  exponential backoff and a minimum interval between connection opens (a few
-  attempts per call: a wait rides out a longer outage by trying its rounds again
-  until its own deadline).  A command is retried after a drop only when
-  ``idempotent=True``; a dropped submission raises
-  :class:`SubmissionUncertainError` instead of running twice.
-* **Quoting.**  The remote command line is built only with :func:`shlex.quote`
-  (see :func:`build_command`); nothing from the caller reaches the remote shell
-  unquoted.  A POSIX shell (bash, sh, zsh) is assumed on the remote side.
-
-The parts, one module each: :mod:`.ssh_config` (where to connect),
-:mod:`.ssh_connect` (logging in to each hop), :mod:`.ssh_reconnect` (the shared
-connection and its reconnects), :mod:`.ssh_run` (one command on a channel),
-:mod:`.ssh_files` (SFTP), :mod:`.ssh_command` (the remote command line).
-
-paramiko is imported lazily: ``import hpcbridge.transports.ssh`` does not load it.
-"""
+"""``SSHExecutor``: the ``Executor`` over one paramiko connection, SFTP for files, the
+remote command line built with ``shlex.quote`` only (a POSIX shell on the remote side).
+paramiko is imported lazily: ``import hpcbridge.transports.ssh`` does not load it."""
 
 from __future__ import annotations
 
 import logging
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Dict,
-    Generic,
-    List,
-    Mapping,
-    Optional,
-    Sequence,
-    TypeVar,
-    Union,
-    overload,
-)
+import re
+import shlex
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from ...errors import ConfigurationError, TransportError
 from ..base import CommandResult
-from .command import build_command
 from .config import Target, reach_settings, resolve
-from .connect import Connection, SSHOptions, open_connection
+from .connect import Connection, SharedConnection, SSHOptions, open_connection
 from .files import RemoteFiles
-from .reconnect import SharedConnection
 from .run import RemoteCommands
-from .times import exact_mtime_commands, parse_exact_mtimes
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...config import Settings
@@ -63,34 +23,106 @@ __all__ = ["SSHExecutor", "build_command"]
 
 log = logging.getLogger("hpcbridge.ssh")
 
-T = TypeVar("T")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class _Option(Generic[T]):
-    """An executor attribute kept in the executor's :class:`SSHOptions`, which its
-    connection, commands and files read: setting it on the executor reaches them all."""
+def build_command(
+    argv: Sequence[str],
+    env: Optional[Mapping[str, str]] = None,
+    cwd: Optional[str] = None,
+    login_shell: bool = False,
+    stdin_devnull: bool = False,
+) -> str:
+    """The remote command line for ``argv``: every piece of caller data ``shlex.quote``-d.
 
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
+    ``env`` becomes an ``env NAME=VALUE ...`` prefix (names must be shell
+    identifiers), ``cwd`` a ``cd -- DIR &&`` prefix (a leading ``~`` or ``~/`` is
+    the remote home, via ``"$HOME"``), and ``login_shell`` wraps everything in
+    ``bash -l -c '...'`` so that the login profile (modules, PATH) is read.
+    ``stdin_devnull`` appends ``</dev/null`` (stdin=DEVNULL, without an SSH EOF).
+    """
+    words = [str(arg) for arg in argv]
+    if not words:
+        raise ValueError("cannot run an empty argv")
+    for word in words:
+        if "\0" in word:
+            raise ValueError("a command argument cannot contain a NUL byte")
+    command = " ".join(shlex.quote(word) for word in words)
+    if env:
+        if words[0].startswith("-") or "=" in words[0]:
+            # env(1) would read it as an option or another assignment.
+            raise ValueError(f"cannot run {words[0]!r} with an environment: env would misread it")
+        assignments = []
+        for name, value in env.items():
+            if not isinstance(name, str) or not _ENV_NAME.match(name):
+                raise ValueError(f"environment variable name {name!r} is not an identifier")
+            value = str(value)
+            if "\0" in value:
+                raise ValueError(f"environment variable {name} contains a NUL byte")
+            assignments.append(shlex.quote(f"{name}={value}"))
+        command = "env " + " ".join(assignments) + " " + command
+    if cwd is not None:
+        cwd = str(cwd)
+        if cwd == "" or "\0" in cwd:
+            raise ValueError(f"invalid working directory {cwd!r}")
+        command = f"cd -- {_remote_dir_word(cwd)} && {command}"
+    if login_shell:
+        command = "bash -l -c " + shlex.quote(command)
+    if stdin_devnull:
+        command += " </dev/null"
+    return command
 
-    @overload
-    def __get__(self, executor: None, owner: type) -> _Option[T]: ...
 
-    @overload
-    def __get__(self, executor: SSHExecutor, owner: type) -> T: ...
+def _remote_dir_word(path: str) -> str:
+    """``path`` as one shell word; ``~``/``~/x`` expand to the remote ``$HOME`` only.
 
-    def __get__(self, executor: Optional[SSHExecutor], owner: type) -> Union[T, _Option[T]]:
-        if executor is None:
-            return self  # looked up on the class
-        value: T = getattr(executor.options, self.name)
-        return value
+    A relative path stays relative to the login directory (the remote home).
+    """
+    if path == "~":
+        return '"$HOME"'
+    if path.startswith("~/"):
+        rest = path[2:]
+        return '"$HOME"/' + shlex.quote(rest) if rest else '"$HOME"'
+    if not path.startswith("/"):
+        # "./": cd must not search CDPATH (it would also print the directory) nor
+        # read "-" as "the previous directory".
+        path = "./" + path
+    return shlex.quote(path)
 
-    def __set__(self, executor: SSHExecutor, value: T) -> None:
-        setattr(executor.options, self.name, value)
+
+#: paths per ``stat`` command: far below any ARG_MAX
+PATHS_PER_COMMAND = 500
 
 
-class SSHExecutor:
-    """Executor over one SSH connection (paramiko), with SFTP for files.
+def exact_mtime_commands(paths: Sequence[str]) -> List[List[str]]:
+    """The argvs that print ``<mtime to the nanosecond> <path>`` for each of ``paths``."""
+    ordered = sorted(set(paths))
+    return [
+        ["stat", "-c", "%.9Y %n", "--", *ordered[start : start + PATHS_PER_COMMAND]]
+        for start in range(0, len(ordered), PATHS_PER_COMMAND)
+    ]
+
+
+def parse_exact_mtimes(text: str, wanted: Sequence[str]) -> Dict[str, float]:
+    """The times in ``stat``'s output for the paths of ``wanted``; a line that is not
+    ``<seconds>.<fraction> <path>`` (a ``stat`` without ``%.9Y``: BSD, busybox, coreutils
+    before 8.25 print something else) is left out."""
+    asked = set(wanted)
+    found: Dict[str, float] = {}
+    for line in text.splitlines():
+        stamp, _, path = line.partition(" ")
+        if path not in asked or "." not in stamp:
+            continue
+        try:
+            found[path] = float(stamp)
+        except ValueError:
+            continue
+    return found
+
+
+class SSHExecutor(SSHOptions, RemoteFiles):
+    """Executor over one SSH connection (paramiko), with SFTP for files; its options
+    (``SSHOptions``) are read by its connection, commands and files at each use.
 
     ``host`` may be an alias from the ssh config (``~/.ssh/config`` unless
     ``ssh_config_path`` says otherwise; ``os.devnull`` ignores it).  Explicit
@@ -101,14 +133,6 @@ class SSHExecutor:
     kind = "ssh"
     #: commands run on the remote host; paths are the remote host's paths
     is_local = False
-
-    accept_new_host_keys = _Option[bool]()
-    login_shell = _Option[bool]()
-    connect_timeout = _Option[float]()
-    default_timeout = _Option[Optional[float]]()
-    keepalive = _Option[int]()
-    max_reconnect_attempts = _Option[int]()
-    min_reconnect_interval = _Option[float]()
 
     def __init__(
         self,
@@ -128,6 +152,15 @@ class SSHExecutor:
         min_reconnect_interval: float = 1.0,
         env: Optional[Mapping[str, str]] = None,
     ) -> None:
+        super().__init__(
+            accept_new_host_keys=bool(accept_new_host_keys),
+            login_shell=bool(login_shell),
+            connect_timeout=float(connect_timeout),
+            default_timeout=default_timeout,
+            keepalive=int(keepalive),
+            max_reconnect_attempts=max(1, int(max_reconnect_attempts)),
+            min_reconnect_interval=max(0.0, float(min_reconnect_interval)),
+        )
         self.target: Target = resolve(
             host,
             user=user,
@@ -142,26 +175,16 @@ class SSHExecutor:
         self.reach: Mapping[str, Any] = reach_settings(
             host, user, port, key_filename, known_hosts, login_shell
         )
-        self.options = SSHOptions(
-            accept_new_host_keys=bool(accept_new_host_keys),
-            login_shell=bool(login_shell),
-            connect_timeout=float(connect_timeout),
-            default_timeout=default_timeout,
-            keepalive=int(keepalive),
-            max_reconnect_attempts=max(1, int(max_reconnect_attempts)),
-            min_reconnect_interval=max(0.0, float(min_reconnect_interval)),
-        )
         self.env: Dict[str, str] = dict(env or {})
         if self.env:
             build_command(["true"], env=self.env)  # validate the names now
-        self._connections = SharedConnection(self.host, self.options, self._open)
+        self._connections = SharedConnection(self.host, self, self._open)
         self._commands = RemoteCommands(self._connections)
-        self._files = RemoteFiles(self._connections)
         #: whether the host's ``stat`` gives times to the nanosecond (see stat_many)
         self._exact_times = True
 
     def _open(self, first: bool) -> Connection:
-        return open_connection(self.target, self.options, first)
+        return open_connection(self.target, self, first)
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> SSHExecutor:
@@ -239,7 +262,7 @@ class SSHExecutor:
         merged_env = {**self.env, **(env or {})}
         # Without input, stdin is /dev/null on the remote side rather than an SSH
         # EOF: one message less per command, and no EOF that could race the
-        # server's close of a fast command (see ssh_channel.send_eof).
+        # server's close of a fast command (see run.send_eof).
         command = build_command(
             words, merged_env or None, cwd, self.login_shell, stdin_devnull=input is None
         )
@@ -249,38 +272,15 @@ class SSHExecutor:
 
     # ------------------------------------------------------------------ files (SFTP)
 
-    def abspath(self, path: str) -> str:
-        """``path`` made absolute on the remote side (relative and ``~/`` against home)."""
-        return self._files.abspath(path)
-
-    def put(self, local_path: str, remote_path: str, mode: Optional[int] = None) -> None:
-        self._files.put(local_path, remote_path, mode)
-
-    def get(self, remote_path: str, local_path: str) -> None:
-        self._files.get(remote_path, local_path)
-
-    def mkdir(self, path: str, mode: int = 0o700) -> None:
-        """``mkdir -p``: create ``path`` and missing parents (each with ``mode``)."""
-        self._files.mkdir(path, mode)
-
-    def read_text(self, path: str) -> str:
-        return self._files.read_text(path)
-
-    def write_text(self, path: str, text: str, mode: Optional[int] = None) -> None:
-        self._files.write_text(path, text, mode)
-
-    def exists(self, path: str) -> bool:
-        return self._files.exists(path)
-
     def stat_many(self, paths: Sequence[str]) -> Dict[str, float]:
-        found = self._files.stat_many(paths)
+        found = self._listed_mtimes(paths)
         if found and self._exact_times:
             found.update(self._exact_mtimes(list(found)))
         return found
 
     def _exact_mtimes(self, paths: List[str]) -> Dict[str, float]:
-        """The SFTP listing's whole seconds made exact (``times``): only for what it
-        found, so one command in a round where ends appeared.  A host whose ``stat`` cannot
+        """The SFTP listing's whole seconds made exact by ``stat``: only for what it found,
+        so one command in a round where ends appeared.  A host whose ``stat`` cannot
         say (no GNU coreutils) is not asked again: whole seconds then."""
         exact: Dict[str, float] = {}
         for argv in exact_mtime_commands(paths):

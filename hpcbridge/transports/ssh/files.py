@@ -1,9 +1,5 @@
-"""File operations over SFTP: uploads and downloads that replace atomically, ``mkdir -p``.
-
-One SFTP client per connection, shared under its lock.  An operation that
-fails because the connection failed is retried on a fresh client (or a fresh
-connection); a failure of the operation itself is raised as it is.
-"""
+"""File operations over SFTP (one client per connection, under its lock): writes that
+replace atomically, ``mkdir -p``; retried while the connection is what fails."""
 
 from __future__ import annotations
 
@@ -18,9 +14,7 @@ import uuid
 from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar
 
 from ...errors import TransportError
-from .connect import Connection
-from .failures import close_quietly, describe, is_connection_error
-from .reconnect import SharedConnection
+from .connect import Connection, SharedConnection, close_quietly, describe, is_connection_error
 
 log = logging.getLogger("hpcbridge.ssh")
 
@@ -32,19 +26,17 @@ _MIN_STALL_TIMEOUT = 60.0
 
 
 class RemoteFiles:
-    """The executor's file operations on the remote side (paths as the remote sees them)."""
+    """The executor's file operations over SFTP (paths as the remote sees them), on the
+    connection of ``_connections``; ``SSHExecutor`` is one."""
 
-    def __init__(self, connections: SharedConnection) -> None:
-        self.connections = connections
-        self.options = connections.options
-        self.label = connections.label
-        self._home: Optional[str] = None
+    _connections: SharedConnection
+    _home: Optional[str] = None
 
     def call(self, what: str, operation: Callable[[Any], T]) -> T:
         """``operation(sftp)``, retried while the connection is what fails."""
         failures = 0
         while True:
-            conn = self.connections.get()
+            conn = self._connections.get()
             error: Optional[BaseException] = None
             with conn.sftp_lock:
                 try:
@@ -57,10 +49,11 @@ class RemoteFiles:
                     close_quietly(stale)
             failures += 1
             if isinstance(error, socket.timeout) or not conn.alive():
-                self.connections.invalidate(conn)
-            if failures >= self.options.max_reconnect_attempts:
-                raise TransportError(f"{what} on {self.label} failed: {describe(error)}") from error
-            log.info("%s on %s failed (%s); retrying", what, self.label, describe(error))
+                self._connections.invalidate(conn)
+            where = self._connections.label
+            if failures >= self._connections.options.max_reconnect_attempts:
+                raise TransportError(f"{what} on {where} failed: {describe(error)}") from error
+            log.info("%s on %s failed (%s); retrying", what, where, describe(error))
 
     def _client(self, conn: Connection) -> Any:
         """The connection's SFTP client, opened now if it has none or its channel closed."""
@@ -71,7 +64,8 @@ class RemoteFiles:
             # No answer for this long = a stalled link (socket.timeout).
             opened = sftp.get_channel()
             if opened is not None:
-                opened.settimeout(max(_MIN_STALL_TIMEOUT, self.options.default_timeout or 0.0))
+                timeout = self._connections.options.default_timeout or 0.0
+                opened.settimeout(max(_MIN_STALL_TIMEOUT, timeout))
         return sftp
 
     def _home_dir(self, sftp: Any) -> str:
@@ -192,8 +186,8 @@ class RemoteFiles:
 
         return self.call(f"stat {path}", operation)
 
-    def stat_many(self, paths: Sequence[str]) -> Dict[str, float]:
-        """One ``listdir_attr`` per folder: the mtime of each path found there."""
+    def _listed_mtimes(self, paths: Sequence[str]) -> Dict[str, float]:
+        """One ``listdir_attr`` per folder: the mtime (whole seconds) of each path found."""
         folders: Dict[str, List[str]] = {}
         for path in paths:
             folders.setdefault(posixpath.dirname(path), []).append(path)

@@ -1,23 +1,26 @@
-"""Running one remote command on an SSH channel: stdin in, stdout/stderr/exit status out.
-
-A command is retried after a dropped connection only when it is idempotent; a
-dropped submission raises :class:`SubmissionUncertainError` instead of running
-twice.  A channel the server refuses (nothing was sent) is retried either way.
-"""
+"""One remote command on an SSH channel: stdin in, stdout/stderr/exit status out.  A
+command is run again after a dropped connection only when idempotent (a dropped submission
+raises ``SubmissionUncertainError``); a channel the server refuses is retried either way."""
 
 from __future__ import annotations
 
+import errno
 import logging
+import select
 import threading
 import time
-from typing import Any, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from ...errors import JobTimeoutError, SubmissionUncertainError, TransportError
 from ..base import CommandResult
-from .channel import Readiness, send_data, send_eof, send_signal
-from .connect import Connection
-from .failures import ConnectionDropped, describe, is_connection_error, loaded_paramiko
-from .reconnect import SharedConnection
+from .connect import (
+    Connection,
+    ConnectionDropped,
+    SharedConnection,
+    describe,
+    is_connection_error,
+    loaded_paramiko,
+)
 
 log = logging.getLogger("hpcbridge.ssh")
 
@@ -219,3 +222,83 @@ def _stays_active(transport: Any, grace: float = 0.2) -> bool:
             return False
         time.sleep(0.02)
     return bool(transport.is_active())
+
+
+# paramiko channel quirks worked around (each function says which).
+
+
+class Readiness:
+    """Wait until a channel has something to read (poll(2) on paramiko's channel pipe)."""
+
+    def __init__(self, channel: Any) -> None:
+        self.fd = channel.fileno()
+        self.poller = select.poll() if hasattr(select, "poll") else None
+        if self.poller is not None:
+            self.poller.register(self.fd, select.POLLIN)
+
+    def wait(self, seconds: float) -> None:
+        if self.poller is not None:
+            self.poller.poll(max(0, int(seconds * 1000)) or 1)
+        else:  # pragma: no cover - Windows
+            select.select([self.fd], [], [], seconds)
+
+
+def _send_locked(channel: Any, make: Callable[[], Any]) -> bool:
+    """Build and send one channel message while holding the channel's lock: paramiko
+    sends after releasing it, so its CLOSE can overtake the message and OpenSSH drops the
+    connection ("ieof packet referred to nonexistent channel", paramiko #1115/#1705)."""
+    with channel.lock:
+        if channel.closed:
+            return False
+        message = make()
+        if message is None:
+            return False
+        channel.transport._send_user_message(message)
+        return True
+
+
+def send_data(channel: Any, data: bytes) -> None:
+    """``sendall()`` without paramiko's send-after-close race (see :func:`_send_locked`)."""
+    from paramiko.common import cMSG_CHANNEL_DATA
+    from paramiko.message import Message
+
+    view = memoryview(data)
+    offset = 0
+    while offset < len(data):
+        with channel.lock:
+            # Waits for window space; the wait releases the lock (a Condition on it).
+            size = 0 if channel.closed else channel._wait_for_send_window(len(data) - offset)
+            if size == 0:
+                raise OSError(errno.EPIPE, "the remote command closed its input")
+            message = Message()
+            message.add_byte(cMSG_CHANNEL_DATA)
+            message.add_int(channel.remote_chanid)
+            message.add_string(bytes(view[offset : offset + size]))
+            channel.transport._send_user_message(message)
+        offset += size
+
+
+def send_eof(channel: Any) -> None:
+    """``shutdown_write()`` without paramiko's send-after-close race."""
+    _send_locked(channel, channel._send_eof)
+
+
+def send_signal(channel: Any, name: str) -> None:
+    """Send an RFC 4254 "signal" request (no public paramiko call): OpenSSH >= 7.9 kills
+    the command's process group; older servers leave a command that never writes running."""
+    try:
+        from paramiko.common import cMSG_CHANNEL_REQUEST
+        from paramiko.message import Message
+
+        def make() -> Any:
+            message = Message()
+            message.add_byte(cMSG_CHANNEL_REQUEST)
+            message.add_int(channel.remote_chanid)
+            message.add_string("signal")
+            message.add_boolean(False)
+            message.add_string(name)
+            return message
+
+        _send_locked(channel, make)
+    except Exception as exc:  # best effort
+        log.debug("could not signal the remote command: %s", exc)
