@@ -26,7 +26,7 @@ class JobState(str, enum.Enum):
     @property
     def rank(self) -> int:
         """PENDING < RUNNING < any terminal state; UNKNOWN: -1."""
-        return _RANK[self]
+        return {"UNKNOWN": -1, "PENDING": 0, "RUNNING": 1}.get(self.value, 2)
 
     def __str__(self) -> str:  # "COMPLETED", not "JobState.COMPLETED"
         return self.value
@@ -40,16 +40,6 @@ FROM_FILE = "(exit-code file)"
 TERMINAL_STATES = frozenset(
     {JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT}
 )
-
-_RANK = {
-    JobState.UNKNOWN: -1,
-    JobState.PENDING: 0,
-    JobState.RUNNING: 1,
-    JobState.COMPLETED: 2,
-    JobState.FAILED: 2,
-    JobState.CANCELLED: 2,
-    JobState.TIMEOUT: 2,
-}
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,11 @@ import difflib
 import math
 import re
 import signal as signals
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from .errors import ResourceError
-
-# -- durations -------------------------------------------------------------
 
 DurationLike = Union[str, timedelta]
 
@@ -125,37 +123,6 @@ def format_fsd(seconds: float) -> str:
         return f"{int(seconds)}s"
     return f"{seconds:.3f}".rstrip("0").rstrip(".") + "s"
 
-
-# -- the resource request --------------------------------------------------
-
-RESOURCE_KEYS = (
-    "partition",
-    "qos",
-    "account",
-    "constraint",
-    "time",
-    "nodes",
-    "ntasks",
-    "cpus_per_task",
-    "mem",
-    "gpus",
-    "job_name",
-    "output",
-    # the site's vocabulary: what a real job often asks for beyond the common ground
-    "gpus_per_node",
-    "gpus_per_task",
-    "gres",
-    "mem_per_cpu",
-    "exclusive",
-    "reservation",
-    "signal",
-    "requeue",
-    "begin",
-    # the image the job's script runs in (HPCBRIDGE_CONTAINER_RUNTIME runs it)
-    "container",
-    # the rest, in the scheduler's own words, checked before anything is staged
-    "native",
-)
 
 #: the schedulers ``native`` options are given for (the mock takes none)
 NATIVE_SCHEDULERS = ("slurm", "flux")
@@ -283,6 +250,10 @@ class Resources:
         """How many task slots the request amounts to (at least one per node)."""
         return max(self.ntasks or 1, self.nodes or 1)
 
+
+#: the keys of a request: Slurm's and Flux's common ground, the site's vocabulary, the
+#: image the script runs in (``container``) and the scheduler's own words (``native``)
+RESOURCE_KEYS = tuple(field.name for field in fields(Resources))
 
 # Names other tools use for our keys, for a better "did you mean".
 _OTHER_NAMES = {

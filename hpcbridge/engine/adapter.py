@@ -95,8 +95,6 @@ class SchedulerAdapter(ABC):
         self._session_lock = threading.RLock()
         self._ignored_logged: set[str] = set()
 
-    # -- the session --------------------------------------------------------
-
     def open(self) -> Session:
         """Choose the driver, once; raises what makes the scheduler unusable from here."""
         session = self._session
@@ -128,8 +126,6 @@ class SchedulerAdapter(ABC):
     def instance_label(self) -> Optional[str]:
         """The scheduler instance recorded with each job (Flux: its URI)."""
         return None
-
-    # -- submission -------------------------------------------------------
 
     def validate_resources(self, resources: Union[None, Mapping[str, Any], Resources]) -> Resources:
         """Validated resources over the settings' defaults (a ``Resources``: as it is)."""
@@ -239,8 +235,6 @@ class SchedulerAdapter(ABC):
         runtime = self.settings.container_runtime
         return Submission(self.open().driver, *parts, self.observe, runtime)
 
-    # -- status -----------------------------------------------------------
-
     def get_job_status(self, job_id: Any) -> JobStatus:
         job_id = self.normalize_job_id(job_id)
         return self.get_job_statuses([job_id])[job_id]
@@ -262,8 +256,6 @@ class SchedulerAdapter(ABC):
 
     def _driver(self) -> SchedulerDriver:
         return self.open().driver
-
-    # -- waiting ----------------------------------------------------------
 
     def wait_until_complete(self, job_id: Any, *args: Any, **kwargs: Any) -> str:
         """Wait (``wait``'s arguments) until the job ends, whatever its end; its log path."""
@@ -329,8 +321,6 @@ class SchedulerAdapter(ABC):
         """What one shared poll is about: this scheduler instance, seen from here."""
         return f"{self.scheduler_name}|{self.host_label}|{self.instance_label or ''}"
 
-    # -- logs, cancel -----------------------------------------------------
-
     def log_path(self, job_id: Any) -> str:
         return self.following().log_path(self.normalize_job_id(job_id))
 
@@ -343,8 +333,6 @@ class SchedulerAdapter(ABC):
 
     def cancel_jobs(self, job_ids: Iterable[Any]) -> None:
         self.following().cancel([self.normalize_job_id(job_id) for job_id in job_ids])
-
-    # -- misc ---------------------------------------------------------------
 
     def describe(self) -> str:
         """One line saying what this adapter talks to and how (opens the session)."""

@@ -47,7 +47,8 @@ from typing import (
 from ..errors import JobSubmissionError, SchedulerUnavailableError
 from ..model import JobStatus
 from ..resources import Resources
-from .jobscript import TASK_INDEX_VARIABLE, PreparedJob
+from .jobscript import TASK_INDEX_VARIABLE as TASK_INDEX_VARIABLE  # re-exported
+from .jobscript import PreparedJob
 
 
 @dataclass(frozen=True)
@@ -268,20 +269,3 @@ def choose_driver(
         log.log(level, "%s: using the CLI driver (%s)", scheduler, exc)
         return cli(), DriverChoice("cli", str(exc))
     return driver, DriverChoice("native", reason)
-
-
-__all__ = [
-    "DriverChoice",
-    "OpenDriver",
-    "Planned",
-    "Session",
-    "NotAskedNow",
-    "choose_driver",
-    "TASK_INDEX_VARIABLE",
-    "Capabilities",
-    "PartialSubmissionError",
-    "SchedulerDriver",
-    "SubmitBatch",
-    "Submitted",
-    "Waiter",
-]

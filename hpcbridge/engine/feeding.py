@@ -64,8 +64,6 @@ class Feeder:
         #: the scheduler refused more for its own cap: wait for an end before trying again
         self.held = False
 
-    # -- the loop ------------------------------------------------------------
-
     def run(self, on_progress: Optional[ProgressCallback] = None) -> None:
         """Feed until every task is sent (or will never be); then the sweep is ``fed``."""
         self._recover()
@@ -146,8 +144,6 @@ class Feeder:
             self.unfinished.pop(job_id, None)
             self.ended[job_id] = status.state is JobState.COMPLETED
         self.held = False
-
-    # -- sending -------------------------------------------------------------
 
     def _fill(self) -> None:
         """Send ready tasks while there is room."""
@@ -292,8 +288,6 @@ class Feeder:
             return order
         made = datetime.fromisoformat(group[0].made) if group[0].made else order.made
         return replace(order, token=token, made=made)  # the order as it was first sent
-
-    # -- recovery ------------------------------------------------------------
 
     def _recover(self) -> None:
         """Tasks a dead feeder left ``sending``: adopted by their key, or sent again."""

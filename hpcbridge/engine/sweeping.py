@@ -73,8 +73,6 @@ class Sweep:
         self._tasks: List[SweepTask] = []
         self._record: Optional[SweepRecord] = None
 
-    # -- building -----------------------------------------------------------
-
     def add(
         self,
         jobs: Sequence[JobInput],
@@ -113,8 +111,6 @@ class Sweep:
                 )
             )
         return list(range(first, len(self._tasks)))
-
-    # -- running ------------------------------------------------------------
 
     def submit(
         self, remote_dir: Optional[str] = None, on_progress: Optional[ProgressCallback] = None
@@ -174,8 +170,6 @@ class Sweep:
         if alive:
             self.adapter.cancel_jobs(alive)
         return alive
-
-    # -- inside -------------------------------------------------------------
 
     def _create(self, remote_dir: Optional[str]) -> SweepRecord:
         if not self._tasks:

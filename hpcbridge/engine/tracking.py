@@ -122,16 +122,7 @@ class JobTracker:
             code = exit_record.code
             if code is None or code >= 128:
                 continue
-            started, ended = exit_record.times(mtime)
-            status = JobStatus(
-                job_id,
-                JobState.COMPLETED if code == 0 else JobState.FAILED,
-                exit_code=code,
-                start_time=started,
-                end_time=ended,
-                native_state=FROM_FILE,
-                reason="from the exit-code file",
-            )
+            status = _as_file_says(JobStatus(job_id, JobState.UNKNOWN), exit_record, mtime)
             answers[job_id] = Observation(status, Source.EXIT_FILE)
         return self.observe(answers)
 
@@ -208,22 +199,27 @@ class JobTracker:
         if record is None or not record.exit_file:
             return None
         exit_record = self._exit_file(record.exit_file)
-        code = exit_record.code
-        if code is None:
+        if exit_record.code is None:
             return None
         mtime = self.stat_many([record.exit_file]).get(record.exit_file)
-        started, ended = exit_record.times(mtime)
-        found = status.with_(
-            state=JobState.COMPLETED if code == 0 else JobState.FAILED,
-            exit_code=code,
-            start_time=status.start_time or started,
-            end_time=status.end_time or ended,
-            native_state=status.native_state or FROM_FILE,
-            reason=f"from the exit-code file ({status.reason})"
-            if status.reason
-            else "from the exit-code file",
-        )
+        found = _as_file_says(status, exit_record, mtime)
         return self._merge_status(status.job_id, found, record)
+
+
+def _as_file_says(status: JobStatus, exit_record: ExitRecord, mtime: Optional[float]) -> JobStatus:
+    """``status`` ended as the exit-code file says (a code in it), what it knew kept."""
+    code = exit_record.code
+    started, ended = exit_record.times(mtime)
+    return status.with_(
+        state=JobState.COMPLETED if code == 0 else JobState.FAILED,
+        exit_code=code,
+        start_time=status.start_time or started,
+        end_time=status.end_time or ended,
+        native_state=status.native_state or FROM_FILE,
+        reason=f"from the exit-code file ({status.reason})"
+        if status.reason
+        else "from the exit-code file",
+    )
 
 
 def _lasting(status: JobStatus) -> Tuple[Any, ...]:
