@@ -10,7 +10,7 @@ import re
 import signal as signals
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timedelta
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 from .errors import ResourceError
 
@@ -70,31 +70,22 @@ def _parse_fsd(text: str) -> float:
 
 def _parse_slurm(text: str) -> float:
     days_match = _SLURM_DAYS.match(text)
-    if days_match:
-        days = int(days_match.group("days"))
-        parts = [int(p) for p in days_match.group("rest").split(":")]
-        # D-H, D-H:M, D-H:M:S: hours first, then minutes and seconds.
+    if not days_match and not _SLURM_PLAIN.match(text):
+        raise DurationError(
+            f"cannot read {text!r} as a duration; use a Slurm form (M, M:S, H:M:S, D-H, D-H:M, "
+            "D-H:M:S, UNLIMITED) or a number with a unit (90s, 15m, 1.5h, 2d)"
+        )
+    days = int(days_match.group("days")) if days_match else 0
+    parts = [int(p) for p in (days_match.group("rest") if days_match else text).split(":")]
+    if days_match:  # D-H, D-H:M, D-H:M:S
         hours, minutes, seconds = (parts + [0, 0])[:3]
         _check_below(hours, 24, "hours", text)
+    else:  # M, M:S (minutes unbounded), H:M:S
+        hours, minutes, seconds = parts if len(parts) == 3 else [0, *parts, 0][:3]
+    if days_match or len(parts) == 3:
         _check_below(minutes, 60, "minutes", text)
-        _check_below(seconds, 60, "seconds", text)
-        return float(((days * 24 + hours) * 60 + minutes) * 60 + seconds)
-    if _SLURM_PLAIN.match(text):
-        parts = [int(p) for p in text.split(":")]
-        if len(parts) == 1:  # M
-            return float(parts[0] * 60)
-        if len(parts) == 2:  # M:S
-            minutes, seconds = parts
-            _check_below(seconds, 60, "seconds", text)
-            return float(minutes * 60 + seconds)
-        hours, minutes, seconds = parts  # H:M:S
-        _check_below(minutes, 60, "minutes", text)
-        _check_below(seconds, 60, "seconds", text)
-        return float((hours * 60 + minutes) * 60 + seconds)
-    raise DurationError(
-        f"cannot read {text!r} as a duration; use a Slurm form (M, M:S, H:M:S, D-H, D-H:M, "
-        "D-H:M:S, UNLIMITED) or a number with a unit (90s, 15m, 1.5h, 2d)"
-    )
+    _check_below(seconds, 60, "seconds", text)
+    return float(((days * 24 + hours) * 60 + minutes) * 60 + seconds)
 
 
 def _check_below(number: int, limit: int, what: str, text: str) -> None:
@@ -251,8 +242,7 @@ class Resources:
         return max(self.ntasks or 1, self.nodes or 1)
 
 
-#: the keys of a request: Slurm's and Flux's common ground, the site's vocabulary, the
-#: image the script runs in (``container``) and the scheduler's own words (``native``)
+#: the keys a request may hold
 RESOURCE_KEYS = tuple(field.name for field in fields(Resources))
 
 # Names other tools use for our keys, for a better "did you mean".
@@ -293,24 +283,21 @@ def _check_known(key: str) -> None:
 
 
 def _validate(key: str, value: Any) -> Any:
-    if key == "time":
-        return _validate_time(value)
-    if key in _POSITIVE_COUNTS:
-        return _validate_count(key, value, minimum=1)
-    if key in _GPU_COUNTS:
-        return _validate_count(key, value, minimum=0)
+    if key in _POSITIVE_COUNTS or key in _GPU_COUNTS:
+        return _validate_count(key, value, minimum=1 if key in _POSITIVE_COUNTS else 0)
     if key in _MEMORIES:
         return _validate_mem(value, key)
     if key in _FLAGS:
         return _validate_flag(key, value)
-    if key == "gres":
-        return _validate_gres(value)
-    if key == "signal":
-        return _validate_signal(value)
-    if key == "begin":
-        return _validate_begin(value)
-    if key == "native":
-        return _validate_native(value)
+    own: Dict[str, Callable[[Any], Any]] = {
+        "time": _validate_time,
+        "gres": _validate_gres,
+        "signal": _validate_signal,
+        "begin": _validate_begin,
+        "native": _validate_native,
+    }
+    if key in own:
+        return own[key](value)
     assert key in _TEXT_KEYS
     if not isinstance(value, str):
         raise ResourceError(key, f"expected text, got {type(value).__name__} {value!r}")
@@ -338,9 +325,7 @@ def _validate_time(value: Any) -> float:
 
 def _validate_count(key: str, value: Any, minimum: int) -> int:
     number: Optional[int] = None
-    if isinstance(value, bool):
-        number = None
-    elif isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         number = value
     elif (
         isinstance(value, float)

@@ -49,8 +49,7 @@ class SchedulerAdapter(ABC):
     output_template: ClassVar[str] = "job-{id}.out"
     #: the placeholder the scheduler itself expands in an output path
     output_placeholder: ClassVar[str] = "{id}"
-    #: what the wrapper exports as ``HPCBRIDGE_LAUNCHER``: the command that starts
-    #: parallel tasks inside a job (none under mock)
+    #: what the wrapper exports as ``HPCBRIDGE_LAUNCHER`` (``srun``, ``flux run``)
     launcher_command: ClassVar[str] = ""
     #: submission keywords of other schedulers that this one accepts and ignores
     ignored_options: ClassVar[frozenset[str]] = frozenset()

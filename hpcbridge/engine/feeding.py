@@ -296,7 +296,7 @@ class Feeder:
             if task.state == SENDING and task.token:
                 runs.setdefault(task.token, []).append(task)
         for token, group in runs.items():
-            found = self._find(group, token)
+            found = self.adapter.submission().find_sent(self._order(group, token))
             if found:
                 self._adopt(group, token, found)
             else:
@@ -304,9 +304,6 @@ class Feeder:
                     "sweep %s: %d task(s) never went in; sending them", self.sweep.name, len(group)
                 )
                 self._waiting_again(group)
-
-    def _find(self, group: Sequence[SweepTask], token: str) -> Optional[List[Submitted]]:
-        return self.adapter.submission().find_sent(self._order(group, token))
 
     def _adopt(self, group: Sequence[SweepTask], token: str, found: List[Submitted]) -> None:
         self.adapter.submission().record_found(self._order(group, token), found)

@@ -79,11 +79,6 @@ def warn_under_floor(asked: float, floor: float) -> None:
         )
 
 
-def owner_name() -> str:
-    """Who holds a poll: this host, this process, and a random part (one per Poller)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
 def alive(owner: str) -> bool:
     """Whether the process named by ``owner`` still runs (always assumed on another host:
     its lease runs out instead)."""
@@ -93,13 +88,10 @@ def alive(owner: str) -> bool:
 
 def encode(seen: Observation) -> str:
     """An answer as JSON: the status (the JSON-able part of ``extra``), time and reach."""
-    status = seen.status
-    data = status.to_json()
     plain = (str, int, float, bool)
-    data["extra"] = {key: v for key, v in status.extra.items() if isinstance(v, plain)}
-    data["answered_at"] = seen.answered_at
-    data["reach"] = seen.reach.value
-    return json.dumps(data)
+    extra = {key: v for key, v in seen.status.extra.items() if isinstance(v, plain)}
+    data = {**seen.status.to_json(), "extra": extra, "answered_at": seen.answered_at}
+    return json.dumps({**data, "reach": seen.reach.value})
 
 
 def decode(text: str) -> Observation:
@@ -270,7 +262,8 @@ class Poller:
         self.floor = floor
         self.board = board
         self.target = target
-        self.owner = owner_name()
+        #: who holds a poll: this host, this process, and a part of this Poller's own
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         #: held while asking the scheduler or the board, never while sleeping
         self._lock = threading.Lock()
         #: when this process last asked the scheduler itself (monotonic), and how long it took

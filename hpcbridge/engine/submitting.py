@@ -75,8 +75,7 @@ class Order:
     script_names: Optional[Mapping[str, str]] = None
 
 
-#: what ``submit_many`` accepts for one job: a script path, or
-#: ``(script, arguments)``, or ``(script, arguments, environment)``
+#: one job for ``submit_many``: a script, ``(script, arguments[, environment])``, a TaskSpec
 JobInput = Union[str, "os.PathLike[str]", Tuple[Any, ...], TaskSpec]
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
@@ -94,7 +95,7 @@ class Sweep:
             raise JobSubmissionError(f"sweep {self.name} was already submitted; add to a new one")
         parents = _parents(after, len(order.tasks), len(self._tasks))
         if order.tasks:  # one task planned as it will be sent: refused now, not midway
-            self.adapter.submission().plan(Order(order.tasks[:1], *_shared(order)))
+            self.adapter.submission().plan(replace(order, tasks=order.tasks[:1]))
         step = len(self._steps)
         # As validated now: a feeder in another shell sends what was asked here.
         self._steps.append(Step(order.resources.as_request(), dict(options), order.depends_on))
@@ -299,11 +300,6 @@ def _feed_the_rest(
     sweep.add_order(later, options)
     went.update(zip(rest, sweep.submit(later.remote_dir)))
     return [went[index] for index in range(len(order.tasks))]
-
-
-def _shared(order: Order) -> tuple:
-    """An order's fields after its tasks (for a one-task copy of it)."""
-    return (order.resources, order.depends_on, order.remote_dir, order.options, order.token)
 
 
 def _parents(after: After, count: int, earlier: int) -> List[tuple]:

@@ -71,11 +71,9 @@ class WaitPlan:
     notice_interval: float = 1.0
     on_change: Optional[StatusCallback] = None
     on_poll: Optional[ProgressCallback] = None
-    #: return as soon as this many have ended (a sweep's feeder: room for more), with
-    #: the final statuses of those alone; ``None``: wait for all
+    #: return the final statuses of the first ``enough`` to end (``None``: wait for all)
     enough: Optional[int] = None
-    #: whether an exit-code file may tell an end first; a sweep's feeder waits for the
-    #: scheduler's word: a job whose file is written still holds its place in the queue
+    #: whether an exit-code file may tell an end first (not for a sweep's feeder)
     files: bool = True
 
 
@@ -221,9 +219,9 @@ class Outage:
         if self.began is None:
             self.began = time.monotonic()
             left = self.deadline.remaining()
-            until = "until it is back"
-            if left != math.inf:
-                until = f"until its deadline, {left:.0f} s away"
+            until = (
+                "until it is back" if left == math.inf else f"until its deadline, {left:.0f} s away"
+            )
             log.warning(
                 "%s: out of reach (%s); the wait goes on, trying again %s",
                 self.scheduler_name,
