@@ -1,14 +1,6 @@
-"""Settings from the site's file and the environment.
-
-The site's file (``site_config``: ``/etc/hpcbridge/settings.toml``) is read
-first; the environment may change what it sets, except its
-``min_poll_interval``, a floor no user goes under.  Each setting ``X`` is
-read from ``HPCBRIDGE_X``, then from the source system's ``EXAMLOPS_HPC_X``,
-then ``EXAMLOPS_SLURM_X``.  The scheduler is special:
-``EXAMLOPS_SLURM_MODE=mock|slurm`` still selects it, ``EXAMLOPS_HPC_SCHEDULER``
-wins over that, and ``HPCBRIDGE_SCHEDULER`` wins over both.  Keyword overrides
-(``get_scheduler_adapter(scheduler="slurm")``) win over the environment.
-"""
+"""Settings from the site's file (its ``min_poll_interval`` a floor no user goes under),
+then the environment (``HPCBRIDGE_X``, else ``EXAMLOPS_HPC_X``, else ``EXAMLOPS_SLURM_X``;
+the scheduler also from ``EXAMLOPS_SLURM_MODE``), then keyword overrides."""
 
 from __future__ import annotations
 
@@ -40,9 +32,8 @@ def lookup(env: Mapping[str, str], name: str) -> Optional[Tuple[str, str]]:
 
 
 def _native_options(env: Mapping[str, str]) -> Tuple[Dict[str, List[str]], str]:
-    """``HPCBRIDGE_SLURM_OPTIONS`` / ``HPCBRIDGE_FLUX_OPTIONS`` (split as a shell
-    would; a word after an option is its value) as the ``native`` resource, and the
-    variables they came from."""
+    """``HPCBRIDGE_SLURM_OPTIONS`` / ``HPCBRIDGE_FLUX_OPTIONS`` (shell words) as the
+    ``native`` resource, and the variables they came from."""
     native: Dict[str, List[str]] = {}
     variables = []
     for scheduler in NATIVE_SCHEDULERS:
@@ -95,8 +86,7 @@ class Settings:
     flux_command: str = "flux"
     #: what runs a job's script in its ``container``: ch-run, apptainer or singularity
     container_runtime: str = "ch-run"
-    #: Flux: True = batch jobs (nested instances), False = plain jobs, None = the
-    #: instance's default (system instance: batch; an enclosing or named one: plain)
+    #: Flux: True = batch jobs, False = plain jobs, None = the instance's default
     flux_nested: Optional[bool] = None
     db_path: Optional[str] = None
     state_dir: Optional[str] = None
@@ -105,8 +95,7 @@ class Settings:
     command_timeout: float = 60.0
     #: seconds between two status rounds towards the scheduler (``None``: the adapter's default)
     poll_interval: Optional[float] = None
-    #: seconds: no round towards a scheduler's controller comes sooner than this after the
-    #: last, whatever a caller asks (``poll_interval`` under it gets it, with a warning)
+    #: seconds: the least time between two rounds towards a controller, whatever is asked
     min_poll_interval: float = DEFAULT_MIN_POLL_INTERVAL
     #: the site file's ``min_poll_interval``: ``min_poll_interval`` never goes under it
     site_min_poll_interval: float = 0.0
@@ -129,10 +118,8 @@ class Settings:
         given_as: Optional[Mapping[str, str]] = None,
         **overrides: Any,
     ) -> Settings:
-        """The settings of ``env`` (default: this process's environment) and the site
-        file, with ``overrides`` over them.  ``given_as`` names where an override came
-        from, for messages and ``doctor`` (``{"scheduler": "--scheduler"}``); else it
-        is ``argument NAME``."""
+        """The settings of ``env`` (default: ``os.environ``) and the site file, with
+        ``overrides`` over them; ``given_as``: where an override came from (``--scheduler``)."""
         env = os.environ if env is None else env
         settings = cls()
         site_file, site = read_site_settings(env)
@@ -143,7 +130,7 @@ class Settings:
         variable, scheduler = _scheduler_from(env)
         settings._set("scheduler", scheduler, variable)
         for attribute, name, parse in _READERS:
-            # The source system read the costs without a prefix too; still honoured, last.
+            # the source system read the costs without a prefix too
             found = lookup(env, name) or (
                 _unprefixed(env, name) if name.endswith("_COST_PER_HOUR") else None
             )
@@ -187,53 +174,42 @@ class Settings:
         self.scheduler = str(self.scheduler).lower()
         self.transport = str(self.transport).lower()
         if self.scheduler not in SCHEDULERS:
-            raise ConfigurationError(
-                f"{self.sources.get('scheduler', 'scheduler')}={self.scheduler!r}: "
-                f"unknown scheduler; choose one of {', '.join(SCHEDULERS)}"
-            )
+            raise self._refused("scheduler", "unknown scheduler", SCHEDULERS)
         if self.transport not in TRANSPORTS:
-            raise ConfigurationError(
-                f"{self.sources.get('transport', 'transport')}={self.transport!r}: "
-                f"unknown transport; choose one of {', '.join(TRANSPORTS)}"
-            )
+            raise self._refused("transport", "unknown transport", TRANSPORTS)
         if self.transport == "ssh" and not self.ssh_host:
             raise ConfigurationError(
                 "the ssh transport needs a host: set HPCBRIDGE_SSH_HOST (or EXAMLOPS_HPC_SSH_HOST)"
             )
         for attribute in ("slurm_driver", "flux_driver"):
-            value = str(getattr(self, attribute)).lower()
-            if value not in DRIVER_CHOICES:
-                raise ConfigurationError(
-                    f"{self.sources.get(attribute, attribute)}={value!r}: "
-                    f"choose one of {', '.join(DRIVER_CHOICES)}"
-                )
-            setattr(self, attribute, value)
+            setattr(self, attribute, str(getattr(self, attribute)).lower())
+            if getattr(self, attribute) not in DRIVER_CHOICES:
+                raise self._refused(attribute, "", DRIVER_CHOICES)
         if self.container_runtime not in CONTAINER_RUNTIMES:
-            raise ConfigurationError(
-                f"{self.sources.get('container_runtime', 'container_runtime')}="
-                f"{self.container_runtime!r}: choose one of {', '.join(CONTAINER_RUNTIMES)}"
-            )
+            raise self._refused("container_runtime", "", CONTAINER_RUNTIMES)
         if self.ssh_port is not None and not 0 < int(self.ssh_port) < 65536:
-            raise ConfigurationError(
-                f"{self.sources.get('ssh_port', 'ssh_port')}={self.ssh_port!r}: not a TCP port"
-            )
+            raise self._refused("ssh_port", "not a TCP port")
         for attribute in ("cpu_cost_per_hour", "gpu_cost_per_hour"):
-            value = getattr(self, attribute)
-            if not value >= 0:
-                raise ConfigurationError(
-                    f"{self.sources.get(attribute, attribute)}={value!r}: "
-                    "a cost per hour is 0 or more; set it to what the site charges"
+            if not getattr(self, attribute) >= 0:
+                raise self._refused(
+                    attribute, "a cost per hour is 0 or more; set it to what the site charges"
                 )
         if self.unknown_limit < 1:
             raise ConfigurationError("HPCBRIDGE_UNKNOWN_LIMIT must be at least 1")
         if self.min_poll_interval < self.site_min_poll_interval:
-            # The site's floor: a user may poll less often than it says, never more.
             asked = self.sources.get("min_poll_interval", "min_poll_interval")
             self.min_poll_interval = self.site_min_poll_interval
             self.sources["min_poll_interval"] = (
                 f"{self.sources.get('site_min_poll_interval', 'the site file')} "
                 f"(over {asked}'s lower value)"
             )
+
+    def _refused(self, attribute: str, why: str, choices: Sequence[str] = ()) -> ConfigurationError:
+        """``VARIABLE=value: why; choose one of CHOICES``."""
+        among = f"choose one of {', '.join(choices)}" if choices else ""
+        text = "; ".join(part for part in (why, among) if part)
+        value = getattr(self, attribute)
+        return ConfigurationError(f"{self.sources.get(attribute, attribute)}={value!r}: {text}")
 
     def with_(self, **changes: Any) -> Settings:
         """A copy with some settings changed (validated again)."""
@@ -272,25 +248,18 @@ def _integer(variable: str, text: str) -> int:
         raise ConfigurationError(f"{variable}={text!r}: expected a whole number") from None
 
 
-def _count(variable: str, text: str) -> int:
-    value = _integer(variable, text)
-    if value < 1:
-        raise ConfigurationError(f"{variable}={text!r}: expected a whole number of 1 or more")
-    return value
+def _checked(
+    parse: Callable[[str, str], Any], ok: Callable[[Any], bool], expected: str
+) -> Callable[[str, str], Any]:
+    """``parse``, then refuse a value ``ok`` rejects (the message: ``expected ...``)."""
 
+    def read(variable: str, text: str) -> Any:
+        value = parse(variable, text)
+        if not ok(value):
+            raise ConfigurationError(f"{variable}={text!r}: expected {expected}")
+        return value
 
-def _positive(variable: str, text: str) -> float:
-    value = _number(variable, text)
-    if not value > 0:
-        raise ConfigurationError(f"{variable}={text!r}: expected a number of seconds above 0")
-    return value
-
-
-def _seconds(variable: str, text: str) -> float:
-    value = _number(variable, text)
-    if value < 0:
-        raise ConfigurationError(f"{variable}={text!r}: expected a number of seconds, 0 or more")
-    return value
+    return read
 
 
 def _number(variable: str, text: str) -> float:
@@ -300,10 +269,13 @@ def _number(variable: str, text: str) -> float:
         raise ConfigurationError(f"{variable}={text!r}: expected a number") from None
 
 
+_count = _checked(_integer, lambda value: value >= 1, "a whole number of 1 or more")
+_positive = _checked(_number, lambda value: value > 0, "a number of seconds above 0")
+_seconds = _checked(_number, lambda value: not value < 0, "a number of seconds, 0 or more")
+
+
 def _assignments(variable: str, text: str) -> Dict[str, str]:
     """``"A=1 B='two words'"`` (shell words) as a dict; names must be identifiers."""
-    import shlex
-
     try:
         words = shlex.split(text)
     except ValueError as exc:

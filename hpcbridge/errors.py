@@ -18,10 +18,7 @@ class ConfigurationError(SchedulerAdapterError, ValueError):
 
 
 class ResourceError(SchedulerAdapterError, ValueError):
-    """A resource request is malformed; raised before anything is submitted.
-
-    ``origin`` names what the user set: a variable (``HPCBRIDGE_TIME``), a flag (``--time``).
-    """
+    """A resource request is malformed; ``origin``: the variable or flag that set it."""
 
     def __init__(self, key: str, message: str, origin: Optional[str] = None) -> None:
         where = f" (set by {origin})" if origin else ""
@@ -36,11 +33,8 @@ class ResourceError(SchedulerAdapterError, ValueError):
 
 
 class JobSubmissionError(SchedulerAdapterError):
-    """The scheduler refused the job, or the script to submit does not exist.
-
-    ``scheduler_message`` holds the scheduler's own words (e.g. Slurm's
-    "Invalid partition name specified") so callers can show them unchanged.
-    """
+    """The scheduler refused the job, or the script does not exist;
+    ``scheduler_message``: the scheduler's own words."""
 
     def __init__(
         self,
@@ -55,20 +49,12 @@ class JobSubmissionError(SchedulerAdapterError):
 
 
 class SubmissionUncertainError(JobSubmissionError):
-    """The connection dropped while a submission was in flight.
-
-    The job may or may not exist: it is deliberately *not* submitted again.
-    Inspect the queue (``hpcbridge jobs`` / ``squeue``) before retrying.
-    """
+    """A submission's answer was lost: the job may exist, so it is not sent again."""
 
 
 class LimitRefusedError(JobSubmissionError):
-    """The scheduler refused the job for a limit on how many one may have queued
-    (Slurm's ``MaxSubmitJobs``): nothing went in, and it can go in once others end.
-
-    A sweep (``submit_many(max_queued=...)``) holds such jobs back and sends them
-    later; it never reports them as failed.
-    """
+    """Refused for a cap on queued jobs (Slurm's ``MaxSubmitJobs``): a sweep holds such
+    jobs back until others end."""
 
 
 class JobNotFoundError(SchedulerAdapterError):
@@ -80,11 +66,8 @@ class JobTimeoutError(SchedulerAdapterError):
 
 
 class TransportError(SchedulerAdapterError):
-    """Commands or files could not be moved to where the scheduler runs.
-
-    ``permanent``: trying again cannot fix it (a refused login, a changed host key);
-    a wait rides out any other (the login node down for a while) until its deadline.
-    """
+    """Commands or files could not reach the scheduler's host; ``permanent``: retrying
+    cannot fix it (a wait rides out any other until its deadline)."""
 
     permanent: bool = False
 
@@ -100,14 +83,8 @@ class SchedulerUnavailableError(SchedulerAdapterError):
 
 
 class SweepCancelledError(SchedulerAdapterError):
-    """A sweep was cancelled (``hpcbridge cancel NAME``, ``Sweep.cancel``) before all
-    its tasks were sent: nothing more of it is sent.
-
-    ``submitted_ids``: the ids of the jobs that were sent (in task order; their
-    cancel was requested with the sweep's); ``unsent``: how many tasks never were;
-    ``how``: "cancelled by 'hpcbridge cancel NAME' (process host:pid)".
-    The command reports it as a job ended CANCELLED (exit code 1).
-    """
+    """A sweep was cancelled before all its tasks were sent; ``submitted_ids``: the
+    jobs sent, ``unsent``: how many never were, ``how``: by what."""
 
     def __init__(self, name: str, submitted_ids: Sequence[str], unsent: int, how: str) -> None:
         self.name = name

@@ -9,11 +9,7 @@ from typing import Any, Dict, Optional
 
 
 class JobState(str, enum.Enum):
-    """The one set of states every scheduler is mapped onto.
-
-    ``UNKNOWN`` means "the scheduler cannot tell right now" (a job briefly
-    missing from the queue, a command that failed); it is not a final answer.
-    """
+    """The states every scheduler is mapped onto; UNKNOWN: "cannot tell right now"."""
 
     PENDING = "PENDING"
     RUNNING = "RUNNING"
@@ -29,11 +25,8 @@ class JobState(str, enum.Enum):
 
     @property
     def rank(self) -> int:
-        """Position in the life of a job: PENDING < RUNNING < any terminal state.
-
-        UNKNOWN has no rank (-1): it never replaces a known state.
-        """
-        return _RANK[self]
+        """PENDING < RUNNING < any terminal state; UNKNOWN: -1."""
+        return {"UNKNOWN": -1, "PENDING": 0, "RUNNING": 1}.get(self.value, 2)
 
     def __str__(self) -> str:  # "COMPLETED", not "JobState.COMPLETED"
         return self.value
@@ -47,16 +40,6 @@ FROM_FILE = "(exit-code file)"
 TERMINAL_STATES = frozenset(
     {JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT}
 )
-
-_RANK = {
-    JobState.UNKNOWN: -1,
-    JobState.PENDING: 0,
-    JobState.RUNNING: 1,
-    JobState.COMPLETED: 2,
-    JobState.FAILED: 2,
-    JobState.CANCELLED: 2,
-    JobState.TIMEOUT: 2,
-}
 
 
 @dataclass(frozen=True)
@@ -106,13 +89,8 @@ def _iso(moment: Optional[datetime]) -> Optional[str]:
 
 
 def advance(previous: Optional[JobStatus], observed: JobStatus) -> JobStatus:
-    """Merge a new observation into what was known, so a state never goes backwards.
-
-    - a terminal state is final: later observations cannot change it;
-    - UNKNOWN never replaces a known state (the caller counts UNKNOWN streaks);
-    - a lower rank (RUNNING after COMPLETED, PENDING after RUNNING) keeps the
-      previous state but takes any new times or reason.
-    """
+    """Merge an observation into what was known: a terminal state is final, UNKNOWN
+    replaces nothing, a lower rank keeps the state but takes new times or reason."""
     if previous is None or previous.state is JobState.UNKNOWN:
         return observed
     if previous.is_terminal:

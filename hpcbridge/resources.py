@@ -1,17 +1,6 @@
-"""The scheduler-neutral resource request and its validation.
-
-One dict with the keys below (Slurm's and Flux's common ground, plus ``mem``
-and ``partition`` that only Slurm schedules); every scheduler translates it
-in its own command builders.  Validation happens here,
-before anything is staged or submitted.
-
-Wall times (the ``time`` key, and every interval a setting takes) are parsed
-and written here too: Slurm ``--time`` forms, Flux FSD, ``timedelta``.  Every
-duration is held as float seconds; ``math.inf`` means unlimited.  A bare
-``int``/``float`` is refused: it means minutes to Slurm and to the Flux command
-line, but seconds to the Flux Python API, and that is too easy to get wrong
-silently.
-"""
+"""The scheduler-neutral resource request and its validation, and wall times (Slurm
+``--time`` forms, Flux FSD, ``timedelta``; float seconds, ``math.inf`` unlimited; a bare
+number is refused: minutes to Slurm, seconds to the Flux API)."""
 
 from __future__ import annotations
 
@@ -19,13 +8,11 @@ import difflib
 import math
 import re
 import signal as signals
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timedelta
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 from .errors import ResourceError
-
-# -- durations -------------------------------------------------------------
 
 DurationLike = Union[str, timedelta]
 
@@ -33,8 +20,7 @@ UNLIMITED = math.inf
 
 _UNLIMITED_WORDS = {"unlimited", "infinite", "inf", "infinity"}
 
-# Flux Standard Duration: a number followed by a unit.  A unit is required
-# here: "90" is read the Slurm way (minutes), never as 90 seconds.
+# Flux Standard Duration, a unit required: "90" is read the Slurm way (minutes).
 _FSD = re.compile(r"^(?P<number>\d+(?:\.\d*)?|\.\d+)(?P<unit>ms|s|m|h|d)$")
 _FSD_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -84,31 +70,22 @@ def _parse_fsd(text: str) -> float:
 
 def _parse_slurm(text: str) -> float:
     days_match = _SLURM_DAYS.match(text)
-    if days_match:
-        days = int(days_match.group("days"))
-        parts = [int(p) for p in days_match.group("rest").split(":")]
-        # D-H, D-H:M, D-H:M:S: hours first, then minutes and seconds.
+    if not days_match and not _SLURM_PLAIN.match(text):
+        raise DurationError(
+            f"cannot read {text!r} as a duration; use a Slurm form (M, M:S, H:M:S, D-H, D-H:M, "
+            "D-H:M:S, UNLIMITED) or a number with a unit (90s, 15m, 1.5h, 2d)"
+        )
+    days = int(days_match.group("days")) if days_match else 0
+    parts = [int(p) for p in (days_match.group("rest") if days_match else text).split(":")]
+    if days_match:  # D-H, D-H:M, D-H:M:S
         hours, minutes, seconds = (parts + [0, 0])[:3]
         _check_below(hours, 24, "hours", text)
+    else:  # M, M:S (minutes unbounded), H:M:S
+        hours, minutes, seconds = parts if len(parts) == 3 else [0, *parts, 0][:3]
+    if days_match or len(parts) == 3:
         _check_below(minutes, 60, "minutes", text)
-        _check_below(seconds, 60, "seconds", text)
-        return float(((days * 24 + hours) * 60 + minutes) * 60 + seconds)
-    if _SLURM_PLAIN.match(text):
-        parts = [int(p) for p in text.split(":")]
-        if len(parts) == 1:  # M
-            return float(parts[0] * 60)
-        if len(parts) == 2:  # M:S
-            minutes, seconds = parts
-            _check_below(seconds, 60, "seconds", text)
-            return float(minutes * 60 + seconds)
-        hours, minutes, seconds = parts  # H:M:S
-        _check_below(minutes, 60, "minutes", text)
-        _check_below(seconds, 60, "seconds", text)
-        return float((hours * 60 + minutes) * 60 + seconds)
-    raise DurationError(
-        f"cannot read {text!r} as a duration; use a Slurm form (M, M:S, H:M:S, D-H, D-H:M, "
-        "D-H:M:S, UNLIMITED) or a number with a unit (90s, 15m, 1.5h, 2d)"
-    )
+    _check_below(seconds, 60, "seconds", text)
+    return float(((days * 24 + hours) * 60 + minutes) * 60 + seconds)
 
 
 def _check_below(number: int, limit: int, what: str, text: str) -> None:
@@ -137,37 +114,6 @@ def format_fsd(seconds: float) -> str:
         return f"{int(seconds)}s"
     return f"{seconds:.3f}".rstrip("0").rstrip(".") + "s"
 
-
-# -- the resource request --------------------------------------------------
-
-RESOURCE_KEYS = (
-    "partition",
-    "qos",
-    "account",
-    "constraint",
-    "time",
-    "nodes",
-    "ntasks",
-    "cpus_per_task",
-    "mem",
-    "gpus",
-    "job_name",
-    "output",
-    # the site's vocabulary: what a real job often asks for beyond the common ground
-    "gpus_per_node",
-    "gpus_per_task",
-    "gres",
-    "mem_per_cpu",
-    "exclusive",
-    "reservation",
-    "signal",
-    "requeue",
-    "begin",
-    # the image the job's script runs in (HPCBRIDGE_CONTAINER_RUNTIME runs it)
-    "container",
-    # the rest, in the scheduler's own words, checked before anything is staged
-    "native",
-)
 
 #: the schedulers ``native`` options are given for (the mock takes none)
 NATIVE_SCHEDULERS = ("slurm", "flux")
@@ -222,11 +168,9 @@ class Resources:
     requeue: Optional[bool] = None
     #: the earliest start, epoch seconds
     begin: Optional[float] = None
-    #: the image the job's script runs in, as the container runtime takes it (ch-run:
-    #: an image directory or SquashFS file; Apptainer: a SIF file)
+    #: the image the job's script runs in, as the container runtime takes it
     container: Optional[str] = None
-    #: options in a scheduler's own words, per scheduler: ``(("slurm", ("--licenses=a:1",)),)``
-    #: - read them with ``native_options``
+    #: options in a scheduler's own words: ``(("slurm", ("--licenses=a:1",)),)``
     native: Optional[Tuple[Tuple[str, Tuple[str, ...]], ...]] = None
 
     @classmethod
@@ -236,10 +180,8 @@ class Resources:
         defaults: Optional[Mapping[str, Any]] = None,
         origins: Optional[Mapping[str, str]] = None,
     ) -> Resources:
-        """Validate ``requested`` over ``defaults`` (settings); raise :class:`ResourceError`.
-
-        ``origins``: the variable each default came from, named by the error of a
-        default that does not validate (``HPCBRIDGE_TIME``)."""
+        """Validate ``requested`` over ``defaults``; raise :class:`ResourceError` (naming the
+        default's variable in ``origins`` when a default does not validate)."""
         if isinstance(requested, Resources):
             requested = requested.to_dict()
         merged: Dict[str, Any] = {}
@@ -286,8 +228,7 @@ class Resources:
         return dict(self.native or ()).get(scheduler, ())
 
     def as_request(self) -> Dict[str, Any]:
-        """The keys asked for, in a form ``from_mapping`` takes back unchanged (the time
-        as text: ``120.0s``, ``UNLIMITED``) - what a sweep stores of a step."""
+        """The keys asked for, in a form ``from_mapping`` takes back unchanged."""
         request = self.to_dict()
         if self.time is not None:
             request["time"] = "UNLIMITED" if math.isinf(self.time) else f"{self.time!r}s"
@@ -300,6 +241,9 @@ class Resources:
         """How many task slots the request amounts to (at least one per node)."""
         return max(self.ntasks or 1, self.nodes or 1)
 
+
+#: the keys a request may hold
+RESOURCE_KEYS = tuple(field.name for field in fields(Resources))
 
 # Names other tools use for our keys, for a better "did you mean".
 _OTHER_NAMES = {
@@ -339,24 +283,21 @@ def _check_known(key: str) -> None:
 
 
 def _validate(key: str, value: Any) -> Any:
-    if key == "time":
-        return _validate_time(value)
-    if key in _POSITIVE_COUNTS:
-        return _validate_count(key, value, minimum=1)
-    if key in _GPU_COUNTS:
-        return _validate_count(key, value, minimum=0)
+    if key in _POSITIVE_COUNTS or key in _GPU_COUNTS:
+        return _validate_count(key, value, minimum=1 if key in _POSITIVE_COUNTS else 0)
     if key in _MEMORIES:
         return _validate_mem(value, key)
     if key in _FLAGS:
         return _validate_flag(key, value)
-    if key == "gres":
-        return _validate_gres(value)
-    if key == "signal":
-        return _validate_signal(value)
-    if key == "begin":
-        return _validate_begin(value)
-    if key == "native":
-        return _validate_native(value)
+    own: Dict[str, Callable[[Any], Any]] = {
+        "time": _validate_time,
+        "gres": _validate_gres,
+        "signal": _validate_signal,
+        "begin": _validate_begin,
+        "native": _validate_native,
+    }
+    if key in own:
+        return own[key](value)
     assert key in _TEXT_KEYS
     if not isinstance(value, str):
         raise ResourceError(key, f"expected text, got {type(value).__name__} {value!r}")
@@ -384,9 +325,7 @@ def _validate_time(value: Any) -> float:
 
 def _validate_count(key: str, value: Any, minimum: int) -> int:
     number: Optional[int] = None
-    if isinstance(value, bool):
-        number = None
-    elif isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         number = value
     elif (
         isinstance(value, float)
@@ -460,10 +399,7 @@ SIGNAL_MOST_SECONDS = 65535
 
 
 def _validate_signal(value: Any) -> str:
-    """``[B:]SIG[@SECONDS]`` as Slurm writes it: the signal by name without ``SIG``
-    (``USR1``), the seconds when given.  Without ``B:`` it reaches the job's steps
-    (what ``srun``, or ``$HPCBRIDGE_LAUNCHER``, started); with ``B:``, the batch shell
-    - hpcbridge's wrapper, which passes it on to your script (``signal_forwarded``)."""
+    """``[B:]SIG[@SECONDS]`` as Slurm writes it, the signal by name without ``SIG``."""
     text = value.strip() if isinstance(value, str) else ""
     flags = _SIGNAL_FLAGS.match(text)
     if flags and flags.group("flags").upper() != "B":
@@ -489,8 +425,7 @@ def _validate_signal(value: Any) -> str:
 
 
 def signal_forwarded(text: Optional[str]) -> Optional[str]:
-    """The signal the wrapper passes on to the script (``B:``: the scheduler signals the
-    batch shell alone), by name; ``None`` when the scheduler signals the steps."""
+    """The signal the wrapper passes on to the script (``B:``), by name, else ``None``."""
     return signal_parts(text)[0] if text and text.startswith("B:") else None
 
 
@@ -507,8 +442,7 @@ def signal_name(text: str) -> Optional[str]:
 
 
 def signal_parts(text: str) -> Tuple[str, Optional[int]]:
-    """A validated signal's parts: its name, and the seconds before the limit or None
-    (the ``B:`` flag is ``signal_forwarded``'s)."""
+    """A validated signal's name, and the seconds before the limit or None."""
     match = _SIGNAL.match(text)
     assert match, text
     seconds = match.group("seconds")
@@ -544,10 +478,8 @@ def format_begin(epoch: float) -> str:
 
 
 def _validate_native(value: Any) -> Optional[Tuple[Tuple[str, Tuple[str, ...]], ...]]:
-    """``{"slurm": [...], "flux": [...]}``: each a list of options, one option per entry,
-    its value attached (``--licenses=matlab:1``, ``-Lmatlab:1``).  Only their form is
-    checked here; what they mean is checked by each scheduler against its own option
-    names, before anything is staged (``slurm.commands``, ``flux.native``)."""
+    """``{"slurm": [...], "flux": [...]}``: options, each its value attached; only their
+    form is checked here (each scheduler checks their names)."""
     pairs = value.items() if isinstance(value, Mapping) else value
     if isinstance(value, str) or not isinstance(value, (Mapping, list, tuple)):
         raise ResourceError("native", f"expected {{'slurm': [...], 'flux': [...]}}, got {value!r}")
@@ -579,8 +511,7 @@ def _native_list(scheduler: str, options: Any) -> Tuple[str, ...]:
             raise ResourceError("native", f"{scheduler}: {option!r} is not text")
         if "\x00" in option or "\n" in option:
             raise ResourceError("native", f"{scheduler}: {option!r} holds a NUL or a newline")
-        # "--licenses matlab:1" and "-o" "x" as a shell would split them: the value
-        # attached to its option, as one entry ("--licenses=matlab:1", "-ox").
+        # "--licenses matlab:1" and "-o" "x": the value attached to its option
         spaced = re.match(r"^(?P<name>-[A-Za-z0-9]|--[A-Za-z][\w-]*) +(?P<value>\S.*)$", option)
         if spaced:
             option = _attach(spaced.group("name"), spaced.group("value"))

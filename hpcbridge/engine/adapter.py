@@ -1,36 +1,16 @@
 """SchedulerAdapter: the scheduler-neutral half of every adapter.
 
-The contract every adapter keeps (the README shows it from the caller's side):
+- ``submit_job`` / ``submit_many`` validate everything before anything is staged,
+  and record every job that went in before returning or raising.
+- ``get_job_status(es)``: one scheduler round for all unfinished jobs, at the polite
+  rate shared here (``polling``); a state never goes backwards; a job the scheduler
+  forgot is read from its exit-code file, else UNKNOWN.
+- ``wait*`` return the final state; only a streak of UNKNOWN (``JobNotFoundError``)
+  or the caller's ``timeout`` (``JobTimeoutError``) raise.
+- ``cancel_job(s)`` records the request (a SIGTERM "failure" is then CANCELLED).
 
-- ``submit_job`` / ``submit_many`` validate everything before anything is
-  submitted (bad resources raise ``ResourceError``; a missing script, or a
-  parent that cannot be waited for, ``JobSubmissionError``), stage the scripts
-  and a wrapper into one folder, submit, and record every job that went in
-  before returning or raising - a record is never lost, a job never submitted
-  twice.  ``describe_submission`` / ``describe_many`` show what would be sent.
-- ``get_job_status(es)`` answers every id with one scheduler round for all
-  unfinished ones, at the polite rate shared by every process of this user
-  here (``polling``).  A state never goes backwards; a final state is final.
-  A job the scheduler no longer knows is looked up in the exit-code file its
-  wrapper wrote; only then is it UNKNOWN ("cannot tell right now").
-- ``wait_until_complete`` / ``wait`` / ``wait_all`` return whatever the final
-  state is; only a streak of UNKNOWN raises ``JobNotFoundError`` and only the
-  caller's ``timeout`` raises ``JobTimeoutError`` (an outage of the scheduler, or of
-  the way to it, is ridden out until then: ``waiting``).
-- ``cancel_job(s)`` records that the user asked (so a job the scheduler then
-  reports FAILED by SIGTERM is CANCELLED) and asks the scheduler.
-
-Talking to the scheduler starts with one named step, ``open()``: the adapter
-chooses its driver (``driver.SchedulerDriver``: the scheduler-specific
-commands or bindings) and learns what it must about the scheduler, once; the
-session it returns says which driver and why.  Everything below goes through
-``self.open()``, so the first call that needs the scheduler opens it.
-
-A concrete adapter supplies ``_open_session``, how its ids are written
-(``normalize_job_id``), where output goes by default (``output_template``
-with the scheduler's own ``output_placeholder``) and, where it has any, its
-own submission keywords (``job_options``: the base passes the object it
-returns along to the driver, unread).
+A concrete adapter supplies ``_open_session`` (its driver), ``normalize_job_id``,
+``output_template``/``output_placeholder`` and its own keywords (``job_options``).
 """
 
 from __future__ import annotations
@@ -69,8 +49,7 @@ class SchedulerAdapter(ABC):
     output_template: ClassVar[str] = "job-{id}.out"
     #: the placeholder the scheduler itself expands in an output path
     output_placeholder: ClassVar[str] = "{id}"
-    #: what the wrapper exports as ``HPCBRIDGE_LAUNCHER``: the command that starts
-    #: parallel tasks inside a job (none under mock)
+    #: what the wrapper exports as ``HPCBRIDGE_LAUNCHER`` (``srun``, ``flux run``)
     launcher_command: ClassVar[str] = ""
     #: submission keywords of other schedulers that this one accepts and ignores
     ignored_options: ClassVar[frozenset[str]] = frozenset()
@@ -115,14 +94,8 @@ class SchedulerAdapter(ABC):
         self._session_lock = threading.RLock()
         self._ignored_logged: set[str] = set()
 
-    # -- the session --------------------------------------------------------
-
     def open(self) -> Session:
-        """Open the scheduler: choose the driver and learn what it needs, once.
-
-        Later calls return the same session.  Raises what makes the scheduler
-        unusable from here (``SchedulerUnavailableError``, ``ConfigurationError``).
-        """
+        """Choose the driver, once; raises what makes the scheduler unusable from here."""
         session = self._session
         if session is None:
             with self._session_lock:
@@ -153,12 +126,8 @@ class SchedulerAdapter(ABC):
         """The scheduler instance recorded with each job (Flux: its URI)."""
         return None
 
-    # -- submission -------------------------------------------------------
-
     def validate_resources(self, resources: Union[None, Mapping[str, Any], Resources]) -> Resources:
-        """Validated resources over the settings' defaults (raises ``ResourceError``
-        naming the variable of a default that does not validate); a ``Resources`` is
-        validated already, defaults and all (a sweep's step), and taken as it is."""
+        """Validated resources over the settings' defaults (a ``Resources``: as it is)."""
         if isinstance(resources, Resources):
             return resources
         sources = self.settings.sources
@@ -166,12 +135,8 @@ class SchedulerAdapter(ABC):
         return Resources.from_mapping(resources, self.settings.resource_defaults, origins)
 
     def job_options(self, options: Mapping[str, Any]) -> object:
-        """This scheduler's own submission keywords as the object its drivers read.
-
-        The base accepts none but ``ignored_options`` (logged once, then
-        ignored); an adapter with keywords of its own (Flux: the job kind)
-        overrides this.  An unknown keyword is a ``TypeError``, as in Python.
-        """
+        """This scheduler's own keywords as the object its drivers read; the base takes
+        only ``ignored_options`` (logged once); an unknown one is a ``TypeError``."""
         for name, value in options.items():
             if name not in self.ignored_options:
                 raise TypeError(f"{self.scheduler_name}: unexpected submission keyword {name!r}")
@@ -194,10 +159,7 @@ class SchedulerAdapter(ABC):
         environment: Optional[Mapping[str, str]] = None,
         **options: Any,
     ) -> str:
-        """Stage ``script_path`` into ``remote_dir`` and submit it; return the job id.
-
-        ``options``: this scheduler's own keywords (see ``job_options``).
-        """
+        """Stage ``script_path`` and submit it; the job id (``options``: ``job_options``)."""
         repo = self.settings.remote_repo
         task = lambda: [submitting.make_task(script_path, arguments, environment, repo)]  # noqa: E731
         order = self.order(task, resources, depends_on, remote_dir, options)
@@ -214,11 +176,8 @@ class SchedulerAdapter(ABC):
         sweep: Optional[str] = None,
         **options: Any,
     ) -> List[str]:
-        """Submit many similar jobs; one id per input, in order.  ``options`` as for
-        ``submit_job``.  When only some go in, ``PartialSubmissionError`` says which
-        (recorded: they can be waited for or cancelled).  With ``max_queued``, a
-        ``sweep`` name, or past the scheduler's cap on queued jobs, they are fed as a
-        sweep (``sweeping``), this returning once all are sent."""
+        """One id per input, in order (``PartialSubmissionError`` when only some went in).
+        With ``max_queued``, a ``sweep`` name, or past the scheduler's cap, fed as a sweep."""
         repo = self.settings.remote_repo
         tasks = lambda: [submitting.coerce_task(item, repo) for item in jobs]  # noqa: E731
         order = self.order(tasks, resources, depends_on, remote_dir, options)
@@ -245,9 +204,7 @@ class SchedulerAdapter(ABC):
         remote_dir: Optional[str] = None,
         **options: Any,
     ) -> str:
-        """What ``submit_many`` would run - a line per submission it would make - without
-        staging or submitting anything."""
-        # checked as a submission is: a script that is missing or unreadable is refused
+        """What ``submit_many`` would run, a line per submission, checked as it would be."""
         tasks = lambda: [submitting.coerce_task(item, None) for item in jobs]  # noqa: E731
         return self.describe_order(self.order(tasks, resources, depends_on, remote_dir, options))
 
@@ -263,8 +220,7 @@ class SchedulerAdapter(ABC):
         remote_dir: Optional[str],
         options: Mapping[str, Any],
     ) -> Order:
-        """Everything the caller gave, validated - the resources first, then the ids,
-        the keywords and the scripts - before anything is asked or staged."""
+        """Everything the caller gave, validated before anything is asked or staged."""
         validated = self.validate_resources(resources)
         dependencies = tuple(submitting.dependency_ids(depends_on, self.normalize_job_id))
         return Order(tasks(), validated, dependencies, remote_dir, self.job_options(options))
@@ -278,25 +234,20 @@ class SchedulerAdapter(ABC):
         runtime = self.settings.container_runtime
         return Submission(self.open().driver, *parts, self.observe, runtime)
 
-    # -- status -----------------------------------------------------------
-
     def get_job_status(self, job_id: Any) -> JobStatus:
         job_id = self.normalize_job_id(job_id)
         return self.get_job_statuses([job_id])[job_id]
 
     def get_job_statuses(self, job_ids: Iterable[Any]) -> Dict[str, JobStatus]:
-        """Statuses of many jobs: one scheduler round for all that are not finished, at
-        the polite rate (an answer not older than the poll interval is served again)."""
+        """Statuses of many jobs: one scheduler round for all unfinished, at the polite rate."""
         return statuses_of(self.observe(job_ids))
 
     def observe(self, job_ids: Iterable[Any]) -> Dict[str, Observation]:
-        """``get_job_statuses``, each status with how it was seen: from the scheduler,
-        the exit-code file or what was known, and whether the scheduler could be asked."""
+        """``get_job_statuses`` as observations (source, answer time, reach)."""
         ids = list(dict.fromkeys(self.normalize_job_id(job_id) for job_id in job_ids))
         try:
             following = self.following()
         except (ConfigurationError, SchedulerUnavailableError):
-            # Every id out of reach, with the reason (tracking.ask opens the session again).
             return self.tracker.refresh(
                 ids, lambda asked: ask(self._driver, self.scheduler_name, asked)
             )
@@ -304,8 +255,6 @@ class SchedulerAdapter(ABC):
 
     def _driver(self) -> SchedulerDriver:
         return self.open().driver
-
-    # -- waiting ----------------------------------------------------------
 
     def wait_until_complete(self, job_id: Any, *args: Any, **kwargs: Any) -> str:
         """Wait (``wait``'s arguments) until the job ends, whatever its end; its log path."""
@@ -332,16 +281,9 @@ class SchedulerAdapter(ABC):
         notice_interval: float = 1.0,
         on_poll: Optional[ProgressCallback] = None,
     ) -> Dict[str, JobStatus]:
-        """Wait until every job ends.
-
-        The scheduler is asked at most once per ``poll_interval`` (default:
-        ``HPCBRIDGE_POLL_INTERVAL``, else the adapter's ``default_poll_interval``;
-        never under ``poll_floor``: a shorter one gets the floor and one warning)
-        for all jobs, by one process for every process of this user here;
-        every ``notice_interval`` the wrappers' exit-code files are looked at,
-        so an end is known within about that long (``following``).  ``on_poll``
-        gets every job's latest status after each tick (progress).
-        """
+        """Wait until every job ends: the scheduler asked at most once per ``poll_interval``
+        (never under ``poll_floor``), the exit-code files every ``notice_interval``;
+        ``on_poll`` gets every job's latest status after each tick."""
         _check_wait_arguments(poll_interval, timeout, notice_interval)
         ids = list(dict.fromkeys(self.normalize_job_id(job_id) for job_id in job_ids))
         return self.following().wait_all(
@@ -370,16 +312,13 @@ class SchedulerAdapter(ABC):
 
     @property
     def poll_floor(self) -> float:
-        """The least time between two status rounds, whatever a caller asks: the site's
-        and the user's ``min_poll_interval`` (none where no shared controller is asked)."""
+        """The least time between two status rounds (none without a shared controller)."""
         return self.settings.min_poll_interval if self.shares_a_controller else 0.0
 
     @property
     def poll_target(self) -> str:
         """What one shared poll is about: this scheduler instance, seen from here."""
         return f"{self.scheduler_name}|{self.host_label}|{self.instance_label or ''}"
-
-    # -- logs, cancel -----------------------------------------------------
 
     def log_path(self, job_id: Any) -> str:
         return self.following().log_path(self.normalize_job_id(job_id))
@@ -393,8 +332,6 @@ class SchedulerAdapter(ABC):
 
     def cancel_jobs(self, job_ids: Iterable[Any]) -> None:
         self.following().cancel([self.normalize_job_id(job_id) for job_id in job_ids])
-
-    # -- misc ---------------------------------------------------------------
 
     def describe(self) -> str:
         """One line saying what this adapter talks to and how (opens the session)."""

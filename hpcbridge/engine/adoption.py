@@ -1,19 +1,6 @@
-"""A submission whose answer was lost: find it by its key, or send it once more.
-
-Every submission carries a key of its own that the scheduler keeps with the
-job (Slurm: the job's comment; Flux: an attribute of its jobspec).  When the
-answer is lost - ``sbatch`` timed out while the controller was busy, the SSH
-connection dropped after the request went out - the job may or may not
-exist.  ``adopt_or_resubmit`` asks the scheduler about the key until it
-knows:
-
-- a job carrying the key exists: it is adopted, as if the submit had answered;
-- the scheduler answers, and keeps answering for ``settle`` seconds, that no
-  job carries it: the request never became a job, and it is sent once more
-  (a request still queued in a paused controller is accepted in the order it
-  arrived, so a second look a while after the first answer settles that);
-- neither within ``budget``: ``SubmissionUncertainError``, with the key to
-  look for.
+"""A submission whose answer was lost: find it by its key (a Slurm comment, a Flux
+jobspec attribute), or - once the scheduler says for ``settle`` seconds that no job
+carries it - send it once more; neither within ``budget``: ``SubmissionUncertainError``.
 """
 
 from __future__ import annotations
@@ -50,13 +37,9 @@ def adopt_or_resubmit(
     where: str,
     look_for: str = "",
 ) -> str:
-    """The id of the one job the uncertain submission made (see the module docstring).
-
-    ``find()`` returns the id of the job carrying ``key``, ``None`` when the
-    scheduler answered that there is none, or raises ``CannotAsk``.
-    ``look_for`` says, in the error, what a person should look for (default:
-    a job with the comment ``hpcbridge:<key>``, Slurm's).
-    """
+    """The id of the one job the uncertain submission made.  ``find()``: the id of the
+    job carrying ``key``, ``None`` for none, or ``CannotAsk``; ``look_for``: what a person
+    should look for (default: the comment ``hpcbridge:<key>``)."""
     found = look_up(find, key=key, budget=budget, settle=settle, where=where, look_for=look_for)
     if found is not None:
         return found
@@ -73,9 +56,8 @@ def look_up(
     where: str,
     look_for: str = "",
 ) -> Optional[str]:
-    """The job carrying ``key`` (adopted), or ``None`` once the scheduler has answered
-    for ``settle`` seconds that none does; ``SubmissionUncertainError`` when neither
-    is known within ``budget`` (``look_for``: as for ``adopt_or_resubmit``)."""
+    """The job carrying ``key``, or ``None`` once the scheduler said none does for
+    ``settle`` seconds; ``SubmissionUncertainError`` when neither within ``budget``."""
     deadline = Deadline(budget)
     absent_since: Optional[float] = None
     while True:

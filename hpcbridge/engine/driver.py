@@ -1,62 +1,29 @@
-"""The contract between an adapter and the ways it talks to a scheduler.
+"""The contract between an adapter and a driver: one way of talking to one scheduler.
 
-An adapter (``base.SchedulerAdapter``) does the scheduler-neutral work once:
-validation, staging the wrapper, the job records, the exit-code-file
-fallback, merging states so they never go backwards, the wait loop.  It
-hands everything scheduler-specific to a **driver**: one class per way of
-talking to a scheduler (mock, Slurm CLI, pyslurm, Flux CLI, Flux bindings),
-each a thin layer over pure command builders and parsers.
-
-Every driver keeps the same promises:
+The adapter does the scheduler-neutral work (validation, staging, records, merging
+states, waiting); a driver keeps these promises:
 
 ``plan(batch)``
-    Works out what ``submit_many`` will send for ``batch`` and refuses - with
-    ``JobSubmissionError`` saying why and what to change - anything the
-    scheduler would refuse (a queue it lacks, a job longer than the time
-    left, a dependency it cannot honour), *before* anything is staged.
-    Parents that cannot be waited for are refused before, by the submission
-    itself (``submitting.refuse_unmet``).
-    Pure but for what the scheduler must be asked; returns a ``Planned``.
+    Refuses (``JobSubmissionError``, saying what to change) what the scheduler would
+    refuse, before anything is staged; returns a ``Planned``.
 ``describe(planned)``
     The exact command (or jobspec) ``submit_many(planned)`` would send.
 ``submit_many(planned)``
-    Submits ``batch.count`` jobs of one staged wrapper and returns one
-    ``Submitted`` per job, in index order.  When only some went in, it raises
-    ``PartialSubmissionError`` carrying the ones that did (so they are
-    recorded, never lost, never submitted twice) and the failures' messages.
-    When nothing went in it raises ``JobSubmissionError`` (or
-    ``SubmissionUncertainError`` when it cannot know).
+    One ``Submitted`` per job, in index order.  Some went in: ``PartialSubmissionError``
+    with those; none: ``JobSubmissionError`` (``SubmissionUncertainError`` when it
+    cannot know; ``LimitRefusedError`` for a cap on queued jobs).
 ``query(job_ids)``
-    Answers **every** id asked: ``UNKNOWN`` with a reason for one it cannot
-    see (purged, never existed).  When the scheduler itself cannot be asked
-    right now (a controller restarting) it raises ``NotAskedNow``: the adapter
-    then waits for the scheduler instead of reading the wrapper's exit-code
-    file, which cannot tell a time limit or a cancel from a failure
-    (``observation.Reach.OUT_FOR_NOW``).  It never raises for a single job; a
-    transport failure may raise ``TransportError`` / ``JobTimeoutError`` for
-    the round.
+    Answers every id (``UNKNOWN`` with a reason for one it cannot see), never raises
+    for one job; ``NotAskedNow`` when the scheduler cannot be asked right now.
 ``cancel(job_ids)``
-    Asks the scheduler to end the jobs.  An id that already ended or is
-    unknown is not an error; anything else raises ``SchedulerAdapterError``.
+    An id already ended or unknown is no error; anything else raises.
 ``find_submitted(planned)``
-    For a submission whose answer was lost (the process that sent it died, the
-    connection dropped): the ``Submitted`` jobs ``submit_many(planned)`` made,
-    found by the batch's key; ``None`` once the scheduler surely has none;
-    ``SubmissionUncertainError`` when it cannot tell within its budget.
+    The jobs of a submission whose answer was lost, by its key; ``None`` once the
+    scheduler surely has none; ``SubmissionUncertainError`` when it cannot tell.
 ``queue_limit(account=None)``
-    How many jobs this user may have queued at once (charged to ``account``,
-    when given), where the scheduler sets a cap (Slurm's ``MaxSubmitJobs``);
-    ``None`` where it sets none.  Asked only for many jobs with no cap given
-    (``sweeping``), and cheap to ask again: Slurm's is remembered a few minutes
-    (``slurm.limit_cache``).  A job refused for such a cap raises
-    ``LimitRefusedError`` from ``submit_many``.
+    The cap on this user's queued jobs (Slurm's ``MaxSubmitJobs``), or ``None``.
 ``capabilities``
-    What the driver can do, as data: waiting woken by events, arrays,
-    dependencies, and the resource keys it drops with the reason - shown by
-    ``hpcbridge doctor`` and by every dry run.
-
-A driver is made by its adapter's ``open()`` - the one step that talks to the
-scheduler to choose it - together with a ``DriverChoice`` saying why.
+    What the driver can do, as data (``doctor`` and dry runs show it).
 """
 
 from __future__ import annotations
@@ -80,7 +47,8 @@ from typing import (
 from ..errors import JobSubmissionError, SchedulerUnavailableError
 from ..model import JobStatus
 from ..resources import Resources
-from .jobscript import TASK_INDEX_VARIABLE, PreparedJob
+from .jobscript import TASK_INDEX_VARIABLE as TASK_INDEX_VARIABLE  # re-exported
+from .jobscript import PreparedJob
 
 
 @dataclass(frozen=True)
@@ -111,12 +79,8 @@ class Capabilities:
 
 @dataclass(frozen=True)
 class SubmitBatch:
-    """``count`` jobs of one staged wrapper: what a driver is asked to submit.
-
-    With ``count == 1`` the wrapper runs its only task.  With more, job ``i``
-    must see ``TASK_INDEX_VARIABLE=i``; with ``capabilities.array_index_variable``,
-    the array's own index variable, or ``i`` as the wrapper's first argument.
-    """
+    """``count`` jobs of one staged wrapper; job ``i`` of several must see
+    ``TASK_INDEX_VARIABLE=i`` (or the array's index variable, or ``i`` as argument)."""
 
     job: PreparedJob
     count: int
@@ -124,8 +88,7 @@ class SubmitBatch:
     depends_on: Tuple[str, ...]
     #: the output path handed to the scheduler, its own placeholder kept
     output: str
-    #: the scheduler's own choices for this submission, made by its adapter
-    #: (``job_options``) and read only by its drivers; ``None`` where there are none
+    #: the scheduler's own choices (``SchedulerAdapter.job_options``), read by its drivers
     options: object = None
 
 
@@ -151,20 +114,13 @@ class Submitted:
 
 
 class NotAskedNow(Exception):
-    """``query``: the scheduler cannot be asked right now (a controller restarting,
-    past the driver's own retries); the message says why."""
+    """``query``: the scheduler cannot be asked right now; the message says why."""
 
 
 class PartialSubmissionError(JobSubmissionError):
-    """Some jobs of a bulk submission went in and some did not.
-
-    ``submitted`` holds the ones that went in (they are recorded and can be
-    waited for or cancelled), each with its task's index (not always the first
-    ones: Flux takes a pipelined batch job by job, and a cap may free up midway);
-    ``failures`` the scheduler's words for the rest;
-    ``limited``: the rest was refused for a cap on this user's queued jobs (as
-    ``LimitRefusedError``: a sweep holds it back until some end).
-    """
+    """Some jobs of a bulk submission went in (``submitted``, each with its task's
+    index), the rest did not (``failures``: the scheduler's words; ``limited``: refused
+    for a cap on queued jobs, as ``LimitRefusedError``)."""
 
     def __init__(
         self,
@@ -196,8 +152,7 @@ class Waiter(Protocol):
     """Pauses between status rounds; ends early when a watched job ends."""
 
     def pause(self, seconds: float) -> Set[str]:
-        """Wait up to ``seconds``; the ids of the watched jobs that ended meanwhile
-        (empty: none did, or this waiter cannot tell)."""
+        """Wait up to ``seconds``; the ids of the watched jobs that ended meanwhile."""
         ...
 
     def listening(self) -> bool:
@@ -205,15 +160,14 @@ class Waiter(Protocol):
         ...
 
     def settled(self, job_ids: Collection[str]) -> None:
-        """These watched jobs are known to have ended (a listing, an exit-code file, or
-        this waiter): it no longer waits for them, heard or not."""
+        """These watched jobs are known to have ended: no longer wait for them."""
         ...
 
     def close(self) -> None: ...
 
 
 class SchedulerDriver(Protocol):
-    """One way of talking to one scheduler; see the module docstring."""
+    """One way of talking to one scheduler (the module docstring is its contract)."""
 
     #: "mock", "cli" or "native"
     name: str
@@ -240,13 +194,11 @@ class SchedulerDriver(Protocol):
     def find_submitted(
         self, planned: Planned, since: Optional[float] = None
     ) -> Optional[List[Submitted]]:
-        """The jobs a lost submission of ``planned`` made, by its key (``None``: none);
-        ``since``: when it was sent (epoch seconds), where a lookup lists recent jobs."""
+        """``find_submitted``; ``since``: when it was sent (epoch seconds)."""
         ...
 
     def queue_limit(self, account: Optional[str] = None) -> Optional[int]:
-        """The cap on this user's queued jobs (charged to ``account``, when given), if
-        the scheduler sets one."""
+        """The cap on this user's queued jobs (charged to ``account``), if any."""
         ...
 
     def find_output(self, job_id: str) -> Optional[str]:
@@ -266,9 +218,7 @@ log = logging.getLogger("hpcbridge")
 
 
 class NativeDriverBroken(SchedulerUnavailableError):
-    """The in-process bindings are installed but do not work here (another
-    release than the scheduler's, no connection): worth a warning, unlike
-    bindings that are simply not installed."""
+    """The bindings are installed but do not work here: a warning, not INFO."""
 
 
 @dataclass(frozen=True)
@@ -303,16 +253,8 @@ def choose_driver(
     native: Callable[[], Tuple[D, str]],
     cli: Callable[[], D],
 ) -> Tuple[D, DriverChoice]:
-    """The bindings when they work, else the CLI; the same rule for every scheduler.
-
-    ``requested`` is "auto", "native" or "cli" (checked by the settings).
-    ``native()`` builds the in-process driver and says why it is usable, or
-    raises ``SchedulerUnavailableError`` saying why it cannot be used.  With
-    "auto" the CLI driver is used and the reason logged: a warning when the
-    bindings are there but broken (``NativeDriverBroken``), else at INFO
-    (bindings not installed, an SSH transport: the CLI is simply the way);
-    with "native" it is raised.
-    """
+    """The bindings when ``native()`` works (it raises ``SchedulerUnavailableError``
+    otherwise), else the CLI; ``requested``: "auto", "native" (raise) or "cli"."""
     if requested == "cli":
         return cli(), DriverChoice("cli", "the CLI driver was asked for")
     try:
@@ -327,20 +269,3 @@ def choose_driver(
         log.log(level, "%s: using the CLI driver (%s)", scheduler, exc)
         return cli(), DriverChoice("cli", str(exc))
     return driver, DriverChoice("native", reason)
-
-
-__all__ = [
-    "DriverChoice",
-    "OpenDriver",
-    "Planned",
-    "Session",
-    "NotAskedNow",
-    "choose_driver",
-    "TASK_INDEX_VARIABLE",
-    "Capabilities",
-    "PartialSubmissionError",
-    "SchedulerDriver",
-    "SubmitBatch",
-    "Submitted",
-    "Waiter",
-]

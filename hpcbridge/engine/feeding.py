@@ -1,26 +1,9 @@
-"""Feeding a sweep: keep at most ``cap`` of its jobs queued, send more as jobs end.
-
-One ``Feeder`` per sweep per process, and one process at a time per sweep
-(the feeder's lease in ``sweep_store``).  Its loop:
-
-1. **recover**: tasks left ``sending`` by a feeder that died are looked up by
-   their key (``driver.find_submitted``): found, they are recorded as sent;
-   surely absent, they wait to be sent again - no job is sent twice;
-2. **fill**: while fewer than ``cap`` of the sweep's jobs are unfinished, the
-   next tasks whose parents in the sweep all have an id are sent - runs of
-   tasks of one step without parents as one submission (one array on Slurm),
-   a task with parents on its own, ``afterok`` those parents' ids.  A refusal
-   for the cluster's own cap (``LimitRefusedError``) holds the rest back until
-   a job ends; it is never reported as a failed job;
-3. **wait** for at least one of the unfinished jobs to end (the adapter's one
-   wait loop, at its polite rate), then fill again - until every task is sent.
-
-A sweep cancelled meanwhile (``Sweep.cancel``: ``hpcbridge cancel NAME``) stops the
-loop at its next look - before each fill and after each submission - with
-``SweepCancelled``; the jobs it sent after the canceller looked are cancelled too.
-
-The cap is ``max_queued`` when given, else the scheduler's cap on this user's
-queued jobs (``driver.queue_limit()``: Slurm's ``MaxSubmitJobs``), else none.
+"""Feeding a sweep: keep at most ``cap`` of its jobs queued (``max_queued``, else the
+scheduler's ``queue_limit()``), send more as jobs end.  One process at a time per sweep
+(a lease); its loop recovers tasks a dead feeder left ``sending`` (by their key), fills
+(a run of one step's tasks as one submission, a task with parents alone, ``afterok``;
+a ``LimitRefusedError`` holds the rest back), waits for an end, and stops with
+``SweepCancelled`` once the sweep is cancelled.
 """
 
 from __future__ import annotations
@@ -67,12 +50,10 @@ class Feeder:
         self.sweep = sweep
         self.tasks: List[SweepTask] = book.tasks(sweep.name)
         self.by_index = {task.index: task for task in self.tasks}
-        #: one file name per script in the sweep's one folder, whichever submission
-        #: stages it: prep/run.sh and train/run.sh are run.sh and run.sh.2
+        #: one file name per script in the sweep's one folder
         self.script_names = staged_basenames([task.script for task in self.tasks])
         self._position = {task.index: at for at, task in enumerate(self.tasks)}
-        #: every task before this position is sent or never will be: a fill starts here,
-        #: so feeding N tasks costs O(N) in all, not O(N) per job that ends
+        #: every task before this position is sent or never will be: a fill starts here
         self._first_waiting = 0
         self._unsent = sum(task.state in (WAITING, SENDING) for task in self.tasks)
         #: the sweep's jobs not known to have ended
@@ -82,8 +63,6 @@ class Feeder:
         self.cap = sweep.max_queued or adapter.open().driver.queue_limit()
         #: the scheduler refused more for its own cap: wait for an end before trying again
         self.held = False
-
-    # -- the loop ------------------------------------------------------------
 
     def run(self, on_progress: Optional[ProgressCallback] = None) -> None:
         """Feed until every task is sent (or will never be); then the sweep is ``fed``."""
@@ -100,7 +79,9 @@ class Feeder:
             if self._advance() == len(self.tasks):
                 break  # nothing waits
             if not self.unfinished and not self.held:
-                self._give_up_orphans([task for task in self.tasks if task.state == WAITING])
+                # nothing queued, nothing sendable: what waits has a parent never sent
+                waiting = [task for task in self.tasks if task.state == WAITING]
+                self._never(waiting, "a task it runs after was never submitted")
                 continue
             self._wait_for_an_end()
         self.book.release(self.sweep.name, FED)
@@ -117,8 +98,8 @@ class Feeder:
         }
 
     def _check_not_cancelled(self) -> None:
-        """Stop at once when the sweep was cancelled meanwhile (``SweepCancelled``),
-        cancelling the jobs sent after the canceller looked (its cancel missed them)."""
+        """``SweepCancelled`` when the sweep was cancelled meanwhile, cancelling the jobs
+        sent after the canceller looked."""
         current = self.book.get(self.sweep.name)
         if current is None or current.state != GIVEN_UP:
             return
@@ -134,7 +115,7 @@ class Feeder:
         raise SweepCancelled(f"sweep {self.sweep.name} was cancelled")
 
     def _note_unfinished(self) -> None:
-        """The sent jobs' last recorded states (one store query): which still count."""
+        """Which sent jobs still count, by their recorded states."""
         ids = [task.job_id for task in self.tasks if task.state == SENT and task.job_id]
         recorded = self.adapter.store.statuses(
             self.adapter.scheduler_name, self.adapter.host_label, [i for i in ids if i]
@@ -153,8 +134,7 @@ class Feeder:
             self.held = False
             return
         try:
-            # The scheduler's word, not the exit-code file's: a job still counts against
-            # its cap while it completes (Slurm COMPLETING, Flux CLEANUP).
+            # Not the exit-code file: a job counts against the cap while it completes.
             ended = self.adapter.following().wait_all(
                 list(self.unfinished), None, LOOK_AGAIN, None, None, 1.0, enough=1, files=False
             )
@@ -165,10 +145,8 @@ class Feeder:
             self.ended[job_id] = status.state is JobState.COMPLETED
         self.held = False
 
-    # -- sending -------------------------------------------------------------
-
     def _fill(self) -> None:
-        """Send ready tasks while there is room (see the module docstring)."""
+        """Send ready tasks while there is room."""
         if self.held:
             return
         room: Optional[int] = (self.cap - len(self.unfinished)) if self.cap else None
@@ -223,8 +201,8 @@ class Feeder:
         if not group or self.held:
             return 0
         order = self._order(group)
-        indexes = [task.index for task in group]
-        if not self.book.mark_sending(self.sweep.name, indexes, order.token, _iso(order.made)):
+        indexes, made = [task.index for task in group], order.made.isoformat()
+        if not self.book.mark_sending(self.sweep.name, indexes, order.token, made):
             self._check_not_cancelled()
             return 0
         for task in group:
@@ -261,10 +239,8 @@ class Feeder:
         )
 
     def _held_back(self, group: Sequence[SweepTask], rest: Sequence[SweepTask], why: str) -> int:
-        """The scheduler refused ``rest`` of ``group`` for its own cap (the others went in,
-        marked sent): those wait for an end, and the cap becomes what it took (halved
-        when it took none of ours: an array is refused whole, and other jobs of the user
-        may count too); how many went in."""
+        """``rest`` of ``group`` was refused for the scheduler's cap: it waits for an end,
+        and the cap becomes what it took (half the group when none); how many went in."""
         self._waiting_again(rest)
         took = len(self.unfinished) or max(1, len(group) // 2)
         self.cap = min(self.cap, took) if self.cap else took
@@ -296,10 +272,6 @@ class Feeder:
             task.state, task.note = "cancelled", why
         self._unsent -= len(tasks)
 
-    def _give_up_orphans(self, waiting: Sequence[SweepTask]) -> None:
-        """Nothing queued, nothing sendable: what waits has a parent that never went in."""
-        self._never(waiting, "a task it runs after was never submitted")
-
     def _order(self, group: Sequence[SweepTask], token: Optional[str] = None) -> Order:
         step = self.sweep.steps[group[0].step]
         parents = [self.by_index[p].job_id or "" for task in group for p in task.after]
@@ -317,8 +289,6 @@ class Feeder:
         made = datetime.fromisoformat(group[0].made) if group[0].made else order.made
         return replace(order, token=token, made=made)  # the order as it was first sent
 
-    # -- recovery ------------------------------------------------------------
-
     def _recover(self) -> None:
         """Tasks a dead feeder left ``sending``: adopted by their key, or sent again."""
         runs: Dict[str, List[SweepTask]] = {}
@@ -326,7 +296,7 @@ class Feeder:
             if task.state == SENDING and task.token:
                 runs.setdefault(task.token, []).append(task)
         for token, group in runs.items():
-            found = self._find(group, token)
+            found = self.adapter.submission().find_sent(self._order(group, token))
             if found:
                 self._adopt(group, token, found)
             else:
@@ -335,16 +305,9 @@ class Feeder:
                 )
                 self._waiting_again(group)
 
-    def _find(self, group: Sequence[SweepTask], token: str) -> Optional[List[Submitted]]:
-        return self.adapter.submission().find_sent(self._order(group, token))
-
     def _adopt(self, group: Sequence[SweepTask], token: str, found: List[Submitted]) -> None:
         self.adapter.submission().record_found(self._order(group, token), found)
         self._sent(group[: len(found)], [item.job_id for item in found])
         log.warning(
             "sweep %s: adopted %d job(s) sent by a feeder that died", self.sweep.name, len(found)
         )
-
-
-def _iso(moment: datetime) -> str:
-    return moment.isoformat()

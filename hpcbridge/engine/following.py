@@ -1,12 +1,5 @@
-"""Following an adapter's jobs once its session is open: status, waiting, logs, cancels.
-
-``Following`` is made once per adapter from the open session's driver, the
-job tracker and a ``polling.Poller``.  Status goes driver -> poller (the
-polite, shared rate) -> tracker (states never go backwards; the exit-code
-file for a job the scheduler no longer knows) -> the store.  Waiting is the
-one loop of ``waiting``, fed by those status rounds and by the exit-code
-files (``tracking.JobTracker.ended_by_files``) for quick notice of ends.
-"""
+"""Following an adapter's jobs once its session is open: status (driver -> shared poller
+-> tracker -> store), waiting (``waiting``), logs and cancels."""
 
 from __future__ import annotations
 
@@ -51,8 +44,7 @@ class Following:
         self.poller = Poller(self._ask, interval, board=board, target=poll_target, floor=floor)
 
     def statuses(self, ids: List[str]) -> Dict[str, Observation]:
-        """Every id's status; a one-off question waits for a fresh answer (``Poller.ask``),
-        and an end known only from the exit-code file is confirmed by the scheduler."""
+        """Every id's status, a fresh answer waited for, a file's end confirmed."""
         return self.tracker.refresh(
             ids, lambda asked: self.poller.ask(asked, patient=True), confirm=True
         )
@@ -72,11 +64,8 @@ class Following:
         enough: Optional[int] = None,
         files: bool = True,
     ) -> Dict[str, JobStatus]:
-        """Every job's final status (see ``waiting.wait_for_all``); with ``enough``, the
-        final statuses of the first ones to end, once that many have; ``files``: as
-        ``WaitPlan.files``."""
-        # The files are looked at every notice_interval (a second), whatever the poll;
-        # a caller asking more often than that is told of ends as often.
+        """Every job's final status (``waiting.wait_for_all``; ``enough``, ``files``: as
+        ``WaitPlan``'s)."""
         if poll_interval is not None:
             notice_interval = min(notice_interval, poll_interval)
         plan = WaitPlan(
@@ -99,7 +88,6 @@ class Following:
             return self.tracker.ended_by_files(pending)
 
         def heard_round(ended: List[str]) -> Dict[str, Observation]:
-            # The driver answers these from the events its waiter heard: no round trip.
             return self.tracker.refresh(ended, self._ask)
 
         try:

@@ -1,10 +1,6 @@
-"""The portable wrapper that runs a user's script and records its exit code.
-
-No ``#SBATCH`` or ``# flux:`` directives: every option goes on the submit
-command line, so the same wrapper serves every scheduler.  The exit-code
-file lets the final state be known even where the scheduler has forgotten
-the job (accounting off, history purged) - an idea from PSI/J.
-"""
+"""The portable wrapper that runs a user's script and records its exit code (no
+scheduler directives: one wrapper for every scheduler; the exit-code file tells the end
+where the scheduler forgot the job)."""
 
 from __future__ import annotations
 
@@ -23,18 +19,13 @@ MARKER_DIR = ".hpcbridge"
 #: the variable a many-task wrapper reads first to pick its task
 TASK_INDEX_VARIABLE = "HPCBRIDGE_TASK_INDEX"
 #: what the wrapper exports: the command that starts parallel tasks inside the job
-#: (``srun``, ``flux run``; empty where there is none)
 LAUNCHER_VARIABLE = "HPCBRIDGE_LAUNCHER"
-#: set by a driver when the wrapper runs as each of several tasks of one job (a
-#: Flux plain job): each task records its exit code in ``<exit file>.rank<N>``,
-#: and whichever ends last writes the highest into the exit file itself
+#: set when the wrapper runs as several tasks of one job (Flux): each records its code in
+#: ``<exit file>.rank<N>``; the last to end writes the highest into the exit file
 EXIT_RANKS_VARIABLE = "HPCBRIDGE_EXIT_RANKS"
-#: tasks per part of a many-task wrapper's table (``<wrapper>.<k>``, sourced by the
-#: job that runs one of them): a job's shell parses its part, not a table of
-#: thousands (3,000 tasks inline: 19 ms a job instead of 3)
+#: tasks per part of a many-task wrapper's table (``<wrapper>.<k>``, sourced by its jobs)
 TASKS_PER_PART = 100
-#: the largest script that travels in a wrapper's table (``build_wrapper``'s
-#: ``bundled``) instead of being copied into the job folder on its own
+#: the largest script that travels in a wrapper's table (``build_wrapper``'s ``bundled``)
 BUNDLED_SCRIPT_MAX = 64 * 1024
 
 
@@ -61,25 +52,19 @@ class PreparedJob:
     wrapper_path: str
     exit_file: str
     scripts: List[str]
-    #: the name the scheduler shows for the submission as a whole (a Slurm array's one
-    #: name); each task's own is ``name_of``
+    #: the name of the submission as a whole (a Slurm array's); each task's: ``name_of``
     job_name: str
-    #: each task's own name, in task order (its script's file name, or the caller's
-    #: ``job_name``); empty: every task is called ``job_name``
+    #: each task's own name, in task order; empty: every task is called ``job_name``
     task_names: Tuple[str, ...] = ()
-    #: the staged scripts (of ``scripts``) that one task alone of the whole submission
-    #: runs: they may travel in the wrapper's table, written by their task when it
-    #: starts (``build_wrapper``'s ``bundled``), instead of being copied one by one
+    #: the staged scripts one task alone of the whole submission runs (may be ``bundled``)
     single_use: AbstractSet[str] = frozenset()
 
     def name_of(self, index: int) -> str:
-        """Task ``index``'s own name: what its record keeps and what it is called when
-        it is submitted alone (one Flux job, one Slurm job where arrays are refused)."""
+        """Task ``index``'s own name."""
         return self.task_names[index] if self.task_names else self.job_name
 
     def exit_file_for(self, index: int, count: int) -> str:
-        """Where task ``index`` of a wrapper of ``count`` tasks records its exit code
-        (the same rule ``build_wrapper`` writes into the wrapper)."""
+        """Where task ``index`` of a wrapper of ``count`` tasks records its exit code."""
         return self.exit_file if count == 1 else f"{self.exit_file}.{index}"
 
 
@@ -91,21 +76,18 @@ def marker_path(remote_dir: str, token: str, suffix: str) -> str:
 class Running:
     """How the wrapper runs a task's script, beyond the task itself."""
 
-    #: what it exports as ``HPCBRIDGE_LAUNCHER`` (``srun``, ``flux run``; none under mock)
+    #: what it exports as ``HPCBRIDGE_LAUNCHER``
     launcher: str = ""
     #: a signal it passes on to the script (``signal=B:...``: sent to the wrapper alone)
     forward: Optional[str] = None
-    #: shell words the script's command is put after: a container runtime's
-    #: (``container_words``); none: the script runs as it is
+    #: a container runtime's words the script's command is put after (``container_words``)
     container: Tuple[str, ...] = ()
     #: the job's folder as the container shows it (``FOLDER_INSIDE``)
     inside: str = ""
 
 
-#: the container runtimes the wrapper can run a script in, and their words before it,
-#: the job's folder ($PWD) bound and the working directory.  ch-run binds it at /mnt:
-#: unprivileged, it cannot make a mount point in a read-only image, and /mnt is in
-#: every image; Apptainer and Singularity bind it at its own path.
+#: each container runtime's words before a script, the job's folder ($PWD) bound as the
+#: working directory (ch-run at /mnt: it cannot make a mount point in a read-only image)
 CONTAINER_RUNTIMES: Mapping[str, Tuple[str, ...]] = {
     "ch-run": ("ch-run", "-b", '"$PWD":/mnt', "-c", "/mnt", "{image}", "--"),
     "apptainer": ("apptainer", "exec", "--bind", '"$PWD"', "--pwd", '"$PWD"', "{image}"),
@@ -120,11 +102,9 @@ FOLDER_INSIDE: Mapping[str, str] = {
     "singularity": '"$PWD"',
 }
 
-#: ``$HPCBRIDGE_LAUNCHER`` inside a container: it hands the launcher's options and the
-#: command to the wrapper outside (a request file in the job's folder) and waits there
-#: for the launch's exit code.  The command is the first word after ``--``, else the
-#: first that is not an option and names a command in the image (``2`` in ``-n 2`` does
-#: not).  It uses sh, sed, date, dirname and sleep of the image.
+#: ``$HPCBRIDGE_LAUNCHER`` inside a container: hands the launcher's options and the command
+#: (after ``--``, else the first word naming a command in the image) to the wrapper outside
+#: through a request file, and waits for the launch's exit code
 LAUNCH_RELAY = r"""#!/bin/sh
 # hpcbridge: "$HPCBRIDGE_LAUNCHER [OPTIONS] COMMAND [ARGS]" in a container: the wrapper
 # outside runs the site's launcher with OPTIONS, each task COMMAND in this same image.
@@ -165,71 +145,14 @@ def build_wrapper(
     parts_path: Optional[str] = None,
     bundled: Optional[Mapping[str, str]] = None,
 ) -> str:
-    """The wrapper's text.
-
-    With one task, it runs that task.  With several, job ``i`` runs task
-    ``i``: with ``array_index_variable`` (Slurm's ``SLURM_ARRAY_TASK_ID``) the
-    index is the wrapper's first argument, else that variable; without, it is
-    ``HPCBRIDGE_TASK_INDEX`` (set per job by drivers that submit jobs one by
-    one with an environment each); the exit file
-    gets the index as a suffix, ``<exit_file>.<index>``.  The table of tasks
-    holds only what each sets (its environment, script and arguments), one line
-    a task; the code that runs it is written once.  Tasks that all set the same
-    need no table, only a check of the index.  With ``parts_path`` and more than
-    ``TASKS_PER_PART`` tasks, the table is not inline: job ``i`` sources
-    ``<parts_path>.<i // TASKS_PER_PART>`` (``wrapper_parts``).
-
-    ``bundled`` maps a task's script path to its text: that script is not staged
-    on its own but travels in the table (always in parts, so the submitted wrapper
-    stays small), and its task writes it to its path when it starts (a ``cat``, a
-    ``chmod`` and a ``mv``; skipped when it is already there, as for a requeued task).  One
-    file per hundred tasks instead of one per script: a sweep of distinct scripts
-    is staged as fast as one of a single script.  Only for scripts one task runs.
-
-    ``running``: what it exports as the launcher, a signal it passes on, a container it
-    runs the script in (``_run_lines``).
+    """The wrapper's text.  With several tasks, job ``i`` runs task ``i``: its index is
+    the first argument, else ``array_index_variable``, else ``HPCBRIDGE_TASK_INDEX``;
+    its exit file is ``<exit_file>.<index>``.  The table of tasks holds what each sets,
+    a line a task (none when all set the same); with ``parts_path`` and more than
+    ``TASKS_PER_PART`` tasks it is in parts (``wrapper_parts``).  ``bundled``: script
+    path -> text of scripts that travel in the table (always in parts), written by
+    their task when it starts.  ``running``: launcher, forwarded signal, container.
     """
-    lines = _wrapper_lines(
-        tasks, workdir, exit_file, array_index_variable, running.launcher, parts_path, bundled or {}
-    )
-    run = _run_lines(running.forward, running.container, running.inside)
-    return "\n".join([*lines, *run, *_record_lines(), 'exit "$hpcb_rc"', ""])
-
-
-def wrapper_parts(
-    tasks: Sequence[TaskSpec], parts_path: str, bundled: Optional[Mapping[str, str]] = None
-) -> List[Tuple[str, str]]:
-    """The ``(path, text)`` of each part of a many-task wrapper's table (none when the
-    table is inline: ``TASKS_PER_PART`` tasks or fewer and no script ``bundled``; none
-    when the tasks all set the same: no table at all)."""
-    bundled = bundled or {}
-    if len(tasks) < 2 or _alike(tasks) or (len(tasks) <= TASKS_PER_PART and not bundled):
-        return []
-    parts = []
-    for first in range(0, len(tasks), TASKS_PER_PART):
-        indexes = range(first, min(first + TASKS_PER_PART, len(tasks)))
-        lines = _table_lines(tasks, indexes, bundled)
-        parts.append((f"{parts_path}.{first // TASKS_PER_PART}", "\n".join(lines) + "\n"))
-    return parts
-
-
-def can_bundle(text: str) -> bool:
-    """Whether a script's text can travel in a wrapper's table: shell text (no NUL),
-    ending with a line end (a here-document adds one), at most ``BUNDLED_SCRIPT_MAX``."""
-    return (
-        len(text) <= BUNDLED_SCRIPT_MAX and "\0" not in text and (not text or text.endswith("\n"))
-    )
-
-
-def _wrapper_lines(
-    tasks: Sequence[TaskSpec],
-    workdir: str,
-    exit_file: str,
-    array_index_variable: Optional[str],
-    launcher: str,
-    parts_path: Optional[str],
-    bundled: Mapping[str, str],
-) -> List[str]:
     if not tasks:
         raise ValueError("no task to wrap")
     lines = [
@@ -237,15 +160,12 @@ def _wrapper_lines(
         f"# Generated by hpcbridge {__version__}: runs the staged script and records its exit",
         "# code.  No scheduler directives: every option is on the submit command line.",
         f"cd {shlex.quote(workdir)} || exit 97",
-        # Linux: how long this shell ran is /proc/uptime now and at the end (no process
-        # in every job; 20 bytes: dash's read takes a byte per system call, so not the
-        # 300 of /proc/$$/stat).  Elsewhere, when it started: date +%s.%N gives
-        # nanoseconds with GNU date; BSD and old busybox print a literal N, cut off here.
+        # Linux: /proc/uptime now and at the end; elsewhere the start (BSD date: a literal N)
         "hpcb_start=; hpcb_up0=",
         "read -r hpcb_up0 hpcb_rest < /proc/uptime 2>/dev/null \\",
         "  || hpcb_start=$(date +%s.%N 2>/dev/null) || hpcb_start=",
         'case "$hpcb_start" in *N) hpcb_start=${hpcb_start%.*} ;; esac',
-        f"{LAUNCHER_VARIABLE}={shlex.quote(launcher)}; export {LAUNCHER_VARIABLE}",
+        f"{LAUNCHER_VARIABLE}={shlex.quote(running.launcher)}; export {LAUNCHER_VARIABLE}",
         f'hpcb_ranks="${{{EXIT_RANKS_VARIABLE}:-}}"; unset {EXIT_RANKS_VARIABLE}',
     ]
     if len(tasks) == 1:
@@ -254,13 +174,9 @@ def _wrapper_lines(
         lines.append(_task_line(tasks[0]))
     else:
         if array_index_variable:
-            # An array's task: the array's own variable; one task submitted alone: its
-            # index as the wrapper's argument (an index in the environment may be one
-            # inherited from the job that submitted this one).
             lines.append(f'hpcb_index="${{1:-${{{array_index_variable}:-}}}}"')
         else:
             lines.append(f'hpcb_index="${{{TASK_INDEX_VARIABLE}:-}}"')
-        # Read once, then gone: jobs the script submits in turn must not inherit it.
         lines.append(f"unset {TASK_INDEX_VARIABLE}")
         lines.append(f'hpcb_exit={shlex.quote(exit_file)}."$hpcb_index"')
         if _alike(tasks):
@@ -273,7 +189,31 @@ def _wrapper_lines(
             lines.extend(_part_lines(parts_path))
         else:
             lines.extend(_table_lines(tasks, range(len(tasks)), {}))
-    return lines
+    run = _run_lines(running.forward, running.container, running.inside)
+    return "\n".join([*lines, *run, *_record_lines(), 'exit "$hpcb_rc"', ""])
+
+
+def wrapper_parts(
+    tasks: Sequence[TaskSpec], parts_path: str, bundled: Optional[Mapping[str, str]] = None
+) -> List[Tuple[str, str]]:
+    """The ``(path, text)`` of each part of a many-task wrapper's table (none when it is
+    inline or there is no table)."""
+    bundled = bundled or {}
+    if len(tasks) < 2 or _alike(tasks) or (len(tasks) <= TASKS_PER_PART and not bundled):
+        return []
+    parts = []
+    for first in range(0, len(tasks), TASKS_PER_PART):
+        indexes = range(first, min(first + TASKS_PER_PART, len(tasks)))
+        lines = _table_lines(tasks, indexes, bundled)
+        parts.append((f"{parts_path}.{first // TASKS_PER_PART}", "\n".join(lines) + "\n"))
+    return parts
+
+
+def can_bundle(text: str) -> bool:
+    """Whether a script's text can travel in a wrapper's table (a here-document)."""
+    return (
+        len(text) <= BUNDLED_SCRIPT_MAX and "\0" not in text and (not text or text.endswith("\n"))
+    )
 
 
 def _alike(tasks: Sequence[TaskSpec]) -> bool:
@@ -285,8 +225,7 @@ def _alike(tasks: Sequence[TaskSpec]) -> bool:
 def _table_lines(
     tasks: Sequence[TaskSpec], indexes: Sequence[int], bundled: Mapping[str, str]
 ) -> List[str]:
-    """The ``case`` that sets task ``$hpcb_index`` of ``indexes``, a line each (with
-    its script's text after it when that is ``bundled``)."""
+    """The ``case`` that sets task ``$hpcb_index`` (a ``bundled`` script's text after it)."""
     lines = ['case "$hpcb_index" in']
     for index in indexes:
         task = tasks[index]
@@ -303,9 +242,8 @@ def _table_lines(
     return lines
 
 
-#: writes a bundled script (the here-document on its input) to ``$hpcb_script`` unless
-#: it is there already: whole, then renamed into place, as several tasks of one Flux
-#: job (``hpcb_ranks``) run this at once
+#: writes a bundled script to ``$hpcb_script`` unless there: renamed into place, as the
+#: tasks of one Flux job run this at once
 _UNPACK_FUNCTION = (
     'hpcb_unpack() { [ -x "$hpcb_script" ] && return 0; '
     'hpcb_new="$hpcb_script.tmp.${FLUX_TASK_RANK:-0}.$$"; '
@@ -344,16 +282,13 @@ NO_TASK = "echo \"hpcbridge: no task '$hpcb_index'\" >&2; exit 98"
 
 
 def _record_lines() -> List[str]:
-    """Write the exit code and how long this shell ran (``"<code> +<seconds>"``), or
-    when it started (``"<code> <start epoch>"``, ``-`` when not known); the end is the
-    file's mtime.  With ``hpcb_ranks`` tasks, one code per task, then the highest once
-    every task has written (the last one to end sees them all)."""
+    """Write ``"<code> +<seconds ran>"`` or ``"<code> <start epoch|->"`` (the end: the
+    file's mtime); with ``hpcb_ranks``, one code per task, then the highest."""
     return [
         'hpcb_record() { printf "%s\\n" "$2" > "$1.tmp.$$" && mv -f "$1.tmp.$$" "$1"; }',
         'hpcb_times="${hpcb_start:--}"',
         'if [ -n "$hpcb_up0" ] && read -r hpcb_up hpcb_rest < /proc/uptime 2>/dev/null; then',
-        # /proc/uptime: seconds since boot, two decimals.  Digits and one dot each, or
-        # dash's arithmetic aborts; "1<cs> - 1<cs0>": a fraction like 08 is not octal.
+        # dash's arithmetic aborts on non-digits; "1<cs>": a fraction like 08 is not octal
         '  case "$hpcb_up0:$hpcb_up" in',
         "    *[!0-9.:]* | *.*.*.* | *:*:*) ;;",
         "    [0-9]*.[0-9][0-9]:[0-9]*.[0-9][0-9])",
@@ -374,17 +309,14 @@ def _record_lines() -> List[str]:
         "  done",
         '  [ -z "$hpcb_max" ] || hpcb_record "$hpcb_exit" "$hpcb_max $hpcb_times"',
         "else",
-        # One short write, no mv process per job: a reader that finds the file still
-        # empty takes it for not written yet (the rank files above, read by the other
-        # ranks, are renamed into place whole).
+        # one short write, no mv (an empty file reads as not written yet)
         '  printf "%s\\n" "$hpcb_rc $hpcb_times" > "$hpcb_exit"',
         "fi",
     ]
 
 
 def _task_line(task: TaskSpec) -> str:
-    """What one task sets, on one line: its environment, its script (``hpcb_script``)
-    and its arguments (the wrapper's own positional parameters, which are none)."""
+    """What one task sets, on one line: its environment, ``hpcb_script``, its arguments."""
     words = [
         *(
             f"{name}={shlex.quote(value)}; export {name}"
@@ -398,8 +330,7 @@ def _task_line(task: TaskSpec) -> str:
 
 def _relay_lines(container: Sequence[str], folder_inside: str) -> List[str]:
     """With a launcher, ``$HPCBRIDGE_LAUNCHER`` in the container is ``LAUNCH_RELAY``, its
-    requests served here, outside: ``$LAUNCHER OPTIONS RUNTIME... IMAGE -- COMMAND``,
-    each task in the same image from the job's folder.  No launcher, no relay."""
+    requests run here as ``$LAUNCHER OPTIONS RUNTIME... IMAGE -- COMMAND``."""
     runtime = " ".join(container)
     return [
         'hpcb_relay=; if [ -n "$HPCBRIDGE_LAUNCHER" ]; then',
@@ -434,15 +365,10 @@ def _eval_quoted(words: str) -> str:
 def _run_lines(
     forward: Optional[str] = None, container: Sequence[str] = (), folder_inside: str = ""
 ) -> List[str]:
-    """Run the task's script with its arguments; ``hpcb_rc`` its exit code.  With
-    ``forward`` (a signal's name) the script runs in the background and that signal,
-    sent to this shell alone (Slurm's ``--signal=B:``), is passed on to it; with
-    ``container`` (a runtime's words) the script runs in that container, its launcher
-    relayed to this shell (``_relay_lines``)."""
+    """Run the task's script; ``hpcb_rc`` its exit code.  ``forward``: a signal passed on
+    to it (Slurm's ``--signal=B:``); ``container``: a runtime's words it runs after."""
     inside = " ".join(container) + " " if container else ""
-    # In a container the script is named from the job's folder, bound as the working
-    # directory (a script staged elsewhere keeps its path: the image may have it).
-    # (ch-run wants USER, which a job's environment may lack.)
+    # In a container the script is named from the job's folder; ch-run wants USER.
     named = (
         [
             'case $hpcb_script in "$PWD"/*) hpcb_run=./${hpcb_script#"$PWD"/} ;;'
@@ -471,13 +397,9 @@ def _run_lines(
     )
     if not forward:
         return [
-            # A TERM (cancel, time limit) would end this shell before it records
-            # anything; with a trap it waits for the script, then records 143.
-            # (A trap, not "ignore": an ignored signal stays ignored in the child.)
+            # A TERM would end this shell before it records: trapped, it records 143.
             "trap 'hpcb_rc=143' TERM",
-            # A warning signal before the time limit (the signal key) reaches the whole
-            # job - Flux's shell signals the task's process group - and would end this
-            # shell too: trapped, the script alone acts on it (a child gets the default).
+            # Flux signals the task's process group: trapped, the script alone acts on it.
             "trap 'hpcb_warned=1' USR1 USR2 HUP ALRM INT",
             'hpcb_first=; IFS= read -r hpcb_first < "$hpcb_script" || true',
             *starts(""),
@@ -485,9 +407,7 @@ def _run_lines(
             *stop,
         ]
     return [
-        # Any trapped signal ends a wait early: it is waited for again.  (As any
-        # background command of a script, this one's input is /dev/null and INT and
-        # QUIT are ignored in it.)
+        # Any trapped signal ends a wait early: it is waited for again.
         "hpcb_again=",
         "trap 'hpcb_again=1' TERM USR1 USR2 HUP ALRM INT",
         'hpcb_first=; IFS= read -r hpcb_first < "$hpcb_script" || true',
@@ -511,15 +431,11 @@ def check_environment_names(environment: Mapping[str, str]) -> Dict[str, str]:
     return checked
 
 
-# -- a submission's folder: which names, which wrappers --------------------
-
-
 def staged_basenames(
     scripts: Sequence[str], taken: Optional[Mapping[str, str]] = None
 ) -> Dict[str, str]:
-    """Each script's file name in a job folder: its own, deduplicated (``run.sh``, then
-    ``run.sh.2`` for another script of that name), in the order first met; ``taken``:
-    the names already given in that folder (a sweep's, across its submissions)."""
+    """Each script's file name in a job folder, deduplicated (``run.sh``, ``run.sh.2``);
+    ``taken``: the names already given in that folder."""
     names = dict(taken or {})
     used = {name: script for script, name in names.items()}
     for script in scripts:
@@ -534,49 +450,13 @@ def staged_basenames(
     return names
 
 
-def staged_names(
-    directory: str, scripts: Sequence[str], taken: Optional[Mapping[str, str]] = None
-) -> List[str]:
-    """Where each script lands in the job folder (``staged_basenames``)."""
-    names = staged_basenames(scripts, taken)
-    return [posixpath.join(directory, names[script]) for script in scripts]
-
-
-def task_name(task: TaskSpec, job_name: Optional[str]) -> str:
-    """A task's own name: ``job_name``, else its script's file name."""
-    return job_name or os.path.basename(task.script) or "hpcbridge"
-
-
 def shared_name(names: Sequence[str]) -> str:
-    """The one name a submission of tasks called ``names`` gets from the scheduler (a
-    Slurm array has one name for all its tasks): theirs when they all share it, else
-    the first one's and how many tasks follow it (``t0.sh+99``)."""
+    """The one name of a submission of tasks called ``names``: theirs, or ``t0.sh+99``."""
     if not names:
         raise ValueError("no task to name")
     if all(name == names[0] for name in names):
         return names[0]
     return f"{names[0]}+{len(names) - 1}"
-
-
-def prepared(
-    directory: str,
-    scripts: Sequence[str],
-    names: Sequence[str],
-    token: str,
-    single_use: AbstractSet[str] = frozenset(),
-) -> PreparedJob:
-    """The files of one wrapper (``token``) in ``directory``; ``names``: each task's own;
-    ``single_use``: the scripts of the whole submission that one task alone runs."""
-    return PreparedJob(
-        token=token,
-        remote_dir=directory,
-        wrapper_path=marker_path(directory, token, ".sh"),
-        exit_file=marker_path(directory, token, ".exit"),
-        scripts=list(scripts),
-        job_name=shared_name(names),
-        task_names=tuple(names),
-        single_use=frozenset(scripts).intersection(single_use) if len(scripts) > 1 else frozenset(),
-    )
 
 
 def plan_chunks(
@@ -587,22 +467,30 @@ def plan_chunks(
     first_token: str,
     script_names: Optional[Mapping[str, str]] = None,
 ) -> List[Tuple[PreparedJob, List[TaskSpec]]]:
-    """One wrapper per ``chunk_size`` tasks (the driver's ``max_batch``: a Slurm array's
-    size limit), all in one folder, whatever scripts they run: the wrapper's table
-    runs each task's own.  Every task keeps its own name (``task_name``); the chunk
-    as a whole is called ``shared_name`` of them.  The wrappers are named after
-    ``first_token`` (``T``, ``T-1``, ``T-2``...): one plan of one order always names
-    the same files.  ``script_names``: the scripts' names in a folder other orders
-    share (``Order.script_names``)."""
-    scripts = staged_names(directory, [task.script for task in tasks], script_names)
-    names = [task_name(task, job_name) for task in tasks]
+    """One wrapper per ``chunk_size`` tasks, all in one folder, named ``T``, ``T-1``...
+    after ``first_token`` (one order always names the same files); ``script_names``:
+    as ``staged_basenames``' ``taken``."""
+    basenames = staged_basenames([task.script for task in tasks], script_names)
+    scripts = [posixpath.join(directory, basenames[task.script]) for task in tasks]
+    # a task's own name: job_name, else its script's file name
+    names = [job_name or os.path.basename(task.script) or "hpcbridge" for task in tasks]
     single_use = {script for script, uses in Counter(scripts).items() if uses == 1}
     size = max(chunk_size, 1)
     chunks: List[Tuple[PreparedJob, List[TaskSpec]]] = []
     for start in range(0, len(tasks), size):
         end = min(start + size, len(tasks))
         token = first_token if start == 0 else f"{first_token}-{len(chunks)}"
-        job = prepared(directory, scripts[start:end], names[start:end], token, single_use)
+        mine, own = scripts[start:end], names[start:end]
+        job = PreparedJob(
+            token=token,
+            remote_dir=directory,
+            wrapper_path=marker_path(directory, token, ".sh"),
+            exit_file=marker_path(directory, token, ".exit"),
+            scripts=mine,
+            job_name=shared_name(own),
+            task_names=tuple(own),
+            single_use=frozenset(mine).intersection(single_use) if len(mine) > 1 else frozenset(),
+        )
         chunks.append((job, list(tasks[start:end])))
     return chunks
 
@@ -614,9 +502,7 @@ def wrapper_files(
     running: Running = Running(),
     bundled: Optional[Mapping[str, str]] = None,
 ) -> List[Tuple[str, str]]:
-    """``(path, text)`` of the wrapper and, with many tasks, the parts of its table
-    (``jobscript.wrapper_parts``), the wrapper last; ``bundled``: the staged scripts
-    that travel in the table (``Stager.bundle``); ``running``: ``build_wrapper``'s."""
+    """``(path, text)`` of the parts of the wrapper's table, then of the wrapper."""
     staged = [
         TaskSpec(remote, task.arguments, task.environment)
         for remote, task in zip(job.scripts, tasks)

@@ -1,11 +1,5 @@
-"""What one look at a job found, typed: its status, where it came from, when the
-scheduler gave it and whether the scheduler could be asked at all.
-
-An ``Observation`` travels from a driver's answer (``tracking.ask``) through the
-shared poll (``polling``), the tracker's merge (``tracking``) and the wait loop
-(``waiting``); callers outside get its ``status``, a ``JobStatus`` that carries no
-control signal.
-"""
+"""What one look at a job found: its status, its source, when the scheduler gave it and
+whether the scheduler could be asked; callers outside get the ``JobStatus`` alone."""
 
 from __future__ import annotations
 
@@ -19,23 +13,19 @@ from ..model import JobState, JobStatus
 class Source(enum.Enum):
     """Where an observation's status came from."""
 
-    #: the scheduler's answer (or, when it could not be asked, the words saying so)
     SCHEDULER = "scheduler"
-    #: the wrapper's exit-code file alone (a quick notice of an end)
     EXIT_FILE = "exit file"
-    #: nothing new: what was known before (the store, an earlier round)
+    #: nothing new: what was known before
     KNOWN = "known"
 
 
 class Reach(enum.Enum):
     """Whether the scheduler could be asked."""
 
-    #: it answered
     ANSWERED = "answered"
-    #: not right now (a controller restarting): a wait rides it out, and no exit-code
-    #: file stands in for its word (a file cannot tell a time limit or a cancel)
+    #: not right now: a wait rides it out, and no exit-code file stands in for its word
     OUT_FOR_NOW = "out for now"
-    #: not from here until something changes (no command, a bad setting): UNKNOWN
+    #: not from here until something changes (no command, a bad setting)
     UNUSABLE = "unusable"
 
 
@@ -45,8 +35,7 @@ class Observation:
 
     status: JobStatus
     source: Source = Source.SCHEDULER
-    #: when the scheduler gave this answer (epoch seconds, stamped by the poller);
-    #: ``None``: not stamped (a direct question: each one a new answer)
+    #: when the scheduler gave this answer (epoch seconds, stamped by the poller)
     answered_at: Optional[float] = None
     reach: Reach = Reach.ANSWERED
 
@@ -60,8 +49,7 @@ class Observation:
 
 
 def out_of_reach(job_id: str, reason: str, lasting: bool = False) -> Observation:
-    """UNKNOWN: the scheduler could not be asked (``lasting``: nor will it be until
-    something is changed here)."""
+    """UNKNOWN: the scheduler could not be asked (``lasting``: nor will be)."""
     status = JobStatus(job_id, JobState.UNKNOWN, reason=reason)
     return Observation(status, reach=Reach.UNUSABLE if lasting else Reach.OUT_FOR_NOW)
 

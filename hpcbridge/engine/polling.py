@@ -1,26 +1,10 @@
-"""Asking the scheduler at a polite, predictable rate - one round for every process.
+"""Asking the scheduler at a polite rate - one round for every process of this user here.
 
-A ``Poller`` stands between the adapter and its driver's ``query``.  It asks
-the scheduler at most once per ``interval`` (or less often, when the
-scheduler itself is slow to answer: the floor is ``SLOW_FACTOR`` times its
-last answer time), for every job anyone here waits on, and serves that
-answer to everyone:
-
-- every process of this user on this host that asks about the same
-  scheduler instance (``target``) writes the ids it wants into the store's
-  poll tables (``PollBoard``);
-- one of them holds the poll (a lease in the store, renewed with each
-  round): it asks the scheduler about the union of all wanted ids and
-  publishes every answer;
-- the others read the published answers.  An answer older than the gap
-  between two rounds (the interval; after a slow answer, up to ``SLOW_FACTOR``
-  times that answer's time, at most ``SLOW_CAP``) is never served as fresh; a
-  process that dies stops renewing its lease, and the next one to ask takes
-  the poll over.
-
-Drivers whose waiting is woken by events (Flux's bindings) ask their own
-broker, not a shared controller: they get a ``Poller`` without a board,
-which only keeps the rate.
+Every process asking about one scheduler instance (``target``) writes the ids it wants
+into the store's poll tables (``PollBoard``); the one holding the poll (a lease renewed
+each round) asks about all of them and publishes the answers; the others read them.
+Rounds are ``interval`` apart, more after a slow answer (``SLOW_FACTOR``, ``SLOW_CAP``).
+A driver woken by events gets a ``Poller`` without a board: it only keeps the rate.
 """
 
 from __future__ import annotations
@@ -51,8 +35,7 @@ Query = Callable[[List[str]], Dict[str, Observation]]
 SLOW_FACTOR = 10.0
 #: ... when ``d`` is at least this long (a quick answer says nothing of the load)
 SLOW_AFTER = 0.5
-#: ... but never more than this: an answer that waited out a controller restart (squeue
-#: retries its connection until slurmctld is back) says the outage is over, not the load
+#: ... but never more than this (an answer that waited out a controller restart)
 SLOW_CAP = 60.0
 #: how long a lease outlives its last round, in intervals (then another process takes over)
 LEASE_INTERVALS = 2.0
@@ -96,11 +79,6 @@ def warn_under_floor(asked: float, floor: float) -> None:
         )
 
 
-def owner_name() -> str:
-    """Who holds a poll: this host, this process, and a random part (one per Poller)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
 def alive(owner: str) -> bool:
     """Whether the process named by ``owner`` still runs (always assumed on another host:
     its lease runs out instead)."""
@@ -109,15 +87,11 @@ def alive(owner: str) -> bool:
 
 
 def encode(seen: Observation) -> str:
-    """An answer as JSON: the status (with the JSON-able part of ``extra``), when it
-    was given and whether the scheduler could be asked."""
-    status = seen.status
-    data = status.to_json()
+    """An answer as JSON: the status (the JSON-able part of ``extra``), time and reach."""
     plain = (str, int, float, bool)
-    data["extra"] = {key: v for key, v in status.extra.items() if isinstance(v, plain)}
-    data["answered_at"] = seen.answered_at
-    data["reach"] = seen.reach.value
-    return json.dumps(data)
+    extra = {key: v for key, v in seen.status.extra.items() if isinstance(v, plain)}
+    data = {**seen.status.to_json(), "extra": extra, "answered_at": seen.answered_at}
+    return json.dumps({**data, "reach": seen.reach.value})
 
 
 def decode(text: str) -> Observation:
@@ -160,8 +134,7 @@ class PollBoard:
         self, target: str, owner: str, now: float, until: float, pace: Optional[float]
     ) -> bool:
         """Hold the poll of ``target`` until ``until``, unless another live process holds
-        it now - or, with ``pace``, somebody asked the scheduler less than ``pace`` ago
-        (a poll handed on keeps the rate; a one-off question passes ``None``)."""
+        it, or (with ``pace``) somebody asked the scheduler less than ``pace`` ago."""
         self._ensure()
 
         def claim(connection: Any) -> bool:
@@ -193,8 +166,8 @@ class PollBoard:
         return str(rows[0][0]), float(rows[0][2] or 0.0)
 
     def wanted(self, target: str, now: float) -> Tuple[List[str], float]:
-        """Every id some process still waits on (less those answered final), and the
-        shortest interval any of them asks at (``inf`` when nobody waits)."""
+        """Every id still waited on and not answered final, and the shortest interval
+        asked (``inf``: nobody waits)."""
         self._ensure()
         rows = self.store.query(
             "SELECT w.job_id, w.interval FROM poll_wants w LEFT JOIN poll_answers a "
@@ -240,8 +213,7 @@ class PollBoard:
         return {row[0]: (decode(row[1]), float(row[2])) for row in rows}
 
     def forget(self, target: str, job_ids: Sequence[str]) -> None:
-        """These jobs' published answers predate a change (a cancel): drop them, and
-        let the next round of ``target`` be asked at once, whoever asks it."""
+        """Drop these jobs' answers (they predate a cancel); the next round comes at once."""
         self._ensure()
 
         def drop(connection: Any) -> None:
@@ -273,11 +245,8 @@ class PollBoard:
 
 
 class Poller:
-    """One scheduler round per interval at most; with a board, shared (see the module).
-
-    ``interval``: the rounds' interval when a caller names none; ``floor``: the least
-    interval whatever a caller names (the site's and the user's ``min_poll_interval``).
-    """
+    """One scheduler round per interval at most; with a board, shared.  ``floor``: the
+    least interval, whatever a caller names."""
 
     def __init__(
         self,
@@ -293,7 +262,8 @@ class Poller:
         self.floor = floor
         self.board = board
         self.target = target
-        self.owner = owner_name()
+        #: who holds a poll: this host, this process, and a part of this Poller's own
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         #: held while asking the scheduler or the board, never while sleeping
         self._lock = threading.Lock()
         #: when this process last asked the scheduler itself (monotonic), and how long it took
@@ -324,19 +294,12 @@ class Poller:
     def ask(
         self, job_ids: List[str], patient: bool = False, interval: Optional[float] = None
     ) -> Dict[str, Observation]:
-        """Answers for as many of ``job_ids`` as are fresh now (not older than the gap).
-
-        Asks the scheduler when a round is due and this process may poll, at
-        ``interval`` (a caller's ``poll_interval``, for this call only; none: the
-        poller's own; never under the floor).  An id without a fresh answer yet is
-        left out (the caller keeps what it knew), so the wait loop of a process that
-        does not hold the poll never waits for the one that does.  ``patient``: a
-        one-off question (``hpcbridge status``) - wait up to one gap for the next
-        round (no sooner than the floor after the last one, whoever asked it), then
-        ask the scheduler about what is still unanswered.
+        """Answers for those of ``job_ids`` fresh now (no older than the gap); an id
+        without one is left out.  Asks the scheduler when a round is due and ours, at
+        ``interval`` (this call only).  ``patient``: a one-off question - wait up to a
+        gap for the next round, then ask about what is still unanswered.
         """
         chosen = self.chosen(interval)
-        # Fresh: given less than a gap before this question (or after it).
         since = time.time() - self.gap(chosen)
         with self._lock:
             if self.board is None:
@@ -351,12 +314,8 @@ class Poller:
     def _ask_shared(
         self, job_ids: List[str], since: float, chosen: float, patient: bool = False
     ) -> Dict[str, Observation]:
-        """One look at the shared poll: a round of our own when it is ours and due.
-
-        A one-off question (``patient``) asks at once unless another live process is
-        polling or somebody asked less than the floor ago; a waiter keeps the pace of
-        the last round, whoever asked it.
-        """
+        """One look at the shared poll: a round of our own when it is ours and due (a
+        ``patient`` question: unless somebody polls or asked less than the floor ago)."""
         assert self.board is not None
         now = time.time()
         until = now + WANT_INTERVALS * self.gap(chosen)
@@ -385,8 +344,7 @@ class Poller:
     def _wait_for_answers(
         self, job_ids: List[str], found: Dict[str, Observation], since: float, chosen: float
     ) -> Dict[str, Observation]:
-        """Another process polls, or did less than the floor ago: the next round, a
-        little after it is due, has our ids.  Sleeps without the lock."""
+        """Wait (without the lock) for the next round of another process, then ask."""
         assert self.board is not None
         holder = self.board.holder(self.target, time.time())
         last = holder[1] if holder else time.time()
@@ -430,8 +388,7 @@ class Poller:
         return stamped
 
     def forget(self, job_ids: Sequence[str]) -> None:
-        """The answers about these jobs predate a cancel: none is served again, and the
-        next question about them is asked of the scheduler at once (not a gap later)."""
+        """The answers about these jobs predate a cancel: ask the scheduler afresh."""
         with self._lock:
             for job_id in job_ids:
                 self._latest.pop(job_id, None)

@@ -1,12 +1,4 @@
-"""Time budgets and the one bounded retry loop every "again, until ready" goes through.
-
-``Deadline`` is a budget in monotonic seconds (``None`` = no limit).  ``retry``
-calls an attempt until it gives an answer worth keeping, or the budget is
-spent, pausing between attempts (growing by ``backoff`` up to ``max_pause``,
-never past the deadline).  What counts as "not yet" is the caller's: a result
-``again`` rejects, or an exception listed in ``retry_on`` - the last of which
-is raised once the budget is spent.
-"""
+"""Time budgets (``Deadline``) and the one bounded retry loop (``retry``)."""
 
 from __future__ import annotations
 
@@ -55,12 +47,9 @@ def retry(
     max_pause: Optional[float] = None,
     what: str = "",
 ) -> T:
-    """``attempt()`` until ``again`` accepts its result (returns False) or the budget is spent.
-
-    A result ``again`` rejects is returned as it is once the budget is spent;
-    an exception of ``retry_on`` is raised then.  With ``what``, each retry is
-    logged once at DEBUG level (the caller logs what the user should see).
-    """
+    """``attempt()`` until ``again`` returns False for its result or the budget is spent
+    (then the last result is returned, or the last ``retry_on`` exception raised);
+    ``what``: each retry logged at DEBUG."""
     deadline = Deadline(budget)
     wait = pause
     while True:

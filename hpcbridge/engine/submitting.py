@@ -1,23 +1,6 @@
-"""One submission, top to bottom: plan, stage, send, record.
-
-``Submission`` is made by an adapter from its driver, its stager and its job
-store; it takes an ``Order`` (what the caller asked, validated: ``make_task``,
-``coerce_task``, ``dependency_ids``).  It cuts the tasks into chunks of at most
-the driver's ``max_batch`` (a Slurm array's size limit), whatever scripts they
-run - each task keeps its own name in its record (``jobscript.plan_chunks``) -
-and then:
-
-1. **plan**: the parents (``--after``) are looked up - the store, one query
-   for all of them, the exit-code file - and refused where they cannot be
-   waited for (``refuse_unmet``, one rule for every scheduler); the driver works
-   out every chunk and refuses what the scheduler would refuse - all before
-   anything is staged (a refused job leaves no folder);
-2. **stage**: each chunk's scripts and wrapper go into the submission's folder (a
-   script one task alone runs travels in the wrapper's table: ``Stager.bundle``);
-3. **send**: one ``driver.submit_many`` per chunk;
-4. **record**: every job that went in is recorded before anything is raised,
-   so a partly failed submission loses no record and is never sent again
-   (``job_records``, where: ``Placement``).
+"""One submission, top to bottom: plan (parents checked: ``refuse_unmet``; the driver
+refuses what the scheduler would), stage, send (one ``submit_many`` a chunk of at most
+``max_batch`` tasks), record every job that went in before anything is raised.
 """
 
 from __future__ import annotations
@@ -83,22 +66,16 @@ class Order:
     resources: Resources
     depends_on: Tuple[str, ...]
     remote_dir: Optional[str]
-    #: the scheduler's own choices (``SchedulerAdapter.job_options``), passed on unread
+    #: the scheduler's own choices (``SchedulerAdapter.job_options``)
     options: object = None
-    #: names the submission's folder and first wrapper, made with the order: every
-    #: rendering of one order (a dry run's jobspec and command line) shows the same paths
+    #: names the submission's folder and first wrapper: one order, the same paths
     token: str = field(default_factory=new_token)
     made: datetime = field(default_factory=datetime.now)
-    #: each script's file name in ``remote_dir`` where other orders share that folder
-    #: (a sweep's): one name per script across all of them (``jobscript.staged_basenames``)
+    #: each script's file name in a folder other orders share (a sweep's)
     script_names: Optional[Mapping[str, str]] = None
 
 
-# -- what a caller hands in, as tasks and parents ---------------------------
-
-
-#: what ``submit_many`` accepts for one job: a script path, or
-#: ``(script, arguments)``, or ``(script, arguments, environment)``
+#: one job for ``submit_many``: a script, ``(script, arguments[, environment])``, a TaskSpec
 JobInput = Union[str, "os.PathLike[str]", Tuple[Any, ...], TaskSpec]
 
 
@@ -163,8 +140,7 @@ def coerce_task(item: JobInput, remote_repo: Optional[str], must_exist: bool = T
 
 
 def dependency_ids(depends_on: DependsOn, normalize: Any) -> List[str]:
-    """The parents as the scheduler writes its ids; text that is no id of it is refused
-    like a parent that cannot be found (``refuse_unmet``)."""
+    """The parents as the scheduler writes its ids; text that is no id is refused."""
     if depends_on is None:
         return []
     if isinstance(depends_on, (str, int)):
@@ -214,8 +190,7 @@ SHOWN_NAMES = 5
 
 
 def _own_names(job: PreparedJob) -> str:
-    """``, each its own: a.sh, b.sh`` for a chunk whose tasks are not all called by its
-    one name (the first ``SHOWN_NAMES`` distinct ones, then how many more)."""
+    """``; each named after its own: a.sh, b.sh`` for a chunk of differently named tasks."""
     distinct = list(dict.fromkeys(job.task_names))
     if len(distinct) < 2:
         return ""
@@ -224,22 +199,10 @@ def _own_names(job: PreparedJob) -> str:
     return f"; each named after its own: {shown}"
 
 
-# -- parents -------------------------------------------------------------
-
-
 def refuse_unmet(depends_on: Sequence[str], parents: Mapping[str, Observation]) -> None:
-    """Raise when a parent cannot be waited for: one rule for every scheduler.
-
-    - a parent found nowhere (no record here, not in the queue, not in the
-      scheduler's history) is refused: Slurm would take ``afterok:<such an id>``
-      and run the job at once (it cannot tell it from one purged long ago), Flux
-      refuses it, the mock would cancel the job;
-    - a parent that already ended other than COMPLETED is refused too: its child
-      could never run (schedulers differ in how they say so later, if at all);
-    - a parent PENDING or RUNNING holds the child; a COMPLETED one is satisfied;
-    - a parent the scheduler could not be asked about (controller down) stops the
-      submission as unusable: nothing is known, nothing is sent.
-    """
+    """Raise when a parent cannot be waited for, one rule for every scheduler: found
+    nowhere (Slurm would run the child at once), or ended other than COMPLETED, or the
+    scheduler could not be asked about it."""
     unreachable = [
         job_id for job_id in dict.fromkeys(depends_on) if _seen(job_id, parents).out_of_reach
     ]
@@ -249,23 +212,13 @@ def refuse_unmet(depends_on: Sequence[str], parents: Mapping[str, Observation]) 
             f"cannot check the parent job(s) {', '.join(unreachable)}: {reason}; nothing was "
             "submitted. Check the scheduler with 'hpcbridge doctor', then submit again"
         )
-    problems = unmet(depends_on, parents)
-    if not problems:
-        return
-    raise JobSubmissionError(
-        "; ".join(problems) + "; nothing was submitted (without --after, or depends_on, "
-        "it would not wait)"
-    )
-
-
-def unmet(depends_on: Sequence[str], parents: Mapping[str, Observation]) -> List[str]:
-    """One phrase per parent that cannot be waited for; empty when all can."""
-    problems = []
-    for job_id in dict.fromkeys(depends_on):
-        problem = _problem(_seen(job_id, parents).status)
-        if problem:
-            problems.append(problem)
-    return problems
+    seen = [_seen(job_id, parents).status for job_id in dict.fromkeys(depends_on)]
+    problems = [problem for problem in map(_problem, seen) if problem]
+    if problems:
+        raise JobSubmissionError(
+            "; ".join(problems) + "; nothing was submitted (without --after, or depends_on, "
+            "it would not wait)"
+        )
 
 
 def _seen(job_id: str, parents: Mapping[str, Observation]) -> Observation:
@@ -291,11 +244,8 @@ def _problem(status: JobStatus) -> Optional[str]:
     return None
 
 
-# -- stage and record ------------------------------------------------------
-
-
 class Stager:
-    """Where one adapter's jobs are staged: the folders, the output path, the files."""
+    """Where one adapter's jobs are staged."""
 
     def __init__(self, executor: Executor, workdir: str, output_template: str) -> None:
         self.executor = executor
@@ -304,8 +254,7 @@ class Stager:
         self.output_template = output_template
 
     def folder(self, remote_dir: Optional[str], token: str, made: datetime) -> str:
-        """The submission's folder: ``remote_dir``, else a new one under the workdir,
-        named by when the submission was made and its token."""
+        """``remote_dir``, else a new folder under the workdir named by time and token."""
         directory = remote_dir or posixpath.join(
             self.workdir, f"{made.strftime('%Y%m%d-%H%M%S')}-{token}"
         )
@@ -317,8 +266,7 @@ class Stager:
 
     def bundle(self, job: PreparedJob, tasks: Sequence[TaskSpec]) -> Dict[str, str]:
         """The text of each of ``job``'s single-use scripts that can travel in its
-        wrapper's table (``jobscript.can_bundle``), by staged path; the others are copied.
-        A script that cannot be read here is left to ``stage``, which says so."""
+        wrapper's table, by staged path (one unreadable here is left to ``stage``)."""
         bundled: Dict[str, str] = {}
         for remote, task in zip(job.scripts, tasks):
             if remote not in job.single_use:
@@ -341,8 +289,7 @@ class Stager:
         files: Sequence[Tuple[str, str]],
         bundled: AbstractSet[str] = frozenset(),
     ) -> None:
-        """Create the job folder, copy the scripts (but the ``bundled`` ones, which
-        travel in ``files``), write the wrapper's ``files``."""
+        """Create the job folder, copy the scripts but the ``bundled``, write ``files``."""
         executor = self.executor
         try:
             executor.mkdir(job.remote_dir, mode=0o700)
@@ -361,8 +308,7 @@ class Stager:
             ) from exc
 
     def unstage(self, folder: str) -> None:
-        """Remove a folder staged for a submission that was refused (nothing of it was
-        submitted); a failure is logged, never raised over the refusal."""
+        """Remove a folder staged for a refused submission (a failure is only logged)."""
         try:
             result = self.executor.run(["rm", "-rf", "--", folder], timeout=60)
             problem = "" if result.ok else result.message()
@@ -374,7 +320,7 @@ class Stager:
 
 @dataclass(frozen=True)
 class Placement:
-    """Where jobs are recorded: which scheduler, through which transport, on which host."""
+    """Where jobs are recorded: scheduler, transport, host."""
 
     scheduler: str
     transport: str
@@ -445,22 +391,15 @@ class Submission:
         self.stager = stager
         self.store = store
         self.placement = placement
-        #: the scheduler instance recorded with each job (Flux: its URI)
-        self.instance = instance
-        #: what the wrapper exports as ``HPCBRIDGE_LAUNCHER``, for the order's options
-        self.launcher = launcher
-        #: the adapter's observations of many ids (the store, then the scheduler at its
-        #: polite rate: ``SchedulerAdapter.observe``)
-        self.statuses = statuses
-        #: what runs a script in its container (``HPCBRIDGE_CONTAINER_RUNTIME``)
+        self.instance = instance  # recorded with each job (Flux: its URI)
+        self.launcher = launcher  # the ``HPCBRIDGE_LAUNCHER`` for an order's options
+        self.statuses = statuses  # ``SchedulerAdapter.observe``
         self.container_runtime = container_runtime
 
     def parents(
         self, depends_on: Sequence[str], known: Optional[Mapping[str, JobStatus]] = None
     ) -> Dict[str, Observation]:
-        """What is known now of each parent: ``known`` (a sweep's feeder knows its own
-        jobs), else the store, one status round for all (shared, at the polite rate),
-        the exit-code file."""
+        """What is known now of each parent: ``known``, else one status round for all."""
         known = known or {}
         unknown = [job_id for job_id in dict.fromkeys(depends_on) if job_id not in known]
         found = self.statuses(unknown) if unknown else {}
@@ -482,8 +421,7 @@ class Submission:
         ]
 
     def describe(self, order: Order) -> str:
-        """What the driver would send for each chunk of ``order``, and what it does with
-        them (drops...).  Planned as ``run`` plans: a dry run refuses what a submission would."""
+        """What the driver would send for each chunk of ``order``, planned as ``run`` plans."""
         lines = []
         for planned, _ in self.plan(order):
             line, count = self.driver.describe(planned), planned.batch.count
@@ -544,8 +482,7 @@ class Submission:
         return submitted
 
     def running(self, batch: SubmitBatch, launcher: str) -> Running:
-        """How the batch's wrapper runs its scripts: the launcher it exports, a ``B:``
-        signal passed on, the container (``resources.container``, by the runtime)."""
+        """How the batch's wrapper runs its scripts (launcher, ``B:`` signal, container)."""
         image = batch.resources.container
         return Running(
             launcher,
@@ -555,9 +492,8 @@ class Submission:
         )
 
     def find_sent(self, order: Order) -> Optional[List[Submitted]]:
-        """The jobs of ``order`` (its token and made time as first sent) that went in,
-        found by their keys, in task order; ``None`` when none did.  For a sender that
-        died between handing an order over and hearing its ids (a sweep's or a pack's)."""
+        """The jobs of ``order`` (as first sent) that went in, found by their keys, in task
+        order; ``None`` when none did (a sender died before hearing its ids)."""
         found: List[Submitted] = []
         made = order.made.timestamp()
         for batch, _ in batches(order, self.stager, self.driver.max_batch()):
@@ -579,6 +515,5 @@ class Submission:
     def record(
         self, submitted: Sequence[Submitted], batch: SubmitBatch, tasks: Sequence[TaskSpec]
     ) -> None:
-        """Jobs that went in: stored at once (a crash loses none); the adapter's tracker
-        reads them from the store when it is first asked about them."""
+        """Store jobs that went in at once (a crash loses none)."""
         self.store.add_many(job_records(submitted, batch, tasks, self.placement, self.instance))

@@ -5,22 +5,16 @@
     sweep.add([("bye.sh", [name]) for name in names], after=hellos)  # each bye after its hello
     final = sweep.wait()                                             # feeds, then waits
 
-Everything is checked when added - resources, options, scripts, outside
-parents, a representative task planned by the driver - so a bad value fails
-before anything is recorded, staged or sent.  ``submit()`` records every task
-in the job store (``sweep_store``) and feeds them (``feeding.Feeder``) until
-all are sent; its ids come back in the order the tasks were added.  A process
-that dies while feeding leaves the sweep in the store: ``Sweep.resume(adapter,
-name)`` - ``hpcbridge wait NAME`` - goes on from there, no job sent twice.  ``cancel()``
-(``hpcbridge cancel NAME``) sends nothing more, cancels the jobs sent, and stops a
-process still feeding the sweep: its ``submit`` raises ``SweepCancelledError``
-with the ids it sent.
+Everything is checked when added.  ``submit()`` records the tasks and feeds them
+(``feeding.Feeder``); ``Sweep.resume`` goes on after a feeder died; ``cancel()`` sends
+nothing more, cancels the jobs sent and stops a feeding process.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
@@ -47,12 +41,10 @@ from .submitting import DependsOn, JobInput, Order, coerce_task, reach_text
 
 log = logging.getLogger("hpcbridge")
 
-#: what a sweep may be called: it names a folder, and starts with a letter as no Slurm or
-#: mock id does (the command takes an argument as a sweep's name when one is recorded)
+#: a sweep's name: it names a folder, and starts with a letter as no Slurm or mock id does
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,63}")
 
-#: a task's parents in the sweep: one index for every task, or one entry per task
-#: (an index, or several)
+#: a task's parents in the sweep: one index for every task, or one entry (indexes) per task
 After = Union[None, int, Sequence[Union[int, Sequence[int]]]]
 
 
@@ -82,8 +74,6 @@ class Sweep:
         self._tasks: List[SweepTask] = []
         self._record: Optional[SweepRecord] = None
 
-    # -- building -----------------------------------------------------------
-
     def add(
         self,
         jobs: Sequence[JobInput],
@@ -92,9 +82,8 @@ class Sweep:
         after: After = None,
         **options: Any,
     ) -> List[int]:
-        """Add tasks sharing ``resources``, outside parents and scheduler options;
-        ``after``: the tasks of this sweep each runs after (``afterok``).  Returns
-        the new tasks' indexes, for a later ``after``."""
+        """Add tasks sharing ``resources``, outside parents and options; ``after``: the
+        tasks of this sweep each runs after.  The new tasks' indexes."""
         repo = self.adapter.settings.remote_repo
         tasks = [coerce_task(item, repo) for item in jobs]
         order = self.adapter.order(lambda: tasks, resources, depends_on, None, options)
@@ -106,10 +95,9 @@ class Sweep:
             raise JobSubmissionError(f"sweep {self.name} was already submitted; add to a new one")
         parents = _parents(after, len(order.tasks), len(self._tasks))
         if order.tasks:  # one task planned as it will be sent: refused now, not midway
-            self.adapter.submission().plan(Order(order.tasks[:1], *_shared(order)))
+            self.adapter.submission().plan(replace(order, tasks=order.tasks[:1]))
         step = len(self._steps)
-        # The resources as validated now (the settings' defaults of this process in
-        # them): a feeder in another shell sends what was asked here.
+        # As validated now: a feeder in another shell sends what was asked here.
         self._steps.append(Step(order.resources.as_request(), dict(options), order.depends_on))
         first = len(self._tasks)
         for offset, (task, before) in enumerate(zip(order.tasks, parents)):
@@ -125,16 +113,11 @@ class Sweep:
             )
         return list(range(first, len(self._tasks)))
 
-    # -- running ------------------------------------------------------------
-
     def submit(
         self, remote_dir: Optional[str] = None, on_progress: Optional[ProgressCallback] = None
     ) -> List[str]:
-        """Record the sweep and feed it until every task is sent; the ids in task order.
-
-        Tasks that will never be sent (refused, a parent that never went in) raise
-        ``PartialSubmissionError`` at the end, with the ids of those that were; a
-        sweep cancelled meanwhile, ``SweepCancelledError`` (also with them)."""
+        """Record the sweep and feed it until every task is sent; the ids in task order
+        (``PartialSubmissionError`` when some never will be, ``SweepCancelledError``)."""
         if self._record is None:
             self._record = self._create(remote_dir)
         return self.feed(on_progress)
@@ -145,8 +128,7 @@ class Sweep:
         timeout: Optional[float] = None,
         on_progress: Optional[ProgressCallback] = None,
     ) -> Dict[str, JobStatus]:
-        """Feed what is left, then wait for every job; the final statuses by id (of a
-        cancelled sweep: of the jobs it sent)."""
+        """Feed what is left, then wait for every job sent; the final statuses by id."""
         if self._record is None:
             self._record = self._create(None)
         try:
@@ -176,9 +158,8 @@ class Sweep:
         return self.book.counts(record) if record is not None else {}
 
     def cancel(self, by: str = "Sweep.cancel()") -> List[str]:
-        """Send nothing more and cancel the jobs not ended; their ids.  A process
-        feeding the sweep stops (its ``submit`` raises ``SweepCancelledError``, which
-        says ``by`` what and from which process it was cancelled)."""
+        """Send nothing more and cancel the jobs not ended; their ids (a feeding process
+        stops with ``SweepCancelledError`` naming ``by``)."""
         record = self._record or self.book.get(self.name)
         if record is None:
             return []
@@ -190,8 +171,6 @@ class Sweep:
         if alive:
             self.adapter.cancel_jobs(alive)
         return alive
-
-    # -- inside -------------------------------------------------------------
 
     def _create(self, remote_dir: Optional[str]) -> SweepRecord:
         if not self._tasks:
@@ -221,9 +200,8 @@ class Sweep:
         return record
 
     def feed(self, on_progress: Optional[ProgressCallback] = None) -> List[str]:
-        """Send what is left - or, while another live process feeds the sweep, follow
-        its jobs until that one is done (or dies and this one takes over) - until every
-        task is sent; the ids in task order (``submit``'s outcome)."""
+        """Send what is left (while another live process feeds it, follow its jobs until
+        that one is done or dies); ``submit``'s outcome."""
         if self._record is None:
             raise JobSubmissionError(f"sweep {self.name} is not submitted yet: submit() it")
         record = self.book.get(self.name) or self._record
@@ -238,7 +216,6 @@ class Sweep:
                     self.book.release(self.name)
                 break
             log.info("sweep %s is being fed by %s: following its jobs", self.name, holder)
-            # Another live process feeds it: follow its jobs until it is done (or dies).
             self._follow_a_while()
             record = self.book.get(self.name) or record
         return self._outcome()
@@ -254,8 +231,7 @@ class Sweep:
             pass
 
     def _outcome(self) -> List[str]:
-        """The ids of the jobs sent; ``SweepCancelledError`` for a cancelled sweep,
-        ``PartialSubmissionError`` when tasks were refused."""
+        """The ids of the jobs sent, or the error of a cancelled or partly refused sweep."""
         tasks = self.book.tasks(self.name)
         sent = [task for task in tasks if task.state == SENT and task.job_id]
         never = [task for task in tasks if task.state == CANCELLED]
@@ -280,12 +256,11 @@ def send_or_feed(
     name: Optional[str],
 ) -> List[str]:
     """``submit_many``'s choice: one submission, or a sweep fed through a cap (given,
-    the scheduler's own, or met on the way: a refusal for it sends nothing)."""
+    the scheduler's, or met on the way)."""
     if max_queued is None:
         max_queued = adapter.settings.max_queued
     if max_queued is None and name is None:
         many = len(order.tasks) > 1
-        # One job pays no look-up of the cap: a refusal for it would be met all the same.
         cap = adapter.open().driver.queue_limit(order.resources.account) if many else None
         if cap is None or len(order.tasks) <= cap:
             try:
@@ -309,8 +284,8 @@ def _feed_the_rest(
     options: Mapping[str, Any],
     name: Optional[str],
 ) -> List[str]:
-    """Some went in, the rest was refused for the cluster's cap: the rest goes in as a
-    sweep through that cap (what was taken); every id, in task order."""
+    """The rest of a submission refused for the cluster's cap goes in as a sweep through
+    that cap; every id, in task order."""
     went = {item.index: item.job_id for item in refused.submitted}
     rest = [index for index in range(len(order.tasks)) if index not in went]
     log.info(
@@ -325,11 +300,6 @@ def _feed_the_rest(
     sweep.add_order(later, options)
     went.update(zip(rest, sweep.submit(later.remote_dir)))
     return [went[index] for index in range(len(order.tasks))]
-
-
-def _shared(order: Order) -> tuple:
-    """An order's fields after its tasks (for a one-task copy of it)."""
-    return (order.resources, order.depends_on, order.remote_dir, order.options, order.token)
 
 
 def _parents(after: After, count: int, earlier: int) -> List[tuple]:

@@ -1,11 +1,6 @@
-"""What an adapter knows of its jobs' states, how one status round updates it, and what
-the jobs left behind (the exit-code file, the output).
-
-Scheduler-neutral: the scheduler's answers come through a query function.
-A state never goes backwards and a final state is final; a job the
-scheduler can no longer see is looked up in the exit-code file its wrapper
-wrote; a cancel the user asked for turns a SIGTERM "failure" into CANCELLED.
-"""
+"""What an adapter knows of its jobs' states: answers merged (a state never goes back,
+a final state is final), the exit-code file for a job the scheduler cannot see, a
+requested cancel turning a SIGTERM "failure" into CANCELLED."""
 
 from __future__ import annotations
 
@@ -34,10 +29,8 @@ _RECORD_NEEDED = (JobState.UNKNOWN, JobState.FAILED, JobState.TIMEOUT)
 def ask(
     open_driver: Callable[[], SchedulerDriver], scheduler: str, job_ids: List[str]
 ) -> Dict[str, Observation]:
-    """The driver's answer for every id; a scheduler that cannot be asked right now
-    is out of reach for all (``NotAskedNow``), one that cannot be opened or asked from
-    here lastingly so (a command or a setting is missing here); an id the driver left
-    out is UNKNOWN."""
+    """The driver's answer for every id (one left out: UNKNOWN); a scheduler that cannot
+    be asked is out of reach for all, lastingly when it cannot be opened from here."""
     try:
         answers = open_driver().query(job_ids)
     except NotAskedNow as exc:
@@ -71,7 +64,6 @@ class JobTracker:
         self.read_text = read_text
         #: the exit-code files' mtimes (a job's end): one SFTP round for many over SSH
         self.stat_many = stat_many
-        # the last state seen of each job: spares the store on every poll
         self.known: Dict[str, JobStatus] = {}
         #: each job's exit-code file ("" when it has none), read from its record once
         self.exit_paths: Dict[str, str] = {}
@@ -79,14 +71,9 @@ class JobTracker:
     def refresh(
         self, ids: List[str], query: Query, confirm: bool = False
     ) -> Dict[str, Observation]:
-        """Every id's status: one ``query`` for all that are not finished.
-
-        ``query`` may leave ids out (no fresh answer yet, see ``polling``):
-        those keep what was known (``Source.KNOWN``).  With ``confirm``, an end
-        known only from the exit-code file (a wait's quick notice) is asked of the
-        scheduler too, once: its own final answer - native state, reason, times -
-        then replaces the file's.
-        """
+        """Every id's status: one ``query`` for all unfinished (an id it leaves out keeps
+        what was known); with ``confirm``, an end known from the exit-code file only is
+        asked of the scheduler too."""
         self._load(ids)
         to_ask = [
             job_id
@@ -115,13 +102,8 @@ class JobTracker:
         return merged_all
 
     def ended_by_files(self, ids: List[str]) -> Dict[str, Observation]:
-        """The jobs among ``ids`` whose wrapper wrote its exit-code file, from it alone.
-
-        One ``stat_many`` for all, a read for each
-        file found.  An exit code of 128 or more (a signal: a time limit, a
-        cancel) and a cancelled job are left to the scheduler, which alone can
-        tell those apart.
-        """
+        """The jobs among ``ids`` whose wrapper wrote its exit-code file, from it alone
+        (a signal's code, 128 or more, and a cancelled job are left to the scheduler)."""
         self._load(ids)
         pending = [job_id for job_id in ids if not self._is_final(job_id)]
         paths = self._exit_paths(pending)
@@ -129,7 +111,6 @@ class JobTracker:
             return {}
         found = self.stat_many(list(paths.values()))
         appeared = [job_id for job_id, path in paths.items() if path in found]
-        # Only the records of jobs whose file appeared are read (a cancel may be asked).
         records = self._records(appeared)
         answers: Dict[str, Observation] = {}
         for job_id in appeared:
@@ -141,16 +122,7 @@ class JobTracker:
             code = exit_record.code
             if code is None or code >= 128:
                 continue
-            started, ended = exit_record.times(mtime)
-            status = JobStatus(
-                job_id,
-                JobState.COMPLETED if code == 0 else JobState.FAILED,
-                exit_code=code,
-                start_time=started,
-                end_time=ended,
-                native_state=FROM_FILE,
-                reason="from the exit-code file",
-            )
+            status = _as_file_says(JobStatus(job_id, JobState.UNKNOWN), exit_record, mtime)
             answers[job_id] = Observation(status, Source.EXIT_FILE)
         return self.observe(answers)
 
@@ -163,8 +135,7 @@ class JobTracker:
                 self.known.setdefault(job_id, status)
 
     def _known_or_unknown(self, job_id: str) -> Observation:
-        """What was known; UNKNOWN "not answered yet" when nothing was (no answer: a
-        wait never counts it as one)."""
+        """What was known, else UNKNOWN "not answered yet"."""
         known = self.known.get(job_id)
         status = known or JobStatus(job_id, JobState.UNKNOWN, reason="not answered yet")
         return Observation(status, Source.KNOWN)
@@ -209,19 +180,9 @@ class JobTracker:
     def _merge_status(
         self, job_id: str, observed: JobStatus, record: Optional[JobRecord]
     ) -> JobStatus:
-        if (
-            record is not None
-            and record.cancel_requested
-            and observed.state
-            in (
-                JobState.FAILED,
-                JobState.TIMEOUT,
-            )
-        ):
-            # A cancelled job may be reported FAILED/TIMEOUT (killed by SIGTERM,
-            # exit 143) by the scheduler; the user asked for it to end, so it is
-            # CANCELLED.  The scheduler's own words stay in native_state.  A job
-            # that COMPLETED before the cancel arrived stays COMPLETED.
+        cancelled = record is not None and record.cancel_requested
+        if cancelled and observed.state in (JobState.FAILED, JobState.TIMEOUT):
+            # killed by the SIGTERM of a requested cancel: CANCELLED (native_state kept)
             observed = observed.with_(
                 state=JobState.CANCELLED, reason=observed.reason or "cancel requested"
             )
@@ -234,32 +195,35 @@ class JobTracker:
     def _from_exit_file(
         self, status: JobStatus, record: Optional[JobRecord]
     ) -> Optional[JobStatus]:
-        """The end the wrapper recorded, for a job the scheduler cannot see; ``None``
-        when there is no readable exit-code file."""
+        """The end the wrapper recorded, for a job the scheduler cannot see, if readable."""
         if record is None or not record.exit_file:
             return None
         exit_record = self._exit_file(record.exit_file)
-        code = exit_record.code
-        if code is None:
+        if exit_record.code is None:
             return None
         mtime = self.stat_many([record.exit_file]).get(record.exit_file)
-        started, ended = exit_record.times(mtime)
-        found = status.with_(
-            state=JobState.COMPLETED if code == 0 else JobState.FAILED,
-            exit_code=code,
-            start_time=status.start_time or started,
-            end_time=status.end_time or ended,
-            native_state=status.native_state or FROM_FILE,
-            reason=f"from the exit-code file ({status.reason})"
-            if status.reason
-            else "from the exit-code file",
-        )
+        found = _as_file_says(status, exit_record, mtime)
         return self._merge_status(status.job_id, found, record)
 
 
+def _as_file_says(status: JobStatus, exit_record: ExitRecord, mtime: Optional[float]) -> JobStatus:
+    """``status`` ended as the exit-code file says (a code in it), what it knew kept."""
+    code = exit_record.code
+    started, ended = exit_record.times(mtime)
+    return status.with_(
+        state=JobState.COMPLETED if code == 0 else JobState.FAILED,
+        exit_code=code,
+        start_time=status.start_time or started,
+        end_time=status.end_time or ended,
+        native_state=status.native_state or FROM_FILE,
+        reason=f"from the exit-code file ({status.reason})"
+        if status.reason
+        else "from the exit-code file",
+    )
+
+
 def _lasting(status: JobStatus) -> Tuple[Any, ...]:
-    """What the store keeps up to date: a new reason alone (a pending job's
-    "Priority" turning "Resources") is shown live, not written on every poll."""
+    """What the store keeps up to date (a new reason alone is not written)."""
     return (status.state, status.exit_code, status.start_time, status.end_time)
 
 
@@ -286,14 +250,12 @@ class ExitRecord(NamedTuple):
     code: Optional[int]
     started: Optional[datetime] = None
     ended: Optional[datetime] = None
-    #: seconds the wrapper ran (Linux: from /proc, no process per job); its start is
-    #: then the end less these
+    #: seconds the wrapper ran (its start: the end less these)
     ran: Optional[float] = None
 
     def times(self, mtime: Optional[float]) -> Tuple[Optional[datetime], Optional[datetime]]:
-        """(start, end): the end written, else the file's mtime (no ``date`` process in
-        every job for it); an mtime lags the clock by up to a tick (4 ms), so the end
-        is never before a start to the nanosecond."""
+        """(start, end): the end written, else the file's mtime (never before the start:
+        an mtime lags the clock by up to a tick)."""
         ended = self.ended
         if ended is None and mtime is not None:
             ended = datetime.fromtimestamp(mtime, tz=timezone.utc)

@@ -1,45 +1,12 @@
-"""The one bounded wait loop: ticks, quick notice of ends, UNKNOWN streaks, deadline.
+"""The one bounded wait loop: ticks, quick notice of ends, UNKNOWN streaks, outages.
 
-It knows nothing of schedulers.  It is handed two functions over many jobs -
-``status_round`` (the scheduler's answers, through the ``polling.Poller``
-that keeps its polite rate: most ticks it only repeats the last answers) and
-``file_round`` (the jobs whose wrapper wrote its exit-code file: a ``stat``,
-no scheduler asked) - and a ``Waiter`` that pauses between ticks (a plain
-sleep, or a pause a driver ends early when a job ends).
-
-Every ``notice_interval`` seconds (1 s) it takes both rounds - a *full tick* -
-so a job's end is known within about a second while the scheduler is asked no
-more often than the poller allows.  With many jobs the full ticks are spaced so
-that at most ``FULL_TICK_RATE`` jobs a second are looked at: the client's cost
-stays linear in the number of jobs, whatever their number.  A waiter that hears
-ends (Flux's bindings) wakes the loop with the ids that ended: they are taken
-from its events (on a full tick too: the poller may repeat an answer from
-before they ended), that tick looks at those alone, and while it hears, no
-exit-code file is looked at and a full tick is only the safety net (and the
-running jobs' states for ``on_poll``): at most ``HEARING_TICK_RATE`` jobs a
-second, at least every ``HEARING_GAP`` seconds.  Every end the loop learns,
-heard, listed or read from a file, is told to the waiter (``Waiter.settled``):
-one that could not hear a job stops waiting for it.  An UNKNOWN answer counts
-towards the streak only when it is a new answer (``Observation.answered_at``),
-not a repeat of the last one, nor what was known before any answer.
-
-Every round - the status, the exit-code files, the heard ends, the waiter's
-events - is guarded alike against an *outage*: a round that raises
-``TransportError`` (the login node unreachable: sshd restarting, a reboot, a
-network blip; the transport's own few reconnect attempts spent),
-``JobTimeoutError`` (one command past its budget) or
-``SchedulerUnavailableError`` is not taken, and the loop tries again after a
-pause that doubles from ``OUTAGE_FIRST_PAUSE`` up to ``OUTAGE_MAX_PAUSE``; an
-answer that says the scheduler cannot be asked right now
-(``Reach.OUT_FOR_NOW``: a controller restarting) is ridden out too, at the
-poller's pace - not one that says it cannot be used from here
-(``Reach.UNUSABLE``: no command, a bad setting), which counts as UNKNOWN.
-An outage does not count towards the UNKNOWN streak: it ends the wait only at
-its deadline (``JobTimeoutError``, saying how long the scheduler was out of
-reach), never after a number of attempts.  One warning says when an outage
-begins, one when it is over.  An error retrying cannot fix (a changed host key,
-a refused login: ``TransportError.permanent``) is raised at once.  A waiter
-whose events fail is given up for plain ticks.
+Every ``notice_interval`` a full tick takes the exit-code files, then the status round
+(the poller keeps its rate), spaced out for many jobs (``FULL_TICK_RATE``).  A waiter
+that hears ends wakes the loop with their ids; while it hears every end, no file is
+read and full ticks are a safety net (``HEARING_TICK_RATE``, ``HEARING_GAP``).
+A round that raises ``OUTAGE_ERRORS``, or an answer ``Reach.OUT_FOR_NOW``, is an
+outage, ridden out until the deadline (``TransportError.permanent`` is raised at
+once); only new UNKNOWN answers count towards the streak.
 """
 
 from __future__ import annotations
@@ -104,11 +71,9 @@ class WaitPlan:
     notice_interval: float = 1.0
     on_change: Optional[StatusCallback] = None
     on_poll: Optional[ProgressCallback] = None
-    #: return as soon as this many have ended (a sweep's feeder: room for more), with
-    #: the final statuses of those alone; ``None``: wait for all
+    #: return the final statuses of the first ``enough`` to end (``None``: wait for all)
     enough: Optional[int] = None
-    #: whether an exit-code file may tell an end first; a sweep's feeder waits for the
-    #: scheduler's word: a job whose file is written still holds its place in the queue
+    #: whether an exit-code file may tell an end first (not for a sweep's feeder)
     files: bool = True
 
 
@@ -135,12 +100,8 @@ def wait_for_all(
     heard_round: Optional[StatusRound] = None,
 ) -> Dict[str, JobStatus]:
     """Every job's final status; ``heard_round`` answers for the jobs a waiter heard
-    end (from its events, at once: not through the polite poll), else ``status_round``.
-
-    A job UNKNOWN for ``unknown_limit`` new answers in a row raises
-    ``JobNotFoundError``; past ``timeout`` seconds, ``JobTimeoutError``.  An outage
-    (see the module docstring) is ridden out until then.
-    """
+    end (else ``status_round``).  ``unknown_limit`` new UNKNOWN answers in a row raise
+    ``JobNotFoundError``; past ``timeout``, ``JobTimeoutError``."""
     deadline = Deadline(plan.timeout)
     progress = _Progress(pending=dict.fromkeys(job_ids))
     outage = Outage(plan.scheduler_name, deadline)
@@ -148,30 +109,26 @@ def wait_for_all(
     next_full = 0.0
     # Before the first round: a driver's event stream may answer it (Flux's journal).
     waiter: Waiter = _made_waiter(make_waiter, list(progress.pending), outage)
+
+    def take(round_: StatusRound, ids: List[str]) -> bool:
+        return _guarded(progress, outage, round_, ids, plan, waiter)
+
     try:
         while True:
             took = True
             full = not heard or time.monotonic() >= next_full
             if heard:
-                # The waiter heard these end: asked from its events, on a full tick too
-                # (the poller may repeat an answer from before these ends).
                 ended = [job_id for job_id in heard if job_id in progress.pending]
                 if ended:
-                    took = _guarded(
-                        progress, outage, heard_round or status_round, ended, plan, waiter
-                    )
+                    took = take(heard_round or status_round, ended)
             if took and full and progress.pending:
                 hearing = waiter.listening()
                 next_full = time.monotonic() + _full_gap(plan, len(progress.pending), hearing)
                 if plan.files and not hearing:
                     # The files first: a job that ended is not asked about.
-                    took = _guarded(
-                        progress, outage, file_round, list(progress.pending), plan, waiter
-                    )
+                    took = take(file_round, list(progress.pending))
                 if took and progress.pending:
-                    took = _guarded(
-                        progress, outage, status_round, list(progress.pending), plan, waiter
-                    )
+                    took = take(status_round, list(progress.pending))
             if took:
                 outage.passed()
             else:
@@ -203,13 +160,9 @@ def wait_for_all(
 
 
 class Outage:
-    """The outage a wait rides out, if one lasts: one warning when it begins and one
-    when it is over, and the pause before the next try (doubling, capped).
-
-    Two kinds: rounds that raise (``failed``; over once a tick's rounds all went
-    through: ``passed``) and answers that say the scheduler cannot be asked right
-    now (``unreachable``; over at the next answer it gives: ``answered``).
-    """
+    """The outage a wait rides out: a warning when it begins and when it is over, and
+    the pause before the next try.  Rounds that raise (``failed`` until ``passed``) or
+    answers that the scheduler cannot be asked now (``unreachable`` until ``answered``)."""
 
     def __init__(self, scheduler_name: str, deadline: Deadline) -> None:
         self.scheduler_name = scheduler_name
@@ -266,9 +219,9 @@ class Outage:
         if self.began is None:
             self.began = time.monotonic()
             left = self.deadline.remaining()
-            until = "until it is back"
-            if left != math.inf:
-                until = f"until its deadline, {left:.0f} s away"
+            until = (
+                "until it is back" if left == math.inf else f"until its deadline, {left:.0f} s away"
+            )
             log.warning(
                 "%s: out of reach (%s); the wait goes on, trying again %s",
                 self.scheduler_name,
@@ -324,8 +277,7 @@ def _close_quietly(waiter: Waiter) -> None:
 
 
 def _full_gap(plan: WaitPlan, pending: int, hearing: bool) -> float:
-    """Seconds to the next full tick: ``notice_interval``, more for many jobs, more
-    again while the waiter hears every end."""
+    """Seconds to the next full tick (more for many jobs, more while the waiter hears)."""
     gap = max(plan.notice_interval, pending / FULL_TICK_RATE)
     if hearing:
         gap = max(gap, min(pending / HEARING_TICK_RATE, HEARING_GAP))
@@ -339,8 +291,7 @@ def _take(
     waiter: Waiter,
     outage: Outage,
 ) -> None:
-    """Note what changed; call ``on_change`` for each job whose state changed; tell the
-    waiter the jobs that ended (it may not hear them: ``Waiter.settled``)."""
+    """Note what changed, call ``on_change``, tell the waiter the jobs that ended."""
     progress.latest.update((job_id, seen.status) for job_id, seen in observed.items())
     ended: List[str] = []
     for job_id in [job_id for job_id in observed if job_id in progress.pending]:

@@ -1,10 +1,5 @@
-"""The mock scheduler: runs jobs on this machine as real detached processes.
-
-The embedded default - no scheduler needed.  Each job gets a supervisor
-process (``mock_runner``) that outlives the submitting command, so ``hpcbridge
-submit`` in one process and ``hpcbridge wait`` in another see the same job.
-Concurrency is bounded by the machine's cores, like a one-node cluster.
-"""
+"""The mock scheduler: runs jobs on this machine as detached processes, a supervisor
+each (``mock_runner``) that outlives the submitter; concurrency bounded by the cores."""
 
 from __future__ import annotations
 
@@ -116,8 +111,7 @@ class MockDriver:
             },
         )
         write_json(job_dir / "state.json", {"state": "PENDING", "submit_time": now_iso()})
-        # The submission's key -> the id, before the job starts: a submitter that dies
-        # now leaves a job that find_submitted finds.
+        # the key -> the id before the job starts: find_submitted finds it
         self._key_file(batch, index).parent.mkdir(exist_ok=True)
         self._key_file(batch, index).write_text(job_id, encoding="ascii")
         self._launch(job_dir)
@@ -129,8 +123,7 @@ class MockDriver:
     def find_submitted(
         self, planned: Planned, since: Optional[float] = None
     ) -> Optional[List[Submitted]]:
-        """The jobs the batch made, from their key files (written as each one went in:
-        a mock submission is never in flight, so none found is surely none)."""
+        """The jobs the batch made, from their key files (none found is surely none)."""
         batch, found = planned.batch, []
         for index in range(batch.count):
             try:
@@ -157,8 +150,7 @@ class MockDriver:
                 )
         except OSError as exc:
             raise JobSubmissionError(f"cannot start the mock supervisor: {exc}") from exc
-        # The runner forks and its parent exits at once: the supervisor is
-        # re-parented to init, so it outlives us and never lingers as a zombie.
+        # The runner forks and its parent exits at once: the supervisor outlives us.
         if runner.wait() != 0:
             raise JobSubmissionError(
                 f"the mock supervisor did not start (see {job_dir}/supervisor.log)"
@@ -229,8 +221,7 @@ class MockAdapter(SchedulerAdapter):
                 "the mock scheduler runs jobs on this machine; use the local transport "
                 "(HPCBRIDGE_TRANSPORT=local)"
             )
-        # Its supervisors lock files there, and its ids are this machine's: one folder
-        # on a local disk (store_location.machine_folder).
+        # its supervisors lock files there: a folder on a local disk
         self.root = machine_folder(self.settings.state_path / "mock")
         self.slots = slots or os.cpu_count() or 1
 
@@ -243,8 +234,7 @@ class MockAdapter(SchedulerAdapter):
 
 
 def _lost(status: JobStatus, job_dir: Path) -> JobStatus:
-    """The supervisor is gone without recording an end (machine restart, kill -9):
-    the wrapper's exit-code file, else FAILED."""
+    """The supervisor is gone without recording an end: the exit-code file's, else FAILED."""
     try:
         exit_file = read_json(job_dir / "spec.json")["exit_file"]
         with open(exit_file, encoding="ascii") as handle:

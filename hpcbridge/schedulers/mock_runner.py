@@ -1,12 +1,7 @@
-"""The mock scheduler's supervisor: one detached process per job.
-
-``python -m hpcbridge.schedulers.mock_runner [--detach] JOB_STATE_DIR``.  It waits for
-dependencies, takes one of the machine's core slots (an ``flock`` on a slot
-file, released by the kernel if this process dies), runs the wrapper in its
-own process group, enforces the time limit and honours cancellation, and
-writes every transition to ``state.json`` atomically.  Any process can read
-that file, so a job submitted by one command can be followed from another.
-"""
+"""The mock scheduler's supervisor, one detached process per job
+(``python -m hpcbridge.schedulers.mock_runner [--detach] JOB_STATE_DIR``): it waits for
+parents and a core slot (an ``flock``), runs the wrapper in its own process group,
+enforces the time limit and cancels, and writes each transition to ``state.json``."""
 
 from __future__ import annotations
 
@@ -26,6 +21,8 @@ from ..model import CANCELLED_WHILE_PENDING
 TICK = 0.05  # seconds between checks for cancel, deadline, exit
 KILL_WAIT = 5.0  # seconds between TERM and KILL, like Slurm's KillWait
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}
+#: the reason of each end the supervisor brings about
+_ENDINGS = {"CANCELLED": "cancelled", "TIMEOUT": "time limit reached"}
 
 
 def now_iso() -> str:
@@ -114,13 +111,9 @@ class Supervisor:
 
     def run(self) -> int:
         blocked = self.wait_for_dependencies()
-        if blocked == "cancelled":
-            return self.finish("CANCELLED", reason=CANCELLED_WHILE_PENDING)
-        if blocked:
+        if blocked and blocked != "cancelled":
             return self.finish("CANCELLED", reason=blocked)
-        if not self.take_slot():
-            return self.finish("CANCELLED", reason=CANCELLED_WHILE_PENDING)
-        if self.cancel_requested():
+        if blocked or not self.take_slot() or self.cancel_requested():
             return self.finish("CANCELLED", reason=CANCELLED_WHILE_PENDING)
 
         environment = dict(os.environ)
@@ -155,10 +148,8 @@ class Supervisor:
             elif ending is not None and time.monotonic() >= kill_at:
                 _signal_group(child.pid, signal.SIGKILL)
         exit_code = returncode if returncode >= 0 else 128 - returncode
-        if ending == "CANCELLED":
-            return self.finish("CANCELLED", exit_code=exit_code, reason="cancelled")
-        if ending == "TIMEOUT":
-            return self.finish("TIMEOUT", exit_code=exit_code, reason="time limit reached")
+        if ending is not None:
+            return self.finish(ending, exit_code=exit_code, reason=_ENDINGS[ending])
         if exit_code == 0:
             return self.finish("COMPLETED", exit_code=0)
         return self.finish("FAILED", exit_code=exit_code, reason="NonZeroExitCode")
