@@ -86,8 +86,9 @@ def facts_from_jobinfo(info: Any) -> JobFacts:
     return facts_from_json(job)
 
 
-#: the fields of ``JobFacts`` that are numbers, and those of them that are times
-_TIMES = ("t_submit", "t_run", "t_cleanup", "t_inactive", "expiration")
+#: the fields of ``JobFacts`` that are numbers, those that are times, those of a job's events
+_EVENT_TIMES = ("t_submit", "t_run", "t_cleanup", "t_inactive")
+_TIMES = (*_EVENT_TIMES, "expiration")
 _NUMBERS = ("returncode", "waitstatus", *_TIMES)
 
 
@@ -280,7 +281,7 @@ def parse_jobs_format(stdout: str) -> List[JobFacts]:
             name: value.strip() for name, value in zip(JOBS_FORMAT_FIELDS, parts)
         }
         # `--format` prints 0.0 for times that are not set yet.
-        job.update((name, number(job[name]) or None) for name in _TIMES[:-1])
+        job.update((name, number(job[name]) or None) for name in _EVENT_TIMES)
         exception = {"occurred": True, "type": job["exception.type"], "note": job["exception.note"]}
         jobs.append(facts_from_json({**job, "id": job["id.dec"], "exception": exception}))
     return jobs
