@@ -30,12 +30,11 @@ from ..transports.base import Executor
 from ..transports.local import LocalExecutor
 from . import submitting, sweeping
 from .driver import SchedulerDriver, Session
-from .following import Following
 from .jobscript import TaskSpec
 from .observation import Observation, statuses_of
 from .submitting import DependsOn, JobInput, Order, Placement, Stager, Submission, reach_text
 from .tracking import JobTracker, ask, exit_code_from_file, read_output
-from .waiting import ProgressCallback, StatusCallback
+from .waiting import Following, ProgressCallback, StatusCallback
 
 log = logging.getLogger("hpcbridge")
 

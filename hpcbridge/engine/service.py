@@ -12,9 +12,9 @@ from ..resources import Resources
 from ..store.jobs import JobStore
 from ..transports.base import Executor
 from .driver import Session
-from .following import Following
 from .jobscript import TaskSpec
 from .submitting import DependsOn, Order, Stager, Submission
+from .waiting import Following
 
 
 class SubmissionService(Protocol):
