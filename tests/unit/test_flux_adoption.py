@@ -61,7 +61,7 @@ def test_one_job_carries_the_token_many_the_token_and_their_index() -> None:
 @pytest.mark.parametrize("policy", [POLICY_0_49, POLICY_0_26], ids=["0.49+", "0.26"])
 def test_the_key_is_a_json_string_so_a_hex_token_stays_text(policy: Any) -> None:
     request = submission.translate(batch_of(1, token="123e4567"), None, policy)
-    argv = cl.submit_argv("flux", policy, request)
+    argv = submission.submit_argv("flux", policy, request)
     # Unquoted, --setattr would read 123e4567 as the number 1.23e+4569.
     assert '--setattr=user.hpcbridge_key="123e4567"' in argv
     assert argv[-1] == "/j/.hpcbridge/123e4567.sh"

@@ -41,7 +41,7 @@ def request(**changes: object) -> submission.SubmitRequest:
 
 
 def batch_argv(policy: object, made: submission.SubmitRequest) -> List[str]:
-    return command_line.submit_argv("flux", policy, made)  # type: ignore[arg-type]
+    return submission.submit_argv("flux", policy, made)  # type: ignore[arg-type]
 
 
 # -- submission -----------------------------------------------------------------

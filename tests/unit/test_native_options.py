@@ -18,9 +18,8 @@ from hpcbridge.config import Settings
 from hpcbridge.errors import ConfigurationError
 from hpcbridge.native_options import NONE, OPTIONAL, REQUIRED, option_names
 from hpcbridge.schedulers.flux import native as flux_native
-from hpcbridge.schedulers.flux.command_line import submit_argv
 from hpcbridge.schedulers.flux.instance import POLICY_0_26
-from hpcbridge.schedulers.flux.submission import SubmitRequest
+from hpcbridge.schedulers.flux.submission import SubmitRequest, submit_argv
 from hpcbridge.schedulers.slurm import commands
 
 HELP = Path(__file__).resolve().parents[1] / "data" / "slurm" / "help"

@@ -19,8 +19,8 @@ from hpcbridge.engine.jobscript import PreparedJob
 from hpcbridge.registry import scheduler_entry
 from hpcbridge.resources import RESOURCE_KEYS, format_begin, signal_forwarded
 from hpcbridge.schedulers.flux import submission
-from hpcbridge.schedulers.flux.command_line import submit_argv
 from hpcbridge.schedulers.flux.instance import POLICY_0_26, POLICY_0_49, POLICY_0_88
+from hpcbridge.schedulers.flux.submission import submit_argv
 from hpcbridge.schedulers.slurm import commands
 from hpcbridge.schedulers.slurm.native import gres_counts, submit_description_kwargs
 

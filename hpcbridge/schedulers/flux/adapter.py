@@ -13,8 +13,6 @@ from ...engine.submitting import Order, dry_batches
 from ...errors import ConfigurationError, JobNotFoundError, SchedulerUnavailableError
 from ...registry import check_driver_choice
 from ...transports.base import Executor
-from .command_driver import MAX_BATCH
-from .command_line import submit_argv
 from .commands import FluxCommands
 from .doctor import adapter_info
 from .instance import POLICIES, FluxOptions, FluxPolicy, InstanceFacts, UriSetting, facts
@@ -28,7 +26,16 @@ from .session import (
     resolve_target,
 )
 from .status import F58_PREFIX, InvalidJobIdError, canonical_job_id
-from .submission import JobChoice, JobKind, Questions, choose_kind, flux_plan, plan_batch
+from .submission import (
+    MAX_BATCH,
+    JobChoice,
+    JobKind,
+    Questions,
+    choose_kind,
+    flux_plan,
+    plan_batch,
+    submit_argv,
+)
 
 
 class FluxAdapter(SchedulerAdapter):

@@ -15,14 +15,13 @@ from ...engine.driver import Capabilities, Planned, Submitted, Waiter
 from ...errors import JobSubmissionError, SchedulerAdapterError
 from ...model import JobStatus
 from . import jobspec
-from .command_driver import FluxDriverBase
-from .command_line import output_path_from_jobspec, raise_cancel_errors
+from .command_line import Outcome, output_path_from_jobspec, raise_cancel_errors
 from .commands import FluxCommands, KeyFinder, adopt_all
 from .instance import InstanceFacts, QueueInfo, queue_info_from_config
 from .jobspec import LOST, error_text
 from .journal import Journal, JournalWaiter, ResultWaiter, open_journal
 from .status import bindings_job_ids, facts_from_jobinfo, parse_job_id, statuses_from_facts, unknown
-from .submission import DROPPED_KEYS, FluxPlan, Outcome, flux_plan, jobspec_params
+from .submission import DROPPED_KEYS, FluxDriverBase, FluxPlan, flux_plan, jobspec_params
 
 log = logging.getLogger("hpcbridge")
 

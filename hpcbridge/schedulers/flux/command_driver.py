@@ -9,9 +9,9 @@ from __future__ import annotations
 import logging
 import shlex
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
-from ...engine.driver import Capabilities, Planned, SubmitBatch, Submitted, Waiter
+from ...engine.driver import Capabilities, Planned, Submitted, Waiter
 from ...errors import (
     JobSubmissionError,
     JobTimeoutError,
@@ -22,32 +22,23 @@ from ...transports.base import CommandResult
 from . import command_line as cl
 from . import commands, status, submission
 from . import jobspec as jobspec_module
+from .command_line import Outcome
 from .commands import FluxCommands
 from .instance import InstanceFacts
 from .status import parse_eventlog
 from .submission import (
     DROPPED_KEYS,
+    FluxDriverBase,
     FluxPlan,
-    Outcome,
-    Questions,
     SubmitRequest,
-    TimeLeft,
     flux_plan,
     jobspec_params,
-    kind_of,
-    plan_batch,
-    send,
 )
-
-#: one attempt at sending a plan's jobs (``submission.send``)
-Attempt = Callable[[], List[Outcome]]
 
 log = logging.getLogger("hpcbridge")
 
 CAPABILITIES = Capabilities(events=False, arrays=False, dropped_keys=DROPPED_KEYS)
 
-#: jobs per submission (one jobspec, many task indices): the bound of both Flux drivers
-MAX_BATCH = 10000
 #: ids per ``flux jobs`` call (keeps the command line short)
 _QUERY_CHUNK = 400
 
@@ -55,58 +46,6 @@ _QUERY_CHUNK = 400
 def _helper_source() -> str:
     with open(jobspec_module.__file__, encoding="utf-8") as handle:
         return handle.read()
-
-
-class FluxDriverBase:
-    """What both Flux drivers do alike: plan, send, and ask by command (banks, keys)."""
-
-    def __init__(
-        self,
-        commands: FluxCommands,
-        facts: InstanceFacts,
-        expiration: Callable[[], Optional[float]],
-        ready_timeout: float,
-        outer_time_margin: float,
-    ) -> None:
-        self.commands = commands
-        self.facts = facts
-        self.ready_timeout = ready_timeout
-        self.outer_time_margin = outer_time_margin
-        self.time_left = TimeLeft(expiration)
-        self.questions = Questions(
-            self.time_left, self.commands.native_attributes, self.commands.associations
-        )
-        self._ready = False
-
-    def plan(self, batch: SubmitBatch) -> Planned:
-        return plan_batch(batch, self.facts, self.questions, self.outer_time_margin)
-
-    def _send(
-        self, planned: Planned, wait_ready: Callable[[float], None], attempt: Attempt, what: str
-    ) -> List[Submitted]:
-        if not self._ready:
-            wait_ready(self.ready_timeout)
-            self._ready = True
-        output, kind = flux_plan(planned).request.output, kind_of(planned.batch).value
-        return send(attempt, output=output, kind=kind, what=what, ready_timeout=self.ready_timeout)
-
-    def _where(self) -> str:
-        return f"the Flux instance {self.facts.label}"
-
-    def max_batch(self) -> int:
-        return MAX_BATCH
-
-    def queue_limit(self, account: Optional[str] = None) -> Optional[int]:
-        """flux-accounting's ``max_active_jobs`` of the bank, read by command; ``None``
-        without accounting (flux-core caps no user's jobs)."""
-        return submission.active_cap(self.commands.associations(), account)
-
-    def find_submitted(
-        self, planned: Planned, since: Optional[float] = None
-    ) -> Optional[List[Submitted]]:
-        """By the keys in the jobs' jobspecs (``commands.find_by_keys``)."""
-        policy = self.facts.policy
-        return commands.find_by_keys(self.commands, policy, planned, since, self._where())
 
 
 class CLIDriver(FluxDriverBase):
@@ -129,7 +68,7 @@ class CLIDriver(FluxDriverBase):
     def describe(self, planned: Planned) -> str:
         request = flux_plan(planned).request
         prefix = f"FLUX_URI={shlex.quote(self.facts.uri)} " if self.facts.uri else ""
-        return prefix + shlex.join(cl.submit_argv(self.flux, self.policy, request))
+        return prefix + shlex.join(submission.submit_argv(self.flux, self.policy, request))
 
     def submit_many(self, planned: Planned) -> List[Submitted]:
         plan = flux_plan(planned)
@@ -139,7 +78,7 @@ class CLIDriver(FluxDriverBase):
         return self._send(planned, self.commands.wait_ready, attempt, what)
 
     def _submit_one(self, request: SubmitRequest) -> Outcome:
-        argv = cl.submit_argv(self.flux, self.policy, request)
+        argv = submission.submit_argv(self.flux, self.policy, request)
         started = time.time()
         try:
             return self._outcome(argv, self._submission(argv, request.cwd))

@@ -7,60 +7,45 @@ from __future__ import annotations
 import json
 import math
 import posixpath
+import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...errors import SchedulerAdapterError
-from ...resources import format_fsd
-from .instance import NO_LIMIT, Association, FluxPolicy
+from .instance import NO_LIMIT, Association, FluxPolicy, strip_ansi
 from .jobspec import KEY_ATTRIBUTE
 from .status import JOBS_FORMAT, InvalidJobIdError, canonical_job_id, decimal_job_id
-from .submission import JobKind, SubmitRequest
 
 # -- submitting --------------------------------------------------------------------
 
 
-def submit_argv(flux: str, policy: FluxPolicy, request: SubmitRequest) -> List[str]:
-    """``flux batch`` or ``flux submit`` (``flux mini ...`` on 0.26) of ``request``."""
-    command = policy.batch_command if request.kind is JobKind.BATCH else policy.submit_command
-    argv = [flux, *command, f"-n{request.nslots}"]
-    if request.nodes:
-        argv.append(f"-N{request.nodes}")
-    if request.cores_per_slot > 1:
-        argv.append(f"-c{request.cores_per_slot}")
-    if request.gpus_per_slot:
-        argv.append(f"-g{request.gpus_per_slot}")
-    if request.exclusive:
-        argv.append("--exclusive")
-    if request.duration:
-        # Always with a unit: a bare `-t 90` means 90 *minutes* to the CLI.
-        argv.append(f"-t{format_fsd(request.duration)}")
-    if request.queue:
-        argv.append(f"--queue={request.queue}")
-    if request.bank:
-        # `--setattr=system.bank`: every release (0.49 has no --bank); ignored without accounting.
-        argv.append(f"--setattr=system.bank={request.bank}")
-    if request.requires:
-        argv.append(f"--requires={request.requires}")
-    for job_id in request.dependencies:
-        argv.append(f"--dependency=afterok:{job_id}")
-    if request.begin:
-        argv.append(f"--dependency=begin-time:{float(request.begin)}")
-    if request.signal:
-        # Leaf by leaf, each value JSON (as the native options' attributes).
-        signum, timeleft = request.signal
-        argv.append(f"--setattr=system.shell.options.signal.signum={signum}")
-        argv.append(f"--setattr=system.shell.options.signal.timeleft={timeleft}")
-    argv.append(f"--job-name={request.job_name}")
-    argv.append(f"--output={request.output}")
-    for name, value in sorted(request.environment.items()):
-        argv.append(f"--env={name}={value}")
-    for path, value in request.attributes:
-        argv.append(f"--setattr={path}={json.dumps(value)}")
-    if request.key:
-        # --setattr parses JSON (123e45 would be a number): a JSON string stays the key.
-        argv.append(f"--setattr={KEY_ATTRIBUTE}={json.dumps(request.key)}")
-    argv.append(request.wrapper_path)
-    return argv
+# The refusals Flux phrases (job-ingest, queue plugin, policy limits), 0.49 .. 0.88.
+_KNOWN_REFUSALS = (
+    re.compile(r"no queue specified"),
+    re.compile(r"Invalid queue '[^']*' specified"),
+    re.compile(r"'[^']*' is not a valid queue"),
+    re.compile(r"job submission to \S+ is disabled.*"),
+    re.compile(r"[Jj]ob submission is disabled.*"),
+    re.compile(r"requested duration .* exceeds policy limit .*"),
+    re.compile(r"requested .* exceeds policy limit .*"),
+)
+
+
+_PREFIXES = re.compile(r"^(?:flux-[\w-]+: )?(?:ERROR: )?(?:\[Errno \d+\] )?")
+
+
+def scheduler_message(text: str) -> str:
+    """Flux's own words from a failed submission's output, without program prefixes."""
+    lines = [line.strip() for line in strip_ansi(text).splitlines() if line.strip()]
+    for line in lines:
+        for pattern in _KNOWN_REFUSALS:
+            match = pattern.search(line)
+            if match:
+                return match.group(0).strip()
+    for line in reversed(lines):
+        cleaned = _PREFIXES.sub("", line).strip()
+        if cleaned and not cleaned.startswith("usage:"):
+            return cleaned
+    return ""
 
 
 def parse_submit_output(stdout: str) -> str:
@@ -92,9 +77,13 @@ def bulk_input(
     )
 
 
-def parse_bulk_output(stdout: str) -> List[Tuple[bool, str]]:
+#: one job's outcome: (True, its id in Flux's canonical F58 form) or (False, why not)
+Outcome = Tuple[bool, str]
+
+
+def parse_bulk_output(stdout: str) -> List[Outcome]:
     """The bulk helper's ``OK <id>`` / ``ERR <message>`` lines, in order."""
-    results: List[Tuple[bool, str]] = []
+    results: List[Outcome] = []
     for line in stdout.splitlines():
         kind, _, rest = line.strip().partition(" ")
         if kind == "OK":

@@ -11,7 +11,6 @@ import time
 from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from ...engine.adoption import CannotAsk, adopt_or_resubmit, look_up
-from ...engine.driver import Planned, Submitted
 from ...engine.retrying import retry
 from ...errors import (
     JobTimeoutError,
@@ -23,6 +22,7 @@ from ...errors import (
 from ...transports.base import CommandResult, Executor
 from . import command_line as cl
 from . import native
+from .command_line import Outcome, scheduler_message
 from .instance import (
     Association,
     FluxPolicy,
@@ -32,8 +32,6 @@ from .instance import (
     parse_queue_list,
 )
 from .jobspec import KEY_ATTRIBUTE
-from .status import canonical_job_id
-from .submission import Outcome, flux_plan, kind_of, log_path, scheduler_message
 
 log = logging.getLogger("hpcbridge")
 
@@ -377,24 +375,3 @@ def look_up_all(finder: KeyFinder, keys: Sequence[str], where: str) -> Dict[str,
         look_for=f"jobs whose jobspec has {KEY_ATTRIBUTE}={label}",
     )
     return found
-
-
-def find_by_keys(
-    commands: FluxCommands,
-    policy: FluxPolicy,
-    planned: Planned,
-    since: Optional[float],
-    where: str,
-) -> Optional[List[Submitted]]:
-    """Either driver's ``find_submitted``: this user's jobs since ``since`` (else ``LOOK_BACK``)."""
-    plan = flux_plan(planned)
-    began = since if since is not None else time.time() - LOOK_BACK
-    found = look_up_all(KeyFinder(commands, policy, began), plan.keys, where)
-    ids = {key: canonical_job_id(job_id) for key, job_id in found.items()}
-    output, kind = plan.request.output, kind_of(planned.batch).value
-    jobs = [
-        Submitted(ids[key], log_path(output, ids[key]), index, kind)
-        for index, key in enumerate(plan.keys)
-        if key in ids
-    ]
-    return jobs or None

@@ -23,6 +23,7 @@ from ...errors import ConfigurationError, JobNotFoundError, SchedulerUnavailable
 from ...transports.base import Executor
 from .bindings_driver import BindingsConnection, NativeDriver
 from .command_driver import CLIDriver
+from .command_line import scheduler_message
 from .commands import FluxCommands
 from .instance import (
     POLICIES,
@@ -37,7 +38,7 @@ from .instance import (
 )
 from .jobspec import error_text
 from .status import is_job_id, parse_job_id
-from .submission import NEVER_REACHED, TimeLeft, scheduler_message
+from .submission import NEVER_REACHED, TimeLeft
 
 log = logging.getLogger("hpcbridge")
 

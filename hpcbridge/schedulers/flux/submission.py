@@ -4,9 +4,9 @@ anything is staged), sent (again while the instance starts), refused in Flux's o
 
 from __future__ import annotations
 
+import json
 import logging
 import math
-import re
 import signal as signals
 import threading
 import time
@@ -26,10 +26,12 @@ from ...engine.jobscript import EXIT_RANKS_VARIABLE
 from ...engine.retrying import retry
 from ...errors import JobSubmissionError, LimitRefusedError, ResourceError
 from ...resources import Resources, format_fsd, signal_parts
-from .instance import Association, FluxPolicy, InstanceFacts, QueueInfo, UriSetting, strip_ansi
-from .jobspec import batch_script
+from .command_line import Outcome, scheduler_message
+from .commands import LOOK_BACK, FluxCommands, KeyFinder, look_up_all
+from .instance import Association, FluxPolicy, InstanceFacts, QueueInfo, UriSetting
+from .jobspec import KEY_ATTRIBUTE, batch_script
 from .native import Attributes
-from .status import decimal_job_id
+from .status import canonical_job_id, decimal_job_id
 
 log = logging.getLogger("hpcbridge")
 
@@ -434,6 +436,50 @@ def check_outer_limit(duration: Optional[float], left: Optional[float], margin: 
     )
 
 
+def submit_argv(flux: str, policy: FluxPolicy, request: SubmitRequest) -> List[str]:
+    """``flux batch`` or ``flux submit`` (``flux mini ...`` on 0.26) of ``request``."""
+    command = policy.batch_command if request.kind is JobKind.BATCH else policy.submit_command
+    argv = [flux, *command, f"-n{request.nslots}"]
+    if request.nodes:
+        argv.append(f"-N{request.nodes}")
+    if request.cores_per_slot > 1:
+        argv.append(f"-c{request.cores_per_slot}")
+    if request.gpus_per_slot:
+        argv.append(f"-g{request.gpus_per_slot}")
+    if request.exclusive:
+        argv.append("--exclusive")
+    if request.duration:
+        # Always with a unit: a bare `-t 90` means 90 *minutes* to the CLI.
+        argv.append(f"-t{format_fsd(request.duration)}")
+    if request.queue:
+        argv.append(f"--queue={request.queue}")
+    if request.bank:
+        # `--setattr=system.bank`: every release (0.49 has no --bank); ignored without accounting.
+        argv.append(f"--setattr=system.bank={request.bank}")
+    if request.requires:
+        argv.append(f"--requires={request.requires}")
+    for job_id in request.dependencies:
+        argv.append(f"--dependency=afterok:{job_id}")
+    if request.begin:
+        argv.append(f"--dependency=begin-time:{float(request.begin)}")
+    if request.signal:
+        # Leaf by leaf, each value JSON (as the native options' attributes).
+        signum, timeleft = request.signal
+        argv.append(f"--setattr=system.shell.options.signal.signum={signum}")
+        argv.append(f"--setattr=system.shell.options.signal.timeleft={timeleft}")
+    argv.append(f"--job-name={request.job_name}")
+    argv.append(f"--output={request.output}")
+    for name, value in sorted(request.environment.items()):
+        argv.append(f"--env={name}={value}")
+    for path, value in request.attributes:
+        argv.append(f"--setattr={path}={json.dumps(value)}")
+    if request.key:
+        # --setattr parses JSON (123e45 would be a number): a JSON string stays the key.
+        argv.append(f"--setattr={KEY_ATTRIBUTE}={json.dumps(request.key)}")
+    argv.append(request.wrapper_path)
+    return argv
+
+
 def jobspec_params(request: SubmitRequest) -> Dict[str, Any]:
     return {
         "kind": request.kind.value,
@@ -458,10 +504,6 @@ def jobspec_params(request: SubmitRequest) -> Dict[str, Any]:
         "attributes": [list(pair) for pair in request.attributes],
         "key": request.key,
     }
-
-
-#: one job's outcome: (True, its id in Flux's canonical F58 form) or (False, why not)
-Outcome = Tuple[bool, str]
 
 
 # What a starting instance says before its job-ingest service exists.
@@ -527,36 +569,6 @@ def log_path(output: str, job_id: str) -> str:
     return output.replace("{{id}}", job_id)
 
 
-# The refusals Flux phrases (job-ingest, queue plugin, policy limits), 0.49 .. 0.88.
-_KNOWN_REFUSALS = (
-    re.compile(r"no queue specified"),
-    re.compile(r"Invalid queue '[^']*' specified"),
-    re.compile(r"'[^']*' is not a valid queue"),
-    re.compile(r"job submission to \S+ is disabled.*"),
-    re.compile(r"[Jj]ob submission is disabled.*"),
-    re.compile(r"requested duration .* exceeds policy limit .*"),
-    re.compile(r"requested .* exceeds policy limit .*"),
-)
-
-
-_PREFIXES = re.compile(r"^(?:flux-[\w-]+: )?(?:ERROR: )?(?:\[Errno \d+\] )?")
-
-
-def scheduler_message(text: str) -> str:
-    """Flux's own words from a failed submission's output, without program prefixes."""
-    lines = [line.strip() for line in strip_ansi(text).splitlines() if line.strip()]
-    for line in lines:
-        for pattern in _KNOWN_REFUSALS:
-            match = pattern.search(line)
-            if match:
-                return match.group(0).strip()
-    for line in reversed(lines):
-        cleaned = _PREFIXES.sub("", line).strip()
-        if cleaned and not cleaned.startswith("usage:"):
-            return cleaned
-    return ""
-
-
 #: Flux's words for a job refused by a cap on this user's active jobs: flux-core caps
 #: none; flux-accounting's priority plugin rejects past the bank's max_active_jobs
 LIMIT_REFUSED = ("user has max active jobs",)
@@ -573,3 +585,73 @@ def submission_error(
     message = scheduler_message(text) or "no message"
     cls = LimitRefusedError if limit_refused(message) else JobSubmissionError
     return cls(f"{what} refused the job: {message}", argv=argv, scheduler_message=message)
+
+
+#: one attempt at sending a plan's jobs (``submission.send``)
+Attempt = Callable[[], List[Outcome]]
+
+#: jobs per submission (one jobspec, many task indices): the bound of both Flux drivers
+MAX_BATCH = 10000
+
+
+class FluxDriverBase:
+    """What both Flux drivers do alike: plan, send, and ask by command (banks, keys)."""
+
+    def __init__(
+        self,
+        commands: FluxCommands,
+        facts: InstanceFacts,
+        expiration: Callable[[], Optional[float]],
+        ready_timeout: float,
+        outer_time_margin: float,
+    ) -> None:
+        self.commands = commands
+        self.facts = facts
+        self.ready_timeout = ready_timeout
+        self.outer_time_margin = outer_time_margin
+        self.time_left = TimeLeft(expiration)
+        self.questions = Questions(
+            self.time_left, self.commands.native_attributes, self.commands.associations
+        )
+        self._ready = False
+
+    def plan(self, batch: SubmitBatch) -> Planned:
+        return plan_batch(batch, self.facts, self.questions, self.outer_time_margin)
+
+    def _send(
+        self, planned: Planned, wait_ready: Callable[[float], None], attempt: Attempt, what: str
+    ) -> List[Submitted]:
+        if not self._ready:
+            wait_ready(self.ready_timeout)
+            self._ready = True
+        output, kind = flux_plan(planned).request.output, kind_of(planned.batch).value
+        return send(attempt, output=output, kind=kind, what=what, ready_timeout=self.ready_timeout)
+
+    def _where(self) -> str:
+        return f"the Flux instance {self.facts.label}"
+
+    def max_batch(self) -> int:
+        return MAX_BATCH
+
+    def queue_limit(self, account: Optional[str] = None) -> Optional[int]:
+        """flux-accounting's ``max_active_jobs`` of the bank, read by command; ``None``
+        without accounting (flux-core caps no user's jobs)."""
+        return active_cap(self.commands.associations(), account)
+
+    def find_submitted(
+        self, planned: Planned, since: Optional[float] = None
+    ) -> Optional[List[Submitted]]:
+        """By the keys in the jobs' jobspecs, this user's jobs since ``since`` (else
+        ``LOOK_BACK``)."""
+        plan = flux_plan(planned)
+        began = since if since is not None else time.time() - LOOK_BACK
+        finder = KeyFinder(self.commands, self.facts.policy, began)
+        found = look_up_all(finder, plan.keys, self._where())
+        ids = {key: canonical_job_id(job_id) for key, job_id in found.items()}
+        output, kind = plan.request.output, kind_of(planned.batch).value
+        jobs = [
+            Submitted(ids[key], log_path(output, ids[key]), index, kind)
+            for index, key in enumerate(plan.keys)
+            if key in ids
+        ]
+        return jobs or None
