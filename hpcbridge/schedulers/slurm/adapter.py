@@ -11,8 +11,8 @@ from ...errors import JobNotFoundError
 from ...registry import check_driver_choice
 from ...transports.base import Executor
 from .cli import LimitCache, SlurmCliDriver
-from .ids import job_id_of
 from .native import choose_slurm_driver
+from .status import job_id_of
 
 
 class RealSlurmAdapter(SchedulerAdapter):

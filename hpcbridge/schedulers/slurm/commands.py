@@ -16,8 +16,7 @@ from ...errors import JobSubmissionError, LimitRefusedError, SubmissionUncertain
 from ...model import JobState, JobStatus
 from ...native_options import check_options, owned_table
 from ...resources import Resources, format_begin, format_slurm_time
-from .ids import normalize_job_id
-from .status import KEY_PREFIX
+from .status import KEY_PREFIX, normalize_job_id
 
 log = logging.getLogger("hpcbridge.slurm")
 

@@ -27,7 +27,6 @@ from ...transports.base import Executor
 from . import commands, pyslurm_loading
 from .cli import SlurmCliDriver
 from .commands import CAPABILITIES, NOT_FOUND, SubmitSpec, planned_spec, submit_batch, unknown
-from .ids import expand_array_spec, split_job_id
 from .pyslurm_loading import (
     PYSLURM_SKIP_REASON,
     ensure_loadable,
@@ -36,7 +35,7 @@ from .pyslurm_loading import (
     versions_match,
     wanted_slurm_conf,
 )
-from .status import KEY_PREFIX, job_status
+from .status import KEY_PREFIX, expand_array_spec, job_status, split_job_id
 
 log = logging.getLogger("hpcbridge.slurm")
 
