@@ -8,7 +8,7 @@ import argparse
 import sys
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from ..config import Settings
 from ..errors import SweepCancelledError
@@ -23,8 +23,6 @@ if TYPE_CHECKING:
     from ..store.packs import PackRecord
     from ..store.sweeps import SweepBook, SweepRecord
 
-Named = TypeVar("Named")
-
 
 def book_for(settings: Settings) -> SweepBook:
     from ..store.sweeps import SweepBook
@@ -32,34 +30,31 @@ def book_for(settings: Settings) -> SweepBook:
     return SweepBook(store_for(settings))
 
 
-def _split(
-    arguments: Sequence[str], get: Callable[[str], Optional[Named]]
-) -> Tuple[List[Named], List[str]]:
-    """The records ``get`` finds for the names among ``arguments``, and the other arguments."""
-    from ..engine.sweeping import NAME
-
-    found: List[Named] = []
-    others: List[str] = []
-    for argument in arguments:
-        record = get(argument.strip()) if NAME.fullmatch(argument.strip()) else None
-        if record is not None:
-            found.append(record)
-        else:
-            others.append(argument)
-    return found, others
-
-
 def split(
     arguments: Sequence[str], settings: Settings
 ) -> Tuple[List[PackRecord], List[SweepRecord], List[str]]:
     """The recorded packs and sweeps named among ``arguments`` (a pack's name first), and
     the other arguments (ids)."""
+    from ..engine.sweeping import NAME
     from ..store.packs import PackBook
     from ..store.sweeps import SweepBook
 
     store = store_for(settings)
-    packs, rest = _split(arguments, PackBook(store).get)
-    found, ids = _split(rest, SweepBook(store).get)
+    pack_book, sweep_book = PackBook(store), SweepBook(store)
+    packs: List[PackRecord] = []
+    found: List[SweepRecord] = []
+    ids: List[str] = []
+    for argument in arguments:
+        name = argument.strip()
+        named = NAME.fullmatch(name) is not None
+        pack = pack_book.get(name) if named else None
+        record = sweep_book.get(name) if named and pack is None else None
+        if pack is not None:
+            packs.append(pack)
+        elif record is not None:
+            found.append(record)
+        else:
+            ids.append(argument)
     return packs, found, ids
 
 
@@ -117,8 +112,18 @@ def feed(
         adapter.close()
 
 
-def cancel(record: SweepRecord, settings: Settings) -> str:
-    """Send nothing more of the sweep and cancel its live jobs; one line saying so."""
+def cancel(record: Any, settings: Settings) -> str:
+    """Send nothing more of the sweep and cancel its live jobs (a pack: stop it and
+    release its allocations); one line saying so."""
+    from ..pack_feeder import cancel_packed
+    from ..store.packs import PackRecord
+
+    if isinstance(record, PackRecord):
+        outer = adapter_at(place_of(record), settings)
+        try:
+            return cancel_packed(outer, record.name)
+        finally:
+            outer.close()
     adapter, sweep = opened(record, settings)
     try:
         unsent = sum(1 for task in sweep.book.tasks(record.name) if task.state == "waiting")
@@ -157,47 +162,23 @@ def wait_pack(record: PackRecord, args: argparse.Namespace) -> int:
     return report(finals, args.json)
 
 
-def cancel_pack(record: PackRecord, settings: Settings) -> str:
-    """Stop the pack and release its allocations."""
-    from ..pack_feeder import cancel_packed
-
-    outer = adapter_at(place_of(record), settings)
-    try:
-        return cancel_packed(outer, record.name)
-    finally:
-        outer.close()
+#: what ``jobs --json`` shows of a sweep and of a named pack, after its name
+SUMMARY_FIELDS = {
+    "sweep": ("scheduler", "host", "state", "total", "max_queued", "created"),
+    "pack": ("scheduler", "host", "spec", "total", "created"),
+}
 
 
-def row(record: Any, what: str, counts: Dict[str, int]) -> Tuple[str, ...]:
+def row(what: str, record: Any, counts: Dict[str, int]) -> Tuple[str, ...]:
     """A sweep or named pack (``what`` it is) as one line of ``jobs``: its counts in place
     of a state."""
     shown = ", ".join(f"{count} {state}" for state, count in sorted(counts.items()))
     created = datetime.fromisoformat(record.created).astimezone().strftime("%Y-%m-%d %H:%M:%S")
-    return (record.name, record.scheduler, what, shown, "", created, "")
+    kind = f"{what} of {record.total}" + (f" ({record.spec})" if what == "pack" else "")
+    return (record.name, record.scheduler, kind, shown, "", created, "")
 
 
-def summary(record: SweepRecord, counts: Dict[str, int]) -> Dict[str, object]:
-    """A sweep as one entry of ``jobs --json``."""
-    return {
-        "sweep": record.name,
-        "scheduler": record.scheduler,
-        "host": record.host,
-        "state": record.state,
-        "total": record.total,
-        "max_queued": record.max_queued,
-        "created": record.created,
-        "counts": counts,
-    }
-
-
-def pack_summary(record: PackRecord, counts: Dict[str, int]) -> Dict[str, object]:
-    """A named pack as one entry of ``jobs --json``."""
-    return {
-        "pack": record.name,
-        "scheduler": record.scheduler,
-        "host": record.host,
-        "spec": record.spec,
-        "total": record.total,
-        "created": record.created,
-        "counts": counts,
-    }
+def summary(what: str, record: Any, counts: Dict[str, int]) -> Dict[str, object]:
+    """A sweep or named pack (``what`` it is) as one entry of ``jobs --json``."""
+    shown = {key: getattr(record, key) for key in SUMMARY_FIELDS[what]}
+    return {what: record.name, **shown, "counts": counts}
