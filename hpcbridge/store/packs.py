@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..model import JobStatus
 from .jobs import STATUS_KEYS, now_text, status_from_row
-from .sweep_rows import Book, me
+from .leases import Book, me
 
 #: a task's places (see the module docstring)
 WAITING, SENDING, SENT, ENDED = "waiting", "sending", "sent", "ended"

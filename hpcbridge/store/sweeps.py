@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .jobs import COLUMNS, JobRecord, decode_row
 from .jobs import now_text as now_text
-from .sweep_rows import Book, me
+from .leases import Book, me
 
 #: a task's places (see the module docstring)
 WAITING, SENDING, SENT, CANCELLED = "waiting", "sending", "sent", "cancelled"
