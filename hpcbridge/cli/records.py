@@ -1,8 +1,6 @@
-"""The recorded jobs as they are now: ``jobs`` and ``cost``.
-
-Each place's scheduler is asked once for all its unfinished jobs (not with ``--cached``);
-one that cannot be reached leaves its jobs' recorded states, marked stale with why.
-"""
+"""The recorded jobs as they are now: ``jobs`` and ``cost``.  Each place's scheduler is
+asked once for its unfinished jobs (not with ``--cached``); one that cannot be reached
+leaves its jobs' recorded states, marked stale with why."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Feeding a sweep: keep at most ``cap`` of its jobs queued (``max_queued``, else the
-scheduler's ``queue_limit()``), send more as jobs end.  One process at a time per sweep
-(a lease); its loop recovers tasks a dead feeder left ``sending`` (by their key), fills
-(a run of one step's tasks as one submission, a task with parents alone, ``afterok``;
-a ``LimitRefusedError`` holds the rest back), waits for an end, and stops with
-``SweepCancelled`` once the sweep is cancelled.
-"""
+"""Feeding a sweep: at most ``cap`` jobs queued (``max_queued``, else ``queue_limit()``), a
+run of one step's tasks as one submission, a task with parents alone (``afterok``); one
+feeder per sweep (a lease); a ``LimitRefusedError`` holds the rest back until an end."""
 
 from __future__ import annotations
 
