@@ -7,8 +7,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..config import Settings
 from ..errors import SweepCancelledError
@@ -19,7 +20,6 @@ from .targets import adapter_at, place_of, settings_from, store_for
 
 if TYPE_CHECKING:
     from ..engine.adapter import SchedulerAdapter
-    from ..engine.sweeping import Sweep
     from ..store.packs import PackRecord
     from ..store.sweeps import SweepBook, SweepRecord
 
@@ -58,12 +58,14 @@ def split(
     return packs, found, ids
 
 
-def opened(record: SweepRecord, settings: Settings) -> Tuple[SchedulerAdapter, Sweep]:
-    """The sweep, through an adapter that reaches where it was recorded."""
-    from ..engine.sweeping import Sweep
-
+@contextmanager
+def reached(record: Any, settings: Settings) -> Iterator[SchedulerAdapter]:
+    """An adapter that reaches where the sweep or pack was recorded, closed after use."""
     adapter = adapter_at(place_of(record), settings)
-    return adapter, Sweep.resume(adapter, record.name)
+    try:
+        yield adapter
+    finally:
+        adapter.close()
 
 
 class SweepProgress(TerminalLine):
@@ -98,38 +100,34 @@ def feed(
     the ids of its jobs, a line per task refused (it will never be sent), and - for a
     cancelled sweep - what says so (its tasks not sent are no error)."""
     from ..engine.driver import PartialSubmissionError
+    from ..engine.sweeping import Sweep
 
-    adapter, sweep = opened(record, settings)
-    progress = SweepProgress(record.name)
-    try:
-        return sweep.feed(progress), [], None
-    except SweepCancelledError as exc:
-        return exc.submitted_ids, [], exc
-    except PartialSubmissionError as exc:
-        return [item.job_id for item in exc.submitted], list(exc.failures), None
-    finally:
-        progress.finish()
-        adapter.close()
+    with reached(record, settings) as adapter:
+        sweep = Sweep.resume(adapter, record.name)
+        progress = SweepProgress(record.name)
+        try:
+            return sweep.feed(progress), [], None
+        except SweepCancelledError as exc:
+            return exc.submitted_ids, [], exc
+        except PartialSubmissionError as exc:
+            return [item.job_id for item in exc.submitted], list(exc.failures), None
+        finally:
+            progress.finish()
 
 
 def cancel(record: Any, settings: Settings) -> str:
     """Send nothing more of the sweep and cancel its live jobs (a pack: stop it and
     release its allocations); one line saying so."""
+    from ..engine.sweeping import Sweep
     from ..pack_feeder import cancel_packed
     from ..store.packs import PackRecord
 
-    if isinstance(record, PackRecord):
-        outer = adapter_at(place_of(record), settings)
-        try:
-            return cancel_packed(outer, record.name)
-        finally:
-            outer.close()
-    adapter, sweep = opened(record, settings)
-    try:
+    with reached(record, settings) as adapter:
+        if isinstance(record, PackRecord):
+            return cancel_packed(adapter, record.name)
+        sweep = Sweep.resume(adapter, record.name)
         unsent = sum(1 for task in sweep.book.tasks(record.name) if task.state == "waiting")
         cancelled = sweep.cancel(by=f"'hpcbridge cancel {record.name}'")
-    finally:
-        adapter.close()
     return (
         f"sweep {record.name}: {unsent} job(s) not sent will not be, "
         f"cancel requested for {len(cancelled)} job(s)"
@@ -152,13 +150,10 @@ def wait_pack(record: PackRecord, args: argparse.Namespace) -> int:
     """Go on with the pack (its first client may have died) and report each task's end."""
     from ..pack_feeder import resume_packed
 
-    outer = adapter_at(place_of(record), settings_from(args))
-    try:
+    with reached(record, settings_from(args)) as outer:
         finals = resume_packed(
             outer, record.name, poll_interval=args.poll_interval, timeout=args.timeout
         )
-    finally:
-        outer.close()
     return report(finals, args.json)
 
 
