@@ -13,7 +13,7 @@ from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence
 
 from .allocations import AllocationError, Allocations, ended_early
 from .engine.adapter import SchedulerAdapter
-from .engine.feeding import LOOK_AGAIN
+from .engine.feeding import LOOK_AGAIN, adopt
 from .engine.submitting import Order, coerce_task, reach_text
 from .errors import JobTimeoutError, ResourceError, SchedulerAdapterError
 from .model import JobState, JobStatus
@@ -298,11 +298,8 @@ class PackRun:
         key where they went in, else back to waiting (see ``Submission.find_sent``)."""
         assert held.instance is not None
         for token, indexes in held.sending.items():
-            order = self._order(held.instance, indexes, token)
-            found = held.instance.submission().find_sent(order)
-            went = found or []
+            went = adopt(held.instance, self._order(held.instance, indexes, token))
             if went:
-                held.instance.submission().record_found(order, went)
                 ids = [item.job_id for item in went]
                 held.in_flight.update(zip(ids, indexes))
                 self._note("sent", dict(zip(indexes, ids)))

@@ -28,7 +28,6 @@ from .targets import (
 
 if TYPE_CHECKING:
     from ..engine.adapter import SchedulerAdapter
-    from ..store.sweeps import SweepRecord
 
 #: the jobs of one adapter: what one wait (one query per poll) follows
 Batch = Tuple["SchedulerAdapter", List[str]]
@@ -169,13 +168,6 @@ def cmd_wait(args: argparse.Namespace) -> int:
     first (a pack's on its own, its tasks' ends printed when it is done)."""
     named_packs, found, ids = sweeps.split(args.job_ids, settings_from(args))
     codes = [sweeps.wait_pack(record, args) for record in named_packs]
-    if found or ids or not named_packs:
-        codes.append(_wait_sweeps_and_ids(args, found, ids))
-    return max(codes)
-
-
-def _wait_sweeps_and_ids(args: argparse.Namespace, found: List[SweepRecord], ids: List[str]) -> int:
-    """Wait for the sweeps named and the jobs ids name - a sweep fed on first."""
     never: List[str] = []
     unsent = 0
     for record in found:
@@ -188,10 +180,12 @@ def _wait_sweeps_and_ids(args: argparse.Namespace, found: List[SweepRecord], ids
     for line in never:
         print(f"hpcbridge: error: {line}", file=sys.stderr)
     if found and not ids:
-        return EXIT_JOB_NOT_COMPLETED if never or unsent else EXIT_OK
-    # A sweep's name prints a list in --json, whatever the number of its jobs.
-    code = _wait_ids(args, ids, as_list=bool(found) or len(ids) > 1)
-    return EXIT_JOB_NOT_COMPLETED if (never or unsent) and code == EXIT_OK else code
+        codes.append(EXIT_JOB_NOT_COMPLETED if never or unsent else EXIT_OK)
+    elif ids or not named_packs:
+        # A sweep's name prints a list in --json, whatever the number of its jobs.
+        code = _wait_ids(args, ids, as_list=bool(found) or len(ids) > 1)
+        codes.append(EXIT_JOB_NOT_COMPLETED if (never or unsent) and code == EXIT_OK else code)
+    return max(codes)
 
 
 def _wait_ids(args: argparse.Namespace, ids: List[str], as_list: bool) -> int:
@@ -280,9 +274,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     """Cancel the jobs still queued or running (a sweep's: and send no more; a pack's: its
     allocations released); say how each of the others ended."""
     named_packs, found, ids = sweeps.split(args.job_ids, settings_from(args))
-    for pack in named_packs:
-        print(sweeps.cancel_pack(pack, settings_from(args)))
-    for record in found:
+    for record in [*named_packs, *found]:
         print(sweeps.cancel(record, settings_from(args)))
     if not ids:
         return EXIT_OK

@@ -1,8 +1,6 @@
-"""The recorded jobs as they are now: ``jobs`` and ``cost``.
-
-Each place's scheduler is asked once for all its unfinished jobs (not with ``--cached``);
-one that cannot be reached leaves its jobs' recorded states, marked stale with why.
-"""
+"""The recorded jobs as they are now: ``jobs`` and ``cost``.  Each place's scheduler is
+asked once for its unfinished jobs (not with ``--cached``); one that cannot be reached
+leaves its jobs' recorded states, marked stale with why."""
 
 from __future__ import annotations
 
@@ -192,33 +190,28 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     if args.sweep:
         return _sweep_jobs(args, settings)
     book = sweeps.book_for(settings)
+    pack_book = PackBook(book.store)
     shown = [record for record in map(book.get, book.names()) if record is not None]
+    packs = [record for record in map(pack_book.get, pack_book.names()) if record is not None]
     if not args.cached:  # the sweeps' unfinished jobs asked too: their counts are live
         for record in shown:
             refreshed(book.records(record.name, unfinished_only=True), settings)
-    counted = [(record, book.counts(record)) for record in shown]
-    pack_book = PackBook(book.store)
-    named = [record for record in map(pack_book.get, pack_book.names()) if record is not None]
-    packed = [(record, pack_book.counts(record.name)) for record in named]
+    named: List[Tuple[str, Any, Dict[str, int]]] = [
+        *(("sweep", record, book.counts(record)) for record in shown),
+        *(("pack", record, pack_book.counts(record.name)) for record in packs),
+    ]
     from ..store.sweeps import OUTSIDE_SWEEPS
 
     outside = [OUTSIDE_SWEEPS] if shown else []
-    outside += [OUTSIDE_PACKS] if named else []
+    outside += [OUTSIDE_PACKS] if packs else []
     where = " AND ".join(outside)
     limit = args.limit or (None if args.json or args.all else TABLE_JOBS)
     listed = listed_jobs(settings, args.cached, state=args.state, limit=limit, where=where)
     if args.state:
-        counted = [(record, counts) for record, counts in counted if args.state in counts]
-        packed = [(record, counts) for record, counts in packed if args.state in counts]
+        named = [(what, record, counts) for what, record, counts in named if args.state in counts]
     if args.json:
-        entries = [sweeps.summary(record, counts) for record, counts in counted]
-        entries += [sweeps.pack_summary(record, counts) for record, counts in packed]
-        return _print_jobs(args, listed, entries, [])
-    rows = [sweeps.row(record, f"sweep of {record.total}", counts) for record, counts in counted]
-    rows += [
-        sweeps.row(record, f"pack of {record.total} ({record.spec})", counts)
-        for record, counts in packed
-    ]
+        return _print_jobs(args, listed, [sweeps.summary(*item) for item in named], [])
+    rows = [sweeps.row(*item) for item in named]
     _print_jobs(args, listed, [], rows)
     if limit and not args.limit and len(listed) == limit:
         recorded = book.store.count(state=args.state, where=where)

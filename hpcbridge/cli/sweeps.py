@@ -7,8 +7,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..config import Settings
 from ..errors import SweepCancelledError
@@ -19,11 +20,8 @@ from .targets import adapter_at, place_of, settings_from, store_for
 
 if TYPE_CHECKING:
     from ..engine.adapter import SchedulerAdapter
-    from ..engine.sweeping import Sweep
     from ..store.packs import PackRecord
     from ..store.sweeps import SweepBook, SweepRecord
-
-Named = TypeVar("Named")
 
 
 def book_for(settings: Settings) -> SweepBook:
@@ -32,43 +30,42 @@ def book_for(settings: Settings) -> SweepBook:
     return SweepBook(store_for(settings))
 
 
-def _split(
-    arguments: Sequence[str], get: Callable[[str], Optional[Named]]
-) -> Tuple[List[Named], List[str]]:
-    """The records ``get`` finds for the names among ``arguments``, and the other arguments."""
-    from ..engine.sweeping import NAME
-
-    found: List[Named] = []
-    others: List[str] = []
-    for argument in arguments:
-        record = get(argument.strip()) if NAME.fullmatch(argument.strip()) else None
-        if record is not None:
-            found.append(record)
-        else:
-            others.append(argument)
-    return found, others
-
-
 def split(
     arguments: Sequence[str], settings: Settings
 ) -> Tuple[List[PackRecord], List[SweepRecord], List[str]]:
     """The recorded packs and sweeps named among ``arguments`` (a pack's name first), and
     the other arguments (ids)."""
+    from ..engine.sweeping import NAME
     from ..store.packs import PackBook
     from ..store.sweeps import SweepBook
 
     store = store_for(settings)
-    packs, rest = _split(arguments, PackBook(store).get)
-    found, ids = _split(rest, SweepBook(store).get)
+    pack_book, sweep_book = PackBook(store), SweepBook(store)
+    packs: List[PackRecord] = []
+    found: List[SweepRecord] = []
+    ids: List[str] = []
+    for argument in arguments:
+        name = argument.strip()
+        named = NAME.fullmatch(name) is not None
+        pack = pack_book.get(name) if named else None
+        record = sweep_book.get(name) if named and pack is None else None
+        if pack is not None:
+            packs.append(pack)
+        elif record is not None:
+            found.append(record)
+        else:
+            ids.append(argument)
     return packs, found, ids
 
 
-def opened(record: SweepRecord, settings: Settings) -> Tuple[SchedulerAdapter, Sweep]:
-    """The sweep, through an adapter that reaches where it was recorded."""
-    from ..engine.sweeping import Sweep
-
+@contextmanager
+def reached(record: Any, settings: Settings) -> Iterator[SchedulerAdapter]:
+    """An adapter that reaches where the sweep or pack was recorded, closed after use."""
     adapter = adapter_at(place_of(record), settings)
-    return adapter, Sweep.resume(adapter, record.name)
+    try:
+        yield adapter
+    finally:
+        adapter.close()
 
 
 class SweepProgress(TerminalLine):
@@ -103,28 +100,34 @@ def feed(
     the ids of its jobs, a line per task refused (it will never be sent), and - for a
     cancelled sweep - what says so (its tasks not sent are no error)."""
     from ..engine.driver import PartialSubmissionError
+    from ..engine.sweeping import Sweep
 
-    adapter, sweep = opened(record, settings)
-    progress = SweepProgress(record.name)
-    try:
-        return sweep.feed(progress), [], None
-    except SweepCancelledError as exc:
-        return exc.submitted_ids, [], exc
-    except PartialSubmissionError as exc:
-        return [item.job_id for item in exc.submitted], list(exc.failures), None
-    finally:
-        progress.finish()
-        adapter.close()
+    with reached(record, settings) as adapter:
+        sweep = Sweep.resume(adapter, record.name)
+        progress = SweepProgress(record.name)
+        try:
+            return sweep.feed(progress), [], None
+        except SweepCancelledError as exc:
+            return exc.submitted_ids, [], exc
+        except PartialSubmissionError as exc:
+            return [item.job_id for item in exc.submitted], list(exc.failures), None
+        finally:
+            progress.finish()
 
 
-def cancel(record: SweepRecord, settings: Settings) -> str:
-    """Send nothing more of the sweep and cancel its live jobs; one line saying so."""
-    adapter, sweep = opened(record, settings)
-    try:
+def cancel(record: Any, settings: Settings) -> str:
+    """Send nothing more of the sweep and cancel its live jobs (a pack: stop it and
+    release its allocations); one line saying so."""
+    from ..engine.sweeping import Sweep
+    from ..pack_feeder import cancel_packed
+    from ..store.packs import PackRecord
+
+    with reached(record, settings) as adapter:
+        if isinstance(record, PackRecord):
+            return cancel_packed(adapter, record.name)
+        sweep = Sweep.resume(adapter, record.name)
         unsent = sum(1 for task in sweep.book.tasks(record.name) if task.state == "waiting")
         cancelled = sweep.cancel(by=f"'hpcbridge cancel {record.name}'")
-    finally:
-        adapter.close()
     return (
         f"sweep {record.name}: {unsent} job(s) not sent will not be, "
         f"cancel requested for {len(cancelled)} job(s)"
@@ -147,57 +150,30 @@ def wait_pack(record: PackRecord, args: argparse.Namespace) -> int:
     """Go on with the pack (its first client may have died) and report each task's end."""
     from ..pack_feeder import resume_packed
 
-    outer = adapter_at(place_of(record), settings_from(args))
-    try:
+    with reached(record, settings_from(args)) as outer:
         finals = resume_packed(
             outer, record.name, poll_interval=args.poll_interval, timeout=args.timeout
         )
-    finally:
-        outer.close()
     return report(finals, args.json)
 
 
-def cancel_pack(record: PackRecord, settings: Settings) -> str:
-    """Stop the pack and release its allocations."""
-    from ..pack_feeder import cancel_packed
-
-    outer = adapter_at(place_of(record), settings)
-    try:
-        return cancel_packed(outer, record.name)
-    finally:
-        outer.close()
+#: what ``jobs --json`` shows of a sweep and of a named pack, after its name
+SUMMARY_FIELDS = {
+    "sweep": ("scheduler", "host", "state", "total", "max_queued", "created"),
+    "pack": ("scheduler", "host", "spec", "total", "created"),
+}
 
 
-def row(record: Any, what: str, counts: Dict[str, int]) -> Tuple[str, ...]:
+def row(what: str, record: Any, counts: Dict[str, int]) -> Tuple[str, ...]:
     """A sweep or named pack (``what`` it is) as one line of ``jobs``: its counts in place
     of a state."""
     shown = ", ".join(f"{count} {state}" for state, count in sorted(counts.items()))
     created = datetime.fromisoformat(record.created).astimezone().strftime("%Y-%m-%d %H:%M:%S")
-    return (record.name, record.scheduler, what, shown, "", created, "")
+    kind = f"{what} of {record.total}" + (f" ({record.spec})" if what == "pack" else "")
+    return (record.name, record.scheduler, kind, shown, "", created, "")
 
 
-def summary(record: SweepRecord, counts: Dict[str, int]) -> Dict[str, object]:
-    """A sweep as one entry of ``jobs --json``."""
-    return {
-        "sweep": record.name,
-        "scheduler": record.scheduler,
-        "host": record.host,
-        "state": record.state,
-        "total": record.total,
-        "max_queued": record.max_queued,
-        "created": record.created,
-        "counts": counts,
-    }
-
-
-def pack_summary(record: PackRecord, counts: Dict[str, int]) -> Dict[str, object]:
-    """A named pack as one entry of ``jobs --json``."""
-    return {
-        "pack": record.name,
-        "scheduler": record.scheduler,
-        "host": record.host,
-        "spec": record.spec,
-        "total": record.total,
-        "created": record.created,
-        "counts": counts,
-    }
+def summary(what: str, record: Any, counts: Dict[str, int]) -> Dict[str, object]:
+    """A sweep or named pack (``what`` it is) as one entry of ``jobs --json``."""
+    shown = {key: getattr(record, key) for key in SUMMARY_FIELDS[what]}
+    return {what: record.name, **shown, "counts": counts}

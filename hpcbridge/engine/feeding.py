@@ -1,10 +1,6 @@
-"""Feeding a sweep: keep at most ``cap`` of its jobs queued (``max_queued``, else the
-scheduler's ``queue_limit()``), send more as jobs end.  One process at a time per sweep
-(a lease); its loop recovers tasks a dead feeder left ``sending`` (by their key), fills
-(a run of one step's tasks as one submission, a task with parents alone, ``afterok``;
-a ``LimitRefusedError`` holds the rest back), waits for an end, and stops with
-``SweepCancelled`` once the sweep is cancelled.
-"""
+"""Feeding a sweep: at most ``cap`` jobs queued (``max_queued``, else ``queue_limit()``), a
+run of one step's tasks as one submission, a task with parents alone (``afterok``); one
+feeder per sweep (a lease); a ``LimitRefusedError`` holds the rest back until an end."""
 
 from __future__ import annotations
 
@@ -296,18 +292,25 @@ class Feeder:
             if task.state == SENDING and task.token:
                 runs.setdefault(task.token, []).append(task)
         for token, group in runs.items():
-            found = self.adapter.submission().find_sent(self._order(group, token))
+            found = adopt(self.adapter, self._order(group, token))
             if found:
-                self._adopt(group, token, found)
+                self._sent(group[: len(found)], [item.job_id for item in found])
+                log.warning(
+                    "sweep %s: adopted %d job(s) sent by a feeder that died",
+                    self.sweep.name,
+                    len(found),
+                )
             else:
                 log.info(
                     "sweep %s: %d task(s) never went in; sending them", self.sweep.name, len(group)
                 )
                 self._waiting_again(group)
 
-    def _adopt(self, group: Sequence[SweepTask], token: str, found: List[Submitted]) -> None:
-        self.adapter.submission().record_found(self._order(group, token), found)
-        self._sent(group[: len(found)], [item.job_id for item in found])
-        log.warning(
-            "sweep %s: adopted %d job(s) sent by a feeder that died", self.sweep.name, len(found)
-        )
+
+def adopt(adapter: SubmissionService, order: Order) -> List[Submitted]:
+    """The jobs of ``order`` (as a dead feeder first sent it) found by their key and
+    recorded here; none when it never went in."""
+    found = adapter.submission().find_sent(order) or []
+    if found:
+        adapter.submission().record_found(order, found)
+    return found

@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from ..errors import JobSubmissionError, JobTimeoutError, LimitRefusedError, SweepCancelledError
 from ..model import JobStatus
-from ..store.sweep_rows import me
+from ..store.leases import me
 from ..store.sweeps import (
     CANCELLED,
     FEEDING,

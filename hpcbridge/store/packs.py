@@ -1,9 +1,6 @@
-"""The named packs in the job store, so that ``hpcbridge wait NAME`` goes on feeding one
-whose first client died: ``packs`` (its request, where its allocations go, its feeder's
-lease, ``cancelled``: by whom), ``pack_allocations`` (each asked for: when, renewed,
-released) and ``pack_tasks``: ``waiting``, ``sending`` (into ``allocation`` under
-``token``: the job may exist, looked up by its key), ``sent`` (``job_id``), ``ended``
-(``final``: its last status); ``again`` once sent again after being lost."""
+"""Named packs in the job store (``wait NAME`` goes on after their client died): ``packs``,
+``pack_allocations`` and ``pack_tasks`` - ``waiting``, ``sending`` (under ``token``: looked
+up by its key), ``sent``, ``ended`` (``final``); ``again`` once sent again after a loss."""
 
 from __future__ import annotations
 
@@ -14,7 +11,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..model import JobStatus
 from .jobs import STATUS_KEYS, now_text, status_from_row
-from .sweep_rows import Book, me
+from .leases import Book, me
 
 #: a task's places (see the module docstring)
 WAITING, SENDING, SENT, ENDED = "waiting", "sending", "sent", "ended"

@@ -1,9 +1,6 @@
-"""The sweeps in the job store: many jobs fed to the scheduler a few at a time
-(``max_queued``) under a name, so that another process goes on feeding it when the first
-one dies.  ``sweeps``: one row per sweep (where its jobs go, its steps as JSON, its cap, its
-feeder's lease); ``sweep_tasks``: one row per task, ``waiting`` (not sent), ``sending``
-(handed to the scheduler under ``token``: the job may exist, looked up by its key), ``sent``
-(``job_id`` known, its record in ``hpc_jobs``) or ``cancelled`` (never sent: ``note``)."""
+"""Sweeps in the job store (another process goes on feeding one whose feeder died):
+``sweeps`` (where, steps, cap, lease) and ``sweep_tasks`` - ``waiting``, ``sending`` (under
+``token``: looked up by its key), ``sent`` (``job_id``) or ``cancelled`` (never: ``note``)."""
 
 from __future__ import annotations
 
@@ -14,7 +11,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .jobs import COLUMNS, JobRecord, decode_row
 from .jobs import now_text as now_text
-from .sweep_rows import Book, me
+from .leases import Book, me
 
 #: a task's places (see the module docstring)
 WAITING, SENDING, SENT, CANCELLED = "waiting", "sending", "sent", "cancelled"
