@@ -20,8 +20,11 @@ states, waiting); a driver keeps these promises:
 ``find_submitted(planned)``
     The jobs of a submission whose answer was lost, by its key; ``None`` once the
     scheduler surely has none; ``SubmissionUncertainError`` when it cannot tell.
-``queue_limit(account=None)``
-    The cap on this user's queued jobs (Slurm's ``MaxSubmitJobs``), or ``None``.
+``queue_limit(account=None, ask=True)``
+    The cap on this user's queued jobs (Slurm's ``MaxSubmitJobs``), or ``None``.  With
+    ``ask=False`` (before a ``submit_many``, which meets a cap it did not know by a
+    refusal), a driver whose scheduler refuses a batch past the cap in one round answers
+    from what it already knows (``None``: nothing known) and asks nothing.
 ``capabilities``
     What the driver can do, as data (``doctor`` and dry runs show it).
 """
@@ -197,8 +200,9 @@ class SchedulerDriver(Protocol):
         """``find_submitted``; ``since``: when it was sent (epoch seconds)."""
         ...
 
-    def queue_limit(self, account: Optional[str] = None) -> Optional[int]:
-        """The cap on this user's queued jobs (charged to ``account``), if any."""
+    def queue_limit(self, account: Optional[str] = None, *, ask: bool = True) -> Optional[int]:
+        """The cap on this user's queued jobs (charged to ``account``), if any; with
+        ``ask=False`` possibly only what is known without asking."""
         ...
 
     def find_output(self, job_id: str) -> Optional[str]:

@@ -261,12 +261,15 @@ def send_or_feed(
         max_queued = adapter.settings.max_queued
     if max_queued is None and name is None:
         many = len(order.tasks) > 1
-        cap = adapter.open().driver.queue_limit(order.resources.account) if many else None
+        # Only a cap known already: one not known is met on the way, by a refusal.
+        driver = adapter.open().driver
+        cap = driver.queue_limit(order.resources.account, ask=False) if many else None
         if cap is None or len(order.tasks) <= cap:
             try:
                 return adapter.submission().run(order)
             except LimitRefusedError as exc:
                 log.info("the scheduler takes no more jobs now (%s): feeding them as a sweep", exc)
+                cap = driver.queue_limit(order.resources.account)  # met: now worth reading
             except PartialSubmissionError as exc:
                 if not exc.limited:
                     raise

@@ -133,7 +133,7 @@ class MockDriver:
             found.append(Submitted(job_id, batch.output.replace("{id}", job_id), index))
         return found or None
 
-    def queue_limit(self, account: Optional[str] = None) -> Optional[int]:
+    def queue_limit(self, account: Optional[str] = None, *, ask: bool = True) -> Optional[int]:
         """The mock scheduler caps nothing (its slots bound what runs, not what waits)."""
         return None
 

@@ -7,9 +7,10 @@ the cluster's cap read once for all of a user's processes.
   script (its output says so), the records and ``hpcbridge jobs --json`` /
   ``status --json`` name each task after its own script, and Slurm itself shows the
   array's one name (``<stem>-0.sh+99``).
-- ``sacctmgr`` runs (counted through a wrapper first on ``PATH``): two for the first
-  ``submit-many`` of a state folder, none for a second process of the same user, none
-  for ``--max-queued`` and none for a one-job ``submit``.
+- ``sacctmgr`` runs (counted through a wrapper first on ``PATH``): none for a first
+  ``submit-many`` that goes in whole, two for the first sweep of a state folder (its
+  feeder reads the cap), none for a second process of the same user, none for
+  ``--max-queued`` and none for a one-job ``submit``.
 - A cap met on the way (a QOS of this module's own: ``MaxSubmitJobsPerUser=3``, which
   the cap read does not see) still feeds the rest: every task COMPLETED.
 """
@@ -165,8 +166,13 @@ def test_the_cap_is_read_once_for_every_process_of_the_user(
     runs = counted["runs"]
     first = hpcbridge("submit-many", *scripts, "--time", "2m", env=env)
     assert first.returncode == 0, first.stderr
-    assert runs() == 2  # the association, then its QOS
-    second = hpcbridge("submit-many", *scripts, "--time", "2m", env=env)  # another process
+    assert runs() == 0  # no cap met: none read
+    swept = hpcbridge("submit-many", *scripts, "--sweep", unique("s"), "--time", "2m", env=env)
+    assert swept.returncode == 0, swept.stderr
+    assert runs() == 2  # the feeder's: the association, then its QOS
+    second = hpcbridge(  # another process: the cap is known
+        "submit-many", *scripts, "--sweep", unique("s"), "--time", "2m", env=env
+    )
     assert second.returncode == 0, second.stderr
     assert runs() == 2
     capped = hpcbridge("submit-many", *scripts, "--max-queued", "10", "--time", "2m", env=env)
@@ -175,8 +181,8 @@ def test_the_cap_is_read_once_for_every_process_of_the_user(
     one = hpcbridge("submit", scripts[0], "--time", "2m", env=fresh)
     assert one.returncode == 0, one.stderr
     assert runs() == 2
-    ids = (first.stdout + second.stdout + capped.stdout + one.stdout).split()
-    assert len(ids) == 10
+    ids = (first.stdout + swept.stdout + second.stdout + capped.stdout + one.stdout).split()
+    assert len(ids) == 13
     waited = hpcbridge("wait", *ids, "--json", env=env, timeout=300)
     assert {item["state"] for item in json.loads(waited.stdout)} == {"COMPLETED"}, waited.stderr
 

@@ -82,7 +82,7 @@ class CappedDriver(MockDriver):
             raise LimitRefusedError("AssocMaxSubmitJobLimit (the test's own cap)")
         return super().submit_many(planned)
 
-    def queue_limit(self, account: Optional[str] = None) -> Optional[int]:
+    def queue_limit(self, account: Optional[str] = None, *, ask: bool = True) -> Optional[int]:
         return None  # unknown: met on the way, as when the accounting cannot be read
 
     def _ids(self) -> List[str]:

@@ -82,7 +82,7 @@ class ScriptedDriver:
     def max_batch(self) -> int:
         return self._max_batch
 
-    def queue_limit(self, account: Optional[str] = None) -> Optional[int]:
+    def queue_limit(self, account: Optional[str] = None, *, ask: bool = True) -> Optional[int]:
         return None
 
     def find_submitted(

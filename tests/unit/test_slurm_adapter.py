@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Dict, List
+from typing import Callable, Dict, List
 
 import pytest
 
@@ -22,6 +22,13 @@ from hpcbridge.store.jobs import JobStore
 from hpcbridge.transports.base import CommandResult
 from hpcbridge.transports.local import LocalExecutor
 
+#: sbatch's words past the association's MaxSubmitJobs (Slurm 22.05)
+CAP_REFUSAL = (
+    "sbatch: error: AssocMaxSubmitJobLimit\n"
+    "sbatch: error: Batch job submission failed: Job violates accounting/QOS policy "
+    "(job submit limit, user's size and/or time limits)\n"
+)
+
 
 class FakeSlurm(LocalExecutor):
     """Files on the local disk; sbatch/squeue/sacct/scancel answered from ``jobs``."""
@@ -37,8 +44,12 @@ class FakeSlurm(LocalExecutor):
         self.refuse_arrays = False
         self.max_array = "1001"
         self.submitted: List[List[str]] = []
-        #: MaxSubmitJobs on the user's association ("": none)
+        #: MaxSubmitJobs on the user's association ("": none), enforced by sbatch
         self.cap = ""
+        #: sbatch runs refused for the cap
+        self.refused = 0
+        #: jobs end as soon as they are submitted (a sweep through a cap moves on)
+        self.end_at_once = False
 
     def run(self, argv, timeout=None, env=None, cwd=None, input=None, idempotent=True):
         argv = [str(part) for part in argv]
@@ -74,15 +85,20 @@ class FakeSlurm(LocalExecutor):
                 "",
                 "sbatch: error: Batch job submission failed: Invalid job array specification\n",
             )
+        count = int(array.split("-")[1]) + 1 if array else 1
+        queued = sum(job["state"] in ("PENDING", "RUNNING") for job in self.jobs.values())
+        if self.cap and queued + count > int(self.cap):
+            self.refused += 1
+            return CommandResult(argv, 1, "", CAP_REFUSAL)
         self.submitted.append(argv)
         job_id = str(self.next_id)
         self.next_id += 1
+        state = "COMPLETED" if self.end_at_once else "PENDING"
         if array:
-            last = int(array.split("-")[1])
-            for index in range(last + 1):
-                self.jobs[f"{job_id}_{index}"] = {"state": "PENDING", "exit": "0", "reason": ""}
+            for index in range(count):
+                self.jobs[f"{job_id}_{index}"] = {"state": state, "exit": "0", "reason": ""}
         else:
-            self.jobs[job_id] = {"state": "PENDING", "exit": "0", "reason": ""}
+            self.jobs[job_id] = {"state": state, "exit": "0", "reason": ""}
         return self._ok(argv, f"{job_id};cluster\n")
 
     def _squeue(self, argv: List[str]) -> CommandResult:
@@ -544,7 +560,7 @@ def test_array_output_override_keeps_paths_knowable(
     assert record is not None and record.log_path.endswith("/task-100_1.log")  # type: ignore[union-attr]
 
 
-# -- the cluster's cap on queued jobs: read once in a while, shared, skipped when given --
+# -- the cluster's cap on queued jobs: known, met, read after a refusal; shared --------
 
 
 def sacctmgr_runs(fake: FakeSlurm) -> int:
@@ -553,39 +569,84 @@ def sacctmgr_runs(fake: FakeSlurm) -> int:
 
 def slurm_adapter(fake: FakeSlurm, tmp_path: Path, **env: str) -> RealSlurmAdapter:
     """An adapter of this user's state folder (``tmp_path/state``), as another process
-    of theirs would make it."""
-    settings = Settings.from_env(env=env, state_dir=str(tmp_path / "state"), scheduler="slurm")
-    return RealSlurmAdapter(
+    of theirs would make it, opened (``scontrol show config``) before it submits."""
+    settings = Settings.from_env(
+        env={"HPCBRIDGE_POLL_INTERVAL": "1", "HPCBRIDGE_MIN_POLL_INTERVAL": "0", **env},
+        state_dir=str(tmp_path / "state"),
+        scheduler="slurm",
+    )
+    made = RealSlurmAdapter(
         executor=fake,
         settings=settings,
         store=JobStore(tmp_path / "jobs.db"),
         remote_workdir=str(tmp_path / "jobs"),
         driver="cli",
     )
+    made.max_array_size()
+    return made
 
 
-def test_the_cap_is_read_once_for_every_adapter_of_the_state_folder(
+def commands_of(fake: FakeSlurm, call: Callable[[], object]) -> List[str]:
+    """The commands ``call()`` ran, in order."""
+    before = len(fake.calls)
+    call()
+    return [argv[0] for argv in fake.calls[before:]]
+
+
+def test_a_first_submit_many_runs_sbatch_alone(
     fake: FakeSlurm, script: str, tmp_path: Path
 ) -> None:
     fake.cap = "40"
+    first = slurm_adapter(fake, tmp_path)  # a new state folder: no cap known
+    assert commands_of(fake, lambda: first.submit_many([script] * 3)) == ["sbatch"]
+    assert not (tmp_path / "state" / "cache").exists()
+
+
+def test_one_job_pays_no_look_up(fake: FakeSlurm, script: str, tmp_path: Path) -> None:
+    fake.cap = "40"
+    adapter = slurm_adapter(fake, tmp_path)
+    assert commands_of(fake, lambda: adapter.submit_job(script)) == ["sbatch"]
+    assert commands_of(fake, lambda: adapter.submit_many([script])) == ["sbatch"]
+    assert len(fake.submitted) == 2
+
+
+def test_a_cap_met_is_read_then_known_to_every_process_of_the_state_folder(
+    fake: FakeSlurm, script: str, tmp_path: Path
+) -> None:
+    fake.cap, fake.end_at_once = "2", True
     first = slurm_adapter(fake, tmp_path)
-    assert len(first.submit_many([script] * 3)) == 3
-    assert sacctmgr_runs(fake) == 2  # the association, then its QOS
-    first.submit_many([script] * 3)
-    second = slurm_adapter(fake, tmp_path)  # another process of the same user
-    second.submit_many([script] * 3)
+    ids = first.submit_many([script] * 3)  # the array of 3 refused whole, then fed by 2
+    assert len(set(ids)) == 3 and fake.refused == 1
+    assert sacctmgr_runs(fake) == 2  # read after the refusal: the association, its QOS
+    assert first.open().driver.queue_limit() == 2
+    second = slurm_adapter(fake, tmp_path)  # another process: the cap is known
+    assert len(set(second.submit_many([script] * 3))) == 3
+    assert fake.refused == 1  # fed through the known cap from the start
     assert sacctmgr_runs(fake) == 2
+    assert len(second.submit_many([script] * 2)) == 2  # within the cap: one array
+    assert len(list((tmp_path / "state" / "cache").glob("queue-limit-*.json"))) == 1
+
+
+def test_the_cap_is_read_once_for_every_adapter_of_the_state_folder(
+    fake: FakeSlurm, tmp_path: Path
+) -> None:
+    fake.cap = "40"
+    assert slurm_adapter(fake, tmp_path).open().driver.queue_limit(ask=False) is None
+    assert sacctmgr_runs(fake) == 0  # not asked: nothing known yet
+    assert slurm_adapter(fake, tmp_path).open().driver.queue_limit() == 40
+    assert sacctmgr_runs(fake) == 2  # the association, then its QOS
+    second = slurm_adapter(fake, tmp_path)  # another process of the same user
     assert second.open().driver.queue_limit() == 40
-    cached = list((tmp_path / "state" / "cache").glob("queue-limit-*.json"))
-    assert len(cached) == 1
+    assert second.open().driver.queue_limit(ask=False) == 40
+    assert sacctmgr_runs(fake) == 2
     # another account is another association: read on its own
     assert second.open().driver.queue_limit("other") is None
     assert sacctmgr_runs(fake) == 4
 
 
-def test_no_cap_at_all_is_remembered_too(fake: FakeSlurm, script: str, tmp_path: Path) -> None:
-    slurm_adapter(fake, tmp_path).submit_many([script] * 2)
-    slurm_adapter(fake, tmp_path).submit_many([script] * 2)
+def test_no_cap_at_all_is_remembered_too(fake: FakeSlurm, tmp_path: Path) -> None:
+    assert slurm_adapter(fake, tmp_path).open().driver.queue_limit() is None
+    assert slurm_adapter(fake, tmp_path).open().driver.queue_limit() is None
     assert sacctmgr_runs(fake) == 2
 
 
@@ -596,10 +657,3 @@ def test_a_cap_given_is_never_looked_up(fake: FakeSlurm, script: str, tmp_path: 
     assert len(by_env.submit_many([script] * 3)) == 3
     assert sacctmgr_runs(fake) == 0
     assert not (tmp_path / "state" / "cache").exists()
-
-
-def test_one_job_pays_no_look_up(fake: FakeSlurm, script: str, tmp_path: Path) -> None:
-    adapter = slurm_adapter(fake, tmp_path)
-    adapter.submit_job(script)
-    adapter.submit_many([script])
-    assert sacctmgr_runs(fake) == 0 and len(fake.submitted) == 2

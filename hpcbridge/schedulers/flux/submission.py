@@ -633,9 +633,10 @@ class FluxDriverBase:
     def max_batch(self) -> int:
         return MAX_BATCH
 
-    def queue_limit(self, account: Optional[str] = None) -> Optional[int]:
+    def queue_limit(self, account: Optional[str] = None, *, ask: bool = True) -> Optional[int]:
         """flux-accounting's ``max_active_jobs`` of the bank, read by command; ``None``
-        without accounting (flux-core caps no user's jobs)."""
+        without accounting (flux-core caps no user's jobs).  Read even with ``ask=False``:
+        Flux refuses the jobs past the cap one by one, a round and a refusal each."""
         return active_cap(self.commands.associations(), account)
 
     def find_submitted(

@@ -261,10 +261,13 @@ class SlurmCliDriver:
         )
         return None if found is None else submitted_for(planned.batch, spec, found)
 
-    def queue_limit(self, account: Optional[str] = None) -> Optional[int]:
+    def queue_limit(self, account: Optional[str] = None, *, ask: bool = True) -> Optional[int]:
         """The smallest cap on this user's queued jobs (of ``account``'s association when
         given, else of all the user's); ``None`` where none is set or it cannot be asked.
-        Read at most once per cluster, login and account in ``TTL`` seconds."""
+        Read at most once per cluster, login and account in ``TTL`` seconds; with
+        ``ask=False`` only a cap read before (by any process of the state folder), else
+        ``None`` with nothing run: slurmctld refuses an array past the cap whole, in the
+        one sbatch, and the sweep that follows reads it."""
         key = self._limit_key(account)
         ttl = self.limit_cache.ttl if self.limit_cache else TTL
         now = time.monotonic()
@@ -273,6 +276,8 @@ class SlurmCliDriver:
             return memo[1]
         found, cap = self.limit_cache.get(key) if self.limit_cache else (False, None)
         if not found:
+            if not ask:
+                return None
             cap = self._read_queue_limit(account)
             if self.limit_cache:
                 self.limit_cache.put(key, cap)

@@ -248,8 +248,8 @@ class SlurmNativeDriver:
         found = self.cli.find_submitted(planned, since)
         return None if found is None else self._remember(planned, found)
 
-    def queue_limit(self, account: Optional[str] = None) -> Optional[int]:
-        return self.cli.queue_limit(account)  # pyslurm has no association query
+    def queue_limit(self, account: Optional[str] = None, *, ask: bool = True) -> Optional[int]:
+        return self.cli.queue_limit(account, ask=ask)  # pyslurm has no association query
 
     def max_batch(self) -> int:
         return self.cli.max_batch()
