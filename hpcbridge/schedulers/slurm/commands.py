@@ -533,7 +533,11 @@ def qos_argv() -> List[str]:
 
 
 def _numbers(*texts: str) -> List[int]:
-    return [int(text.strip()) for text in texts if text.strip().isdigit()]
+    """The fields that are whole numbers in ASCII digits (``isdigit`` takes "²" too)."""
+    return [int(text.strip()) for text in texts if _DIGITS.fullmatch(text.strip())]
+
+
+_DIGITS = re.compile(r"[0-9]+")
 
 
 def parse_assoc(
