@@ -11,6 +11,8 @@ the cluster's cap read once for all of a user's processes.
   ``submit-many`` that goes in whole, two for the first sweep of a state folder (its
   feeder reads the cap), none for a second process of the same user, none for
   ``--max-queued`` and none for a one-job ``submit``.
+- A new user's first ``submit_job`` and first ``submit_many`` (a new state folder) read
+  no cap: no ``sacctmgr`` run, on each local target (both drivers).
 - A cap met on the way (a QOS of this module's own: ``MaxSubmitJobsPerUser=3``, which
   the cap read does not see) still feeds the rest: every task COMPLETED.
 """
@@ -185,6 +187,27 @@ def test_the_cap_is_read_once_for_every_process_of_the_user(
     assert len(ids) == 13
     waited = hpcbridge("wait", *ids, "--json", env=env, timeout=300)
     assert {item["state"] for item in json.loads(waited.stdout)} == {"COMPLETED"}, waited.stderr
+
+
+def test_a_new_users_first_job_and_first_bulk_read_no_cap(
+    cluster: Dict[str, str],
+    target: Target,
+    tmp_path: Path,
+    counted: Dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if target.transport != "local":
+        pytest.skip("sacctmgr is counted on this host: the local targets")
+    monkeypatch.setenv("PATH", counted["PATH"])  # the adapter's commands run the counter
+    made = make_adapter(cluster, tmp_path)  # a new state folder: no cap known
+    scripts = write_scripts(tmp_path / "scripts", unique("n"), 5)
+    one = made.submit_job(scripts[0], {"time": "2"})
+    ids = made.submit_many(scripts, {"time": "2"})
+    assert len({job_id.split("_")[0] for job_id in ids}) == 1  # one array, not refused
+    assert counted["runs"]() == 0
+    assert not (tmp_path / "state" / "cache").exists()
+    made.cancel_jobs([one, *ids])
+    made.close()
 
 
 @pytest.fixture
