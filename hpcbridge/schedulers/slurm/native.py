@@ -249,7 +249,8 @@ class SlurmNativeDriver:
         return None if found is None else self._remember(planned, found)
 
     def queue_limit(self, account: Optional[str] = None, *, ask: bool = True) -> Optional[int]:
-        return self.cli.queue_limit(account, ask=ask)  # pyslurm has no association query
+        # pyslurm.db.Associations asks slurmdbd as sacctmgr does: the CLI driver reads and keeps it.
+        return self.cli.queue_limit(account, ask=ask)
 
     def max_batch(self) -> int:
         return self.cli.max_batch()
