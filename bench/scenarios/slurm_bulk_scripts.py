@@ -11,8 +11,8 @@ the samples, as any call of the user's in the last 5 minutes would have read it 
 ``sacctmgr`` runs are counted all along.  A one-job ``submit_job`` and a cold
 ``submit_many`` (a fresh state folder) are counted apart.
 
-The cold case (issue 45) is a row of its own: each sample a new process whose state
-folder is new (``HPCBRIDGE_STATE_DIR``: no cap known, no store), the adapter opened
+The cold case (issue 45, N = 100) is a row of its own: each sample a new process whose
+state folder is new (``HPCBRIDGE_STATE_DIR``: no cap known, no store), the adapter opened
 untimed as above, then one ``submit_many`` of the N distinct scripts timed in that
 process (its start and imports not counted): what a new user's first bulk costs.
 
@@ -58,6 +58,8 @@ KINDS = {LOOP: "raw", ARRAY: "raw", DISTINCT: "hpcbridge", COLD: "hpcbridge", SA
 REPO = Path(__file__).resolve().parents[2]
 
 GOAL_LOOP = 10.0
+#: the cold row's count (issue 45: a new user's first bulk of 100 scripts)
+COLD_JOBS = 100
 GOAL_ARRAY = 0.3
 
 _names = itertools.count()
@@ -235,13 +237,19 @@ def cold_and_one(adapters: Adapters, paths: List[str], counter: CommandCounter) 
 def factories(
     paths: List[str], adapters: Adapters, workdir: Path
 ) -> Dict[str, Callable[[], sc.Contender]]:
-    return {
+    made: Dict[str, Callable[[], sc.Contender]] = {
         LOOP: lambda: raw_loop(paths, workdir),
         ARRAY: lambda: raw_array(paths, workdir),
         DISTINCT: lambda: hpcbridge_many(adapters, paths),
         COLD: lambda: cold_many(adapters, paths),
         SAME: lambda: hpcbridge_many(adapters, [paths[0]] * len(paths)),
     }
+    if len(paths) > COLD_JOBS:
+        # Each row's cancelled jobs stay in slurmctld until purged (MinJobAge, and later):
+        # past MaxJobCount (10,000 here) sbatch and pyslurm are refused ("Resource
+        # temporarily unavailable"), as this row at N=1,000 once met on 25.11.
+        del made[COLD]
+    return made
 
 
 def measure_cluster(
@@ -366,22 +374,18 @@ def _goals(rows: List[Dict[str, Any]]) -> Dict[str, Any]:
         vs_loop = mine.get("speed_vs_baseline")
         vs_array = mine["median"] / array["median"] if array.get("median") else None
         cold = members.get(COLD, {}).get("speed_vs_baseline")
+        cold_met = COLD not in members or bool(cold and cold >= GOAL_LOOP)
         groups[group] = {
             "vs_sbatch_loop": round(vs_loop, 2) if vs_loop else None,
             "vs_sbatch_array": round(vs_array, 3) if vs_array else None,
             "cold_vs_sbatch_loop": round(cold, 2) if cold else None,
-            "met": bool(
-                vs_loop
-                and vs_loop >= GOAL_LOOP
-                and vs_array
-                and vs_array >= GOAL_ARRAY
-                and cold
-                and cold >= GOAL_LOOP
-            ),
+            "met": bool(vs_loop and vs_loop >= GOAL_LOOP and vs_array and vs_array >= GOAL_ARRAY)
+            and cold_met,
         }
     text = "; ".join(
-        f"{group}: {item['vs_sbatch_loop']}x the loop ({item['cold_vs_sbatch_loop']}x cold), "
-        f"{item['vs_sbatch_array']}x the array"
+        f"{group}: {item['vs_sbatch_loop']}x the loop"
+        + (f" ({item['cold_vs_sbatch_loop']}x cold)" if item["cold_vs_sbatch_loop"] else "")
+        + f", {item['vs_sbatch_array']}x the array"
         for group, item in groups.items()
     )
     return {
