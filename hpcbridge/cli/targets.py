@@ -331,9 +331,12 @@ def _adapter(
     args: argparse.Namespace, settings: Settings, place: Optional[Place], job_id: str
 ) -> SchedulerAdapter:
     """The settings' adapter (``place=None``), else one that reaches the recorded place,
-    saying so when that is not where the settings point."""
+    saying so when the user chose a scheduler, transport or host and it is not that
+    (with none chosen, the job's own place is all there is to ask: nothing to say)."""
     if place is None:
         return adapter_for(args, settings)
+    if not _chosen(settings):
+        return adapter_at(place, settings)
     here = _settings_place(settings)
     recorded = (place.scheduler, place.transport, place.host)
     if here is None or (here.scheduler, here.transport, here.host) != recorded:
@@ -343,6 +346,13 @@ def _adapter(
             file=sys.stderr,
         )
     return adapter_at(place, settings)
+
+
+def _chosen(settings: Settings) -> bool:
+    """Whether the user chose where to ask: a scheduler, a transport or an SSH host set
+    (by a variable, the site file or a flag), not hpcbridge's defaults."""
+    chosen = settings.sources.get("scheduler", "default") != "default"
+    return chosen or any(name in settings.sources for name in ("transport", "ssh_host"))
 
 
 def ask(

@@ -25,6 +25,22 @@ def test_readme_quickstart(state_dir):
     assert row and "COMPLETED" in row[0]
 
 
+def test_a_misspelt_variable_is_warned_of_once_and_ignored(state_dir):
+    """``HPCBRIDGE_SCHEDULAR=slurm``: one warning naming HPCBRIDGE_SCHEDULER; the job goes
+    where the settings really point (the mock) - a warning, not a refusal (issue 46)."""
+    env = {"HPCBRIDGE_SCHEDULAR": "slurm"}
+    submitted = hpcbridge("submit", HELLO, "--wait", "--poll-interval", "0.3", env=env)
+    assert submitted.returncode == 0, submitted.stderr
+    warned = [line for line in submitted.stderr.splitlines() if "SCHEDULAR" in line]
+    assert warned == [
+        "WARNING hpcbridge: HPCBRIDGE_SCHEDULAR is not a setting of hpcbridge and is "
+        "ignored: did you mean HPCBRIDGE_SCHEDULER?"
+    ]
+    job_id = submitted.stdout.split()[0]
+    status = json.loads(hpcbridge("status", job_id, "--json", check=True).stdout)
+    assert status["state"] == "COMPLETED"
+
+
 def test_failed_job_exit_and_json(state_dir, make_script):
     script = make_script("exit 3")
     result = hpcbridge("submit", script, "--wait", "--poll-interval", "0.3")
