@@ -50,6 +50,7 @@ KINDS: Dict[str, str] = {
     "ssh+slurm": "the sshd test server (containers/sshd) and the Slurm test cluster",
     "flux": "flux-core, and a broker the test starts (FLUX_URI)",
     "flux+slurm": "flux-core and the Slurm test cluster (no FLUX_URI)",
+    "flux+accounting": "flux-core 0.88 with flux-accounting, and a broker of its own (FLUX_URI)",
     "ssh+flux+slurm": "the sshd test server, the Slurm test cluster and flux-core",
 }
 RUNNABLE = ("sh", "bash", "console", "python")
