@@ -28,6 +28,8 @@ kind (a kind whose component is absent skips with the reason):
                 bindings beside it: no ``PYTHONPATH``) and ``FLUX_URI`` of a
                 broker started here with the project's testing helpers (16
                 virtual cores, the anonymous queue), as inside an allocation.
+``container``   mmdebstrap and Charliecloud, the system's ``/usr/bin`` first on ``PATH``
+                (``ch-image`` runs on its ``python3``, which has ``lark``).
 ``flux+accounting``  as ``flux``, with a broker of its own, where flux-core 0.88 has
                 flux-accounting beside it (the guide sets accounting up in it).
 ``flux+slurm``  flux-core's ``bin`` on ``PATH`` and ``SLURM_CONF``; no
@@ -42,6 +44,7 @@ exit trap cancels it, also when a block fails.
 from __future__ import annotations
 
 import os
+import pwd
 import re
 import shlex
 import shutil
@@ -77,6 +80,11 @@ SLURM_STATE = Path(os.environ.get("HPCBRIDGE_SLURM_STATE", "/tmp/hpcbridge-slurm
 SSH_ALIAS = "hpcb-test"
 #: the flux-core the SSH section of the nested-broker guide puts on the login node's PATH
 GUIDE_FLUX = "/opt/flux-0.88/bin/flux"
+#: what the container guide runs, and where the system's own programs are
+CONTAINER_TOOLS = ("mmdebstrap", "ch-image", "ch-run", "ch-convert")
+SYSTEM_PATH = "/usr/bin:/bin"
+#: seconds the container guide may take: mmdebstrap downloads a minimal Debian
+CONTAINER_TIMEOUT = 420.0
 
 
 def _cases() -> List[Any]:
@@ -206,6 +214,7 @@ def _base_env(tmp: Path) -> Dict[str, str]:
         env.pop(legacy, None)
     home = tmp / "home"
     (home / ".ssh").mkdir(parents=True, mode=0o700)
+    env.setdefault("USER", pwd.getpwuid(os.getuid()).pw_name)  # a login shell has it
     env.update(
         HOME=str(home),
         REPO=str(REPO),
@@ -215,8 +224,25 @@ def _base_env(tmp: Path) -> Dict[str, str]:
     return env
 
 
+def _container_tools() -> None:
+    """Skip unless the container guide's tools are here (it downloads Debian itself)."""
+    missing = [tool for tool in CONTAINER_TOOLS if shutil.which(tool, path=SYSTEM_PATH) is None]
+    if missing:
+        pytest.skip(
+            f"{', '.join(missing)} not found: apt-get install mmdebstrap charliecloud "
+            "python3-lark uidmap (bash containers/images/build.sh installs them)"
+        )
+    lark = subprocess.run(["/usr/bin/python3", "-c", "import lark"], check=False)
+    if lark.returncode != 0:
+        pytest.skip("ch-image needs the system python3's lark module: apt-get install python3-lark")
+
+
 def _kind_env(kind: str, request: pytest.FixtureRequest, tmp: Path) -> Dict[str, str]:
     env = _base_env(tmp)
+    if kind == "container":
+        _container_tools()
+        # ch-image is "#!/usr/bin/env python3": the system's, with lark (no venv active)
+        env["PATH"] = f"{SYSTEM_PATH}{os.pathsep}{env['PATH']}"
     if "slurm" in kind and not kind.startswith("ssh+"):
         env["SLURM_CONF"] = request.getfixturevalue("slurm_conf")
     if kind.startswith("ssh+"):
@@ -301,6 +327,7 @@ def test_guide(guide: Path, kind: str, request: pytest.FixtureRequest, tmp_path:
     script = build_script(blocks, str(out_dir), prelude)
     script_path = tmp_path / f"{guide.stem}.{kind}.sh"
     script_path.write_text(script.text)
+    timeout = CONTAINER_TIMEOUT if kind == "container" else SCRIPT_TIMEOUT
     process = subprocess.Popen(
         ["bash", "-euo", "pipefail", str(script_path)],
         cwd=work,
@@ -311,7 +338,7 @@ def test_guide(guide: Path, kind: str, request: pytest.FixtureRequest, tmp_path:
         start_new_session=True,  # a timeout ends everything the script started
     )
     try:
-        output, _ = process.communicate(timeout=SCRIPT_TIMEOUT)
+        output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         # SIGTERM first: bash then runs its EXIT trap (which cancels $slurm_job).
         os.killpg(process.pid, signal.SIGTERM)
@@ -320,7 +347,7 @@ def test_guide(guide: Path, kind: str, request: pytest.FixtureRequest, tmp_path:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             output, _ = process.communicate()
-        output += f"\n[test_guides] timed out after {SCRIPT_TIMEOUT:.0f}s"
+        output += f"\n[test_guides] timed out after {timeout:.0f}s"
     step_file = out_dir / "step"
     step = step_file.read_text().strip() if step_file.exists() else "(before the first block)"
     if process.returncode != 0 or step != "(end)":
