@@ -29,6 +29,8 @@ class Charge:
     cpu_seconds: float
     gpu_seconds: Optional[float] = 0.0
     billing_seconds: Optional[float] = None
+    #: the scheduler's accounting says the job ended: the figures will not change (kept)
+    final: bool = True
 
     def as_row(self) -> Tuple[float, Optional[float], Optional[float]]:
         return (self.cpu_seconds, self.gpu_seconds, self.billing_seconds)

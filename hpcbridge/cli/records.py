@@ -421,7 +421,7 @@ def _charged(
             if charge is None:
                 continue
             result[index] = dataclasses.replace(listed[index], record=with_charge(record, charge))
-            if record.status().is_terminal:
+            if charge.final and record.status().is_terminal:
                 ended[record.job_id] = charge.as_row()
         store.record_charges(place.scheduler, place.host, ended)
     return result

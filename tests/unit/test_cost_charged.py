@@ -55,15 +55,19 @@ def ran(job_id: str, scheduler: str, seconds: float, **fields: object) -> JobRec
 
 def test_sacct_charges_rows_by_hand() -> None:
     text = (
-        "12|10|20|billing=4,cpu=2,gres/gpu=1,mem=1000M,node=1\n"
-        "13_2|5|5|cpu=1,mem=500M,node=1\n"
-        "13_[3-9]|0|0|\n"  # an array's waiting tasks: no job of their own
+        "12|COMPLETED|10|20|billing=4,cpu=2,gres/gpu=1,mem=1000M,node=1\n"
+        "13_2|RUNNING|5|5|cpu=1,mem=500M,node=1\n"
+        "13_[3-9]|PENDING|0|0|\n"  # an array's waiting tasks: no job of their own
         "junk\n"
     )
     charges = parse_sacct_charges(text)
-    assert charges == {"12": Charge(20.0, 10.0, 40.0), "13_2": Charge(5.0, 0.0, None)}
+    assert charges == {
+        "12": Charge(20.0, 10.0, 40.0),
+        "13_2": Charge(5.0, 0.0, None, final=False),  # still growing: not kept
+    }
     argv = sacct_charges_argv(["12", "13_2"])
-    assert argv[:2] == ["sacct", "-X"] and "--format=JobID,ElapsedRaw,CPUTimeRAW,AllocTRES" in argv
+    assert argv[:2] == ["sacct", "-X"]
+    assert "--format=JobID,State,ElapsedRaw,CPUTimeRAW,AllocTRES" in argv
     assert parse_tres("billing=2,cpu=2,mem=1000M") == {"billing": 2.0, "cpu": 2.0}
 
 
@@ -93,7 +97,9 @@ def test_the_parsers_take_any_text(text: str) -> None:
 
 @given(st.lists(st.tuples(st.integers(0, 10**7), st.integers(0, 256)), max_size=20))
 def test_sacct_rows_give_cputimeraw_back(rows: list) -> None:
-    text = "".join(f"{i + 1}|{e}|{e * c}|cpu={c},node=1\n" for i, (e, c) in enumerate(rows))
+    text = "".join(
+        f"{i + 1}|COMPLETED|{e}|{e * c}|cpu={c},node=1\n" for i, (e, c) in enumerate(rows)
+    )
     charges = parse_sacct_charges(text)
     assert [charges[str(i + 1)].cpu_seconds for i in range(len(rows))] == [
         float(e * c) for e, c in rows

@@ -18,7 +18,7 @@ from ...errors import JobSubmissionError, LimitRefusedError, SubmissionUncertain
 from ...model import JobState, JobStatus
 from ...native_options import check_options, owned_table
 from ...resources import Resources, format_begin, format_slurm_time
-from .status import KEY_PREFIX, job_list, normalize_job_id
+from .status import KEY_PREFIX, job_list, map_state, normalize_job_id
 
 log = logging.getLogger("hpcbridge.slurm")
 
@@ -573,7 +573,7 @@ def parse_qos(text: str, names: List[str]) -> List[int]:
 # -- what a job was charged (hpcbridge cost) ----------------------------------
 
 #: sacct's columns for a job's charge, in order
-CHARGE_FIELDS = ("JobID", "ElapsedRaw", "CPUTimeRAW", "AllocTRES")
+CHARGE_FIELDS = ("JobID", "State", "ElapsedRaw", "CPUTimeRAW", "AllocTRES")
 
 
 def sacct_charges_argv(job_ids: Sequence[str]) -> List[str]:
@@ -608,8 +608,9 @@ def parse_sacct_charges(text: str) -> Dict[str, Charge]:
     """What each job was charged, from ``sacct_charges_argv``'s answer: CPU-seconds from
     ``CPUTimeRAW`` (the CPUs Slurm allocated x elapsed, ``--exclusive``'s whole node
     included), GPU- and billing-seconds from ``AllocTRES`` x ``ElapsedRaw`` (later rows win:
-    requeues).  A row that is not a job's (an array's waiting tasks, ``123_[4-9]``) or that
-    does not parse is left out."""
+    requeues); ``final`` once sacct's own state is an end (slurmdbd hears of an end after
+    squeue: till then CPUTimeRAW still grows).  A row that is not a job's (an array's
+    waiting tasks, ``123_[4-9]``) or that does not parse is left out."""
     charges: Dict[str, Charge] = {}
     for line in text.splitlines():
         fields = line.strip().split("|")
@@ -617,14 +618,15 @@ def parse_sacct_charges(text: str) -> Dict[str, Charge]:
             continue
         try:
             job_id = normalize_job_id(fields[0])
-            elapsed, cpu_seconds = float(fields[1]), float(fields[2])
+            elapsed, cpu_seconds = float(fields[2]), float(fields[3])
         except ValueError:
             continue
-        tres = parse_tres(fields[3])
+        tres = parse_tres(fields[4])
         billing = tres.get("billing")
         charges[job_id] = Charge(
             cpu_seconds,
             tres.get("gres/gpu", 0.0) * elapsed,
             None if billing is None else billing * elapsed,
+            final=map_state(fields[1]).is_terminal,
         )
     return charges
