@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 
 from ..config import Settings
 from ..cost import (
+    Charge,
     CostReport,
     JobCost,
     by_account,
@@ -381,6 +382,10 @@ def _named(name: str, store: JobStore, pack_book: PackBook) -> List[JobRecord]:
     return book.records(name)
 
 
+#: job ids per question of what they were charged (one sacct or flux jobs command line)
+CHARGES_PER_QUESTION = 500
+
+
 def _charged(
     listed: Sequence[Listed], settings: Settings, store: JobStore, inside: Mapping[Any, Any]
 ) -> List[Listed]:
@@ -401,10 +406,12 @@ def _charged(
     result = list(listed)
     for place, indexes in places.items():
         ids = [listed[i].record.job_id for i in indexes]
+        charges: Dict[str, Charge] = {}
         try:
             adapter = adapter_at(place, settings)
             try:
-                charges = adapter.charges(ids)
+                for start in range(0, len(ids), CHARGES_PER_QUESTION):
+                    charges.update(adapter.charges(ids[start : start + CHARGES_PER_QUESTION]))
             finally:
                 adapter.close()
         except (SchedulerAdapterError, ValueError, OSError) as exc:
