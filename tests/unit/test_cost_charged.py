@@ -53,6 +53,16 @@ def ran(job_id: str, scheduler: str, seconds: float, **fields: object) -> JobRec
 # -- the parsers ---------------------------------------------------------------------------
 
 
+def test_sacct_charges_are_what_slurm_allocated_recorded_on_22_05() -> None:
+    """An --exclusive job of one task on a node of 8 CPUs is charged all 8 (CPUTimeRAW);
+    one of a CPU, one (tests/data/slurm/charges/README.md)."""
+    charges = parse_sacct_charges((DATA / "slurm" / "charges" / "sacct_charges.txt").read_text())
+    assert charges == {
+        "137": Charge(24.0, 0.0, 24.0),  # 8 CPUs x 3 s, billing 8 x 3 s
+        "138": Charge(2.0, 0.0, 2.0),
+    }
+
+
 def test_sacct_charges_rows_by_hand() -> None:
     text = (
         "12|COMPLETED|10|20|billing=4,cpu=2,gres/gpu=1,mem=1000M,node=1\n"
