@@ -76,3 +76,6 @@ def test_with_no_scheduler_chosen_a_recorded_job_is_asked_where_it_is_without_a_
     # a transport chosen that is where the jobs are: nothing to say either
     chosen = hpcbridge_in({**env, "HPCBRIDGE_TRANSPORT": "local"}, "status", *ids)
     assert chosen.returncode == 0 and "asked where" not in chosen.stderr  # the same place
+    # a scheduler chosen that is not theirs leaves their records out: said, as before
+    other = hpcbridge_in({**env, "HPCBRIDGE_SCHEDULER": "mock"}, "status", ids[0])
+    assert "recorded elsewhere: hpcbridge status" in other.stderr, other.stderr
