@@ -390,8 +390,9 @@ def _charged(
     listed: Sequence[Listed], settings: Settings, store: JobStore, inside: Mapping[Any, Any]
 ) -> List[Listed]:
     """The jobs with what their scheduler charged, where not read yet: one question per
-    place for the jobs that ran (a pack's tasks are not asked: their allocation was
-    charged); an ended job's charge is kept in its record.  A place that cannot say
+    place for the jobs that ran or ended (one cancelled before it ran: charged 0; a
+    pack's tasks are not asked: their allocation was charged); an ended job's charge is
+    kept in its record.  A place that cannot say
     leaves its jobs estimated, said on stderr."""
     places: Dict[Place, List[int]] = {}
     for index, item in enumerate(listed):
@@ -400,7 +401,7 @@ def _charged(
             record.scheduler != "mock"
             and key_of(record) not in inside
             and charge_of(record) is None
-            and record.start_time is not None
+            and (record.start_time is not None or record.status().is_terminal)
         ):
             places.setdefault(place_of(record), []).append(index)
     result = list(listed)
