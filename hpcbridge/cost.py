@@ -137,7 +137,7 @@ def key_of(record: JobRecord) -> JobKey:
 @dataclass
 class CostReport:
     """The jobs as counted: ``rows`` (real jobs, a pack's allocation with its tasks under
-    it), ``mock`` (apart, charged nothing), and the tasks whose allocation is not shown."""
+    it) and ``mock`` (apart, charged nothing), each with where it came from."""
 
     rows: List[JobCost] = field(default_factory=list)
     mock: List[JobCost] = field(default_factory=list)
@@ -157,19 +157,19 @@ def report(
     is shown under it and not added again; one whose allocation is not among ``records``
     is not counted at all (its allocation is what was charged)."""
     by_key = {key_of(record): index for index, record in enumerate(records)}
-    under: Dict[int, List[JobCost]] = {}
-    outer_of: Dict[int, int] = {}
+    under: Dict[int, List[JobCost]] = {}  # an allocation's index -> its tasks
+    held = set()  # the indexes of jobs inside another
     for index, record in enumerate(records):
         holder = inside.get(key_of(record))
-        if holder is not None:
-            outer_of[index] = by_key.get(holder, -1)
-            if outer_of[index] >= 0:
-                under.setdefault(outer_of[index], []).append(
-                    job_cost(record, cpu_price, gpu_price, now)
-                )
+        if holder is None:
+            continue
+        held.add(index)
+        if holder in by_key:
+            task = job_cost(record, cpu_price, gpu_price, now)
+            under.setdefault(by_key[holder], []).append(task)
     counted = CostReport()
     for index, record in enumerate(records):
-        if index in outer_of:
+        if index in held:
             continue
         row = job_cost(record, cpu_price, gpu_price, now)
         if index in under:
