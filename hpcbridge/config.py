@@ -4,11 +4,13 @@ the scheduler also from ``EXAMLOPS_SLURM_MODE``), then keyword overrides."""
 
 from __future__ import annotations
 
+import difflib
+import logging
 import os
 import shlex
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from .errors import ConfigurationError
 from .registry import CONTAINER_RUNTIMES, DRIVER_CHOICES, SCHEDULERS
@@ -19,6 +21,8 @@ TRANSPORTS = ("local", "ssh")
 #: seconds: the least time between two status rounds towards a scheduler, unless set
 DEFAULT_MIN_POLL_INTERVAL = 5.0
 PREFIXES = ("HPCBRIDGE_", "EXAMLOPS_HPC_", "EXAMLOPS_SLURM_")
+
+log = logging.getLogger("hpcbridge")
 
 
 def lookup(env: Mapping[str, str], name: str) -> Optional[Tuple[str, str]]:
@@ -127,6 +131,7 @@ class Settings:
             settings._set(attribute, value, str(site_file))
         if "min_poll_interval" in site:
             settings._set("site_min_poll_interval", site["min_poll_interval"], str(site_file))
+        warn_misspelt(env)
         variable, scheduler = _scheduler_from(env)
         settings._set("scheduler", scheduler, variable)
         for attribute, name, parse in _READERS:
@@ -333,3 +338,61 @@ _READERS: Tuple[Tuple[str, str, Callable[[str, str], Any]], ...] = (
     ("cpu_cost_per_hour", "CPU_COST_PER_HOUR", _number),
     ("gpu_cost_per_hour", "GPU_COST_PER_HOUR", _number),
 )
+
+
+#: ``HPCBRIDGE_`` names hpcbridge reads that are no settings of the table above: the site
+#: file's path, the store's local stand-in, what the job wrapper exports to a job
+OTHER_VARIABLES = (
+    "SITE_CONFIG",
+    "LOCAL_STATE_DIR",
+    "LAUNCHER",
+    "TASK_INDEX",
+    "JOB_ID",
+    "EXIT_RANKS",
+)
+#: the test harness's own families (containers/, tests/): not hpcbridge's to judge
+HARNESS_PREFIXES = ("TEST_", "SSHD_")
+#: how alike a name must be to a known one to be taken for a misspelling of it
+NEAR = 0.8
+
+
+def known_variables() -> List[str]:
+    """Every name hpcbridge reads after the ``HPCBRIDGE_`` prefix: the settings table,
+    the scheduler, each resource key, each scheduler's options, and ``OTHER_VARIABLES``."""
+    names = ["SCHEDULER", *(name for _, name, _ in _READERS), *OTHER_VARIABLES]
+    names += [key.upper() for key in RESOURCE_KEYS if key != "native"]
+    names += [f"{scheduler.upper()}_OPTIONS" for scheduler in NATIVE_SCHEDULERS]
+    return names
+
+
+def misspelt(env: Mapping[str, str]) -> List[Tuple[str, str]]:
+    """``(variable, the known one it is nearest to)`` for each ``HPCBRIDGE_`` variable of
+    ``env`` that hpcbridge does not read but that looks like one it does (another tool may
+    share the prefix: a name like no known one is left alone)."""
+    known = set(known_variables())
+    found = []
+    for variable in sorted(env):
+        if not variable.startswith("HPCBRIDGE_"):
+            continue
+        name = variable[len("HPCBRIDGE_") :]
+        if name in known or name.startswith(HARNESS_PREFIXES):
+            continue
+        close = difflib.get_close_matches(name, known, n=1, cutoff=NEAR)
+        if close:
+            found.append((variable, "HPCBRIDGE_" + close[0]))
+    return found
+
+
+_warned: Set[str] = set()
+
+
+def warn_misspelt(env: Mapping[str, str]) -> None:
+    """One warning per misspelt variable and process (it is ignored, not refused)."""
+    for variable, nearest in misspelt(env):
+        if variable not in _warned:
+            _warned.add(variable)
+            log.warning(
+                "%s is not a setting of hpcbridge and is ignored: did you mean %s?",
+                variable,
+                nearest,
+            )

@@ -483,6 +483,15 @@ def _validate_native(value: Any) -> Optional[Tuple[Tuple[str, Tuple[str, ...]], 
     pairs = value.items() if isinstance(value, Mapping) else value
     if isinstance(value, str) or not isinstance(value, (Mapping, list, tuple)):
         raise ResourceError("native", f"expected {{'slurm': [...], 'flux': [...]}}, got {value!r}")
+    if not isinstance(value, Mapping) and any(isinstance(entry, str) for entry in value):
+        # a list of options with no scheduler: which scheduler's words they are is unsaid
+        example = ", ".join(repr(entry) for entry in value if isinstance(entry, str))
+        raise ResourceError(
+            "native",
+            f"native takes a dict of each scheduler's options, not a list: write "
+            f"native={{'slurm': [{example}]}} (or 'flux': [...]; on the command line "
+            "--slurm-option=OPT / --flux-option=OPT)",
+        )
     native: Dict[str, Tuple[str, ...]] = {}
     for entry in pairs:
         scheduler, options = entry if isinstance(entry, (tuple, list)) else (entry, None)

@@ -276,6 +276,18 @@ def _add_following(sub: Sub) -> None:
     _add_ids(cancel, names=True)
 
 
+COST_HELP = """\
+CPU-hours, GPU-hours and cost of the recorded jobs, from what the scheduler charged:
+Slurm's sacct (CPUTimeRAW: the CPUs it allocated x elapsed, a whole node for --exclusive;
+GPUs and billing from AllocTRES), Flux's cores and GPUs of the job's R x its run time -
+read once when a job has ended and kept in its record. Each job is counted once: a pack's
+allocations, its tasks listed under them and not added again. Mock jobs are shown apart
+and charged nothing.
+
+Prices: HPCBRIDGE_CPU_COST_PER_HOUR and HPCBRIDGE_GPU_COST_PER_HOUR (per CPU-hour and
+GPU-hour; none set: every cost is 0, and the command says so)."""
+
+
 def _add_records_and_probes(sub: Sub) -> None:
     """``jobs``, ``cost``, ``doctor``, ``uri``."""
     jobs = sub("jobs", "list the recorded jobs in their states now (a sweep as one line)")
@@ -295,8 +307,26 @@ def _add_records_and_probes(sub: Sub) -> None:
     jobs.add_argument("--cached", action="store_true", help=_CACHED_HELP)
 
     cost = sub("cost", "CPU-hours, GPU-hours and cost of the recorded jobs")
+    cost.description = COST_HELP
     cost.add_argument("--json", action="store_true")
-    cost.add_argument("--cached", action="store_true", help=_CACHED_HELP)
+    cost.add_argument(
+        "--cached",
+        action="store_true",
+        help=_CACHED_HELP + "; a job's charge not read yet is estimated (what it asked for x "
+        "its elapsed time, basis 'requested')",
+    )
+    cost.add_argument("--scheduler", choices=SCHEDULERS, help="only this scheduler's jobs")
+    cost.add_argument(
+        "--sweep", metavar="NAME", help="only this sweep's or pack's jobs (a pack: its allocations)"
+    )
+    cost.add_argument(
+        "--since", metavar="DATE", help="only jobs submitted then or later (ISO: 2026-12-01)"
+    )
+    cost.add_argument(
+        "--until",
+        metavar="DATE",
+        help="only jobs submitted before then (a date alone: up to the end of that day)",
+    )
 
     doctor = sub("doctor", "say what is usable here, and why not when it is not")
     _add_target_flags(doctor)

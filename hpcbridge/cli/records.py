@@ -12,10 +12,23 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..config import Settings
-from ..cost import JobCost, by_account, costs
+from ..cost import (
+    Charge,
+    CostReport,
+    JobCost,
+    by_account,
+    charge_of,
+    key_of,
+    no_price_note,
+    parse_day_or_time,
+    report,
+    total,
+    with_charge,
+    within,
+)
 from ..errors import JobNotFoundError, SchedulerAdapterError
 from ..model import JobState, JobStatus
-from ..store.packs import OUTSIDE_PACKS, PackBook
+from ..store.packs import OUTSIDE_PACKS, PackBook, holders
 from . import sweeps
 from .exits import EXIT_OK
 from .output import format_seconds, one_line, print_json, print_table
@@ -23,7 +36,7 @@ from .parser import TABLE_JOBS
 from .targets import Place, adapter_at, place_of, store_for
 
 if TYPE_CHECKING:
-    from ..store.jobs import JobRecord
+    from ..store.jobs import JobRecord, JobStore
 
 #: the reason shown for an unfinished job with ``--cached``
 NOT_ASKED = "not asked (--cached)"
@@ -260,25 +273,22 @@ def _figures(cpu_hours: float, gpu_hours: float, cost: float) -> Tuple[str, str,
     return f"{cpu_hours:.4f}", f"{gpu_hours:.4f}", f"{cost:.4f}"
 
 
-def _total(rows: Sequence[JobCost]) -> Dict[str, float]:
+def _rounded(figures: Dict[str, float]) -> Dict[str, float]:
+    return {key: round(value, 6) for key, value in figures.items()}
+
+
+def _cost_json(counted: CostReport, listed: Sequence[Listed], settings: Settings) -> Dict[str, Any]:
+    def entries(rows: Sequence[JobCost], sources: Sequence[int]) -> List[Dict[str, Any]]:
+        return [{**row.to_json(), **_stale_json(listed[i])} for row, i in zip(rows, sources)]
+
     return {
-        "cpu_hours": sum(row.cpu_hours for row in rows),
-        "gpu_hours": sum(row.gpu_hours for row in rows),
-        "cost": sum(row.cost for row in rows),
-    }
-
-
-def _rounded(total: Dict[str, float]) -> Dict[str, float]:
-    return {key: round(value, 6) for key, value in total.items()}
-
-
-def _cost_json(
-    rows: Sequence[JobCost], listed: Sequence[Listed], settings: Settings
-) -> Dict[str, Any]:
-    return {
-        "jobs": [{**row.to_json(), **_stale_json(item)} for row, item in zip(rows, listed)],
-        "total": _rounded(_total(rows)),
-        "by_account": {account: _rounded(total) for account, total in by_account(rows).items()},
+        "jobs": entries(counted.rows, counted.sources),
+        "total": _rounded(total(counted.rows)),
+        "by_account": {
+            account: _rounded(figures) for account, figures in by_account(counted.rows).items()
+        },
+        "mock_jobs": entries(counted.mock, counted.mock_sources),
+        "mock_total": _rounded(total(counted.mock)),
         "prices": {
             "cpu_per_hour": settings.cpu_cost_per_hour,
             "gpu_per_hour": settings.gpu_cost_per_hour,
@@ -286,31 +296,140 @@ def _cost_json(
     }
 
 
+COST_HEADER = ("JOB ID", "SCHEDULER", "ACCOUNT", "STATE", "BASIS", "CPU-H", "GPU-H", "COST")
+
+
 def _cost_table(
-    rows: Sequence[JobCost], listed: Sequence[Listed], notes: Notes
+    counted: CostReport, listed: Sequence[Listed], notes: Notes
 ) -> List[Tuple[str, ...]]:
-    table: List[Tuple[str, ...]] = [
-        ("JOB ID", "SCHEDULER", "ACCOUNT", "STATE", "CPU-H", "GPU-H", "COST")
-    ]
-    for row, item in zip(rows, listed):
+    """The real jobs (a pack's tasks indented under their allocation), each account's
+    subtotal when there are several, TOTAL; then the mock jobs and their own line."""
+    table: List[Tuple[str, ...]] = [COST_HEADER]
+
+    def add(row: JobCost, state: str, indent: str = "") -> None:
         figures = _figures(row.cpu_hours, row.gpu_hours, row.cost)
-        table.append((row.job_id, row.scheduler, row.account or "-", notes.cell(item), *figures))
-    accounts = by_account(rows)
+        account = row.account or "-"
+        table.append((indent + row.job_id, row.scheduler, account, state, row.basis, *figures))
+
+    for row, index in zip(counted.rows, counted.sources):
+        add(row, notes.cell(listed[index]))
+        for task in row.tasks:  # a breakdown of the allocation's own figures
+            add(task, task.state, indent="  ")
+    accounts = by_account(counted.rows)
     if len(accounts) > 1:  # charged to more than one account (bank): each its subtotal
-        for account, total in sorted(accounts.items()):
-            table.append(("SUBTOTAL", "", account or "-", "", *_figures(**total)))
-    table.append(("TOTAL", "", "", "", *_figures(**_total(rows))))
+        for account, figures in sorted(accounts.items()):
+            table.append(("SUBTOTAL", "", account or "-", "", "", *_figures(**figures)))
+    table.append(("TOTAL", "", "", "", "", *_figures(**total(counted.rows))))
+    if counted.mock:
+        for row, index in zip(counted.mock, counted.mock_sources):
+            add(row, notes.cell(listed[index]))
+        table.append(("MOCK", "", "", "", "not charged", *_figures(**total(counted.mock))))
     return table
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
+    """Each job once, from what its scheduler charged (read once an ended job is asked
+    about, then kept in its record), filtered, priced; mock jobs apart."""
     settings = Settings.from_env()
-    listed = listed_jobs(settings, args.cached)
-    records = [item.record for item in listed]
-    rows = costs(records, settings.cpu_cost_per_hour, settings.gpu_cost_per_hour)
+    since = parse_day_or_time(args.since) if args.since else None
+    until = parse_day_or_time(args.until, end=True) if args.until else None
+    store = store_for(settings)
+    pack_book = PackBook(store)
+    inside = holders(pack_book)
+    records = _named(args.sweep, store, pack_book) if args.sweep else store.list()
+    kept = {
+        key_of(record)
+        for record in records
+        if key_of(record) not in inside
+        and (not args.scheduler or record.scheduler == args.scheduler)
+        and within(record, since, until)
+    }
+    # a pack's task goes with its allocation: shown under it, or not at all
+    records = [r for r in records if key_of(r) in kept or inside.get(key_of(r)) in kept]
+    listed = cached(records) if args.cached else refreshed(records, settings)
+    if not args.cached:
+        listed = _charged(listed, settings, store, inside)
+    prices = (settings.cpu_cost_per_hour, settings.gpu_cost_per_hour)
+    counted = report([item.record for item in listed], *prices, inside)
     if args.json:
-        print_json(_cost_json(rows, listed, settings))
+        print_json(_cost_json(counted, listed, settings))
     else:
         notes = Notes()
-        notes.print_under(_cost_table(rows, listed, notes))
+        notes.print_under(_cost_table(counted, listed, notes))
+    note = no_price_note(*prices)
+    if note:  # apart from the table and the JSON: a pipe reads them alone
+        print(f"hpcbridge: {note}", file=sys.stderr)
     return EXIT_OK
+
+
+def _named(name: str, store: JobStore, pack_book: PackBook) -> List[JobRecord]:
+    """The records of the sweep or pack ``name``: a pack's allocations and its tasks."""
+    pack = pack_book.get(name)
+    if pack is not None:
+        allocations = [held.job_id for held in pack_book.allocations(name)]
+        task_ids = [task.job_id for task in pack_book.tasks(name) if task.job_id]
+        held = store.get_many(pack.scheduler, pack.host, allocations)
+        tasks = store.get_many("flux", pack.host, task_ids)
+        return [*held.values(), *tasks.values()]
+    from ..store.sweeps import SweepBook
+
+    book = SweepBook(store)
+    if book.get(name) is None:
+        raise JobNotFoundError(
+            f"no sweep or pack named {name!r} is recorded in {store.path} "
+            "(hpcbridge jobs lists them)"
+        )
+    return book.records(name)
+
+
+#: job ids per question of what they were charged (one sacct or flux jobs command line)
+CHARGES_PER_QUESTION = 500
+
+
+def _charged(
+    listed: Sequence[Listed], settings: Settings, store: JobStore, inside: Mapping[Any, Any]
+) -> List[Listed]:
+    """The jobs with what their scheduler charged, where not read yet: one question per
+    place for the jobs that ran or ended (one cancelled before it ran: charged 0; a
+    pack's tasks are not asked: their allocation was charged); an ended job's charge is
+    kept in its record.  A place that cannot say
+    leaves its jobs estimated, said on stderr."""
+    places: Dict[Place, List[int]] = {}
+    for index, item in enumerate(listed):
+        record = item.record
+        if (
+            record.scheduler != "mock"
+            and key_of(record) not in inside
+            and charge_of(record) is None
+            and (record.start_time is not None or record.status().is_terminal)
+        ):
+            places.setdefault(place_of(record), []).append(index)
+    result = list(listed)
+    for place, indexes in places.items():
+        ids = [listed[i].record.job_id for i in indexes]
+        charges: Dict[str, Charge] = {}
+        try:
+            adapter = adapter_at(place, settings)
+            try:
+                for start in range(0, len(ids), CHARGES_PER_QUESTION):
+                    charges.update(adapter.charges(ids[start : start + CHARGES_PER_QUESTION]))
+            finally:
+                adapter.close()
+        except (SchedulerAdapterError, ValueError, OSError) as exc:
+            print(
+                f"hpcbridge: what {len(ids)} job(s) on {place.describe()} were charged is not "
+                f"known now ({one_line(exc)}): their figures are estimates (basis requested)",
+                file=sys.stderr,
+            )
+            continue
+        ended = {}
+        for index in indexes:
+            record = listed[index].record
+            charge = charges.get(record.job_id)
+            if charge is None:
+                continue
+            result[index] = dataclasses.replace(listed[index], record=with_charge(record, charge))
+            if charge.final and record.status().is_terminal:
+                ended[record.job_id] = charge.as_row()
+        store.record_charges(place.scheduler, place.host, ended)
+    return result

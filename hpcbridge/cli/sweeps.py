@@ -68,17 +68,24 @@ def reached(record: Any, settings: Settings) -> Iterator[SchedulerAdapter]:
         adapter.close()
 
 
-class SweepProgress(TerminalLine):
-    """The sweep's counts while it is fed (on a terminal only)."""
+#: seconds between two progress lines when stderr is no terminal (a pipe, a log file)
+PIPED_EVERY = 30.0
 
-    def __init__(self, name: str) -> None:
+
+class SweepProgress(TerminalLine):
+    """The sweep's counts while it is fed: one line rewritten in place on a terminal;
+    elsewhere a line of its own now and then (a log shows that the feeding goes on)."""
+
+    def __init__(self, name: str, every: float = PIPED_EVERY) -> None:
         self.name = name
         self.started = time.monotonic()
         self.first_done: Optional[int] = None
-        self.shown = sys.stderr.isatty()  # only a terminal gets the line (and its end)
+        self.terminal = sys.stderr.isatty()
+        self.every = every
+        self.printed = float("-inf")
 
     def __call__(self, counts: Dict[str, int]) -> None:
-        if not self.shown:
+        if not self.terminal and time.monotonic() - self.printed < self.every:
             return
         done = counts["completed"] + counts["failed"]
         if self.first_done is None:
@@ -86,11 +93,16 @@ class SweepProgress(TerminalLine):
         elapsed = max(time.monotonic() - self.started, 1e-6)
         rate = (done - self.first_done) / elapsed
         sent = counts["total"] - counts["unsent"]
-        self.write(
+        line = (
             f"sweep {self.name}: {sent}/{counts['total']} sent, {counts['queued']} "
-            f"queued, {counts['completed']} completed, {counts['failed']} not, "
-            f"{rate:.1f} jobs/s"
+            f"queued, {counts['completed']} completed, {counts['failed']} failed, "
+            f"cancelled or timed out, {rate:.1f} jobs/s"
         )
+        if self.terminal:
+            self.write(line)
+        else:
+            print(f"hpcbridge: {line}", file=sys.stderr, flush=True)
+            self.printed = time.monotonic()
 
 
 def feed(

@@ -331,18 +331,43 @@ def _adapter(
     args: argparse.Namespace, settings: Settings, place: Optional[Place], job_id: str
 ) -> SchedulerAdapter:
     """The settings' adapter (``place=None``), else one that reaches the recorded place,
-    saying so when that is not where the settings point."""
+    saying so when the user chose a scheduler, transport or host and it is not that
+    (with none chosen, the job's own place is all there is to ask: nothing to say)."""
     if place is None:
         return adapter_for(args, settings)
-    here = _settings_place(settings)
-    recorded = (place.scheduler, place.transport, place.host)
-    if here is None or (here.scheduler, here.transport, here.host) != recorded:
+    here = _settings_place(settings) if _chosen(settings) else None
+    if _chosen(settings) and _overridden(settings, here, place):
         now = f"; these settings point at {here.describe()}" if here is not None else ""
         print(
             f"hpcbridge: job {job_id} is asked where it was submitted: {place.describe()}{now}",
             file=sys.stderr,
         )
     return adapter_at(place, settings)
+
+
+#: the settings that say where to ask, each against what of a place it names
+WHERE_SETTINGS = (("scheduler", "scheduler"), ("transport", "transport"), ("ssh_host", "host"))
+
+
+def _chosen(settings: Settings) -> bool:
+    """Whether the user chose where to ask: a scheduler, a transport or an SSH host set
+    (by a variable, the site file or a flag), not hpcbridge's defaults."""
+    return any(_set_by_user(settings, name) for name, _ in WHERE_SETTINGS)
+
+
+def _set_by_user(settings: Settings, name: str) -> bool:
+    return settings.sources.get(name, "default") != "default"
+
+
+def _overridden(settings: Settings, here: Optional[Place], place: Place) -> bool:
+    """Whether a setting the user chose points elsewhere than the job's place (a place
+    the settings cannot tell without connecting: elsewhere)."""
+    if here is None:
+        return True
+    return any(
+        _set_by_user(settings, name) and getattr(here, field) != getattr(place, field)
+        for name, field in WHERE_SETTINGS
+    )
 
 
 def ask(

@@ -22,6 +22,7 @@ from abc import ABC, abstractmethod
 from typing import Any, Callable, ClassVar, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from ..config import Settings
+from ..cost import Charge
 from ..errors import ConfigurationError, SchedulerUnavailableError
 from ..model import JobStatus
 from ..resources import RESOURCE_KEYS, Resources
@@ -331,6 +332,11 @@ class SchedulerAdapter(ABC):
 
     def cancel_jobs(self, job_ids: Iterable[Any]) -> None:
         self.following().cancel([self.normalize_job_id(job_id) for job_id in job_ids])
+
+    def charges(self, job_ids: Sequence[str]) -> Dict[str, Charge]:
+        """What the scheduler charged these jobs (``hpcbridge cost``), for those it can tell;
+        ``SchedulerAdapterError`` when it cannot be asked.  The mock charges nothing."""
+        return {}
 
     def describe(self) -> str:
         """One line saying what this adapter talks to and how (opens the session)."""

@@ -17,6 +17,7 @@ from typing import (
     Iterable,
     Iterator,
     List,
+    Mapping,
     Optional,
     Sequence,
     Tuple,
@@ -62,6 +63,9 @@ CREATE TABLE IF NOT EXISTS hpc_jobs (
     updated_at      TEXT,
     kind            TEXT,
     reach           TEXT,
+    charged_cpu_seconds     REAL,
+    charged_gpu_seconds     REAL,
+    charged_billing_seconds REAL,
     UNIQUE (scheduler, host, job_id)
 );
 CREATE INDEX IF NOT EXISTS hpc_jobs_job_id ON hpc_jobs (job_id);
@@ -107,6 +111,12 @@ class JobRecord:
     #: (``Executor.reach``: the SSH host as given, key and known-hosts paths);
     #: ``None`` for the local transport and records made before it was kept
     reach: Optional[str] = None
+    #: what the scheduler charged an ended job, read once (``hpcbridge cost``): CPU-seconds
+    #: (Slurm's CPUTimeRAW; Flux: the cores of its R x its run time), GPU-seconds and
+    #: Slurm's billing units x seconds; ``None`` while not read (or not charged: mock)
+    charged_cpu_seconds: Optional[float] = None
+    charged_gpu_seconds: Optional[float] = None
+    charged_billing_seconds: Optional[float] = None
 
     @property
     def job_state(self) -> JobState:
@@ -164,6 +174,10 @@ UPDATE_STATUS = (
 STATUS_KEYS = ("job_id", "state", "exit_code", "start_time", "end_time", "native_state", "reason")
 SELECT_STATUS = (
     "SELECT job_id, state, exit_code, start_time, end_time, native_state, reason FROM hpc_jobs"
+)
+RECORD_CHARGE = (
+    "UPDATE hpc_jobs SET charged_cpu_seconds=?, charged_gpu_seconds=?, "
+    "charged_billing_seconds=?, updated_at=? WHERE scheduler=? AND host=? AND job_id=?"
 )
 MARK_CANCEL = (
     "UPDATE hpc_jobs SET cancel_requested=1, updated_at=? WHERE scheduler=? AND host=? AND job_id=?"
@@ -223,7 +237,13 @@ def status_from_row(row: Sequence[Any]) -> JobStatus:
 
 
 #: columns added after the first release: (name, SQL type); databases made before get them
-LATER_COLUMNS = (("kind", "TEXT"), ("reach", "TEXT"))
+LATER_COLUMNS = (
+    ("kind", "TEXT"),
+    ("reach", "TEXT"),
+    ("charged_cpu_seconds", "REAL"),
+    ("charged_gpu_seconds", "REAL"),
+    ("charged_billing_seconds", "REAL"),
+)
 
 
 def add_missing_columns(
@@ -355,6 +375,19 @@ class JobStore:
         ]
         self.write_many(UPDATE_STATUS, rows)
         self._share(scheduler, host, [str(row[-1]) for row in rows])
+
+    def record_charges(
+        self,
+        scheduler: str,
+        host: str,
+        charges: Mapping[str, Tuple[float, Optional[float], Optional[float]]],
+    ) -> None:
+        """Keep what the scheduler charged these ended jobs: ``{job_id: (cpu_seconds,
+        gpu_seconds, billing_seconds)}`` - read once, so later ``cost`` runs ask no one."""
+        now = _now().isoformat()
+        rows = [(*charge, now, scheduler, host, job_id) for job_id, charge in charges.items()]
+        self.write_many(RECORD_CHARGE, rows)
+        self._share(scheduler, host, list(charges))
 
     def mark_cancel_requested(self, scheduler: str, host: str, job_ids: Iterable[str]) -> None:
         now = _now().isoformat()

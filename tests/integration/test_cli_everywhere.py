@@ -310,7 +310,15 @@ def test_a_job_submitted_over_ssh_is_asked_there_whatever_the_settings(
     status = hpcbridge("status", job_id, env=laptop)
     assert status.returncode == 0, status.stderr
     assert status.stdout.split()[:2] == [job_id, "COMPLETED"]
-    assert f"asked where it was submitted: slurm over ssh on {host}" in status.stderr
+    # the scheduler chosen is the job's, no transport chosen: nothing to say (issue 46)
+    assert "asked where it was submitted" not in status.stderr, status.stderr
+    # a transport chosen that is not the job's: said, and the job asked where it is
+    local = hpcbridge("status", job_id, env={**laptop, "HPCBRIDGE_TRANSPORT": "local"})
+    assert local.stdout.split()[:2] == [job_id, "COMPLETED"], local.stderr
+    assert (
+        f"asked where it was submitted: slurm over ssh on {host}; "
+        "these settings point at slurm over local"
+    ) in local.stderr
     # status's answer is recorded on the job's own record
     cached = hpcbridge("jobs", "--cached", "--json", env=laptop)
     [record] = [job for job in json.loads(cached.stdout) if job["job_id"] == job_id]

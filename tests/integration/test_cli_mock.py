@@ -25,6 +25,22 @@ def test_readme_quickstart(state_dir):
     assert row and "COMPLETED" in row[0]
 
 
+def test_a_misspelt_variable_is_warned_of_once_and_ignored(state_dir):
+    """``HPCBRIDGE_SCHEDULAR=slurm``: one warning naming HPCBRIDGE_SCHEDULER; the job goes
+    where the settings really point (the mock) - a warning, not a refusal (issue 46)."""
+    env = {"HPCBRIDGE_SCHEDULAR": "slurm"}
+    submitted = hpcbridge("submit", HELLO, "--wait", "--poll-interval", "0.3", env=env)
+    assert submitted.returncode == 0, submitted.stderr
+    warned = [line for line in submitted.stderr.splitlines() if "SCHEDULAR" in line]
+    assert warned == [
+        "WARNING hpcbridge: HPCBRIDGE_SCHEDULAR is not a setting of hpcbridge and is "
+        "ignored: did you mean HPCBRIDGE_SCHEDULER?"
+    ]
+    job_id = submitted.stdout.split()[0]
+    status = json.loads(hpcbridge("status", job_id, "--json", check=True).stdout)
+    assert status["state"] == "COMPLETED"
+
+
 def test_failed_job_exit_and_json(state_dir, make_script):
     script = make_script("exit 3")
     result = hpcbridge("submit", script, "--wait", "--poll-interval", "0.3")
@@ -151,11 +167,21 @@ def test_cost_and_doctor(state_dir, make_script, monkeypatch):
     monkeypatch.setenv("HPCBRIDGE_CPU_COST_PER_HOUR", "3.6")
     nap = make_script("sleep 1\n")
     hpcbridge("submit", nap, "--wait", "--poll-interval", "0.3", check=True)
-    cost = json.loads(hpcbridge("cost", "--json", check=True).stdout)
-    assert len(cost["jobs"]) == 1 and cost["prices"]["cpu_per_hour"] == 3.6
-    # One CPU for the second the job slept (and its start-up), at 3.6 an hour.
-    assert 0.9 / 3600 <= cost["total"]["cpu_hours"] < 10 / 3600  # an mtime lags a tick
-    assert cost["total"]["cost"] == pytest.approx(cost["total"]["cpu_hours"] * 3.6, abs=1e-5)
+    answer = hpcbridge("cost", "--json", check=True)
+    cost = json.loads(answer.stdout)
+    assert cost["prices"]["cpu_per_hour"] == 3.6 and "no price" not in answer.stderr
+    # A mock job is apart from the real ones, charged nothing: the TOTAL is the real jobs'.
+    assert cost["jobs"] == [] and cost["total"]["cpu_hours"] == 0
+    [job] = cost["mock_jobs"]
+    assert job["basis"] == "mock" and job["cost"] == 0
+    # One CPU for the second the job slept (and its start-up).
+    assert 0.9 / 3600 <= cost["mock_total"]["cpu_hours"] < 10 / 3600  # an mtime lags a tick
+    table = hpcbridge("cost", check=True).stdout.splitlines()
+    assert table[1].startswith("TOTAL") and table[-1].startswith("MOCK")
+    monkeypatch.delenv("HPCBRIDGE_CPU_COST_PER_HOUR")
+    unpriced = hpcbridge("cost", check=True)
+    assert "HPCBRIDGE_CPU_COST_PER_HOUR" in unpriced.stderr
+    assert "HPCBRIDGE_GPU_COST_PER_HOUR" in unpriced.stderr
     doctor = hpcbridge("doctor", check=True)
     assert "mock scheduler" in doctor.stdout
     # a flag is named as typed; the job count is in the singular for one

@@ -28,6 +28,10 @@ kind (a kind whose component is absent skips with the reason):
                 bindings beside it: no ``PYTHONPATH``) and ``FLUX_URI`` of a
                 broker started here with the project's testing helpers (16
                 virtual cores, the anonymous queue), as inside an allocation.
+``container``   mmdebstrap and Charliecloud, the system's ``/usr/bin`` first on ``PATH``
+                (``ch-image`` runs on its ``python3``, which has ``lark``).
+``flux+accounting``  as ``flux``, with a broker of its own, where flux-core 0.88 has
+                flux-accounting beside it (the guide sets accounting up in it).
 ``flux+slurm``  flux-core's ``bin`` on ``PATH`` and ``SLURM_CONF``; no
                 ``FLUX_URI`` (a login node).
 ``ssh+flux+slurm``  as ``ssh+slurm``, and flux-core in ``/opt/flux-0.88`` (the
@@ -40,6 +44,7 @@ exit trap cancels it, also when a block fails.
 from __future__ import annotations
 
 import os
+import pwd
 import re
 import shlex
 import shutil
@@ -75,6 +80,11 @@ SLURM_STATE = Path(os.environ.get("HPCBRIDGE_SLURM_STATE", "/tmp/hpcbridge-slurm
 SSH_ALIAS = "hpcb-test"
 #: the flux-core the SSH section of the nested-broker guide puts on the login node's PATH
 GUIDE_FLUX = "/opt/flux-0.88/bin/flux"
+#: what the container guide runs, and where the system's own programs are
+CONTAINER_TOOLS = ("mmdebstrap", "ch-image", "ch-run", "ch-convert")
+SYSTEM_PATH = "/usr/bin:/bin"
+#: seconds the container guide may take: mmdebstrap downloads a minimal Debian
+CONTAINER_TIMEOUT = 420.0
 
 
 def _cases() -> List[Any]:
@@ -85,7 +95,8 @@ def _cases() -> List[Any]:
         except GuideError:
             continue  # test_markers_are_well_formed says why
         for kind in kinds:
-            marks = [getattr(pytest.mark, part) for part in kind.split("+") if part != "mock"]
+            parts = [part for part in kind.split("+") if part in ("slurm", "ssh", "flux")]
+            marks = [getattr(pytest.mark, part) for part in parts]
             cases.append(pytest.param(guide, kind, id=f"{guide.stem}-{kind}", marks=marks))
     return cases
 
@@ -159,9 +170,27 @@ def flux_command() -> str:
 @pytest.fixture(scope="session")
 def flux_broker(flux_command: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """FLUX_URI of a broker of our own (the project's testing helper)."""
+    yield from _broker(flux_command, tmp_path_factory.mktemp("guide-flux"))
+
+
+@pytest.fixture()
+def accounting_broker(flux_command: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """FLUX_URI of a broker of its own for the guide that sets accounting up in it (its
+    plugin would charge every later job of a shared broker to a bank)."""
+    from tests.support.flux_accounting import accounting_absent
+
+    absent = accounting_absent(flux_command)
+    if absent:
+        pytest.skip(absent)
+    if "0.88" not in Path(flux_command).resolve().parents[1].name:
+        # 0.49's history plugin fails root's jobs under accounting (flux_accounting.py)
+        pytest.skip(f"the banks guide is written for flux-core 0.88, not {flux_command}")
+    yield from _broker(flux_command, tmp_path_factory.mktemp("guide-accounting"))
+
+
+def _broker(flux_command: str, workdir: Path) -> Iterator[str]:
     from tests.support.flux_cases import start_instance
 
-    workdir = tmp_path_factory.mktemp("guide-flux")
     instance = start_instance(workdir, flux=flux_command)
     try:
         # The helper's broker has 16 cores whatever the machine has, so a job on a
@@ -185,6 +214,7 @@ def _base_env(tmp: Path) -> Dict[str, str]:
         env.pop(legacy, None)
     home = tmp / "home"
     (home / ".ssh").mkdir(parents=True, mode=0o700)
+    env.setdefault("USER", pwd.getpwuid(os.getuid()).pw_name)  # a login shell has it
     env.update(
         HOME=str(home),
         REPO=str(REPO),
@@ -194,8 +224,25 @@ def _base_env(tmp: Path) -> Dict[str, str]:
     return env
 
 
+def _container_tools() -> None:
+    """Skip unless the container guide's tools are here (it downloads Debian itself)."""
+    missing = [tool for tool in CONTAINER_TOOLS if shutil.which(tool, path=SYSTEM_PATH) is None]
+    if missing:
+        pytest.skip(
+            f"{', '.join(missing)} not found: apt-get install mmdebstrap charliecloud "
+            "python3-lark uidmap (bash containers/images/build.sh installs them)"
+        )
+    lark = subprocess.run(["/usr/bin/python3", "-c", "import lark"], check=False)
+    if lark.returncode != 0:
+        pytest.skip("ch-image needs the system python3's lark module: apt-get install python3-lark")
+
+
 def _kind_env(kind: str, request: pytest.FixtureRequest, tmp: Path) -> Dict[str, str]:
     env = _base_env(tmp)
+    if kind == "container":
+        _container_tools()
+        # ch-image is "#!/usr/bin/env python3": the system's, with lark (no venv active)
+        env["PATH"] = f"{SYSTEM_PATH}{os.pathsep}{env['PATH']}"
     if "slurm" in kind and not kind.startswith("ssh+"):
         env["SLURM_CONF"] = request.getfixturevalue("slurm_conf")
     if kind.startswith("ssh+"):
@@ -210,6 +257,8 @@ def _kind_env(kind: str, request: pytest.FixtureRequest, tmp: Path) -> Dict[str,
         env["PATH"] = f"{Path(flux).parent}{os.pathsep}{env['PATH']}"
         if kind == "flux":
             env["FLUX_URI"] = request.getfixturevalue("flux_broker")
+        if kind == "flux+accounting":
+            env["FLUX_URI"] = request.getfixturevalue("accounting_broker")
     return env
 
 
@@ -278,6 +327,7 @@ def test_guide(guide: Path, kind: str, request: pytest.FixtureRequest, tmp_path:
     script = build_script(blocks, str(out_dir), prelude)
     script_path = tmp_path / f"{guide.stem}.{kind}.sh"
     script_path.write_text(script.text)
+    timeout = CONTAINER_TIMEOUT if kind == "container" else SCRIPT_TIMEOUT
     process = subprocess.Popen(
         ["bash", "-euo", "pipefail", str(script_path)],
         cwd=work,
@@ -288,7 +338,7 @@ def test_guide(guide: Path, kind: str, request: pytest.FixtureRequest, tmp_path:
         start_new_session=True,  # a timeout ends everything the script started
     )
     try:
-        output, _ = process.communicate(timeout=SCRIPT_TIMEOUT)
+        output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         # SIGTERM first: bash then runs its EXIT trap (which cancels $slurm_job).
         os.killpg(process.pid, signal.SIGTERM)
@@ -297,7 +347,7 @@ def test_guide(guide: Path, kind: str, request: pytest.FixtureRequest, tmp_path:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             output, _ = process.communicate()
-        output += f"\n[test_guides] timed out after {SCRIPT_TIMEOUT:.0f}s"
+        output += f"\n[test_guides] timed out after {timeout:.0f}s"
     step_file = out_dir / "step"
     step = step_file.read_text().strip() if step_file.exists() else "(before the first block)"
     if process.returncode != 0 or step != "(end)":

@@ -47,3 +47,35 @@ def test_a_mock_jobs_id_asked_of_slurm_says_where_it_is_recorded(
         assert own["state"] in ("PENDING", "RUNNING"), own
     finally:
         hpcbridge_in(env, "cancel", job_id)
+
+
+def test_with_no_scheduler_chosen_a_recorded_job_is_asked_where_it_is_without_a_word(
+    cluster: Dict[str, str], tmp_path: Path
+) -> None:
+    """HPCBRIDGE_SCHEDULER unset: nothing was chosen that the record overrides, so status,
+    logs, wait and cancel of Slurm jobs say nothing of where they ask (issue 46, item 8)."""
+    dropped = ("HPCBRIDGE_", "EXAMLOPS_", "SLURM_", "FLUX_")
+    env = {key: value for key, value in os.environ.items() if not key.startswith(dropped)}
+    env.update(cluster, HPCBRIDGE_STATE_DIR=str(tmp_path / "state"))
+    script = tmp_path / "quick.sh"
+    script.write_text("#!/bin/sh\necho quick\n")
+    script.chmod(0o755)
+    slurm = {**env, "HPCBRIDGE_SCHEDULER": "slurm"}
+    ids = []
+    for _ in range(2):
+        submitted = hpcbridge_in(slurm, "submit", str(script), "--time", "1")
+        assert submitted.returncode == 0, submitted.stderr
+        ids.append(submitted.stdout.strip())
+    waited = hpcbridge_in(env, "wait", *ids, "--timeout", "120")
+    assert waited.returncode == 0, waited.stderr
+    for command in (["status", *ids], ["logs", ids[0]], ["cancel", *ids]):
+        answer = hpcbridge_in(env, *command)
+        assert answer.returncode == 0, answer.stderr
+        assert "asked where it was submitted" not in answer.stderr, answer.stderr
+    assert "asked where it was submitted" not in waited.stderr
+    # a transport chosen that is where the jobs are: nothing to say either
+    chosen = hpcbridge_in({**env, "HPCBRIDGE_TRANSPORT": "local"}, "status", *ids)
+    assert chosen.returncode == 0 and "asked where" not in chosen.stderr  # the same place
+    # a scheduler chosen that is not theirs leaves their records out: said, as before
+    other = hpcbridge_in({**env, "HPCBRIDGE_SCHEDULER": "mock"}, "status", ids[0])
+    assert "recorded elsewhere: hpcbridge status" in other.stderr, other.stderr

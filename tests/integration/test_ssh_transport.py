@@ -418,6 +418,27 @@ def test_authentication_failure_is_clear_and_leaks_nothing(server, tmp_path, cap
         assert line not in message and line not in caplog.text
 
 
+def test_no_key_anywhere_says_what_to_set(server, tmp_path, monkeypatch):
+    """No key file, no agent, no ~/.ssh/id_*: paramiko says only "No authentication methods
+    available"; the error names what to set, at once (issue 46, item 8)."""
+    monkeypatch.setenv("HOME", str(tmp_path))  # an empty ~/.ssh
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    ex = SSHExecutor(
+        server.host,
+        server.user,
+        server.port,
+        known_hosts=server.known_hosts,
+        ssh_config_path=os.devnull,
+    )
+    started = time.monotonic()
+    with pytest.raises(TransportError) as caught:
+        ex.run(["true"])
+    message = str(caught.value)
+    assert "HPCBRIDGE_SSH_KEY" in message and "ssh-agent" in message, message
+    assert "~/.ssh/id_" in message
+    assert time.monotonic() - started < 15  # refused once, not retried
+
+
 # --------------------------------------------------------------------------- timeouts
 
 

@@ -50,6 +50,9 @@ KINDS: Dict[str, str] = {
     "ssh+slurm": "the sshd test server (containers/sshd) and the Slurm test cluster",
     "flux": "flux-core, and a broker the test starts (FLUX_URI)",
     "flux+slurm": "flux-core and the Slurm test cluster (no FLUX_URI)",
+    "container": "mmdebstrap, Charliecloud (ch-image with the system's python3 and lark, "
+    "ch-run, ch-convert) and a Debian mirror",
+    "flux+accounting": "flux-core 0.88 with flux-accounting, and a broker of its own (FLUX_URI)",
     "ssh+flux+slurm": "the sshd test server, the Slurm test cluster and flux-core",
 }
 RUNNABLE = ("sh", "bash", "console", "python")

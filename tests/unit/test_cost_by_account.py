@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Optional
 
 from hpcbridge.cli.records import Listed, Notes, _cost_table
-from hpcbridge.cost import by_account, costs
+from hpcbridge.cost import by_account, costs, report
 from hpcbridge.store.jobs import JobRecord
 
 END = datetime(2026, 12, 4, 12, 0, tzinfo=timezone.utc)
@@ -32,7 +32,8 @@ def test_each_bank_has_its_subtotal_and_the_default_its_own() -> None:
     totals = by_account(rows)
     assert totals["banka"]["cpu_hours"] == 4.0 and totals["banka"]["cost"] == 6.0
     assert totals[""]["cpu_hours"] == 4.0
-    table = _cost_table(rows, [Listed(item) for item in records], Notes())
+    counted = report(records, 1.5, 0.0, inside={})
+    table = _cost_table(counted, [Listed(item) for item in records], Notes())
     assert table[0][2] == "ACCOUNT" and [line[2] for line in table[1:4]] == ["banka", "banka", "-"]
-    assert ("SUBTOTAL", "", "-", "", "4.0000", "0.0000", "6.0000") in table
-    assert table[-1][0] == "TOTAL" and table[-1][4] == "8.0000"
+    assert ("SUBTOTAL", "", "-", "", "", "4.0000", "0.0000", "6.0000") in table
+    assert table[-1][0] == "TOTAL" and table[-1][5] == "8.0000"

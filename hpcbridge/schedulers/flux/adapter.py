@@ -8,11 +8,13 @@ from __future__ import annotations
 import shlex
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
+from ...cost import Charge
 from ...engine.adapter import SchedulerAdapter
 from ...engine.submitting import Order, dry_batches
 from ...errors import ConfigurationError, JobNotFoundError, SchedulerUnavailableError
 from ...registry import check_driver_choice
 from ...transports.base import Executor
+from .command_line import charges_argv, parse_charges
 from .commands import FluxCommands
 from .doctor import adapter_info
 from .instance import POLICIES, FluxOptions, FluxPolicy, InstanceFacts, UriSetting, facts
@@ -25,7 +27,7 @@ from .session import (
     open_session,
     resolve_target,
 )
-from .status import F58_PREFIX, InvalidJobIdError, canonical_job_id
+from .status import F58_PREFIX, InvalidJobIdError, canonical_job_id, only_unknown_ids
 from .submission import (
     MAX_BATCH,
     JobChoice,
@@ -89,6 +91,19 @@ class FluxAdapter(SchedulerAdapter):
     @property
     def instance_label(self) -> Optional[str]:
         return self.open().uri
+
+    def charges(self, job_ids: Sequence[str]) -> Dict[str, Charge]:
+        """What ``flux jobs`` says these jobs held (their R's cores and GPUs) x their run
+        time (``command_line.parse_charges``)."""
+        if not job_ids:
+            return {}
+        session = self.open()
+        result = session.commands.run(charges_argv(self.options.flux_command, job_ids))
+        if not result.ok and not only_unknown_ids(result.stderr):
+            raise SchedulerUnavailableError(
+                f"flux jobs cannot say what jobs held: {result.message()}"
+            )
+        return parse_charges(result.stdout)
 
     def time_left(self) -> Optional[float]:
         return self.open().driver.time_left()

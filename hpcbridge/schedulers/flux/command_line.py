@@ -10,6 +10,7 @@ import posixpath
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ...cost import Charge
 from ...errors import SchedulerAdapterError
 from .instance import NO_LIMIT, Association, FluxPolicy, strip_ansi
 from .jobspec import KEY_ATTRIBUTE
@@ -153,6 +154,34 @@ def jobs_argv(flux: str, policy: FluxPolicy, job_ids: Sequence[str]) -> List[str
         return [flux, "jobs", "--json", *ids]
     # 0.26 knows only the short spellings of --no-header and --format.
     return [flux, "jobs", "-n", "-o", JOBS_FORMAT, *ids]
+
+
+#: ``flux jobs`` fields for a job's charge: the cores of its R, its run time (0.88 has no
+#: GPU field: "Unknown format field: ngpus")
+CHARGE_FORMAT = "{id.dec}|{ncores}|{runtime}"
+
+
+def charges_argv(flux: str, job_ids: Sequence[str]) -> List[str]:
+    """One ``flux jobs`` call for what these jobs held and for how long."""
+    return [flux, "jobs", "-n", "-o", CHARGE_FORMAT, *[decimal_job_id(i) for i in job_ids]]
+
+
+def parse_charges(stdout: str) -> Dict[str, Charge]:
+    """Each job's cores (its R: what it held, ``--exclusive``'s whole nodes included) x its
+    run time, from ``charges_argv``'s answer; by canonical id (GPUs not told: ``None``).  A
+    job that never ran has a run time of 0; a line that does not parse is left out."""
+    charges: Dict[str, Charge] = {}
+    for line in stdout.splitlines():
+        fields = line.strip().split("|")
+        if len(fields) != 3:
+            continue
+        try:
+            job_id = canonical_job_id(fields[0])
+            cores, runtime = float(fields[1]), max(float(fields[2]), 0.0)
+        except (ValueError, InvalidJobIdError):
+            continue
+        charges[job_id] = Charge(cores * runtime, None)
+    return charges
 
 
 def cancel_argv(flux: str, policy: FluxPolicy, job_ids: Sequence[str]) -> List[str]:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Sequence
 
+from ...cost import Charge
 from ...engine.adapter import SchedulerAdapter
 from ...engine.driver import OpenDriver
-from ...errors import JobNotFoundError
+from ...errors import JobNotFoundError, SchedulerUnavailableError
 from ...registry import check_driver_choice
 from ...transports.base import Executor
+from . import commands
 from .cli import LimitCache, SlurmCliDriver
 from .native import choose_slurm_driver
 from .status import job_id_of
@@ -73,6 +75,18 @@ class RealSlurmAdapter(SchedulerAdapter):
             return job_id_of(job_id)
         except ValueError as exc:
             raise JobNotFoundError(str(exc)) from None
+
+    def charges(self, job_ids: Sequence[str]) -> Dict[str, Charge]:
+        """What sacct says these jobs were charged (``commands.parse_sacct_charges``)."""
+        if not job_ids:
+            return {}
+        env = {**self.settings.command_env, **self.command_env}
+        argv = commands.sacct_charges_argv(job_ids)
+        result = self.executor.run(argv, timeout=self.command_timeout, env=env or None)
+        if not result.ok:
+            message = commands.scheduler_message(result.message())
+            raise SchedulerUnavailableError(f"sacct cannot say what jobs were charged: {message}")
+        return commands.parse_sacct_charges(result.stdout)
 
     def max_array_size(self) -> int:
         """Tasks per array: the cluster's ``MaxArraySize`` (asked once) or the override."""

@@ -1,7 +1,8 @@
 """Slurm's commands as hpcbridge writes them, and what their answers mean. Pure, no I/O.
 
 sbatch (a ``SubmitBatch`` as Slurm jobs, shared by both drivers), scancel, scontrol,
-sacctmgr (caps on queued jobs), and Slurm's messages; squeue and sacct are ``status``'s."""
+sacctmgr (caps on queued jobs), sacct's charges (``cost``), and Slurm's messages; squeue and
+sacct's states are ``status``'s."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ import shlex
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Type
 
+from ...cost import Charge
 from ...engine.driver import Capabilities, PartialSubmissionError, Planned, SubmitBatch, Submitted
 from ...errors import JobSubmissionError, LimitRefusedError, SubmissionUncertainError
 from ...model import JobState, JobStatus
 from ...native_options import check_options, owned_table
 from ...resources import Resources, format_begin, format_slurm_time
-from .status import KEY_PREFIX, normalize_job_id
+from .status import KEY_PREFIX, job_list, map_state, normalize_job_id
 
 log = logging.getLogger("hpcbridge.slurm")
 
@@ -570,3 +572,65 @@ def parse_qos(text: str, names: List[str]) -> List[int]:
         if len(fields) >= 3 and fields[0] in names:
             caps += _numbers(fields[1], fields[2])
     return caps
+
+
+# -- what a job was charged (hpcbridge cost) ----------------------------------
+
+#: sacct's columns for a job's charge, in order
+CHARGE_FIELDS = ("JobID", "State", "ElapsedRaw", "CPUTimeRAW", "AllocTRES")
+
+
+def sacct_charges_argv(job_ids: Sequence[str]) -> List[str]:
+    """One sacct for what these jobs were charged."""
+    # -X: the allocation's own row - what Slurm charged - not its steps' usage.
+    return [
+        "sacct",
+        "-X",
+        "-P",
+        "--noheader",
+        f"--jobs={','.join(job_list(job_ids))}",
+        f"--format={','.join(CHARGE_FIELDS)}",
+    ]
+
+
+def parse_tres(text: str) -> Dict[str, float]:
+    """``billing=2,cpu=2,gres/gpu=1,mem=1000M,node=1`` -> the counted ones (a size such as
+    ``mem=1000M`` is left out)."""
+    found: Dict[str, float] = {}
+    for item in text.split(","):
+        name, equals, value = item.strip().partition("=")
+        if not equals:
+            continue
+        try:
+            found[name] = float(value)
+        except ValueError:
+            continue
+    return found
+
+
+def parse_sacct_charges(text: str) -> Dict[str, Charge]:
+    """What each job was charged, from ``sacct_charges_argv``'s answer: CPU-seconds from
+    ``CPUTimeRAW`` (the CPUs Slurm allocated x elapsed, ``--exclusive``'s whole node
+    included), GPU- and billing-seconds from ``AllocTRES`` x ``ElapsedRaw`` (later rows win:
+    requeues); ``final`` once sacct's own state is an end (slurmdbd hears of an end after
+    squeue: till then CPUTimeRAW still grows).  A row that is not a job's (an array's
+    waiting tasks, ``123_[4-9]``) or that does not parse is left out."""
+    charges: Dict[str, Charge] = {}
+    for line in text.splitlines():
+        fields = line.strip().split("|")
+        if len(fields) < len(CHARGE_FIELDS) or "[" in fields[0]:
+            continue
+        try:
+            job_id = normalize_job_id(fields[0])
+            elapsed, cpu_seconds = float(fields[2]), float(fields[3])
+        except ValueError:
+            continue
+        tres = parse_tres(fields[4])
+        billing = tres.get("billing")
+        charges[job_id] = Charge(
+            cpu_seconds,
+            tres.get("gres/gpu", 0.0) * elapsed,
+            None if billing is None else billing * elapsed,
+            final=map_state(fields[1]).is_terminal,
+        )
+    return charges

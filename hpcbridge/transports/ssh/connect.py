@@ -301,6 +301,16 @@ def _login_error(
                 f"public key is in ~{hop.user}/.ssh/authorized_keys there"
             )
         )
+    if isinstance(exc, paramiko.SSHException) and "No authentication methods" in str(exc):
+        # paramiko's words when it found no key file, no agent and no ~/.ssh/id_* to offer
+        looked = "no agent was asked and " if not agent else "no ssh agent, no ~/.ssh/id_* and "
+        return Permanent(
+            TransportError(
+                f"no key to log in to {where} with ({looked}no key file given): set "
+                "HPCBRIDGE_SSH_KEY=/path/to/private_key (or IdentityFile in ~/.ssh/config), "
+                "or start ssh-agent and ssh-add your key, or create ~/.ssh/id_ed25519"
+            )
+        )
     if isinstance(exc, socket.gaierror):
         error = TransportError(f"cannot resolve {where}: {exc.strerror or exc}")
         return Permanent(error) if first else error
