@@ -159,3 +159,4 @@ def test_every_way_out_of_the_client_releases_the_batch_job(broker: Any, tmp_pat
     clients = pack_stops.start(command, tmp_path, "time=10,cpus_per_node=1")
     took = pack_stops.stop_each(clients, gone)
     assert set(took) == set(pack_stops.WAYS)
+    print("batch job inactive after (s):", {way: round(t, 1) for way, t in took.items()})

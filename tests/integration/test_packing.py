@@ -121,7 +121,7 @@ def test_a_sweep_longer_than_its_allocation_goes_on_in_the_next_one(
             slurm,
             [(task, [str(index)]) for index in range(count)],
             {"time": "5s"},
-            Pack.parse("nodes=1,time=1,count=1"),
+            Pack.parse("nodes=1,time=1,count=1,cpus_per_node=2"),
             flux_command=flux,
             poll_interval=0.5,
             timeout=400,

@@ -57,13 +57,13 @@ def test_the_dry_run_shows_what_the_allocation_holds_and_the_options_it_takes(
     sbatch = next(line for line in whole.stdout.splitlines() if line.startswith("sbatch"))
     assert "--nodes=1" in sbatch and "--exclusive" in sbatch, whole.stdout
     shared = run_slurm(
-        [*argv, "time=10,cpus_per_node=2", "--partition", "debug", "--slurm-option=--comment=x"],
+        [*argv, "time=10,cpus_per_node=2", "--partition", "debug", "--slurm-option=--nice=5"],
         env,
         timeout=60,
     )
     assert shared.returncode == 0, shared.stderr
     sbatch = next(line for line in shared.stdout.splitlines() if line.startswith("sbatch"))
-    for flag in ("--ntasks=1", "--cpus-per-task=2", "--partition=debug", "--comment=x"):
+    for flag in ("--ntasks=1", "--cpus-per-task=2", "--partition=debug", "--nice=5"):
         assert flag in sbatch, shared.stdout
     assert "--exclusive" not in sbatch
     assert "--cpus-per-task=2 taskset" in shared.stdout  # each broker on its CPUs
@@ -91,6 +91,7 @@ def test_every_way_out_of_the_client_releases_the_allocation(
     clients = pack_stops.start(command, tmp_path, "time=10,cpus_per_node=1")
     took = pack_stops.stop_each(clients, lambda job_id: job_id not in in_queue(cluster))
     assert set(took) == set(pack_stops.WAYS)
+    print("allocation gone from squeue after (s):", {way: round(t, 1) for way, t in took.items()})
 
 
 def allocation_cpus(cluster: Dict[str, str], job_id: str) -> int:
@@ -134,7 +135,9 @@ def packed(
     assert len(asked) == 1, caplog.text
     rows = [line.split() for line in ran.read_text().splitlines()]
     spans = sorted((float(started), float(ended)) for started, ended in rows)
-    return spans, parse_cores(r.read_text()), allocation_cpus(cluster, asked[0])
+    cores, allocated = parse_cores(r.read_text()), allocation_cpus(cluster, asked[0])
+    print(f"pack {spec}: sacct AllocCPUS {allocated}, its Flux's R {cores} core(s)")
+    return spans, cores, allocated
 
 
 def test_a_pack_of_one_cpu_per_node_holds_one_and_runs_one_task_at_a_time(
