@@ -8,7 +8,7 @@ import dataclasses
 import logging
 import os
 import tempfile
-from typing import Any, Optional, Sequence
+from typing import Any, Dict, Mapping, Optional, Sequence
 
 from .engine.adapter import SchedulerAdapter
 from .errors import ConfigurationError, SchedulerAdapterError
@@ -26,7 +26,15 @@ class AllocationError(SchedulerAdapterError):
 class Allocations:
     """The pack's allocations on one outer adapter (see the module docstring)."""
 
-    def __init__(self, outer: SchedulerAdapter, pack: Pack, flux_command: str = "flux") -> None:
+    def __init__(
+        self,
+        outer: SchedulerAdapter,
+        pack: Pack,
+        flux_command: str = "flux",
+        given: Optional[Mapping[str, Any]] = None,
+    ) -> None:
+        """``given``: the command's resource keys that are the allocations' (the first
+        part of ``split_resources``); refused here, before anything is held."""
         if outer.scheduler_name not in ("slurm", "flux"):
             raise ConfigurationError(
                 f"--pack holds Slurm allocations or Flux batch jobs; the scheduler here is "
@@ -35,6 +43,9 @@ class Allocations:
         self.outer = outer
         self.pack = pack
         self.flux_command = flux_command
+        #: one allocation's resources, as its scheduler takes them
+        self.resources: Dict[str, Any] = pack.allocation_resources(given)
+        outer.validate_resources(self.resources)
         self._script: Optional[str] = None
 
     def script(self) -> str:
@@ -44,7 +55,12 @@ class Allocations:
             state.mkdir(parents=True, exist_ok=True)
             folder = tempfile.mkdtemp(prefix="pack-", dir=state)
             path = os.path.join(folder, "allocation.sh")
-            text = allocation_script(self.flux_command, self.pack.nodes, self.outer.scheduler_name)
+            text = allocation_script(
+                self.flux_command,
+                self.pack.nodes,
+                self.outer.scheduler_name,
+                self.pack.cpus_per_node,
+            )
             with open(path, "w", encoding="utf-8") as handle:
                 handle.write(text)
             os.chmod(path, 0o700)
@@ -53,11 +69,10 @@ class Allocations:
 
     def ask(self) -> str:
         """Submit one allocation (on Flux: a batch job); its job id."""
-        resources = self.pack.allocation_resources()
         if self.outer.scheduler_name == "flux":
-            job_id = self.outer.submit_job(self.script(), resources, nested=True)
+            job_id = self.outer.submit_job(self.script(), self.resources, nested=True)
         else:
-            job_id = self.outer.submit_job(self.script(), resources)
+            job_id = self.outer.submit_job(self.script(), self.resources)
         log.info("pack: allocation %s asked for", job_id)
         return job_id
 

@@ -1,6 +1,7 @@
 """Allocation packing, run: a sweep's tasks fed into a pack's allocations as plain Flux
 jobs, allocations renewed before their end and released once idle (all of them when the
-sweep ends, fails or is interrupted); a named pack is recorded as it goes (``store.packs``)."""
+sweep ends, fails or is interrupted); every pack is recorded under its name as it goes
+(``store.packs``), so that another process can go on with it or stop it."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence
 from .allocations import AllocationError, Allocations, ended_early
 from .engine.adapter import SchedulerAdapter
 from .engine.feeding import LOOK_AGAIN, adopt
+from .engine.jobscript import new_token
 from .engine.submitting import Order, coerce_task, reach_text
 from .errors import JobTimeoutError, ResourceError, SchedulerAdapterError
 from .model import JobState, JobStatus
-from .packing import Pack, due_for_renewal, room, takes_more
+from .packing import Pack, due_for_renewal, room, split_resources, takes_more
 from .schedulers.flux.adapter import FluxAdapter
 from .store.packs import ENDED, SENDING, SENT, PackBook, PackRecord, PackTask
 
@@ -395,6 +397,11 @@ def _since(status: JobStatus) -> float:
     return max(time.time() - status.start_time.timestamp(), 0.0)
 
 
+def new_pack_name() -> str:
+    """The name of a pack given none (as a sweep's: ``pack-`` and 8 random hex digits)."""
+    return f"pack-{new_token()[:8]}"
+
+
 def run_packed(
     outer: SchedulerAdapter,
     jobs: Sequence[Any],
@@ -411,30 +418,46 @@ def run_packed(
     run as plain Flux jobs in ``pack``'s allocations - Slurm jobs when ``outer`` is a Slurm
     adapter, batch jobs when it is a Flux one; every task's final status, in the
     tasks' order.  ``flux_options`` go to each instance's ``FluxAdapter`` (e.g.
-    ``outer_time_margin``, 60 s by default).  With a ``name``, the pack is recorded in the
-    job store as it goes, and ``resume_packed`` goes on with it when this process died.
-    The allocations are released whatever happens (a Python exception included)."""
-    book = PackBook(outer.store) if name else None
+    ``outer_time_margin``, 60 s by default).  Of ``resources``, the keys of
+    ``packing.ALLOCATION_KEYS`` and ``outer``'s own options go to the allocations, the rest
+    to each task.  The pack is recorded in the job store under ``name`` (given none: a
+    ``new_pack_name()``, logged) as it goes: ``resume_packed`` goes on with it when this
+    process died, ``cancel_packed`` stops it from another.
+
+    The allocations are released whatever ends this call: its end, a Python exception,
+    ``KeyboardInterrupt``.  A signal whose default action kills the process (TERM, HUP)
+    skips that: the ``hpcbridge`` command turns INT, TERM and HUP into an exception in its
+    main thread; a Python caller does likewise (``signal.signal``) or, after SIGKILL,
+    calls ``cancel_packed``/``resume_packed`` with the name."""
+    if not name:
+        name = new_pack_name()
+        log.info("pack %s: %d task(s)", name, len(jobs))
+    given, task_resources = split_resources(resources, outer.scheduler_name)
+    book = PackBook(outer.store)
     feeding = PackRun(
-        Allocations(outer, pack, flux_command), jobs, resources, flux_options, book, name
+        Allocations(outer, pack, flux_command, given),
+        jobs,
+        task_resources,
+        flux_options,
+        book,
+        name,
     )
-    if name:
-        feeding.record(
-            PackRecord(
-                name,
-                pack.text(),
-                outer.scheduler_name,
-                outer.executor.kind,
-                outer.host_label,
-                outer.instance_label,
-                reach_text(outer.executor),
-                outer.validate_resources(resources).as_request(),
-                flux_command,
-                feeding.margin,
-                len(feeding.jobs),
-                "",
-            )
+    feeding.record(
+        PackRecord(
+            name,
+            pack.text(),
+            outer.scheduler_name,
+            outer.executor.kind,
+            outer.host_label,
+            outer.instance_label,
+            reach_text(outer.executor),
+            outer.validate_resources(resources).as_request(),
+            flux_command,
+            feeding.margin,
+            len(feeding.jobs),
+            "",
         )
+    )
     try:
         return feeding.run(poll_interval if poll_interval is not None else 1.0, timeout)
     finally:
@@ -471,8 +494,9 @@ def resume_packed(
     tasks = book.tasks(name)
     jobs = [(task.script, list(task.arguments), dict(task.environment) or None) for task in tasks]
     options = {"outer_time_margin": record.margin}
-    allocations = Allocations(outer, Pack.parse(record.spec), record.flux_command)
-    feeding = PackRun(allocations, jobs, record.resources, options, book, name)
+    given, task_resources = split_resources(record.resources, outer.scheduler_name)
+    allocations = Allocations(outer, Pack.parse(record.spec), record.flux_command, given)
+    feeding = PackRun(allocations, jobs, task_resources, options, book, name)
     now_wall, now = time.time(), time.monotonic()
     held = {}
     for allocation in book.allocations(name):

@@ -6,9 +6,10 @@ The same sweep three ways on the Slurm test cluster, one after the other:
 - raw ``sbatch --array`` of the one-second script, then ``squeue`` once a second until
   none of its tasks is left (the baseline: Slurm runs every task);
 - hpcbridge ``submit_many`` to Slurm (one array) and ``wait_all``;
-- hpcbridge ``run_packed`` (what ``submit-many --pack`` runs): two allocations, each a
-  Flux instance over its node, the tasks sent in as plain Flux jobs, the allocations
-  released at the end - their start and release are in its time.
+- hpcbridge ``run_packed`` (what ``submit-many --pack`` runs): two allocations of 4 CPUs
+  (the node's 8 between them, as the array has), each a Flux instance over its CPUs, the
+  tasks sent in as plain Flux jobs, the allocations released at the end - their start and
+  release are in its time.
 """
 
 from __future__ import annotations
@@ -36,9 +37,9 @@ TITLE = "Allocation packing (issue 37): N one-second tasks run to the end, secon
 
 RAW = "raw sbatch --array + squeue until done"
 ARRAY = "hpcbridge submit_many (Slurm array) + wait_all"
-PACKED = "hpcbridge --pack nodes=1,time=15,count=2 (Flux in each)"
+PACKED = "hpcbridge --pack nodes=1,time=15,count=2,cpus_per_node=4 (Flux in each)"
 KINDS = {RAW: "raw", ARRAY: "hpcbridge", PACKED: "hpcbridge"}
-PACK = "nodes=1,time=15,count=2"
+PACK = "nodes=1,time=15,count=2,cpus_per_node=4"
 
 
 def _raw(script: str, count: int, workdir: Path) -> float:
@@ -133,7 +134,9 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
         notes=[
             "The test cluster is one node that declares 8 CPUs on this machine's cores: "
             "Slurm runs 8 array tasks at a time, while each allocation's Flux instance "
-            "counts the cores hwloc finds (TaskPlugin=task/none) and runs one task per core.",
+            "gets its 4 CPUs as far as the machine has them (its broker bound to the first "
+            "4 it may run on: TaskPlugin=task/none confines nothing) and runs one task per "
+            "core.",
             "The packed time includes asking for both allocations, starting Flux in them, "
             "reaching each (flux uri slurm:ID) and releasing them.",
         ],

@@ -9,7 +9,7 @@ import sys
 from typing import Callable, Dict, Optional, Sequence
 
 from ..errors import SchedulerAdapterError
-from .exits import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, exit_code_for
+from .exits import EXIT_BROKEN_PIPE, exit_code_for, exit_code_for_stop, stopped_by_signals
 from .follow import cmd_cancel, cmd_logs, cmd_status, cmd_wait
 from .output import one_line
 from .parser import build_parser
@@ -43,14 +43,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         # hpcbridge's one-line error says the same: its own words only with -v
         logging.getLogger("paramiko").setLevel(logging.CRITICAL)
     try:
-        code = COMMANDS[args.command](args)
-        sys.stdout.flush()  # a reader that left is noticed here, not at interpreter exit
+        with stopped_by_signals():
+            code = COMMANDS[args.command](args)
+            sys.stdout.flush()  # a reader that left is noticed here, not at interpreter exit
         return code
     except BrokenPipeError:
         return _reader_left()
-    except KeyboardInterrupt:
-        print("hpcbridge: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as stop:  # INT, TERM or HUP (exits.Stopped)
+        try:
+            said = f" by {stop}" if str(stop) else ""
+            print(f"hpcbridge: interrupted{said}", file=sys.stderr)
+        except OSError:
+            pass  # SIGHUP: the terminal may be gone
+        return exit_code_for_stop(stop)
     except (SchedulerAdapterError, ValueError, OSError) as exc:
         if args.debug:
             raise

@@ -227,8 +227,10 @@ def _add_submit_many(sub: Sub) -> None:
         "--pack",
         metavar="SPEC",
         help="Slurm: run the jobs as plain Flux jobs in allocations hpcbridge holds and "
-        "releases, SPEC 'nodes=N,time=T[,count=K][,partition=P][,account=A][,qos=Q]' "
-        "(waits for the jobs; flux on the compute nodes: HPCBRIDGE_FLUX_COMMAND)",
+        "releases, SPEC 'nodes=N,time=T[,count=K][,cpus_per_node=C][,partition=P]"
+        "[,account=A][,qos=Q]' - whole nodes unless cpus_per_node (waits for the jobs; its "
+        "name, --sweep or made, is said on stderr for cancel/wait NAME; flux on the compute "
+        "nodes: HPCBRIDGE_FLUX_COMMAND)",
     )
     _add_submit_tail(
         many, "print the exact command (or jobspec) of each submission and submit nothing"

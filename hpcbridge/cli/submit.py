@@ -149,13 +149,17 @@ def _fed(adapter: Any, jobs: List[Any], args: argparse.Namespace) -> List[str]:
 
 
 def _packed(adapter: Any, jobs: List[Any], args: argparse.Namespace) -> int:
-    """``submit-many --pack``: the jobs run in allocations held for them, and waited for."""
+    """``submit-many --pack``: the jobs run in allocations held for them, and waited for;
+    the pack's name (``--sweep``, else made) said on stderr first, for ``cancel`` and
+    ``wait`` from another shell."""
     from ..allocations import Allocations
-    from ..pack_feeder import run_packed
-    from ..packing import Pack, allocation_script
+    from ..pack_feeder import new_pack_name, run_packed
+    from ..packing import Pack, allocation_runs, split_resources
 
     pack = Pack.parse(args.pack)
-    allocations = Allocations(adapter, pack, adapter.settings.flux_command)
+    resources = resources_from(args)
+    given, _ = split_resources(resources, adapter.scheduler_name)
+    allocations = Allocations(adapter, pack, adapter.settings.flux_command, given)
     if args.after or args.max_queued:
         raise ConfigurationError(
             "--pack takes no --after or --max-queued: the pack feeds its allocations at "
@@ -163,22 +167,29 @@ def _packed(adapter: Any, jobs: List[Any], args: argparse.Namespace) -> int:
         )
     flux = adapter.settings.flux_command
     if args.dry_run:
-        runs = allocation_script(flux, pack.nodes, adapter.scheduler_name).splitlines()[-1]
+        runs = allocation_runs(flux, pack.nodes, adapter.scheduler_name, pack.cpus_per_node)
         print(f"# {pack.count} allocation(s), each running: {runs}")
         script = allocations.script()
         nested = {"nested": True} if adapter.scheduler_name == "flux" else {}
-        print(adapter.describe_submission(script, pack.allocation_resources(), **nested))
+        print(adapter.describe_submission(script, allocations.resources, **nested))
         print(f"# then {len(jobs)} plain Flux job(s) fed into their instances")
         return EXIT_OK
+    name = args.sweep or new_pack_name()
+    print(
+        f"hpcbridge: pack {name}: {len(jobs)} job(s) in {pack.count} allocation(s) at a time "
+        f"('hpcbridge cancel {name}' stops it, 'hpcbridge wait {name}' goes on with it)",
+        file=sys.stderr,
+        flush=True,
+    )
     finals = run_packed(
         adapter,
         jobs,
-        resources_from(args),
+        resources,
         pack,
         flux_command=flux,
         poll_interval=args.poll_interval,
         timeout=args.timeout,
-        name=args.sweep,
+        name=name,
     )
     return sweeps.report(finals, args.json)
 

@@ -9,8 +9,10 @@ longer runs exits 4, with hpcbridge's own line and no raw line of the scheduler'
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, Iterator
@@ -45,6 +47,30 @@ def flux() -> str:
     from tests.support.flux_cases import require_flux
 
     return require_flux()
+
+
+# -- stopped by a signal ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_command_stopped_by_int_term_or_hup_says_so_and_exits_128_plus_its_number(
+    state_dir: Path, make_script: Any, stop: signal.Signals
+) -> None:
+    """130, 143, 129: each on the way out runs what it must (a pack: its release)."""
+    job_id = hpcbridge("submit", make_script("sleep 60"), check=True).stdout.strip()
+    argv = [sys.executable, "-m", "hpcbridge", "wait", job_id, "--poll-interval", "0.3"]
+    waiting = subprocess.Popen(argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        assert waiting.stderr is not None
+        assert f" {job_id} " in waiting.stderr.readline()  # it waits: its first state said
+        waiting.send_signal(stop)
+        _, said = waiting.communicate(timeout=60)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+        hpcbridge("cancel", job_id)
+    assert waiting.returncode == 128 + stop, said
+    assert f"hpcbridge: interrupted by {stop.name}" in said
 
 
 # -- doctor ------------------------------------------------------------------------------

@@ -1,24 +1,28 @@
-"""Allocation packing on a Flux system (issue 37): ``--pack`` on a Flux instance holds
+"""Allocation packing on a Flux system (issues 37, 46): ``--pack`` on a Flux instance holds
 batch jobs, each an instance of its own, and feeds the sweep's tasks into them as plain
 jobs; every task COMPLETED once, inside the batch job's instance, and nothing is left
-running in the outer instance afterwards.  The outer instance is a test broker of its
-own (16 cores declared), through each driver."""
+running in the outer instance afterwards - whichever way the client stops.  A batch job
+holds whole nodes, or ``cpus_per_node``, and its instance sees exactly that.  The outer
+instance is a test broker of its own (16 cores declared), through each driver."""
 
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 
 from hpcbridge.model import JobState
 from hpcbridge.pack_feeder import run_packed
 from hpcbridge.packing import ALLOCATION_NAME, Pack
+from hpcbridge.schedulers.flux.command_line import parse_cores
 from tests.conftest import REPO
+from tests.support import pack_stops
 from tests.support.flux_cases import adapter_on, start_instance, write_script
 
 pytestmark = pytest.mark.flux
@@ -80,9 +84,79 @@ def test_the_command_shows_the_batch_job_it_would_hold(broker: Any, tmp_path: Pa
         "HPCBRIDGE_FLUX_COMMAND": broker.flux,
     }
     argv = [sys.executable, "-m", "hpcbridge", "submit-many", "--scheduler", "flux", task]
-    argv += ["--time", "1m", "--pack", "time=10,count=2", "--dry-run"]
-    shown = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    argv += ["--time", "1m", "--dry-run", "--pack"]
+    shown = subprocess.run(
+        [*argv, "time=10,count=2"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert shown.returncode == 0, shown.stderr
     assert "each running: exec sleep inf" in shown.stdout
     assert "batch" in shown.stdout and ALLOCATION_NAME in shown.stdout
+    batch = next(line for line in shown.stdout.splitlines() if " batch " in line)
+    assert " -N1 --exclusive " in batch  # whole nodes by default
+    shared = subprocess.run(
+        [*argv, "time=10,cpus_per_node=2"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert shared.returncode == 0, shared.stderr
+    batch = next(line for line in shared.stdout.splitlines() if " batch " in line)
+    assert " -n1 -N1 -c2 " in batch and "--exclusive" not in batch
     assert active_jobs(broker) == ""  # a dry run holds nothing
+
+
+@pytest.mark.parametrize("spec, cores", [("time=5,cpus_per_node=1", 1), ("time=5", 16)])
+def test_a_batch_job_holds_what_the_pack_asks_and_its_instance_sees_that(
+    spec: str, cores: int, broker: Any, tmp_path: Path
+) -> None:
+    """``cpus_per_node=1``: one core, one task at a time; whole nodes: the outer node's
+    16 (declared) cores."""
+    outer = adapter_on(broker, "cli", tmp_path)
+    ran, r = tmp_path / "ran", tmp_path / "R"
+    task = write_script(
+        tmp_path / "scripts",
+        "task.sh",
+        f'started=$(date +%s.%N)\n[ "$1" != 0 ] || {shlex.quote(broker.flux)} resource R > {r}\n'
+        f'sleep 0.5\necho "$started $(date +%s.%N)" >> {ran}\n',
+    )
+    finals = run_packed(
+        outer,
+        [(task, [str(index)]) for index in range(3)],
+        {"time": "30s"},
+        Pack.parse(spec),
+        flux_command=broker.flux,
+        poll_interval=0.5,
+        timeout=240,
+    )
+    outer.close()
+    assert [status.state for status in finals] == [JobState.COMPLETED] * 3
+    assert parse_cores(r.read_text()) == cores
+    if cores == 1:
+        rows = [line.split() for line in ran.read_text().splitlines()]
+        spans = sorted((float(started), float(ended)) for started, ended in rows)
+        for earlier, later in zip(spans, spans[1:]):
+            assert later[0] >= earlier[1], f"two tasks at once: {spans}"
+    assert active_jobs(broker) == ""
+
+
+def test_every_way_out_of_the_client_releases_the_batch_job(broker: Any, tmp_path: Path) -> None:
+    def command(folder: Path, task: str) -> Tuple[List[str], Dict[str, str]]:
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "HPCBRIDGE_STATE_DIR": str(folder / "state"),
+            "HPCBRIDGE_FLUX_URI": broker.uri,
+            "HPCBRIDGE_FLUX_COMMAND": broker.flux,
+            "HPCBRIDGE_MIN_POLL_INTERVAL": "0",
+        }
+        args = folder / "args"
+        args.write_text("".join(f"{index}\n" for index in range(pack_stops.TASKS)))
+        argv = [sys.executable, "-m", "hpcbridge", "submit-many", "--scheduler", "flux", task]
+        return argv + ["--args-file", str(args), "--time", "1m", "--poll-interval", "0.5"], env
+
+    def gone(job_id: str) -> bool:
+        listed = broker.run(["jobs", "--no-header", "-o", "{state}", job_id])
+        assert listed.returncode == 0, listed.stderr
+        return listed.stdout.strip() == "INACTIVE"
+
+    clients = pack_stops.start(command, tmp_path, "time=10,cpus_per_node=1")
+    took = pack_stops.stop_each(clients, gone)
+    assert set(took) == set(pack_stops.WAYS)
+    print("batch job inactive after (s):", {way: round(t, 1) for way, t in took.items()})

@@ -82,7 +82,7 @@ def test_a_sweep_runs_in_two_allocations_and_none_is_left(
     slurm = make_adapter(cluster, tmp_path)
     ran = tmp_path / "ran"
     task = write_script(tmp_path / "scripts", "task.sh", f'echo "$1 $FLUX_URI" >> {ran}\n')
-    pack = Pack.parse("nodes=1,time=10,count=2")
+    pack = Pack.parse("nodes=1,time=10,count=2,cpus_per_node=1")
     finals = run_packed(
         slurm,
         [(task, [str(index)]) for index in range(TASKS)],
@@ -121,7 +121,7 @@ def test_a_sweep_longer_than_its_allocation_goes_on_in_the_next_one(
             slurm,
             [(task, [str(index)]) for index in range(count)],
             {"time": "5s"},
-            Pack.parse("nodes=1,time=1,count=1"),
+            Pack.parse("nodes=1,time=1,count=1,cpus_per_node=2"),
             flux_command=flux,
             poll_interval=0.5,
             timeout=400,
@@ -190,7 +190,11 @@ def test_the_command_packs_waits_and_says_each_end(cluster: Dict[str, str], tmp_
     assert f"--job-name={ALLOCATION_NAME}" in shown.stdout and "flux start" in shown.stdout
     assert packs_in_queue(cluster) == ""  # a dry run holds nothing
     done = subprocess.run(
-        [*argv, "--pack", "time=10,count=2"], env=env, capture_output=True, text=True, timeout=300
+        [*argv, "--pack", "time=10,count=2,cpus_per_node=1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     # task 3 fails: the command says each end and exits 1
     assert done.returncode == 1, done.stderr
@@ -224,7 +228,11 @@ def test_over_ssh_the_login_side_holds_the_allocations(
     argv = [sys.executable, "-m", "hpcbridge", "submit-many", "--scheduler", "slurm", task]
     argv += ["--args-file", str(args), "--time", "1m", "--poll-interval", "0.5"]
     done = subprocess.run(
-        [*argv, "--pack", "time=10,count=2"], env=env, capture_output=True, text=True, timeout=300
+        [*argv, "--pack", "time=10,count=2,cpus_per_node=1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     assert [line.split()[1] for line in done.stdout.splitlines()] == ["COMPLETED"] * 6

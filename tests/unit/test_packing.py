@@ -4,16 +4,23 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any, Dict
 
 import pytest
 
 from hpcbridge.errors import ResourceError
 from hpcbridge.packing import (
     ALLOCATION_NAME,
+    BROKER,
     Pack,
+    allocation_runs,
     allocation_script,
     due_for_renewal,
     room,
+    split_resources,
     takes_more,
 )
 from hpcbridge.schedulers.flux.command_line import parse_cores
@@ -26,9 +33,62 @@ def test_a_full_request_is_read() -> None:
         "nodes": 2,
         "time": "1:30:00",
         "job_name": ALLOCATION_NAME,
+        "exclusive": True,  # whole nodes unless cpus_per_node says how many CPUs
         "partition": "debug",
         "account": "proj",
     }
+    assert Pack.parse(pack.text()) == pack
+
+
+def test_cpus_per_node_holds_one_task_of_that_many_cpus_on_each_shared_node() -> None:
+    pack = Pack.parse("nodes=2,time=10,cpus_per_node=3,exclusive=0")
+    assert pack.allocation_resources() == {
+        "nodes": 2,
+        "ntasks": 2,
+        "cpus_per_task": 3,
+        "time": "0:10:00",
+        "job_name": ALLOCATION_NAME,
+    }
+    assert Pack.parse(pack.text()) == pack
+    assert Pack.parse("time=10,exclusive=1").allocation_resources()["exclusive"] is True
+
+
+def test_the_commands_allocation_keys_reach_the_allocation_and_the_rest_the_tasks() -> None:
+    given, tasks = split_resources(
+        {
+            "time": "60s",
+            "cpus_per_task": 1,
+            "partition": "debug",
+            "exclusive": True,
+            "constraint": "fast",
+            "native": {"slurm": ["--comment=x"], "flux": ["--setattr=a=1"]},
+        },
+        "slurm",
+    )
+    assert given == {
+        "partition": "debug",
+        "exclusive": True,
+        "constraint": "fast",
+        "native": {"slurm": ["--comment=x"]},
+    }
+    assert tasks == {"time": "60s", "cpus_per_task": 1, "native": {"flux": ["--setattr=a=1"]}}
+    resources = Pack.parse("time=10").allocation_resources(given)
+    assert resources["partition"] == "debug" and resources["exclusive"] is True
+    assert resources["native"] == {"slurm": ["--comment=x"]}
+
+
+@pytest.mark.parametrize(
+    "text, given, said",
+    [
+        ("time=10,cpus_per_node=2", {"exclusive": True}, "give one of them"),
+        ("time=10,partition=a", {"partition": "b"}, "partition given twice"),
+    ],
+)
+def test_the_commands_keys_that_contradict_the_pack_are_refused(
+    text: str, given: Dict[str, Any], said: str
+) -> None:
+    with pytest.raises(ResourceError, match=said):
+        Pack.parse(text).allocation_resources(given)
 
 
 def test_time_alone_is_one_allocation_of_one_node() -> None:
@@ -46,6 +106,10 @@ def test_time_alone_is_one_allocation_of_one_node() -> None:
         ("time=UNLIMITED", "needs an end"),
         ("time=soon", "time=soon"),
         ("time=30,,", "is not KEY=VALUE"),
+        ("time=30,exclusive=0", "exclusive=0 needs cpus_per_node"),
+        ("time=30,exclusive=1,cpus_per_node=2", "give one of them"),
+        ("time=30,exclusive=maybe", "exclusive=maybe: 1 or 0"),
+        ("time=30,cpus_per_node=0", "cpus_per_node=0: a whole number"),
     ],
 )
 def test_a_bad_request_says_what_to_write(text: str, said: str) -> None:
@@ -57,7 +121,53 @@ def test_a_bad_request_says_what_to_write(text: str, said: str) -> None:
 def test_the_allocation_runs_one_broker_per_node_and_quotes_the_command() -> None:
     script = allocation_script("/opt/flux 0.88/bin/flux", 3)
     assert script.startswith("#!/bin/sh\n")
-    assert "srun --nodes=3 --ntasks-per-node=1 --mpi=none '/opt/flux 0.88/bin/flux' start" in script
+    assert "exec srun --nodes=3 --ntasks-per-node=1 --cpu-bind=none --mpi=none sh -c " in script
+    assert script.endswith(" hpcbridge-pack '/opt/flux 0.88/bin/flux'\n")
+    shared = allocation_runs("/opt/flux", 1, cpus_per_node=2)
+    assert shared.startswith("srun --nodes=1 --ntasks-per-node=1 --cpu-bind=none --mpi=none ")
+    assert "--cpus-per-task=2 taskset -c" in shared and shared.endswith("start sleep inf")
+
+
+@pytest.mark.parametrize(
+    "given, node, cpus",
+    [("1", "0", 1), ("64", "0", None), ("64(x2),1", "2", 1), ("64(x2),1", "1", None)],
+)
+def test_each_broker_runs_on_as_many_cpus_as_slurm_gave_its_node(
+    tmp_path: Path, given: str, node: str, cpus: Any
+) -> None:
+    """Its node's count in SLURM_JOB_CPUS_PER_NODE, from the CPUs it may run on (no more
+    than there are: None)."""
+    flux = tmp_path / "flux"
+    flux.write_text('#!/bin/sh\necho "$@"\ngrep Cpus_allowed_list /proc/self/status\n')
+    flux.chmod(0o755)
+    env = {**os.environ, "SLURM_JOB_CPUS_PER_NODE": given, "SLURM_NODEID": node}
+    ran = subprocess.run(
+        ["sh", "-c", BROKER, "hpcbridge-pack", str(flux)], env=env, capture_output=True, text=True
+    )
+    assert ran.returncode == 0, ran.stderr
+    said, allowed = ran.stdout.splitlines()
+    assert said == "start sleep inf"
+    expected = cpus or len(os.sched_getaffinity(0))
+    assert len(_cpu_list(allowed.split(":")[1].strip())) == expected
+
+
+def test_a_broker_with_no_cpu_count_says_so_and_starts_nothing(tmp_path: Path) -> None:
+    env = {**os.environ, "SLURM_JOB_CPUS_PER_NODE": ""}
+    ran = subprocess.run(
+        ["sh", "-c", BROKER, "hpcbridge-pack", "/bin/false"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert ran.returncode == 1 and "no CPU of this allocation found" in ran.stderr
+
+
+def _cpu_list(text: str) -> list:
+    cpus = []
+    for span in text.split(","):
+        low, _, high = span.partition("-")
+        cpus += range(int(low), int(high or low) + 1)
+    return cpus
 
 
 def test_a_flux_batch_allocation_only_keeps_its_instance_alive() -> None:

@@ -11,6 +11,7 @@ import logging
 import os
 import platform
 import shutil
+import signal
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -247,7 +248,31 @@ def import_bindings(flux_command: Optional[str] = None, discover: bool = True) -
 def _import() -> Any:
     module = importlib.import_module("flux")
     importlib.import_module("flux.job")
+    _keep_sigint_handler()
     return module
+
+
+class _SigintKept:
+    """The ``signal`` module as ``flux.util`` sees it: SIGINT's handler left as it is."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(signal, name)
+
+    @staticmethod
+    def signal(signum: int, handler: Any) -> Any:
+        if signum == signal.SIGINT:
+            return signal.getsignal(signum)
+        return signal.signal(signum, handler)
+
+
+def _keep_sigint_handler() -> None:
+    # flux.util's `interruptible` sets SIGINT to SIG_DFL around each blocking future call
+    # in the main thread: Ctrl-C there kills the process, no `finally` run (a pack's
+    # allocations stay held). SIGINT keeps its handler instead, acted on once the call
+    # returns (hpcbridge's calls are bounded by timeouts).
+    util: Any = sys.modules.get("flux.util")
+    if util is not None and getattr(util, "signal", None) is signal:
+        util.signal = _SigintKept()
 
 
 def _import_from(directory: str) -> Any:
