@@ -437,7 +437,7 @@ def _trap_lines(forward: Optional[str]) -> List[str]:
         ]
     return [
         # Any trapped signal ends a wait early: it is waited for again.
-        "hpcb_again=; hpcb_child=; hpcb_pending=; hpcb_sure=",
+        "hpcb_again=; hpcb_child=; hpcb_pending=; hpcb_passing=; hpcb_sure=",
         *_pass_function(forward),
         f"trap 'hpcb_again=1; hpcb_pass' {forward}",
         f"trap 'hpcb_again=1' {' '.join(name for name in _NOTED if name != forward)}",
@@ -455,30 +455,39 @@ def _pass_function(forward: str) -> List[str]:
     a catch the wrapper's own, as a child has it before its exec, does not count), or
     ``FORWARD_PATIENCE`` has passed, or the script has ended; elsewhere it goes at once."""
     return [
-        "hpcb_masks() {",  # the State and low SigCgt and SigIgn words of /proc/$1
+        # the State and low SigCgt and SigIgn words of /proc/$1; 2: no such file, 1: not
+        # read whole (checked: sh's arithmetic on a bad word would end the wrapper)
+        "hpcb_masks() {",
         "  hpcb_state=; hpcb_cgt=; hpcb_ign=",
-        '  [ -r "/proc/$1/status" ] || return 1',
+        '  [ -r "/proc/$1/status" ] || return 2',
         "  while IFS=': \t' read -r hpcb_k hpcb_v hpcb_rest; do",
         "    case $hpcb_k in",
         "      State) hpcb_state=$hpcb_v ;;",
-        '      SigCgt) hpcb_cgt=${hpcb_v#"${hpcb_v%????????}"} ;;',
-        '      SigIgn) hpcb_ign=${hpcb_v#"${hpcb_v%????????}"} ;;',
+        "      SigCgt) hpcb_cgt=$hpcb_v ;;",
+        "      SigIgn) hpcb_ign=$hpcb_v ;;",
         "    esac",
         '  done < "/proc/$1/status"',
-        '  case $hpcb_cgt$hpcb_ign in "" | *[!0-9a-fA-F]*) return 1 ;; esac',
+        # 16 hex digits whole (64 signals), of which the low 8 (1-32) are kept
+        "  case $hpcb_cgt:$hpcb_ign in *[!0-9a-fA-F:]* | *:*:*) return 1 ;; esac",
+        "  case $hpcb_cgt:$hpcb_ign in ????????????????*:????????????????*) ;; *) return 1 ;; esac",
+        '  hpcb_cgt=${hpcb_cgt#"${hpcb_cgt%????????}"}',
+        '  hpcb_ign=${hpcb_ign#"${hpcb_ign%????????}"}',
         "}",
         "hpcb_ready() {",  # 0: send it now; 1: not yet
-        '  hpcb_masks "$$" || return 0',
+        '  hpcb_masks "$$"; case $? in 1) return 1 ;; 2) return 0 ;; esac',
         "  hpcb_mine=$hpcb_cgt",
-        '  hpcb_masks "$hpcb_child" || return 0',
+        '  hpcb_masks "$hpcb_child"; case $? in 1) return 1 ;; 2) return 0 ;; esac',
         '  [ "$hpcb_state" != Z ] || return 0',
         "  [ $(( (0x$hpcb_ign >> (hpcb_num - 1)) & 1 )) = 0 ] || return 0",
         "  [ $(( (0x$hpcb_cgt >> (hpcb_num - 1)) & 1 )) = 1 ] \\",
         '    && [ "$hpcb_cgt" != "$hpcb_mine" ]',
         "}",
+        # A signal while one is being passed (sh runs a trap inside a trap) is noted for
+        # that one to send: the masks' words are not overwritten under it.
         "hpcb_pass() {",
-        '  [ -n "$hpcb_child" ] || { hpcb_pending=1; return 0; }',
-        "  hpcb_pending=",
+        "  hpcb_pending=1",
+        '  [ -n "$hpcb_child" ] && [ -z "$hpcb_passing" ] || return 0',
+        "  hpcb_passing=1",
         '  if [ -z "$hpcb_sure" ] && [ -r "/proc/$$/status" ]; then',
         # the signal's number as this system numbers it (1-31: the masks' low word)
         "    hpcb_num=1",
@@ -492,7 +501,11 @@ def _pass_function(forward: str) -> List[str]:
         "    done",
         "    hpcb_sure=1",  # waited for once: later signals go at once
         "  fi",
-        f'  kill -{forward} "$hpcb_child" 2>/dev/null',
+        '  while [ -n "$hpcb_pending" ]; do',
+        f'    hpcb_pending=; kill -{forward} "$hpcb_child" 2>/dev/null',
+        "  done",
+        "  hpcb_passing=",
+        '  [ -z "$hpcb_pending" ] || hpcb_pass',  # one that came just before
         "}",
     ]
 
