@@ -439,7 +439,7 @@ def _trap_lines(forward: Optional[str]) -> List[str]:
         # Any trapped signal ends a wait early: it is waited for again.
         "hpcb_again=; hpcb_child=; hpcb_pending=; hpcb_passing=; hpcb_sure=",
         *_pass_function(forward),
-        f"trap 'hpcb_again=1; hpcb_pass' {forward}",
+        _pass_trap(forward),
         f"trap 'hpcb_again=1' {' '.join(name for name in _NOTED if name != forward)}",
     ]
 
@@ -448,64 +448,75 @@ def _trap_lines(forward: Optional[str]) -> List[str]:
 _NOTED = ("TERM", "USR1", "USR2", "HUP", "ALRM", "INT")
 
 
+def _pass_trap(forward: str) -> str:
+    return f"trap 'hpcb_again=1; hpcb_pass' {forward}"
+
+
 def _pass_function(forward: str) -> List[str]:
     """``hpcb_pass``: send ``forward`` to the script, noted for later while it has no pid.
     A script starts with the signal's default action (most: the end) until its own trap:
     on Linux the signal waits until the script catches or ignores it (its ``/proc`` masks;
     a catch the wrapper's own, as a child has it before its exec, does not count), or
-    ``FORWARD_PATIENCE`` has passed, or the script has ended; elsewhere it goes at once."""
+    ``FORWARD_PATIENCE`` has passed, or the script has ended; elsewhere it goes at once.
+    While it passes one the signal is ignored (merged into the one passed): dash runs a
+    trap inside a trap, and the inner one's status became the outer one's test result."""
     return [
-        # the State and low SigCgt and SigIgn words of /proc/$1; 2: no such file, 1: not
-        # read whole (checked: sh's arithmetic on a bad word would end the wrapper)
+        # hpcb_read: 0 the State and low SigCgt and SigIgn words of /proc/$1 were read
+        # whole, 1 not (sh's arithmetic on a bad word would end the wrapper), 2 no file
         "hpcb_masks() {",
-        "  hpcb_state=; hpcb_cgt=; hpcb_ign=",
-        '  [ -r "/proc/$1/status" ] || return 2',
-        "  while IFS=': \t' read -r hpcb_k hpcb_v hpcb_rest; do",
-        "    case $hpcb_k in",
-        "      State) hpcb_state=$hpcb_v ;;",
-        "      SigCgt) hpcb_cgt=$hpcb_v ;;",
-        "      SigIgn) hpcb_ign=$hpcb_v ;;",
-        "    esac",
-        '  done < "/proc/$1/status"',
+        "  hpcb_state=; hpcb_cgt=; hpcb_ign=; hpcb_read=2",
+        '  if [ -r "/proc/$1/status" ]; then',
+        "    while IFS=': \t' read -r hpcb_k hpcb_v hpcb_rest; do",
+        "      case $hpcb_k in",
+        "        State) hpcb_state=$hpcb_v ;;",
+        "        SigCgt) hpcb_cgt=$hpcb_v ;;",
+        "        SigIgn) hpcb_ign=$hpcb_v ;;",
+        "      esac",
+        '    done < "/proc/$1/status"',
+        "    hpcb_read=1",
         # 16 hex digits whole (64 signals), of which the low 8 (1-32) are kept
-        "  case $hpcb_cgt:$hpcb_ign in *[!0-9a-fA-F:]* | *:*:*) return 1 ;; esac",
-        "  case $hpcb_cgt:$hpcb_ign in ????????????????*:????????????????*) ;; *) return 1 ;; esac",
-        '  hpcb_cgt=${hpcb_cgt#"${hpcb_cgt%????????}"}',
-        '  hpcb_ign=${hpcb_ign#"${hpcb_ign%????????}"}',
+        "    case $hpcb_cgt:$hpcb_ign in",
+        "      *[!0-9a-fA-F:]* | *:*:*) ;;",
+        "      ????????????????*:????????????????*)",
+        '        hpcb_cgt=${hpcb_cgt#"${hpcb_cgt%????????}"}',
+        '        hpcb_ign=${hpcb_ign#"${hpcb_ign%????????}"}',
+        "        hpcb_read=0 ;;",
+        "    esac",
+        "  fi",
         "}",
-        "hpcb_ready() {",  # 0: send it now; 1: not yet
-        '  hpcb_masks "$$"; case $? in 1) return 1 ;; 2) return 0 ;; esac',
-        "  hpcb_mine=$hpcb_cgt",
-        '  hpcb_masks "$hpcb_child"; case $? in 1) return 1 ;; 2) return 0 ;; esac',
-        '  [ "$hpcb_state" != Z ] || return 0',
-        "  [ $(( (0x$hpcb_ign >> (hpcb_num - 1)) & 1 )) = 0 ] || return 0",
-        "  [ $(( (0x$hpcb_cgt >> (hpcb_num - 1)) & 1 )) = 1 ] \\",
-        '    && [ "$hpcb_cgt" != "$hpcb_mine" ]',
+        # hpcb_go=1: send it now (no /proc, the script ignores or catches it, or ended)
+        "hpcb_ready() {",
+        '  hpcb_go=; hpcb_masks "$$"; hpcb_mine=$hpcb_cgt',
+        '  [ "$hpcb_read" != 0 ] || hpcb_masks "$hpcb_child"',
+        '  if [ "$hpcb_read" = 2 ] || [ "$hpcb_state" = Z ]; then hpcb_go=1',
+        '  elif [ "$hpcb_read" = 0 ]; then',
+        "    if [ $(( (0x$hpcb_ign >> (hpcb_num - 1)) & 1 )) = 1 ]; then hpcb_go=1",
+        "    elif [ $(( (0x$hpcb_cgt >> (hpcb_num - 1)) & 1 )) = 1 ] \\",
+        '      && [ "$hpcb_cgt" != "$hpcb_mine" ]; then hpcb_go=1',
+        "    fi",
+        "  fi",
         "}",
-        # A signal while one is being passed (sh runs a trap inside a trap) is noted for
-        # that one to send: the masks' words are not overwritten under it.
         "hpcb_pass() {",
         "  hpcb_pending=1",
-        '  [ -n "$hpcb_child" ] && [ -z "$hpcb_passing" ] || return 0',
-        "  hpcb_passing=1",
-        '  if [ -z "$hpcb_sure" ] && [ -r "/proc/$$/status" ]; then',
+        '  if [ -n "$hpcb_child" ] && [ -z "$hpcb_passing" ]; then',
+        f"    hpcb_passing=1; trap '' {forward}",
+        '    if [ -z "$hpcb_sure" ] && [ -r "/proc/$$/status" ]; then',
         # the signal's number as this system numbers it (1-31: the masks' low word)
-        "    hpcb_num=1",
-        f'    while [ "$(kill -l "$hpcb_num" 2>/dev/null)" != {forward} ]; do',
-        '      hpcb_num=$((hpcb_num + 1)); [ "$hpcb_num" -lt 32 ] || break',
-        "    done",
-        "    hpcb_tries=0",
-        '    while [ "$hpcb_num" -lt 32 ] && ! hpcb_ready \\',
-        f'      && [ "$hpcb_tries" -lt {FORWARD_PATIENCE} ]; do',
-        "      sleep 0.1; hpcb_tries=$((hpcb_tries + 1))",
-        "    done",
-        "    hpcb_sure=1",  # waited for once: later signals go at once
-        "  fi",
-        '  while [ -n "$hpcb_pending" ]; do',
+        "      hpcb_num=1",
+        '      while [ "$hpcb_num" -lt 32 ] \\',
+        f'        && [ "$(kill -l "$hpcb_num" 2>/dev/null)" != {forward} ]; do',
+        "        hpcb_num=$((hpcb_num + 1))",
+        "      done",
+        '      hpcb_go=; hpcb_tries=0; [ "$hpcb_num" -lt 32 ] || hpcb_go=1',
+        f'      while [ -z "$hpcb_go" ] && [ "$hpcb_tries" -lt {FORWARD_PATIENCE} ]; do',
+        '        hpcb_ready; [ -n "$hpcb_go" ] || sleep 0.1; hpcb_tries=$((hpcb_tries + 1))',
+        "      done",
+        "      hpcb_sure=1",  # waited for once: later signals go at once
+        "    fi",
         f'    hpcb_pending=; kill -{forward} "$hpcb_child" 2>/dev/null',
-        "  done",
-        "  hpcb_passing=",
-        '  [ -z "$hpcb_pending" ] || hpcb_pass',  # one that came just before
+        f"    {_pass_trap(forward)}; hpcb_passing=",
+        '    [ -z "$hpcb_pending" ] || hpcb_pass',  # one that came in between
+        "  fi",
         "}",
     ]
 
