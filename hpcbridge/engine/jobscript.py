@@ -406,6 +406,8 @@ def _run_lines(
         ]
     return [
         'hpcb_first=; IFS= read -r hpcb_first < "$hpcb_script" || true',
+        # the signals this shell catches, as the script's process has them until its exec
+        'hpcb_masks "$$"; hpcb_mine=$hpcb_cgt',
         *starts(" &"),
         "hpcb_child=$!",
         # a signal that came before the script had a pid goes to it now
@@ -439,8 +441,7 @@ def _trap_lines(forward: Optional[str]) -> List[str]:
         # Any trapped signal ends a wait early: it is waited for again.
         "hpcb_again=; hpcb_child=; hpcb_pending=; hpcb_passing=; hpcb_sure=",
         *_pass_function(forward),
-        _pass_trap(forward),
-        f"trap 'hpcb_again=1' {' '.join(name for name in _NOTED if name != forward)}",
+        *_forward_traps(forward),
     ]
 
 
@@ -448,8 +449,9 @@ def _trap_lines(forward: Optional[str]) -> List[str]:
 _NOTED = ("TERM", "USR1", "USR2", "HUP", "ALRM", "INT")
 
 
-def _pass_trap(forward: str) -> str:
-    return f"trap 'hpcb_again=1; hpcb_pass' {forward}"
+def _forward_traps(forward: str) -> List[str]:
+    others = " ".join(name for name in _NOTED if name != forward)
+    return [f"trap 'hpcb_again=1; hpcb_pass' {forward}", f"trap 'hpcb_again=1' {others}"]
 
 
 def _pass_function(forward: str) -> List[str]:
@@ -458,8 +460,9 @@ def _pass_function(forward: str) -> List[str]:
     on Linux the signal waits until the script catches or ignores it (its ``/proc`` masks;
     a catch the wrapper's own, as a child has it before its exec, does not count), or
     ``FORWARD_PATIENCE`` has passed, or the script has ended; elsewhere it goes at once.
-    While it passes one the signal is ignored (merged into the one passed): dash runs a
-    trap inside a trap, and the inner one's status became the outer one's test result."""
+    While it passes one the trapped signals are ignored (the forwarded one merged into the
+    one passed): dash runs a trap inside a trap, and the inner one's status became the
+    outer one's test result."""
     return [
         # hpcb_read: 0 the State and low SigCgt and SigIgn words of /proc/$1 were read
         # whole, 1 not (sh's arithmetic on a bad word would end the wrapper), 2 no file
@@ -484,10 +487,10 @@ def _pass_function(forward: str) -> List[str]:
         "    esac",
         "  fi",
         "}",
-        # hpcb_go=1: send it now (no /proc, the script ignores or catches it, or ended)
+        # hpcb_go=1: send it now (no /proc, the script ignores or catches it, or ended);
+        # hpcb_mine: the wrapper's catches, a child's until its exec
         "hpcb_ready() {",
-        '  hpcb_go=; hpcb_masks "$$"; hpcb_mine=$hpcb_cgt',
-        '  [ "$hpcb_read" != 0 ] || hpcb_masks "$hpcb_child"',
+        '  hpcb_go=; hpcb_masks "$hpcb_child"',
         '  if [ "$hpcb_read" = 2 ] || [ "$hpcb_state" = Z ]; then hpcb_go=1',
         '  elif [ "$hpcb_read" = 0 ]; then',
         "    if [ $(( (0x$hpcb_ign >> (hpcb_num - 1)) & 1 )) = 1 ]; then hpcb_go=1",
@@ -499,7 +502,7 @@ def _pass_function(forward: str) -> List[str]:
         "hpcb_pass() {",
         "  hpcb_pending=1",
         '  if [ -n "$hpcb_child" ] && [ -z "$hpcb_passing" ]; then',
-        f"    hpcb_passing=1; trap '' {forward}",
+        f"    hpcb_passing=1; trap '' {' '.join(_NOTED)}",
         '    if [ -z "$hpcb_sure" ] && [ -r "/proc/$$/status" ]; then',
         # the signal's number as this system numbers it (1-31: the masks' low word)
         "      hpcb_num=1",
@@ -514,7 +517,7 @@ def _pass_function(forward: str) -> List[str]:
         "      hpcb_sure=1",  # waited for once: later signals go at once
         "    fi",
         f'    hpcb_pending=; kill -{forward} "$hpcb_child" 2>/dev/null',
-        f"    {_pass_trap(forward)}; hpcb_passing=",
+        f"    {'; '.join(_forward_traps(forward))}; hpcb_passing=",
         '    [ -z "$hpcb_pending" ] || hpcb_pass',  # one that came in between
         "  fi",
         "}",

@@ -389,10 +389,14 @@ def test_signals_from_the_wrappers_first_trap_on_all_reach_the_script(tmp_path: 
 @needs_proc
 def test_a_script_that_never_catches_the_signal_gets_it_all_the_same(tmp_path: Path) -> None:
     """Its default action ends it (128 + 10), once the wrapper has waited its patience
-    (cut here to half a second)."""
-    body = LATE.replace("trap 'echo \"script got USR1\"; exit 5' USR1\n", "")
+    (cut here to half a second); signalled once the script runs (before its exec the
+    process is the wrapper's copy, which would take the signal for itself)."""
+    body = "echo started > started\n" + LATE.replace(
+        "trap 'echo \"script got USR1\"; exit 5' USR1\n", ""
+    )
     patience = f"-lt {FORWARD_PATIENCE} ]"
-    edit = {AFTER_START: AFTER_START + "; kill -USR1 $$", patience: "-lt 5 ]"}
+    started = "; until [ -e started ]; do sleep 0.05; done; kill -USR1 $$"
+    edit = {AFTER_START: AFTER_START + started, patience: "-lt 5 ]"}
     process = _signal_wrapper(tmp_path, "USR1", body, edit, wait=False)
     out, _ = process.communicate(timeout=60)
     assert process.returncode == 128 + signal.SIGUSR1 and not out
