@@ -515,7 +515,7 @@ def parse_begin(text: str, now: datetime) -> float:
     spoken = " ".join(text.split()).lower()
     try:
         moment = _begin_moment(spoken, now)
-        if moment is not None:
+        if moment is not None and moment >= 0:
             datetime.fromtimestamp(moment)  # within what a date can say
             return moment
     except (ValueError, OverflowError, OSError):
