@@ -10,6 +10,8 @@ resources is refused before anything is staged, the message saying what to use.
 from __future__ import annotations
 
 import json
+import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Dict, Iterator
 
@@ -19,6 +21,7 @@ from hpcbridge.errors import ResourceError
 from hpcbridge.model import JobState
 from hpcbridge.schedulers.flux.adapter import FluxAdapter
 from hpcbridge.schedulers.flux.status import decimal_job_id
+from tests.support.begins import begin_bounds, begin_forms
 from tests.support.flux import config_accepts_noverify
 from tests.support.flux_cases import (
     adapter_on,
@@ -110,6 +113,35 @@ def test_exclusive_and_begin_are_in_the_jobspec(
             assert not dependencies and not node.get("exclusive")
     finally:
         adapter.cancel_job(job_id)
+
+
+def test_each_begin_form_is_the_begin_time_flux_holds_the_job_until(
+    adapter: FluxAdapter, broker: Any, tmp_path: Path
+) -> None:
+    """Each form of ``begin`` (sbatch's, Flux's, times of day, dates): the dry run
+    shows the moment as the begin-time epoch, and the job waits for it (DEPEND)."""
+    if not adapter.open().facts.policy.begin_time:
+        pytest.skip("this Flux release has no begin-time dependency (0.26)")
+    script = write_script(tmp_path / "scripts", "later.sh", "echo later\n")
+    submitted = []
+    try:
+        for text in begin_forms(datetime.now()):
+            before = time.time()
+            asked = {"begin": text, "time": "60s"}
+            dry = adapter.describe_submission(script, asked, nested=False)
+            job_id = adapter.submit_job(script, asked, nested=False)
+            submitted.append(job_id)
+            first, last = begin_bounds(text, before, time.time())
+            said = [str(float(moment)) for moment in range(first, last + 1)]
+            assert any(f"{moment}" in dry for moment in said), (text, dry)
+            dependencies = jobspec_of(broker, job_id)["attributes"]["system"]["dependencies"]
+            assert dependencies[0]["scheme"] == "begin-time", text
+            assert str(float(dependencies[0]["value"])) in said, (text, dependencies, said)
+            state = broker.check(["jobs", "-no", "{state}", decimal_job_id(job_id)]).strip()
+            assert state == "DEPEND", (text, state)
+    finally:
+        if submitted:
+            adapter.cancel_jobs(submitted)
 
 
 TRAPS_USR1 = """trap 'echo "got USR1 after $SECONDS s"; exit 0' USR1

@@ -25,6 +25,7 @@ The test clusters declare two GPUs (character devices stand for them,
 from __future__ import annotations
 
 import math
+import time
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -36,6 +37,7 @@ from hpcbridge.errors import JobSubmissionError, ResourceError
 from hpcbridge.model import JobState
 from hpcbridge.resources import format_begin
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
+from tests.support.begins import begin_bounds, begin_forms
 from tests.support.slurm_clusters import (
     TARGETS,
     Target,
@@ -113,6 +115,32 @@ def test_the_site_keys_are_in_the_controllers_record(
         assert shown["JobState"] == "PENDING" and shown["Reason"] == "BeginTime"
     finally:
         adapter.cancel_job(job_id)
+
+
+def test_each_begin_form_is_the_start_slurm_holds_the_job_until(
+    adapter: RealSlurmAdapter, cluster: Dict[str, str], tmp_path: Path
+) -> None:
+    """Each form of ``begin`` (sbatch's, Flux's, times of day, dates): the dry run
+    shows the moment in Slurm's words, and the job waits for it (BeginTime)."""
+    path = script(tmp_path / "scripts")
+    submitted = []
+    try:
+        for text in begin_forms(datetime.now()):
+            before = time.time()
+            dry = adapter.describe_submission(path, {"begin": text, "time": "5"})
+            job_id = adapter.submit_job(path, {"begin": text, "time": "5"})
+            submitted.append(job_id)
+            first, last = begin_bounds(text, before, time.time())
+            said = [format_begin(moment) for moment in range(first, last + 1)]
+            words = {"cli": "--begin={}", "native": "begin_time={}"}[adapter.open().driver.name]
+            moments = said if words.startswith("--") else range(first, last + 1)
+            assert any(words.format(moment) in dry for moment in moments), (text, dry)
+            shown = record(job_id, cluster)
+            assert shown["EligibleTime"] in said, (text, shown["EligibleTime"], said)
+            assert (shown["JobState"], shown["Reason"]) == ("PENDING", "BeginTime"), text
+    finally:
+        if submitted:
+            adapter.cancel_jobs(submitted)
 
 
 def test_a_reservation_and_requeue_are_in_the_controllers_record(

@@ -3,7 +3,10 @@
 import os
 import re
 import shlex
+import shutil
+import signal
 import subprocess
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Dict, List
@@ -12,6 +15,7 @@ import pytest
 
 from hpcbridge.engine.jobscript import (
     FOLDER_INSIDE,
+    FORWARD_PATIENCE,
     TASKS_PER_PART,
     Running,
     TaskSpec,
@@ -267,38 +271,155 @@ exit 3
 """
 
 
-def _signal_wrapper(folder: Path, forward: "str | None") -> "subprocess.Popen[str]":
+#: traps the signal only after a while: a signal passed on before that would end it
+LATE = """sleep 0.5
+trap 'echo "script got USR1"; exit 5' USR1
+echo started > started
+i=0; while [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+exit 3
+"""
+
+#: the wrapper's lines just before and just after it starts the script
+BEFORE_START = 'hpcb_first=; IFS= read -r hpcb_first < "$hpcb_script" || true'
+AFTER_START = "hpcb_child=$!"
+
+needs_proc = pytest.mark.skipif(
+    not os.path.exists("/proc/self/status"), reason="no /proc here: the wrapper sends at once"
+)
+
+#: the shells a wrapper meets as /bin/sh: dash (Debian), bash in POSIX mode (RHEL)
+SHELLS = [
+    pytest.param("/bin/sh", id="sh"),
+    pytest.param(
+        "bash --posix",
+        id="bash",
+        marks=pytest.mark.skipif(not shutil.which("bash"), reason="no bash here"),
+    ),
+]
+
+
+def _signal_wrapper(
+    folder: Path,
+    forward: "str | None",
+    body: str = WARNED,
+    edit: "Dict[str, str] | None" = None,
+    wait: bool = True,
+    shell: str = "/bin/sh",
+) -> "subprocess.Popen[str]":
+    """The wrapper of a script of ``body``, started; ``edit``: its lines replaced (a
+    signal sent from inside at a point of its own); ``wait``: until the script runs."""
     exit_file = str(folder / "job.exit")
-    script = _script(folder, "warned.sh", WARNED)
+    script = _script(folder, "warned.sh", body)
     wrapper = build_wrapper(
         [TaskSpec(script)], str(folder), exit_file, running=Running(forward=forward)
     )
+    for old, new in (edit or {}).items():
+        assert wrapper.count(old) == 1, old
+        wrapper = wrapper.replace(old, new)
     path = folder / "wrapper.sh"
     path.write_text(wrapper)
     env = {"PATH": os.environ["PATH"]}
-    process = subprocess.Popen(["/bin/sh", str(path)], stdout=subprocess.PIPE, text=True, env=env)
-    for _ in range(200):  # until the script runs
+    argv = [*shell.split(), str(path)]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env)
+    for _ in range(200 if wait else 0):  # until the script runs
         if (folder / "started").exists():
             break
         subprocess.run(["sleep", "0.02"], check=True)
     return process
 
 
-def test_a_signal_to_the_wrapper_alone_is_passed_on_to_the_script(tmp_path: Path) -> None:
-    """``signal=B:USR1``: Slurm signals the batch shell only; the script gets it."""
-    process = _signal_wrapper(tmp_path, "USR1")
-    process.send_signal(10)
-    out, _ = process.communicate(timeout=30)
+def _ended_by_usr1(process: "subprocess.Popen[str]", folder: Path) -> None:
+    out, _ = process.communicate(timeout=60)
     assert "script got USR1" in out
     assert process.returncode == 5
-    assert (tmp_path / "job.exit").read_text().split()[0] == "5"
+    assert (folder / "job.exit").read_text().split()[0] == "5"
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_signal_to_the_wrapper_alone_is_passed_on_to_the_script(
+    tmp_path: Path, shell: str
+) -> None:
+    """``signal=B:USR1``: Slurm signals the batch shell only; the script gets it."""
+    process = _signal_wrapper(tmp_path, "USR1", shell=shell)
+    process.send_signal(signal.SIGUSR1)
+    _ended_by_usr1(process, tmp_path)
+
+
+@needs_proc
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_signal_before_the_script_started_reaches_it_once_it_catches_it(
+    tmp_path: Path, shell: str
+) -> None:
+    """Sent to the wrapper before the script has a pid, then passed on when the script
+    has its trap (sent at once, it would end a script still in its first ``sleep``)."""
+    kill = {BEFORE_START: "kill -USR1 $$; " + BEFORE_START}
+    process = _signal_wrapper(tmp_path, "USR1", LATE, kill, wait=False, shell=shell)
+    _ended_by_usr1(process, tmp_path)
+
+
+@needs_proc
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_signal_before_the_scripts_own_trap_waits_for_it(tmp_path: Path, shell: str) -> None:
+    """(bash as sh: the wait after the one that gave the script's status must not say 127)"""
+    kill = {AFTER_START: AFTER_START + "; kill -USR1 $$"}
+    process = _signal_wrapper(tmp_path, "USR1", LATE, kill, wait=False, shell=shell)
+    _ended_by_usr1(process, tmp_path)
+
+
+@needs_proc
+def test_signals_from_the_wrappers_first_trap_on_all_reach_the_script(tmp_path: Path) -> None:
+    """From outside, as early as the wrapper catches USR1, one every few milliseconds
+    (the script ignores the ones after the first: while it ends, sh's default would)."""
+    body = LATE.replace("trap 'echo", 'trap \'trap "" USR1; echo')
+    assert body != LATE
+    process = _signal_wrapper(tmp_path, "USR1", body, wait=False)
+    usr1 = 1 << (signal.SIGUSR1 - 1)
+    sent = 0
+    while process.poll() is None:
+        try:
+            status = Path(f"/proc/{process.pid}/status").read_text()
+        except OSError:
+            break
+        caught = int(re.search(r"^SigCgt:\s*([0-9a-f]+)", status, re.M).group(1), 16)
+        if caught & usr1:
+            process.send_signal(signal.SIGUSR1)
+            sent += 1
+        time.sleep(0.005)
+    assert sent > 0
+    _ended_by_usr1(process, tmp_path)
+
+
+@needs_proc
+def test_a_script_that_never_catches_the_signal_gets_it_all_the_same(tmp_path: Path) -> None:
+    """Its default action ends it (128 + 10), once the wrapper has waited its patience
+    (cut here to half a second); signalled once the script runs (before its exec the
+    process is the wrapper's copy, which would take the signal for itself)."""
+    body = "echo started > started\n" + LATE.replace(
+        "trap 'echo \"script got USR1\"; exit 5' USR1\n", ""
+    )
+    patience = f"-lt {FORWARD_PATIENCE} ]"
+    started = "; until [ -e started ]; do sleep 0.05; done; kill -USR1 $$"
+    edit = {AFTER_START: AFTER_START + started, patience: "-lt 5 ]"}
+    process = _signal_wrapper(tmp_path, "USR1", body, edit, wait=False)
+    out, _ = process.communicate(timeout=60)
+    assert process.returncode == 128 + signal.SIGUSR1 and not out
+    assert (tmp_path / "job.exit").read_text().split()[0] == str(128 + signal.SIGUSR1)
+
+
+@needs_proc
+def test_a_script_that_ignores_the_signal_goes_on(tmp_path: Path) -> None:
+    body = LATE.replace("trap 'echo \"script got USR1\"; exit 5' USR1", "trap '' USR1")
+    kill = {AFTER_START: AFTER_START + "; sleep 1; kill -USR1 $$"}
+    process = _signal_wrapper(tmp_path, "USR1", body, kill, wait=False)
+    out, _ = process.communicate(timeout=60)
+    assert process.returncode == 3 and (tmp_path / "started").exists()
 
 
 def test_a_signal_to_the_wrapper_is_survived_and_the_scripts_exit_recorded(tmp_path: Path) -> None:
     """Without B: (Flux signals the whole process group) the wrapper must live on to
     record what the script did: here the signal reaches the wrapper alone."""
     process = _signal_wrapper(tmp_path, None)
-    process.send_signal(10)
+    process.send_signal(signal.SIGUSR1)
     out, _ = process.communicate(timeout=30)
     assert "script got USR1" not in out
     assert process.returncode == 3

@@ -5,10 +5,12 @@ a scheduler cannot honour them, and reachable from the command and the settings.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any, Dict, Mapping
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from hpcbridge import ResourceError, Resources
 from hpcbridge.cli.parser import build_parser
@@ -17,7 +19,13 @@ from hpcbridge.doctor import resource_keys_check
 from hpcbridge.engine.driver import SubmitBatch
 from hpcbridge.engine.jobscript import PreparedJob
 from hpcbridge.registry import scheduler_entry
-from hpcbridge.resources import RESOURCE_KEYS, format_begin, signal_forwarded
+from hpcbridge.resources import (
+    RESOURCE_KEYS,
+    BeginError,
+    format_begin,
+    parse_begin,
+    signal_forwarded,
+)
 from hpcbridge.schedulers.flux import submission
 from hpcbridge.schedulers.flux.instance import POLICY_0_26, POLICY_0_49, POLICY_0_88
 from hpcbridge.schedulers.flux.submission import submit_argv
@@ -101,8 +109,142 @@ def test_begin_takes_a_date_a_datetime_or_now_plus_a_duration() -> None:
     assert later is not None and 3590 < later - datetime.now().timestamp() <= 3601
     with pytest.raises(ResourceError, match="ambiguous"):
         Resources.from_mapping({"begin": 3600})
-    with pytest.raises(ResourceError, match="'now\\+1h'"):
+    with pytest.raises(ResourceError, match="now\\+N\\[seconds") as raised:
         Resources.from_mapping({"begin": "tomorrow-ish"})
+    assert raised.value.key == "begin"
+
+
+#: the moment the forms below are read at: a Saturday, 11:30:20 local time
+NOW = datetime(2026, 12, 5, 11, 30, 20)
+
+
+def _at(*parts: int) -> float:
+    return datetime(*parts).timestamp()  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "moment"),
+    [
+        # sbatch: now+N, seconds when no unit, its unit words
+        ("now", NOW.timestamp()),
+        ("now+120", NOW.timestamp() + 120),
+        ("now+1hour", NOW.timestamp() + 3600),
+        ("now+2minutes", NOW.timestamp() + 120),
+        ("now + 3 days", NOW.timestamp() + 3 * 86400),
+        ("now+1week", NOW.timestamp() + 7 * 86400),
+        ("NOW+30SECONDS", NOW.timestamp() + 30),
+        # hpcbridge's own so far: now+ with a Flux letter
+        ("now+1h", NOW.timestamp() + 3600),
+        ("now+90m", NOW.timestamp() + 5400),
+        # flux --begin-time: +FSD, seconds when no unit
+        ("+1h", NOW.timestamp() + 3600),
+        ("+90", NOW.timestamp() + 90),
+        ("+1.5h", NOW.timestamp() + 5400),
+        ("+2d", NOW.timestamp() + 2 * 86400),
+        # a time of day: today's if later than this minute, else tomorrow's (sbatch)
+        ("11:31", _at(2026, 12, 5, 11, 31)),
+        ("11:30", _at(2026, 12, 6, 11, 30)),
+        ("11:30:59", _at(2026, 12, 6, 11, 30, 59)),
+        ("9:05:03", _at(2026, 12, 6, 9, 5, 3)),
+        ("23:59", _at(2026, 12, 5, 23, 59)),
+        ("noon", _at(2026, 12, 5, 12)),
+        ("midnight", _at(2026, 12, 6)),
+        ("tomorrow", _at(2026, 12, 6)),
+        ("today", _at(2026, 12, 5)),
+        ("tomorrow 08:30", _at(2026, 12, 6, 8, 30)),
+        ("tomorrowT08:30", _at(2026, 12, 6, 8, 30)),
+        ("noon tomorrow", _at(2026, 12, 6, 12)),
+        ("today 16:00", _at(2026, 12, 5, 16)),
+        # a date, perhaps a time
+        ("2026-12-24", _at(2026, 12, 24)),
+        ("2026-12-24T18:00", _at(2026, 12, 24, 18)),
+        ("2026-12-24 18:00:30", _at(2026, 12, 24, 18, 0, 30)),
+        ("2026-12-24T18:00Z", datetime(2026, 12, 24, 18, tzinfo=timezone.utc).timestamp()),
+        ("2026-12-24T18:00+01:00", datetime(2026, 12, 24, 17, tzinfo=timezone.utc).timestamp()),
+    ],
+)
+def test_begin_reads_what_sbatch_and_flux_document(text: str, moment: float) -> None:
+    assert parse_begin(text, NOW) == moment
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "teatime",  # sbatch's words for a time of day
+        "fika",
+        "4pm",
+        "10:00 AM",
+        "120626",  # sbatch's MMDDYY
+        "12/06/26",
+        "now+1:30:00",  # a Slurm --time after now+: no scheduler reads it
+        "now+1min",  # sbatch takes whole unit words only
+        "now-5",
+        "+1 fortnight",
+        "in an hour",  # flux's free phrases (parsedatetime)
+        "tomorrow morning",
+        "25:00",
+        "2026-13-01",
+        "2026-02-30",
+        "now+99999999999999999999weeks",
+        "1000-01-01",
+        "",
+    ],
+)
+def test_begin_refuses_the_rest_naming_the_forms(text: str) -> None:
+    with pytest.raises(BeginError, match="now\\+N\\[seconds.*YYYY-MM-DD"):
+        parse_begin(text, NOW)
+    with pytest.raises(ResourceError, match="now\\+N\\[seconds"):
+        Resources.from_mapping({"begin": text or " "})
+
+
+@given(st.text(max_size=40))
+def test_any_text_is_a_start_time_or_a_begin_error(text: str) -> None:
+    try:
+        moment = parse_begin(text, NOW)
+    except BeginError:
+        return
+    assert isinstance(moment, float) and moment >= 0
+    assert format_begin(moment)  # sbatch's words for it
+
+
+@given(
+    st.sampled_from(["now", "NOW", "now ", "now+", "+", "now+1", "+1", ":", "-", "T", " "]),
+    st.text(alphabet="0123456789:+-. Tadehikmnorsuwyz", max_size=16),
+)
+def test_near_misses_are_a_start_time_or_a_begin_error(head: str, tail: str) -> None:
+    try:
+        parse_begin(head + tail, NOW)
+    except BeginError:
+        pass
+
+
+@given(st.integers(min_value=0, max_value=10**6))
+def test_sbatchs_now_forms_and_fluxs_offsets_agree(seconds: int) -> None:
+    start = NOW.timestamp()
+    assert parse_begin(f"now+{seconds}", NOW) == start + seconds
+    assert parse_begin(f"+{seconds}", NOW) == start + seconds
+    assert parse_begin(f"now+{seconds}minutes", NOW) == parse_begin(f"+{seconds}m", NOW)
+    assert parse_begin(f"now+{seconds}hours", NOW) == parse_begin(f"+{seconds}h", NOW)
+    assert parse_begin(f"now+{seconds}days", NOW) == parse_begin(f"+{seconds}d", NOW)
+
+
+@given(st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(9999, 12, 30)))
+def test_what_goes_to_sbatch_reads_back_as_the_same_moment(moment: datetime) -> None:
+    """``format_begin`` (sbatch's --begin, local time) is a form ``parse_begin`` reads."""
+    text = format_begin(moment.timestamp())
+    assert format_begin(parse_begin(text, NOW)) == text
+
+
+@given(
+    st.integers(min_value=0, max_value=23),
+    st.integers(min_value=0, max_value=59),
+    st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1)),
+)
+def test_a_time_of_day_is_the_next_one(hour: int, minute: int, now: datetime) -> None:
+    today = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    later = (hour, minute) > (now.hour, now.minute)
+    expected = today if later else today + timedelta(days=1)
+    assert parse_begin(f"{hour}:{minute:02d}", now) == expected.timestamp()
 
 
 def test_what_a_sweep_stores_comes_back_unchanged() -> None:
