@@ -355,9 +355,8 @@ def status_now(cluster: Dict[str, str], driver: str, tmp_path: Path) -> Dict[str
         env["PATH"] = f"{cluster['HPCBRIDGE_SLURM_BIN']}{os.pathsep}{env.get('PATH', '')}"
     argv = [sys.executable, "-c", STATUS_NOW, str(tmp_path / "state"), cluster["SLURM_CONF"]]
     argv += [script, str(sleeper), driver, str(WAIT_FLOOR)]
-    child = subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    pipe = subprocess.PIPE
+    child = subprocess.Popen(argv, stdin=pipe, stdout=pipe, stderr=pipe, text=True, env=env)
     assert child.stdin is not None and child.stdout is not None
 
     def step() -> str:
@@ -396,17 +395,24 @@ def check_status_now(run: Dict[str, Any]) -> None:
     assert 1 <= run["wait_rpcs"] <= run["waited"] / WAIT_FLOOR + 2, run
 
 
+@pytest.fixture(scope="module")
+def cluster_2205() -> Iterator[Dict[str, str]]:
+    """A Slurm 22.05 cluster of these cases' own (not the sweeps'): its RPCs are theirs."""
+    with own_cluster("statusnow", 6977) as env:
+        yield env
+
+
 def test_a_status_right_after_submit_many_does_not_wait_for_the_floor(
-    cluster: Dict[str, str], tmp_path: Path
+    cluster_2205: Dict[str, str], tmp_path: Path
 ) -> None:
     """Slurm 22.05, CLI driver."""
-    check_status_now(status_now(cluster, "cli", tmp_path))
+    check_status_now(status_now(cluster_2205, "cli", tmp_path))
 
 
 @pytest.fixture(scope="module")
 def cluster_2511() -> Iterator[Dict[str, str]]:
-    """A Slurm 25.11 cluster of the module's own, without limits: its RPCs are ours."""
-    with own_cluster("polite2511", 7967, prefix=PREFIX) as env:
+    """A Slurm 25.11 cluster of these cases' own, without limits: its RPCs are theirs."""
+    with own_cluster("statusnow2511", 7977, prefix=PREFIX) as env:
         yield env
 
 
