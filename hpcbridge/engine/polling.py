@@ -41,7 +41,7 @@ SLOW_CAP = 60.0
 LEASE_INTERVALS = 2.0
 #: a wanted id is forgotten this many intervals after its process last asked for it
 WANT_INTERVALS = 3.0
-#: seconds a one-off question waits past the poller's next round before asking itself
+#: seconds ``next_answers`` waits past the poller's next round before asking itself
 NEXT_ROUND_SLACK = 1.5
 
 _SCHEMA = """
