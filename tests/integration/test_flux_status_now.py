@@ -3,6 +3,7 @@
 - CLI driver (the floor applies): a status call right after ``submit_many``, less than
   the floor (60 s) after a round, asks the broker nothing (the driver's queries are
   counted) and answers at once with each job's record: PENDING as of its submission.
+  ``hpcbridge status --json`` of them, from another process, says the same at once.
   A wait asking every 0.1 s still gets one round per floor (1 s here).
 - Bindings (woken by the job events: no floor, no shared poll): the same call asks the
   broker once, at once, for all the jobs.
@@ -13,6 +14,8 @@ the floor would fail, not be timed.
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from pathlib import Path
 from typing import Any, Iterator, List
@@ -25,6 +28,7 @@ from hpcbridge.engine.observation import Source
 from hpcbridge.engine.retrying import Deadline
 from hpcbridge.model import JobState
 from hpcbridge.schedulers.flux.adapter import FluxAdapter
+from tests.support.cli import hpcbridge_in
 from tests.support.flux_cases import driver_or_skip, start_instance, write_script
 
 pytestmark = pytest.mark.flux
@@ -73,7 +77,8 @@ def test_cli_a_status_right_after_submit_many_answers_from_the_record(
     broker: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     adapter = adapter_with_floor(broker, "cli", tmp_path / "a", 60.0)
-    script = write_script(tmp_path / "scripts", "hello.sh", "echo hello\n")
+    # They run on: no exit-code file tells an end before the status call.
+    script = write_script(tmp_path / "scripts", "long.sh", "sleep 300\n")
     calls = counted(adapter, monkeypatch)
     first = adapter.submit_job(script)
     adapter.get_job_status(first)
@@ -93,6 +98,25 @@ def test_cli_a_status_right_after_submit_many_answers_from_the_record(
         assert as_of.timestamp() <= asked
     monkeypatch.undo()
     adapter.close()
+
+    # The command line takes the same path: answered at once from the records.
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("HPCBRIDGE_")},
+        "HPCBRIDGE_STATE_DIR": str(tmp_path / "a" / "state"),
+        "HPCBRIDGE_SCHEDULER": "flux",
+        "HPCBRIDGE_FLUX_DRIVER": "cli",
+        "HPCBRIDGE_FLUX_COMMAND": broker.flux,
+        "HPCBRIDGE_MIN_POLL_INTERVAL": "60",
+    }
+    shown = hpcbridge_in(env, "status", *ids, "--json")
+    assert shown.returncode == 0, shown.stderr
+    for item in json.loads(shown.stdout):
+        record = records[item["job_id"]]
+        assert record.updated_at is not None
+        assert (item["state"], item["as_of"]) == ("PENDING", record.updated_at.isoformat())
+    canceller = adapter_with_floor(broker, "cli", tmp_path / "a", 60.0)
+    canceller.cancel_jobs([first, *ids])
+    canceller.close()
 
     # A wait asking every 0.1 s: one round per floor (1 s) at most.
     waiter = adapter_with_floor(broker, "cli", tmp_path / "b", 1.0)
