@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Dict, Optional
 
 
@@ -54,10 +54,19 @@ class JobStatus:
     native_state: str = ""
     reason: str = ""
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    #: when this state was known to hold: the scheduler's answer, the exit-code file's
+    #: reading, or the record (a job just submitted: its submission); ``None``: not said
+    as_of: Optional[datetime] = field(default=None, compare=False)
 
     @property
     def is_terminal(self) -> bool:
         return self.state.is_terminal
+
+    def age(self, now: Optional[datetime] = None) -> Optional[float]:
+        """Seconds since ``as_of`` (``None`` when it is not known)."""
+        if self.as_of is None:
+            return None
+        return ((now or datetime.now(timezone.utc)) - self.as_of).total_seconds()
 
     def to_dict(self) -> Dict[str, Any]:
         """The source system's shape: ``{state, exit_code, start_time, end_time}``."""
@@ -78,6 +87,7 @@ class JobStatus:
             "end_time": _iso(self.end_time),
             "native_state": self.native_state,
             "reason": self.reason,
+            "as_of": _iso(self.as_of),
         }
 
     def with_(self, **changes: Any) -> JobStatus:

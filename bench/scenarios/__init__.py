@@ -10,6 +10,7 @@ SCENARIOS = (
     "slurm_bulk",
     "slurm_bulk_scripts",
     "slurm_status",
+    "status_now",
     "slurm_polite",
     "slurm_pyslurm",
     "flux_submit",

@@ -3,8 +3,9 @@
 - ``submit_job`` / ``submit_many`` validate everything before anything is staged,
   and record every job that went in before returning or raising.
 - ``get_job_status(es)``: one scheduler round for all unfinished jobs, at the polite
-  rate shared here (``polling``); a state never goes backwards; a job the scheduler
-  forgot is read from its exit-code file, else UNKNOWN.
+  rate shared here (``polling``), never waiting for it: under the floor, the freshest
+  state known (``JobStatus.as_of``: since when); a state never goes backwards; a job
+  the scheduler forgot is read from its exit-code file, else UNKNOWN.
 - ``wait*`` return the final state; only a streak of UNKNOWN (``JobNotFoundError``)
   or the caller's ``timeout`` (``JobTimeoutError``) raise.
 - ``cancel_job(s)`` records the request (a SIGTERM "failure" is then CANCELLED).
@@ -239,7 +240,8 @@ class SchedulerAdapter(ABC):
         return self.get_job_statuses([job_id])[job_id]
 
     def get_job_statuses(self, job_ids: Iterable[Any]) -> Dict[str, JobStatus]:
-        """Statuses of many jobs: one scheduler round for all unfinished, at the polite rate."""
+        """Statuses of many jobs: one scheduler round for all unfinished, at the polite rate;
+        where the floor forbids one now, what is known, at once (``as_of``: since when)."""
         return statuses_of(self.observe(job_ids))
 
     def observe(self, job_ids: Iterable[Any]) -> Dict[str, Observation]:

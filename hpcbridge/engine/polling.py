@@ -41,7 +41,7 @@ SLOW_CAP = 60.0
 LEASE_INTERVALS = 2.0
 #: a wanted id is forgotten this many intervals after its process last asked for it
 WANT_INTERVALS = 3.0
-#: seconds a one-off question waits past the poller's next round before asking itself
+#: seconds ``next_answers`` waits past the poller's next round before asking itself
 NEXT_ROUND_SLACK = 1.5
 
 _SCHEMA = """
@@ -105,6 +105,7 @@ def decode(text: str) -> Observation:
         native_state=data["native_state"],
         reason=data["reason"],
         extra=data.get("extra") or {},
+        as_of=datetime.fromisoformat(data["as_of"]) if data.get("as_of") else None,
     )
     reach = Reach(data.get("reach", Reach.ANSWERED.value))
     return Observation(status, Source.SCHEDULER, data.get("answered_at"), reach)
@@ -292,12 +293,13 @@ class Poller:
         return time.monotonic() - self._last_round >= self.gap(interval)
 
     def ask(
-        self, job_ids: List[str], patient: bool = False, interval: Optional[float] = None
+        self, job_ids: List[str], one_off: bool = False, interval: Optional[float] = None
     ) -> Dict[str, Observation]:
         """Answers for those of ``job_ids`` fresh now (no older than the gap); an id
         without one is left out.  Asks the scheduler when a round is due and ours, at
-        ``interval`` (this call only).  ``patient``: a one-off question - wait up to a
-        gap for the next round, then ask about what is still unanswered.
+        ``interval`` (this call only).  ``one_off``: a question of its own, not a wait's -
+        asked at once unless that would break the floor (somebody polls, or asked less
+        than the floor ago); never waits (the ids go into the poll's next round).
         """
         chosen = self.chosen(interval)
         since = time.time() - self.gap(chosen)
@@ -306,16 +308,26 @@ class Poller:
                 if self.due(chosen):
                     self._round(job_ids, chosen)
                 return self._fresh(job_ids, since)
-            found = self._ask_shared(job_ids, since, chosen, patient)
-        if patient and len(found) < len(set(job_ids)):
+            return self._ask_shared(job_ids, since, chosen, one_off)
+
+    def next_answers(
+        self, job_ids: List[str], interval: Optional[float] = None
+    ) -> Dict[str, Observation]:
+        """``ask(one_off=True)``, and for the ids still unanswered, the next round the
+        floor allows: waited for (another process's, else our own).  For ids nothing is
+        known of, which have no state to answer with."""
+        chosen = self.chosen(interval)
+        since = time.time() - self.gap(chosen)
+        found = self.ask(job_ids, one_off=True, interval=interval)
+        if self.board is not None and len(found) < len(set(job_ids)):
             found = self._wait_for_answers(job_ids, found, since, chosen)
         return found
 
     def _ask_shared(
-        self, job_ids: List[str], since: float, chosen: float, patient: bool = False
+        self, job_ids: List[str], since: float, chosen: float, one_off: bool = False
     ) -> Dict[str, Observation]:
         """One look at the shared poll: a round of our own when it is ours and due (a
-        ``patient`` question: unless somebody polls or asked less than the floor ago)."""
+        ``one_off`` question: unless somebody polls or asked less than the floor ago)."""
         assert self.board is not None
         now = time.time()
         until = now + WANT_INTERVALS * self.gap(chosen)
@@ -324,9 +336,9 @@ class Poller:
         # As often as the most eager waiter wants, never more, nor under our floor.
         interval = max(min(chosen, least), self.floor)
         lease = now + LEASE_INTERVALS * self.gap(interval) + self._duration
-        due = patient or self.due(interval)
-        pace = self.floor if patient else self.gap(interval)
-        self._waiting = self._waiting or not patient
+        due = one_off or self.due(interval)
+        pace = self.floor if one_off else self.gap(interval)
+        self._waiting = self._waiting or not one_off
         if due and self.board.take(self.target, self.owner, now, lease, pace):
             answers = self._round(list(dict.fromkeys([*job_ids, *others])), chosen)
             lease = time.time() + LEASE_INTERVALS * self.gap(interval) + self._duration
@@ -352,7 +364,7 @@ class Poller:
         while len(found) < len(set(job_ids)) and not deadline.expired:
             deadline.sleep(0.2)
             with self._lock:
-                found = self._ask_shared(job_ids, since, chosen, patient=True)
+                found = self._ask_shared(job_ids, since, chosen, one_off=True)
         missing = [job_id for job_id in dict.fromkeys(job_ids) if job_id not in found]
         with self._lock:
             if missing:  # nobody answered in time: ask ourselves, once

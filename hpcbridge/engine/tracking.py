@@ -89,17 +89,22 @@ class JobTracker:
         records = self._records(needed)
         changed = []
         merged_all: Dict[str, Observation] = {}
+        now = datetime.now(timezone.utc)
         for job_id, seen in answers.items():
-            merged = self._merge(job_id, seen, records.get(job_id))
+            merged = self._merge(job_id, _dated(seen, now), records.get(job_id))
             previous = self.known.get(job_id)
-            if merged.state is not JobState.UNKNOWN and merged != previous:
+            if merged.state is not JobState.UNKNOWN:
                 if previous is None or _lasting(previous) != _lasting(merged):
                     changed.append(merged)
-                self.known[job_id] = merged
+                self.known[job_id] = merged  # the same state, seen again: its ``as_of`` is new
             merged_all[job_id] = seen.with_status(merged)
         if changed:
             self.store.update_statuses(self.scheduler_name, self.host_label, changed)
         return merged_all
+
+    def knows(self, job_id: str) -> bool:
+        """Whether a state of the job is known: recorded here, or answered."""
+        return job_id in self.known
 
     def ended_by_files(self, ids: List[str]) -> Dict[str, Observation]:
         """The jobs among ``ids`` whose wrapper wrote its exit-code file, from it alone
@@ -204,6 +209,16 @@ class JobTracker:
         mtime = self.stat_many([record.exit_file]).get(record.exit_file)
         found = _as_file_says(status, exit_record, mtime)
         return self._merge_status(status.job_id, found, record)
+
+
+def _dated(seen: Observation, now: datetime) -> Observation:
+    """The answer with the time its state was seen: its round's, else now (a file read,
+    a direct question)."""
+    if seen.status.as_of is not None:
+        return seen
+    at = seen.answered_at
+    when = datetime.fromtimestamp(at, tz=timezone.utc) if at is not None else now
+    return seen.with_status(seen.status.with_(as_of=when))
 
 
 def _as_file_says(status: JobStatus, exit_record: ExitRecord, mtime: Optional[float]) -> JobStatus:

@@ -362,10 +362,23 @@ class Following:
         self.poller = Poller(self._ask, interval, board=board, target=poll_target, floor=floor)
 
     def statuses(self, ids: List[str]) -> Dict[str, Observation]:
-        """Every id's status, a fresh answer waited for, a file's end confirmed."""
-        return self.tracker.refresh(
-            ids, lambda asked: self.poller.ask(asked, patient=True), confirm=True
-        )
+        """Every id's status, a file's end confirmed: asked now where the floor allows,
+        else the freshest known (``JobStatus.as_of``: since when) - only a wait waits."""
+        return self.tracker.refresh(ids, self._ask_once, confirm=True)
+
+    def _ask_once(self, job_ids: List[str]) -> Dict[str, Observation]:
+        """One status question, never under the floor: an id left out keeps what is known
+        (a job just submitted: its record, PENDING since its submission)."""
+        found = self.poller.ask(job_ids, one_off=True)
+        left = [job_id for job_id in job_ids if job_id not in found]
+        if left:  # not asked now: an end its exit-code file tells is fresher than the record
+            found.update(self.tracker.ended_by_files(left))
+        # Nothing known (no record here, never answered): no state to answer with.
+        unknown = [job_id for job_id in left if job_id not in found]
+        unknown = [job_id for job_id in unknown if not self.tracker.knows(job_id)]
+        if unknown:
+            found.update(self.poller.next_answers(unknown))
+        return found
 
     def _ask(self, job_ids: List[str]) -> Dict[str, Observation]:
         """The driver's answer for every id; an unreachable scheduler is UNKNOWN for all."""

@@ -131,6 +131,7 @@ class JobRecord:
             end_time=self.end_time,
             native_state=self.native_state or "",
             reason=self.reason or "",
+            as_of=self.updated_at,  # a state is written when it is seen (the submission's: then)
         )
 
     @property
@@ -173,7 +174,8 @@ UPDATE_STATUS = (
 #: a status's columns (``SELECT_STATUS``), as ``JobStatus.to_json`` names them
 STATUS_KEYS = ("job_id", "state", "exit_code", "start_time", "end_time", "native_state", "reason")
 SELECT_STATUS = (
-    "SELECT job_id, state, exit_code, start_time, end_time, native_state, reason FROM hpc_jobs"
+    "SELECT job_id, state, exit_code, start_time, end_time, native_state, reason, updated_at "
+    "FROM hpc_jobs"
 )
 RECORD_CHARGE = (
     "UPDATE hpc_jobs SET charged_cpu_seconds=?, charged_gpu_seconds=?, "
@@ -223,8 +225,10 @@ def decode_row(row: Sequence[Any]) -> JobRecord:
 
 
 def status_from_row(row: Sequence[Any]) -> JobStatus:
-    """A status from a row of ``SELECT_STATUS``."""
-    job_id, state, exit_code, start, end, native_state, reason = row
+    """A status from a row of ``SELECT_STATUS`` (its ``STATUS_KEYS``, then the time the
+    record was written: the state's ``as_of``)."""
+    job_id, state, exit_code, start, end, native_state, reason = row[:7]
+    written = row[7] if len(row) > 7 else None
     return JobStatus(
         job_id=job_id,
         state=JobState(state),
@@ -233,6 +237,7 @@ def status_from_row(row: Sequence[Any]) -> JobStatus:
         end_time=datetime.fromisoformat(end) if end else None,
         native_state=native_state or "",
         reason=reason or "",
+        as_of=datetime.fromisoformat(written) if written else None,
     )
 
 

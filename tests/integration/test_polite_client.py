@@ -12,11 +12,16 @@ RPC counts are this module's alone:
   through the store);
 - 8 processes where one asks ``poll_interval=0.1``: the floor (5 s) holds for all;
 - on a Slurm 25.11 cluster that rate-limits every user's RPCs (``rl_enable``, a small
-  bucket), 8 processes waiting on 500 jobs end with no error reaching them.
+  bucket), 8 processes waiting on 500 jobs end with no error reaching them;
+- only a wait waits (issue 45): a status call right after ``submit_many``, less than the
+  floor after a round, makes no job-info RPC and answers at once with each job's record
+  (PENDING as of its submission), on 22.05 (CLI) and 25.11 (CLI, pyslurm); a wait of the
+  same process asking every 0.1 s still gets one round per floor.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import statistics
@@ -34,6 +39,7 @@ from hpcbridge.model import JobState, JobStatus
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
 from hpcbridge.store.jobs import JobStore
 from hpcbridge.transports.local import LocalExecutor
+from tests.support.components import absent_reason
 from tests.support.slurm_clusters import PREFIX, job_info_rpcs, own_cluster, sdiag_reset
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -284,3 +290,143 @@ def test_one_eager_process_does_not_poll_for_everyone(
     assert rpcs <= waited / FLOOR + 2, (rpcs, waited)
     told = [err.count("under this site's floor") for err in errors]
     assert told == [1] + [0] * 7, errors
+
+
+# -- only a wait waits (issue 45 point 2) ------------------------------------------------
+
+STATUS_NOW = textwrap.dedent(
+    """
+    import json, sys, time
+    from hpcbridge.config import Settings
+    from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
+    state, conf, script, sleeper, driver, floor = sys.argv[1:7]
+
+    def adapter_with(folder, floor):
+        env = {"HPCBRIDGE_MIN_POLL_INTERVAL": floor}
+        settings = Settings.from_env(env=env, state_dir=folder, scheduler="slurm")
+        made = RealSlurmAdapter(
+            settings=settings, command_env={"SLURM_CONF": conf}, driver=driver
+        )
+        assert made.open().driver.name == driver, made.describe()
+        return made
+
+    adapter = adapter_with(state + "/a", "60")
+    first = adapter.submit_job(script)
+    adapter.get_job_status(first)  # the round the floor counts from
+    ids = adapter.submit_many([script] * 3)
+    print("SUBMITTED", flush=True)
+    sys.stdin.readline()  # the controller's counters are zeroed: ask
+    asked = time.time()
+    observed = adapter.observe(ids)
+    records = adapter.store.get_many("slurm", adapter.host_label, ids)
+    seen = {
+        job_id: [o.source.value, o.status.state.value, o.status.as_of.timestamp(),
+                 records[job_id].updated_at.timestamp()]
+        for job_id, o in observed.items()
+    }
+    print(json.dumps({"asked": asked, "seen": seen}), flush=True)
+    sys.stdin.readline()
+    waiter = adapter_with(state + "/b", floor)  # the floor's own pace, for the wait
+    ids = waiter.submit_many([sleeper] * 2)
+    print("SUBMITTED", flush=True)
+    sys.stdin.readline()
+    started = time.monotonic()
+    final = waiter.wait_all(ids, poll_interval=0.1, timeout=600)
+    waited = time.monotonic() - started
+    states = sorted({status.state.value for status in final.values()})
+    print(json.dumps({"waited": waited, "states": states}), flush=True)
+    """
+)
+
+#: the wait's floor (s): the jobs it waits for sleep for several of them
+WAIT_FLOOR = 3.0
+
+
+def status_now(cluster: Dict[str, str], driver: str, tmp_path: Path) -> Dict[str, Any]:
+    """One process on ``cluster`` with ``driver`` (see ``STATUS_NOW``): what it saw and
+    what each part cost the controller (job-info RPCs, ``sdiag``)."""
+    script = write_script(tmp_path / "scripts")
+    sleeper = tmp_path / "scripts" / "sleeper.sh"
+    sleeper.write_text("#!/bin/sh\nsleep 8\n")
+    sleeper.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HPCBRIDGE_", "SLURM_"))}
+    env["SLURM_CONF"] = cluster["SLURM_CONF"]  # libslurm (pyslurm) reads the process's
+    if cluster.get("HPCBRIDGE_SLURM_BIN"):
+        env["PATH"] = f"{cluster['HPCBRIDGE_SLURM_BIN']}{os.pathsep}{env.get('PATH', '')}"
+    argv = [sys.executable, "-c", STATUS_NOW, str(tmp_path / "state"), cluster["SLURM_CONF"]]
+    argv += [script, str(sleeper), driver, str(WAIT_FLOOR)]
+    pipe = subprocess.PIPE
+    child = subprocess.Popen(argv, stdin=pipe, stdout=pipe, stderr=pipe, text=True, env=env)
+    assert child.stdin is not None and child.stdout is not None
+
+    def step() -> str:
+        assert child.stdin is not None and child.stdout is not None
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        return child.stdout.readline()
+
+    try:
+        line = child.stdout.readline()
+        assert line.startswith("SUBMITTED"), line + (child.stderr.read() if child.stderr else "")
+        sdiag_reset(cluster)
+        run = json.loads(step())
+        run["status_rpcs"] = job_info_rpcs(cluster)
+        assert step().startswith("SUBMITTED")
+        sdiag_reset(cluster)
+        run.update(json.loads(step()))
+        run["wait_rpcs"] = job_info_rpcs(cluster)
+        child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    return run
+
+
+def check_status_now(run: Dict[str, Any]) -> None:
+    # No round under the floor (60 s after the first job's) ...
+    assert run["status_rpcs"] == 0, run
+    for job_id, (source, state, as_of, recorded) in run["seen"].items():
+        # ... and no wait for one: each state is the submission's, as of its record
+        assert (source, state) == ("known", "PENDING"), (job_id, run)
+        assert as_of == recorded <= run["asked"], (job_id, run)
+    # The wait asked every 0.1 s: one round per floor at most.
+    assert run["states"] == ["COMPLETED"], run
+    assert 1 <= run["wait_rpcs"] <= run["waited"] / WAIT_FLOOR + 2, run
+
+
+@pytest.fixture(scope="module")
+def cluster_2205() -> Iterator[Dict[str, str]]:
+    """A Slurm 22.05 cluster of these cases' own (not the sweeps'): its RPCs are theirs."""
+    with own_cluster("statusnow", 6977) as env:
+        yield env
+
+
+def test_a_status_right_after_submit_many_does_not_wait_for_the_floor(
+    cluster_2205: Dict[str, str], tmp_path: Path
+) -> None:
+    """Slurm 22.05, CLI driver."""
+    check_status_now(status_now(cluster_2205, "cli", tmp_path))
+
+
+@pytest.fixture(scope="module")
+def cluster_2511() -> Iterator[Dict[str, str]]:
+    """A Slurm 25.11 cluster of these cases' own, without limits: its RPCs are theirs."""
+    with own_cluster("statusnow2511", 7977, prefix=PREFIX) as env:
+        yield env
+
+
+@pytest.mark.parametrize("driver", ["cli", "native"])
+def test_a_status_right_after_submit_many_does_not_wait_for_the_floor_on_25_11(
+    cluster_2511: Dict[str, str], driver: str, tmp_path: Path
+) -> None:
+    """Slurm 25.11, CLI driver and pyslurm (in a child process: libslurm reads its
+    process's SLURM_CONF once)."""
+    if driver == "native":
+        try:
+            version = importlib.metadata.version("pyslurm")
+        except importlib.metadata.PackageNotFoundError:
+            pytest.skip(absent_reason("pyslurm", f"pyslurm not installed for {PREFIX}"))
+        if not version.startswith(Path(PREFIX).name.split("-")[-1] + "."):
+            pytest.skip(f"pyslurm {version} is not built for {PREFIX}")
+    check_status_now(status_now(cluster_2511, driver, tmp_path))

@@ -7,7 +7,16 @@ import subprocess
 import sys
 
 #: the keys README.md documents for a job in ``--json`` (a record adds ``job_name``, Flux ``kind``)
-JSON_KEYS = ("job_id", "state", "exit_code", "start_time", "end_time", "native_state", "reason")
+JSON_KEYS = (
+    "job_id",
+    "state",
+    "exit_code",
+    "start_time",
+    "end_time",
+    "native_state",
+    "reason",
+    "as_of",
+)
 
 
 def hpcbridge(*args, check=False, timeout=120, env=None):

@@ -64,15 +64,29 @@ def test_two_waiters_share_one_round(board: PollBoard, tmp_path: Path) -> None:
     assert len(scheduler.rounds) == 2
 
 
-def test_a_patient_question_waits_for_the_poller_then_asks_itself(board: PollBoard) -> None:
+def test_a_one_off_question_while_another_process_polls_is_not_asked(board: PollBoard) -> None:
+    """Only a wait waits: the id goes into the holder's next round, the call returns."""
     scheduler = Scheduler()
     holder = Poller(scheduler.query, 0.3, board=board, target="t")
     holder.ask(["1"])
     other = Poller(scheduler.query, 0.3, board=board, target="t")
-    started = time.monotonic()
-    found = other.ask(["9"], patient=True)  # the holder never polls again
-    assert set(found) == {"9"} and time.monotonic() - started >= 0.25
-    assert "9" in scheduler.rounds[-1]  # with what the holder still waits on
+    assert other.ask(["9"], one_off=True) == {}
+    assert scheduler.rounds == [["1"]]
+    time.sleep(0.35)
+    holder.ask(["1"])
+    assert sorted(scheduler.rounds[-1]) == ["1", "9"]  # asked in the holder's next round
+    assert set(other.ask(["9"], one_off=True)) == {"9"} and len(scheduler.rounds) == 2
+
+
+def test_next_answers_waits_for_the_poller_then_asks_itself(board: PollBoard) -> None:
+    """For an id nothing is known of: the next round the floor allows."""
+    scheduler = Scheduler()
+    holder = Poller(scheduler.query, 0.3, board=board, target="t")
+    holder.ask(["1"])
+    other = Poller(scheduler.query, 0.3, board=board, target="t")
+    found = other.next_answers(["9"])  # the holder never polls again
+    assert set(found) == {"9"}
+    assert "9" in scheduler.rounds[-1] and len(scheduler.rounds) == 2
 
 
 def test_a_one_off_question_asks_at_once_when_nobody_polls(board: PollBoard) -> None:
@@ -83,7 +97,7 @@ def test_a_one_off_question_asks_at_once_when_nobody_polls(board: PollBoard) -> 
     first.release()
     other = Poller(scheduler.query, 30.0, board=board, target="t")
     started = time.monotonic()
-    assert set(other.ask(["2"], patient=True)) == {"2"}
+    assert set(other.ask(["2"], one_off=True)) == {"2"}
     assert time.monotonic() - started < 1.0 and scheduler.rounds[-1] == ["2"]
 
 
@@ -96,7 +110,7 @@ def test_a_dead_holder_hands_the_poll_on_at_once(board: PollBoard) -> None:
         )
     )
     other = Poller(scheduler.query, 30.0, board=board, target="t")
-    assert set(other.ask(["2"], patient=True)) == {"2"}
+    assert set(other.ask(["2"], one_off=True)) == {"2"}
 
 
 def test_a_released_poll_is_taken_at_the_same_pace(board: PollBoard) -> None:

@@ -30,7 +30,7 @@ def test_a_wait_in_another_process_is_not_served_the_answer_from_before_the_canc
     scheduler = Scheduler()
     board = PollBoard(JobStore(tmp_path / "jobs.db"))
     canceller = Poller(scheduler.query, 60.0, board=board, target="t")
-    assert canceller.ask(["7"], patient=True)["7"].status.state is JobState.RUNNING  # cancel's look
+    assert canceller.ask(["7"], one_off=True)["7"].status.state is JobState.RUNNING  # cancel's look
     canceller.release()
     scheduler.state = JobState.CANCELLED
     before = Poller(scheduler.query, 60.0, board=board, target="t")
