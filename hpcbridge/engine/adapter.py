@@ -244,6 +244,9 @@ class SchedulerAdapter(ABC):
     def observe(self, job_ids: Iterable[Any]) -> Dict[str, Observation]:
         """``get_job_statuses`` as observations (source, answer time, reach)."""
         ids = list(dict.fromkeys(self.normalize_job_id(job_id) for job_id in job_ids))
+        ended = self.tracker.all_ended(ids)
+        if ended is not None:  # a finished job is read from its record: nothing is opened
+            return ended
         try:
             following = self.following()
         except (ConfigurationError, SchedulerUnavailableError):
@@ -285,6 +288,15 @@ class SchedulerAdapter(ABC):
         ``on_poll`` gets every job's latest status after each tick."""
         _check_wait_arguments(poll_interval, timeout, notice_interval)
         ids = list(dict.fromkeys(self.normalize_job_id(job_id) for job_id in job_ids))
+        ended = self.tracker.all_ended(ids)
+        if ended is not None:  # all recorded as ended: said as a wait would, nothing opened
+            finals = statuses_of(ended)
+            for status in finals.values():
+                if on_change is not None:
+                    on_change(status)
+            if on_poll is not None:
+                on_poll(dict(finals))
+            return finals
         return self.following().wait_all(
             ids, poll_interval, timeout, on_change, on_poll, notice_interval
         )
@@ -320,7 +332,12 @@ class SchedulerAdapter(ABC):
         return f"{self.scheduler_name}|{self.host_label}|{self.instance_label or ''}"
 
     def log_path(self, job_id: Any) -> str:
-        return self.following().log_path(self.normalize_job_id(job_id))
+        """Where the job writes: its record's path (nothing opened), else the scheduler's."""
+        job_id = self.normalize_job_id(job_id)
+        record = self.store.get(job_id, self.scheduler_name, self.host_label)
+        if record is not None and record.log_path:
+            return record.log_path
+        return self.following().log_path(job_id)
 
     def get_job_logs(self, job_id: Any) -> str:
         """The job's output so far ("" if it has not started writing)."""
