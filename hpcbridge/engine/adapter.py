@@ -173,16 +173,18 @@ class SchedulerAdapter(ABC):
         *,
         max_queued: Optional[int] = None,
         sweep: Optional[str] = None,
+        on_sweep: Optional[sweeping.Announce] = None,
         **options: Any,
     ) -> List[str]:
         """One id per input, in order (``PartialSubmissionError`` when only some went in).
-        With ``max_queued``, a ``sweep`` name, or past the scheduler's cap, fed as a sweep."""
+        With ``max_queued``, a ``sweep`` name, or past the scheduler's cap, fed as a sweep
+        (one made for a cap is told to ``on_sweep(name, why)``, else logged as a warning)."""
         repo = self.settings.remote_repo
         tasks = lambda: [submitting.coerce_task(item, repo) for item in jobs]  # noqa: E731
         order = self.order(tasks, resources, depends_on, remote_dir, options)
         if not order.tasks:
             return []
-        return sweeping.send_or_feed(self, order, options, max_queued, sweep)
+        return sweeping.send_or_feed(self, order, options, max_queued, sweep, on_sweep)
 
     def describe_submission(
         self,
