@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 from ..config import Settings
 from ..cost import JobCost, by_account, costs
 from ..errors import JobNotFoundError, SchedulerAdapterError
-from ..model import JobState, JobStatus
+from ..model import RELEASED, JobState, JobStatus
 from ..store.packs import ENDED, OUTSIDE_PACKS, SENT, PackBook, PackRecord, PackTask
 from . import sweeps
 from .exits import EXIT_OK
@@ -136,8 +136,9 @@ class Notes:
         self.numbers: Dict[str, int] = {}
 
     def cell(self, item: Listed) -> str:
-        if not item.stale:
-            return item.record.state
+        if not item.stale:  # a pack's allocation released once its work was done: said
+            released = item.record.native_state == RELEASED
+            return f"{item.record.state} (released)" if released else item.record.state
         if item.stale_reason == NOT_ASKED:
             return f"{item.record.state} (cached)"
         number = self.numbers.setdefault(item.stale_reason or "", len(self.numbers) + 1)
