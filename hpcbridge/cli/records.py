@@ -198,13 +198,6 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     if not args.cached:  # the sweeps' unfinished jobs asked too: their counts are live
         for record in shown:
             refreshed(book.records(record.name, unfinished_only=True), settings)
-    named: List[Tuple[str, Any, Dict[str, int], Optional[str]]] = [
-        *(("sweep", record, book.counts(record), None) for record in shown),
-        *(
-            ("pack", record, pack_book.counts(record.name), pack_book.state(record.name))
-            for record in packs
-        ),
-    ]
     from ..store.sweeps import OUTSIDE_SWEEPS
 
     outside = [OUTSIDE_SWEEPS] if shown else []
@@ -212,6 +205,17 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     where = " AND ".join(outside)
     limit = args.limit or (None if args.json or args.all else TABLE_JOBS)
     listed = listed_jobs(settings, args.cached, state=args.state, limit=limit, where=where)
+    if not args.cached:  # an interrupted pack's jobs whose allocation is gone: settled
+        for pack in packs:
+            if pack_book.state(pack.name) == "interrupted":
+                _settle_pack(pack, settings)
+    named: List[Tuple[str, Any, Dict[str, int], Optional[str]]] = [
+        *(("sweep", record, book.counts(record), None) for record in shown),
+        *(
+            ("pack", record, pack_book.counts(record.name), pack_book.state(record.name))
+            for record in packs
+        ),
+    ]
     if args.state:
         named = [item for item in named if args.state in item[2]]
     if args.json:
@@ -247,6 +251,14 @@ def _sweep_jobs(args: argparse.Namespace, settings: Settings) -> int:
     if args.limit:
         listed = listed[-args.limit :]
     return _print_jobs(args, listed, [], [])
+
+
+def _settle_pack(pack: PackRecord, settings: Settings) -> None:
+    """The jobs a named pack sent whose allocation is gone, settled (``settle_orphans``)."""
+    tasks = PackBook(store_for(settings)).tasks(pack.name)
+    ids = [str(task.job_id) for task in tasks if task.state == SENT and task.job_id]
+    records = store_for(settings).get_many("flux", pack.host, ids)
+    sweeps.settle_orphans(settings, list(records.values()))
 
 
 def pack_tasks(

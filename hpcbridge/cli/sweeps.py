@@ -160,8 +160,9 @@ def task_json(status: JobStatus) -> Dict[str, Any]:
 
 def settle_orphans(settings: Settings, records: Sequence[Any]) -> bool:
     """The Flux jobs among ``records`` that a named pack sent into an allocation that was
-    released or has ended since, recorded as their instance left them
-    (``pack_feeder.settle_gone``) - a gone instance is never asked; whether any was."""
+    released or has ended since (its record says so, else its scheduler, asked once),
+    recorded as their instance left them (``pack_feeder.settle_gone``) - a gone
+    instance is never asked; whether any was."""
     from ..pack_feeder import settle_gone
     from ..store.packs import PackBook
 
@@ -177,10 +178,13 @@ def settle_orphans(settings: Settings, records: Sequence[Any]) -> bool:
         record = book.get(name)
         if record is None:
             continue
+        live = sorted({allocation for _, allocation, released in held if not released})
+        known = book.store.statuses(record.scheduler, record.host, live)
+        gone = {a: s.state.value for a, s in known.items() if s.is_terminal}
         with reached(record, settings) as outer:
-            live = sorted({allocation for _, allocation, released in held if not released})
-            ends = outer.get_job_statuses(live) if live else {}
-            gone = {a: s.state.value for a, s in ends.items() if s.state.is_terminal}
+            unended = [allocation for allocation in live if allocation not in gone]
+            ends = outer.get_job_statuses(unended) if unended else {}
+            gone.update({a: s.state.value for a, s in ends.items() if s.state.is_terminal})
             for allocation in {allocation for _, allocation, released in held if released}:
                 gone[allocation] = "released"
             for allocation, how in gone.items():
