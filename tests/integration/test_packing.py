@@ -456,6 +456,63 @@ def test_an_interrupted_pack_settles_and_is_told_truly_without_flux(
     assert re.match(r"settle: pack of 12 \(.+\), done: 12 COMPLETED$", said.stdout), said.stdout
 
 
+def test_a_killed_packs_tasks_settle_once_their_allocation_ends(
+    cluster: Dict[str, str], tmp_path: Path
+) -> None:
+    """SIGKILL of a named pack's client, then its allocation ends on its own (scancel, as
+    its time limit would): a task it held is told CANCELLED at once, its instance gone -
+    the allocation's end read from Slurm, no flux command at hand; jobs counts those
+    tasks lost, and cancel NAME settles the pack (issue 46.3)."""
+    ran = tmp_path / "ran"
+    task = write_script(tmp_path / "scripts", "task.sh", f'echo "$1" >> {ran}\nsleep 300\n')
+    argv, env = local_command(cluster, tmp_path, task, 6)
+    client = subprocess.Popen(
+        [*argv, "--pack", "time=10", "--sweep", "late"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 240
+    while not ran.exists() or not sent_tasks(tmp_path, "late"):
+        assert client.poll() is None, client.communicate()
+        assert time.monotonic() < deadline, "no task ran"
+        time.sleep(0.2)
+    client.kill()
+    client.communicate()
+    book = PackBook(JobStore(tmp_path / "state" / "jobs.db"))
+    in_flight = [t for t in book.tasks("late") if t.state in ("sent", "sending")]
+    [allocation] = book.allocations("late")
+    assert run_slurm(["scancel", allocation.job_id], cluster).returncode == 0
+    assert held_in_queue(cluster, tmp_path, "late") == ""
+    sent = [str(t.job_id) for t in book.tasks("late") if t.state == "sent" and t.job_id]
+    assert sent, book.tasks("late")
+
+    no_flux = {**env, "HPCBRIDGE_FLUX_COMMAND": str(tmp_path / "no-flux-here")}
+    status = cli(no_flux, "status", sent[0], "--json")
+    assert status.returncode == 0, status.stderr
+    told = json.loads(status.stdout)
+    assert (told["state"], told["native_state"]) == ("CANCELLED", "(instance gone)"), told
+    assert f"its allocation {allocation.job_id} ended (CANCELLED)" in told["reason"], told
+    listed = cli(no_flux, "jobs", "--json")
+    [pack] = [entry for entry in json.loads(listed.stdout) if entry.get("pack") == "late"]
+    assert pack["state"] == "interrupted" and pack["counts"]["lost"] == len(sent), pack
+    cancelled = cli(no_flux, "cancel", "late")
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert f"{len(in_flight)} task(s) in them cancelled" in cancelled.stdout, cancelled.stdout
+    said = cli(no_flux, "status", "late")
+    assert re.match(r"late: pack of 6 \(.+\), cancelled: 6 CANCELLED$", said.stdout), said.stdout
+
+
+def sent_tasks(tmp_path: Path, name: str) -> int:
+    """How many of pack ``name``'s tasks are in an allocation, from the case's store."""
+    path = tmp_path / "state" / "jobs.db"
+    try:
+        tasks = PackBook(JobStore(path)).tasks(name) if path.exists() else []
+    except Exception:  # noqa: BLE001 - the client is still making the store
+        return 0
+    return sum(task.state == "sent" for task in tasks)
+
+
 def recorded(tmp_path: Path) -> int:
     """How many packed tasks (plain Flux jobs) the case's job store holds."""
     path = tmp_path / "state" / "jobs.db"
