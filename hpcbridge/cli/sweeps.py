@@ -190,8 +190,8 @@ def settle_orphans(settings: Settings, records: Sequence[Any]) -> bool:
             for allocation, how in gone.items():
                 ids = [job_id for job_id, where, _ in held if where == allocation]
                 why = (
-                    f"its allocation {allocation} ended ({how}) before it was seen to end: "
-                    f"'hpcbridge wait {name}' sends it again"
+                    f"its allocation {allocation} ended ({how}) before it was seen to end "
+                    f"('hpcbridge wait {name}' goes on with the pack)"
                 )
                 settle_gone(outer, ids, why)
                 settled = True
@@ -221,12 +221,21 @@ def row(
 ) -> Tuple[str, ...]:
     """A sweep or named pack (``what`` it is) as one line of ``jobs``: its counts in place
     of a state (and a pack's own state, unless done)."""
-    shown = ", ".join(f"{count} {state}" for state, count in sorted(counts.items()))
+    shown = _counted(counts)
     if state and state != "done":
         shown += f" ({state})"
     created = datetime.fromisoformat(record.created).astimezone().strftime("%Y-%m-%d %H:%M:%S")
-    kind = f"{what} of {record.total}" + (f" ({record.spec})" if what == "pack" else "")
-    return (record.name, record.scheduler, kind, shown, "", created, "")
+    return (record.name, record.scheduler, _kind(what, record), shown, "", created, "")
+
+
+def _counted(counts: Dict[str, int]) -> str:
+    """``412 COMPLETED, 38 PENDING, 150 waiting``."""
+    return ", ".join(f"{count} {key}" for key, count in sorted(counts.items()))
+
+
+def _kind(what: str, record: Any) -> str:
+    """``sweep of 600``, ``pack of 12 (nodes=1,time=0:10:00,count=1)``."""
+    return f"{what} of {record.total}" + (f" ({record.spec})" if what == "pack" else "")
 
 
 def summary(
@@ -243,9 +252,7 @@ def summary(
 def line(what: str, record: Any, counts: Dict[str, int], state: str) -> str:
     """A sweep or named pack as ``status NAME`` prints it: what it is, its state, its
     counts, and what goes on with it when it is not done."""
-    shown = ", ".join(f"{count} {key}" for key, count in sorted(counts.items())) or "no task"
-    kind = f"{what} of {record.total}" + (f" ({record.spec})" if what == "pack" else "")
-    text = f"{record.name}: {kind}, {state}: {shown}"
+    text = f"{record.name}: {_kind(what, record)}, {state}: {_counted(counts) or 'no task'}"
     if state == "interrupted":
         text += f"; 'hpcbridge wait {record.name}' goes on with it"
     elif state == "feeding":
