@@ -8,6 +8,7 @@ import argparse
 import dataclasses
 import os
 import sys
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -16,6 +17,7 @@ from ..config import Settings
 from ..cost import JobCost, by_account, costs
 from ..errors import JobNotFoundError, SchedulerAdapterError
 from ..model import RELEASED, JobState, JobStatus
+from ..store.leases import feeder_alive
 from ..store.packs import ENDED, OUTSIDE_PACKS, SENT, PackBook, PackRecord, PackTask
 from . import sweeps
 from .exits import EXIT_OK
@@ -339,7 +341,10 @@ def named_status(record: Any, settings: Settings) -> Tuple[str, Dict[str, object
     refreshed(sweep_book.records(record.name, unfinished_only=True), settings)
     fresh = sweep_book.get(record.name) or record
     counts = sweep_book.counts(fresh)
-    return sweeps.line("sweep", fresh, counts, fresh.state), sweeps.summary("sweep", fresh, counts)
+    state = fresh.state
+    if state == "feeding" and not feeder_alive(fresh.feeder, fresh.beat, time.time()):
+        state = "interrupted"  # its feeder died with tasks unsent: wait NAME goes on
+    return sweeps.line("sweep", fresh, counts, state), sweeps.summary("sweep", fresh, counts)
 
 
 def _print_jobs(

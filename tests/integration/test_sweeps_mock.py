@@ -170,6 +170,8 @@ def test_a_feeder_killed_halfway_is_resumed_with_each_job_run_once(
     feeder.wait()
     adapter = MockAdapter(settings=Settings.from_env({}, state_dir=str(state_dir)))
     assert SweepBook(adapter.store).counts(SweepBook(adapter.store).get("killed"))["waiting"] > 0
+    said = cli("status", "killed", state=state_dir).stdout  # its feeder is dead: it says so
+    assert said.startswith("killed: sweep of 30, interrupted: ") and "wait killed" in said, said
     final = Sweep.resume(adapter, "killed").wait(poll_interval=1, timeout=300)
     assert len(final) == 30 and {s.state for s in final.values()} == {JobState.COMPLETED}
     runs = ran.read_text().split()
