@@ -8,11 +8,13 @@ import dataclasses
 import logging
 import os
 import tempfile
+from datetime import datetime, timezone
 from typing import Any, Dict, Mapping, Optional, Sequence
 
 from .engine.adapter import SchedulerAdapter
+from .engine.observation import Observation
 from .errors import ConfigurationError, SchedulerAdapterError
-from .model import JobStatus
+from .model import RELEASED, JobState, JobStatus
 from .packing import Pack, allocation_script
 from .schedulers.flux.adapter import FluxAdapter
 
@@ -96,11 +98,24 @@ class Allocations:
         adapter.open()
         return adapter
 
-    def release(self, job_ids: Sequence[str]) -> None:
-        """Cancel these allocations (their instances and anything left in them)."""
-        if job_ids:
-            self.outer.cancel_jobs(list(job_ids))
-            log.info("pack: allocation(s) released: %s", " ".join(job_ids))
+    def release(self, job_ids: Sequence[str], done: bool = False) -> None:
+        """Cancel these allocations (their instances and anything left in them); ``done``:
+        their work was all done, so each is recorded COMPLETED, released - its
+        scheduler would say CANCELLED, the end of a job it was told to stop."""
+        if not job_ids:
+            return
+        self.outer.cancel_jobs(list(job_ids))
+        log.info("pack: allocation(s) released: %s", " ".join(job_ids))
+        if done:
+            now = datetime.now(timezone.utc)
+            reason = "released by its pack once its work was done"
+            ends = [
+                JobStatus(
+                    job_id, JobState.COMPLETED, end_time=now, native_state=RELEASED, reason=reason
+                )
+                for job_id in job_ids
+            ]
+            self.outer.tracker.observe({status.job_id: Observation(status) for status in ends})
 
 
 def ended_early(job_id: str, status: JobStatus) -> str:

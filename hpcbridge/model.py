@@ -36,6 +36,11 @@ class JobState(str, enum.Enum):
 CANCELLED_WHILE_PENDING = "cancelled while pending"
 #: the native state of an end read from the wrapper's exit-code file, not the scheduler
 FROM_FILE = "(exit-code file)"
+#: the native state of a job whose Flux instance is gone (its allocation released or
+#: ended) before it was seen to end: recorded so, never asked again
+INSTANCE_GONE = "(instance gone)"
+#: the native state of a pack's allocation released once its work was done
+RELEASED = "(released by its pack)"
 
 TERMINAL_STATES = frozenset(
     {JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT}

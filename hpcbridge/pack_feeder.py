@@ -9,7 +9,7 @@ import dataclasses
 import logging
 import time
 from collections import deque
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence
 
 from .allocations import AllocationError, Allocations, ended_early
@@ -17,8 +17,9 @@ from .engine.adapter import SchedulerAdapter
 from .engine.feeding import LOOK_AGAIN, adopt
 from .engine.jobscript import new_token
 from .engine.submitting import Order, coerce_task, reach_text
+from .engine.tracking import JobTracker
 from .errors import JobTimeoutError, ResourceError, SchedulerAdapterError
-from .model import JobState, JobStatus
+from .model import FROM_FILE, INSTANCE_GONE, JobState, JobStatus
 from .packing import Pack, due_for_renewal, room, split_resources, takes_more
 from .schedulers.flux.adapter import FluxAdapter
 from .store.packs import ENDED, SENDING, SENT, PackBook, PackRecord, PackTask
@@ -95,6 +96,8 @@ class PackRun:
         self.made: Dict[str, datetime] = {}
         #: how long the last allocation took from its request to a reachable instance
         self.lead = 0.0
+        #: who cancelled this named pack (``hpcbridge cancel NAME``), once seen
+        self.cancelled_by: Optional[str] = None
         #: the outer scheduler is asked about the allocations at most once per its poll floor
         self._outer_every = allocations.outer.poll_floor
         self._outer_seen: Dict[str, JobStatus] = {}
@@ -152,32 +155,58 @@ class PackRun:
 
     def _cancelled(self) -> bool:
         """Whether ``hpcbridge cancel NAME`` stopped this pack: then every task that has
-        not ended ends CANCELLED (its allocation is released with the rest)."""
+        not ended ends CANCELLED - one its wrapper saw end as it ended, one never sent
+        said so (its allocations are released with the rest)."""
         if self.book is None or self.name is None:
             return False
+        if self.cancelled_by is not None:
+            return True
         who = self.book.cancelled_by(self.name)
         if who is None:
             return False
-        ids = {index: flux_id for held in self.held for flux_id, index in held.in_flight.items()}
+        self.cancelled_by = who
         why = f"pack {self.name} cancelled by {who}"
-        stopped = {
-            index: JobStatus(ids.get(index, ""), JobState.CANCELLED, reason=why)
-            for index in range(len(self.jobs))
-            if index not in self.finals
-        }
-        self.finals.update(stopped)
-        self._note("ended", stopped)
+        before = set(self.finals)
+        for held in self.held:
+            self.finals.update(self._settle(held, why))
+        for index in range(len(self.jobs)):
+            self.finals.setdefault(index, never_sent(index, why))
+        self._note("ended", {i: s for i, s in self.finals.items() if i not in before})
         self.pending.clear()
         for held in self.held:
             held.in_flight.clear()
             held.sending.clear()
-        log.warning("pack %s was cancelled by %s: %d task(s) stopped", self.name, who, len(stopped))
+        log.warning("pack %s was cancelled by %s", self.name, who)
         return True
 
+    def _settle(self, held: Held, why: str) -> Dict[int, JobStatus]:
+        """The tasks in flight in ``held``, whose instance is going or gone, settled
+        (``settle_gone``: their wrapper's word, else CANCELLED for ``why``), by index."""
+        if not held.in_flight:
+            return {}
+        settled = settle_gone(self.allocations.outer, list(held.in_flight), why)
+        return {index: settled[flux_id] for flux_id, index in held.in_flight.items()}
+
     def release_all(self) -> None:
-        left = [held.job_id for held in self.held if not held.released]
-        self.allocations.release(left)
-        self._note("released", left)
+        """Release every allocation still held: the tasks still in one that its wrapper
+        saw end are recorded so, the others are CANCELLED and - of a named pack - back
+        to waiting (``wait NAME`` sends them); allocations whose work was all done are
+        recorded COMPLETED, released."""
+        left = [held for held in self.held if not held.released]
+        done = len(self.finals) == len(self.jobs) and self.cancelled_by is None
+        again = f": 'hpcbridge wait {self.name}' sends it again" if self.name else ""
+        for held in left:
+            why = f"its allocation {held.job_id} was released before it ended{again}"
+            settled = self._settle(held, why)
+            ended = {index: end for index, end in settled.items() if not is_lost(end)}
+            self.finals.update(ended)
+            self._note("ended", ended)
+            back = [index for index in settled if index not in ended]
+            self._note("waiting", back + [i for part in held.sending.values() for i in part])
+            held.in_flight.clear()
+            held.sending.clear()
+        self.allocations.release([held.job_id for held in left], done=done)
+        self._note("released", [held.job_id for held in left])
         self._note("let_go")
         for held in self.held:
             held.released = True
@@ -267,8 +296,15 @@ class PackRun:
             return
         held.released = True
         self._note("released", [held.job_id])
+        why = f"lost with its allocation {held.job_id}, which ended {status.state.value}"
+        settled = self._settle(held, why)
+        ended = {index: end for index, end in settled.items() if not is_lost(end)}
+        self.finals.update(ended)
+        self._note("ended", ended)
         failed: Dict[int, JobStatus] = {}
         for flux_id, index in held.in_flight.items():
+            if index in ended:
+                continue
             if index in self.sent_again:
                 failed[index] = JobStatus(
                     flux_id,
@@ -347,7 +383,9 @@ class PackRun:
             part = [self.pending.popleft() for _ in range(count)]
             order = self._order(held.instance, part)
             self._note("sending", part, held.job_id, order.token, order.made.isoformat())
+            held.sending[order.token] = part  # in transit: back to waiting if stopped now
             ids = held.instance.submission().run(order)
+            del held.sending[order.token]
             held.in_flight.update(zip(ids, part))
             self._note("sent", dict(zip(part, ids)))
 
@@ -384,10 +422,54 @@ class PackRun:
                 continue
             if self.pending and takes_more(held.time_left(), self.task_time, self.margin):
                 continue
-            self.allocations.release([held.job_id])
+            self.allocations.release([held.job_id], done=True)
             self._note("released", [held.job_id])
             held.released = True
             held.instance.close()
+
+
+def settle_gone(outer: SchedulerAdapter, flux_ids: Sequence[str], why: str) -> Dict[str, JobStatus]:
+    """The Flux jobs ``flux_ids`` of a pack of ``outer``, whose instance is gone (its
+    allocation released or ended), settled in the job store without asking anyone:
+    one whose wrapper wrote its exit code ended so, one already recorded as ended
+    stays so, the others end CANCELLED for ``why`` (``lost``); each one's status."""
+    host = outer.host_label
+    files = outer.executor
+    JobTracker(outer.store, "flux", host, files.read_text, files.stat_many).ended_by_files(
+        list(flux_ids)
+    )
+    known = outer.store.statuses("flux", host, list(flux_ids))
+    now = datetime.now(timezone.utc)
+    settled: Dict[str, JobStatus] = {}
+    for flux_id in flux_ids:
+        status = known.get(flux_id)
+        if status is not None and status.is_terminal:
+            if status.native_state == FROM_FILE:  # no scheduler is left to confirm it
+                status = status.with_(native_state=INSTANCE_GONE)
+            settled[flux_id] = status
+            continue
+        settled[flux_id] = JobStatus(
+            flux_id,
+            JobState.CANCELLED,
+            start_time=status.start_time if status is not None else None,
+            end_time=now,
+            native_state=INSTANCE_GONE,
+            reason=why,
+        )
+    changed = [s for i, s in settled.items() if i in known and s != known[i]]
+    outer.store.update_statuses("flux", host, changed)
+    return settled
+
+
+def is_lost(status: JobStatus) -> bool:
+    """Whether ``status`` is that of a task lost with its instance (``settle_gone``)."""
+    return status.state is JobState.CANCELLED and status.native_state == INSTANCE_GONE
+
+
+def never_sent(index: int, why: str) -> JobStatus:
+    """The end of a task of a stopped pack that was not sent (or not again, after its job
+    was lost with its allocation): it has no job id."""
+    return JobStatus("", JobState.CANCELLED, reason=f"not sent (task {index}): {why}")
 
 
 def _since(status: JobStatus) -> float:
@@ -524,11 +606,18 @@ def resume_packed(
             lost.append(task.index)  # its allocation was released: it went with it
         else:
             feeding.pending.append(task.index)
+    ids = [str(tasks[index].job_id) for index in lost if tasks[index].job_id]
+    gone = settle_gone(outer, ids, "lost with its allocation, released")
     for index in lost:
-        if index in feeding.sent_again:
+        end = gone.get(tasks[index].job_id or "")
+        if end is not None and not is_lost(end):  # its wrapper saw it end: not sent again
+            feeding.finals[index] = end
+            book.ended(name, {index: end})
+        elif index in feeding.sent_again:
             feeding.finals[index] = JobStatus(
                 tasks[index].job_id or "", JobState.FAILED, reason="lost twice with its allocation"
             )
+            book.ended(name, {index: feeding.finals[index]})
         else:
             feeding.sent_again.add(index)
             feeding.pending.appendleft(index)
@@ -550,12 +639,32 @@ def resume_packed(
 
 def cancel_packed(outer: SchedulerAdapter, name: str) -> str:
     """Stop the pack recorded as ``name``: its feeder (any process) sends nothing more
-    and its allocations are released, the tasks in them with them; what was done."""
+    and its allocations are released, the tasks in them with them (with no live feeder,
+    the tasks are settled here); what was done, counted before."""
     book = PackBook(outer.store)
-    book.cancel(name)
+    tasks = book.tasks(name)
     held = [a.job_id for a in book.allocations(name) if not a.released]
+    running = [t for t in tasks if t.state in (SENT, SENDING) and t.allocation in held]
+    ended = [t for t in tasks if t.state == ENDED]
+    book.cancel(name)
     if held:
         outer.cancel_jobs(held)
         book.released(name, held)
-    ended = sum(task.state == ENDED for task in book.tasks(name))
-    return f"pack {name} cancelled: {len(held)} allocation(s) released, {ended} task(s) had ended"
+    if book.take(name) is None:  # no live feeder: what it would do on seeing the cancel
+        try:
+            why = f"pack {name} cancelled by {book.cancelled_by(name)}"
+            ids = [str(t.job_id) for t in running if t.state == SENT and t.job_id]
+            gone = settle_gone(outer, ids, why)
+            finals = {t.index: gone[str(t.job_id)] for t in running if str(t.job_id) in gone}
+            for task in tasks:
+                if task.state != ENDED and task.index not in finals:
+                    finals[task.index] = never_sent(task.index, why)
+            book.ended(name, finals)
+        finally:
+            book.let_go(name)
+    unsent = len(tasks) - len(running) - len(ended)
+    return (
+        f"pack {name} cancelled: {len(held)} allocation(s) released; {len(running)} task(s) "
+        f"in them cancelled, {unsent} not sent (and now never will be), {len(ended)} had "
+        "already ended"
+    )

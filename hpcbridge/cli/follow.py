@@ -94,12 +94,26 @@ def _wait(
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    """Each id's status; a sweep's or pack's name: its state and counts (one line)."""
+    from .records import named_status
+
+    settings = settings_from(args)
+    named_packs, found_sweeps, ids = sweeps.split(args.job_ids, settings)
+    named: Dict[str, Any] = {record.name: record for record in named_packs}
+    named.update({record.name: record for record in found_sweeps})
     many = len(args.job_ids) > 1
-    targets = targets_for(args, args.job_ids, keep_going=many)
+    targets = targets_for(args, ids, keep_going=many) if ids else Targets([], [])
     found, errors = _ask_groups(targets, many)
     placed = targets.placed()
     items: List[Dict[str, Any]] = []
     for typed in args.job_ids:
+        if typed.strip() in named:
+            text, entry = named_status(named[typed.strip()], settings)
+            if args.json:
+                items.append(entry)
+            else:
+                print(text)
+            continue
         if typed in targets.failed:
             items.append({"job_id": typed.strip(), "error": one_line(targets.failed[typed])})
             continue

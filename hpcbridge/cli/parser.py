@@ -256,8 +256,8 @@ def _add_submit_tail(parser: argparse.ArgumentParser, dry_run: str) -> None:
 
 def _add_following(sub: Sub) -> None:
     """``status``, ``wait``, ``logs``, ``cancel``: the commands that take recorded ids."""
-    status = sub("status", "show the state of jobs")
-    _add_ids(status, names=False)
+    status = sub("status", "show the state of jobs (a sweep or pack: its state and counts)")
+    _add_ids(status, names=True)
     status.add_argument("--json", action="store_true")
 
     wait = sub("wait", "wait for jobs (or a sweep or pack, fed on) to end, showing each change")
@@ -292,8 +292,10 @@ GPU-hour; none set: every cost is 0, and the command says so)."""
 
 def _add_records_and_probes(sub: Sub) -> None:
     """``jobs``, ``cost``, ``doctor``, ``uri``."""
-    jobs = sub("jobs", "list the recorded jobs in their states now (a sweep as one line)")
-    jobs.add_argument("sweep", nargs="?", metavar="SWEEP", help="list this sweep's jobs")
+    jobs = sub("jobs", "list the recorded jobs in their states now (a sweep or pack as one line)")
+    jobs.add_argument(
+        "sweep", nargs="?", metavar="NAME", help="list this sweep's jobs or this pack's tasks"
+    )
     jobs.add_argument("--state", type=str.upper, choices=[s.value for s in JobState])
     many = jobs.add_mutually_exclusive_group()
     many.add_argument(

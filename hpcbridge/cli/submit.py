@@ -148,6 +148,16 @@ def _fed(adapter: Any, jobs: List[Any], args: argparse.Namespace) -> List[str]:
         progress.finish()
 
 
+def _announced(name: str, why: str) -> None:
+    """A sweep made because of a limit, said on stderr as a named one is."""
+    print(
+        f"hpcbridge: sweep {name}: fed as a sweep ({why}); if this command stops, "
+        f"'hpcbridge wait {name}' goes on with it",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def _packed(adapter: Any, jobs: List[Any], args: argparse.Namespace) -> int:
     """``submit-many --pack``: the jobs run in allocations held for them, and waited for;
     the pack's name (``--sweep``, else made) said on stderr first, for ``cancel`` and
@@ -221,5 +231,6 @@ def cmd_submit_many(args: argparse.Namespace) -> int:
                 depends_on=args.after or None,
                 remote_dir=args.remote_dir,
                 nested=args.nested,
+                on_sweep=_announced,
             )
     return _submitted(adapter, job_ids, args, as_list=True, cancelled=cancelled)

@@ -147,15 +147,67 @@ def cancel(record: Any, settings: Settings) -> str:
 
 
 def report(finals: Sequence[JobStatus], as_json: bool) -> int:
-    """Each pack task's end (its Flux id and state, or JSON), in the tasks' order; 0 when
-    every task COMPLETED."""
+    """Each pack task's end (its Flux id and state, or JSON), in the tasks' order - a task
+    never sent as such (``(never sent)``; JSON: ``"job_id": null, "never_sent": true``);
+    0 when every task COMPLETED."""
     if as_json:
-        print_json([status.to_json() for status in finals])
+        print_json([task_json(status) for status in finals])
     else:
         for status in finals:
-            print(f"{status.job_id} {status.state.value}", flush=True)
+            print(f"{status.job_id or NEVER_SENT} {status.state.value}", flush=True)
     ended_well = all(status.state is JobState.COMPLETED for status in finals)
     return EXIT_OK if ended_well else EXIT_JOB_NOT_COMPLETED
+
+
+#: how a task of a pack that has no job id is shown (it was never sent)
+NEVER_SENT = "(never sent)"
+
+
+def task_json(status: JobStatus) -> Dict[str, Any]:
+    """A pack task's end in JSON: a task never sent has no job id, and says so."""
+    if status.job_id:
+        return status.to_json()
+    return {**status.to_json(), "job_id": None, "never_sent": True}
+
+
+def settle_orphans(settings: Settings, records: Sequence[Any]) -> bool:
+    """The Flux jobs among ``records`` that a named pack sent into an allocation that was
+    released or has ended since (its record says so, else its scheduler, asked once),
+    recorded as their instance left them (``pack_feeder.settle_gone``) - a gone
+    instance is never asked; whether any was."""
+    from ..pack_feeder import settle_gone
+    from ..store.packs import PackBook
+
+    flux = [r.job_id for r in records if r.scheduler == "flux" and not r.status().is_terminal]
+    if not flux:
+        return False
+    book = PackBook(store_for(settings))
+    by_pack: Dict[str, List[Tuple[str, str, bool]]] = {}
+    for job_id, pack, allocation, released in book.holders(flux):
+        by_pack.setdefault(pack, []).append((job_id, allocation, released))
+    settled = False
+    for name, held in by_pack.items():
+        record = book.get(name)
+        if record is None:
+            continue
+        live = sorted({allocation for _, allocation, released in held if not released})
+        known = book.store.statuses(record.scheduler, record.host, live)
+        gone = {a: s.state.value for a, s in known.items() if s.is_terminal}
+        with reached(record, settings) as outer:
+            unended = [allocation for allocation in live if allocation not in gone]
+            ends = outer.get_job_statuses(unended) if unended else {}
+            gone.update({a: s.state.value for a, s in ends.items() if s.state.is_terminal})
+            for allocation in {allocation for _, allocation, released in held if released}:
+                gone[allocation] = "released"
+            for allocation, how in gone.items():
+                ids = [job_id for job_id, where, _ in held if where == allocation]
+                why = (
+                    f"its allocation {allocation} ended ({how}) before it was seen to end "
+                    f"('hpcbridge wait {name}' goes on with the pack)"
+                )
+                settle_gone(outer, ids, why)
+                settled = True
+    return settled
 
 
 def wait_pack(record: PackRecord, args: argparse.Namespace) -> int:
@@ -176,16 +228,45 @@ SUMMARY_FIELDS = {
 }
 
 
-def row(what: str, record: Any, counts: Dict[str, int]) -> Tuple[str, ...]:
+def row(
+    what: str, record: Any, counts: Dict[str, int], state: Optional[str] = None
+) -> Tuple[str, ...]:
     """A sweep or named pack (``what`` it is) as one line of ``jobs``: its counts in place
-    of a state."""
-    shown = ", ".join(f"{count} {state}" for state, count in sorted(counts.items()))
+    of a state (and a pack's own state, unless done)."""
+    shown = _counted(counts)
+    if state and state != "done":
+        shown += f" ({state})"
     created = datetime.fromisoformat(record.created).astimezone().strftime("%Y-%m-%d %H:%M:%S")
-    kind = f"{what} of {record.total}" + (f" ({record.spec})" if what == "pack" else "")
-    return (record.name, record.scheduler, kind, shown, "", created, "")
+    return (record.name, record.scheduler, _kind(what, record), shown, "", created, "")
 
 
-def summary(what: str, record: Any, counts: Dict[str, int]) -> Dict[str, object]:
-    """A sweep or named pack (``what`` it is) as one entry of ``jobs --json``."""
+def _counted(counts: Dict[str, int]) -> str:
+    """``412 COMPLETED, 38 PENDING, 150 waiting``."""
+    return ", ".join(f"{count} {key}" for key, count in sorted(counts.items()))
+
+
+def _kind(what: str, record: Any) -> str:
+    """``sweep of 600``, ``pack of 12 (nodes=1,time=0:10:00,count=1)``."""
+    return f"{what} of {record.total}" + (f" ({record.spec})" if what == "pack" else "")
+
+
+def summary(
+    what: str, record: Any, counts: Dict[str, int], state: Optional[str] = None
+) -> Dict[str, object]:
+    """A sweep or named pack (``what`` it is) as one entry of ``jobs --json`` (a pack's
+    ``state``: ``PackBook.state``)."""
     shown = {key: getattr(record, key) for key in SUMMARY_FIELDS[what]}
+    if state is not None:
+        shown["state"] = state
     return {what: record.name, **shown, "counts": counts}
+
+
+def line(what: str, record: Any, counts: Dict[str, int], state: str) -> str:
+    """A sweep or named pack as ``status NAME`` prints it: what it is, its state, its
+    counts, and what goes on with it when it is not done."""
+    text = f"{record.name}: {_kind(what, record)}, {state}: {_counted(counts) or 'no task'}"
+    if state == "interrupted":
+        text += f"; 'hpcbridge wait {record.name}' goes on with it"
+    elif state == "feeding":
+        text += f"; 'hpcbridge wait {record.name}' follows it (or goes on, if its client died)"
+    return text

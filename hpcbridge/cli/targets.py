@@ -254,6 +254,10 @@ def targets_for(
     store = store_for(settings)
     narrowing = narrowing_of(args, settings)
     found = records_of(store, job_ids, narrowing)
+    from .sweeps import settle_orphans  # (it reaches places through this module)
+
+    if settle_orphans(settings, [record for records in found.values() for record in records]):
+        found = records_of(store, job_ids, narrowing)  # as they are now recorded
     targets = Targets([], [], _elsewhere(args, store, job_ids, narrowing))
     by_place: Dict[Optional[Place], Group] = {}
     for job_id in job_ids:

@@ -175,16 +175,18 @@ class SchedulerAdapter(ABC):
         *,
         max_queued: Optional[int] = None,
         sweep: Optional[str] = None,
+        on_sweep: Optional[sweeping.Announce] = None,
         **options: Any,
     ) -> List[str]:
         """One id per input, in order (``PartialSubmissionError`` when only some went in).
-        With ``max_queued``, a ``sweep`` name, or past the scheduler's cap, fed as a sweep."""
+        With ``max_queued``, a ``sweep`` name, or past the scheduler's cap, fed as a sweep
+        (one made for a cap is told to ``on_sweep(name, why)``, else logged as a warning)."""
         repo = self.settings.remote_repo
         tasks = lambda: [submitting.coerce_task(item, repo) for item in jobs]  # noqa: E731
         order = self.order(tasks, resources, depends_on, remote_dir, options)
         if not order.tasks:
             return []
-        return sweeping.send_or_feed(self, order, options, max_queued, sweep)
+        return sweeping.send_or_feed(self, order, options, max_queued, sweep, on_sweep)
 
     def describe_submission(
         self,
@@ -247,6 +249,9 @@ class SchedulerAdapter(ABC):
     def observe(self, job_ids: Iterable[Any]) -> Dict[str, Observation]:
         """``get_job_statuses`` as observations (source, answer time, reach)."""
         ids = list(dict.fromkeys(self.normalize_job_id(job_id) for job_id in job_ids))
+        ended = self.tracker.all_ended(ids)
+        if ended is not None:  # a finished job is read from its record: nothing is opened
+            return ended
         try:
             following = self.following()
         except (ConfigurationError, SchedulerUnavailableError):
@@ -288,6 +293,15 @@ class SchedulerAdapter(ABC):
         ``on_poll`` gets every job's latest status after each tick."""
         _check_wait_arguments(poll_interval, timeout, notice_interval)
         ids = list(dict.fromkeys(self.normalize_job_id(job_id) for job_id in job_ids))
+        ended = self.tracker.all_ended(ids)
+        if ended is not None:  # all recorded as ended: said as a wait would, nothing opened
+            finals = statuses_of(ended)
+            for status in finals.values():
+                if on_change is not None:
+                    on_change(status)
+            if on_poll is not None:
+                on_poll(dict(finals))
+            return finals
         return self.following().wait_all(
             ids, poll_interval, timeout, on_change, on_poll, notice_interval
         )
@@ -323,7 +337,12 @@ class SchedulerAdapter(ABC):
         return f"{self.scheduler_name}|{self.host_label}|{self.instance_label or ''}"
 
     def log_path(self, job_id: Any) -> str:
-        return self.following().log_path(self.normalize_job_id(job_id))
+        """Where the job writes: its record's path (nothing opened), else the scheduler's."""
+        job_id = self.normalize_job_id(job_id)
+        record = self.store.get(job_id, self.scheduler_name, self.host_label)
+        if record is not None and record.log_path:
+            return record.log_path
+        return self.following().log_path(job_id)
 
     def get_job_logs(self, job_id: Any) -> str:
         """The job's output so far ("" if it has not started writing)."""

@@ -16,7 +16,7 @@ import logging
 import re
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from ..errors import JobSubmissionError, JobTimeoutError, LimitRefusedError, SweepCancelledError
 from ..model import JobStatus
@@ -248,15 +248,21 @@ class Sweep:
         return ids
 
 
+#: told a sweep's name and why when ``submit_many`` feeds its jobs as one unasked
+Announce = Callable[[str, str], None]
+
+
 def send_or_feed(
     adapter: SubmissionService,
     order: Order,
     options: Mapping[str, Any],
     max_queued: Optional[int],
     name: Optional[str],
+    announce: Optional[Announce] = None,
 ) -> List[str]:
     """``submit_many``'s choice: one submission, or a sweep fed through a cap (given,
-    the scheduler's, or met on the way)."""
+    the scheduler's, or met on the way); a sweep nobody asked for is announced (its
+    name, so that ``hpcbridge wait NAME`` can go on with it)."""
     if max_queued is None:
         max_queued = adapter.settings.max_queued
     if max_queued is None and name is None:
@@ -264,20 +270,41 @@ def send_or_feed(
         # Only a cap known already: one not known is met on the way, by a refusal.
         driver = adapter.open().driver
         cap = driver.queue_limit(order.resources.account, ask=False) if many else None
+        why = f"the scheduler takes at most {cap} of your jobs at once"
         if cap is None or len(order.tasks) <= cap:
             try:
                 return adapter.submission().run(order)
             except LimitRefusedError as exc:
                 log.info("the scheduler takes no more jobs now (%s): feeding them as a sweep", exc)
                 cap = driver.queue_limit(order.resources.account)  # met: now worth reading
+                why = f"the scheduler takes no more now: {exc}"
             except PartialSubmissionError as exc:
                 if not exc.limited:
                     raise
-                return _feed_the_rest(adapter, order, exc, options, name)
+                return _feed_the_rest(adapter, order, exc, options, name, announce)
         max_queued = cap
+        sweep = Sweep(adapter, name, max_queued)
+        sweep.add_order(order, options)
+        _announce(announce, sweep.name, len(order.tasks), why)
+        return sweep.submit(order.remote_dir)
     sweep = Sweep(adapter, name, max_queued)
     sweep.add_order(order, options)
     return sweep.submit(order.remote_dir)
+
+
+def _announce(announce: Optional[Announce], name: str, count: int, why: str) -> None:
+    """Say the name of a sweep made because of a limit (``announce``, else the log)."""
+    if announce is not None:
+        announce(name, why)
+    else:
+        log.warning(
+            "%d job(s) fed as sweep %s (%s); if this process stops, 'hpcbridge wait %s' "
+            "goes on with it",
+            count,
+            name,
+            why,
+            name,
+        )
 
 
 def _feed_the_rest(
@@ -286,21 +313,26 @@ def _feed_the_rest(
     refused: PartialSubmissionError,
     options: Mapping[str, Any],
     name: Optional[str],
+    announce: Optional[Announce] = None,
 ) -> List[str]:
     """The rest of a submission refused for the cluster's cap goes in as a sweep through
     that cap; every id, in task order."""
     went = {item.index: item.job_id for item in refused.submitted}
     rest = [index for index in range(len(order.tasks)) if index not in went]
+    said = refused.failures[0] if refused.failures else "a limit"
     log.info(
         "the scheduler took %d job(s) and no more (%s): feeding the other %d as a sweep",
         len(went),
-        refused.failures[0] if refused.failures else "a limit",
+        said,
         len(rest),
     )
     tasks = [order.tasks[index] for index in rest]
     later = Order(tasks, order.resources, order.depends_on, order.remote_dir, order.options)
     sweep = Sweep(adapter, name, max(len(went), 1))
     sweep.add_order(later, options)
+    if name is None:
+        why = f"the scheduler took {len(went)} and no more: {said}"
+        _announce(announce, sweep.name, len(rest), why)
     went.update(zip(rest, sweep.submit(later.remote_dir)))
     return [went[index] for index in range(len(order.tasks))]
 

@@ -83,6 +83,15 @@ class JobTracker:
         observed = self.observe(query(to_ask) if to_ask else {})
         return {job_id: observed.get(job_id) or self._known_or_unknown(job_id) for job_id in ids}
 
+    def all_ended(self, ids: List[str]) -> Optional[Dict[str, Observation]]:
+        """Every id's final status when the store knows each one ended (an end from the
+        exit-code file alone, which a status confirms, not counted): nothing to ask of
+        the scheduler; else ``None``."""
+        self._load(ids)
+        if not all(self._is_final(job_id) and not self._from_file_only(job_id) for job_id in ids):
+            return None
+        return {job_id: Observation(self.known[job_id], Source.KNOWN) for job_id in ids}
+
     def observe(self, answers: Dict[str, Observation]) -> Dict[str, Observation]:
         """Merge answers into what is known (states never go backwards), record the changes."""
         needed = [i for i, seen in answers.items() if seen.status.state in _RECORD_NEEDED]

@@ -1,6 +1,7 @@
 """Named packs in the job store (``wait NAME`` goes on after their client died): ``packs``,
 ``pack_allocations`` and ``pack_tasks`` - ``waiting``, ``sending`` (under ``token``: looked
-up by its key), ``sent``, ``ended`` (``final``); ``again`` once sent again after a loss."""
+up by its key), ``sent``, ``ended`` (``final``); ``again`` once sent again after a loss;
+``job_id`` the task's last job (of a waiting task: one lost with its allocation)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ..model import JobStatus
+from ..model import INSTANCE_GONE, JobStatus
 from .jobs import STATUS_KEYS, now_text, status_from_row
-from .leases import Book, me
+from .leases import Book, feeder_alive, me
 
 #: a task's places (see the module docstring)
 WAITING, SENDING, SENT, ENDED = "waiting", "sending", "sent", "ended"
@@ -64,6 +65,13 @@ class PackTask:
     final: Optional[JobStatus] = None
     again: bool = False
 
+
+#: a named pack's sent tasks and their allocations, for ``holders`` (then the ids' marks)
+_HOLDERS = (
+    "SELECT t.job_id, t.pack, t.allocation, a.released FROM pack_tasks t "
+    "JOIN pack_allocations a ON a.pack = t.pack AND a.job_id = t.allocation "
+    "WHERE t.state = 'sent' AND t.job_id IN "
+)
 
 _TASK_COLUMNS = (
     "idx, script, arguments, environment, state, allocation, token, made, job_id, final, again"
@@ -174,10 +182,11 @@ class PackBook(Book):
         )
 
     def waiting(self, name: str, indexes: Sequence[int], again: bool = False) -> None:
-        """Back to unsent (surely not in any instance, or lost with its allocation)."""
+        """Back to unsent (surely not in any instance, or lost with its allocation); the
+        id of a job lost so is kept (its record stays the pack's, not one of its own)."""
         self._setup().write_many(
             "UPDATE pack_tasks SET state = ?, allocation = NULL, token = NULL, made = NULL, "
-            "job_id = NULL, again = MAX(again, ?) WHERE pack = ? AND idx = ?",
+            "again = MAX(again, ?) WHERE pack = ? AND idx = ?",
             [(WAITING, int(again), name, index) for index in indexes],
         )
 
@@ -208,15 +217,41 @@ class PackBook(Book):
         return PackRecord(**dict(row, resources=json.loads(row["resources"]))) if row else None
 
     def counts(self, name: str) -> Dict[str, int]:
-        """How many tasks are where: ``waiting`` (``sending`` counted there), ``sent`` (in
-        an allocation), and each ended one by its final state (``COMPLETED``...)."""
+        """How many tasks are where: ``waiting`` (``sending`` counted there), each sent
+        one by its job's last recorded state (``RUNNING``...; ``lost`` when its instance
+        went before it was seen to end: a resumed pack sends it again), and each ended
+        one by its final state (``COMPLETED``...)."""
         counts: Dict[str, int] = {}
-        rows = self._setup().query("SELECT state, final FROM pack_tasks WHERE pack = ?", (name,))
-        for state, final in rows:
+        rows = self._setup().query(
+            "SELECT t.state, t.final, j.state, j.native_state FROM pack_tasks t "
+            "JOIN packs p ON p.name = t.pack LEFT JOIN hpc_jobs j ON j.job_id = t.job_id "
+            "AND j.scheduler = 'flux' AND j.host = p.host WHERE t.pack = ?",
+            (name,),
+        )
+        for state, final, job_state, native in rows:
             key = json.loads(final)["state"] if state == ENDED and final else str(state)
+            if state == SENT and job_state:
+                key = "lost" if native == INSTANCE_GONE and job_state == "CANCELLED" else job_state
             key = WAITING if key == SENDING else key
             counts[key] = counts.get(key, 0) + 1
         return counts
+
+    def state(self, name: str) -> str:
+        """``feeding`` (its client lives), ``cancelled``, ``done`` (every task ended), else
+        ``interrupted`` (``wait NAME`` goes on with it)."""
+        rows = self._setup().query(
+            "SELECT feeder, beat, cancelled, (SELECT COUNT(*) FROM pack_tasks t WHERE "
+            "t.pack = packs.name AND t.state != 'ended') FROM packs WHERE name = ?",
+            (name,),
+        )
+        if not rows:
+            raise KeyError(name)
+        feeder, beat, cancelled, unended = rows[0]
+        if cancelled:
+            return "cancelled"
+        if not unended:
+            return "done"
+        return "feeding" if feeder_alive(str(feeder), float(beat), time.time()) else "interrupted"
 
     def allocations(self, name: str) -> List[PackAllocation]:
         rows = self._setup().query(
@@ -225,6 +260,18 @@ class PackBook(Book):
             (name,),
         )
         return [PackAllocation(str(j), float(a), bool(r), bool(x)) for j, a, r, x in rows]
+
+    def holders(self, job_ids: Sequence[str]) -> List[Tuple[str, str, str, bool]]:
+        """Of these Flux job ids, those a named pack has sent and not seen end: (job id,
+        pack, allocation, whether that allocation was released)."""
+        found: List[Tuple[str, str, str, bool]] = []
+        unique = list(dict.fromkeys(job_ids))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ", ".join("?" * len(chunk))  # placeholders only: every value a parameter
+            rows = self._setup().query(_HOLDERS + f"({marks})", tuple(chunk))
+            found.extend((str(j), str(p), str(a), bool(r)) for j, p, a, r in rows)
+        return found
 
     def tasks(self, name: str) -> List[PackTask]:
         rows = self._setup().query(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -203,6 +204,50 @@ def test_a_sweep_over_the_banks_cap_finishes_never_above_it(
     ours = spans[: len(spans) - before]
     assert len(ours) == SWEEP  # none refused: the cap was known before sending
     assert most_at_once(ours) <= MAX_ACTIVE_JOBS
+
+
+def test_the_command_names_the_sweep_a_banks_cap_made(
+    site: AccountingInstance, tmp_path: Path
+) -> None:
+    """More jobs than the bank's ``max_active_jobs``, no sweep asked for: the sweep made
+    for the cap is named on stderr (issue 46.6), and ``wait``/``status`` take the name."""
+    if site.refused:
+        pytest.skip(f"{site.flux}: the plugin fails this user's jobs ({site.refused})")
+    script = write_script(tmp_path / "scripts", "step.sh", "sleep 0.2\n")
+    env = {
+        "PATH": f"{Path(site.flux).parent}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "HPCBRIDGE_SCHEDULER": "flux",
+        "HPCBRIDGE_FLUX_URI": site.uri or "",
+        "HPCBRIDGE_FLUX_DRIVER": "cli",
+        "HPCBRIDGE_STATE_DIR": str(tmp_path / "state"),
+        "HPCBRIDGE_MIN_POLL_INTERVAL": "0",
+    }
+    count = MAX_ACTIVE_JOBS + 2
+    argv = [sys.executable, "-m", "hpcbridge", "submit-many", "--account", MEMBER_BANK]
+    argv += ["--time", "60s", *[script] * count]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    named = re.search(
+        rf"hpcbridge: sweep (sweep-[0-9a-f]{{8}}): fed as a sweep \(the scheduler takes at "
+        rf"most {MAX_ACTIVE_JOBS} of your jobs at once\); if this command stops, "
+        r"'hpcbridge wait \1' goes on with it",
+        done.stderr,
+    )
+    assert named, done.stderr
+    command = [sys.executable, "-m", "hpcbridge"]
+    waited = subprocess.run(
+        [*command, "wait", named[1], "--poll-interval", "0.5"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert waited.returncode == 0, waited.stderr
+    status = subprocess.run(
+        [*command, "status", named[1]], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert f"sweep of {count}, fed: {count} COMPLETED" in status.stdout, status.stdout
 
 
 def test_doctor_shows_the_users_banks_and_limits(adapter: FluxAdapter) -> None:

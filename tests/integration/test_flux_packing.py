@@ -7,8 +7,10 @@ instance is a test broker of its own (16 cores declared), through each driver.""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -21,6 +23,7 @@ from hpcbridge.model import JobState
 from hpcbridge.pack_feeder import run_packed
 from hpcbridge.packing import ALLOCATION_NAME, Pack
 from hpcbridge.schedulers.flux.command_line import parse_cores
+from hpcbridge.store.jobs import JobStore
 from tests.conftest import REPO
 from tests.support import pack_stops
 from tests.support.flux_cases import adapter_on, start_instance, write_script
@@ -160,3 +163,80 @@ def test_every_way_out_of_the_client_releases_the_batch_job(broker: Any, tmp_pat
     took = pack_stops.stop_each(clients, gone)
     assert set(took) == set(pack_stops.WAYS)
     print("batch job inactive after (s):", {way: round(t, 1) for way, t in took.items()})
+
+
+def test_an_interrupted_pack_settles_and_its_ended_tasks_need_no_flux(
+    broker: Any, tmp_path: Path
+) -> None:
+    """Ctrl-C of an unnamed pack while tasks run (issue 46, 3-4): its batch job is released
+    and the tasks it held are recorded at once - those that ended as they ended, the
+    others CANCELLED, their instance gone; ``jobs`` shows them so without a warning or a
+    stale mark, and status, wait, cancel and logs of them run with no flux command."""
+    ran, gate = tmp_path / "ran", tmp_path / "gate"
+    task = write_script(
+        tmp_path / "scripts",
+        "task.sh",
+        f'echo "task $1"\necho "$1" >> {ran}\n[ "$1" -lt 2 ] && exit 0\n'
+        f"while [ ! -e {gate} ]; do sleep 0.2; done\n",
+    )
+    args = tmp_path / "args"
+    args.write_text("".join(f"{index}\n" for index in range(8)))
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "HPCBRIDGE_STATE_DIR": str(tmp_path / "state"),
+        "HPCBRIDGE_FLUX_URI": broker.uri,
+        "HPCBRIDGE_FLUX_COMMAND": broker.flux,
+        "HPCBRIDGE_MIN_POLL_INTERVAL": "0",
+        # flux.util sets SIGINT to SIG_DFL while the bindings block (a Ctrl-C there kills
+        # the client outright unless hpcbridge keeps its handler): the CLI driver's client
+        # always gets it as KeyboardInterrupt
+        "HPCBRIDGE_FLUX_DRIVER": "cli",
+    }
+    command = [sys.executable, "-m", "hpcbridge"]
+    argv = [*command, "submit-many", "--scheduler", "flux", task, "--args-file", str(args)]
+    argv += ["--time", "30s", "--pack", "time=5", "--poll-interval", "0.5"]
+    client = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    while not ran.exists() or len(ran.read_text().split()) < 3 or recorded(tmp_path) < 3:
+        # 0 and 1 ended, and one held is running, its job recorded
+        assert client.poll() is None, client.communicate()
+        assert time.monotonic() < deadline, "no task ran"
+        time.sleep(0.2)
+    client.send_signal(signal.SIGINT)
+    _, err = client.communicate(timeout=120)
+    assert client.returncode == 130, err.decode()
+    assert active_jobs(broker) == ""
+    gate.touch()  # a task the release left behind would end now: none may
+
+    def cli(*args: str, flux: str = broker.flux) -> Any:
+        here = {**env, "HPCBRIDGE_FLUX_COMMAND": flux}
+        return subprocess.run([*command, *args], env=here, capture_output=True, text=True)
+
+    store = JobStore(tmp_path / "state" / "jobs.db")
+    tasks = [record for record in store.list() if record.kind == "plain"]
+    states = sorted(record.state for record in tasks)
+    assert states.count("COMPLETED") == 2 and set(states) == {"COMPLETED", "CANCELLED"}, tasks
+    lost = next(record.job_id for record in tasks if record.state == "CANCELLED")
+    done = next(record.job_id for record in tasks if record.state == "COMPLETED")
+    listed = cli("jobs", "--json")  # the tasks, or their pack's line: none asked, none stale
+    assert listed.returncode == 0 and "WARNING" not in listed.stderr, listed.stderr
+    entries = json.loads(listed.stdout)
+    assert not [entry for entry in entries if entry.get("stale")], entries
+    no_flux = str(tmp_path / "no-flux-here")
+    status = cli("status", lost, "--json", flux=no_flux)
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["native_state"] == "(instance gone)", status.stdout
+    assert cli("wait", lost, "--timeout", "40", flux=no_flux).returncode == 1
+    cancelled = cli("cancel", lost, flux=no_flux)
+    assert "already ended CANCELLED" in cancelled.stdout, cancelled.stderr
+    logs = cli("logs", done, flux=no_flux)
+    assert logs.returncode == 0 and logs.stdout.startswith("task "), logs.stderr
+
+
+def recorded(tmp_path: Path) -> int:
+    """How many packed tasks (plain Flux jobs) the case's job store holds."""
+    path = tmp_path / "state" / "jobs.db"
+    if not path.exists():
+        return 0
+    return sum(record.kind == "plain" for record in JobStore(path).list())

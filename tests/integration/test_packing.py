@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -26,6 +27,8 @@ from hpcbridge.errors import ResourceError
 from hpcbridge.model import JobState
 from hpcbridge.pack_feeder import run_packed
 from hpcbridge.packing import ALLOCATION_NAME, Pack
+from hpcbridge.store.jobs import JobStore
+from hpcbridge.store.packs import PackBook
 from tests.support.flux_cases import require_flux, write_script
 from tests.support.slurm_clusters import TARGETS, cluster_for, make_adapter, run_slurm
 
@@ -287,6 +290,9 @@ def test_a_named_pack_whose_client_died_is_finished_by_wait(
         died = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=240)
         assert died.returncode == 9, died.stderr
     assert packs_in_queue(cluster, settle=0) != ""  # its allocation outlives it
+    said = cli(env, "status", death)
+    assert said.returncode == 0, said.stderr
+    assert re.match(rf"{death}: pack of {count} \(.+\), interrupted: ", said.stdout), said.stdout
     waited = subprocess.run(
         [sys.executable, "-m", "hpcbridge", "wait", death, "--poll-interval", "0.5"],
         env=env,
@@ -338,10 +344,201 @@ def test_cancel_name_stops_a_pack_fed_elsewhere_and_releases_its_allocation(
         timeout=120,
     )
     assert cancelled.returncode == 0, cancelled.stderr
-    assert "pack to-cancel cancelled: 1 allocation(s) released" in cancelled.stdout
+    counted = re.search(
+        r"pack to-cancel cancelled: 1 allocation\(s\) released; (\d+) task\(s\) in them "
+        r"cancelled, (\d+) not sent \(and now never will be\), 0 had already ended",
+        cancelled.stdout,
+    )
+    assert counted, cancelled.stdout
+    running, unsent = int(counted[1]), int(counted[2])
+    assert running > 0 and running + unsent == 20, cancelled.stdout
     out, err = client.communicate(timeout=120)
     assert client.returncode == 1, err  # its tasks did not complete
-    states = [line.split()[-1] for line in out.decode().splitlines()]
-    assert states == ["CANCELLED"] * 20, out.decode()
+    ends = [line.rsplit(" ", 1) for line in out.decode().splitlines()]
+    assert [state for _, state in ends] == ["CANCELLED"] * 20, out.decode()
+    # the tasks it had sent by their ids, the others said to be never sent (issue 46.5)
+    assert sum(shown == "(never sent)" for shown, _ in ends) == unsent, out.decode()
     assert "was cancelled by" in err.decode()
     assert packs_in_queue(cluster) == ""
+
+
+def cli(env: Dict[str, str], *args: str, timeout: float = 120) -> Any:
+    """The command in ``env``, as a user types it."""
+    return subprocess.run(
+        [sys.executable, "-m", "hpcbridge", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_an_interrupted_pack_settles_and_is_told_truly_without_flux(
+    cluster: Dict[str, str], tmp_path: Path
+) -> None:
+    """Ctrl-C of a named pack while tasks run (issue 46, 3-5): its allocation is released
+    and the tasks that were in it are recorded at once - CANCELLED, their instance gone,
+    or as their wrapper saw them end; status, wait, cancel, logs and jobs tell so with no
+    flux command at hand; ``status NAME`` and ``jobs NAME`` say the pack is interrupted
+    and which tasks are not sent; ``wait NAME`` finishes it, and its allocation is then
+    shown COMPLETED, released (not the CANCELLED Slurm says)."""
+    ran, gate = tmp_path / "ran", tmp_path / "gate"
+    task = write_script(
+        tmp_path / "scripts",
+        "task.sh",
+        f'echo "task $1"\necho "$1" >> {ran}\n[ "$1" -lt 2 ] && exit 0\n'
+        f"while [ ! -e {gate} ]; do sleep 0.2; done\n",
+    )
+    count = 12
+    argv, env = local_command(cluster, tmp_path, task, count)
+    # flux.util sets SIGINT to SIG_DFL while the bindings block: the CLI driver's client
+    # always gets the Ctrl-C as KeyboardInterrupt
+    env["HPCBRIDGE_FLUX_DRIVER"] = "cli"
+    client = subprocess.Popen(
+        [*argv, "--pack", "time=10", "--sweep", "settle"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 240
+    while not ran.exists() or len(ran.read_text().split()) < 3 or recorded(tmp_path) < 3:
+        # 0 and 1 ended, and one held is running, its job recorded
+        assert client.poll() is None, client.communicate()
+        assert time.monotonic() < deadline, "no task ran"
+        time.sleep(0.2)
+    client.send_signal(signal.SIGINT)
+    _, err = client.communicate(timeout=120)
+    assert client.returncode == 130, err.decode()
+    assert held_in_queue(cluster, tmp_path, "settle") == ""
+
+    flux_jobs = [
+        r for r in JobStore(tmp_path / "state" / "jobs.db").list() if r.scheduler == "flux"
+    ]
+    states = sorted(record.state for record in flux_jobs)
+    assert states.count("COMPLETED") == 2 and "CANCELLED" in states, states
+    assert set(states) == {"COMPLETED", "CANCELLED"}, states  # nothing left unsettled
+    lost = next(record for record in flux_jobs if record.state == "CANCELLED")
+    done = next(record for record in flux_jobs if record.state == "COMPLETED")
+
+    no_flux = {**env, "HPCBRIDGE_FLUX_COMMAND": str(tmp_path / "no-flux-here")}
+    status = cli(no_flux, "status", lost.job_id, "--json")
+    assert status.returncode == 0, status.stderr
+    told = json.loads(status.stdout)
+    assert told["state"] == "CANCELLED" and "was released before it ended" in told["reason"]
+    waited = cli(no_flux, "wait", lost.job_id, "--timeout", "40")
+    assert waited.returncode == 1 and "CANCELLED" in waited.stderr, waited.stderr
+    cancelled = cli(no_flux, "cancel", lost.job_id)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert "already ended CANCELLED" in cancelled.stdout, cancelled.stdout
+    logs = cli(no_flux, "logs", done.job_id)
+    assert logs.returncode == 0 and logs.stdout.startswith("task "), logs.stderr
+
+    listed = cli(no_flux, "jobs", "--json")
+    assert listed.returncode == 0, listed.stderr
+    entries = json.loads(listed.stdout)
+    [pack] = [entry for entry in entries if entry.get("pack") == "settle"]
+    assert pack["state"] == "interrupted" and pack["counts"] == {"COMPLETED": 2, "waiting": 10}
+    assert not [entry for entry in entries if entry.get("stale")], entries
+    [allocation] = [entry for entry in entries if entry.get("kind", "") is None]  # Slurm's
+    assert allocation["state"] == "CANCELLED", allocation  # released mid-work: stopped
+    said = cli(no_flux, "status", "settle")
+    assert said.returncode == 0, said.stderr
+    assert "interrupted: 2 COMPLETED, 10 waiting" in said.stdout, said.stdout
+    assert "'hpcbridge wait settle' goes on with it" in said.stdout
+    tasks = json.loads(cli(no_flux, "jobs", "settle", "--json").stdout)
+    assert [entry["task"] for entry in tasks] == list(range(count))
+    assert [entry["state"] for entry in tasks[:2]] == ["COMPLETED"] * 2 and tasks[0]["job_id"]
+    assert {(entry["job_id"], entry["state"]) for entry in tasks[2:]} == {(None, "waiting")}
+
+    gate.touch()
+    resumed = cli(env, "wait", "settle", "--poll-interval", "0.5", timeout=400)
+    assert resumed.returncode == 0, resumed.stderr
+    assert [line.split()[1] for line in resumed.stdout.splitlines()] == ["COMPLETED"] * count
+    assert held_in_queue(cluster, tmp_path, "settle") == ""
+    entries = json.loads(cli(env, "jobs", "--json").stdout)
+    allocations = [entry for entry in entries if entry.get("kind", "") is None]  # Slurm's
+    assert allocations[-1]["state"] == "COMPLETED", allocations  # the last one: its work done
+    assert allocations[-1]["native_state"] == "(released by its pack)"
+    assert "COMPLETED (released)" in cli(env, "jobs").stdout
+    said = cli(env, "status", "settle")
+    assert re.match(r"settle: pack of 12 \(.+\), done: 12 COMPLETED$", said.stdout), said.stdout
+
+
+def test_a_killed_packs_tasks_settle_once_their_allocation_ends(
+    cluster: Dict[str, str], tmp_path: Path
+) -> None:
+    """SIGKILL of a named pack's client, then its allocation ends on its own (scancel, as
+    its time limit would): a task it held is told CANCELLED at once, its instance gone -
+    the allocation's end read from Slurm, no flux command at hand; jobs counts those
+    tasks lost, and cancel NAME settles the pack (issue 46.3)."""
+    ran = tmp_path / "ran"
+    task = write_script(tmp_path / "scripts", "task.sh", f'echo "$1" >> {ran}\nsleep 300\n')
+    argv, env = local_command(cluster, tmp_path, task, 6)
+    client = subprocess.Popen(
+        [*argv, "--pack", "time=10", "--sweep", "late"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 240
+    while not ran.exists() or not sent_tasks(tmp_path, "late"):
+        assert client.poll() is None, client.communicate()
+        assert time.monotonic() < deadline, "no task ran"
+        time.sleep(0.2)
+    client.kill()
+    client.communicate()
+    book = PackBook(JobStore(tmp_path / "state" / "jobs.db"))
+    in_flight = [t for t in book.tasks("late") if t.state in ("sent", "sending")]
+    [allocation] = book.allocations("late")
+    assert run_slurm(["scancel", allocation.job_id], cluster).returncode == 0
+    assert held_in_queue(cluster, tmp_path, "late") == ""
+    sent = [str(t.job_id) for t in book.tasks("late") if t.state == "sent" and t.job_id]
+    assert sent, book.tasks("late")
+
+    no_flux = {**env, "HPCBRIDGE_FLUX_COMMAND": str(tmp_path / "no-flux-here")}
+    status = cli(no_flux, "status", sent[0], "--json")
+    assert status.returncode == 0, status.stderr
+    told = json.loads(status.stdout)
+    assert (told["state"], told["native_state"]) == ("CANCELLED", "(instance gone)"), told
+    assert f"its allocation {allocation.job_id} ended (CANCELLED)" in told["reason"], told
+    listed = cli(no_flux, "jobs", "--json")
+    [pack] = [entry for entry in json.loads(listed.stdout) if entry.get("pack") == "late"]
+    assert pack["state"] == "interrupted" and pack["counts"]["lost"] == len(sent), pack
+    cancelled = cli(no_flux, "cancel", "late")
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert f"{len(in_flight)} task(s) in them cancelled" in cancelled.stdout, cancelled.stdout
+    said = cli(no_flux, "status", "late")
+    assert re.match(r"late: pack of 6 \(.+\), cancelled: 6 CANCELLED$", said.stdout), said.stdout
+
+
+def sent_tasks(tmp_path: Path, name: str) -> int:
+    """How many of pack ``name``'s tasks are in an allocation, from the case's store."""
+    path = tmp_path / "state" / "jobs.db"
+    try:
+        tasks = PackBook(JobStore(path)).tasks(name) if path.exists() else []
+    except Exception:  # noqa: BLE001 - the client is still making the store
+        return 0
+    return sum(task.state == "sent" for task in tasks)
+
+
+def recorded(tmp_path: Path) -> int:
+    """How many packed tasks (plain Flux jobs) the case's job store holds."""
+    path = tmp_path / "state" / "jobs.db"
+    if not path.exists():
+        return 0
+    return sum(record.kind == "plain" for record in JobStore(path).list())
+
+
+def held_in_queue(env: Dict[str, str], tmp_path: Path, name: str, settle: float = 60.0) -> str:
+    """``packs_in_queue`` of pack ``name``'s own allocations (other packs may share the
+    cluster)."""
+    ids = [a.job_id for a in PackBook(JobStore(tmp_path / "state" / "jobs.db")).allocations(name)]
+    deadline = time.monotonic() + settle
+    while True:
+        listed = run_slurm(["squeue", "-h", "-j", ",".join(ids), "-o", "%i %T"], env)
+        left = listed.stdout.strip() if listed.returncode == 0 else listed.stderr.strip()
+        if "Invalid job id" in left:  # all of them purged already
+            left = ""
+        if not left or time.monotonic() > deadline:
+            return str(left)
+        time.sleep(1.0)

@@ -96,10 +96,14 @@ def test_a_refusal_for_the_cluster_cap_holds_the_rest_back_and_is_no_failure(
     monkeypatch.setattr("hpcbridge.schedulers.mock.MockDriver", CappedDriver)
     adapter = MockAdapter(settings=Settings.from_env({}, state_dir=str(state_dir)))
     script = make_script("sleep 0.5", "nap.sh")
-    ids = adapter.submit_many([script] * 8)  # no cap given, none known: met on the way
+    said: List[Tuple[str, str]] = []
+    # no cap given, none known: met on the way, and the sweep made for it named
+    ids = adapter.submit_many([script] * 8, on_sweep=lambda name, why: said.append((name, why)))
     final = adapter.wait_all(ids, poll_interval=1, timeout=120)
     assert len(ids) == 8 and {s.state for s in final.values()} == {JobState.COMPLETED}
     assert CappedDriver.refusals > 0
+    assert [name for name, _ in said] == SweepBook(adapter.store).names(), said
+    assert "no more" in said[0][1]
     assert most_at_once(intervals(adapter, ids)) <= CappedDriver.cap
     adapter.close()
 
@@ -166,6 +170,8 @@ def test_a_feeder_killed_halfway_is_resumed_with_each_job_run_once(
     feeder.wait()
     adapter = MockAdapter(settings=Settings.from_env({}, state_dir=str(state_dir)))
     assert SweepBook(adapter.store).counts(SweepBook(adapter.store).get("killed"))["waiting"] > 0
+    said = cli("status", "killed", state=state_dir).stdout  # its feeder is dead: it says so
+    assert said.startswith("killed: sweep of 30, interrupted: ") and "wait killed" in said, said
     final = Sweep.resume(adapter, "killed").wait(poll_interval=1, timeout=300)
     assert len(final) == 30 and {s.state for s in final.values()} == {JobState.COMPLETED}
     runs = ran.read_text().split()
@@ -265,6 +271,12 @@ def test_the_command_feeds_lists_waits_and_cancels_a_sweep(
     waited = cli("wait", "quick", "--json", state=state_dir)
     assert waited.returncode == 0, waited.stderr
     assert {item["state"] for item in json.loads(waited.stdout)} == {"COMPLETED"}
+    # status NAME: the sweep's state and counts, as a line and as jobs --json's entry
+    status = cli("status", "quick", state=state_dir)
+    assert status.returncode == 0, status.stderr
+    assert status.stdout.strip() == "quick: sweep of 6, fed: 6 COMPLETED", status.stdout
+    entry = json.loads(cli("status", "quick", "--json", state=state_dir).stdout)
+    assert (entry["sweep"], entry["state"], entry["counts"]) == ("quick", "fed", {"COMPLETED": 6})
 
     slow = make_script("sleep 30", "slow.sh")
     adapter = MockAdapter(settings=Settings.from_env({}, state_dir=str(state_dir)))
@@ -276,6 +288,9 @@ def test_the_command_feeds_lists_waits_and_cancels_a_sweep(
     assert cancelled.returncode == 0, cancelled.stderr
     assert "3 job(s) not sent will not be" in cancelled.stdout
     assert sweep.counts() == {"cancelled": 3}
+    assert (
+        "slow: sweep of 3, cancelled: 3 cancelled" in cli("status", "slow", state=state_dir).stdout
+    )
     adapter.close()
 
 

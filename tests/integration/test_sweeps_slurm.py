@@ -210,6 +210,17 @@ def test_over_ssh_a_feeder_killed_halfway_is_finished_by_hpcbridge_wait(
     wanted = sorted(f"{word} {i}" for word in ("hello", "bye") for i in range(PAIRS))
     assert lines == wanted, f"{len(lines)} runs noted, {len(set(lines))} distinct"
     assert _sacct_completed(capped, started) == 2 * PAIRS
+    # status NAME: the sweep's state and counts in one line (issue 46.5)
+    status = subprocess.run(
+        [sys.executable, "-m", "hpcbridge", "status", "killed"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert status.returncode == 0, status.stderr
+    assert f"killed: sweep of {2 * PAIRS}, fed: {2 * PAIRS} COMPLETED" in status.stdout
 
 
 def _sent(state: Path) -> int:
