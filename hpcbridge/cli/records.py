@@ -31,7 +31,7 @@ from ..cost import (
 from ..errors import JobNotFoundError, SchedulerAdapterError
 from ..model import RELEASED, JobState, JobStatus
 from ..store.leases import feeder_alive
-from ..store.packs import ENDED, OUTSIDE_PACKS, SENT, PackBook, PackRecord, PackTask, holders
+from ..store.packs import ENDED, OUTSIDE_PACKS, SENT, PackBook, PackRecord, PackTask
 from . import sweeps
 from .exits import EXIT_OK
 from .output import format_seconds, one_line, print_json, print_table
@@ -442,7 +442,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
     until = parse_day_or_time(args.until, end=True) if args.until else None
     store = store_for(settings)
     pack_book = PackBook(store)
-    inside = holders(pack_book)
+    inside = pack_book.task_allocations()
     records = _named(args.sweep, store, pack_book) if args.sweep else store.list()
     kept = {
         key_of(record)

@@ -273,6 +273,19 @@ class PackBook(Book):
             found.extend((str(j), str(p), str(a), bool(r)) for j, p, a, r in rows)
         return found
 
+    def task_allocations(self) -> Dict[Tuple[str, str, str], Tuple[str, str, str]]:
+        """Each recorded pack task's job -> the allocation it ran in, both as the job store
+        keys them (scheduler, host, job id): ``cost`` counts the allocation, the task under it."""
+        rows = self._setup().query(
+            "SELECT p.scheduler, p.host, t.job_id, t.allocation FROM pack_tasks t "
+            "JOIN packs p ON p.name = t.pack "
+            "WHERE t.job_id IS NOT NULL AND t.allocation IS NOT NULL"
+        )
+        return {
+            ("flux", str(host), str(job_id)): (str(scheduler), str(host), str(allocation))
+            for scheduler, host, job_id, allocation in rows
+        }
+
     def tasks(self, name: str) -> List[PackTask]:
         rows = self._setup().query(
             f"SELECT {_TASK_COLUMNS} FROM pack_tasks WHERE pack = ? ORDER BY idx",  # noqa: S608
@@ -304,16 +317,3 @@ def _status(final: str) -> JobStatus:
     """A final status back from its ``to_json`` form."""
     data = json.loads(final)
     return status_from_row([data.get(key) for key in STATUS_KEYS])
-
-
-def holders(book: PackBook) -> Dict[Tuple[str, str, str], Tuple[str, str, str]]:
-    """Each recorded pack task's job -> the allocation it ran in, both as the job store
-    keys them (scheduler, host, job id): ``cost`` counts the allocation, the task under it."""
-    rows = book._setup().query(
-        "SELECT p.scheduler, p.host, t.job_id, t.allocation FROM pack_tasks t "
-        "JOIN packs p ON p.name = t.pack WHERE t.job_id IS NOT NULL AND t.allocation IS NOT NULL"
-    )
-    return {
-        ("flux", str(host), str(job_id)): (str(scheduler), str(host), str(allocation))
-        for scheduler, host, job_id, allocation in rows
-    }
