@@ -533,7 +533,10 @@ def qos_argv() -> List[str]:
 
 
 def _numbers(*texts: str) -> List[int]:
-    return [int(text.strip()) for text in texts if text.strip().isdigit()]
+    # isascii: "²" is a digit to isdigit, not to int
+    return [
+        int(text.strip()) for text in texts if text.strip().isascii() and text.strip().isdigit()
+    ]
 
 
 def parse_assoc(

@@ -1,0 +1,331 @@
+"""Property tests of Flux's pure builders and parsers (flux/status.py, command_line.py,
+instance.py, jobspec.py): job ids round trip through every encoding; ``flux jobs`` output
+gives facts or the ValueError/KeyError its caller reads as "cannot parse"; an eventlog,
+``flux submit`` and the bulk helper's output of any text never raise another exception."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from hpcbridge.model import JobState
+from hpcbridge.schedulers.flux import command_line, instance, status
+from hpcbridge.schedulers.flux.jobspec import F58_PREFIX, f58
+
+SETTINGS = settings(max_examples=60, deadline=None)
+
+_job_ids = st.integers(min_value=0, max_value=2**64 - 1)
+
+#: JSON values of any shape, for documents whose fields may hold anything
+_json = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**70), 2**70),
+        st.floats(allow_nan=False),
+        st.text(max_size=8),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_FIELDS = ["id", "state", "result", "returncode", "waitstatus", "t_submit", "t_run", "t_cleanup"]
+_FIELDS += ["t_inactive", "exception", "dependencies", "annotations", "expiration", "uri", "jobs"]
+_job_documents = st.dictionaries(
+    st.sampled_from(_FIELDS), st.one_of(_json, _job_ids, st.just(float("inf"))), max_size=8
+)
+
+
+# -- job ids ---------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(_job_ids)
+def test_job_id_round_trips_through_every_encoding(value: int) -> None:
+    canonical = f58(value)
+    hexed = f"{value:016x}"
+    forms = [value, str(value), hex(value), canonical, "f" + canonical[len(F58_PREFIX) :]]
+    forms.append(".".join(hexed[at : at + 4] for at in range(0, 16, 4)))
+    for form in forms:
+        assert status.parse_job_id(form) == value
+        assert status.canonical_job_id(form) == canonical
+        assert status.decimal_job_id(form) == str(value)
+    assert status.decode_f58(status.encode_f58(value)) == value
+
+
+@SETTINGS
+@given(st.one_of(st.text(max_size=20), st.integers(-(2**70), 2**70)))
+@example("²")
+@example(" ²³ ")
+def test_any_text_is_a_job_id_or_an_invalid_job_id_error(text: object) -> None:
+    try:
+        value = status.parse_job_id(text)
+    except status.InvalidJobIdError:
+        assert status.is_job_id(text) is False
+        return
+    assert 0 <= value < 2**64 and status.is_job_id(text) is True
+
+
+# -- flux jobs, eventlogs ---------------------------------------------------------------
+
+
+def _parsed_or_refused(parse, text: str) -> list:  # type: ignore[no-untyped-def]
+    """``flux jobs`` parsers: facts, or what command_driver._from_listing catches."""
+    try:
+        return parse(text)
+    except (ValueError, KeyError):
+        return []
+
+
+@SETTINGS
+@given(st.one_of(st.text(max_size=60), _job_documents.map(json.dumps)))
+@example('{"id": 1, "returncode": 1e400}')
+@example('{"id": 1, "exception": "cancel"}')
+@example(json.dumps({"id": 0, "t_run": float("inf")}))
+@example(json.dumps({"id": 0, "t_run": -62135596801}))
+@example('{"jobs": ["x"]}')
+def test_flux_jobs_json_of_any_text_gives_facts_or_a_value_error(text: str) -> None:
+    for facts in _parsed_or_refused(status.parse_jobs_json, text):
+        assert isinstance(status.status_from_facts(facts).state, JobState)
+
+
+@SETTINGS
+@given(_job_documents)
+@example({"id": 5, "returncode": float("inf")})
+def test_flux_jobs_documents_of_any_shape_give_facts_or_a_value_error(document: dict) -> None:
+    text = json.dumps({"jobs": [document]})
+    for facts in _parsed_or_refused(status.parse_jobs_json, text):
+        assert isinstance(status.status_from_facts(facts).state, JobState)
+
+
+_FORMAT_CELL = st.one_of(
+    st.sampled_from(["", "0", "0.0", "12", "1.5", "inf", "nan", "RUN", "INACTIVE", "²", "-3"]),
+    st.text(max_size=5),
+)
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.lists(_FORMAT_CELL, min_size=1, max_size=len(status.JOBS_FORMAT_FIELDS) + 1).map(
+            "|".join
+        ),
+        max_size=4,
+    ).map("\n".join)
+)
+@example("5|INACTIVE|FAILED|inf|0|1|2|3|4||")
+@example("²|RUN|||||||||")
+def test_flux_jobs_format_of_any_text_gives_facts_or_a_value_error(text: str) -> None:
+    for facts in _parsed_or_refused(status.parse_jobs_format, text):
+        assert isinstance(status.status_from_facts(facts).state, JobState)
+
+
+_EVENT_NAMES = st.sampled_from(
+    ["submit", "validate", "depend", "dependency-add", "priority", "alloc", "start"]
+    + ["exception", "finish", "clean", "release", "free"]
+)
+_events = st.fixed_dictionaries(
+    {"name": _EVENT_NAMES},
+    optional={
+        "timestamp": st.one_of(st.floats(allow_nan=False), st.text(max_size=4), st.none()),
+        "context": st.one_of(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "severity": st.one_of(st.integers(-1, 7), st.text(max_size=3), _json),
+                    "status": st.one_of(st.integers(0, 65535), st.just(1e400), _json),
+                    "type": _json,
+                    "note": _json,
+                    "description": _json,
+                },
+            ),
+            _json,
+        ),
+    },
+)
+
+
+@SETTINGS
+@given(
+    _job_ids,
+    st.lists(
+        st.one_of(_events.map(json.dumps), st.text(max_size=20), _json.map(json.dumps)), max_size=8
+    ),
+)
+@example(1, ['{"name": "exception", "context": {"severity": "x"}}'])
+@example(1, ['{"name": "exception", "context": {"severity": null}}'])
+@example(1, ['{"name": "dependency-add", "context": [1]}'])
+@example(1, ['{"name": "finish", "context": {"status": 1e400}}', '{"name": "clean"}'])
+def test_eventlog_of_any_text_gives_facts(job_id: int, lines: list) -> None:
+    facts = status.parse_eventlog(str(job_id), "\n".join(lines))
+    assert facts.id == f58(job_id)
+    assert isinstance(status.status_from_facts(facts).state, JobState)
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.sampled_from(["submit", "depend", "priority", "alloc", "start", "finish", "clean"]),
+        max_size=7,
+    ),
+    st.integers(0, 255),
+)
+def test_eventlog_in_flux_order_settles_like_flux_jobs(names: list, code: int) -> None:
+    """Events in the order Flux writes them: an ended job's result follows its wait status."""
+    order = ["submit", "depend", "priority", "alloc", "start", "finish", "clean"]
+    lines = []
+    for at, name in enumerate(sorted(set(names), key=order.index)):
+        context = {"status": code << 8} if name == "finish" else {}
+        lines.append(json.dumps({"name": name, "timestamp": 100.0 + at, "context": context}))
+    facts = status.parse_eventlog("1", "\n".join(lines))
+    if "clean" in names and "finish" in names:
+        assert facts.returncode == code
+        assert facts.result == ("COMPLETED" if code == 0 else "FAILED")
+
+
+# -- flux submit, the bulk helper, recent jobs, jobspecs -----------------------------
+
+
+@SETTINGS
+@given(_job_ids, st.text(max_size=30))
+def test_submit_output_round_trips(value: int, noise: str) -> None:
+    try:
+        status.parse_job_id(noise)
+    except status.InvalidJobIdError:
+        noise_is_id = False
+    else:
+        noise_is_id = True
+    stdout = f"{noise}\n{f58(value)}\n"
+    assert command_line.parse_submit_output(stdout) == f58(value)
+    if not noise_is_id:
+        assert command_line.parse_submit_output(f"{value}\n{noise}") == f58(value) or "\n" in noise
+
+
+@SETTINGS
+@given(st.text(max_size=60))
+@example("²")
+def test_submit_output_of_any_text_is_an_id_or_a_value_error(text: str) -> None:
+    try:
+        job_id = command_line.parse_submit_output(text)
+    except ValueError:
+        return
+    assert status.is_job_id(job_id)
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.one_of(
+            _job_ids.map(lambda v: f"OK {v}"),
+            st.text(max_size=15).map(lambda t: "ERR " + t.replace("\n", " ").replace("\r", " ")),
+        ),
+        max_size=6,
+    )
+)
+def test_bulk_output_round_trips(lines: list) -> None:
+    outcomes = command_line.parse_bulk_output("\n".join(lines))
+    assert len(outcomes) == len(lines)
+    for line, (ok, text) in zip(lines, outcomes):
+        assert ok == line.startswith("OK ")
+        if ok:
+            assert text == f58(int(line[3:]))
+
+
+@SETTINGS
+@given(st.text(max_size=60))
+@example("OK ²")
+def test_bulk_output_of_any_text_gives_outcomes_or_a_value_error(text: str) -> None:
+    try:
+        command_line.parse_bulk_output(text)
+    except ValueError:
+        pass
+
+
+@SETTINGS
+@given(st.lists(st.tuples(_job_ids, st.floats(0, 2e9)), max_size=6), st.floats(0, 2e9))
+def test_recent_jobs_round_trip(rows: list, since: float) -> None:
+    text = "\n".join(f"{value} {stamp!r}" for value, stamp in rows)
+    found = command_line.parse_recent_jobs(text, since)
+    assert set(found) == {f58(value) for value, stamp in rows if stamp >= since}
+
+
+@SETTINGS
+@given(st.text(max_size=60))
+@example("² 1.0")
+def test_recent_jobs_of_any_text_give_ids(text: str) -> None:
+    assert all(status.is_job_id(job_id) for job_id in command_line.parse_recent_jobs(text, 0.0))
+
+
+@SETTINGS
+@given(st.one_of(st.text(max_size=40), _json.map(json.dumps)))
+def test_key_of_any_jobspec_text_is_a_key_none_or_a_value_error(text: str) -> None:
+    try:
+        key = command_line.key_of_jobspec(text)
+    except ValueError:
+        return
+    assert key is None or isinstance(key, str)
+
+
+@SETTINGS
+@given(st.one_of(st.text(max_size=40), _json.map(json.dumps)), _job_ids)
+def test_output_path_of_any_jobspec_text_is_a_path_or_none(text: str, value: int) -> None:
+    path = command_line.output_path_from_jobspec(text, str(value))
+    assert path is None or isinstance(path, str)
+
+
+# -- the instance ------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(
+    st.lists(st.integers(0, 999), min_size=1, max_size=3), st.sampled_from(["", "v", "flux-core "])
+)
+def test_version_round_trips(parts: list, prefix: str) -> None:
+    text = ".".join(map(str, parts))
+    assert instance.parse_version(prefix + text + "-12-g3d9c") == instance.parse_version(text)
+    assert str(instance.parse_version(text)).split(".")[: len(parts)] == [str(p) for p in parts]
+
+
+@SETTINGS
+@given(st.text(max_size=40))
+@example("²")
+def test_version_of_any_text_is_a_version_or_a_value_error(text: str) -> None:
+    try:
+        instance.parse_version(text)
+    except ValueError:
+        return
+
+
+@SETTINGS
+@given(st.text(max_size=80))
+def test_queue_list_of_any_text_is_queues_or_a_value_error(text: str) -> None:
+    try:
+        info = instance.parse_queue_list(text)
+    except ValueError:
+        return
+    assert all(isinstance(name, str) for name in info.names)
+
+
+@SETTINGS
+@given(st.one_of(st.text(max_size=40), _json.map(json.dumps)))
+def test_config_json_of_any_text_is_queues_or_a_value_error(text: str) -> None:
+    try:
+        info = instance.parse_config_json(text)
+    except ValueError:
+        return
+    assert info.default is None or isinstance(info.default, str)
+
+
+@SETTINGS
+@given(st.text(max_size=80))
+def test_flux_version_output_of_any_text_is_a_dict(text: str) -> None:
+    assert isinstance(instance.parse_flux_version_output(text), dict)
+
+
+@pytest.mark.parametrize("name", ["0.26", "0.49.0", "latest", "0.88"])
+def test_policy_names(name: str) -> None:
+    assert instance.policy_by_name(name) in instance.POLICIES
