@@ -85,7 +85,10 @@ def _parse_slurm(text: str) -> float:
     if days_match or len(parts) == 3:
         _check_below(minutes, 60, "minutes", text)
     _check_below(seconds, 60, "seconds", text)
-    return float(((days * 24 + hours) * 60 + minutes) * 60 + seconds)
+    total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    if total > 10**15:  # float() of a longer one overflows; no scheduler takes it
+        raise DurationError(f"{text!r} is too long; write UNLIMITED for no limit")
+    return float(total)
 
 
 def _check_below(number: int, limit: int, what: str, text: str) -> None:
@@ -356,6 +359,8 @@ def _validate_mem(value: Any, key: str = "mem") -> str:
         return f"{int(number)}{unit}"
     # Slurm takes whole numbers only: 1.5G is written as 1536M.
     kib = int(number * _MEM_STEP[unit])
+    if kib < 1:  # 0 would be Slurm's "all the node's memory"
+        raise ResourceError(key, f"{value!r} is below 1K, the least Slurm takes")
     for smaller in ("T", "G", "M", "K"):
         if kib % _MEM_STEP[smaller] == 0:
             return f"{kib // _MEM_STEP[smaller]}{smaller}"
