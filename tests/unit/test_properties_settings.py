@@ -158,7 +158,7 @@ def test_any_args_file_is_jobs_or_a_configuration_error(text: str) -> None:
             jobs = _jobs_from(argparse.Namespace(args_file=path, scripts=["run.sh"]))
         except ConfigurationError:
             return
-        assert jobs and all(script == "run.sh" for script, _ in jobs)
+        assert jobs and all(job[0] == "run.sh" for job in jobs)
 
 
 @SETTINGS
