@@ -11,8 +11,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from hpcbridge.engine.driver import SubmitBatch
+from hpcbridge.engine.jobscript import PreparedJob
+from hpcbridge.errors import ResourceError
 from hpcbridge.model import JobState
-from hpcbridge.schedulers.flux import command_line, instance, status
+from hpcbridge.resources import Resources, parse_duration
+from hpcbridge.schedulers.flux import command_line, instance, status, submission
 from hpcbridge.schedulers.flux.jobspec import F58_PREFIX, f58
 
 SETTINGS = settings(max_examples=60, deadline=None)
@@ -193,16 +197,10 @@ def test_eventlog_in_flux_order_settles_like_flux_jobs(names: list, code: int) -
 @SETTINGS
 @given(_job_ids, st.text(max_size=30))
 def test_submit_output_round_trips(value: int, noise: str) -> None:
-    try:
-        status.parse_job_id(noise)
-    except status.InvalidJobIdError:
-        noise_is_id = False
-    else:
-        noise_is_id = True
-    stdout = f"{noise}\n{f58(value)}\n"
-    assert command_line.parse_submit_output(stdout) == f58(value)
-    if not noise_is_id:
-        assert command_line.parse_submit_output(f"{value}\n{noise}") == f58(value) or "\n" in noise
+    """The last line that is a job id is the job's: warnings may come before it."""
+    assert command_line.parse_submit_output(f"{noise}\n{f58(value)}\n") == f58(value)
+    if not any(status.is_job_id(line) for line in noise.splitlines()):
+        assert command_line.parse_submit_output(f"{value}\n{noise}") == f58(value)
 
 
 @SETTINGS
@@ -277,6 +275,52 @@ def test_output_path_of_any_jobspec_text_is_a_path_or_none(text: str, value: int
     assert path is None or isinstance(path, str)
 
 
+# -- resource keys as flux submit's flags, and back --------------------------------------
+
+_names = st.from_regex(r"[A-Za-z0-9_.-]{1,10}", fullmatch=True)
+_flux_requests = st.fixed_dictionaries(
+    {},
+    optional={
+        "time": st.integers(1, 10 * 365 * 86400).map(lambda seconds: f"{seconds}s"),
+        "nodes": st.integers(1, 64),
+        "ntasks": st.integers(1, 512),
+        "cpus_per_task": st.integers(1, 64),
+        "gpus_per_task": st.integers(0, 8),
+        "account": _names,
+        "constraint": _names,
+        "exclusive": st.booleans(),
+    },
+)
+
+
+@SETTINGS
+@given(_flux_requests, st.one_of(st.none(), _names), st.sampled_from(instance.POLICIES))
+def test_resource_keys_reach_flux_as_its_flags(request: dict, queue: object, policy) -> None:  # type: ignore[no-untyped-def]
+    resources = Resources.from_mapping(request)
+    job = PreparedJob("t", "/j", "/j/.hpcbridge/w.sh", "/j/w.exit", ["/j/x.sh"], "train")
+    batch = SubmitBatch(job, 1, resources, (), "/j/flux-{{id}}.out")
+    try:
+        made = submission.translate(batch, queue, policy)  # type: ignore[arg-type]
+    except ResourceError:
+        assert resources.exclusive and not resources.nodes
+        return
+    argv = submission.submit_argv("flux", policy, made)
+    short = {word[:2]: word[2:] for word in argv if word[:2] in ("-n", "-N", "-c", "-g", "-t")}
+    long = dict(word.split("=", 1) for word in argv if word.startswith("--") and "=" in word)
+    assert int(short["-n"]) == resources.slots
+    assert int(short.get("-N", 0)) == (resources.nodes or 0)
+    assert int(short.get("-c", 1)) == (resources.cpus_per_task or 1)
+    assert int(short.get("-g", 0)) == (resources.gpus_per_task or 0)
+    assert ("-t" in short and parse_duration(short["-t"])) == (resources.time or False)
+    assert long.get("--queue") == queue
+    banks = [word.partition("=system.bank=")[2] for word in argv if "=system.bank=" in word]
+    assert banks == ([resources.account] if resources.account else [])
+    assert long.get("--requires") == (resources.constraint if policy.constraints else None)
+    exclusive = bool(resources.exclusive and policy.exclusive)
+    assert ("--exclusive" in argv) == exclusive
+    assert argv[-1] == "/j/.hpcbridge/w.sh"
+
+
 # -- the instance ------------------------------------------------------------------------
 
 
@@ -329,3 +373,64 @@ def test_flux_version_output_of_any_text_is_a_dict(text: str) -> None:
 @pytest.mark.parametrize("name", ["0.26", "0.49.0", "latest", "0.88"])
 def test_policy_names(name: str) -> None:
     assert instance.policy_by_name(name) in instance.POLICIES
+
+
+# -- R documents, flux-accounting, messages ------------------------------------------------
+
+_idsets = st.lists(st.tuples(st.integers(0, 50), st.integers(0, 5)), min_size=1, max_size=3)
+
+
+def _idset(ranges: list) -> str:
+    return ",".join(f"{low}-{low + more}" if more else f"{low}" for low, more in ranges)
+
+
+@SETTINGS
+@given(st.lists(st.tuples(_idsets, _idsets), max_size=3), st.floats(0, 2e9))
+def test_r_documents_round_trip(entries: list, expiration: float) -> None:
+    r_lite = [
+        {"rank": _idset(ranks), "children": {"core": _idset(cores)}} for ranks, cores in entries
+    ]
+    text = json.dumps({"version": 1, "execution": {"R_lite": r_lite, "expiration": expiration}})
+    size = lambda ranges: sum(more + 1 for _, more in ranges)  # noqa: E731
+    assert command_line.parse_cores(text) == sum(size(r) * size(c) for r, c in entries)
+    assert command_line.parse_expiration(text) == (expiration or None)
+
+
+@SETTINGS
+@given(
+    st.one_of(
+        st.text(max_size=40),
+        _json.map(json.dumps),
+        _job_documents.map(lambda d: json.dumps({"execution": d})),
+    )
+)
+@example('{"execution": {"R_lite": [{"rank": "a-b"}]}}')
+@example('{"execution": {"R_lite": [1]}}')
+@example('{"execution": {"expiration": "x"}}')
+@example("[1]")
+def test_any_r_document_is_a_value_or_a_value_error(text: str) -> None:
+    for parse in (command_line.parse_cores, command_line.parse_expiration):
+        try:
+            parse(text)
+        except ValueError:
+            pass
+
+
+@SETTINGS
+@given(st.one_of(st.text(max_size=60), _json.map(json.dumps)))
+@example('[{"active": 1}]')
+@example("[1]")
+def test_any_account_output_is_banks_or_an_error_the_caller_reads(text: str) -> None:
+    try:
+        banks = command_line.parse_account_user(text)
+    except (ValueError, KeyError, TypeError):  # commands.associations: "cannot be read"
+        return
+    assert all(isinstance(bank.bank, str) for bank in banks)
+
+
+@SETTINGS
+@given(st.text(max_size=80))
+def test_any_flux_output_gives_a_message_and_a_uri_or_none(text: str) -> None:
+    assert isinstance(command_line.scheduler_message(text), str)
+    uri = command_line.parse_uri_output(text)
+    assert uri is None or uri.strip() == uri
