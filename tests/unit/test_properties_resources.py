@@ -6,12 +6,14 @@ it.  ``begin`` has its own tests (test_resources.py)."""
 from __future__ import annotations
 
 import math
+import shlex
 from datetime import timedelta
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from hpcbridge.errors import ResourceError
+from hpcbridge.config import name_values
+from hpcbridge.errors import ConfigurationError, ResourceError
 from hpcbridge.native_options import NONE, OPTIONAL, REQUIRED, check_options, option_names
 from hpcbridge.resources import (
     RESOURCE_KEYS,
@@ -254,3 +256,42 @@ def test_any_options_are_names_or_a_resource_error(options: list, with_help: boo
     assert all(name.startswith("-") for name in names)
     if known is not None:
         assert all(name in known for name in names)
+
+
+@SETTINGS
+@given(
+    st.lists(st.text(st.sampled_from(list(" -=[]AaZz09,_")), max_size=20), max_size=6).map(
+        "\n".join
+    )
+)
+def test_any_help_text_gives_option_names(text: str) -> None:
+    names = option_names(text)
+    assert all(
+        name.startswith("-") and kind in (REQUIRED, OPTIONAL, NONE) for name, kind in names.items()
+    )
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.tuples(
+            st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,6}", fullmatch=True), st.text(max_size=8)
+        ),
+        max_size=4,
+    )
+)
+def test_name_values_round_trip(pairs: list) -> None:
+    words = [f"{name}={value}" for name, value in pairs]
+    assert name_values(words, "--env") == dict(pairs)
+    assert name_values(shlex.split(shlex.join(words)), "--env") == dict(pairs)
+
+
+@SETTINGS
+@given(st.lists(st.text(max_size=8), max_size=4))
+@example(["²=1"])
+def test_any_words_are_name_values_or_a_configuration_error(words: list) -> None:
+    try:
+        found = name_values(words, "--env")
+    except ConfigurationError:
+        return
+    assert all(name.isidentifier() for name in found)

@@ -9,6 +9,7 @@ from datetime import timezone
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from hpcbridge.errors import JobSubmissionError
 from hpcbridge.model import JobState, JobStatus
 from hpcbridge.schedulers.slurm import commands, status
 
@@ -233,3 +234,63 @@ def test_version_round_trips(parts: list) -> None:
 def test_version_of_any_text_is_numbers_or_none(text: str) -> None:
     version = commands.parse_version(text)
     assert version is None or all(isinstance(part, int) for part in version)
+
+
+@SETTINGS
+@given(st.integers(-1, 255), _ANY_OUTPUT, _ANY_OUTPUT)
+@example(0, "", "")
+@example(1, "", "sbatch: error: Socket timed out on send/recv operation")
+@example(1, "", "sbatch: error: Batch job submission failed: MaxSubmitJobsPerUser")
+def test_any_sbatch_answer_is_an_id_or_a_submission_error(
+    code: int, stdout: str, stderr: str
+) -> None:
+    argv = ["sbatch", "w.sh"]
+    try:
+        job_id = commands.parse_sbatch_output(argv, code, stdout, stderr, "here")
+    except commands.NeverReached as exc:
+        assert isinstance(exc.error, JobSubmissionError) and code != 0
+        return
+    except JobSubmissionError as exc:
+        assert exc.argv == argv
+        return
+    assert code == 0 and status.job_id_of(job_id) == job_id
+
+
+_patterns = st.text(st.sampled_from(list("%jAaxN/._-")), max_size=12)
+
+
+@SETTINGS
+@given(_patterns, _ids, st.integers(0, 1000), _patterns.filter(lambda n: "%" not in n))
+def test_output_patterns_expand_as_sbatch_does(
+    pattern: str, base: int, task: int, name: str
+) -> None:
+    """Each %j %A %a %x %% is replaced once, from left to right; a task's %j is %A_%a."""
+    expanded = commands.output_for_task(
+        commands.array_output(pattern), f"{base}_{task}", str(base), str(task), name
+    )
+    by_hand, at = "", 0
+    while at < len(pattern):
+        two = pattern[at : at + 2]
+        value = {"%j": f"{base}_{task}", "%A": str(base), "%a": str(task), "%x": name, "%%": "%"}
+        if two in value:
+            by_hand, at = by_hand + value[two], at + 2
+        else:
+            by_hand, at = by_hand + pattern[at], at + 1
+    assert expanded == by_hand
+
+
+@SETTINGS
+@given(_ANY_OUTPUT)
+def test_any_slurm_message_is_classified(text: str) -> None:
+    message = commands.scheduler_message(text)
+    for judge in (
+        commands.transient,
+        commands.never_reached,
+        commands.submission_uncertain,
+        commands.arrays_refused,
+        commands.is_invalid_job_id,
+        commands.job_already_ended,
+        commands.accounting_disabled,
+    ):
+        assert judge(message) in (True, False)
+    assert issubclass(commands.refusal_error(message), JobSubmissionError)
