@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from hpcbridge.engine.driver import SubmitBatch
 from hpcbridge.engine.jobscript import PreparedJob
-from hpcbridge.errors import ResourceError
+from hpcbridge.errors import ConfigurationError, ResourceError
 from hpcbridge.model import JobState
 from hpcbridge.resources import Resources, parse_duration
-from hpcbridge.schedulers.flux import command_line, instance, status, submission
+from hpcbridge.schedulers.flux import command_line, instance, jobspec, native, status, submission
 from hpcbridge.schedulers.flux.jobspec import F58_PREFIX, f58
 
 SETTINGS = settings(max_examples=60, deadline=None)
@@ -434,3 +434,86 @@ def test_any_flux_output_gives_a_message_and_a_uri_or_none(text: str) -> None:
     assert isinstance(command_line.scheduler_message(text), str)
     uri = command_line.parse_uri_output(text)
     assert uri is None or uri.strip() == uri
+
+
+# -- native options: what a dry run's jobspec shows, and the policy a name picks ------------
+
+_BARE = {
+    "resources": [{"type": "slot", "count": 1}],
+    "tasks": [{"command": ["true"]}],
+    "attributes": {"system": {"duration": 0, "cwd": "/j", "environment": {}}},
+    "version": 1,
+}
+_leaf_paths = st.lists(
+    st.tuples(
+        st.sampled_from(["system", "user"]),
+        st.from_regex(r"[a-z]{1,5}(\.[a-z]{1,5}){0,2}", fullmatch=True),
+    ),
+    min_size=1,
+    max_size=4,
+    unique_by=lambda pair: pair[1].split(".")[0],
+)
+_leaf_values = st.one_of(
+    st.integers(-5, 5), st.text(max_size=5), st.booleans(), st.lists(st.integers(0, 3), max_size=2)
+)
+
+
+@SETTINGS
+@given(_leaf_paths, st.data())
+def test_native_attributes_round_trip_through_a_jobspec(paths: list, data) -> None:  # type: ignore[no-untyped-def]
+    given_spec = json.loads(json.dumps(_BARE))
+    expected = {}
+    for top, path in paths:
+        words = [top, *("hpcb" + word for word in path.split("."))]
+        value = data.draw(_leaf_values)
+        node = given_spec["attributes"]
+        for word in words[:-1]:
+            node = node.setdefault(word, {})
+        node[words[-1]] = value
+        expected[".".join(words)] = value
+    changed = native.option_attributes("--setattr=x", json.dumps(_BARE), json.dumps(given_spec))
+    assert dict(changed) == expected
+
+
+@SETTINGS
+@given(_json, _json)
+@example({"attributes": {"system": {"queue": "q"}}}, {"attributes": {"system": {"queue": "r"}}})
+@example({}, {"attributes": {"user": 1}})
+@example({}, {"attributes": [1]})
+@example([], {})
+def test_any_dry_run_jobspecs_give_attributes_or_a_resource_error(bare, given_spec) -> None:  # type: ignore[no-untyped-def]
+    try:
+        native.option_attributes("--x", json.dumps(bare), json.dumps(given_spec))
+    except ResourceError:
+        pass
+
+
+@SETTINGS
+@given(st.text(max_size=12))
+@example("0.9")
+@example("²")
+def test_any_adapter_version_name_is_a_policy_or_a_configuration_error(name: str) -> None:
+    try:
+        policy = instance.policy_by_name(name)
+    except ConfigurationError:
+        return
+    assert policy in instance.POLICIES
+
+
+@SETTINGS
+@given(st.text(max_size=20))
+def test_any_constraint_text_is_a_constraint_or_a_value_error(text: str) -> None:
+    try:
+        jobspec.parse_constraint(text)
+    except ValueError:
+        pass
+
+
+@SETTINGS
+@given(st.text(max_size=30))
+@example("flux-batch: warning: something\n{}")
+def test_any_dry_run_output_gives_attributes_or_a_resource_error(text: str) -> None:
+    try:
+        native.option_attributes("--x", json.dumps(_BARE), text)
+    except ResourceError:
+        pass
