@@ -4,7 +4,8 @@ text gives a parsed value (or the documented ValueError), never another exceptio
 
 from __future__ import annotations
 
-from datetime import timezone
+import shlex
+from datetime import datetime, timezone
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -294,3 +295,29 @@ def test_any_slurm_message_is_classified(text: str) -> None:
     ):
         assert judge(message) in (True, False)
     assert issubclass(commands.refusal_error(message), JobSubmissionError)
+
+
+@SETTINGS
+@given(
+    st.datetimes(min_value=datetime(1971, 1, 2), max_value=datetime(2200, 1, 1)).map(
+        lambda d: d.replace(microsecond=0)
+    )
+)
+def test_slurm_times_round_trip(moment: datetime) -> None:
+    """Slurm prints zoneless local times (``2026-12-05T10:00:00``): read in the zone given."""
+    assert status.parse_time(moment.isoformat(), timezone.utc) == moment.replace(
+        tzinfo=timezone.utc
+    )
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.text(
+            st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=8
+        ),
+        max_size=5,
+    )
+)
+def test_described_argv_round_trips_through_a_shell_split(argv: list) -> None:
+    assert shlex.split(commands.describe_argv(argv)) == argv
