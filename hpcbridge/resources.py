@@ -360,7 +360,7 @@ def _validate_mem(value: Any, key: str = "mem") -> str:
     # Slurm takes whole numbers only: 1.5G is written as 1536M.
     kib = int(number * _MEM_STEP[unit])
     if kib < 1:  # 0 would be Slurm's "all the node's memory"
-        raise ResourceError(key, f"{value!r} is below 1K, the least Slurm takes")
+        raise ResourceError(key, f"{value!r} is below 1K, the least Slurm takes: give 1K or more")
     for smaller in ("T", "G", "M", "K"):
         if kib % _MEM_STEP[smaller] == 0:
             return f"{kib // _MEM_STEP[smaller]}{smaller}"

@@ -118,7 +118,9 @@ def _jobspec(option: str, text: str) -> Dict[str, Any]:
     except ValueError:
         spec = None
     if not isinstance(spec, dict):
-        raise ResourceError("native", f"flux: {option!r}: its dry run printed no jobspec")
+        raise ResourceError(
+            "native", f"flux: {option!r}: its dry run printed no jobspec; check it with --dry-run"
+        )
     return spec
 
 
