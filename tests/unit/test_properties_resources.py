@@ -37,6 +37,9 @@ _DURATION_CHARS = st.sampled_from(list("0123456789.:-smhdSMHD unlimitedINF²٣+e
 @given(st.text(_DURATION_CHARS, max_size=14) | st.text(max_size=10))
 @example("9" * 400 + ":0")
 @example("9" * 400 + "-0")
+@example("9" * 400 + "s")
+@example("1e400s")
+@example("1e14d")
 def test_any_duration_text_is_seconds_or_a_duration_error(text: str) -> None:
     try:
         seconds = parse_duration(text)
@@ -82,6 +85,7 @@ _keys = st.sampled_from([key for key in RESOURCE_KEYS if key != "begin"])
 @SETTINGS
 @given(st.dictionaries(_keys, _any_value, max_size=4))
 @example({"mem": "0.0001K"})
+@example({"time": timedelta(microseconds=1)})
 @example({"mem_per_cpu": "0.5K"})
 @example({"time": "9" * 400 + ":0"})
 def test_any_request_is_resources_or_a_resource_error(request: dict) -> None:
