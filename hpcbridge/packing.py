@@ -159,7 +159,7 @@ def _bad(message: str) -> ResourceError:
 
 def _positive(given: Dict[str, str], key: str) -> int:
     text = given.get(key, "1")
-    if not text.isdigit() or int(text) < 1:
+    if not text.isdecimal() or int(text) < 1:  # isdigit takes "²", which int refuses
         raise _bad(f"{key}={text}: a whole number, 1 or more")
     return int(text)
 

@@ -21,7 +21,8 @@ UNLIMITED = math.inf
 _UNLIMITED_WORDS = {"unlimited", "infinite", "inf", "infinity"}
 
 # Flux Standard Duration, a unit required: "90" is read the Slurm way (minutes).
-_FSD = re.compile(r"^(?P<number>\d+(?:\.\d*)?|\.\d+)(?P<unit>ms|s|m|h|d)$")
+# An exponent as strtod reads it (Flux's FSD does): 1e-06s, as_request writes tiny times so.
+_FSD = re.compile(r"^(?P<number>(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)(?P<unit>ms|s|m|h|d)$")
 _FSD_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 # Slurm --time forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S.
@@ -65,7 +66,10 @@ def parse_duration(value: object) -> float:
 def _parse_fsd(text: str) -> float:
     match = _FSD.match(text)
     assert match is not None
-    return float(match.group("number")) * _FSD_UNITS[match.group("unit")]
+    seconds = float(match.group("number")) * _FSD_UNITS[match.group("unit")]
+    if seconds > _LONGEST:
+        raise DurationError(f"{text!r} is too long; write UNLIMITED for no limit")
+    return seconds
 
 
 def _parse_slurm(text: str) -> float:
@@ -85,7 +89,14 @@ def _parse_slurm(text: str) -> float:
     if days_match or len(parts) == 3:
         _check_below(minutes, 60, "minutes", text)
     _check_below(seconds, 60, "seconds", text)
-    return float(((days * 24 + hours) * 60 + minutes) * 60 + seconds)
+    total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    if total > _LONGEST:  # float() of a far longer one overflows
+        raise DurationError(f"{text!r} is too long; write UNLIMITED for no limit")
+    return float(total)
+
+
+#: the longest duration read (31 million years): no scheduler takes more
+_LONGEST = 10**15
 
 
 def _check_below(number: int, limit: int, what: str, text: str) -> None:
@@ -356,6 +367,8 @@ def _validate_mem(value: Any, key: str = "mem") -> str:
         return f"{int(number)}{unit}"
     # Slurm takes whole numbers only: 1.5G is written as 1536M.
     kib = int(number * _MEM_STEP[unit])
+    if kib < 1:  # 0 would be Slurm's "all the node's memory"
+        raise ResourceError(key, f"{value!r} is below 1K, the least Slurm takes: give 1K or more")
     for smaller in ("T", "G", "M", "K"):
         if kib % _MEM_STEP[smaller] == 0:
             return f"{kib // _MEM_STEP[smaller]}{smaller}"

@@ -83,9 +83,10 @@ def read_site_settings(env: Mapping[str, str]) -> Tuple[Optional[Path], Dict[str
                 f"{SITE_CONFIG_VARIABLE} to read {SITE_CONFIG})"
             ) from None
         return None, {}
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:  # not UTF-8: the same "cannot read"
+        why = getattr(exc, "strerror", None) or exc
         raise ConfigurationError(
-            f"cannot read the site settings {path}: {exc.strerror or exc} (the site's admins "
+            f"cannot read the site settings {path}: {why} (the site's admins "
             "own it: ask them to make it readable to every user)"
         ) from None
     return path, parse_site_settings(text, str(path))

@@ -99,8 +99,9 @@ def _jobs_from(args: argparse.Namespace) -> List[Union[str, Tuple[str, List[str]
                 for number, line in enumerate(handle, start=1)
                 if line.strip() and not line.lstrip().startswith("#")
             ]
-    except OSError as exc:
-        why = "no such file" if isinstance(exc, FileNotFoundError) else exc.strerror or str(exc)
+    except (OSError, UnicodeDecodeError) as exc:  # UnicodeDecodeError: not UTF-8 text
+        missing = isinstance(exc, FileNotFoundError)
+        why = "no such file" if missing else getattr(exc, "strerror", None) or str(exc)
         raise ConfigurationError(
             f"--args-file {path}: {why} (give a file with one job per line: the line's words "
             "are the arguments of SCRIPT)"

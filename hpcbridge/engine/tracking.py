@@ -301,9 +301,11 @@ def read_exit_file(text: str) -> ExitRecord:
         return ExitRecord(None)
     if len(words) > 1 and words[1].startswith("+"):
         try:
-            return ExitRecord(code, ran=float(words[1][1:]))
+            ran = float(words[1][1:])
         except ValueError:
             return ExitRecord(code)
+        # inf, nan, centuries: no time the wrapper writes (timedelta would raise)
+        return ExitRecord(code, ran=ran if -1e10 < ran < 1e10 else None)
     return ExitRecord(code, _epoch(words, 1), _epoch(words, 2))
 
 

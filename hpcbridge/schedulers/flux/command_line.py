@@ -284,7 +284,10 @@ def _limit(value: Any) -> Optional[int]:
 def parse_expiration(resource_r: str) -> Optional[float]:
     """``execution.expiration`` of an R document; ``None`` when unlimited (0)."""
     data = json.loads(resource_r)
-    expiration = float(((data or {}).get("execution") or {}).get("expiration") or 0.0)
+    try:
+        expiration = float(((data or {}).get("execution") or {}).get("expiration") or 0.0)
+    except (AttributeError, TypeError) as exc:  # JSON of another shape
+        raise ValueError(f"not an R document: {exc}") from None
     return expiration if expiration > 0 else None
 
 
@@ -292,12 +295,15 @@ def parse_cores(resource_r: str) -> int:
     """How many cores an R document holds: each ``execution.R_lite`` entry's ranks times
     its cores (``{"rank": "0-1", "children": {"core": "0-7"}}`` is 16)."""
     data = json.loads(resource_r)
-    entries = ((data or {}).get("execution") or {}).get("R_lite") or []
-    return sum(
-        _idset_size(str(entry.get("rank", "")))
-        * _idset_size(str((entry.get("children") or {}).get("core", "")))
-        for entry in entries
-    )
+    try:
+        entries = ((data or {}).get("execution") or {}).get("R_lite") or []
+        return sum(
+            _idset_size(str(entry.get("rank", "")))
+            * _idset_size(str((entry.get("children") or {}).get("core", "")))
+            for entry in entries
+        )
+    except (AttributeError, TypeError) as exc:  # JSON of another shape
+        raise ValueError(f"not an R document: {exc}") from None
 
 
 def _idset_size(text: str) -> int:

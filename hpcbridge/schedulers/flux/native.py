@@ -77,7 +77,7 @@ def dry_run_argv(
 
 def option_attributes(option: str, bare: str, given: str) -> Attributes:
     """What ``option`` changed from the bare jobspec; ``ResourceError`` for what cannot pass."""
-    before, after = json.loads(bare), json.loads(given)
+    before, after = _jobspec(option, bare), _jobspec(option, given)
     for part in sorted(set(before) | set(after)):
         if part != "attributes" and before.get(part) != after.get(part):
             raise ResourceError(
@@ -111,8 +111,23 @@ def option_attributes(option: str, bare: str, given: str) -> Attributes:
 _MISSING = object()
 
 
+def _jobspec(option: str, text: str) -> Dict[str, Any]:
+    """A dry run's jobspec; ``ResourceError`` when it printed none (not a JSON object)."""
+    try:
+        spec = json.loads(text)
+    except ValueError:
+        spec = None
+    if not isinstance(spec, dict):
+        raise ResourceError(
+            "native", f"flux: {option!r}: its dry run printed no jobspec; check it with --dry-run"
+        )
+    return spec
+
+
 def _leaves(value: Mapping[str, Any], path: str = "") -> Dict[str, Any]:
     """``{"a.b": 1}`` of ``{"a": {"b": 1}}``; an empty object is a leaf of its own."""
+    if not isinstance(value, dict):  # attributes that are no object: one leaf
+        return {path: value}
     leaves: Dict[str, Any] = {}
     for key, item in value.items():
         here = f"{path}.{key}" if path else str(key)

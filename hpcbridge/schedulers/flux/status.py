@@ -6,6 +6,7 @@ commands in decimal.  Pure.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -51,7 +52,7 @@ def number(value: Any) -> Optional[float]:
 
 def integer(value: Any) -> Optional[int]:
     found = number(value)
-    return None if found is None else int(found)
+    return None if found is None or not math.isfinite(found) else int(found)  # "inf", 1e400
 
 
 def facts_from_jobinfo(info: Any) -> JobFacts:
@@ -137,7 +138,10 @@ def exit_code_from(returncode: Optional[int], waitstatus: Optional[int]) -> Opti
 def _when(stamp: Optional[float]) -> Optional[datetime]:
     if not stamp:
         return None
-    return datetime.fromtimestamp(stamp, tz=timezone.utc)
+    try:
+        return datetime.fromtimestamp(stamp, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):  # inf, year 0: no time Flux writes
+        return None
 
 
 #: the exception Flux raises on a job whose ``afterok`` parent did not complete
@@ -227,6 +231,8 @@ JOBS_FORMAT = "|".join("{" + name + "}" for name in JOBS_FORMAT_FIELDS)
 
 def facts_from_json(job: Mapping[str, Any]) -> JobFacts:
     exception = job.get("exception") or {}
+    exception = exception if isinstance(exception, Mapping) else {}  # not Flux's shape: none
+    dependencies = job.get("dependencies") or []
     occurred = bool(exception.get("occurred", bool(exception.get("type"))))
     annotations = job.get("annotations") or {}
     sched = annotations.get("sched") if isinstance(annotations, Mapping) else None
@@ -244,7 +250,7 @@ def facts_from_json(job: Mapping[str, Any]) -> JobFacts:
         t_inactive=number(job.get("t_inactive")),
         exception_type=str(exception.get("type") or "") if occurred else "",
         exception_note=str(exception.get("note") or "") if occurred else "",
-        dependencies=[str(dep) for dep in job.get("dependencies") or []],
+        dependencies=[str(dep) for dep in dependencies] if isinstance(dependencies, list) else [],
         reason_pending=str(sched.get("reason_pending") or ""),
         expiration=number(job.get("expiration")),
         uri=str(job.get("uri") or ""),
@@ -264,7 +270,8 @@ def parse_jobs_json(stdout: str) -> List[JobFacts]:
         documents = [json.loads(line) for line in text.splitlines() if line.strip()]
     for document in documents:
         if isinstance(document, Mapping) and "jobs" in document and "id" not in document:
-            jobs.extend(facts_from_json(job) for job in document["jobs"])
+            listed = document["jobs"] if isinstance(document["jobs"], list) else []
+            jobs.extend(facts_from_json(job) for job in listed if isinstance(job, Mapping))
         elif isinstance(document, Mapping):
             jobs.append(facts_from_json(document))
     return jobs
@@ -354,7 +361,7 @@ def parse_job_id(job_id: Any) -> int:
     text = str(job_id).strip()
     if not text:
         raise InvalidJobIdError("empty job id")
-    if text.isdigit():
+    if text.isascii() and text.isdigit():  # "²" is a digit to isdigit, not to int
         value = int(text)
         if value > _MAX_ID:
             raise InvalidJobIdError(f"job id {text} is out of range")
@@ -421,7 +428,7 @@ def apply_event(facts: JobFacts, name: str, stamp: Optional[float], context: Any
         facts.state = "RUN"
     elif name == "exception":
         # Severity 0 is fatal: the first one is the job's end.
-        if int(context.get("severity", 0)) == 0 and not facts.exception_type:
+        if (integer(context.get("severity")) or 0) == 0 and not facts.exception_type:
             facts.exception_type = str(context.get("type", ""))
             facts.exception_note = str(context.get("note", ""))
             facts.state = "CLEANUP" if facts.state == "RUN" else facts.state
@@ -443,6 +450,7 @@ def parse_eventlog(job_id: str, text: str) -> JobFacts:
             continue  # empty or garbled lines
         if isinstance(event, dict):
             context = event.get("context") or {}
+            context = context if isinstance(context, dict) else {}  # not Flux's shape: none
             apply_event(facts, str(event.get("name")), number(event.get("timestamp")), context)
     return settle(facts)
 

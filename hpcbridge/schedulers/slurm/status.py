@@ -168,7 +168,7 @@ def parse_wait_status(text: str) -> Optional[int]:
     text = text.strip()
     if ":" in text:
         return parse_exit_code(text)
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):  # "²" is a digit to isdigit, not to int
         return None
     signal = int(text) & 0x7F
     return 128 + signal if signal else (int(text) >> 8) & 0xFF

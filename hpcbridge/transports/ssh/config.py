@@ -124,7 +124,12 @@ def split_jumps(value: Optional[str]) -> List[str]:
 def _paths(value: Union[None, str, Sequence[str]]) -> Tuple[str, ...]:
     if not value:
         return ()
-    items = shlex.split(value) if isinstance(value, str) else list(value)
+    try:
+        items = shlex.split(value) if isinstance(value, str) else list(value)
+    except ValueError as exc:  # an unclosed quote
+        raise ConfigurationError(
+            f"ssh config: paths {value!r}: {exc}; correct the quotes"
+        ) from None
     return tuple(os.path.expanduser(item) for item in items if item and item != "none")
 
 
