@@ -166,6 +166,8 @@ class HpcbridgeClient:
         self.snapshot = self.folder / "snapshot.db"
         self.copies = itertools.count()
         self.source = adapter.store.path
+        #: the clients of earlier samples, closed before the next one is made (untimed)
+        self.clients: List[Any] = []
 
     def take_snapshot(self) -> None:
         self.snapshot.unlink(missing_ok=True)
@@ -176,6 +178,8 @@ class HpcbridgeClient:
         from hpcbridge import RealSlurmAdapter
         from hpcbridge.store.jobs import JobStore
 
+        while self.clients:
+            self.clients.pop().close()
         copy = self.folder / f"copy-{next(self.copies)}.db"
         with sqlite3.connect(str(self.snapshot)) as src, sqlite3.connect(str(copy)) as dst:
             src.backup(dst)
@@ -185,6 +189,7 @@ class HpcbridgeClient:
             store=JobStore(copy),
             driver="cli",
         )
+        self.clients.append(adapter)
 
         def refresh() -> int:
             statuses = adapter.get_job_statuses(ids)
