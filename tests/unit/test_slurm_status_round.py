@@ -3,10 +3,12 @@ their rows, and never raise on what a scheduler (or a broken pipe) may print."""
 
 from __future__ import annotations
 
+import shlex
 from datetime import timezone
 from pathlib import Path
 from typing import Dict, List
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -25,6 +27,77 @@ def recorded(name: str) -> str:
 def full(found: Dict[str, JobStatus]) -> Dict[str, tuple]:
     """What a status says, ``extra`` included (equality leaves it out)."""
     return {job_id: (answer, answer.extra) for job_id, answer in found.items()}
+
+
+# -- recorded rounds ----------------------------------------------------------------------
+
+#: squeue_argv's own --Format (recorded: one line of tests/data/slurm/squeue_completing.txt)
+#: and sacct_argv's own --format
+DRIVER_RECORDINGS = [
+    ("squeue_completing", status.parse_squeue),
+    ("status_round/squeue_pending", status.parse_squeue),
+    ("status_round/squeue_array", status.parse_squeue),
+    ("status_round/sacct_cancelled", status.parse_sacct),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "argv"),
+    [
+        ("status_round/squeue_pending", status.squeue_argv),
+        ("status_round/squeue_array", status.squeue_argv),
+        ("status_round/sacct_cancelled", status.sacct_argv),
+    ],
+)
+def test_the_recorded_commands_are_the_drivers(name, argv) -> None:
+    words = shlex.split((DATA / f"{name}.cmd").read_text())
+    jobs = next(word for word in words if word.startswith("--jobs="))
+    assert words == argv(jobs.split("=", 1)[1].split(","))
+
+
+@pytest.mark.parametrize(("name", "parse"), DRIVER_RECORDINGS)
+def test_asking_for_some_ids_answers_those_as_the_whole_output_does(name, parse) -> None:
+    text = recorded(name)
+    every = parse(text)
+    assert every, f"{name}: the recording answers for no job"
+    ids = sorted(every)
+    some = ids[::2] + ["999999"]  # and one the output does not name
+    found = parse(text, wanted=some)
+    assert set(found) == set(ids[::2])
+    assert full(found) == {job_id: full(every)[job_id] for job_id in found}
+
+
+def test_a_recorded_round_of_many_pending_jobs() -> None:
+    text = recorded("status_round/squeue_pending")
+    found = status.parse_squeue(text)
+    assert len(found) == len(text.splitlines()) >= 100
+    for job_id, answer in found.items():
+        assert answer.job_id == job_id and answer.state is JobState.PENDING
+        assert answer.start_time is None and answer.end_time is None  # a forecast is no start
+        assert answer.exit_code is None and answer.reason == "Dependency"
+        assert answer.extra["raw_id"] == job_id
+
+
+def test_a_recorded_pending_array_answers_for_each_task_asked() -> None:
+    text = recorded("status_round/squeue_array")
+    tasks = [line.split("|", 1)[0] for line in text.splitlines()]
+    assert len(tasks) == 8 and all("_" in task for task in tasks)  # --array: a row per task
+    array = tasks[0].split("_", 1)[0]
+    found = status.parse_squeue(text, wanted=[*tasks[-2:], array])
+    assert list(found) == tasks[-2:]  # the array's own id is no task
+    assert all(answer.state is JobState.PENDING for answer in found.values())
+
+
+def test_a_recorded_round_of_jobs_cancelled_while_pending() -> None:
+    text = recorded("status_round/sacct_cancelled")
+    ids = [line.split("|", 1)[0] for line in text.splitlines()]
+    found = status.parse_sacct(text, wanted=ids)
+    assert list(found) == ids
+    for answer in found.values():
+        assert answer.state is JobState.CANCELLED and answer.native_state.startswith("CANCELLED")
+        assert answer.exit_code is None and answer.start_time is None  # it never ran
+        assert answer.end_time is not None
+        assert answer.reason == "cancelled while pending (Dependency)"
 
 
 # -- rows and ids ---------------------------------------------------------------------------
