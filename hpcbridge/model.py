@@ -26,11 +26,13 @@ class JobState(str, enum.Enum):
     @property
     def rank(self) -> int:
         """PENDING < RUNNING < any terminal state; UNKNOWN: -1."""
-        return {"UNKNOWN": -1, "PENDING": 0, "RUNNING": 1}.get(self.value, 2)
+        return _RANKS.get(self, 2)
 
     def __str__(self) -> str:  # "COMPLETED", not "JobState.COMPLETED"
         return self.value
 
+
+_RANKS = {JobState.UNKNOWN: -1, JobState.PENDING: 0, JobState.RUNNING: 1}
 
 #: the reason of a job cancelled before it ran, on every scheduler
 CANCELLED_WHILE_PENDING = "cancelled while pending"

@@ -34,7 +34,7 @@ CLI = "hpcbridge plain jobs (CLI)"
 PSIJ = "PSI/J FluxJobExecutor"
 KINDS = {RAW: "raw", WRAPPED: "raw", NATIVE: "hpcbridge", CLI: "hpcbridge", PSIJ: "peer"}
 #: the issue's targets, as a fraction of the raw speed at every N
-TARGETS = {NATIVE: 0.9, CLI: 0.6}
+TARGETS = {NATIVE: 0.9, CLI: 0.85}  # issue 45's (CLI was 0.6)
 #: runs of each contender at each N: the machine's noise is 10-20 % run to run, and
 #: hpcbridge and PSI/J are a few per cent apart - three rounds could not tell them apart
 ROUNDS = 5

@@ -371,6 +371,9 @@ class SchedulerAdapter(ABC):
         if self._session is not None:
             self._session.driver.close()
         self.executor.close()
+        # Now, not whenever the collector frees it: closing the last connection
+        # checkpoints the store's write-ahead log (a disk sync).
+        self.store.close()
 
     def __enter__(self) -> SchedulerAdapter:
         return self

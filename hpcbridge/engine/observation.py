@@ -4,7 +4,7 @@ whether the scheduler could be asked; callers outside get the ``JobStatus`` alon
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Dict, Mapping, Optional
 
 from ..model import JobState, JobStatus
@@ -45,7 +45,11 @@ class Observation:
         return self.reach is not Reach.ANSWERED
 
     def with_status(self, status: JobStatus) -> Observation:
-        return replace(self, status=status)
+        return Observation(status, self.source, self.answered_at, self.reach)
+
+    def stamped(self, answered_at: float) -> Observation:
+        """The same, given by the scheduler at ``answered_at``."""
+        return Observation(self.status, self.source, answered_at, self.reach)
 
 
 def out_of_reach(job_id: str, reason: str, lasting: bool = False) -> Observation:

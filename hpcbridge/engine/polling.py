@@ -17,7 +17,6 @@ import socket
 import threading
 import time
 import uuid
-from dataclasses import replace
 from datetime import datetime
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -88,10 +87,16 @@ def alive(owner: str) -> bool:
 
 def encode(seen: Observation) -> str:
     """An answer as JSON: the status (the JSON-able part of ``extra``), time and reach."""
-    plain = (str, int, float, bool)
-    extra = {key: v for key, v in seen.status.extra.items() if isinstance(v, plain)}
-    data = {**seen.status.to_json(), "extra": extra, "answered_at": seen.answered_at}
-    return json.dumps({**data, "reach": seen.reach.value})
+    status = seen.status
+    data = status.to_json()
+    data["extra"] = {key: v for key, v in status.extra.items() if isinstance(v, _PLAIN)}
+    data["answered_at"] = seen.answered_at
+    data["reach"] = seen.reach.value
+    return json.dumps(data)
+
+
+#: the values of ``extra`` an answer keeps
+_PLAIN = (str, int, float, bool)
 
 
 def decode(text: str) -> Observation:
@@ -388,7 +393,7 @@ class Poller:
         at = time.time()
         stamped = {}
         for job_id, seen in answers.items():
-            stamped[job_id] = replace(seen, answered_at=at)
+            stamped[job_id] = seen.stamped(at)
             self._latest[job_id] = stamped[job_id]
             self._latest_at[job_id] = at
         if self._duration * SLOW_FACTOR > self.chosen(chosen):

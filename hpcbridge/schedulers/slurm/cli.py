@@ -343,10 +343,7 @@ class SlurmCliDriver:
         if to_ask:
             result = self._ask(status.squeue_argv(to_ask))
             if result.ok:
-                in_queue = status.parse_squeue(result.stdout)
-                answers.update(
-                    {job_id: in_queue[job_id] for job_id in to_ask if job_id in in_queue}
-                )
+                answers.update(status.parse_squeue(result.stdout, wanted=to_ask))
             elif not commands.is_invalid_job_id(result.message()):
                 # e.g. "Unable to contact slurm controller" while slurmctld restarts
                 raise NotAskedNow(f"squeue failed: {commands.scheduler_message(result.message())}")
@@ -392,8 +389,7 @@ class SlurmCliDriver:
                     self.executor.host,
                 )
             return None
-        history = status.parse_sacct(result.stdout, wanted=wanted)
-        return {job_id: history[job_id] for job_id in wanted if job_id in history}
+        return status.parse_sacct(result.stdout, wanted=wanted)
 
     # -- cancel, logs, config ----------------------------------------------------
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import re
 from datetime import datetime, tzinfo
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ...model import CANCELLED_WHILE_PENDING, JobState, JobStatus
 
@@ -33,7 +33,7 @@ def job_id_of(text: object) -> str:
     ``ValueError`` for text that is no Slurm job id (squeue's failure would read as a
     controller that cannot be asked)."""
     job_id = normalize_job_id(text)
-    if not _TYPED_ID.match(job_id):
+    if not (job_id.isdecimal() or _TYPED_ID.match(job_id)):
         raise ValueError(
             f"{str(text).strip()!r} is not a Slurm job id (expected a number such as 123, "
             "or 123_4 for a task of an array)"
@@ -95,13 +95,13 @@ def job_list(job_ids: Sequence[str], collapse_over: int = 50) -> List[str]:
         if task is not None:
             by_array.setdefault(base, []).append(job_id)
     collapsed = {base for base, tasks in by_array.items() if len(tasks) > collapse_over}
-    result: List[str] = []
-    for job_id in ordered:
-        base, task = split_job_id(job_id)
-        entry = base if task is not None and base in collapsed else job_id
-        if entry not in result:
-            result.append(entry)
-    return result
+    if not collapsed:
+        return ordered
+    entries = (
+        base if task is not None and base in collapsed else job_id
+        for job_id, (base, task) in zip(ordered, map(split_job_id, ordered))
+    )
+    return list(dict.fromkeys(entries))
 
 
 #: every Slurm job state: its long form (squeue %T, sacct State), compact code (squeue %t,
@@ -199,21 +199,22 @@ CANCELLED = "cancelled"
 NEVER_SATISFIED = "DependencyNeverSatisfied"
 
 
-def settled(status: JobStatus) -> JobStatus:
-    """A status in the words every scheduler uses, where Slurm's own would mislead."""
-    # Slurm keeps a running job's final reason (COMPLETING with NonZeroExitCode).
-    if status.state is JobState.RUNNING and status.reason:
-        return status.with_(reason="")
-    if status.state is not JobState.CANCELLED or status.exit_code not in (0, None):
-        return status
-    if status.start_time is not None and not status.reason:
+def _settled(
+    state: JobState, exit_code: Optional[int], start: Optional[datetime], reason: str
+) -> Tuple[Optional[int], Optional[datetime], str]:
+    """A status's exit code, start and reason in the words every scheduler uses, where
+    Slurm's own would mislead."""
+    if state is JobState.RUNNING:
+        return exit_code, start, ""  # Slurm keeps a running job's final reason (COMPLETING)
+    if state is not JobState.CANCELLED or exit_code not in (0, None):
+        return exit_code, start, reason
+    if start is not None and not reason:
         # Slurm: a cancelled job's allocation ends 0:0 whatever its script did
-        return status.with_(exit_code=None, reason=CANCELLED)
+        return None, start, CANCELLED
     # Cancelled while pending: Slurm says 0:0, keeps the pending reason, squeue a start.
-    reason = status.reason
     if not reason.startswith(NEVER_SATISFIED):  # that one already says why, everywhere
         reason = CANCELLED_WHILE_PENDING + (f" ({reason})" if reason else "")
-    return status.with_(exit_code=None, start_time=None, reason=reason)
+    return None, None, reason
 
 
 # -- the commands ------------------------------------------------------------------
@@ -332,30 +333,31 @@ def parse_sacct(
     text: str,
     columns: Sequence[str] = SACCT_COLUMNS,
     zone: Optional[tzinfo] = None,
-    wanted: Sequence[str] = (),
+    wanted: Optional[Sequence[str]] = None,
 ) -> Dict[str, JobStatus]:
-    """Statuses by job id from ``sacct -P`` output (later rows win: requeues); a bare
-    array row answers for each ``wanted`` task of it that no row names."""
+    """Statuses by job id from ``sacct -P`` output (later rows win: requeues); with
+    ``wanted``, of those ids only, a bare array row answering for each wanted task of it
+    that no row names."""
     # Tasks cancelled before they started share one row: 123_[0-1], or the bare 123 when
     # cancelled before the split; a task's own row wins over a range that lists it.
-    found = parse_squeue(text, columns, zone)
     rows = _rows(text, columns)
+    by_id = _rows_by_id(rows)
+    bare: Dict[str, Mapping[str, str]] = {}
     for row in rows:
         job_id = normalize_job_id(row.get("id", ""))
-        if "[" not in job_id:
-            for own in expand_job_id(job_id):
-                found[own] = _status_from_row(own, row, zone)
-    bare = {
-        job_id: row
-        for row in rows
-        for job_id in [normalize_job_id(row.get("id", ""))]
-        if "_" not in job_id and row.get("raw_id", job_id) == job_id
-    }
+        if "[" in job_id:
+            continue
+        if job_id:
+            by_id[job_id] = row
+        if "_" not in job_id and row.get("raw_id", job_id) == job_id:
+            bare[job_id] = row
+    if wanted is None:
+        return _statuses(by_id, by_id, zone)
     for job_id in wanted:
         base, task = split_job_id(job_id)
-        if task is not None and job_id not in found and base in bare:
-            found[job_id] = _status_from_row(job_id, bare[base], zone)
-    return found
+        if task is not None and job_id not in by_id and base in bare:
+            by_id[job_id] = bare[base]
+    return _statuses(by_id, wanted, zone)
 
 
 # -- the rows of both --------------------------------------------------------------
@@ -396,48 +398,79 @@ def job_status(
 ) -> JobStatus:
     """A status from Slurm's fields, as either driver reads them."""
     state = map_state(native)
-    status = JobStatus(
+    terminal = state.is_terminal
+    exit_code, start, reason = _settled(
+        state,
+        exit_code if terminal else None,
+        # squeue's StartTime of a pending job is a forecast, a running one's EndTime start+limit
+        start if state.rank >= 1 else None,
+        _clean_reason(reason),
+    )
+    return JobStatus(
         job_id=job_id,
         state=state,
-        exit_code=exit_code if state.is_terminal else None,
-        # squeue's StartTime of a pending job is a forecast, a running one's EndTime start+limit
-        start_time=start if state.rank >= 1 else None,
-        end_time=end if state.is_terminal else None,
+        exit_code=exit_code,
+        start_time=start,
+        end_time=end if terminal else None,
         native_state=native,
-        reason=_clean_reason(reason),
+        reason=reason,
         extra={"raw_id": raw_id} if raw_id else {},
     )
-    return settled(status)
 
 
 def _status_from_row(job_id: str, row: Mapping[str, str], zone: Optional[tzinfo]) -> JobStatus:
-    if "exit_code" in row:
-        exit_code = parse_exit_code(row["exit_code"])
-    else:
-        exit_code = parse_wait_status(row.get("wait_status", ""))
+    native = row.get("state", "")
+    rank = map_state(native).rank
+    exit_code = start = end = None  # read only where job_status keeps them
+    if rank >= 1:
+        start = parse_time(row.get("start", ""), zone)
+    if rank >= 2:
+        end = parse_time(row.get("end", ""), zone)
+        if "exit_code" in row:
+            exit_code = parse_exit_code(row["exit_code"])
+        else:
+            exit_code = parse_wait_status(row.get("wait_status", ""))
     return job_status(
-        job_id,
-        row.get("state", ""),
-        exit_code,
-        parse_time(row.get("start", ""), zone),
-        parse_time(row.get("end", ""), zone),
-        row.get("reason", ""),
-        row.get("raw_id", ""),
+        job_id, native, exit_code, start, end, row.get("reason", ""), row.get("raw_id", "")
     )
 
 
+def _rows_by_id(rows: Sequence[Mapping[str, str]]) -> Dict[str, Mapping[str, str]]:
+    """The row answering for each id (later rows win): a range row (``13_[5-6%2]``) for
+    each of its tasks, a running task's row for its own job id too."""
+    found: Dict[str, Mapping[str, str]] = {}
+    for row in rows:
+        shown = normalize_job_id(row.get("id", ""))
+        for job_id in expand_job_id(shown):
+            found[job_id] = row
+        raw = row.get("raw_id", "")
+        if raw and "_" in shown:
+            base, task = split_job_id(shown)
+            if task is not None and raw != base and raw not in found:
+                # a running array task also answers to its own plain id (its SLURM_JOB_ID)
+                found[raw] = row
+    return found
+
+
+def _statuses(
+    by_id: Mapping[str, Mapping[str, str]], job_ids: Iterable[str], zone: Optional[tzinfo]
+) -> Dict[str, JobStatus]:
+    """The statuses of those of ``job_ids`` that have a row: only those rows are read."""
+    return {
+        job_id: _status_from_row(job_id, by_id[job_id], zone)
+        for job_id in job_ids
+        if job_id in by_id
+    }
+
+
 def parse_squeue(
-    text: str, columns: Sequence[str] = SQUEUE_COLUMNS, zone: Optional[tzinfo] = None
+    text: str,
+    columns: Sequence[str] = SQUEUE_COLUMNS,
+    zone: Optional[tzinfo] = None,
+    wanted: Optional[Sequence[str]] = None,
 ) -> Dict[str, JobStatus]:
     """Statuses by job id from ``squeue_argv`` output (or any ``|`` format whose ``columns``
-    are among ``id raw_id state reason start end wait_status exit_code``)."""
-    found: Dict[str, JobStatus] = {}
-    for row in _rows(text, columns):
-        for job_id in expand_job_id(row.get("id", "")):
-            found[job_id] = _status_from_row(job_id, row, zone)
-        raw = row.get("raw_id", "")
-        base, task = split_job_id(normalize_job_id(row.get("id", "")))
-        if raw and task is not None and raw != base and raw not in found:
-            # a running array task also answers to its own plain id (its SLURM_JOB_ID)
-            found[raw] = _status_from_row(raw, row, zone)
-    return found
+    are among ``id raw_id state reason start end wait_status exit_code``); with
+    ``wanted``, of those ids only."""
+    by_id = _rows_by_id(_rows(text, columns))
+    return _statuses(by_id, by_id if wanted is None else wanted, zone)

@@ -1,0 +1,1 @@
+squeue --noheader --array --states=all --jobs=5855_0\,5855_1\,5855_2\,5855_3\,5855_4\,5855_5\,5855_6\,5855_7 --Format=JobArrayID:0\|\,JobID:0\|\,State:0\|\,Reason:0\|\,StartTime:0\|\,EndTime:0\|\,exit_code:0\|
