@@ -18,7 +18,7 @@ from ...errors import JobSubmissionError, LimitRefusedError, SubmissionUncertain
 from ...model import JobState, JobStatus
 from ...native_options import check_options, owned_table
 from ...resources import Resources, format_begin, format_slurm_time
-from .status import KEY_PREFIX, job_list, map_state, normalize_job_id
+from .status import KEY_PREFIX, map_state, normalize_job_id, sacct_argv
 
 log = logging.getLogger("hpcbridge.slurm")
 
@@ -582,15 +582,7 @@ CHARGE_FIELDS = ("JobID", "State", "ElapsedRaw", "CPUTimeRAW", "AllocTRES")
 
 def sacct_charges_argv(job_ids: Sequence[str]) -> List[str]:
     """One sacct for what these jobs were charged."""
-    # -X: the allocation's own row - what Slurm charged - not its steps' usage.
-    return [
-        "sacct",
-        "-X",
-        "-P",
-        "--noheader",
-        f"--jobs={','.join(job_list(job_ids))}",
-        f"--format={','.join(CHARGE_FIELDS)}",
-    ]
+    return sacct_argv(job_ids, CHARGE_FIELDS)
 
 
 def parse_tres(text: str) -> Dict[str, float]:

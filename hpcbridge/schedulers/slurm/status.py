@@ -309,16 +309,19 @@ def parse_key_rows(text: str, key: str) -> Optional[str]:
     return None
 
 
-def sacct_argv(job_ids: Sequence[str]) -> List[str]:
-    """One sacct for the ids squeue no longer knows (an id it never saw: no row, exit 0)."""
-    # -P: fixed columns truncate (CANCELLED+); -X: no .batch/.extern step rows.
+def sacct_argv(job_ids: Sequence[str], fields: Optional[Sequence[str]] = None) -> List[str]:
+    """One sacct for the ids squeue no longer knows (an id it never saw: no row, exit 0);
+    ``fields``: other columns than the status round's (a charge's)."""
+    # -P: fixed columns truncate (CANCELLED+); -X: the allocation's own row (what Slurm
+    # charged), no .batch/.extern step rows.
+    columns = fields if fields is not None else [name for name, _ in SACCT_FIELDS]
     return [
         "sacct",
         "-X",
         "-P",
         "--noheader",
         f"--jobs={','.join(job_list(job_ids))}",
-        f"--format={','.join(name for name, _ in SACCT_FIELDS)}",
+        f"--format={','.join(columns)}",
     ]
 
 
