@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Any, Dict, Optional
 
@@ -98,7 +98,17 @@ class JobStatus:
         }
 
     def with_(self, **changes: Any) -> JobStatus:
-        return replace(self, **changes)
+        """A copy with ``changes`` - its fields copied as they are (no ``__init__``: a
+        status refresh makes one or two per job)."""
+        unknown = changes.keys() - _STATUS_FIELDS
+        if unknown:
+            raise TypeError(f"JobStatus has no field {sorted(unknown)[0]!r}")
+        copy = object.__new__(JobStatus)
+        copy.__dict__.update(self.__dict__, **changes)
+        return copy
+
+
+_STATUS_FIELDS = frozenset(item.name for item in fields(JobStatus))
 
 
 def _iso(moment: Optional[datetime]) -> Optional[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional
 
 from ..model import JobState, JobStatus
 
@@ -45,11 +45,17 @@ class Observation:
         return self.reach is not Reach.ANSWERED
 
     def with_status(self, status: JobStatus) -> Observation:
-        return Observation(status, self.source, self.answered_at, self.reach)
+        return self._with(status=status)
 
     def stamped(self, answered_at: float) -> Observation:
         """The same, given by the scheduler at ``answered_at``."""
-        return Observation(self.status, self.source, answered_at, self.reach)
+        return self._with(answered_at=answered_at)
+
+    def _with(self, **changes: Any) -> Observation:
+        # A copy without ``__init__`` (a frozen one's costs twice): one per job and round.
+        copy = object.__new__(Observation)
+        copy.__dict__.update(self.__dict__, **changes)
+        return copy
 
 
 def out_of_reach(job_id: str, reason: str, lasting: bool = False) -> Observation:

@@ -18,7 +18,7 @@ import threading
 import time
 import uuid
 from datetime import datetime
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..model import JobState, JobStatus
 from ..processes import alive_here
@@ -42,6 +42,8 @@ LEASE_INTERVALS = 2.0
 WANT_INTERVALS = 3.0
 #: seconds ``next_answers`` waits past the poller's next round before asking itself
 NEXT_ROUND_SLACK = 1.5
+#: a published round is kept at least this long (more for a waiter of a longer interval)
+ROUNDS_KEPT_FOR = 120.0
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS poll_lease (
@@ -52,10 +54,10 @@ CREATE TABLE IF NOT EXISTS poll_wants (
     target TEXT NOT NULL, job_id TEXT NOT NULL, owner TEXT NOT NULL, until REAL NOT NULL,
     interval REAL NOT NULL, PRIMARY KEY (target, job_id, owner)
 );
-CREATE TABLE IF NOT EXISTS poll_answers (
-    target TEXT NOT NULL, job_id TEXT NOT NULL, at REAL NOT NULL, final INTEGER NOT NULL,
-    answer TEXT NOT NULL, PRIMARY KEY (target, job_id)
+CREATE TABLE IF NOT EXISTS poll_rounds (
+    target TEXT NOT NULL, at REAL NOT NULL, answers TEXT NOT NULL, finals TEXT NOT NULL
 );
+CREATE INDEX IF NOT EXISTS poll_rounds_at ON poll_rounds (target, at);
 """
 
 
@@ -85,35 +87,62 @@ def alive(owner: str) -> bool:
     return alive_here(host, rest.partition(":")[0]) is not False
 
 
-def encode(seen: Observation) -> str:
-    """An answer as JSON: the status (the JSON-able part of ``extra``), time and reach."""
+def encode_round(answers: Dict[str, Observation]) -> str:
+    """A round's answers as one JSON object, ``{job_id: [state, exit_code, start, end,
+    native_state, reason, extra (its JSON-able part), as_of, answered_at, reach]}``."""
+    return json.dumps({job_id: _entry(seen) for job_id, seen in answers.items()})
+
+
+def _entry(seen: Observation) -> List[Any]:
     status = seen.status
-    data = status.to_json()
-    data["extra"] = {key: v for key, v in status.extra.items() if isinstance(v, _PLAIN)}
-    data["answered_at"] = seen.answered_at
-    data["reach"] = seen.reach.value
-    return json.dumps(data)
+    extra = {key: v for key, v in status.extra.items() if isinstance(v, _PLAIN)}
+    return [
+        status.state.value,
+        status.exit_code,
+        _iso(status.start_time),
+        _iso(status.end_time),
+        status.native_state,
+        status.reason,
+        extra,
+        _iso(status.as_of),
+        seen.answered_at,
+        seen.reach.value,
+    ]
 
 
 #: the values of ``extra`` an answer keeps
 _PLAIN = (str, int, float, bool)
 
 
-def decode(text: str) -> Observation:
-    data = json.loads(text)
+def decode_round(text: str, job_ids: Optional[Iterable[str]] = None) -> Dict[str, Observation]:
+    """The answers of ``encode_round`` (``job_ids``: only theirs, the others not built)."""
+    entries: Dict[str, List[Any]] = json.loads(text)
+    wanted = entries if job_ids is None else [i for i in dict.fromkeys(job_ids) if i in entries]
+    return {job_id: _observation(job_id, entries[job_id]) for job_id in wanted}
+
+
+def _observation(job_id: str, entry: List[Any]) -> Observation:
+    state, exit_code, start, end, native_state, reason, extra, as_of, at, reach = entry
     status = JobStatus(
-        job_id=data["job_id"],
-        state=JobState(data["state"]),
-        exit_code=data["exit_code"],
-        start_time=datetime.fromisoformat(data["start_time"]) if data["start_time"] else None,
-        end_time=datetime.fromisoformat(data["end_time"]) if data["end_time"] else None,
-        native_state=data["native_state"],
-        reason=data["reason"],
-        extra=data.get("extra") or {},
-        as_of=datetime.fromisoformat(data["as_of"]) if data.get("as_of") else None,
+        job_id=job_id,
+        state=JobState(state),
+        exit_code=exit_code,
+        start_time=_moment(start),
+        end_time=_moment(end),
+        native_state=native_state,
+        reason=reason,
+        extra=extra,
+        as_of=_moment(as_of),
     )
-    reach = Reach(data.get("reach", Reach.ANSWERED.value))
-    return Observation(status, Source.SCHEDULER, data.get("answered_at"), reach)
+    return Observation(status, Source.SCHEDULER, at, Reach(reach))
+
+
+def _iso(moment: Optional[datetime]) -> Optional[str]:
+    return moment.isoformat() if moment is not None else None
+
+
+def _moment(text: Optional[str]) -> Optional[datetime]:
+    return datetime.fromisoformat(text) if text else None
 
 
 class PollBoard:
@@ -176,31 +205,58 @@ class PollBoard:
         asked (``inf``: nobody waits)."""
         self._ensure()
         rows = self.store.query(
-            "SELECT w.job_id, w.interval FROM poll_wants w LEFT JOIN poll_answers a "
-            "ON a.target = w.target AND a.job_id = w.job_id "
-            "WHERE w.target = ? AND w.until >= ? AND (a.final IS NULL OR a.final = 0)",
+            "SELECT job_id, interval FROM poll_wants WHERE target = ? AND until >= ?",
             (target, now),
         )
-        least = min((float(row[1]) for row in rows), default=math.inf)
-        return list(dict.fromkeys(row[0] for row in rows)), least
+        if not rows:
+            return [], math.inf
+        ended = self._finals(target)
+        least = min(float(row[1]) for row in rows)
+        return list(dict.fromkeys(row[0] for row in rows if row[0] not in ended)), least
+
+    def _finals(self, target: str) -> set[str]:
+        """The ids answered final in the rounds kept."""
+        ended: set[str] = set()
+        for (finals,) in self.store.query(
+            "SELECT finals FROM poll_rounds WHERE target = ?", (target,)
+        ):
+            ended.update(json.loads(finals))
+        return ended
 
     def publish(
-        self, target: str, owner: str, answers: Dict[str, Observation], at: float, until: float
+        self,
+        target: str,
+        owner: str,
+        answers: Dict[str, Observation],
+        at: float,
+        until: float,
+        hold: bool = True,
     ) -> None:
-        """The answers of one round, and the lease renewed with it."""
+        """The answers of one round (one row), and the lease renewed with it (not
+        ``hold``: given up, as ``release`` does); rounds no waiter can still take are
+        dropped."""
         self._ensure()
-        rows = [
-            (target, job_id, at, int(seen.status.is_terminal), encode(seen))
-            for job_id, seen in answers.items()
-        ]
+        answered = encode_round(answers)
+        finals = json.dumps([job_id for job_id, seen in answers.items() if seen.status.is_terminal])
 
         def write(connection: Any) -> None:
-            connection.executemany(
-                "INSERT OR REPLACE INTO poll_answers VALUES (?, ?, ?, ?, ?)", rows
+            connection.execute(
+                "INSERT INTO poll_rounds VALUES (?, ?, ?, ?)", (target, at, answered, finals)
             )
             connection.execute(
                 "UPDATE poll_lease SET until = ?, last_round = ? WHERE target = ? AND owner = ?",
                 (until, at, target, owner),
+            )
+            if not hold:
+                _give_up(connection, target, owner)
+            longest = connection.execute(
+                "SELECT MAX(interval) FROM poll_wants WHERE target = ? AND until >= ?",
+                (target, at),
+            ).fetchone()[0]
+            # A waiter takes answers no older than its gap: its interval, or SLOW_CAP more.
+            kept = max(ROUNDS_KEPT_FOR, float(longest or 0.0) + SLOW_CAP)
+            connection.execute(
+                "DELETE FROM poll_rounds WHERE target = ? AND at < ?", (target, at - kept)
             )
 
         self.store.transaction(write)
@@ -208,24 +264,42 @@ class PollBoard:
     def answers(
         self, target: str, job_ids: Sequence[str], since: float
     ) -> Dict[str, Tuple[Observation, float]]:
-        """The published answers for these ids not older than ``since``, with their time."""
+        """The newest published answer for each of these ids given after ``since``
+        (at ``since`` too), with its time: the newest rounds read first, only as far
+        back as an id is still unanswered."""
         self._ensure()
-        rows = self.store.select_ids(
-            "SELECT job_id, answer, at FROM poll_answers",
-            "target = ? AND at >= ? AND ",
-            [target, since],
-            job_ids,
+        rows = self.store.query(
+            "SELECT at, answers FROM poll_rounds WHERE target = ? AND at >= ? ORDER BY at DESC",
+            (target, since),
         )
-        return {row[0]: (decode(row[1]), float(row[2])) for row in rows}
+        found: Dict[str, Tuple[Observation, float]] = {}
+        missing = list(dict.fromkeys(job_ids))
+        for at, answered in rows:
+            if not missing:
+                break
+            for job_id, seen in decode_round(answered, missing).items():
+                found[job_id] = (seen, float(at))
+            missing = [job_id for job_id in missing if job_id not in found]
+        return found
 
     def forget(self, target: str, job_ids: Sequence[str]) -> None:
         """Drop these jobs' answers (they predate a cancel); the next round comes at once."""
         self._ensure()
+        dropped = set(job_ids)
 
         def drop(connection: Any) -> None:
-            for job_id in job_ids:
+            rows = connection.execute(
+                "SELECT rowid, answers, finals FROM poll_rounds WHERE target = ?", (target,)
+            ).fetchall()
+            for rowid, answered, finals in rows:
+                entries = json.loads(answered)
+                if dropped.isdisjoint(entries):
+                    continue
+                kept = {job_id: e for job_id, e in entries.items() if job_id not in dropped}
+                ended = [job_id for job_id in json.loads(finals) if job_id not in dropped]
                 connection.execute(
-                    "DELETE FROM poll_answers WHERE target = ? AND job_id = ?", (target, job_id)
+                    "UPDATE poll_rounds SET answers = ?, finals = ? WHERE rowid = ?",
+                    (json.dumps(kept), json.dumps(ended), rowid),
                 )
             connection.execute(
                 "UPDATE poll_lease SET last_round = NULL WHERE target = ?", (target,)
@@ -237,17 +311,17 @@ class PollBoard:
         """Give the poll up and forget what this owner wanted."""
         self._ensure()
 
-        def drop(connection: Any) -> None:
-            # The row stays: its last round keeps the pace for the next poller.
-            connection.execute(
-                "UPDATE poll_lease SET owner = '', until = 0 WHERE target = ? AND owner = ?",
-                (target, owner),
-            )
-            connection.execute(
-                "DELETE FROM poll_wants WHERE target = ? AND owner = ?", (target, owner)
-            )
+        self.store.transaction(lambda connection: _give_up(connection, target, owner))
 
-        self.store.transaction(drop)
+
+def _give_up(connection: Any, target: str, owner: str) -> None:
+    """``owner`` holds the poll no more, and wants nothing."""
+    # The row stays: its last round keeps the pace for the next poller.
+    connection.execute(
+        "UPDATE poll_lease SET owner = '', until = 0 WHERE target = ? AND owner = ?",
+        (target, owner),
+    )
+    connection.execute("DELETE FROM poll_wants WHERE target = ? AND owner = ?", (target, owner))
 
 
 class Poller:
@@ -336,7 +410,6 @@ class Poller:
         assert self.board is not None
         now = time.time()
         until = now + WANT_INTERVALS * self.gap(chosen)
-        self.board.want(self.target, job_ids, self.owner, until, chosen)
         others, least = self.board.wanted(self.target, now)
         # As often as the most eager waiter wants, never more, nor under our floor.
         interval = max(min(chosen, least), self.floor)
@@ -345,14 +418,20 @@ class Poller:
         pace = self.floor if one_off else self.gap(interval)
         self._waiting = self._waiting or not one_off
         if due and self.board.take(self.target, self.owner, now, lease, pace):
+            if self._waiting:
+                # Ours for the rounds of whoever holds the poll after us; a one-off
+                # question that takes the round wants nothing more (it releases now).
+                self.board.want(self.target, job_ids, self.owner, until, chosen)
             answers = self._round(list(dict.fromkeys([*job_ids, *others])), chosen)
             lease = time.time() + LEASE_INTERVALS * self.gap(interval) + self._duration
-            self.board.publish(self.target, self.owner, answers, time.time(), lease)
-            if not self._waiting:
-                # A one-off question polls no more: nobody waits for a round of ours.
-                self.board.release(self.target, self.owner)
+            # A one-off question polls no more: nobody waits for a round of ours.
+            hold = self._waiting
+            self.board.publish(self.target, self.owner, answers, time.time(), lease, hold)
         else:
-            published = self.board.answers(self.target, job_ids, since)
+            # The holder's next round asks for ours too.
+            self.board.want(self.target, job_ids, self.owner, until, chosen)
+            newest = min((self._latest_at.get(i, -math.inf) for i in job_ids), default=since)
+            published = self.board.answers(self.target, job_ids, max(since, newest))
             for job_id, (seen, at) in published.items():
                 if at > self._latest_at.get(job_id, -math.inf):
                     self._latest[job_id], self._latest_at[job_id] = seen, at

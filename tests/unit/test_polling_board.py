@@ -1,0 +1,198 @@
+"""The poll board's rounds (``PollBoard``): one row per round, its answers as one JSON
+document (``encode_round``/``decode_round``, which round trip any answer); a one-off
+question that takes the round leaves nothing behind; the newest answer of each id is
+served, a final one is not asked again, rounds nobody can take any more are dropped."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hpcbridge.engine.observation import Observation, Reach, Source
+from hpcbridge.engine.polling import PollBoard, Poller, decode_round, encode_round
+from hpcbridge.model import JobState, JobStatus
+from hpcbridge.store.jobs import JobStore
+
+SETTINGS = settings(max_examples=60, deadline=None)
+
+_zones = st.sampled_from([timezone.utc, timezone(timedelta(hours=-5)), timezone(timedelta(0))])
+_moments = st.one_of(st.none(), st.datetimes(timezones=_zones))
+_plain = st.one_of(
+    st.text(max_size=8),
+    st.integers(-(2**53), 2**53),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(),
+)
+_statuses = st.builds(
+    JobStatus,
+    job_id=st.text(min_size=1, max_size=12),
+    state=st.sampled_from(list(JobState)),
+    exit_code=st.one_of(st.none(), st.integers(-(2**31), 2**31)),
+    start_time=_moments,
+    end_time=_moments,
+    native_state=st.text(max_size=20),
+    reason=st.text(max_size=40),
+    extra=st.dictionaries(st.text(max_size=8), _plain, max_size=3),
+    as_of=_moments,
+)
+_observations = st.builds(
+    Observation,
+    status=_statuses,
+    answered_at=st.one_of(st.none(), st.floats(0, 4e9)),
+    reach=st.sampled_from(list(Reach)),
+)
+
+
+def _same(left: Observation, right: Observation) -> bool:
+    a, b = left.status, right.status
+    return (a, a.extra, a.as_of, left.answered_at, left.reach, left.source) == (
+        b,
+        b.extra,
+        b.as_of,
+        right.answered_at,
+        right.reach,
+        right.source,
+    )
+
+
+@SETTINGS
+@given(st.lists(_observations, max_size=6))
+def test_a_round_round_trips(seen: List[Observation]) -> None:
+    answers = {o.status.job_id: o for o in seen}
+    back = decode_round(encode_round(answers))
+    assert list(back) == list(answers)
+    assert all(_same(back[job_id], answers[job_id]) for job_id in answers)
+
+
+@SETTINGS
+@given(st.lists(_observations, max_size=6), st.lists(st.text(max_size=12), max_size=6))
+def test_only_the_asked_ids_are_decoded(seen: List[Observation], asked: List[str]) -> None:
+    answers = {o.status.job_id: o for o in seen}
+    back = decode_round(encode_round(answers), asked)
+    assert set(back) == set(asked) & set(answers)
+    assert all(_same(back[job_id], answers[job_id]) for job_id in back)
+
+
+def test_a_value_of_extra_that_is_no_json_is_left_out() -> None:
+    status = JobStatus("1", JobState.RUNNING, extra={"raw_id": "1", "handle": object()})
+    back = decode_round(encode_round({"1": Observation(status)}))
+    assert back["1"].status.extra == {"raw_id": "1"} and back["1"].source is Source.SCHEDULER
+
+
+class Scheduler:
+    """Answers each id with what ``states`` says (else RUNNING); counts its rounds."""
+
+    def __init__(self) -> None:
+        self.rounds: List[List[str]] = []
+        self.states: Dict[str, JobState] = {}
+
+    def query(self, job_ids: List[str]) -> Dict[str, Observation]:
+        self.rounds.append(list(job_ids))
+        return {i: Observation(JobStatus(i, self.states.get(i, JobState.RUNNING))) for i in job_ids}
+
+
+@pytest.fixture
+def board(tmp_path: Path) -> PollBoard:
+    return PollBoard(JobStore(tmp_path / "jobs.db"))
+
+
+def _rows(board: PollBoard, statement: str) -> List[Any]:
+    return list(board.store.query(statement))
+
+
+def test_a_one_off_question_that_takes_the_round_leaves_no_wants_and_no_holder(
+    board: PollBoard,
+) -> None:
+    scheduler = Scheduler()
+    asked = Poller(scheduler.query, 30.0, board=board, target="t", floor=30.0)
+    assert set(asked.ask(["1", "2"], one_off=True)) == {"1", "2"}
+    assert _rows(board, "SELECT * FROM poll_wants") == []
+    assert _rows(board, "SELECT owner, until FROM poll_lease") == [("", 0)]
+    assert len(_rows(board, "SELECT * FROM poll_rounds")) == 1  # one row for the round
+    other = Poller(scheduler.query, 30.0, board=board, target="t", floor=30.0)
+    assert set(other.ask(["2"], one_off=True)) == {"2"}  # from the board: under the floor
+    assert len(scheduler.rounds) == 1
+
+
+def test_a_waiter_that_takes_the_round_keeps_its_wants_for_the_next_holder(
+    board: PollBoard,
+) -> None:
+    scheduler = Scheduler()
+    Poller(scheduler.query, 0.2, board=board, target="t").ask(["1"])
+    assert _rows(board, "SELECT job_id FROM poll_wants") == [("1",)]
+
+
+def test_the_newest_answer_of_each_id_is_served(board: PollBoard) -> None:
+    running = {i: Observation(JobStatus(i, JobState.RUNNING)) for i in ("1", "2")}
+    board.publish("t", "x", running, 100.0, 0.0)
+    board.publish("t", "x", {"2": Observation(JobStatus("2", JobState.COMPLETED))}, 200.0, 0.0)
+    found = board.answers("t", ["1", "2", "3"], 50.0)
+    assert {i: (seen.status.state, at) for i, (seen, at) in found.items()} == {
+        "1": (JobState.RUNNING, 100.0),
+        "2": (JobState.COMPLETED, 200.0),
+    }
+    assert set(board.answers("t", ["1", "2"], 150.0)) == {"2"}  # "1" only older than asked
+    assert board.answers("other", ["1"], 0.0) == {}
+
+
+def test_an_id_answered_final_is_not_asked_again(board: PollBoard) -> None:
+    scheduler = Scheduler()
+    holder = Poller(scheduler.query, 0.2, board=board, target="t")
+    other = Poller(scheduler.query, 0.2, board=board, target="t")
+    holder.ask(["1"])
+    other.ask(["2"])  # wanted in the holder's next round
+    scheduler.states["2"] = JobState.COMPLETED
+    time.sleep(0.25)
+    holder.ask(["1"])
+    assert sorted(scheduler.rounds[-1]) == ["1", "2"]
+    time.sleep(0.25)
+    holder.ask(["1"])  # "2" is still wanted (its want lives on) but ended
+    assert scheduler.rounds[-1] == ["1"]
+
+
+def test_forget_drops_the_ids_from_every_round_kept(board: PollBoard) -> None:
+    ended = {i: Observation(JobStatus(i, JobState.COMPLETED)) for i in ("1", "2")}
+    board.publish("t", "x", ended, time.time(), 0.0)
+    board.forget("t", ["1"])
+    assert set(board.answers("t", ["1", "2"], 0.0)) == {"2"}
+    board.want("t", ["1", "2"], "w", time.time() + 60, 1.0)
+    assert board.wanted("t", time.time())[0] == ["1"]  # no longer final: asked again
+
+
+def test_rounds_nobody_can_take_are_dropped(
+    board: PollBoard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("hpcbridge.engine.polling.ROUNDS_KEPT_FOR", 10.0)
+    monkeypatch.setattr("hpcbridge.engine.polling.SLOW_CAP", 1.0)
+    now = time.time()
+    running = {"1": Observation(JobStatus("1", JobState.RUNNING))}
+    board.publish("t", "x", running, now - 30, 0.0)
+    board.publish("t", "x", running, now - 5, 0.0)
+    board.publish("t", "x", running, now, 0.0)
+    assert [r[0] for r in _rows(board, "SELECT at FROM poll_rounds")] == [now - 5, now]
+    board.want("t", ["1"], "w", now + 600, 60.0)  # a waiter of a minute's interval
+    board.publish("t", "x", running, now + 1, 0.0)
+    assert len(_rows(board, "SELECT at FROM poll_rounds")) == 3  # kept for its gap
+
+
+def test_a_copy_with_changes_is_what_replace_gives() -> None:
+    moment = datetime(2026, 1, 2, tzinfo=timezone.utc)
+    status = JobStatus("1", JobState.PENDING, reason="Priority", extra={"raw_id": "1"})
+    changed = status.with_(state=JobState.RUNNING, as_of=moment)
+    assert (changed.state, changed.as_of, changed.reason, changed.extra) == (
+        JobState.RUNNING,
+        moment,
+        "Priority",
+        {"raw_id": "1"},
+    )
+    assert status.state is JobState.PENDING and status.as_of is None
+    with pytest.raises(TypeError, match="no field 'status'"):
+        status.with_(status=JobState.RUNNING)
+    seen = Observation(status).stamped(5.0).with_status(changed)
+    assert (seen.status, seen.answered_at, seen.source) == (changed, 5.0, Source.SCHEDULER)
