@@ -98,9 +98,9 @@ class JobTracker:
         records = self._records(needed)
         changed = []
         merged_all: Dict[str, Observation] = {}
-        now = datetime.now(timezone.utc)
+        dated = _Dating()
         for job_id, seen in answers.items():
-            merged = self._merge(job_id, _dated(seen, now), records.get(job_id))
+            merged = self._merge(job_id, dated(seen), records.get(job_id))
             previous = self.known.get(job_id)
             if merged.state is not JobState.UNKNOWN:
                 if previous is None or _lasting(previous) != _lasting(merged):
@@ -220,14 +220,25 @@ class JobTracker:
         return self._merge_status(status.job_id, found, record)
 
 
-def _dated(seen: Observation, now: datetime) -> Observation:
-    """The answer with the time its state was seen: its round's, else now (a file read,
-    a direct question)."""
-    if seen.status.as_of is not None:
-        return seen
-    at = seen.answered_at
-    when = datetime.fromtimestamp(at, tz=timezone.utc) if at is not None else now
-    return seen.with_status(seen.status.with_(as_of=when))
+class _Dating:
+    """The answers with the time their states were seen: their round's, else now (a file
+    read, a direct question) - one datetime per round, not one per job."""
+
+    def __init__(self) -> None:
+        self.now = datetime.now(timezone.utc)
+        self.rounds: Dict[float, datetime] = {}
+
+    def __call__(self, seen: Observation) -> Observation:
+        if seen.status.as_of is not None:
+            return seen
+        at = seen.answered_at
+        if at is None:
+            when = self.now
+        else:
+            when = self.rounds.get(at) or self.rounds.setdefault(
+                at, datetime.fromtimestamp(at, tz=timezone.utc)
+            )
+        return seen.with_status(seen.status.with_(as_of=when))
 
 
 def _as_file_says(status: JobStatus, exit_record: ExitRecord, mtime: Optional[float]) -> JobStatus:
