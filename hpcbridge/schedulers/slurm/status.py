@@ -398,9 +398,11 @@ def job_status(
     end: Optional[datetime],
     reason: str,
     raw_id: str,
+    state: Optional[JobState] = None,
 ) -> JobStatus:
-    """A status from Slurm's fields, as either driver reads them."""
-    state = map_state(native)
+    """A status from Slurm's fields, as either driver reads them (``state``: ``native``
+    mapped, when the caller already did)."""
+    state = map_state(native) if state is None else state
     terminal = state.is_terminal
     exit_code, start, reason = _settled(
         state,
@@ -423,7 +425,8 @@ def job_status(
 
 def _status_from_row(job_id: str, row: Mapping[str, str], zone: Optional[tzinfo]) -> JobStatus:
     native = row.get("state", "")
-    rank = map_state(native).rank
+    state = map_state(native)
+    rank = state.rank
     exit_code = start = end = None  # read only where job_status keeps them
     if rank >= 1:
         start = parse_time(row.get("start", ""), zone)
@@ -433,9 +436,8 @@ def _status_from_row(job_id: str, row: Mapping[str, str], zone: Optional[tzinfo]
             exit_code = parse_exit_code(row["exit_code"])
         else:
             exit_code = parse_wait_status(row.get("wait_status", ""))
-    return job_status(
-        job_id, native, exit_code, start, end, row.get("reason", ""), row.get("raw_id", "")
-    )
+    reason, raw_id = row.get("reason", ""), row.get("raw_id", "")
+    return job_status(job_id, native, exit_code, start, end, reason, raw_id, state)
 
 
 def _rows_by_id(rows: Sequence[Mapping[str, str]]) -> Dict[str, Mapping[str, str]]:
