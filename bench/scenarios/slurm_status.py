@@ -419,12 +419,11 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
         ],
         why={
             f"pending|{HPCB}": "its squeue (seven fields) costs what raw's does; as a fresh "
-            "client of 500 jobs it then pays, measured here: the first write to its store "
-            "(the shared poll's wants and lease: a new write-ahead log, synced to disk, "
-            "2-6 ms), the 500 recorded states read (~3 ms), the rows parsed (~2 ms), the "
-            "answers published for the user's other processes (~3.5 ms), the wants written "
-            "and dropped (~1.5 ms) and each state merged (~1.5 ms): about 2.5x one bare "
-            "squeue, short of the 1.5x goal",
+            "client of 500 jobs it then pays ~13 ms of its own CPU (thread time with a "
+            "stand-in squeue; was ~17): the 500 recorded states read (~2.7 ms), the rows "
+            "parsed (~2.5 ms), each state merged (~2.2 ms), the round published for the "
+            "user's other processes (one row, ~1.9 ms), the store and its poll tables opened "
+            "(~1.5 ms), Python's garbage collector (~1.7 ms, spread over these)",
             f"ended|{HPCB}": "squeue no longer knows them, so it also runs sacct (slow here, "
             "~0.1 s) to learn how they ended, then writes the 500 new states to its store "
             "(~4 ms) besides what a pending round pays; PSI/J skips sacct and calls every "
