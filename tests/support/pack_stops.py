@@ -70,7 +70,11 @@ def start(command: Command, root: Path, pack: str) -> List[Client]:
         argv, env = command(folder, task)
         stderr = open(folder / "stderr", "w")  # noqa: SIM115 - closed in stop_each
         process = subprocess.Popen(
-            [*argv, "-v", "--pack", pack], env=env, stdout=subprocess.DEVNULL, stderr=stderr
+            [*argv, "-v", "--pack", pack],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            preexec_fn=_stoppable,  # resets signal dispositions only
         )
         clients.append(Client(way, folder, env, process, stderr))
     deadline = time.monotonic() + 240
@@ -80,6 +84,14 @@ def start(command: Command, root: Path, pack: str) -> List[Client]:
             assert time.monotonic() < deadline, f"{client.way}: no task ran\n{client.said()}"
             time.sleep(0.2)
     return clients
+
+
+def _stoppable() -> None:
+    """In the client, before it starts: the stop signals at their defaults - a client
+    started with one ignored (``nohup``; bash's ``&`` ignores INT) keeps ignoring it, as
+    it should, and a test started that way would wait for nothing."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def stop_each(clients: List[Client], gone: Callable[[str], bool]) -> Dict[str, float]:
@@ -116,11 +128,24 @@ def stop_each(clients: List[Client], gone: Callable[[str], bool]) -> Dict[str, f
         for client in clients:
             if client.process.poll() is None:
                 client.process.kill()
+                _release_left(client)  # a failed case holds no node the next case needs
             client.stderr.close()
             # a test broker has no cgroup: the tasks of a released Flux batch job can
             # outlive it, orphaned - let them end
             (client.folder / "go").touch()
     return took
+
+
+def _release_left(client: Client) -> None:
+    """``hpcbridge cancel NAME`` of a client the case had to kill, whatever it answers."""
+    named = re.search(r"hpcbridge: pack (pack-[0-9a-f]{8}): ", client.said())
+    if named:
+        subprocess.run(
+            [sys.executable, "-m", "hpcbridge", "cancel", named.group(1)],
+            env=client.env,
+            capture_output=True,
+            timeout=120,
+        )
 
 
 def _after_kill(client: Client, name: str) -> None:
