@@ -132,7 +132,16 @@ def parse_constraint(text: str) -> Any:
             parser_class = module.MiniConstraintParser
         except (ImportError, AttributeError):
             continue
-        return parser_class().parse(text)
+        try:
+            return parser_class().parse(text)
+        except Exception as exc:
+            # flux's ConstraintSyntaxError derives from Exception only, not ValueError
+            if type(exc).__name__ != "ConstraintSyntaxError":
+                raise
+            raise ValueError(
+                f"flux cannot read the constraint {text!r}: {exc} (write property names, "
+                "e.g. 'ssd,bigmem', or RFC 35 terms such as 'host:node1 or rank:0')"
+            ) from exc
     words = [word for word in text.replace(",", " ").split() if word]
     if words and all(
         word.replace("-", "").replace("_", "").replace("^", "").isalnum() for word in words
