@@ -19,7 +19,7 @@ from typing import Any, Dict, Iterator
 
 import pytest
 
-from tests.support.cli import hpcbridge
+from tests.support.cli import hpcbridge, stoppable
 from tests.support.places import ssh_env
 from tests.support.slurm_clusters import DEBIAN_STATE, cluster_env, controller_up
 
@@ -59,7 +59,9 @@ def test_a_command_stopped_by_int_term_or_hup_says_so_and_exits_128_plus_its_num
     """130, 143, 129: each on the way out runs what it must (a pack: its release)."""
     job_id = hpcbridge("submit", make_script("sleep 60"), check=True).stdout.strip()
     argv = [sys.executable, "-m", "hpcbridge", "wait", job_id, "--poll-interval", "0.3"]
-    waiting = subprocess.Popen(argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    waiting = subprocess.Popen(
+        argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, preexec_fn=stoppable
+    )
     try:
         assert waiting.stderr is not None
         assert f" {job_id} " in waiting.stderr.readline()  # it waits: its first state said

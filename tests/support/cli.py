@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -37,3 +38,11 @@ def hpcbridge_in(env, *args, timeout=180):
         timeout=timeout,
         env=env,
     )
+
+
+def stoppable() -> None:
+    """``preexec_fn`` of a command a test stops by a signal: INT, TERM and HUP at their
+    defaults - one started with a signal ignored (the suite under ``nohup``; bash's ``&``
+    ignores INT) keeps ignoring it, as it should, and the test would wait for nothing."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Callable, Dict, List, Optional, Tuple
 
+from tests.support.cli import stoppable
 from tests.support.flux_cases import write_script
 
 #: each way out, and the client's exit code (SIGKILL: none of its own)
@@ -74,7 +75,7 @@ def start(command: Command, root: Path, pack: str) -> List[Client]:
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=stderr,
-            preexec_fn=_stoppable,  # resets signal dispositions only
+            preexec_fn=stoppable,
         )
         clients.append(Client(way, folder, env, process, stderr))
     deadline = time.monotonic() + 240
@@ -84,14 +85,6 @@ def start(command: Command, root: Path, pack: str) -> List[Client]:
             assert time.monotonic() < deadline, f"{client.way}: no task ran\n{client.said()}"
             time.sleep(0.2)
     return clients
-
-
-def _stoppable() -> None:
-    """In the client, before it starts: the stop signals at their defaults - a client
-    started with one ignored (``nohup``; bash's ``&`` ignores INT) keeps ignoring it, as
-    it should, and a test started that way would wait for nothing."""
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, signal.SIG_DFL)
 
 
 def stop_each(clients: List[Client], gone: Callable[[str], bool]) -> Dict[str, float]:
