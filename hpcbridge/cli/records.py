@@ -270,9 +270,10 @@ def _sweep_jobs(args: argparse.Namespace, settings: Settings) -> int:
 
 def _settle_pack(pack: PackRecord, settings: Settings) -> None:
     """The jobs a named pack sent whose allocation is gone, settled (``settle_orphans``)."""
-    tasks = PackBook(store_for(settings)).tasks(pack.name)
+    store = store_for(settings)
+    tasks = PackBook(store).tasks(pack.name)
     ids = [str(task.job_id) for task in tasks if task.state == SENT and task.job_id]
-    records = store_for(settings).get_many("flux", pack.host, ids)
+    records = store.get_many("flux", pack.host, ids)
     sweeps.settle_orphans(settings, list(records.values()))
 
 
