@@ -15,7 +15,7 @@ from ..errors import (
     SubmissionUncertainError,
     TransportError,
 )
-from .retrying import Deadline
+from ..retrying import Deadline
 
 log = logging.getLogger("hpcbridge")
 

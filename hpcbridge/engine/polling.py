@@ -22,9 +22,9 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 from ..model import JobState, JobStatus
 from ..processes import alive_here
+from ..retrying import Deadline
 from ..store.jobs import JobStore
 from .observation import Observation, Reach, Source
-from .retrying import Deadline
 
 log = logging.getLogger("hpcbridge")
 

@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from ..errors import JobSubmissionError, JobTimeoutError, LimitRefusedError, SweepCancelledError
 from ..model import JobStatus
+from ..retrying import Deadline
 from ..store.leases import me
 from ..store.sweeps import (
     CANCELLED,
@@ -35,7 +36,6 @@ from ..store.sweeps import (
 from .driver import PartialSubmissionError, Submitted
 from .feeding import LOOK_AGAIN, Feeder, ProgressCallback, SweepCancelled
 from .jobscript import new_token
-from .retrying import Deadline
 from .service import SubmissionService
 from .submitting import DependsOn, JobInput, Order, coerce_task, reach_text
 

@@ -19,11 +19,11 @@ from typing import Callable, Collection, Dict, List, Optional, Set
 
 from ..errors import JobNotFoundError, JobTimeoutError, SchedulerUnavailableError, TransportError
 from ..model import JobState, JobStatus
+from ..retrying import Deadline
 from ..store.jobs import JobStore
 from .driver import SchedulerDriver, Waiter
 from .observation import Observation, Reach, Source
 from .polling import PollBoard, Poller
-from .retrying import Deadline
 from .tracking import JobTracker, ask
 
 log = logging.getLogger("hpcbridge")

@@ -25,8 +25,8 @@ import pytest
 from hpcbridge.config import Settings
 from hpcbridge.engine import polling
 from hpcbridge.engine.observation import Source
-from hpcbridge.engine.retrying import Deadline
 from hpcbridge.model import JobState
+from hpcbridge.retrying import Deadline
 from hpcbridge.schedulers.flux.adapter import FluxAdapter
 from tests.support.cli import hpcbridge_in
 from tests.support.flux_cases import driver_or_skip, start_instance, write_script

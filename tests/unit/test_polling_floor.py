@@ -17,9 +17,9 @@ from hpcbridge.config import Settings
 from hpcbridge.engine import polling
 from hpcbridge.engine.observation import Observation, Source
 from hpcbridge.engine.polling import PollBoard, Poller
-from hpcbridge.engine.retrying import Deadline
 from hpcbridge.errors import ConfigurationError
 from hpcbridge.model import JobState, JobStatus
+from hpcbridge.retrying import Deadline
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
 from hpcbridge.site_config import parse_site_settings
 from hpcbridge.store.jobs import JobStore

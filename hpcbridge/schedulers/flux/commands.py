@@ -11,7 +11,6 @@ import time
 from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from ...engine.adoption import CannotAsk, adopt_or_resubmit, look_up
-from ...engine.retrying import retry
 from ...errors import (
     JobTimeoutError,
     ResourceError,
@@ -19,6 +18,7 @@ from ...errors import (
     SubmissionUncertainError,
     TransportError,
 )
+from ...retrying import retry
 from ...transports.base import CommandResult, Executor
 from . import command_line as cl
 from . import native

@@ -19,8 +19,8 @@ from typing import Any, Callable, Iterator, List, Optional, Protocol, Tuple
 
 from ...config import Settings
 from ...engine.driver import DriverChoice, NativeDriverBroken, SchedulerDriver, choose_driver
-from ...engine.retrying import retry
 from ...errors import ConfigurationError, JobNotFoundError, SchedulerUnavailableError
+from ...retrying import retry
 from ...transports.base import Executor
 from .bindings_driver import BindingsConnection, NativeDriver
 from .command_driver import CLIDriver

@@ -15,10 +15,10 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...engine.adoption import CannotAsk, adopt_or_resubmit, look_up
 from ...engine.driver import NotAskedNow, Planned, SubmitBatch, Submitted
-from ...engine.retrying import Deadline, retry
 from ...errors import JobTimeoutError, SchedulerAdapterError, SubmissionUncertainError
 from ...model import JobStatus
 from ...native_options import option_names
+from ...retrying import Deadline, retry
 from ...transports.base import CommandResult, Executor
 from . import commands, status
 from .commands import (

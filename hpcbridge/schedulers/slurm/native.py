@@ -18,11 +18,11 @@ from ...engine.driver import (
     Submitted,
     choose_driver,
 )
-from ...engine.retrying import retry
 from ...engine.tracking import exit_code_from_file
 from ...errors import JobSubmissionError, SchedulerUnavailableError
 from ...model import JobStatus
 from ...resources import format_slurm_time, signal_parts
+from ...retrying import retry
 from ...transports.base import Executor
 from . import commands, pyslurm_loading
 from .cli import SlurmCliDriver
