@@ -5,7 +5,9 @@
 Code lines are lines that are not blank, comments or docstrings.  A module is *pure* when it
 imports none of subprocess, socket, threading, time, sqlite3, paramiko, flux, pyslurm, an HTTP
 client, ``hpcbridge.transports``, ``hpcbridge.store`` or an engine module other than its value
-types and text builders, names no ``Executor``, and imports no impure module of its own folder.
+types and text builders, and names no ``Executor`` (issue 47's rule: ``pure_share``); the
+stricter ``pure_share_transitive`` also counts a module importing an impure module of its own
+folder as impure.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ ENGINE_VALUES = {
     "hpcbridge.engine.jobscript",
     "hpcbridge.engine.observation",
     "hpcbridge.engine.values",
+    "hpcbridge.engine.driver",  # the driver contract and the value types of a submission
 }
 SCHEDULER_FOLDERS = ("hpcbridge/schedulers/slurm", "hpcbridge/schedulers/flux")
 NO_SLEEP = ("hpcbridge/schedulers", "hpcbridge/transports", "hpcbridge/store")
@@ -131,6 +134,9 @@ def main(argv: List[str]) -> int:
                 why.append("names Executor")
             direct[mod] = sorted(set(why))
         impure = {m for m, w in direct.items() if w}
+        sizes = {m: code_lines(p.read_text()) for m, p in members.items()}
+        total = sum(sizes.values())
+        direct_pure = sum(n for m, n in sizes.items() if m not in impure)
         changed = True
         while changed:  # importing an impure module of the same folder makes one impure
             changed = False
@@ -139,12 +145,11 @@ def main(argv: List[str]) -> int:
                     impure.add(mod)
                     direct[mod] = sorted(graph[mod] & impure)
                     changed = True
-        sizes = {m: code_lines(p.read_text()) for m, p in members.items()}
-        total = sum(sizes.values())
         pure = sum(n for m, n in sizes.items() if m not in impure)
         purity[folder] = {
             "code_lines": total,
-            "pure_share": round(pure / total, 3) if total else None,
+            "pure_share": round(direct_pure / total, 3) if total else None,
+            "pure_share_transitive": round(pure / total, 3) if total else None,
             "impure": {
                 m.rsplit(".", 1)[-1]: {"code_lines": sizes[m], "why": direct[m][:4]}
                 for m in sorted(impure, key=lambda m: -sizes[m])
