@@ -1,6 +1,7 @@
-"""The job records (``jobs``), the sweeps and packs (``sweeps``, ``packs``, their feeder's
-lease: ``leases``), in one SQLite database per user on a local disk (``location``,
-``journal``: records as files for a shared place)."""
+"""Everything hpcbridge keeps, in one SQLite database per user on a local disk
+(``location``; ``journal``: records as files for a shared place): the job records
+(``jobs``, their table and the one encoding of a status: ``records``), the shared poll
+(``polls``), the sweeps and packs (``sweeps``, ``packs``), and their leases (``leases``)."""
 
 from .jobs import JobRecord, JobStore
 

@@ -11,12 +11,10 @@ import os
 import socket
 import tempfile
 import time
-from dataclasses import asdict, fields
-from datetime import datetime
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional
 
-from ..model import JobState
+from .records import COLUMNS, JobRecord, decode_row, encode_record
 
 log = logging.getLogger("hpcbridge")
 
@@ -39,24 +37,15 @@ def file_name(scheduler: str, host: str, job_id: str) -> str:
     return f"{scheduler}-{safe}-{digest}.json"
 
 
-def encode(record: Any) -> str:
-    data = asdict(record)
-    for name, value in data.items():
-        if isinstance(value, datetime):
-            data[name] = value.isoformat()
-        elif isinstance(value, JobState):
-            data[name] = value.value
-    return json.dumps(data, ensure_ascii=False)
+def encode(record: JobRecord) -> str:
+    """A record as a JSON object: its columns by name, as the database holds them."""
+    return json.dumps(dict(zip(COLUMNS, encode_record(record))), ensure_ascii=False)
 
 
-def decode(text: str, record_type: Any) -> Any:
+def decode(text: str) -> JobRecord:
+    """The record of ``encode`` (a column it lacks: ``None``; one it does not know: left)."""
     data = json.loads(text)
-    known = {field.name for field in fields(record_type)}
-    values = {name: value for name, value in data.items() if name in known}
-    for name in ("submit_time", "start_time", "end_time", "updated_at"):
-        if values.get(name):
-            values[name] = datetime.fromisoformat(values[name])
-    return record_type(**values)
+    return decode_row([data.get(name) for name in COLUMNS])
 
 
 class Journal:
@@ -70,7 +59,7 @@ class Journal:
         self._seen: Dict[str, float] = {}
         self._looked = -float("inf")
 
-    def write(self, records: Iterable[Any]) -> None:
+    def write(self, records: Iterable[JobRecord]) -> None:
         """Each record as its own file (replaced whole); a failure is logged, not raised:
         the local database already holds the record."""
         try:
@@ -84,13 +73,13 @@ class Journal:
         except OSError as exc:
             log.warning("cannot write job records to %s: %s", self.folder, exc)
 
-    def others(self, record_type: Any, force: bool = False) -> List[Any]:
+    def others(self, force: bool = False) -> List[JobRecord]:
         """The records of the other writers whose folder changed since the last look."""
         now = time.monotonic()
         if not force and now - self._looked < LOOK_EVERY:
             return []
         self._looked = now
-        found: List[Any] = []
+        found: List[JobRecord] = []
         try:
             writers = [entry for entry in os.scandir(self.folder) if entry.is_dir()]
         except OSError:
@@ -107,11 +96,11 @@ class Journal:
             # folder's time: such a folder is read again.
             if seen is not None and changed <= seen and time.time() - changed > SETTLED:
                 continue
-            found.extend(self._read(Path(writer.path), record_type, seen))
+            found.extend(self._read(Path(writer.path), seen))
             self._seen[writer.name] = changed
         return found
 
-    def _read(self, folder: Path, record_type: Any, since: Optional[float]) -> List[Any]:
+    def _read(self, folder: Path, since: Optional[float]) -> List[JobRecord]:
         """The records of ``folder`` changed since ``since`` (all, the first time)."""
         records = []
         try:
@@ -123,7 +112,7 @@ class Journal:
                 if since is not None and entry.stat().st_mtime < since - SETTLED:
                     continue
                 with open(entry.path, encoding="utf-8") as stream:
-                    records.append(decode(stream.read(), record_type))
+                    records.append(decode(stream.read()))
             except (OSError, ValueError, TypeError) as exc:
                 log.debug("skipping job record %s: %s", entry.path, exc)
         return records

@@ -1,6 +1,7 @@
-"""Who feeds a named sweep or pack: a lease in its row (``feeder`` = ``host:pid``, with a
-heartbeat ``beat``), taken over from a feeder that died or fell silent; ``Book``, the rows
-of one kind in the job store, holds the lease's statements once for both."""
+"""Leases kept in a table's rows: who holds a named thing (``host:pid``, and a part of
+its own after that), until when, and whether that holder still lives - the one rule
+for the feeder of a sweep or pack (``Book``) and the holder of a shared poll
+(``polls``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import os
 import socket
 import sqlite3
 import time
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..processes import alive_here
@@ -19,18 +20,88 @@ SILENT_AFTER = 120.0
 
 
 def me() -> str:
-    """This process, as a feeder: ``host:pid``."""
+    """This process, as a holder: ``host:pid``."""
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def holds(holder: str, until: float, now: float, pid_decides: bool = False) -> bool:
+    """Whether ``holder`` (``host:pid``, maybe ``:part`` after) still holds a lease that
+    runs until ``until``: not when its process of this host is gone; else while the
+    lease runs - or, ``pid_decides``, as long as its process of this host lives."""
+    if not holder:
+        return False
+    host, _, rest = holder.partition(":")
+    here = alive_here(host, rest.partition(":")[0])
+    if here is False:
+        return False
+    return (here and pid_decides) or now < until
 
 
 def feeder_alive(feeder: str, beat: float, now: float) -> bool:
     """Whether the process named ``feeder`` may still be feeding: on this host its pid
     says so; on another, a heartbeat within ``SILENT_AFTER``."""
-    if not feeder:
-        return False
-    host, _, pid = feeder.rpartition(":")
-    here = alive_here(host, pid)
-    return here if here is not None else now - beat < SILENT_AFTER
+    return holds(feeder, beat + SILENT_AFTER, now, pid_decides=True)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """The lease of each row of ``table`` (a constant, never a value from outside): who
+    holds it in ``holder`` (``''``: nobody), when it was stamped in ``stamp``; it runs
+    ``lasts`` seconds past its stamp, and as long as its holder lives when
+    ``pid_decides``."""
+
+    table: str
+    key: str
+    holder: str
+    stamp: str
+    lasts: float = 0.0
+    pid_decides: bool = False
+
+    def read(self, connection: Any, key: str) -> Optional[Tuple[str, float]]:
+        """The row's holder and stamp (``None``: no row)."""
+        row = connection.execute(
+            f"SELECT {self.holder}, {self.stamp} FROM {self.table} "  # noqa: S608
+            f"WHERE {self.key} = ?",
+            (key,),
+        ).fetchone()
+        return None if row is None else (str(row[0] or ""), float(row[1] or 0.0))
+
+    def held(self, holder: str, stamp: float, now: float) -> bool:
+        return holds(holder, stamp + self.lasts, now, self.pid_decides)
+
+    def other(self, connection: Any, key: str, mine: str, now: float) -> Optional[str]:
+        """Who else holds the lease of ``key`` now (``None``: nobody); ``KeyError``
+        when no row is keyed so."""
+        row = self.read(connection, key)
+        if row is None:
+            raise KeyError(key)
+        holder, stamp = row
+        return holder if holder not in ("", mine) and self.held(holder, stamp, now) else None
+
+    def claim(self, connection: Any, key: str, mine: str, stamp: float) -> None:
+        """``mine`` holds the lease of ``key`` now, stamped ``stamp``."""
+        connection.execute(
+            f"UPDATE {self.table} SET {self.holder} = ?, {self.stamp} = ? "  # noqa: S608
+            f"WHERE {self.key} = ?",
+            (mine, stamp, key),
+        )
+
+    def renew(self, connection: Any, key: str, mine: str, stamp: float) -> None:
+        """Stamped again, if ``mine`` still holds it."""
+        connection.execute(
+            f"UPDATE {self.table} SET {self.stamp} = ? "  # noqa: S608
+            f"WHERE {self.key} = ? AND {self.holder} = ?",
+            (stamp, key, mine),
+        )
+
+    def let_go(self, connection: Any, key: str, mine: str, stamp: Optional[float] = None) -> None:
+        """``mine`` holds it no more (another may take it at once); ``stamp``: the stamp
+        left (``None``: as it was)."""
+        connection.execute(
+            f"UPDATE {self.table} SET {self.holder} = '', "  # noqa: S608
+            f"{self.stamp} = COALESCE(?, {self.stamp}) WHERE {self.key} = ? AND {self.holder} = ?",
+            (stamp, key, mine),
+        )
 
 
 class Book:
@@ -39,20 +110,21 @@ class Book:
 
     TABLE = ""
     SCHEMA = ""
-    #: columns of ``TABLE`` added after the first release (see ``add_missing_columns``)
+    #: columns of ``TABLE`` added after the first release: (name, SQL type)
     LATER_COLUMNS: Sequence[Tuple[str, str]] = ()
 
     def __init__(self, store: JobStore) -> None:
         self.store = store
         self._ready = False
+        #: the feeder's lease: on this host while its process lives, else while it beats
+        self.lease = Lease(self.TABLE, "name", "feeder", "beat", SILENT_AFTER, pid_decides=True)
 
     def _setup(self) -> JobStore:
         if not self._ready:
             self.store.run_script(self.SCHEMA)
-            if self.LATER_COLUMNS:
-                self.store.transaction(
-                    lambda db: add_missing_columns(db, self.TABLE, self.LATER_COLUMNS)
-                )
+            later = [(self.TABLE, name, sql_type) for name, sql_type in self.LATER_COLUMNS]
+            if later:
+                self.store.transaction(lambda db: add_missing_columns(db, later))
             self._ready = True
         return self.store
 
@@ -97,33 +169,17 @@ class Book:
         mine, now = me(), time.time()
 
         def attempt(connection: Any) -> Optional[str]:
-            row = connection.execute(
-                f"SELECT feeder, beat FROM {self.TABLE} WHERE name = ?",  # noqa: S608
-                (name,),
-            ).fetchone()
-            if row is None:
-                raise KeyError(name)
-            feeder, beat = row
-            if feeder not in ("", mine) and feeder_alive(feeder, beat, now):
-                return str(feeder)
-            connection.execute(
-                f"UPDATE {self.TABLE} SET feeder = ?, beat = ? WHERE name = ?",  # noqa: S608
-                (mine, now, name),
-            )
-            return None
+            feeder = self.lease.other(connection, name, mine, now)
+            if feeder is None:
+                self.lease.claim(connection, name, mine, now)
+            return feeder
 
         return self._setup().transaction(attempt)
 
     def beat(self, name: str) -> None:
         """This feeder still feeds ``name``."""
-        self._setup().write_many(
-            f"UPDATE {self.TABLE} SET beat = ? WHERE name = ? AND feeder = ?",  # noqa: S608
-            [(time.time(), name, me())],
-        )
+        self._setup().transaction(lambda db: self.lease.renew(db, name, me(), time.time()))
 
     def let_go(self, name: str) -> None:
         """This feeder stops feeding ``name`` (another may take it at once)."""
-        self._setup().write_many(
-            f"UPDATE {self.TABLE} SET feeder = '' WHERE name = ? AND feeder = ?",  # noqa: S608
-            [(name, me())],
-        )
+        self._setup().transaction(lambda db: self.lease.let_go(db, name, me()))

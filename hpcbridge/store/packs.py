@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..model import INSTANCE_GONE, JobStatus
-from .jobs import STATUS_KEYS, now_text, status_from_row
+from .jobs import now_text
 from .leases import Book, feeder_alive, me
+from .records import status_from_json, status_json
 
 #: a task's places (see the module docstring)
 WAITING, SENDING, SENT, ENDED = "waiting", "sending", "sent", "ended"
@@ -193,10 +194,7 @@ class PackBook(Book):
     def ended(self, name: str, finals: Mapping[int, JobStatus]) -> None:
         self._setup().write_many(
             "UPDATE pack_tasks SET state = ?, final = ? WHERE pack = ? AND idx = ?",
-            [
-                (ENDED, json.dumps(status.to_json()), name, index)
-                for index, status in finals.items()
-            ],
+            [(ENDED, status_json(status), name, index) for index, status in finals.items()],
         )
 
     def cancel(self, name: str) -> None:
@@ -308,12 +306,6 @@ def _task(row: Sequence[Any]) -> PackTask:
         token,
         made,
         job_id,
-        _status(final) if final else None,
+        status_from_json(final) if final else None,
         bool(again),
     )
-
-
-def _status(final: str) -> JobStatus:
-    """A final status back from its ``to_json`` form."""
-    data = json.loads(final)
-    return status_from_row([data.get(key) for key in STATUS_KEYS])

@@ -9,9 +9,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .jobs import COLUMNS, JobRecord, decode_row
 from .jobs import now_text as now_text
 from .leases import Book, me
+from .records import COLUMNS, JobRecord, decode_row
 
 #: a task's places (see the module docstring)
 WAITING, SENDING, SENT, CANCELLED = "waiting", "sending", "sent", "cancelled"

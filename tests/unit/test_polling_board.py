@@ -1,10 +1,11 @@
-"""The poll board's rounds (``PollBoard``): one row per round, its answers as one JSON
-document (``encode_round``/``decode_round``, which round trip any answer); a one-off
+"""The poll board's rounds (``store.polls.PollBoard``): one row per round, its answers as
+one JSON document (``encode_round``/``decode_round``, which round trip any answer); a one-off
 question that takes the round leaves nothing behind; the newest answer of each id is
 served, a final one is not asked again, rounds nobody can take any more are dropped."""
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -15,9 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hpcbridge.engine.observation import Observation, Reach, Source
-from hpcbridge.engine.polling import PollBoard, Poller, decode_round, encode_round
+from hpcbridge.engine.polling import Poller
 from hpcbridge.model import JobState, JobStatus
 from hpcbridge.store.jobs import JobStore
+from hpcbridge.store.leases import me
+from hpcbridge.store.polls import Answer, PollBoard, decode_round, encode_round
 
 SETTINGS = settings(max_examples=60, deadline=None)
 
@@ -41,39 +44,31 @@ _statuses = st.builds(
     extra=st.dictionaries(st.text(max_size=8), _plain, max_size=3),
     as_of=_moments,
 )
-_observations = st.builds(
-    Observation,
-    status=_statuses,
-    answered_at=st.one_of(st.none(), st.floats(0, 4e9)),
-    reach=st.sampled_from(list(Reach)),
+_answers = st.tuples(
+    _statuses,
+    st.one_of(st.none(), st.floats(0, 4e9)),
+    st.sampled_from([reach.value for reach in Reach]),
 )
 
 
-def _same(left: Observation, right: Observation) -> bool:
-    a, b = left.status, right.status
-    return (a, a.extra, a.as_of, left.answered_at, left.reach, left.source) == (
-        b,
-        b.extra,
-        b.as_of,
-        right.answered_at,
-        right.reach,
-        right.source,
-    )
+def _same(left: Answer, right: Answer) -> bool:
+    a, b = left[0], right[0]
+    return (a, a.extra, a.as_of, *left[1:]) == (b, b.extra, b.as_of, *right[1:])
 
 
 @SETTINGS
-@given(st.lists(_observations, max_size=6))
-def test_a_round_round_trips(seen: List[Observation]) -> None:
-    answers = {o.status.job_id: o for o in seen}
+@given(st.lists(_answers, max_size=6))
+def test_a_round_round_trips(seen: List[Answer]) -> None:
+    answers = {answer[0].job_id: answer for answer in seen}
     back = decode_round(encode_round(answers))
     assert list(back) == list(answers)
     assert all(_same(back[job_id], answers[job_id]) for job_id in answers)
 
 
 @SETTINGS
-@given(st.lists(_observations, max_size=6), st.lists(st.text(max_size=12), max_size=6))
-def test_only_the_asked_ids_are_decoded(seen: List[Observation], asked: List[str]) -> None:
-    answers = {o.status.job_id: o for o in seen}
+@given(st.lists(_answers, max_size=6), st.lists(st.text(max_size=12), max_size=6))
+def test_only_the_asked_ids_are_decoded(seen: List[Answer], asked: List[str]) -> None:
+    answers = {answer[0].job_id: answer for answer in seen}
     back = decode_round(encode_round(answers), asked)
     assert set(back) == set(asked) & set(answers)
     assert all(_same(back[job_id], answers[job_id]) for job_id in back)
@@ -81,8 +76,12 @@ def test_only_the_asked_ids_are_decoded(seen: List[Observation], asked: List[str
 
 def test_a_value_of_extra_that_is_no_json_is_left_out() -> None:
     status = JobStatus("1", JobState.RUNNING, extra={"raw_id": "1", "handle": object()})
-    back = decode_round(encode_round({"1": Observation(status)}))
-    assert back["1"].status.extra == {"raw_id": "1"} and back["1"].source is Source.SCHEDULER
+    back = decode_round(encode_round({"1": (status, None, "answered")}))
+    assert back["1"][0].extra == {"raw_id": "1"}
+
+
+def _answered(job_ids: List[str], state: JobState) -> Dict[str, Answer]:
+    return {i: (JobStatus(i, state), None, Reach.ANSWERED.value) for i in job_ids}
 
 
 class Scheduler:
@@ -129,11 +128,10 @@ def test_a_waiter_that_takes_the_round_keeps_its_wants_for_the_next_holder(
 
 
 def test_the_newest_answer_of_each_id_is_served(board: PollBoard) -> None:
-    running = {i: Observation(JobStatus(i, JobState.RUNNING)) for i in ("1", "2")}
-    board.publish("t", "x", running, 100.0, 0.0)
-    board.publish("t", "x", {"2": Observation(JobStatus("2", JobState.COMPLETED))}, 200.0, 0.0)
+    board.publish("t", "x", _answered(["1", "2"], JobState.RUNNING), 100.0, 0.0)
+    board.publish("t", "x", _answered(["2"], JobState.COMPLETED), 200.0, 0.0)
     found = board.answers("t", ["1", "2", "3"], 50.0)
-    assert {i: (seen.status.state, at) for i, (seen, at) in found.items()} == {
+    assert {i: (answer[0].state, at) for i, (answer, at) in found.items()} == {
         "1": (JobState.RUNNING, 100.0),
         "2": (JobState.COMPLETED, 200.0),
     }
@@ -157,8 +155,7 @@ def test_an_id_answered_final_is_not_asked_again(board: PollBoard) -> None:
 
 
 def test_forget_drops_the_ids_from_every_round_kept(board: PollBoard) -> None:
-    ended = {i: Observation(JobStatus(i, JobState.COMPLETED)) for i in ("1", "2")}
-    board.publish("t", "x", ended, time.time(), 0.0)
+    board.publish("t", "x", _answered(["1", "2"], JobState.COMPLETED), time.time(), 0.0)
     board.forget("t", ["1"])
     assert set(board.answers("t", ["1", "2"], 0.0)) == {"2"}
     board.want("t", ["1", "2"], "w", time.time() + 60, 1.0)
@@ -168,16 +165,15 @@ def test_forget_drops_the_ids_from_every_round_kept(board: PollBoard) -> None:
 def test_rounds_nobody_can_take_are_dropped(
     board: PollBoard, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("hpcbridge.engine.polling.ROUNDS_KEPT_FOR", 10.0)
-    monkeypatch.setattr("hpcbridge.engine.polling.SLOW_CAP", 1.0)
+    monkeypatch.setattr("hpcbridge.store.polls.ROUNDS_KEPT_FOR", 10.0)
     now = time.time()
-    running = {"1": Observation(JobStatus("1", JobState.RUNNING))}
-    board.publish("t", "x", running, now - 30, 0.0)
-    board.publish("t", "x", running, now - 5, 0.0)
-    board.publish("t", "x", running, now, 0.0)
+    running = _answered(["1"], JobState.RUNNING)
+    board.publish("t", "x", running, now - 30, 0.0, slack=1.0)
+    board.publish("t", "x", running, now - 5, 0.0, slack=1.0)
+    board.publish("t", "x", running, now, 0.0, slack=1.0)
     assert [r[0] for r in _rows(board, "SELECT at FROM poll_rounds")] == [now - 5, now]
     board.want("t", ["1"], "w", now + 600, 60.0)  # a waiter of a minute's interval
-    board.publish("t", "x", running, now + 1, 0.0)
+    board.publish("t", "x", running, now + 1, 0.0, slack=1.0)
     assert len(_rows(board, "SELECT at FROM poll_rounds")) == 3  # kept for its gap
 
 
@@ -196,3 +192,39 @@ def test_a_copy_with_changes_is_what_replace_gives() -> None:
         status.with_(status=JobState.RUNNING)
     seen = Observation(status).stamped(5.0).with_status(changed)
     assert (seen.status, seen.answered_at, seen.source) == (changed, 5.0, Source.SCHEDULER)
+
+
+def test_a_state_folder_of_the_previous_releases_opens_and_shares_the_poll(
+    tmp_path: Path,
+) -> None:
+    import sqlite3
+
+    path = tmp_path / "jobs.db"
+    with sqlite3.connect(str(path)) as db:  # the poll tables as the releases before made them
+        db.executescript(
+            "CREATE TABLE poll_answers (target TEXT NOT NULL, job_id TEXT NOT NULL, "
+            "at REAL NOT NULL, final INTEGER NOT NULL, answer TEXT NOT NULL, "
+            "PRIMARY KEY (target, job_id));"
+            "CREATE TABLE poll_lease (target TEXT PRIMARY KEY, owner TEXT NOT NULL, "
+            "until REAL NOT NULL, last_round REAL, duration REAL);"
+            "CREATE TABLE poll_rounds (target TEXT NOT NULL, at REAL NOT NULL, "
+            "answers TEXT NOT NULL, finals TEXT NOT NULL);"
+        )
+        # a process of the previous release polls (this one stands in: it lives), and
+        # published a round: its answers are read as ours
+        db.execute(
+            "INSERT INTO poll_lease VALUES ('t', ?, ?, ?, NULL)",
+            (f"{me()}:previous", time.time() + 600, time.time()),
+        )
+        entry = ["COMPLETED", 0, None, None, "COMPLETED", "", {}, None, time.time(), "answered"]
+        db.execute(
+            "INSERT INTO poll_rounds VALUES ('t', ?, ?, '[\"1\"]')",
+            (time.time(), f'{{"1": {json.dumps(entry)}}}'),
+        )
+    scheduler = Scheduler()
+    poller = Poller(scheduler.query, 30.0, board=PollBoard(JobStore(path)), target="t")
+    found = poller.ask(["1"])
+    assert found["1"].status.state is JobState.COMPLETED and scheduler.rounds == []
+    assert set(poller.ask(["1", "2"])) == {"1"}  # "2" waits for the holder's next round
+    wants = _rows(PollBoard(JobStore(path)), "SELECT job_id, owner FROM poll_wants")
+    assert sorted(wants) == [("1", poller.owner), ("2", poller.owner)]  # the holder asks them

@@ -8,6 +8,7 @@ import shlex
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 
 import pytest
@@ -22,16 +23,10 @@ from hpcbridge.errors import (
 )
 from hpcbridge.transports.base import CommandResult, Executor
 from hpcbridge.transports.local import LocalExecutor
-from hpcbridge.transports.ssh import connect as ssh_connect
 from hpcbridge.transports.ssh.config import known_hosts_name, parse_jump, resolve, split_jumps
-from hpcbridge.transports.ssh.connect import (
-    ConnectionDropped,
-    HostKeyPolicy,
-    Permanent,
-    fingerprint,
-    is_connection_error,
-)
+from hpcbridge.transports.ssh.connect import ConnectionDropped, Permanent, is_connection_error
 from hpcbridge.transports.ssh.executor import SSHExecutor, build_command
+from hpcbridge.transports.ssh.hostkeys import HostKeyPolicy, fingerprint
 
 # --------------------------------------------------------------------------- helpers
 
@@ -636,7 +631,15 @@ def fake(monkeypatch):
         return item
 
     monkeypatch.setattr(executor._connections, "opener", fake_open)
-    monkeypatch.setattr(ssh_connect.time, "sleep", lambda seconds: executor.sleeps.append(seconds))
+    # A clock of its own: a pause is recorded and moves it on, nothing waits.
+    clock = [time.monotonic()]
+
+    def sleep(seconds):
+        executor.sleeps.append(seconds)
+        clock[0] += seconds
+
+    monkeypatch.setattr(time, "sleep", sleep)
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
     return executor
 
 

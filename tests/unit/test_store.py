@@ -124,7 +124,7 @@ def test_statuses_are_the_records_last_states(tmp_path):
 def test_a_database_of_an_older_release_gets_the_new_columns_and_keeps_its_rows(tmp_path):
     import sqlite3
 
-    from hpcbridge.store.jobs import SCHEMA
+    from hpcbridge.store.records import SCHEMA
     from hpcbridge.store.sweeps import SweepBook
 
     path = tmp_path / "jobs.db"

@@ -1,12 +1,10 @@
-"""One SSH connection: why one fails (``Permanent`` or worth a retry), host keys (unknown
-refused, or accepted new), logging in to each hop, and ``SharedConnection``: the one
-connection an executor shares between calls and threads, reopened when it dies."""
+"""One SSH connection: why one fails (``Permanent`` or worth a retry), logging in to each
+hop (host keys: ``hostkeys``), and ``SharedConnection``: the one connection an executor
+shares between calls and threads, reopened when it dies."""
 
 from __future__ import annotations
 
-import base64
 import errno
-import hashlib
 import logging
 import os
 import socket
@@ -17,7 +15,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, List, Optional
 
 from ...errors import HostKeyError, TransportError
+from ...retrying import retry
 from .config import Hop, Target
+from .hostkeys import HostKeyPolicy, changed_host_key, load_known_hosts
 
 if TYPE_CHECKING:  # pragma: no cover
     import paramiko
@@ -98,56 +98,6 @@ def close_quietly(*resources: Any) -> None:
             resource.close()
         except Exception:  # noqa: S110 - best effort on a dying connection
             pass
-
-
-#: one lock for appending to known_hosts files (accept-new), process-wide
-_KNOWN_HOSTS_LOCK = threading.Lock()
-
-
-def fingerprint(key: Any) -> str:
-    """OpenSSH's ``SHA256:...`` fingerprint of a paramiko key."""
-    digest = hashlib.sha256(key.asbytes()).digest()
-    return "SHA256:" + base64.b64encode(digest).decode("ascii").rstrip("=")
-
-
-class HostKeyPolicy:
-    """paramiko's missing-host-key hook: refuse unknown keys, or accept-new them."""
-
-    def __init__(self, hop: Hop, accept_new: bool) -> None:
-        self.hop = hop
-        self.accept_new = accept_new
-
-    def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
-        name = self.hop.known_hosts_name
-        target_file = self.hop.known_hosts_files[0]
-        if not self.accept_new:
-            raise HostKeyError(
-                f"host key for {name} ({key.get_name()} {fingerprint(key)}) is not known "
-                f"(looked in {', '.join(self.hop.known_hosts_files)}). Verify the fingerprint, "
-                f"then add it: ssh-keyscan -p {self.hop.port} {self.hop.hostname} >> "
-                f"{target_file} -- or set HPCBRIDGE_SSH_ACCEPT_NEW_HOST_KEYS=1 to accept "
-                f"new host keys on first use"
-            )
-        line = f"{name} {key.get_name()} {key.get_base64()}\n"
-        with _KNOWN_HOSTS_LOCK:
-            directory = os.path.dirname(target_file)
-            if directory and not os.path.isdir(directory):
-                os.makedirs(directory, mode=0o700, exist_ok=True)
-            needs_newline = False
-            if os.path.exists(target_file) and os.path.getsize(target_file) > 0:
-                with open(target_file, "rb") as handle:
-                    handle.seek(-1, os.SEEK_END)
-                    needs_newline = handle.read(1) != b"\n"
-            with open(target_file, "a", encoding="ascii") as handle:
-                handle.write(("\n" if needs_newline else "") + line)
-        client.get_host_keys().add(hostname, key.get_name(), key)
-        log.warning(
-            "accepted new host key for %s (%s %s), added to %s",
-            name,
-            key.get_name(),
-            fingerprint(key),
-            target_file,
-        )
 
 
 def no_delay(sock: Any) -> None:
@@ -244,11 +194,11 @@ def _connect_hop(
     """A logged-in ``paramiko.SSHClient`` for ``hop`` (over ``sock`` when not direct)."""
     where = hop.label if is_target else f"jump host {hop.label}"
     client = paramiko.SSHClient()
-    _load_known_hosts(client, hop)
     client.set_missing_host_key_policy(HostKeyPolicy(hop, options.accept_new_host_keys))
     agent = not hop.identities_only
     timeout = options.connect_timeout
     try:
+        load_known_hosts(client, hop)
         client.connect(
             hop.hostname,
             port=hop.port,
@@ -268,18 +218,6 @@ def _connect_hop(
     return client
 
 
-def _load_known_hosts(client: Any, hop: Hop) -> None:
-    for path in (*hop.global_known_hosts_files, *hop.known_hosts_files):
-        if path and path != os.devnull and os.path.isfile(path):
-            try:
-                client.load_system_host_keys(path)
-            except Exception as exc:
-                client.close()
-                raise Permanent(
-                    HostKeyError(f"cannot read known_hosts file {path}: {exc}")
-                ) from exc
-
-
 def _login_error(
     paramiko: Any, exc: Exception, hop: Hop, where: str, agent: bool, first: bool
 ) -> Exception:
@@ -287,7 +225,7 @@ def _login_error(
     if isinstance(exc, HostKeyError):
         return Permanent(exc)
     if isinstance(exc, paramiko.BadHostKeyException):
-        return Permanent(_changed_host_key(hop, exc))
+        return Permanent(changed_host_key(hop, exc))
     if isinstance(exc, paramiko.AuthenticationException):
         # Never echo key material or passphrases: name the sources only.
         tried = ", ".join(hop.identity_files) or "no key file"
@@ -315,18 +253,6 @@ def _login_error(
         error = TransportError(f"cannot resolve {where}: {exc.strerror or exc}")
         return Permanent(error) if first else error
     return TransportError(f"cannot connect to {where}: {describe(exc)}")
-
-
-def _changed_host_key(hop: Hop, exc: Any) -> HostKeyError:
-    return HostKeyError(
-        f"HOST KEY CHANGED for {hop.known_hosts_name}: the server presented "
-        f"{exc.key.get_name()} {fingerprint(exc.key)} but known_hosts "
-        f"({', '.join(hop.known_hosts_files)}) has {exc.expected_key.get_name()} "
-        f"{fingerprint(exc.expected_key)}. This may be a man-in-the-middle attack "
-        f"or a reinstalled server; nothing was run. If the change is expected, "
-        f"remove the old entry: ssh-keygen -R '{hop.known_hosts_name}' "
-        f"-f {hop.known_hosts_files[0]}"
-    )
 
 
 #: opens one connection; its argument says whether none was ever opened before
@@ -397,43 +323,56 @@ class SharedConnection:
         # At start, fail fast: a refused port or a bad name is a configuration
         # problem.  On a reconnect the server may be restarting: back off.
         attempts = self.options.max_reconnect_attempts if reconnect else 1
-        delay = _FIRST_RETRY_DELAY
-        for attempt in range(1, attempts + 1):
+        tried = 0
+
+        def attempt() -> Connection:
+            nonlocal tried
+            tried += 1
             self._keep_minimum_interval()
             try:
-                conn = self.opener(self.count == 0)
+                return self.opener(self.count == 0)
             except Permanent as exc:
                 raise exc.error from None
             except TransportError as exc:
-                if attempt >= attempts:
-                    if reconnect:
-                        raise TransportError(
-                            f"cannot reconnect to {self.label} after {attempt} attempts: {exc}"
-                            " (is the host up? try again once it answers)"
-                        ) from exc.__cause__
+                if tried >= attempts and reconnect:
+                    raise TransportError(
+                        f"cannot reconnect to {self.label} after {tried} attempts: {exc}"
+                        " (is the host up? try again once it answers)"
+                    ) from exc.__cause__
+                if tried >= attempts:
                     raise
                 # One line per outage ("lost", then "reconnected"), not one per attempt.
-                log.debug(
-                    "reconnect to %s failed (attempt %d/%d): %s; retrying in %.1f s",
-                    self.label,
-                    attempt,
-                    attempts,
-                    exc,
-                    delay,
-                )
-                time.sleep(delay)
-                delay = min(delay * 2, _MAX_RETRY_DELAY)
-                continue
-            self.count += 1
-            if reconnect:
-                log.info("reconnected to %s (connection #%d)", self.label, self.count)
-            else:
-                log.debug("connected to %s", self.label)
-            return conn
-        raise AssertionError("unreachable")  # pragma: no cover
+                raise _Again(f"attempt {tried}/{attempts}: {exc}") from exc
+
+        conn = retry(
+            attempt,
+            budget=None,
+            retry_on=(_Again,),
+            pause=_FIRST_RETRY_DELAY,
+            backoff=2.0,
+            max_pause=_MAX_RETRY_DELAY,
+            what=f"reconnect to {self.label}",
+        )
+        self.count += 1
+        if reconnect:
+            log.info("reconnected to %s (connection #%d)", self.label, self.count)
+        else:
+            log.debug("connected to %s", self.label)
+        return conn
 
     def _keep_minimum_interval(self) -> None:
-        wait = self._last_open + self.options.min_reconnect_interval - time.monotonic()
-        if self._last_open and wait > 0:
-            time.sleep(wait)
+        """No open sooner than ``min_reconnect_interval`` after the last one: a link that
+        dies at once is not reopened in a tight loop."""
+        left = self._pace_left()
+        if left > 0:  # asked again once that much later
+            retry(self._pace_left, budget=left, again=lambda still: still > 0, pause=left)
         self._last_open = time.monotonic()
+
+    def _pace_left(self) -> float:
+        if not self._last_open:
+            return 0.0
+        return self._last_open + self.options.min_reconnect_interval - time.monotonic()
+
+
+class _Again(Exception):
+    """An open failed that another attempt may mend."""

@@ -12,6 +12,7 @@ import time
 from typing import Any, Callable, List, Optional, Tuple
 
 from ...errors import JobTimeoutError, SubmissionUncertainError, TransportError
+from ...retrying import retry
 from ..base import CommandResult
 from .connect import (
     Connection,
@@ -23,6 +24,11 @@ from .connect import (
 )
 
 log = logging.getLogger("hpcbridge.ssh")
+
+
+class _Refused(Exception):
+    """The server refused a channel; the connection is fine."""
+
 
 _CHUNK = 65536
 
@@ -44,15 +50,11 @@ class RemoteCommands:
     ) -> CommandResult:
         """Run ``command`` (the remote line for ``argv``) with a channel of its own."""
         failures = 0
-        while True:
+        while True:  # no pause: a new connection keeps its own pace (SharedConnection)
             conn = self.connections.get()
-            try:
-                channel = conn.transport.open_session(
-                    timeout=self.connections.options.connect_timeout
-                )
-            except Exception as exc:
+            channel = self._channel(conn, failures)
+            if channel is None:  # the connection failed first: dropped, a new one asked
                 failures += 1
-                self._channel_refused(conn, exc, failures)
                 continue
             try:
                 return self.execute(channel, conn, argv, command, budget, input)
@@ -60,20 +62,41 @@ class RemoteCommands:
                 failures += 1
                 self._command_dropped(conn, argv, idempotent, failures, exc)
 
-    def _channel_refused(self, conn: Connection, exc: Exception, failures: int) -> None:
-        """No channel: nothing was sent, so retrying is safe even for a submission."""
-        refused = not is_connection_error(exc, conn.transport)
+    def _channel(self, conn: Connection, failures: int) -> Any:
+        """A new channel on ``conn``; one the server refuses (e.g. MaxSessions reached) is
+        asked again, backing off; nothing was sent, so this is safe even for a submission.
+        ``None`` when the connection itself failed (it is dropped); ``TransportError`` past
+        ``max_reconnect_attempts`` (``failures`` spent already)."""
+        options = self.connections.options
+        tried = failures
+
+        def attempt() -> Any:
+            nonlocal tried
+            tried += 1
+            try:
+                return conn.transport.open_session(timeout=options.connect_timeout)
+            except Exception as exc:
+                if tried >= options.max_reconnect_attempts:
+                    raise TransportError(
+                        f"cannot open a channel to {self.label}: {describe(exc)}"
+                    ) from exc
+                if not self._refused(conn, exc):
+                    self.connections.invalidate(conn)
+                    return None
+                raise _Refused(describe(exc)) from exc
+
+        return retry(
+            attempt, budget=None, retry_on=(_Refused,), pause=0.2, backoff=2.0, max_pause=2.0
+        )
+
+    @staticmethod
+    def _refused(conn: Connection, exc: Exception) -> bool:
+        """Whether the server refused a channel over a connection that is fine."""
+        if not is_connection_error(exc, conn.transport):
+            return True
         paramiko = loaded_paramiko()
-        if not refused and paramiko and isinstance(exc, paramiko.ChannelException):
-            # e.g. MaxSessions reached: the server refused the channel, the
-            # connection is fine.
-            refused = conn.alive()
-        if failures >= self.connections.options.max_reconnect_attempts:
-            raise TransportError(f"cannot open a channel to {self.label}: {describe(exc)}") from exc
-        if refused:
-            time.sleep(min(0.1 * 2**failures, 2.0))
-        else:
-            self.connections.invalidate(conn)
+        # e.g. MaxSessions reached: the server refused the channel, the connection is fine.
+        return bool(paramiko and isinstance(exc, paramiko.ChannelException) and conn.alive())
 
     def _command_dropped(
         self,
@@ -216,12 +239,7 @@ def _feed_input(channel: Any, input: Optional[str]) -> Optional[threading.Thread
 
 def _stays_active(transport: Any, grace: float = 0.2) -> bool:
     """Is the transport still up after ``grace`` s?  (paramiko closes channels first.)"""
-    end = time.monotonic() + grace
-    while time.monotonic() < end:
-        if not transport.is_active():
-            return False
-        time.sleep(0.02)
-    return bool(transport.is_active())
+    return bool(retry(transport.is_active, budget=grace, again=bool, pause=0.02))
 
 
 # paramiko channel quirks worked around (each function says which).
