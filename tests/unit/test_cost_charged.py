@@ -24,7 +24,8 @@ from hpcbridge.cost import (
     total,
     within,
 )
-from hpcbridge.schedulers.flux.command_line import charges_argv, parse_charges
+from hpcbridge.schedulers.flux.answers import parse_charges
+from hpcbridge.schedulers.flux.commands import charges_argv
 from hpcbridge.schedulers.slurm.commands import (
     parse_sacct_charges,
     parse_tres,

@@ -10,7 +10,7 @@ import pytest
 
 from hpcbridge import Settings
 from hpcbridge.schedulers.flux.instance import UriSetting
-from hpcbridge.schedulers.flux.submission import JobKind, choose_kind
+from hpcbridge.schedulers.flux.request import JobKind, choose_kind
 from hpcbridge.schedulers.mock import MockAdapter
 from hpcbridge.store.jobs import JobRecord, JobStore
 

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from typing import Any, List, Optional, Sequence
 
 from hpcbridge.model import JobState
+from hpcbridge.schedulers.flux.ids import canonical_job_id
 from hpcbridge.schedulers.flux.journal import (
     BACKLOG_END_ID,
     EVENTS,
@@ -21,7 +22,6 @@ from hpcbridge.schedulers.flux.journal import (
     journal_usable,
     request_payload,
 )
-from hpcbridge.schedulers.flux.status import canonical_job_id
 
 #: in a fake reactor's queue: the job manager's response that ends the backlog
 BACKLOG_END = "backlog end"

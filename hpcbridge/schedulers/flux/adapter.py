@@ -14,30 +14,18 @@ from ...engine.submitting import Order, dry_batches
 from ...errors import ConfigurationError, JobNotFoundError, SchedulerUnavailableError
 from ...registry import check_driver_choice
 from ...transports.base import Executor
-from .command_line import charges_argv, parse_charges
-from .commands import FluxCommands
+from .answers import parse_charges
+from .bindings import load_bindings
+from .command_runner import FluxCommands
+from .commands import charges_argv, submit_argv
 from .doctor import adapter_info
+from .ids import F58_PREFIX, InvalidJobIdError, canonical_job_id
 from .instance import POLICIES, FluxOptions, FluxPolicy, InstanceFacts, UriSetting, facts
-from .native import Attributes
-from .session import (
-    FluxSession,
-    choose_uri_setting,
-    command_host,
-    load_bindings,
-    open_session,
-    resolve_target,
-)
-from .status import F58_PREFIX, InvalidJobIdError, canonical_job_id, only_unknown_ids
-from .submission import (
-    MAX_BATCH,
-    JobChoice,
-    JobKind,
-    Questions,
-    choose_kind,
-    flux_plan,
-    plan_batch,
-    submit_argv,
-)
+from .options import Attributes
+from .planning import Questions, plan_batch
+from .request import MAX_BATCH, JobChoice, JobKind, choose_kind, flux_plan
+from .session import FluxSession, choose_uri_setting, command_host, open_session, resolve_target
+from .status import only_unknown_ids
 
 
 class FluxAdapter(SchedulerAdapter):

@@ -4,111 +4,30 @@ opens and answers (``BindingsConnection.probe``); lost answers are found by key,
 
 from __future__ import annotations
 
-import errno
 import logging
-import os
-import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from ...engine.driver import Capabilities, Planned, Submitted, Waiter
 from ...errors import JobSubmissionError, SchedulerAdapterError
 from ...model import JobStatus
-from . import jobspec
-from .command_line import Outcome, output_path_from_jobspec, raise_cancel_errors
-from .commands import FluxCommands, KeyFinder, adopt_all
-from .instance import InstanceFacts, QueueInfo, queue_info_from_config
+from . import bulk_helper, jobspec
+from .answers import Outcome, output_path_from_jobspec, raise_cancel_errors
+from .bindings import BindingsConnection
+from .command_runner import FluxCommands, KeyFinder, adopt_all
+from .ids import canonical_job_id, parse_job_id
+from .instance import InstanceFacts
 from .jobspec import LOST, error_text
 from .journal import Journal, JournalWaiter, ResultWaiter, open_journal
-from .status import bindings_job_ids, facts_from_jobinfo, parse_job_id, statuses_from_facts, unknown
-from .submission import DROPPED_KEYS, FluxDriverBase, FluxPlan, flux_plan, jobspec_params
+from .request import DROPPED_KEYS, FluxPlan, flux_plan, jobspec_params
+from .status import facts_from_jobinfo, statuses_from_facts, unknown
+from .submission import FluxDriverBase
 
 log = logging.getLogger("hpcbridge")
 
 CAPABILITIES = Capabilities(events=True, arrays=False, dropped_keys=DROPPED_KEYS)
 #: seconds a listed state of a job a waiter will hear end is answered again without asking
 RELIST_AFTER = 1.0
-
-
-class BindingsConnection:
-    """Handles to one broker through the bindings, one per thread; the instance's own facts."""
-
-    def __init__(
-        self,
-        flux_module: Any,
-        uri: Optional[str],
-        rpc_timeout: float = 30.0,
-        flux_bin_dir: Optional[str] = None,
-    ) -> None:
-        self.flux = flux_module
-        self.uri = uri
-        self.rpc_timeout = rpc_timeout
-        self.flux_bin_dir = flux_bin_dir
-        self._local = threading.local()
-
-    def handle(self) -> Any:
-        handle = getattr(self._local, "handle", None)
-        if handle is None:
-            handle = self.flux.Flux(self.uri) if self.uri else self.flux.Flux()
-            self._local.handle = handle
-        return handle
-
-    def reset(self) -> None:
-        """Forget this thread's handle (after a lost connection)."""
-        handle = getattr(self._local, "handle", None)
-        self._local.handle = None
-        if handle is not None:
-            try:
-                handle.close()
-            except Exception:  # noqa: BLE001, S110 - closing a dead handle may fail
-                pass
-
-    def rpc(self, topic: str, payload: Any = None, timeout: Optional[float] = None) -> Any:
-        future = self.handle().rpc(topic, payload)
-        future.wait_for(self.rpc_timeout if timeout is None else timeout)
-        return future.get()
-
-    def probe(self, timeout: float) -> str:
-        """The broker's version, bounded: a client of another release hangs (newer clients to
-        a 0.26 broker) or fails ("Protocol error") here, before the driver is chosen."""
-        return str(self.rpc("attr.get", {"name": "version"}, timeout=timeout)["value"])
-
-    def wait_ready(self, timeout: float) -> None:
-        """Until the broker finished starting: a nested instance publishes its URI before rc1."""
-        try:
-            self.rpc("state-machine.wait", None, timeout=timeout)
-        except OSError as exc:
-            # Older brokers have no state-machine.wait: the submit retry covers them.
-            if exc.errno != errno.ENOSYS:
-                log.debug("flux: readiness check failed: %s", exc)
-
-    def queue_info(self) -> QueueInfo:
-        return queue_info_from_config(self.rpc("config.get") or {}, source="config.get RPC")
-
-    def expiration(self) -> Optional[float]:
-        try:
-            resource_r = self.rpc("resource.status")["R"]
-        except (OSError, KeyError, TypeError):
-            try:
-                kvs = __import__("flux.kvs", fromlist=["get"])
-                resource_r = kvs.get(self.handle(), "resource.R")
-            except Exception:  # noqa: BLE001 - unknown: no check
-                return None
-        try:
-            expiration = float(resource_r["execution"].get("expiration") or 0.0)
-        except (KeyError, TypeError, ValueError, AttributeError):
-            return None
-        return expiration if expiration > 0 else None
-
-    def job_environment(self) -> Dict[str, str]:
-        """Ours, as ``flux batch`` gives its own, with the ``flux`` directory on PATH (a batch
-        job runs ``flux broker``; bindings loaded from elsewhere do not add it)."""
-        environment = dict(os.environ)
-        if self.flux_bin_dir:
-            parts = environment.get("PATH", "").split(os.pathsep)
-            if self.flux_bin_dir not in parts:
-                environment["PATH"] = os.pathsep.join([self.flux_bin_dir, *[p for p in parts if p]])
-        return environment
 
 
 class NativeDriver(FluxDriverBase):
@@ -142,7 +61,10 @@ class NativeDriver(FluxDriverBase):
     def describe(self, planned: Planned) -> str:
         request = flux_plan(planned).request
         spec = jobspec.build_jobspec(
-            self.flux.job.JobspecV1, jobspec_params(request), self.connection.job_environment()
+            self.flux.job.JobspecV1,
+            jobspec_params(request),
+            self.connection.job_environment(),
+            bulk_helper.constraint_parser(),
         )
         spec.environment = {"...": "(the submitting process's environment)"}
         return f"flux.job.submit(Flux({self.facts.uri or ''!s}), {spec.dumps()})"
@@ -186,7 +108,7 @@ class NativeDriver(FluxDriverBase):
         """Every job, pipelined; an answer later than the RPC timeout (>= 0.1 s a job) is lost."""
         count = len(plan.environments)
         try:
-            found = jobspec.submit_all(
+            found = bulk_helper.submit_all(
                 self.connection.handle(),
                 self.flux.job,
                 jobspec_params(plan.request),
@@ -202,7 +124,7 @@ class NativeDriver(FluxDriverBase):
                 f"cannot submit to the Flux instance {self.facts.label}: {error_text(exc)} "
                 "(check that it is still running: hpcbridge doctor)"
             ) from exc
-        return [(ok, jobspec.f58(value) if ok else str(value)) for ok, value in found]
+        return [(ok, canonical_job_id(value) if ok else str(value)) for ok, value in found]
 
     def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
         """Ends heard, then the journal's events, then a recent listing (``RELIST_AFTER``) of
@@ -309,3 +231,12 @@ class NativeDriver(FluxDriverBase):
             self._journal.close()
             self._journal, self._no_journal = None, None
         self.connection.reset()
+
+
+def bindings_job_ids(flux_module: Any, job_ids: Sequence[str]) -> List[Any]:
+    """``JobID`` objects where the bindings have them, else ints."""
+    # 0.49's JobList raises AttributeError ('int' has no 'orig') on an unknown plain int.
+    numbers = [parse_job_id(job_id) for job_id in job_ids]
+    if hasattr(flux_module.job, "JobID"):
+        return [flux_module.job.JobID(number) for number in numbers]
+    return numbers

@@ -19,21 +19,14 @@ from ...errors import (
 )
 from ...model import JobState, JobStatus
 from ...transports.base import CommandResult
-from . import command_line as cl
-from . import commands, status, submission
+from . import answers, bulk_helper, command_runner, commands, ids, status
 from . import jobspec as jobspec_module
-from .command_line import Outcome
-from .commands import FluxCommands
+from .answers import Outcome
+from .command_runner import FluxCommands
 from .instance import InstanceFacts
+from .request import DROPPED_KEYS, FluxPlan, SubmitRequest, flux_plan, jobspec_params
 from .status import parse_eventlog
-from .submission import (
-    DROPPED_KEYS,
-    FluxDriverBase,
-    FluxPlan,
-    SubmitRequest,
-    flux_plan,
-    jobspec_params,
-)
+from .submission import FluxDriverBase
 
 log = logging.getLogger("hpcbridge")
 
@@ -44,8 +37,12 @@ _QUERY_CHUNK = 400
 
 
 def _helper_source() -> str:
-    with open(jobspec_module.__file__, encoding="utf-8") as handle:
-        return handle.read()
+    """``jobspec.py`` then ``bulk_helper.py``: one standalone script for ``flux python -c``."""
+    texts = []
+    for module in (jobspec_module, bulk_helper):
+        with open(str(module.__file__), encoding="utf-8") as handle:
+            texts.append(handle.read())
+    return "\n".join(texts)
 
 
 class CLIDriver(FluxDriverBase):
@@ -68,7 +65,7 @@ class CLIDriver(FluxDriverBase):
     def describe(self, planned: Planned) -> str:
         request = flux_plan(planned).request
         prefix = f"FLUX_URI={shlex.quote(self.facts.uri)} " if self.facts.uri else ""
-        return prefix + shlex.join(submission.submit_argv(self.flux, self.policy, request))
+        return prefix + shlex.join(commands.submit_argv(self.flux, self.policy, request))
 
     def submit_many(self, planned: Planned) -> List[Submitted]:
         plan = flux_plan(planned)
@@ -78,7 +75,7 @@ class CLIDriver(FluxDriverBase):
         return self._send(planned, self.commands.wait_ready, attempt, what)
 
     def _submit_one(self, request: SubmitRequest) -> Outcome:
-        argv = submission.submit_argv(self.flux, self.policy, request)
+        argv = commands.submit_argv(self.flux, self.policy, request)
         started = time.time()
         try:
             return self._outcome(argv, self._submission(argv, request.cwd))
@@ -87,15 +84,15 @@ class CLIDriver(FluxDriverBase):
                 raise
             what = "flux " + " ".join(argv[1 : 2 + (argv[1] == "mini")])
             log.warning("%s's answer was lost (%s); looking for job %s", what, lost, request.key)
-            finder = commands.KeyFinder(self.commands, self.policy, started)
+            finder = command_runner.KeyFinder(self.commands, self.policy, started)
 
             def resubmit() -> str:
                 ok, value = self._outcome(argv, self._submission(argv, request.cwd))
                 if not ok:
-                    raise submission.submission_error(value, argv, what)
+                    raise answers.submission_error(value, argv, what)
                 return value
 
-            return True, commands.adopt_one(finder, request.key, resubmit, self._where())
+            return True, command_runner.adopt_one(finder, request.key, resubmit, self._where())
 
     def _submission(
         self,
@@ -115,7 +112,7 @@ class CLIDriver(FluxDriverBase):
         if not result.ok:
             return False, result.stderr + "\n" + result.stdout
         try:
-            return True, cl.parse_submit_output(result.stdout)
+            return True, answers.parse_submit_output(result.stdout)
         except ValueError as exc:
             raise JobSubmissionError(str(exc), argv=argv) from None
 
@@ -131,22 +128,22 @@ class CLIDriver(FluxDriverBase):
             if not plan.keys:
                 raise
             log.warning("the bulk submission's answer was lost (%s); looking for its jobs", lost)
-            finder = commands.KeyFinder(self.commands, self.policy, started)
+            finder = command_runner.KeyFinder(self.commands, self.policy, started)
 
             def resend(indices: List[int]) -> List[Outcome]:
                 return self._bulk_once(plan.only(indices))
 
-            return commands.adopt_all(finder, plan.keys, resend, self._where())
+            return command_runner.adopt_all(finder, plan.keys, resend, self._where())
 
     def _bulk_once(self, plan: FluxPlan) -> List[Outcome]:
         count = len(plan.environments)
         argv = [self.flux, "python", "-c", _helper_source()]
-        payload = cl.bulk_input(
+        payload = commands.bulk_input(
             jobspec_params(plan.request), plan.environments, plan.keys, plan.names
         )
         timeout = max(self.commands.command_timeout, 0.1 * count)
         result = self._submission(argv, plan.request.cwd, input=payload, timeout=timeout)
-        outcomes = cl.parse_bulk_output(result.stdout) if result.stdout else []
+        outcomes = answers.parse_bulk_output(result.stdout) if result.stdout else []
         if len(outcomes) < count:
             # Some went in before the helper stopped: the rest failed, never sent twice.
             message = result.message() or "the bulk helper stopped early"
@@ -160,7 +157,7 @@ class CLIDriver(FluxDriverBase):
         return answers
 
     def _query_chunk(self, job_ids: List[str]) -> Dict[str, JobStatus]:
-        result = self.commands.run(cl.jobs_argv(self.flux, self.policy, job_ids))
+        result = self.commands.run(commands.jobs_argv(self.flux, self.policy, job_ids))
         if result.ok or status.only_unknown_ids(result.stderr):
             return self._from_listing(job_ids, result)
         message = result.message()
@@ -191,7 +188,7 @@ class CLIDriver(FluxDriverBase):
     def _query_eventlogs(self, job_ids: List[str]) -> Dict[str, JobStatus]:
         answers = {}
         for job_id in job_ids:
-            argv = [self.flux, "job", "info", status.decimal_job_id(job_id), "eventlog"]
+            argv = [self.flux, "job", "info", ids.decimal_job_id(job_id), "eventlog"]
             result = self.commands.run(argv)
             if result.ok:
                 facts = parse_eventlog(job_id, result.stdout)
@@ -202,11 +199,11 @@ class CLIDriver(FluxDriverBase):
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         errors = []
-        for group in cl.cancel_groups(self.policy, job_ids):
-            result = self.commands.run(cl.cancel_argv(self.flux, self.policy, group))
+        for group in commands.cancel_groups(self.policy, job_ids):
+            result = self.commands.run(commands.cancel_argv(self.flux, self.policy, group))
             if not result.ok:
                 errors.append(result.message())
-        cl.raise_cancel_errors(errors)
+        answers.raise_cancel_errors(errors)
 
     def find_output(self, job_id: str) -> Optional[str]:
         return self.commands.output_of(job_id)

@@ -12,10 +12,10 @@ from ...doctor import Check
 from ...errors import SchedulerAdapterError
 from ...transports.base import Executor
 from ...transports.local import LocalExecutor
-from .command_line import version_argv
+from .commands import version_argv
 from .instance import FluxOptions, UriSetting, parse_flux_version_output
+from .request import choose_kind
 from .session import FluxSession, choose_uri_setting, open_session
-from .submission import choose_kind
 
 #: releases that must match the broker's, and what they are called
 _SAME_RELEASE = (

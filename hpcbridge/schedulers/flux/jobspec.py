@@ -1,15 +1,12 @@
 """The ``JobspecV1`` of a batch job (a nested instance running our wrapper) or a plain job (the
-wrapper as the tasks), submitted many at once, pipelined.  Standalone (standard library only):
-the CLI driver runs this source under ``flux python``; ``params``: ``submission.jobspec_params``.
+wrapper as the tasks), built from ``request.jobspec_params`` with the bindings' own class.
+Standalone (standard library only, no package imports): the CLI driver runs this source under
+``flux python``, before ``bulk_helper.py``'s.  Pure.
 """
 
-import errno
-import json
 import os
 import shlex
-import sys
-import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Mapping, Optional
 
 # The key lives in the jobspec: the instance keeps it with the job and `flux job info
 # <id> jobspec` reads it back in every release (the job's name belongs to the user).
@@ -17,22 +14,6 @@ KEY_ATTRIBUTE = "user.hpcbridge_key"
 
 #: how the message of a job whose answer never came begins: it may or may not exist
 LOST = "its answer was lost: "
-_LOST_ERRNOS = (errno.ECONNRESET, errno.ECONNABORTED, errno.EPIPE, errno.ENOTCONN, errno.ETIMEDOUT)
-
-
-# Flux's canonical job id: F58 (base 58 with this alphabet) after the prefix "ƒ".
-F58_ALPHABET = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
-F58_PREFIX = "\u0192"
-
-
-def f58(value: int, prefix: str = F58_PREFIX) -> str:
-    """The F58 text of a job id Flux gave (``7381975040`` -> ``ƒCFKYzj``)."""
-    digits = []
-    while True:
-        value, remainder = divmod(value, 58)
-        digits.append(F58_ALPHABET[remainder])
-        if not value:
-            return prefix + "".join(reversed(digits))
 
 
 def batch_script(wrapper_path: str) -> str:
@@ -44,8 +25,10 @@ def build_jobspec(
     jobspec_class: Any,
     params: Mapping[str, Any],
     base_environment: Optional[Mapping[str, str]] = None,
+    constraint_parser: Any = None,
 ) -> Any:
-    """The jobspec of one job of ``params["kind"]`` (default "batch")."""
+    """The jobspec of one job of ``params["kind"]`` (default "batch"); ``constraint_parser``:
+    Flux's ``MiniConstraintParser`` class (``bulk_helper.constraint_parser``), if any."""
     kind = params.get("kind") or "batch"
     # Only the arguments every release's factory takes (0.26 has no exclusive, 0.49's
     # from_command no duration/cwd/environment): the rest is set afterwards.
@@ -75,12 +58,15 @@ def build_jobspec(
         )
     else:
         raise ValueError("unknown job kind " + repr(kind) + "; known: batch, plain")
-    apply_attributes(spec, params, base_environment)
+    apply_attributes(spec, params, base_environment, constraint_parser)
     return spec
 
 
 def apply_attributes(
-    spec: Any, params: Mapping[str, Any], base_environment: Optional[Mapping[str, str]]
+    spec: Any,
+    params: Mapping[str, Any],
+    base_environment: Optional[Mapping[str, str]],
+    constraint_parser: Any = None,
 ) -> None:
     """What both kinds set the same way: limits, place, environment, output, system.*."""
     # Never duration= in from_batch_command (0.26, 0.49: TypeError); the setter takes seconds.
@@ -113,7 +99,7 @@ def apply_attributes(
         signum, timeleft = params["signal"]
         spec.setattr("system.shell.options.signal", {"signum": signum, "timeleft": timeleft})
     if params.get("requires"):
-        spec.setattr("system.constraints", parse_constraint(params["requires"]))
+        spec.setattr("system.constraints", parse_constraint(params["requires"], constraint_parser))
     if params.get("jobname") and params.get("kind") == "plain":
         # from_batch_command takes the name; a plain job's is set here.
         spec.setattr("system.job.name", params["jobname"])
@@ -123,15 +109,10 @@ def apply_attributes(
         spec.setattr(KEY_ATTRIBUTE, str(params["key"]))
 
 
-def parse_constraint(text: str) -> Any:
-    """RFC 35 constraint of ``--requires`` text; without Flux's parser, property names only."""
-    # The parser is flux.job._utils in 0.88, flux.cli.base in 0.49.
-    for module_name in ("flux.job._utils", "flux.cli.base"):
-        try:
-            module = __import__(module_name, fromlist=["MiniConstraintParser"])
-            parser_class = module.MiniConstraintParser
-        except (ImportError, AttributeError):
-            continue
+def parse_constraint(text: str, parser_class: Any = None) -> Any:
+    """RFC 35 constraint of ``--requires`` text by Flux's parser class; without it, property
+    names only."""
+    if parser_class is not None:
         try:
             return parser_class().parse(text)
         except Exception as exc:
@@ -150,75 +131,6 @@ def parse_constraint(text: str) -> Any:
     raise ValueError(f"cannot parse constraint {text!r} without flux's constraint parser")
 
 
-def submit_all(
-    handle: Any,
-    flux_job: Any,
-    params: Mapping[str, Any],
-    environments: Sequence[Mapping[str, str]],
-    base_environment: Optional[Mapping[str, str]] = None,
-    keys: Optional[Sequence[str]] = None,
-    timeout: Optional[float] = None,
-    names: Optional[Sequence[str]] = None,
-) -> List[Tuple[bool, Any]]:
-    """One job per entry of ``environments`` (each with its key and name), one jobspec built
-    once, every ``submit_async`` in flight before the first id is read; ``(ok, id or
-    message)`` each, in order.  Not answered within ``timeout`` (all): ``LOST``."""
-    try:
-        spec = build_jobspec(flux_job.JobspecV1, params, base_environment)
-    except (ValueError, TypeError, KeyError) as exc:
-        return [(False, "cannot build the Flux jobspec: " + str(exc))] * len(environments)
-    shared = dict(spec.environment)
-    futures: List[Any] = []
-    for index, own in enumerate(environments):
-        spec.environment = dict(shared, **own)
-        if keys:
-            spec.setattr(KEY_ATTRIBUTE, str(keys[index]))
-        if names:
-            # Both kinds keep their name there (from_batch_command sets it too).
-            spec.setattr("system.job.name", str(names[index]))
-        try:
-            futures.append(flux_job.submit_async(handle, spec.dumps()))
-        except OSError as exc:
-            futures.append(exc)
-    results: List[Tuple[bool, Any]] = []
-    ends = None if timeout is None else time.monotonic() + timeout
-    for future in futures:
-        if isinstance(future, Exception):
-            results.append((False, error_text(future)))  # never sent
-            continue
-        try:
-            if ends is not None:
-                future.wait_for(max(ends - time.monotonic(), 0.0))
-            # submit returns a JobID (0.49+) or an int (0.26): both are ints.
-            results.append((True, int(future.get_id())))
-        except OSError as exc:
-            lost = exc.errno in _LOST_ERRNOS
-            results.append((False, (LOST if lost else "") + error_text(exc)))
-    return results
-
-
 def error_text(exc: BaseException) -> str:
     strerror = getattr(exc, "strerror", None)
     return strerror or str(exc) or type(exc).__name__
-
-
-def main() -> None:
-    """The bulk helper: ``{"job", "environments", "keys", "names"}`` JSON in, ``OK <id>`` or
-    ``ERR <message>`` per job out."""
-    import flux
-    import flux.job
-
-    request = json.load(sys.stdin)
-    handle = flux.Flux()
-    jobs = request["environments"]
-    keys, names = request.get("keys"), request.get("names")
-    for ok, value in submit_all(handle, flux.job, request["job"], jobs, keys=keys, names=names):
-        if ok:
-            sys.stdout.write(f"OK {value}\n")
-        else:
-            sys.stdout.write("ERR " + " ".join(str(value).split()) + "\n")
-    sys.stdout.flush()
-
-
-if __name__ == "__main__":
-    main()

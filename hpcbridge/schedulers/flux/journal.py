@@ -14,15 +14,8 @@ from dataclasses import replace
 from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Set, Tuple
 
 from ...model import JobStatus
-from .status import (
-    JobFacts,
-    apply_event,
-    canonical_job_id,
-    facts_from_jobinfo,
-    parse_job_id,
-    settle,
-    status_from_facts,
-)
+from .ids import canonical_job_id, parse_job_id
+from .status import JobFacts, apply_event, facts_from_jobinfo, settle, status_from_facts
 
 log = logging.getLogger("hpcbridge")
 

@@ -9,7 +9,7 @@ from ...doctor import Check
 from ...errors import SchedulerAdapterError
 from ...transports.base import Executor
 from ...transports.local import LocalExecutor
-from ..flux.command_line import version_argv
+from ..flux.commands import version_argv
 from ..flux.instance import parse_flux_version_output
 from .cli import SlurmCliDriver
 from .commands import max_array_size, scheduler_message

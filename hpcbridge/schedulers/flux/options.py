@@ -6,7 +6,7 @@ leaf (``--setattr`` of one JSON value: 0.26 refuses an object).  Pure.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, Mapping, Sequence, Tuple
 
 from ...errors import ResourceError
 from ...native_options import check_options, owned_table
@@ -64,15 +64,6 @@ OWNED_PATHS: Mapping[str, str] = {
 def check_names(options: Sequence[str]) -> None:
     """``ResourceError`` for an option hpcbridge owns (a prefix too: 0.49 takes shortened names)."""
     check_options("flux", options, OWNED_OPTIONS)
-
-
-def dry_run_argv(
-    flux: str, command: Sequence[str], batch: bool, options: Sequence[str]
-) -> List[str]:
-    """The release's ``flux batch``/``flux submit`` building a bare job's jobspec, unsent."""
-    if batch:
-        return [flux, *command, "--dry-run", "-n1", *options, "--wrap", "true"]
-    return [flux, *command, "--dry-run", *options, "true"]
 
 
 def option_attributes(option: str, bare: str, given: str) -> Attributes:

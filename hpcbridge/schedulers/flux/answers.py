@@ -1,23 +1,20 @@
-"""The ``flux`` command lines hpcbridge runs and the parsers of their answers; pure, tested
-against output recorded from real releases.  Ids go to commands in decimal (any locale).
+"""What ``flux`` commands answer, read: a submission's id or Flux's refusal in its own words,
+the jobs carrying a key, charges, banks, an instance's R and URI; pure, tested against output
+recorded from real releases.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import posixpath
 import re
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ...cost import Charge
-from ...errors import SchedulerAdapterError
-from .instance import NO_LIMIT, Association, FluxPolicy, strip_ansi
+from ...errors import JobSubmissionError, LimitRefusedError, SchedulerAdapterError
+from .ids import InvalidJobIdError, canonical_job_id, decimal_job_id
+from .instance import NO_LIMIT, Association, strip_ansi
 from .jobspec import KEY_ATTRIBUTE
-from .status import JOBS_FORMAT, InvalidJobIdError, canonical_job_id, decimal_job_id
-
-# -- submitting --------------------------------------------------------------------
-
 
 # The refusals Flux phrases (job-ingest, queue plugin, policy limits), 0.49 .. 0.88.
 _KNOWN_REFUSALS = (
@@ -62,22 +59,6 @@ def parse_submit_output(stdout: str) -> str:
     raise ValueError(f"no job id in the output {stdout.strip()[:200]!r}")
 
 
-def bulk_input(
-    params: Mapping[str, Any],
-    environments: Sequence[Mapping[str, str]],
-    keys: Sequence[str] = (),
-    names: Sequence[str] = (),
-) -> str:
-    return json.dumps(
-        {
-            "job": dict(params),
-            "environments": [dict(e) for e in environments],
-            "keys": list(keys),
-            "names": list(names),
-        }
-    )
-
-
 #: one job's outcome: (True, its id in Flux's canonical F58 form) or (False, why not)
 Outcome = Tuple[bool, str]
 
@@ -92,21 +73,6 @@ def parse_bulk_output(stdout: str) -> List[Outcome]:
         elif kind == "ERR":
             results.append((False, rest.strip()))
     return results
-
-
-# -- finding a job by its key (``commands.KeyFinder``) -----------------------------
-
-#: what the listing of recent jobs prints: decimal id, submit time (epoch seconds)
-RECENT_FORMAT = "{id.dec} {t_submit}"
-
-
-def recent_jobs_argv(flux: str, policy: FluxPolicy, since: float) -> List[str]:
-    """This user's jobs of every state; inactive ones since ``since`` where the release can."""
-    argv = [flux, "jobs", "-a", "-n", "-c", "0"]
-    if policy.jobs_since:
-        argv.append(f"--since={math.floor(since)}")
-    # 0.26 knows only the short spellings of --no-header and --format.
-    return [*argv, "-o", RECENT_FORMAT]
 
 
 def parse_recent_jobs(stdout: str, since: float) -> List[str]:
@@ -136,34 +102,8 @@ def key_of_jobspec(text: str) -> Optional[str]:
     return value if isinstance(value, str) else None
 
 
-def clock_argv() -> List[str]:
-    return ["date", "+%s"]
-
-
 def parse_clock(stdout: str) -> float:
     return float(stdout.strip())
-
-
-# -- following and ending jobs -----------------------------------------------------
-
-
-def jobs_argv(flux: str, policy: FluxPolicy, job_ids: Sequence[str]) -> List[str]:
-    """One ``flux jobs`` call for many ids (no ``-a``: with ids Flux ignores filters, warning)."""
-    ids = [decimal_job_id(job_id) for job_id in job_ids]
-    if policy.jobs_json:
-        return [flux, "jobs", "--json", *ids]
-    # 0.26 knows only the short spellings of --no-header and --format.
-    return [flux, "jobs", "-n", "-o", JOBS_FORMAT, *ids]
-
-
-#: ``flux jobs`` fields for a job's charge: the cores of its R, its run time (0.88 has no
-#: GPU field: "Unknown format field: ngpus")
-CHARGE_FORMAT = "{id.dec}|{ncores}|{runtime}"
-
-
-def charges_argv(flux: str, job_ids: Sequence[str]) -> List[str]:
-    """One ``flux jobs`` call for what these jobs held and for how long."""
-    return [flux, "jobs", "-n", "-o", CHARGE_FORMAT, *[decimal_job_id(i) for i in job_ids]]
 
 
 def parse_charges(stdout: str) -> Dict[str, Charge]:
@@ -184,17 +124,6 @@ def parse_charges(stdout: str) -> Dict[str, Charge]:
     return charges
 
 
-def cancel_argv(flux: str, policy: FluxPolicy, job_ids: Sequence[str]) -> List[str]:
-    return [flux, *policy.cancel_command, *[decimal_job_id(job_id) for job_id in job_ids]]
-
-
-def cancel_groups(policy: FluxPolicy, job_ids: Sequence[str]) -> List[List[str]]:
-    """The ids of each cancel command: all in one, or one per ``flux job cancel`` (0.26)."""
-    if policy.cancel_command == ("job", "cancel"):
-        return [[job_id] for job_id in job_ids]
-    return [list(job_ids)]
-
-
 # What Flux says when cancelling a job that already ended or never existed.
 CANCEL_NOT_NEEDED = ("inactive", "unknown", "No such", "not found", "already")
 
@@ -205,10 +134,6 @@ def raise_cancel_errors(errors: Sequence[str]) -> None:
         raise SchedulerAdapterError(
             f"flux cancel failed: {'; '.join(real)} (check the ids with hpcbridge status)"
         )
-
-
-def jobspec_argv(flux: str, job_id: str) -> List[str]:
-    return [flux, "job", "info", decimal_job_id(job_id), "jobspec"]
 
 
 def output_path_from_jobspec(text: str, job_id: str) -> Optional[str]:
@@ -236,13 +161,6 @@ def fill_id(path: str, job_id: str) -> str:
     for template in ("{{id}}", "{{id.f58}}", "{{jobid}}"):
         path = path.replace(template, canonical)
     return path.replace("{{id.dec}}", decimal_job_id(job_id))
-
-
-# -- the instance ------------------------------------------------------------------
-
-
-def version_argv(flux: str) -> List[str]:
-    return [flux, "version"]
 
 
 def parse_account_user(stdout: str) -> List[Association]:
@@ -317,3 +235,59 @@ def _idset_size(text: str) -> int:
 def parse_uri_output(stdout: str) -> Optional[str]:
     lines = stdout.strip().splitlines()
     return lines[-1].strip() if lines and lines[-1].strip() else None
+
+
+# What a starting instance says before its job-ingest service exists.
+NOT_READY = ("No service matching job-ingest.submit", "Function not implemented")
+
+
+# Every release's words for a broker socket missing or unheard: nothing was sent.
+NEVER_REACHED = ("Unable to connect to Flux",)
+
+
+def not_ready(outcomes: Sequence[Outcome]) -> bool:
+    """Nothing went in, only because the instance is still starting or unreachable."""
+    markers = NOT_READY + NEVER_REACHED
+    return bool(outcomes) and all(
+        not ok and any(marker in value for marker in markers) for ok, value in outcomes
+    )
+
+
+def log_path(output: str, job_id: str) -> str:
+    return output.replace("{{id}}", job_id)
+
+
+#: Flux's words for a job refused by a cap on this user's active jobs: flux-core caps
+#: none; flux-accounting's priority plugin rejects past the bank's max_active_jobs
+LIMIT_REFUSED = ("user has max active jobs",)
+
+
+def limit_refused(text: str) -> bool:
+    return any(marker in text for marker in LIMIT_REFUSED)
+
+
+def submission_error(
+    text: str, argv: Optional[Sequence[str]] = None, what: str = "flux batch"
+) -> JobSubmissionError:
+    """Flux's refusal (``LimitRefusedError`` for a cap on active jobs)."""
+    message = scheduler_message(text) or "no message"
+    cls = LimitRefusedError if limit_refused(message) else JobSubmissionError
+    return cls(f"{what} refused the job: {message}", argv=argv, scheduler_message=message)
+
+
+# `flux getattr` with no broker says "flux_open: <errno text>"; submit and the
+# bindings say "Unable to connect to Flux"
+NO_BROKER = (*NEVER_REACHED, "flux_open:")
+
+
+def no_broker(message: str) -> bool:
+    return any(marker in message for marker in NO_BROKER)
+
+
+def no_system_instance(why: str) -> str:
+    return (
+        f"no Flux instance to submit to: no URI was given and the system instance does not "
+        f"answer ({scheduler_message(why)}); inside a Flux allocation FLUX_URI is set for "
+        "you, from elsewhere set HPCBRIDGE_FLUX_URI (or --flux-uri) to the instance: its "
+        "URI, a Flux job id, or slurm:<id> / lsf:<id> of the allocation that runs it"
+    )

@@ -1,0 +1,310 @@
+"""flux-core's Python bindings: imported safely (also found beside the ``flux`` command, SIGINT
+left to its handler), a handle per thread to one broker (``BindingsConnection``), and a
+target's URI resolved in-process as ``flux uri --remote`` does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import importlib
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Optional
+
+from ...retrying import retry
+from ...transports.base import Executor
+from .ids import parse_job_id
+from .instance import FluxOptions, QueueInfo, queue_info_from_config
+from .uri import not_resolved
+
+log = logging.getLogger("hpcbridge")
+
+
+@dataclass(frozen=True)
+class Bindings:
+    """The imported ``flux`` module, or why there is none."""
+
+    module: Any
+    error: str = ""
+    #: the libflux-core release the bindings are linked with, when they imported
+    version: Optional[str] = None
+
+
+def load_bindings(executor: Executor, options: FluxOptions) -> Bindings:
+    if options.requested_driver == "cli":
+        return Bindings(
+            None, "the CLI driver was asked for (HPCBRIDGE_FLUX_DRIVER=cli, driver='cli')"
+        )
+    if not executor.is_local:
+        return Bindings(
+            None,
+            f"the transport is {executor.kind}: the bindings reach brokers from this "
+            "process only, the CLI runs where the broker is",
+        )
+    try:
+        module = import_bindings(options.flux_command, options.discover_bindings)
+    except BindingsUnavailable as exc:
+        return Bindings(None, f"flux bindings unusable: {exc}")
+    return Bindings(module, version=bindings_version(module))
+
+
+#: what the first import loads; the rest of the bindings come through their packages
+_FIRST_IMPORTS = ("flux", "flux.job", "_flux")
+
+
+class BindingsUnavailable(Exception):
+    """The Flux bindings cannot be used here; ``str()`` says why."""
+
+
+def bindings_dir_for(flux_command: Optional[str]) -> Optional[str]:
+    """``<prefix>/lib/flux/python3.X`` beside a ``<prefix>/bin/flux``, where flux-core installs
+    its bindings (``flux python`` sets PYTHONPATH to it, a plain Python does not)."""
+    if not flux_command:
+        return None
+    path = flux_command if os.sep in flux_command else shutil.which(flux_command)
+    if not path:
+        return None
+    prefix = os.path.dirname(os.path.dirname(os.path.realpath(path)))
+    candidate = os.path.join(
+        prefix, "lib", "flux", f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    )
+    return candidate if os.path.isdir(os.path.join(candidate, "flux")) else None
+
+
+def import_bindings(flux_command: Optional[str] = None, discover: bool = True) -> Any:
+    """``flux`` with ``flux.job`` imported; any failure is ``BindingsUnavailable``."""
+    try:
+        return _import()
+    except Exception as first:  # noqa: BLE001 - every failure means "use the CLI"
+        reason = _describe(first)
+        extra = bindings_dir_for(flux_command) if discover else None
+        if extra is None or extra in sys.path or sys.modules.get("flux", False) is None:
+            raise BindingsUnavailable(reason) from first
+        try:
+            module = _import_from(extra)
+        except Exception as second:  # noqa: BLE001
+            raise BindingsUnavailable(f"{reason}; with {extra}: {_describe(second)}") from second
+        log.debug("flux bindings found beside %s: %s", flux_command, extra)
+        return module
+
+
+def _import() -> Any:
+    module = importlib.import_module("flux")
+    importlib.import_module("flux.job")
+    _keep_sigint_handler()
+    return module
+
+
+class _SigintKept:
+    """The ``signal`` module as ``flux.util`` sees it: SIGINT's handler left as it is."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(signal, name)
+
+    @staticmethod
+    def signal(signum: int, handler: Any) -> Any:
+        if signum == signal.SIGINT:
+            return signal.getsignal(signum)
+        return signal.signal(signum, handler)
+
+
+def _keep_sigint_handler() -> None:
+    # flux.util's `interruptible` sets SIGINT to SIG_DFL around each blocking future call
+    # in the main thread: Ctrl-C there kills the process, no `finally` run (a pack's
+    # allocations stay held). SIGINT keeps its handler instead, acted on once the call
+    # returns (hpcbridge's calls are bounded by timeouts).
+    util: Any = sys.modules.get("flux.util")
+    if util is not None and getattr(util, "signal", None) is signal:
+        util.signal = _SigintKept()
+
+
+def _import_from(directory: str) -> Any:
+    """Import the bindings with ``directory`` on the path for this import only (later imports
+    of their modules go through the packages' ``__path__``)."""
+    _forget_failed_imports()
+    sys.path.append(directory)  # after PYTHONPATH and site: a flux found there comes first
+    try:
+        module = _import()
+        try:  # the C parts: a package of its own beside ``flux`` in every release
+            importlib.import_module("_flux")
+        except ImportError:
+            log.debug("flux bindings: no _flux package")
+        return module
+    except BaseException:
+        _forget_failed_imports()
+        raise
+    finally:
+        sys.path.remove(directory)
+
+
+def _forget_failed_imports() -> None:
+    for name in list(sys.modules):
+        ours = name in _FIRST_IMPORTS or name.startswith(("flux.", "_flux."))
+        if ours and sys.modules[name] is not None:
+            sys.modules.pop(name, None)
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def bindings_version(flux_module: Any) -> Optional[str]:
+    try:
+        inner = importlib.import_module("flux.core.inner")
+        return str(inner.ffi.string(inner.lib.flux_core_version_string()).decode())
+    except Exception:  # noqa: BLE001 - only informative
+        version = getattr(flux_module, "__version__", None)
+        return None if version is None else str(version)
+
+
+def _native_uri(flux_module: Any, target: str, parent_uri: Optional[str], budget: float) -> str:
+    said: List[str] = []
+    try:
+        with _stderr_kept(said):
+            return retry(
+                lambda: resolve_uri_natively(flux_module, target, parent_uri),
+                budget=budget,
+                retry_on=(LookupError,),
+                what=f"resolving {target}",
+            )
+    except LookupError as exc:
+        raise not_resolved(target, str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - the CLI may still manage
+        words = "; ".join(said)
+        log.debug(
+            "native URI resolution of %s failed (%s: %s); trying flux uri", target, exc, words
+        )
+        return ""
+
+
+@contextlib.contextmanager
+def _stderr_kept(said: List[str]) -> Iterator[None]:
+    """Keep in ``said`` what the resolver's subprocesses write to stderr (Flux's Slurm plugin
+    runs ``squeue``: "slurm_load_jobs error: ...")."""
+    try:
+        fileno = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # no real stderr (captured): nothing leaks
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(fileno)
+    with tempfile.TemporaryFile(mode="w+b") as kept:
+        os.dup2(kept.fileno(), fileno)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, fileno)
+            os.close(saved)
+            kept.seek(0)
+            text = kept.read().decode("utf-8", "replace")
+            said.extend(line.strip() for line in text.splitlines() if line.strip())
+
+
+def resolve_uri_natively(flux_module: Any, target: str, parent_uri: Optional[str]) -> str:
+    """``flux uri --remote TARGET`` in-process; ``LookupError``: not published yet."""
+    from flux.uri import FluxURIResolver, JobURI
+
+    scheme, _, rest = target.partition(":")
+    if scheme != "jobid" and ":" in target:
+        return str(JobURI(str(FluxURIResolver().resolve(target))).remote)
+    job_text = rest if scheme == "jobid" else target
+    parent = flux_module.Flux(parent_uri) if parent_uri else flux_module.Flux()
+    info = flux_module.job.job_list_id(parent, parse_job_id(job_text)).get_jobinfo()
+    if info.state != "RUN":
+        raise ValueError(f"Flux job {job_text} is not running (state {info.state})")
+    try:
+        uri = str(info.user.uri)
+    except (AttributeError, KeyError):
+        uri = ""
+    if not uri or uri == "None":
+        raise LookupError(f"Flux job {job_text} has not published its URI yet")
+    return str(JobURI(uri).remote)
+
+
+class BindingsConnection:
+    """Handles to one broker through the bindings, one per thread; the instance's own facts."""
+
+    def __init__(
+        self,
+        flux_module: Any,
+        uri: Optional[str],
+        rpc_timeout: float = 30.0,
+        flux_bin_dir: Optional[str] = None,
+    ) -> None:
+        self.flux = flux_module
+        self.uri = uri
+        self.rpc_timeout = rpc_timeout
+        self.flux_bin_dir = flux_bin_dir
+        self._local = threading.local()
+
+    def handle(self) -> Any:
+        handle = getattr(self._local, "handle", None)
+        if handle is None:
+            handle = self.flux.Flux(self.uri) if self.uri else self.flux.Flux()
+            self._local.handle = handle
+        return handle
+
+    def reset(self) -> None:
+        """Forget this thread's handle (after a lost connection)."""
+        handle = getattr(self._local, "handle", None)
+        self._local.handle = None
+        if handle is not None:
+            try:
+                handle.close()
+            except Exception:  # noqa: BLE001, S110 - closing a dead handle may fail
+                pass
+
+    def rpc(self, topic: str, payload: Any = None, timeout: Optional[float] = None) -> Any:
+        future = self.handle().rpc(topic, payload)
+        future.wait_for(self.rpc_timeout if timeout is None else timeout)
+        return future.get()
+
+    def probe(self, timeout: float) -> str:
+        """The broker's version, bounded: a client of another release hangs (newer clients to
+        a 0.26 broker) or fails ("Protocol error") here, before the driver is chosen."""
+        return str(self.rpc("attr.get", {"name": "version"}, timeout=timeout)["value"])
+
+    def wait_ready(self, timeout: float) -> None:
+        """Until the broker finished starting: a nested instance publishes its URI before rc1."""
+        try:
+            self.rpc("state-machine.wait", None, timeout=timeout)
+        except OSError as exc:
+            # Older brokers have no state-machine.wait: the submit retry covers them.
+            if exc.errno != errno.ENOSYS:
+                log.debug("flux: readiness check failed: %s", exc)
+
+    def queue_info(self) -> QueueInfo:
+        return queue_info_from_config(self.rpc("config.get") or {}, source="config.get RPC")
+
+    def expiration(self) -> Optional[float]:
+        try:
+            resource_r = self.rpc("resource.status")["R"]
+        except (OSError, KeyError, TypeError):
+            try:
+                kvs = __import__("flux.kvs", fromlist=["get"])
+                resource_r = kvs.get(self.handle(), "resource.R")
+            except Exception:  # noqa: BLE001 - unknown: no check
+                return None
+        try:
+            expiration = float(resource_r["execution"].get("expiration") or 0.0)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+        return expiration if expiration > 0 else None
+
+    def job_environment(self) -> Dict[str, str]:
+        """Ours, as ``flux batch`` gives its own, with the ``flux`` directory on PATH (a batch
+        job runs ``flux broker``; bindings loaded from elsewhere do not add it)."""
+        environment = dict(os.environ)
+        if self.flux_bin_dir:
+            parts = environment.get("PATH", "").split(os.pathsep)
+            if self.flux_bin_dir not in parts:
+                environment["PATH"] = os.pathsep.join([self.flux_bin_dir, *[p for p in parts if p]])
+        return environment
