@@ -136,49 +136,7 @@ def flux_gpus(resources: Resources) -> int:
 
 def translate(batch: SubmitBatch, queue: Optional[str], policy: FluxPolicy) -> SubmitRequest:
     resources, kind = batch.resources, kind_of(batch)
-    asked = resources.to_dict()
-    for key, why in REFUSED_KEYS.items():
-        if key in asked:
-            raise ResourceError(key, f"{why}; nothing was submitted")
-    for key, flag in RELEASE_KEYS.items():
-        if asked.get(key) not in (None, False) and not getattr(policy, flag):
-            _once("flux: %s=%s dropped: Flux %s has no %s", key, asked[key], policy, key)
-    exclusive = bool(resources.exclusive) and policy.exclusive
-    if exclusive and not resources.nodes:
-        raise ResourceError(
-            "exclusive", "Flux's exclusive is whole nodes: give nodes too (e.g. nodes=1)"
-        )
-    if resources.signal and resources.signal.startswith("B:"):
-        raise ResourceError(
-            "signal",
-            "Flux sends the signal to the whole job, your script included: give it without B:",
-        )
-    signal = None
-    if resources.signal and policy.warning_signal:
-        name, seconds = signal_parts(resources.signal)
-        # Flux's default, as Slurm's: 60 seconds before the limit.
-        signal = (int(getattr(signals, "SIG" + name)), float(60 if seconds is None else seconds))
-    for key, why in DROPPED_KEYS.items():
-        # partition: below, saying where queues go; requeue=False: Flux never requeues
-        if key in asked and key != "partition" and asked[key] is not False:
-            log.warning("flux: %s=%s dropped: %s", key, asked[key], why)
-    gpus_per_slot = flux_gpus(resources)
-    if resources.partition:
-        log.warning(
-            "flux: partition=%r dropped: %s (a Flux queue is --qos NAME, or qos in the resources)",
-            resources.partition,
-            DROPPED_KEYS["partition"],
-        )
-    requires = resources.constraint
-    if requires and not policy.constraints:
-        log.warning("flux: constraint=%r dropped: Flux %s has no --requires", requires, policy)
-        requires = None
-    dependencies = tuple(decimal_job_id(job_id) for job_id in batch.depends_on)
-    if dependencies and not policy.dependencies:
-        raise JobSubmissionError(
-            f"Flux adapter {policy.name} has no job dependencies (RFC 26 came later); "
-            "submit without depends_on, or wait for the parent first"
-        )
+    check_keys(resources, policy)
     duration = resources.time
     if duration is not None and math.isinf(duration):
         duration = None  # unlimited: no -t at all
@@ -195,19 +153,77 @@ def translate(batch: SubmitBatch, queue: Optional[str], policy: FluxPolicy) -> S
         kind=kind,
         nslots=resources.slots,  # -N must not exceed the slot count
         cores_per_slot=resources.cpus_per_task or 1,
-        gpus_per_slot=gpus_per_slot,
+        gpus_per_slot=flux_gpus(resources),
         nodes=resources.nodes,
         duration=duration,
         queue=queue,
         bank=resources.account,
-        requires=requires,
-        dependencies=dependencies,
+        requires=constraint(resources, policy),
+        dependencies=dependencies(batch, policy),
         environment=environment,
-        exclusive=exclusive,
+        exclusive=bool(resources.exclusive) and policy.exclusive,
         begin=resources.begin if policy.begin_time else None,
-        signal=signal,
+        signal=warning_signal(resources, policy),
         key=batch.job.token if batch.count == 1 else None,
     )
+
+
+def check_keys(resources: Resources, policy: FluxPolicy) -> None:
+    """Refuse the keys Flux cannot honour; say which it drops (``log``)."""
+    asked = resources.to_dict()
+    for key, why in REFUSED_KEYS.items():
+        if key in asked:
+            raise ResourceError(key, f"{why}; nothing was submitted")
+    for key, flag in RELEASE_KEYS.items():
+        if asked.get(key) not in (None, False) and not getattr(policy, flag):
+            _once("flux: %s=%s dropped: Flux %s has no %s", key, asked[key], policy, key)
+    if resources.exclusive and policy.exclusive and not resources.nodes:
+        raise ResourceError(
+            "exclusive", "Flux's exclusive is whole nodes: give nodes too (e.g. nodes=1)"
+        )
+    for key, why in DROPPED_KEYS.items():
+        # partition: below, saying where queues go; requeue=False: Flux never requeues
+        if key in asked and key != "partition" and asked[key] is not False:
+            log.warning("flux: %s=%s dropped: %s", key, asked[key], why)
+    if resources.partition:
+        log.warning(
+            "flux: partition=%r dropped: %s (a Flux queue is --qos NAME, or qos in the resources)",
+            resources.partition,
+            DROPPED_KEYS["partition"],
+        )
+
+
+def warning_signal(resources: Resources, policy: FluxPolicy) -> Optional[Tuple[int, float]]:
+    """The signal number and the seconds before the limit, where the release sends it."""
+    if resources.signal and resources.signal.startswith("B:"):
+        raise ResourceError(
+            "signal",
+            "Flux sends the signal to the whole job, your script included: give it without B:",
+        )
+    if not (resources.signal and policy.warning_signal):
+        return None
+    name, seconds = signal_parts(resources.signal)
+    # Flux's default, as Slurm's: 60 seconds before the limit.
+    return int(getattr(signals, "SIG" + name)), float(60 if seconds is None else seconds)
+
+
+def constraint(resources: Resources, policy: FluxPolicy) -> Optional[str]:
+    if resources.constraint and not policy.constraints:
+        log.warning(
+            "flux: constraint=%r dropped: Flux %s has no --requires", resources.constraint, policy
+        )
+        return None
+    return resources.constraint
+
+
+def dependencies(batch: SubmitBatch, policy: FluxPolicy) -> Tuple[str, ...]:
+    found = tuple(decimal_job_id(job_id) for job_id in batch.depends_on)
+    if found and not policy.dependencies:
+        raise JobSubmissionError(
+            f"Flux adapter {policy.name} has no job dependencies (RFC 26 came later); "
+            "submit without depends_on, or wait for the parent first"
+        )
+    return found
 
 
 def choose_queue(
