@@ -83,14 +83,18 @@ def adopt(
         if len(found) < len(keys) and deadline.expired:
             if found:
                 return found
-            raise SubmissionUncertainError(
-                f"the answer to submission {label} was lost and {where} could not tell within "
-                f"{budget:g} s whether the job exists; look for "
-                f"{look_for or f'a job with the comment hpcbridge:{label}'} before submitting again"
-            )
+            raise _uncertain(label, where, budget, look_for)
         if len(found) < len(keys):
             deadline.sleep(LOOK_EVERY)
     return found
+
+
+def _uncertain(label: str, where: str, budget: float, look_for: str) -> SubmissionUncertainError:
+    return SubmissionUncertainError(
+        f"the answer to submission {label} was lost and {where} could not tell within "
+        f"{budget:g} s whether the job exists; look for "
+        f"{look_for or f'a job with the comment hpcbridge:{label}'} before submitting again"
+    )
 
 
 def _settled(
