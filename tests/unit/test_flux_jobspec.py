@@ -15,7 +15,7 @@ import pytest
 from hpcbridge.schedulers.flux import jobspec
 from hpcbridge.schedulers.flux.bindings import BindingsUnavailable, import_bindings
 from hpcbridge.schedulers.flux.bulk_helper import constraint_parser
-from hpcbridge.schedulers.flux.command_driver import _helper_source
+from hpcbridge.schedulers.flux.cli_driver import _helper_source
 from tests.support.flux import find_flux_commands
 
 

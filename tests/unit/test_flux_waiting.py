@@ -6,8 +6,8 @@ from types import SimpleNamespace
 from typing import Any, List, Sequence
 
 from hpcbridge.model import JobState, JobStatus
-from hpcbridge.schedulers.flux.bindings_driver import NativeDriver
 from hpcbridge.schedulers.flux.journal import ResultWaiter
+from hpcbridge.schedulers.flux.native_driver import NativeDriver
 
 
 class FakeResult:

@@ -82,7 +82,7 @@ def test_any_text_is_a_job_id_or_an_invalid_job_id_error(text: object) -> None:
 
 
 def _parsed_or_refused(parse, text: str) -> list:  # type: ignore[no-untyped-def]
-    """``flux jobs`` parsers: facts, or what command_driver._from_listing catches."""
+    """``flux jobs`` parsers: facts, or what cli_driver._from_listing catches."""
     try:
         return parse(text)
     except (ValueError, KeyError):

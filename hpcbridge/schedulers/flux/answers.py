@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 import posixpath
 import re
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...cost import Charge
+from ...engine.driver import Again, PartialSubmissionError, Reply, Submitted
 from ...errors import JobSubmissionError, LimitRefusedError, SchedulerAdapterError
 from .ids import InvalidJobIdError, canonical_job_id, decimal_job_id
 from .instance import NO_LIMIT, Association, strip_ansi
@@ -291,3 +292,66 @@ def no_system_instance(why: str) -> str:
         "you, from elsewhere set HPCBRIDGE_FLUX_URI (or --flux-uri) to the instance: its "
         "URI, a Flux job id, or slurm:<id> / lsf:<id> of the allocation that runs it"
     )
+
+
+def reached(outcomes: List[Outcome], what: str) -> List[Outcome]:
+    """The outcomes of a sending that reached the instance; ``Again`` (the runner sends it
+    again) while the instance is starting or unreachable, nothing having gone in."""
+    if not_ready(outcomes):
+        raise Again(scheduler_message(outcomes[0][1]), submission_error(outcomes[0][1], what=what))
+    return outcomes
+
+
+def submitted(outcomes: Sequence[Outcome], output: str, kind: str, what: str) -> List[Submitted]:
+    """The jobs that went in, in order (some in: ``PartialSubmissionError``; none: the first
+    refusal in Flux's own words)."""
+    jobs: List[Submitted] = []
+    failures: List[str] = []
+    for index, (ok, value) in enumerate(outcomes):
+        if ok:
+            jobs.append(Submitted(value, log_path(output, value), index, kind))
+        else:
+            failures.append(value)
+    if failures and jobs:
+        limited = any(limit_refused(failure) for failure in failures)
+        raise PartialSubmissionError(jobs, failures, len(outcomes), limited)
+    if failures:
+        raise submission_error(failures[0], what=what)
+    if not jobs:
+        raise JobSubmissionError(f"{what} submitted nothing and said nothing")
+    return jobs
+
+
+def adopted(
+    keys: Sequence[str], found: Mapping[str, str], resent: Mapping[str, Outcome]
+) -> List[Outcome]:
+    """Each key's outcome after a lost answer: the job found carrying it, else what sending
+    it again gave, else unknown (the instance could not tell in time: never sent twice)."""
+
+    def unknown(key: str) -> Outcome:
+        return False, (
+            "its answer was lost and the Flux instance could not tell in time whether it went "
+            f"in; look for a job whose jobspec has {KEY_ATTRIBUTE}={key} before sending it again"
+        )
+
+    return [(True, found[key]) if key in found else resent.get(key) or unknown(key) for key in keys]
+
+
+def submit_outcome(argv: Sequence[str], result: Reply) -> Outcome:
+    """``flux batch``/``flux submit``'s answer: its job id, or Flux's refusal."""
+    if not result.ok:
+        return False, result.stderr + "\n" + result.stdout
+    try:
+        return True, parse_submit_output(result.stdout)
+    except ValueError as exc:
+        raise JobSubmissionError(str(exc), argv=list(argv)) from None
+
+
+def bulk_outcomes(result: Reply, count: int) -> List[Outcome]:
+    """The bulk helper's answer, one outcome per job: those it did not reach failed (some
+    went in before it stopped: never sent twice)."""
+    outcomes = parse_bulk_output(result.stdout) if result.stdout else []
+    if len(outcomes) < count:
+        message = result.message() or "the bulk helper stopped early"
+        outcomes += [(False, message)] * (count - len(outcomes))
+    return outcomes

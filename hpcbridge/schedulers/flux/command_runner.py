@@ -10,18 +10,18 @@ import re
 import time
 from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Tuple, TypeVar
 
-from ...engine.adoption import CannotAsk, adopt_or_resubmit, look_up
+from ...engine.adoption import CannotAsk
+from ...engine.runner import Runner
 from ...errors import (
     JobTimeoutError,
     ResourceError,
     SchedulerUnavailableError,
-    SubmissionUncertainError,
     TransportError,
 )
 from ...retrying import retry
 from ...transports.base import CommandResult, Executor
 from . import answers, commands
-from .answers import Outcome, scheduler_message
+from .answers import scheduler_message
 from .instance import (
     Association,
     FluxPolicy,
@@ -59,6 +59,14 @@ class FluxCommands:
         self.flux = flux_command
         self.command_timeout = command_timeout
         self.uri = uri
+        #: the engine's runner of this instance's commands (adoption, sending, chunks)
+        self.runner = Runner(
+            executor,
+            timeout=command_timeout,
+            env={"FLUX_URI": uri} if uri else None,
+            where=f"the Flux instance {uri}" if uri else "the system Flux instance",
+            adoption_budget=ADOPTION_BUDGET,
+        )
         #: what each native option sets (``native_attributes``), by job kind and option
         self._native: Dict[Tuple[bool, str], Attributes] = {}
         #: the bare job's dry-run jobspec each option's is compared with, by job kind
@@ -222,6 +230,25 @@ class FluxCommands:
             raise LookupError(f"flux uri --remote {target}: {result.message()}")
         return uri
 
+    def adopt(
+        self,
+        policy: FluxPolicy,
+        keys: Sequence[str],
+        started: float,
+        resend: Optional[Callable[[List[str]], None]] = None,
+    ) -> Dict[str, str]:
+        """key -> id of the jobs carrying ``keys`` since ``started`` (epoch seconds), by the
+        engine's one adoption routine; ``resend(missing keys)`` once the rest surely never
+        went in (without it, nothing is sent again: the sender died)."""
+        label = keys[0] if len(keys) == 1 else f"{keys[0]}..{keys[-1]}"
+        return self.runner.look_up(
+            keys,
+            KeyFinder(self, policy, started).find,
+            settle=SETTLE,
+            resend=resend,
+            look_for=f"jobs whose jobspec has {KEY_ATTRIBUTE}={label}",
+        )
+
     def output_of(self, job_id: str) -> Optional[str]:
         result = self.run(commands.jobspec_argv(self.flux, job_id))
         return answers.output_path_from_jobspec(result.stdout, job_id) if result.ok else None
@@ -285,93 +312,3 @@ class KeyFinder:
             return answers.key_of_jobspec(result.stdout)
         except ValueError as exc:
             raise CannotAsk(f"flux job info {job_id} jobspec: {exc}") from None
-
-
-def _label(keys: Sequence[str]) -> str:
-    return keys[0] if len(keys) == 1 else f"{keys[0]}..{keys[-1]}"
-
-
-def _find_all(finder: KeyFinder, keys: Sequence[str], found: Dict[str, str]) -> Optional[str]:
-    """Look once more into ``found``: the first job's id once all are; ``CannotAsk`` while
-    more keep arriving (the settling restarts)."""
-    before = len(found)
-    found.update(finder.find(set(keys) - set(found)))
-    if len(found) == len(keys):
-        return found[keys[0]]
-    if len(found) > before:
-        raise CannotAsk(f"{len(found)} of its {len(keys)} jobs found so far")
-    return None
-
-
-def adopt_one(finder: KeyFinder, key: str, resubmit: Callable[[], str], where: str) -> str:
-    """The id of the one job an uncertain submission of ``key`` made (found, or sent again)."""
-    return adopt_or_resubmit(
-        lambda: finder.find({key}).get(key),
-        resubmit,
-        key=key,
-        budget=ADOPTION_BUDGET,
-        settle=SETTLE,
-        where=where,
-        look_for=f"a job whose jobspec has {KEY_ATTRIBUTE}={key}",
-    )
-
-
-def adopt_all(
-    finder: KeyFinder,
-    keys: Sequence[str],
-    resend: Callable[[List[int]], List[Outcome]],
-    where: str,
-) -> List[Outcome]:
-    """The outcome of each job of an uncertain bulk submission, in order: found, or sent again
-    by ``resend(indices)`` once the rest stayed absent; past the budget those found are kept."""
-    found: Dict[str, str] = {}
-    sent: Dict[int, Outcome] = {}
-    label = _label(keys)
-
-    def look() -> Optional[str]:
-        first = _find_all(finder, keys, found)
-        return f"{first} and {len(keys) - 1} more" if first and len(keys) > 1 else first
-
-    def resubmit() -> str:
-        missing = [index for index, key in enumerate(keys) if key not in found]
-        if found:
-            log.warning(
-                "submission %s: adopted jobs %s; the other %d never went in",
-                label,
-                ", ".join(found[key] for key in keys if key in found),
-                len(missing),
-            )
-        sent.update(zip(missing, resend(missing)))
-        return label
-
-    try:
-        adopt_or_resubmit(
-            look,
-            resubmit,
-            key=label,
-            budget=ADOPTION_BUDGET,
-            settle=SETTLE,
-            where=where,
-            look_for=f"jobs whose jobspec has {KEY_ATTRIBUTE}={label}",
-        )
-    except SubmissionUncertainError as exc:
-        if not found:
-            raise
-        sent.update({i: (False, str(exc)) for i, key in enumerate(keys) if key not in found})
-    return [sent[index] if index in sent else (True, found[key]) for index, key in enumerate(keys)]
-
-
-def look_up_all(finder: KeyFinder, keys: Sequence[str], where: str) -> Dict[str, str]:
-    """key -> job id for the keys some job carries, once the rest stayed absent (empty: none
-    went in); nothing is sent again (the sender died)."""
-    found: Dict[str, str] = {}
-    label = _label(keys)
-    look_up(
-        lambda: _find_all(finder, keys, found),
-        key=label,
-        budget=ADOPTION_BUDGET,
-        settle=SETTLE,
-        where=where,
-        look_for=f"jobs whose jobspec has {KEY_ATTRIBUTE}={label}",
-    )
-    return found

@@ -17,9 +17,9 @@ from ...errors import SchedulerUnavailableError
 from ...transports.base import Executor
 from .answers import no_broker, no_system_instance
 from .bindings import Bindings, BindingsConnection, _native_uri, load_bindings
-from .bindings_driver import NativeDriver
-from .command_driver import CLIDriver
+from .cli_driver import CLIDriver
 from .command_runner import FluxCommands
+from .driver_base import TimeLeft
 from .instance import (
     POLICIES,
     FluxOptions,
@@ -32,7 +32,7 @@ from .instance import (
     policy_by_name,
 )
 from .jobspec import error_text
-from .submission import TimeLeft
+from .native_driver import NativeDriver
 from .uri import choose_uri, classify, local_form, not_resolved
 
 log = logging.getLogger("hpcbridge")

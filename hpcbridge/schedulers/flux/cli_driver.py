@@ -8,25 +8,23 @@ from __future__ import annotations
 
 import logging
 import shlex
-import time
 from typing import Dict, List, Optional, Sequence
 
 from ...engine.driver import Capabilities, Planned, Submitted, Waiter
 from ...errors import (
-    JobSubmissionError,
     JobTimeoutError,
     SubmissionUncertainError,
 )
 from ...model import JobState, JobStatus
 from ...transports.base import CommandResult
-from . import answers, bulk_helper, command_runner, commands, ids, status
+from . import answers, bulk_helper, commands, ids, status
 from . import jobspec as jobspec_module
 from .answers import Outcome
 from .command_runner import FluxCommands
+from .driver_base import FluxDriverBase
 from .instance import InstanceFacts
-from .request import DROPPED_KEYS, FluxPlan, SubmitRequest, flux_plan, jobspec_params
+from .request import DROPPED_KEYS, FluxPlan, flux_plan, jobspec_params
 from .status import parse_eventlog
-from .submission import FluxDriverBase
 
 log = logging.getLogger("hpcbridge")
 
@@ -69,30 +67,21 @@ class CLIDriver(FluxDriverBase):
 
     def submit_many(self, planned: Planned) -> List[Submitted]:
         plan = flux_plan(planned)
-        one = len(plan.environments) == 1
-        what = "flux submit" if one else "flux python (bulk submit)"
-        attempt = (lambda: [self._submit_one(plan.job(0))]) if one else lambda: self._bulk(plan)
-        return self._send(planned, self.commands.wait_ready, attempt, what)
+        if len(plan.environments) == 1 or not self.policy.python_command:
+            # 0.26's `flux python` runs whatever python is first on PATH: one by one.
+            what = "flux submit" if len(plan.environments) == 1 else "flux submit (one by one)"
+            return self._send(planned, self.commands.wait_ready, self._one_by_one, what)
+        return self._send(
+            planned, self.commands.wait_ready, self._bulk, "flux python (bulk submit)"
+        )
 
-    def _submit_one(self, request: SubmitRequest) -> Outcome:
-        argv = commands.submit_argv(self.flux, self.policy, request)
-        started = time.time()
-        try:
-            return self._outcome(argv, self._submission(argv, request.cwd))
-        except SubmissionUncertainError as lost:
-            if not request.key:
-                raise
-            what = "flux " + " ".join(argv[1 : 2 + (argv[1] == "mini")])
-            log.warning("%s's answer was lost (%s); looking for job %s", what, lost, request.key)
-            finder = command_runner.KeyFinder(self.commands, self.policy, started)
-
-            def resubmit() -> str:
-                ok, value = self._outcome(argv, self._submission(argv, request.cwd))
-                if not ok:
-                    raise answers.submission_error(value, argv, what)
-                return value
-
-            return True, command_runner.adopt_one(finder, request.key, resubmit, self._where())
+    def _one_by_one(self, plan: FluxPlan) -> List[Outcome]:
+        outcomes = []
+        for index in range(len(plan.environments)):
+            request = plan.job(index)
+            argv = commands.submit_argv(self.flux, self.policy, request)
+            outcomes.append(answers.submit_outcome(argv, self._submission(argv, request.cwd)))
+        return outcomes
 
     def _submission(
         self,
@@ -107,35 +96,8 @@ class CLIDriver(FluxDriverBase):
         except JobTimeoutError as exc:
             raise SubmissionUncertainError(f"{exc}: its answer was lost", argv=argv) from exc
 
-    @staticmethod
-    def _outcome(argv: List[str], result: CommandResult) -> Outcome:
-        if not result.ok:
-            return False, result.stderr + "\n" + result.stdout
-        try:
-            return True, answers.parse_submit_output(result.stdout)
-        except ValueError as exc:
-            raise JobSubmissionError(str(exc), argv=argv) from None
-
     def _bulk(self, plan: FluxPlan) -> List[Outcome]:
         """One ``flux python`` process submits every job (pipelined inside)."""
-        if not self.policy.python_command:
-            # 0.26's `flux python` runs whatever python is first on PATH: one by one.
-            return [self._submit_one(plan.job(index)) for index in range(len(plan.environments))]
-        started = time.time()
-        try:
-            return self._bulk_once(plan)
-        except SubmissionUncertainError as lost:
-            if not plan.keys:
-                raise
-            log.warning("the bulk submission's answer was lost (%s); looking for its jobs", lost)
-            finder = command_runner.KeyFinder(self.commands, self.policy, started)
-
-            def resend(indices: List[int]) -> List[Outcome]:
-                return self._bulk_once(plan.only(indices))
-
-            return command_runner.adopt_all(finder, plan.keys, resend, self._where())
-
-    def _bulk_once(self, plan: FluxPlan) -> List[Outcome]:
         count = len(plan.environments)
         argv = [self.flux, "python", "-c", _helper_source()]
         payload = commands.bulk_input(
@@ -143,12 +105,7 @@ class CLIDriver(FluxDriverBase):
         )
         timeout = max(self.commands.command_timeout, 0.1 * count)
         result = self._submission(argv, plan.request.cwd, input=payload, timeout=timeout)
-        outcomes = answers.parse_bulk_output(result.stdout) if result.stdout else []
-        if len(outcomes) < count:
-            # Some went in before the helper stopped: the rest failed, never sent twice.
-            message = result.message() or "the bulk helper stopped early"
-            outcomes += [(False, message)] * (count - len(outcomes))
-        return outcomes
+        return answers.bulk_outcomes(result, count)
 
     def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
         answers: Dict[str, JobStatus] = {}

@@ -14,14 +14,14 @@ from ...model import JobStatus
 from . import bulk_helper, jobspec
 from .answers import Outcome, output_path_from_jobspec, raise_cancel_errors
 from .bindings import BindingsConnection
-from .command_runner import FluxCommands, KeyFinder, adopt_all
+from .command_runner import FluxCommands
+from .driver_base import FluxDriverBase
 from .ids import canonical_job_id, parse_job_id
 from .instance import InstanceFacts
-from .jobspec import LOST, error_text
+from .jobspec import error_text
 from .journal import Journal, JournalWaiter, ResultWaiter, open_journal
 from .request import DROPPED_KEYS, FluxPlan, flux_plan, jobspec_params
 from .status import facts_from_jobinfo, statuses_from_facts, unknown
-from .submission import FluxDriverBase
 
 log = logging.getLogger("hpcbridge")
 
@@ -70,32 +70,12 @@ class NativeDriver(FluxDriverBase):
         return f"flux.job.submit(Flux({self.facts.uri or ''!s}), {spec.dumps()})"
 
     def submit_many(self, planned: Planned) -> List[Submitted]:
-        plan = flux_plan(planned)
-
-        def attempt() -> List[Outcome]:
-            started = time.time()
-            outcomes = self._submit(plan)
-            lost = [i for i, (ok, text) in enumerate(outcomes) if not ok and text.startswith(LOST)]
-            if lost and plan.keys:
-                self.connection.reset()
-                log.warning(
-                    "flux.job.submit: the answers of %d job(s) were lost; looking", len(lost)
-                )
-                finder = KeyFinder(self.commands, self.facts.policy, started)
-
-                def resend(indices: List[int]) -> List[Outcome]:
-                    return self._submit(plan.only([lost[index] for index in indices]))
-
-                keys = [plan.keys[index] for index in lost]
-                found = adopt_all(finder, keys, resend, self._where())
-                outcomes = list(outcomes)
-                for index, outcome in zip(lost, found):
-                    outcomes[index] = outcome
-            return outcomes
-
-        sent = self._send(planned, self.connection.wait_ready, attempt, "flux.job.submit")
+        sent = self._send(planned, self.connection.wait_ready, self._submit, "flux.job.submit")
         self._ours.update(item.job_id for item in sent)  # canonical: the journal's keys
         return sent
+
+    def _lost_connection(self) -> None:
+        self.connection.reset()
 
     def _open_journal(self) -> Optional[Journal]:
         if self._journal is None and self._no_journal is None:
