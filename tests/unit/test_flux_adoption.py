@@ -18,7 +18,7 @@ from hpcbridge.engine.jobscript import PreparedJob
 from hpcbridge.errors import JobTimeoutError, SubmissionUncertainError
 from hpcbridge.resources import Resources
 from hpcbridge.schedulers.flux import answers as flux_answers
-from hpcbridge.schedulers.flux import bulk_helper, command_runner, commands, jobspec, planning
+from hpcbridge.schedulers.flux import command_runner, commands, jobspec, planning
 from hpcbridge.schedulers.flux import request as flux_request
 from hpcbridge.schedulers.flux.adapter import FluxAdapter
 from hpcbridge.schedulers.flux.ids import canonical_job_id
@@ -45,7 +45,7 @@ def batch_of(count: int, token: str = "3fa9c2e1b7d0") -> SubmitBatch:
 
 def planned(count: int) -> flux_request.FluxPlan:
     facts = instance_facts(None, "0.88.0", POLICY_0_49, "test", None)
-    return flux_request.flux_plan(planning.plan_batch(batch_of(count), facts, NO_QUESTIONS, 60.0))
+    return planning.flux_plan(planning.plan_batch(batch_of(count), facts, NO_QUESTIONS, 60.0))
 
 
 # -- the key, where each job carries it ---------------------------------------------
@@ -71,7 +71,7 @@ def test_the_key_is_a_json_string_so_a_hex_token_stays_text(policy: Any) -> None
 def test_bulk_input_carries_each_jobs_key() -> None:
     many = planned(2)
     payload = json.loads(
-        commands.bulk_input(flux_request.jobspec_params(many.request), many.environments, many.keys)
+        commands.bulk_input(jobspec.jobspec_params(many.request), many.environments, many.keys)
     )
     assert payload["keys"] == ["3fa9c2e1b7d0.0", "3fa9c2e1b7d0.1"]
     assert payload["job"]["key"] is None
@@ -109,14 +109,14 @@ class FakeJobModule:
 
 def test_native_jobspecs_carry_the_key_of_each_job() -> None:
     many, module = planned(2), FakeJobModule()
-    params = flux_request.jobspec_params(many.request)
-    found = bulk_helper.submit_all(None, module, params, many.environments, {}, many.keys)
+    params = jobspec.jobspec_params(many.request)
+    found = jobspec.submit_all(None, module, params, many.environments, {}, many.keys)
     assert found == [(True, 1), (True, 2)]
     assert [sent[jobspec.KEY_ATTRIBUTE] for sent in module.sent] == [
         "3fa9c2e1b7d0.0",
         "3fa9c2e1b7d0.1",
     ]
-    one = jobspec.build_jobspec(FakeSpec, flux_request.jobspec_params(planned(1).request), {})
+    one = jobspec.build_jobspec(FakeSpec, jobspec.jobspec_params(planned(1).request), {})
     assert one.attributes[jobspec.KEY_ATTRIBUTE] == "3fa9c2e1b7d0"
 
 

@@ -15,7 +15,7 @@ from hpcbridge.engine.jobscript import PreparedJob
 from hpcbridge.errors import JobSubmissionError
 from hpcbridge.model import JobState
 from hpcbridge.resources import Resources
-from hpcbridge.schedulers.flux import answers, commands, planning
+from hpcbridge.schedulers.flux import answers, commands, jobspec, planning
 from hpcbridge.schedulers.flux import request as flux_request
 from hpcbridge.schedulers.flux import status as flux_status
 from hpcbridge.schedulers.flux.ids import canonical_job_id
@@ -135,7 +135,7 @@ def test_cancel_argv_per_policy() -> None:
 def test_jobspec_params_carry_the_request() -> None:
     made = request(resources={"time": "30s", "gpus": 2}, queue="debug")
     made = made.with_environment({"A": "1"})
-    params = flux_request.jobspec_params(made)
+    params = jobspec.jobspec_params(made)
     assert params["script"] == "#!/bin/sh\nexec /j/.hpcbridge/w.sh\n"
     assert params["duration"] == 30.0 and params["gpus_per_slot"] == 2
     assert params["queue"] == "debug" and params["environment"] == {"A": "1"}
@@ -323,4 +323,4 @@ def test_output_path_from_recorded_jobspec() -> None:
 def test_inf_duration_is_none() -> None:
     made = request(resources={"time": "UNLIMITED"})
     assert made.duration is None
-    assert not math.isinf(flux_request.jobspec_params(made)["duration"])
+    assert not math.isinf(jobspec.jobspec_params(made)["duration"])

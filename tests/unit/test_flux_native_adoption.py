@@ -17,13 +17,12 @@ from hpcbridge.engine.driver import SubmitBatch
 from hpcbridge.engine.jobscript import PreparedJob
 from hpcbridge.resources import Resources
 from hpcbridge.schedulers.flux import command_runner, planning
-from hpcbridge.schedulers.flux.bindings import BindingsConnection
 from hpcbridge.schedulers.flux.command_runner import FluxCommands
 from hpcbridge.schedulers.flux.ids import parse_job_id
 from hpcbridge.schedulers.flux.instance import POLICY_0_49
 from hpcbridge.schedulers.flux.instance import facts as instance_facts
 from hpcbridge.schedulers.flux.jobspec import KEY_ATTRIBUTE
-from hpcbridge.schedulers.flux.native_driver import NativeDriver
+from hpcbridge.schedulers.flux.native_driver import BindingsConnection, NativeDriver
 from tests.support.fake_flux import FakeFlux
 
 

@@ -21,7 +21,7 @@ from hpcbridge.schedulers.flux import commands as flux_commands
 from hpcbridge.schedulers.flux import ids as flux_ids
 from hpcbridge.schedulers.flux import options as flux_options
 from hpcbridge.schedulers.flux.bulk_helper import constraint_parser
-from hpcbridge.schedulers.flux.ids import F58_PREFIX, f58
+from hpcbridge.schedulers.flux.jobspec import F58_PREFIX, f58
 
 SETTINGS = settings(max_examples=60, deadline=None)
 

@@ -26,7 +26,7 @@ from hpcbridge.resources import (
     parse_begin,
     signal_forwarded,
 )
-from hpcbridge.schedulers.flux import planning
+from hpcbridge.schedulers.flux import jobspec, planning
 from hpcbridge.schedulers.flux import request as request_module
 from hpcbridge.schedulers.flux.commands import submit_argv
 from hpcbridge.schedulers.flux.instance import POLICY_0_26, POLICY_0_49, POLICY_0_88
@@ -424,7 +424,7 @@ def test_flux_gets_exclusive_begin_and_signal_where_the_release_has_them() -> No
     assert "--exclusive" in argv and f"--dependency=begin-time:{epoch}" in argv
     assert "--setattr=system.shell.options.signal.signum=12" in argv
     assert "--setattr=system.shell.options.signal.timeleft=90.0" in argv
-    params = request_module.jobspec_params(newest)
+    params = jobspec.jobspec_params(newest)
     assert params["exclusive"] and params["begin"] == epoch and params["signal"] == [12, 90.0]
     # 0.49's shell ignores the signal option: dropped, said; nothing else is.
     older = flux_request(POLICY_0_49, **asked)

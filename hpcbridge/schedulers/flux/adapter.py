@@ -19,11 +19,12 @@ from .bindings import load_bindings
 from .command_runner import FluxCommands
 from .commands import charges_argv, submit_argv
 from .doctor import adapter_info
-from .ids import F58_PREFIX, InvalidJobIdError, canonical_job_id
+from .ids import InvalidJobIdError, canonical_job_id
 from .instance import POLICIES, FluxOptions, FluxPolicy, InstanceFacts, UriSetting, facts
+from .jobspec import F58_PREFIX
 from .options import Attributes
-from .planning import Questions, plan_batch
-from .request import MAX_BATCH, JobChoice, JobKind, choose_kind, flux_plan
+from .planning import Questions, choose_kind, flux_plan, plan_batch
+from .request import MAX_BATCH, JobChoice, JobKind
 from .session import FluxSession, choose_uri_setting, command_host, open_session, resolve_target
 from .status import only_unknown_ids
 

@@ -11,7 +11,7 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...cost import Charge
-from ...engine.driver import Again, PartialSubmissionError, Reply, Submitted
+from ...engine.driver import Reply
 from ...errors import JobSubmissionError, LimitRefusedError, SchedulerAdapterError
 from .ids import InvalidJobIdError, canonical_job_id, decimal_job_id
 from .instance import NO_LIMIT, Association, strip_ansi
@@ -246,18 +246,6 @@ NOT_READY = ("No service matching job-ingest.submit", "Function not implemented"
 NEVER_REACHED = ("Unable to connect to Flux",)
 
 
-def not_ready(outcomes: Sequence[Outcome]) -> bool:
-    """Nothing went in, only because the instance is still starting or unreachable."""
-    markers = NOT_READY + NEVER_REACHED
-    return bool(outcomes) and all(
-        not ok and any(marker in value for marker in markers) for ok, value in outcomes
-    )
-
-
-def log_path(output: str, job_id: str) -> str:
-    return output.replace("{{id}}", job_id)
-
-
 #: Flux's words for a job refused by a cap on this user's active jobs: flux-core caps
 #: none; flux-accounting's priority plugin rejects past the bank's max_active_jobs
 LIMIT_REFUSED = ("user has max active jobs",)
@@ -292,34 +280,6 @@ def no_system_instance(why: str) -> str:
         "you, from elsewhere set HPCBRIDGE_FLUX_URI (or --flux-uri) to the instance: its "
         "URI, a Flux job id, or slurm:<id> / lsf:<id> of the allocation that runs it"
     )
-
-
-def reached(outcomes: List[Outcome], what: str) -> List[Outcome]:
-    """The outcomes of a sending that reached the instance; ``Again`` (the runner sends it
-    again) while the instance is starting or unreachable, nothing having gone in."""
-    if not_ready(outcomes):
-        raise Again(scheduler_message(outcomes[0][1]), submission_error(outcomes[0][1], what=what))
-    return outcomes
-
-
-def submitted(outcomes: Sequence[Outcome], output: str, kind: str, what: str) -> List[Submitted]:
-    """The jobs that went in, in order (some in: ``PartialSubmissionError``; none: the first
-    refusal in Flux's own words)."""
-    jobs: List[Submitted] = []
-    failures: List[str] = []
-    for index, (ok, value) in enumerate(outcomes):
-        if ok:
-            jobs.append(Submitted(value, log_path(output, value), index, kind))
-        else:
-            failures.append(value)
-    if failures and jobs:
-        limited = any(limit_refused(failure) for failure in failures)
-        raise PartialSubmissionError(jobs, failures, len(outcomes), limited)
-    if failures:
-        raise submission_error(failures[0], what=what)
-    if not jobs:
-        raise JobSubmissionError(f"{what} submitted nothing and said nothing")
-    return jobs
 
 
 def adopted(

@@ -6,22 +6,20 @@ target's URI resolved in-process as ``flux uri --remote`` does.
 from __future__ import annotations
 
 import contextlib
-import errno
 import importlib
 import logging
 import os
 import shutil
-import signal
 import sys
 import tempfile
-import threading
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Iterator, List, Optional
 
 from ...retrying import retry
 from ...transports.base import Executor
 from .ids import parse_job_id
-from .instance import FluxOptions, QueueInfo, queue_info_from_config
+from .instance import FluxOptions
+from .native_driver import keep_sigint_handler
 from .uri import not_resolved
 
 log = logging.getLogger("hpcbridge")
@@ -98,31 +96,8 @@ def import_bindings(flux_command: Optional[str] = None, discover: bool = True) -
 def _import() -> Any:
     module = importlib.import_module("flux")
     importlib.import_module("flux.job")
-    _keep_sigint_handler()
+    keep_sigint_handler()
     return module
-
-
-class _SigintKept:
-    """The ``signal`` module as ``flux.util`` sees it: SIGINT's handler left as it is."""
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(signal, name)
-
-    @staticmethod
-    def signal(signum: int, handler: Any) -> Any:
-        if signum == signal.SIGINT:
-            return signal.getsignal(signum)
-        return signal.signal(signum, handler)
-
-
-def _keep_sigint_handler() -> None:
-    # flux.util's `interruptible` sets SIGINT to SIG_DFL around each blocking future call
-    # in the main thread: Ctrl-C there kills the process, no `finally` run (a pack's
-    # allocations stay held). SIGINT keeps its handler instead, acted on once the call
-    # returns (hpcbridge's calls are bounded by timeouts).
-    util: Any = sys.modules.get("flux.util")
-    if util is not None and getattr(util, "signal", None) is signal:
-        util.signal = _SigintKept()
 
 
 def _import_from(directory: str) -> Any:
@@ -227,84 +202,3 @@ def resolve_uri_natively(flux_module: Any, target: str, parent_uri: Optional[str
     if not uri or uri == "None":
         raise LookupError(f"Flux job {job_text} has not published its URI yet")
     return str(JobURI(uri).remote)
-
-
-class BindingsConnection:
-    """Handles to one broker through the bindings, one per thread; the instance's own facts."""
-
-    def __init__(
-        self,
-        flux_module: Any,
-        uri: Optional[str],
-        rpc_timeout: float = 30.0,
-        flux_bin_dir: Optional[str] = None,
-    ) -> None:
-        self.flux = flux_module
-        self.uri = uri
-        self.rpc_timeout = rpc_timeout
-        self.flux_bin_dir = flux_bin_dir
-        self._local = threading.local()
-
-    def handle(self) -> Any:
-        handle = getattr(self._local, "handle", None)
-        if handle is None:
-            handle = self.flux.Flux(self.uri) if self.uri else self.flux.Flux()
-            self._local.handle = handle
-        return handle
-
-    def reset(self) -> None:
-        """Forget this thread's handle (after a lost connection)."""
-        handle = getattr(self._local, "handle", None)
-        self._local.handle = None
-        if handle is not None:
-            try:
-                handle.close()
-            except Exception:  # noqa: BLE001, S110 - closing a dead handle may fail
-                pass
-
-    def rpc(self, topic: str, payload: Any = None, timeout: Optional[float] = None) -> Any:
-        future = self.handle().rpc(topic, payload)
-        future.wait_for(self.rpc_timeout if timeout is None else timeout)
-        return future.get()
-
-    def probe(self, timeout: float) -> str:
-        """The broker's version, bounded: a client of another release hangs (newer clients to
-        a 0.26 broker) or fails ("Protocol error") here, before the driver is chosen."""
-        return str(self.rpc("attr.get", {"name": "version"}, timeout=timeout)["value"])
-
-    def wait_ready(self, timeout: float) -> None:
-        """Until the broker finished starting: a nested instance publishes its URI before rc1."""
-        try:
-            self.rpc("state-machine.wait", None, timeout=timeout)
-        except OSError as exc:
-            # Older brokers have no state-machine.wait: the submit retry covers them.
-            if exc.errno != errno.ENOSYS:
-                log.debug("flux: readiness check failed: %s", exc)
-
-    def queue_info(self) -> QueueInfo:
-        return queue_info_from_config(self.rpc("config.get") or {}, source="config.get RPC")
-
-    def expiration(self) -> Optional[float]:
-        try:
-            resource_r = self.rpc("resource.status")["R"]
-        except (OSError, KeyError, TypeError):
-            try:
-                kvs = __import__("flux.kvs", fromlist=["get"])
-                resource_r = kvs.get(self.handle(), "resource.R")
-            except Exception:  # noqa: BLE001 - unknown: no check
-                return None
-        try:
-            expiration = float(resource_r["execution"].get("expiration") or 0.0)
-        except (KeyError, TypeError, ValueError, AttributeError):
-            return None
-        return expiration if expiration > 0 else None
-
-    def job_environment(self) -> Dict[str, str]:
-        """Ours, as ``flux batch`` gives its own, with the ``flux`` directory on PATH (a batch
-        job runs ``flux broker``; bindings loaded from elsewhere do not add it)."""
-        environment = dict(os.environ)
-        if self.flux_bin_dir:
-            parts = environment.get("PATH", "").split(os.pathsep)
-            if self.flux_bin_dir not in parts:
-                environment["PATH"] = os.pathsep.join([self.flux_bin_dir, *[p for p in parts if p]])
-        return environment

@@ -23,7 +23,9 @@ from .answers import Outcome
 from .command_runner import FluxCommands
 from .driver_base import FluxDriverBase
 from .instance import InstanceFacts
-from .request import DROPPED_KEYS, FluxPlan, flux_plan, jobspec_params
+from .jobspec import jobspec_params
+from .planning import flux_plan
+from .request import DROPPED_KEYS, FluxPlan
 from .status import parse_eventlog
 
 log = logging.getLogger("hpcbridge")

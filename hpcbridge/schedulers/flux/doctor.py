@@ -13,7 +13,7 @@ from ...transports.local import LocalExecutor
 from .advice import SAME_RELEASE, checks_from, missing_check, release_advice
 from .commands import version_argv
 from .instance import FluxOptions, UriSetting, parse_flux_version_output
-from .request import choose_kind
+from .planning import choose_kind
 from .session import FluxSession, choose_uri_setting, open_session
 
 

@@ -9,18 +9,25 @@ import logging
 import math
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from ...engine.driver import Call, Planned, SubmitBatch, Submitted
-from ...errors import SubmissionUncertainError
+from ...engine.driver import Again, Call, PartialSubmissionError, Planned, SubmitBatch, Submitted
+from ...errors import JobSubmissionError, SubmissionUncertainError
 from . import answers
-from .answers import NEVER_REACHED, Outcome, log_path, not_ready, scheduler_message
+from .answers import (
+    NEVER_REACHED,
+    NOT_READY,
+    Outcome,
+    limit_refused,
+    scheduler_message,
+    submission_error,
+)
 from .command_runner import LOOK_BACK, FluxCommands
 from .ids import canonical_job_id
 from .instance import InstanceFacts
 from .jobspec import LOST
-from .planning import Questions, active_cap, plan_batch
-from .request import MAX_BATCH, FluxPlan, flux_plan, kind_of
+from .planning import Questions, active_cap, flux_plan, kind_of, plan_batch
+from .request import MAX_BATCH, FluxPlan
 
 log = logging.getLogger("hpcbridge")
 
@@ -82,8 +89,8 @@ class FluxDriverBase:
     def _send(
         self, planned: Planned, wait_ready: Callable[[float], None], send: Send, what: str
     ) -> List[Submitted]:
-        """Every job of ``planned`` by ``send``, through the runner: again while the instance
-        starts (``answers.reached``); lost answers adopted by key (``_sent``)."""
+        """Every job of ``planned`` by ``send``; while the instance starts, again through the
+        engine's runner (``reached``); lost answers adopted by key (``_sent``)."""
         if not self._ready:
             wait_ready(self.ready_timeout)
             self._ready = True
@@ -98,11 +105,14 @@ class FluxDriverBase:
                 log.info("%s did not reach the Flux instance (%s); sending it again", what, said)
             return outcomes
 
-        outcomes = self.commands.runner.send(
-            Call(what, attempt), lambda sent: answers.reached(sent, what), budget=self.ready_timeout
-        )
+        outcomes = attempt()
+        if not_ready(outcomes):  # the instance is starting or unreachable: nothing went in
+            again = Call(what, attempt)
+            outcomes = self.commands.runner.send(
+                again, lambda sent: reached(sent, what), budget=self.ready_timeout
+            )
         kind = kind_of(planned.batch).value
-        return answers.submitted(outcomes, plan.request.output, kind, what)
+        return submitted(outcomes, plan.request.output, kind, what)
 
     def _sent(self, plan: FluxPlan, send: Send, what: str) -> List[Outcome]:
         """``send(plan)``'s outcomes; the jobs whose answers were lost (all: the call's; some:
@@ -168,3 +178,43 @@ class FluxDriverBase:
             if key in ids
         ]
         return jobs or None
+
+
+def reached(outcomes: List[Outcome], what: str) -> List[Outcome]:
+    """The outcomes of a sending that reached the instance; ``Again`` (the runner sends it
+    again) while the instance is starting or unreachable, nothing having gone in."""
+    if not_ready(outcomes):
+        raise Again(scheduler_message(outcomes[0][1]), submission_error(outcomes[0][1], what=what))
+    return outcomes
+
+
+def submitted(outcomes: Sequence[Outcome], output: str, kind: str, what: str) -> List[Submitted]:
+    """The jobs that went in, in order (some in: ``PartialSubmissionError``; none: the first
+    refusal in Flux's own words)."""
+    jobs: List[Submitted] = []
+    failures: List[str] = []
+    for index, (ok, value) in enumerate(outcomes):
+        if ok:
+            jobs.append(Submitted(value, log_path(output, value), index, kind))
+        else:
+            failures.append(value)
+    if failures and jobs:
+        limited = any(limit_refused(failure) for failure in failures)
+        raise PartialSubmissionError(jobs, failures, len(outcomes), limited)
+    if failures:
+        raise submission_error(failures[0], what=what)
+    if not jobs:
+        raise JobSubmissionError(f"{what} submitted nothing and said nothing")
+    return jobs
+
+
+def not_ready(outcomes: Sequence[Outcome]) -> bool:
+    """Nothing went in, only because the instance is still starting or unreachable."""
+    markers = NOT_READY + NEVER_REACHED
+    return bool(outcomes) and all(
+        not ok and any(marker in value for marker in markers) for ok, value in outcomes
+    )
+
+
+def log_path(output: str, job_id: str) -> str:
+    return output.replace("{{id}}", job_id)

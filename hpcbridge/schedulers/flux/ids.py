@@ -7,20 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-# Flux's canonical job id: F58 (base 58 with this alphabet) after the prefix "ƒ".
-F58_ALPHABET = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
-F58_PREFIX = "\u0192"
-
-
-def f58(value: int, prefix: str = F58_PREFIX) -> str:
-    """The F58 text of a job id Flux gave (``7381975040`` -> ``ƒCFKYzj``)."""
-    digits = []
-    while True:
-        value, remainder = divmod(value, 58)
-        digits.append(F58_ALPHABET[remainder])
-        if not value:
-            return prefix + "".join(reversed(digits))
-
+from .jobspec import F58_ALPHABET, F58_PREFIX, f58
 
 _ASCII_PREFIX = "f"
 _F58_VALUE = {char: index for index, char in enumerate(F58_ALPHABET)}

@@ -1,12 +1,15 @@
 """The ``JobspecV1`` of a batch job (a nested instance running our wrapper) or a plain job (the
-wrapper as the tasks), built from ``request.jobspec_params`` with the bindings' own class.
-Standalone (standard library only, no package imports): the CLI driver runs this source under
-``flux python``, before ``bulk_helper.py``'s.  Pure.
+wrapper as the tasks), built from a request's parameters (``jobspec_params``) with the class of
+the bindings handed in, and many of them submitted at once, pipelined, through those bindings
+(``submit_all``).  Standalone (standard library only, no package imports, no imports of the
+bindings): the native driver calls it in-process, the CLI driver runs this source under
+``flux python`` before ``bulk_helper.py``'s, which imports the bindings.
 """
 
+import errno
 import os
 import shlex
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 # The key lives in the jobspec: the instance keeps it with the job and `flux job info
 # <id> jobspec` reads it back in every release (the job's name belongs to the user).
@@ -134,3 +137,96 @@ def parse_constraint(text: str, parser_class: Any = None) -> Any:
 def error_text(exc: BaseException) -> str:
     strerror = getattr(exc, "strerror", None)
     return strerror or str(exc) or type(exc).__name__
+
+
+def jobspec_params(request: Any) -> Dict[str, Any]:
+    """The parameters ``build_jobspec`` takes, of a ``request.SubmitRequest``."""
+    return {
+        "kind": request.kind.value,
+        "script": batch_script(request.wrapper_path),
+        "command": [request.wrapper_path],
+        "jobname": request.job_name,
+        "num_slots": request.nslots,
+        "cores_per_slot": request.cores_per_slot,
+        "gpus_per_slot": request.gpus_per_slot,
+        "num_nodes": request.nodes,
+        "duration": request.duration or 0,
+        "cwd": request.cwd,
+        "output": request.output,
+        "queue": request.queue,
+        "bank": request.bank,
+        "requires": request.requires,
+        "dependencies": list(request.dependencies),
+        "exclusive": request.exclusive,
+        "begin": request.begin,
+        "signal": list(request.signal) if request.signal else None,
+        "environment": dict(request.environment),
+        "attributes": [list(pair) for pair in request.attributes],
+        "key": request.key,
+    }
+
+
+# Flux's canonical job id: F58 (base 58 with this alphabet) after the prefix "ƒ".
+F58_ALPHABET = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+F58_PREFIX = "\u0192"
+
+
+def f58(value: int, prefix: str = F58_PREFIX) -> str:
+    """The F58 text of a job id Flux gave (``7381975040`` -> ``ƒCFKYzj``)."""
+    digits = []
+    while True:
+        value, remainder = divmod(value, 58)
+        digits.append(F58_ALPHABET[remainder])
+        if not value:
+            return prefix + "".join(reversed(digits))
+
+
+_LOST_ERRNOS = (errno.ECONNRESET, errno.ECONNABORTED, errno.EPIPE, errno.ENOTCONN, errno.ETIMEDOUT)
+
+
+def submit_all(
+    handle: Any,
+    flux_job: Any,
+    params: Mapping[str, Any],
+    environments: Sequence[Mapping[str, str]],
+    base_environment: Optional[Mapping[str, str]] = None,
+    keys: Optional[Sequence[str]] = None,
+    remaining: Optional[Callable[[], float]] = None,
+    names: Optional[Sequence[str]] = None,
+    constraint_parser: Any = None,
+) -> List[Tuple[bool, Any]]:
+    """One job per entry of ``environments`` (each with its key and name), one jobspec built
+    once, every ``submit_async`` through the bindings handed in (``handle``, ``flux_job``) in
+    flight before the first id is read; ``(ok, id or message)`` each, in order.  Not
+    answered while ``remaining()`` seconds were left: ``LOST``."""
+    try:
+        spec = build_jobspec(flux_job.JobspecV1, params, base_environment, constraint_parser)
+    except (ValueError, TypeError, KeyError) as exc:
+        return [(False, "cannot build the Flux jobspec: " + str(exc))] * len(environments)
+    shared = dict(spec.environment)
+    futures: List[Any] = []
+    for index, own in enumerate(environments):
+        spec.environment = dict(shared, **own)
+        if keys:
+            spec.setattr(KEY_ATTRIBUTE, str(keys[index]))
+        if names:
+            # Both kinds keep their name there (from_batch_command sets it too).
+            spec.setattr("system.job.name", str(names[index]))
+        try:
+            futures.append(flux_job.submit_async(handle, spec.dumps()))
+        except OSError as exc:
+            futures.append(exc)
+    results: List[Tuple[bool, Any]] = []
+    for future in futures:
+        if isinstance(future, Exception):
+            results.append((False, error_text(future)))  # never sent
+            continue
+        try:
+            if remaining is not None:
+                future.wait_for(max(remaining(), 0.0))
+            # submit returns a JobID (0.49+) or an int (0.26): both are ints.
+            results.append((True, int(future.get_id())))
+        except OSError as exc:
+            lost = exc.errno in _LOST_ERRNOS
+            results.append((False, (LOST if lost else "") + error_text(exc)))
+    return results

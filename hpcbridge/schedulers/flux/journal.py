@@ -10,7 +10,7 @@ import json
 import logging
 import os
 from dataclasses import replace
-from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from ...model import JobStatus
 from ...retrying import Deadline
@@ -312,3 +312,20 @@ class ResultWaiter:
             self.handle.close()
         except Exception:  # noqa: BLE001, S110 - a dead handle may not close cleanly
             pass
+
+
+def make_waiter(
+    flux_module: Any,
+    uri: Optional[str],
+    journal: Optional[Journal],
+    job_ids: Sequence[str],
+    ended: Dict[str, JobStatus],
+) -> Optional[Union[JournalWaiter, ResultWaiter]]:
+    """A waiter on the journal where it is open, else on result watches; ``None``: sleep."""
+    if journal is not None:
+        return JournalWaiter(journal, list(job_ids))
+    try:
+        return ResultWaiter(flux_module, uri, list(job_ids), ended)
+    except Exception as exc:  # noqa: BLE001 - fall back to sleeping
+        log.debug("flux: cannot watch job results (%s); polling", exc)
+        return None

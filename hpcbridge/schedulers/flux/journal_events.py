@@ -6,7 +6,7 @@ heard.  Pure (the stream itself is read by ``journal``).
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence, Set
+from typing import Any, Dict, Iterable, Optional, Sequence, Set, Tuple
 
 from ...model import JobStatus
 from .ids import canonical_job_id
@@ -97,3 +97,31 @@ class JournalBook:
         """The jobs heard ending since the last call."""
         heard, self._heard = self._heard, set()
         return heard
+
+
+class Relisting:
+    """The last listed state of each unfinished job and when (the caller's clock): answered
+    again for ``seconds`` instead of a listing, for a job a waiter will hear end."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._listed: Dict[str, Tuple[float, JobStatus]] = {}
+
+    def recent(self, job_id: str, now: float, hears: bool) -> Optional[JobStatus]:
+        listed = self._listed.get(job_id)
+        if listed is None or now - listed[0] >= self.seconds or not hears:
+            return None
+        return listed[1]
+
+    def forget(self, job_ids: Iterable[str]) -> None:
+        for job_id in job_ids:
+            self._listed.pop(job_id, None)
+
+    def note(self, fresh: Dict[str, JobStatus], now: float) -> Dict[str, JobStatus]:
+        """``fresh``, kept until it is older than ``seconds`` (an ended job's is forgotten)."""
+        for job_id, found in fresh.items():
+            if found.is_terminal:
+                self._listed.pop(job_id, None)
+            else:
+                self._listed[job_id] = (now, found)
+        return fresh

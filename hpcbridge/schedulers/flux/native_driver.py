@@ -4,23 +4,29 @@ opens and answers (``BindingsConnection.probe``); lost answers are found by key,
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
+import signal
+import sys
+import threading
 import time
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Set, Union
 
 from ...engine.driver import Capabilities, Planned, Submitted, Waiter
 from ...errors import JobSubmissionError, SchedulerAdapterError
 from ...model import JobStatus
 from . import bulk_helper, jobspec
 from .answers import Outcome, output_path_from_jobspec, raise_cancel_errors
-from .bindings import BindingsConnection
 from .command_runner import FluxCommands
 from .driver_base import FluxDriverBase
-from .ids import canonical_job_id, parse_job_id
-from .instance import InstanceFacts
-from .jobspec import error_text
-from .journal import Journal, JournalWaiter, ResultWaiter, open_journal
-from .request import DROPPED_KEYS, FluxPlan, flux_plan, jobspec_params
+from .ids import parse_job_id
+from .instance import InstanceFacts, QueueInfo, queue_info_from_config
+from .jobspec import error_text, jobspec_params
+from .journal import Journal, JournalWaiter, ResultWaiter, make_waiter, open_journal
+from .journal_events import Relisting
+from .planning import flux_plan
+from .request import DROPPED_KEYS, FluxPlan
 from .status import facts_from_jobinfo, statuses_from_facts, unknown
 
 log = logging.getLogger("hpcbridge")
@@ -47,6 +53,8 @@ class NativeDriver(FluxDriverBase):
         super().__init__(commands, facts, connection.expiration, ready_timeout, outer_time_margin)
         self.connection = connection
         self.flux = connection.flux
+        #: Flux's own parser of ``--requires`` text, where the bindings have one
+        self.constraint_parser = bulk_helper.constraint_parser()
         #: final statuses the waiters' result futures brought (answered once, then dropped)
         self._ended: Dict[str, JobStatus] = {}
         self._waiters: List[Union[JournalWaiter, ResultWaiter]] = []
@@ -55,8 +63,8 @@ class NativeDriver(FluxDriverBase):
         self._no_journal: Optional[str] = None
         #: the jobs this driver submitted (canonical ids)
         self._ours: Set[str] = set()
-        #: the last listed state of each job, and when (monotonic)
-        self._listed: Dict[str, Tuple[float, JobStatus]] = {}
+        #: the last listed state of each job, and when
+        self._listed = Relisting(RELIST_AFTER)
 
     def describe(self, planned: Planned) -> str:
         request = flux_plan(planned).request
@@ -64,7 +72,7 @@ class NativeDriver(FluxDriverBase):
             self.flux.job.JobspecV1,
             jobspec_params(request),
             self.connection.job_environment(),
-            bulk_helper.constraint_parser(),
+            self.constraint_parser,
         )
         spec.environment = {"...": "(the submitting process's environment)"}
         return f"flux.job.submit(Flux({self.facts.uri or ''!s}), {spec.dumps()})"
@@ -86,17 +94,18 @@ class NativeDriver(FluxDriverBase):
 
     def _submit(self, plan: FluxPlan) -> List[Outcome]:
         """Every job, pipelined; an answer later than the RPC timeout (>= 0.1 s a job) is lost."""
-        count = len(plan.environments)
+        ends = time.monotonic() + max(self.connection.rpc_timeout, 0.1 * len(plan.environments))
         try:
-            found = bulk_helper.submit_all(
+            found = jobspec.submit_all(
                 self.connection.handle(),
                 self.flux.job,
                 jobspec_params(plan.request),
                 plan.environments,
                 self.connection.job_environment(),
                 plan.keys,
-                timeout=max(self.connection.rpc_timeout, 0.1 * count),
+                remaining=lambda: ends - time.monotonic(),
                 names=plan.names,
+                constraint_parser=self.constraint_parser,
             )
         except OSError as exc:
             self.connection.reset()
@@ -104,7 +113,7 @@ class NativeDriver(FluxDriverBase):
                 f"cannot submit to the Flux instance {self.facts.label}: {error_text(exc)} "
                 "(check that it is still running: hpcbridge doctor)"
             ) from exc
-        return [(ok, canonical_job_id(value) if ok else str(value)) for ok, value in found]
+        return [(ok, jobspec.f58(value) if ok else str(value)) for ok, value in found]
 
     def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
         """Ends heard, then the journal's events, then a recent listing (``RELIST_AFTER``) of
@@ -113,32 +122,20 @@ class NativeDriver(FluxDriverBase):
         if journal is not None:
             journal.drain()
         answers = {job_id: self._ended.pop(job_id) for job_id in job_ids if job_id in self._ended}
-        for job_id in answers:
-            self._listed.pop(job_id, None)
+        self._listed.forget(answers)
         now = time.monotonic()
         for job_id in job_ids:
             if job_id in answers:
                 continue
             heard = journal.status(job_id) if journal is not None else None
-            recent = heard or self._recent(job_id, now)
+            hears = any(waiter.hears(job_id) for waiter in self._waiters)
+            recent = heard or self._listed.recent(job_id, now, hears)
             if recent is not None:
                 answers[job_id] = recent
         rest = [job_id for job_id in job_ids if job_id not in answers]
         if rest:
-            fresh = self._list(rest)
-            for job_id, found in fresh.items():
-                if found.is_terminal:
-                    self._listed.pop(job_id, None)
-                else:
-                    self._listed[job_id] = (now, found)
-            answers.update(fresh)
+            answers.update(self._listed.note(self._list(rest), now))
         return answers
-
-    def _recent(self, job_id: str, now: float) -> Optional[JobStatus]:
-        listed = self._listed.get(job_id)
-        if listed is None or now - listed[0] >= RELIST_AFTER:
-            return None
-        return listed[1] if any(waiter.hears(job_id) for waiter in self._waiters) else None
 
     def _list(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
         try:
@@ -192,19 +189,12 @@ class NativeDriver(FluxDriverBase):
 
     def waiter(self, job_ids: Sequence[str]) -> Optional[Waiter]:
         self._waiters = [waiter for waiter in self._waiters if not waiter.closed]
-        journal = self._open_journal()
-        if journal is not None:
-            made = JournalWaiter(journal, list(job_ids))
-            self._waiters.append(made)
-            return made
-        try:
-            waiter = ResultWaiter(self.flux, self.facts.uri, list(job_ids), self._ended)
-        except Exception as exc:  # noqa: BLE001 - fall back to sleeping
-            log.debug("flux: cannot watch job results (%s); polling", exc)
+        made = make_waiter(self.flux, self.facts.uri, self._open_journal(), job_ids, self._ended)
+        if made is None:
             self.connection.reset()
             return None
-        self._waiters.append(waiter)
-        return waiter
+        self._waiters.append(made)
+        return made
 
     def close(self) -> None:
         if self._journal is not None:
@@ -220,3 +210,107 @@ def bindings_job_ids(flux_module: Any, job_ids: Sequence[str]) -> List[Any]:
     if hasattr(flux_module.job, "JobID"):
         return [flux_module.job.JobID(number) for number in numbers]
     return numbers
+
+
+class BindingsConnection:
+    """Handles to one broker through the bindings, one per thread; the instance's own facts."""
+
+    def __init__(
+        self,
+        flux_module: Any,
+        uri: Optional[str],
+        rpc_timeout: float = 30.0,
+        flux_bin_dir: Optional[str] = None,
+    ) -> None:
+        self.flux = flux_module
+        self.uri = uri
+        self.rpc_timeout = rpc_timeout
+        self.flux_bin_dir = flux_bin_dir
+        self._local = threading.local()
+
+    def handle(self) -> Any:
+        handle = getattr(self._local, "handle", None)
+        if handle is None:
+            handle = self.flux.Flux(self.uri) if self.uri else self.flux.Flux()
+            self._local.handle = handle
+        return handle
+
+    def reset(self) -> None:
+        """Forget this thread's handle (after a lost connection)."""
+        handle = getattr(self._local, "handle", None)
+        self._local.handle = None
+        if handle is not None:
+            try:
+                handle.close()
+            except Exception:  # noqa: BLE001, S110 - closing a dead handle may fail
+                pass
+
+    def rpc(self, topic: str, payload: Any = None, timeout: Optional[float] = None) -> Any:
+        future = self.handle().rpc(topic, payload)
+        future.wait_for(self.rpc_timeout if timeout is None else timeout)
+        return future.get()
+
+    def probe(self, timeout: float) -> str:
+        """The broker's version, bounded: a client of another release hangs (newer clients to
+        a 0.26 broker) or fails ("Protocol error") here, before the driver is chosen."""
+        return str(self.rpc("attr.get", {"name": "version"}, timeout=timeout)["value"])
+
+    def wait_ready(self, timeout: float) -> None:
+        """Until the broker finished starting: a nested instance publishes its URI before rc1."""
+        try:
+            self.rpc("state-machine.wait", None, timeout=timeout)
+        except OSError as exc:
+            # Older brokers have no state-machine.wait: the submit retry covers them.
+            if exc.errno != errno.ENOSYS:
+                log.debug("flux: readiness check failed: %s", exc)
+
+    def queue_info(self) -> QueueInfo:
+        return queue_info_from_config(self.rpc("config.get") or {}, source="config.get RPC")
+
+    def expiration(self) -> Optional[float]:
+        try:
+            resource_r = self.rpc("resource.status")["R"]
+        except (OSError, KeyError, TypeError):
+            try:
+                kvs = __import__("flux.kvs", fromlist=["get"])
+                resource_r = kvs.get(self.handle(), "resource.R")
+            except Exception:  # noqa: BLE001 - unknown: no check
+                return None
+        try:
+            expiration = float(resource_r["execution"].get("expiration") or 0.0)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+        return expiration if expiration > 0 else None
+
+    def job_environment(self) -> Dict[str, str]:
+        """Ours, as ``flux batch`` gives its own, with the ``flux`` directory on PATH (a batch
+        job runs ``flux broker``; bindings loaded from elsewhere do not add it)."""
+        environment = dict(os.environ)
+        if self.flux_bin_dir:
+            parts = environment.get("PATH", "").split(os.pathsep)
+            if self.flux_bin_dir not in parts:
+                environment["PATH"] = os.pathsep.join([self.flux_bin_dir, *[p for p in parts if p]])
+        return environment
+
+
+class _SigintKept:
+    """The ``signal`` module as ``flux.util`` sees it: SIGINT's handler left as it is."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(signal, name)
+
+    @staticmethod
+    def signal(signum: int, handler: Any) -> Any:
+        if signum == signal.SIGINT:
+            return signal.getsignal(signum)
+        return signal.signal(signum, handler)
+
+
+def keep_sigint_handler() -> None:
+    # flux.util's `interruptible` sets SIGINT to SIG_DFL around each blocking future call
+    # in the main thread: Ctrl-C there kills the process, no `finally` run (a pack's
+    # allocations stay held). SIGINT keeps its handler instead, acted on once the call
+    # returns (hpcbridge's calls are bounded by timeouts).
+    util: Any = sys.modules.get("flux.util")
+    if util is not None and getattr(util, "signal", None) is signal:
+        util.signal = _SigintKept()

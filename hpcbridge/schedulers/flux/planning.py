@@ -11,22 +11,22 @@ import signal as signals
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ...config import Settings
 from ...engine.driver import TASK_INDEX_VARIABLE, Planned, SubmitBatch
 from ...engine.jobscript import EXIT_RANKS_VARIABLE
 from ...errors import JobSubmissionError, ResourceError
 from ...resources import Resources, format_fsd, signal_parts
 from .ids import decimal_job_id
-from .instance import Association, FluxPolicy, InstanceFacts, QueueInfo
+from .instance import Association, FluxPolicy, InstanceFacts, QueueInfo, UriSetting
 from .options import Attributes
 from .request import (
     DROPPED_KEYS,
     REFUSED_KEYS,
     RELEASE_KEYS,
     FluxPlan,
+    JobChoice,
     JobKind,
     SubmitRequest,
-    job_keys,
-    kind_of,
 )
 
 log = logging.getLogger("hpcbridge")
@@ -283,3 +283,32 @@ def check_outer_limit(duration: Optional[float], left: Optional[float], margin: 
         f"{ends}: a job of {format_fsd(duration)} would not fit; ask for at most "
         f"{format_fsd(math.floor(allowed))} ({margin_text} margin)"
     )
+
+
+def job_keys(token: str, count: int) -> Tuple[str, ...]:
+    """The key of each job of a batch: the wrapper's token, ``.<task index>`` when many."""
+    return (token,) if count == 1 else tuple(f"{token}.{index}" for index in range(count))
+
+
+def choose_kind(nested: Optional[bool], settings: Settings, uri_setting: UriSetting) -> JobChoice:
+    """The keyword wins, then ``HPCBRIDGE_FLUX_NESTED``, then the instance's default."""
+    if nested is not None:
+        return JobChoice(JobKind.BATCH if nested else JobKind.PLAIN, "nested= asked for it")
+    if settings.flux_nested is not None:
+        source = settings.sources.get("flux_nested", "HPCBRIDGE_FLUX_NESTED")
+        kind = JobKind.BATCH if settings.flux_nested else JobKind.PLAIN
+        return JobChoice(kind, f"set by {source}")
+    if uri_setting.value is None:
+        return JobChoice(JobKind.BATCH, "the system instance: standalone batch jobs")
+    which = "the enclosing" if uri_setting.source == "FLUX_URI environment" else "a named"
+    return JobChoice(JobKind.PLAIN, f"{which} instance ({uri_setting.source}): allocation packing")
+
+
+def kind_of(batch: SubmitBatch) -> JobKind:
+    return batch.options.kind if isinstance(batch.options, JobChoice) else JobKind.BATCH
+
+
+def flux_plan(planned: Planned) -> FluxPlan:
+    if not isinstance(planned.detail, FluxPlan):
+        raise TypeError("a Flux driver was handed another driver's plan")
+    return planned.detail

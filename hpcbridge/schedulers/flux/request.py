@@ -7,12 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Mapping, Optional, Sequence, Tuple
 
-from ...config import Settings
-from ...engine.driver import Planned, SubmitBatch
-from .instance import UriSetting
-from .jobspec import batch_script
 from .options import Attributes
 
 #: resource keys Flux ignores, and why
@@ -123,61 +119,6 @@ class FluxPlan:
             return tuple(values[index] for index in indices) if values else ()
 
         return FluxPlan(self.request, pick(self.environments), pick(self.keys), pick(self.names))
-
-
-def job_keys(token: str, count: int) -> Tuple[str, ...]:
-    """The key of each job of a batch: the wrapper's token, ``.<task index>`` when many."""
-    return (token,) if count == 1 else tuple(f"{token}.{index}" for index in range(count))
-
-
-def choose_kind(nested: Optional[bool], settings: Settings, uri_setting: UriSetting) -> JobChoice:
-    """The keyword wins, then ``HPCBRIDGE_FLUX_NESTED``, then the instance's default."""
-    if nested is not None:
-        return JobChoice(JobKind.BATCH if nested else JobKind.PLAIN, "nested= asked for it")
-    if settings.flux_nested is not None:
-        source = settings.sources.get("flux_nested", "HPCBRIDGE_FLUX_NESTED")
-        kind = JobKind.BATCH if settings.flux_nested else JobKind.PLAIN
-        return JobChoice(kind, f"set by {source}")
-    if uri_setting.value is None:
-        return JobChoice(JobKind.BATCH, "the system instance: standalone batch jobs")
-    which = "the enclosing" if uri_setting.source == "FLUX_URI environment" else "a named"
-    return JobChoice(JobKind.PLAIN, f"{which} instance ({uri_setting.source}): allocation packing")
-
-
-def kind_of(batch: SubmitBatch) -> JobKind:
-    return batch.options.kind if isinstance(batch.options, JobChoice) else JobKind.BATCH
-
-
-def flux_plan(planned: Planned) -> FluxPlan:
-    if not isinstance(planned.detail, FluxPlan):
-        raise TypeError("a Flux driver was handed another driver's plan")
-    return planned.detail
-
-
-def jobspec_params(request: SubmitRequest) -> Dict[str, Any]:
-    return {
-        "kind": request.kind.value,
-        "script": batch_script(request.wrapper_path),
-        "command": [request.wrapper_path],
-        "jobname": request.job_name,
-        "num_slots": request.nslots,
-        "cores_per_slot": request.cores_per_slot,
-        "gpus_per_slot": request.gpus_per_slot,
-        "num_nodes": request.nodes,
-        "duration": request.duration or 0,
-        "cwd": request.cwd,
-        "output": request.output,
-        "queue": request.queue,
-        "bank": request.bank,
-        "requires": request.requires,
-        "dependencies": list(request.dependencies),
-        "exclusive": request.exclusive,
-        "begin": request.begin,
-        "signal": list(request.signal) if request.signal else None,
-        "environment": dict(request.environment),
-        "attributes": [list(pair) for pair in request.attributes],
-        "key": request.key,
-    }
 
 
 #: jobs per submission (one jobspec, many task indices): the bound of both Flux drivers

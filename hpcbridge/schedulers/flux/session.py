@@ -16,7 +16,7 @@ from ...engine.driver import DriverChoice, NativeDriverBroken, SchedulerDriver, 
 from ...errors import SchedulerUnavailableError
 from ...transports.base import Executor
 from .answers import no_broker, no_system_instance
-from .bindings import Bindings, BindingsConnection, _native_uri, load_bindings
+from .bindings import Bindings, _native_uri, load_bindings
 from .cli_driver import CLIDriver
 from .command_runner import FluxCommands
 from .driver_base import TimeLeft
@@ -32,7 +32,7 @@ from .instance import (
     policy_by_name,
 )
 from .jobspec import error_text
-from .native_driver import NativeDriver
+from .native_driver import BindingsConnection, NativeDriver
 from .uri import choose_uri, classify, local_form, not_resolved
 
 log = logging.getLogger("hpcbridge")
