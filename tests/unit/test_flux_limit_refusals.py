@@ -9,7 +9,7 @@ import pytest
 
 from hpcbridge.engine.driver import PartialSubmissionError
 from hpcbridge.errors import JobSubmissionError, LimitRefusedError
-from hpcbridge.schedulers.flux.driver_base import submitted
+from hpcbridge.schedulers.flux.planning import submitted
 
 REFUSED = "flux-job: user has max active jobs"
 

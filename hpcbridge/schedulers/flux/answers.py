@@ -6,16 +6,36 @@ recorded from real releases.
 from __future__ import annotations
 
 import json
+import logging
 import posixpath
 import re
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
 from ...cost import Charge
 from ...engine.driver import Reply
-from ...errors import JobSubmissionError, LimitRefusedError, SchedulerAdapterError
+from ...errors import (
+    JobSubmissionError,
+    LimitRefusedError,
+    ResourceError,
+    SchedulerAdapterError,
+    SchedulerUnavailableError,
+)
+from ...model import JobState, JobStatus
 from .ids import InvalidJobIdError, canonical_job_id, decimal_job_id
 from .instance import NO_LIMIT, Association, strip_ansi
 from .jobspec import KEY_ATTRIBUTE
+from .status import (
+    only_unknown_ids,
+    parse_eventlog,
+    parse_jobs_format,
+    parse_jobs_json,
+    parse_unknown_ids,
+    status_from_facts,
+    statuses_from_facts,
+    unknown,
+)
+
+log = logging.getLogger("hpcbridge")
 
 # The refusals Flux phrases (job-ingest, queue plugin, policy limits), 0.49 .. 0.88.
 _KNOWN_REFUSALS = (
@@ -59,6 +79,8 @@ def parse_submit_output(stdout: str) -> str:
             continue
     raise ValueError(f"no job id in the output {stdout.strip()[:200]!r}")
 
+
+R = TypeVar("R", bound=Reply)
 
 #: one job's outcome: (True, its id in Flux's canonical F58 form) or (False, why not)
 Outcome = Tuple[bool, str]
@@ -315,3 +337,99 @@ def bulk_outcomes(result: Reply, count: int) -> List[Outcome]:
         message = result.message() or "the bulk helper stopped early"
         outcomes += [(False, message)] * (count - len(outcomes))
     return outcomes
+
+
+def command_found(result: R, flux: str, where: str) -> R:
+    """``result``; ``SchedulerUnavailableError`` where the command does not exist (127)."""
+    if result.returncode == 127 and not result.stdout:
+        raise SchedulerUnavailableError(
+            f"{flux} not found where commands run ({where}): {result.message()} - set "
+            "HPCBRIDGE_FLUX_COMMAND to the flux command's path"
+        )
+    return result
+
+
+def listing_answers(
+    job_ids: List[str], result: Reply, jobs_json: bool, label: str
+) -> Optional[Dict[str, JobStatus]]:
+    """Each id's status from ``flux jobs``' answer (``commands.jobs_argv``); ``None`` where
+    this ``flux jobs`` cannot read the broker (its eventlogs can)."""
+    if result.ok or only_unknown_ids(result.stderr):
+        return listed(job_ids, result.stdout, result.stderr, jobs_json)
+    message = result.message()
+    if "invalid payload" in message or "Protocol error" in message:
+        # `flux jobs` of another release than the broker: the C eventlog reader works.
+        return None
+    if "Unable to connect" in message or "was not found" in message:
+        # The broker's socket is gone: a nested instance whose job ended.
+        return unknown(job_ids, f"the Flux instance {label} is gone or unreachable ({message})")
+    return unknown(job_ids, f"flux jobs failed: {message}")
+
+
+def listed(job_ids: List[str], stdout: str, stderr: str, jobs_json: bool) -> Dict[str, JobStatus]:
+    parse = parse_jobs_json if jobs_json else parse_jobs_format
+    try:
+        facts = parse(stdout)
+    except (ValueError, KeyError) as exc:
+        return unknown(job_ids, f"cannot parse flux jobs output: {exc}")
+    found = statuses_from_facts(job_ids, facts, "not known to the Flux instance (flux jobs)")
+    for job_id in parse_unknown_ids(stderr):
+        if job_id in found and found[job_id].state is JobState.UNKNOWN:
+            found[job_id] = found[job_id].with_(reason="flux jobs: JobID unknown")
+    return found
+
+
+def eventlog_answer(job_id: str, result: Reply) -> JobStatus:
+    """A job's status from ``flux job info ID eventlog`` (``commands.eventlog_argv``)."""
+    if not result.ok:
+        return JobStatus(job_id, JobState.UNKNOWN, reason=result.message())
+    return status_from_facts(parse_eventlog(job_id, result.stdout))
+
+
+def with_broker(found: Dict[str, str], attr: Reply) -> Dict[str, str]:
+    """``flux version``'s fields with the broker's release from ``flux getattr version``
+    (``broker_error``: why it did not say)."""
+    if attr.ok and attr.stdout.strip():
+        return {**found, "broker": attr.stdout.strip()}
+    return {**found, "broker_error": attr.message()}
+
+
+def associations(result: Reply) -> Optional[List[Association]]:
+    """``flux account view-user``'s rows; ``None`` without accounting (or unreadable)."""
+    if not result.ok:
+        log.debug("flux: no accounting here: %s", result.message())
+        return None
+    try:
+        return parse_account_user(result.stdout)
+    except (ValueError, KeyError, TypeError) as exc:
+        log.warning("flux account view-user said what cannot be read: %s", exc)
+        return None
+
+
+def dry_run_jobspec(result: Reply, command: Sequence[str], options: Sequence[str]) -> str:
+    """A dry run's jobspec; ``ResourceError`` in Flux's words where it refused the options."""
+    if result.ok:
+        return result.stdout
+    said = scheduler_message(result.message()) or "no message"
+    said = re.sub(r"^flux[ -][\w -]*?: (?:error: )?", "", said)
+    asked = repr(" ".join(options)) if options else "a bare job"
+    raise ResourceError("native", f"flux: {asked}: flux {' '.join(command)} says: {said}")
+
+
+# A target still starting (URI not published, a Slurm job pending or its `flux start` not up)
+# is waited for; "not running" / "not found" are final.
+URI_NOT_YET = ("URI not found", "doesn't seem to have a FLUX_URI", "empty nodelist")
+
+
+def uri_not_yet(result: Reply) -> bool:
+    """``flux uri --remote``'s answer for a target still starting: ask again."""
+    published = result.ok and parse_uri_output(result.stdout)
+    return not published and any(marker in result.message() for marker in URI_NOT_YET)
+
+
+def resolved_uri(result: Reply, target: str) -> str:
+    """The URI ``flux uri --remote TARGET`` printed; ``LookupError`` where it did not."""
+    uri = parse_uri_output(result.stdout) if result.ok else None
+    if not uri:
+        raise LookupError(f"flux uri --remote {target}: {result.message()}")
+    return uri

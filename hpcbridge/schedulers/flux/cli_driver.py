@@ -15,9 +15,9 @@ from ...errors import (
     JobTimeoutError,
     SubmissionUncertainError,
 )
-from ...model import JobState, JobStatus
+from ...model import JobStatus
 from ...transports.base import CommandResult
-from . import answers, bulk_helper, commands, ids, status
+from . import answers, bulk_helper, commands
 from . import jobspec as jobspec_module
 from .answers import Outcome
 from .command_runner import FluxCommands
@@ -26,7 +26,6 @@ from .instance import InstanceFacts
 from .jobspec import jobspec_params
 from .planning import flux_plan
 from .request import DROPPED_KEYS, FluxPlan
-from .status import parse_eventlog
 
 log = logging.getLogger("hpcbridge")
 
@@ -110,51 +109,24 @@ class CLIDriver(FluxDriverBase):
         return answers.bulk_outcomes(result, count)
 
     def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
-        answers: Dict[str, JobStatus] = {}
-        for start in range(0, len(job_ids), _QUERY_CHUNK):
-            answers.update(self._query_chunk(list(job_ids[start : start + _QUERY_CHUNK])))
-        return answers
+        def argv(chunk: Sequence[str]) -> List[str]:
+            return commands.jobs_argv(self.flux, self.policy, chunk)
 
-    def _query_chunk(self, job_ids: List[str]) -> Dict[str, JobStatus]:
-        result = self.commands.run(commands.jobs_argv(self.flux, self.policy, job_ids))
-        if result.ok or status.only_unknown_ids(result.stderr):
-            return self._from_listing(job_ids, result)
-        message = result.message()
-        if "invalid payload" in message or "Protocol error" in message:
-            # `flux jobs` of another release than the broker: the C eventlog reader works.
-            return self._query_eventlogs(job_ids)
-        if "Unable to connect" in message or "was not found" in message:
-            # The broker's socket is gone: a nested instance whose job ended.
-            return status.unknown(
-                job_ids, f"the Flux instance {self.facts.label} is gone or unreachable ({message})"
+        return self.commands.runner.ask_each(argv, job_ids, self._answers, size=_QUERY_CHUNK)
+
+    def _answers(self, result: CommandResult, chunk: Sequence[str]) -> Dict[str, JobStatus]:
+        answers.command_found(result, self.flux, self.commands.executor.kind)
+        jobs_json, label = self.policy.jobs_json, self.facts.label
+        found = answers.listing_answers(list(chunk), result, jobs_json, label)
+        return self._query_eventlogs(chunk) if found is None else found
+
+    def _query_eventlogs(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
+        return {
+            job_id: answers.eventlog_answer(
+                job_id, self.commands.run(commands.eventlog_argv(self.flux, job_id))
             )
-        return status.unknown(job_ids, f"flux jobs failed: {message}")
-
-    def _from_listing(self, job_ids: List[str], result: CommandResult) -> Dict[str, JobStatus]:
-        parse = status.parse_jobs_json if self.policy.jobs_json else status.parse_jobs_format
-        try:
-            facts = parse(result.stdout)
-        except (ValueError, KeyError) as exc:
-            return status.unknown(job_ids, f"cannot parse flux jobs output: {exc}")
-        answers = status.statuses_from_facts(
-            job_ids, facts, "not known to the Flux instance (flux jobs)"
-        )
-        for job_id in status.parse_unknown_ids(result.stderr):
-            if job_id in answers and answers[job_id].state is JobState.UNKNOWN:
-                answers[job_id] = answers[job_id].with_(reason="flux jobs: JobID unknown")
-        return answers
-
-    def _query_eventlogs(self, job_ids: List[str]) -> Dict[str, JobStatus]:
-        answers = {}
-        for job_id in job_ids:
-            argv = [self.flux, "job", "info", ids.decimal_job_id(job_id), "eventlog"]
-            result = self.commands.run(argv)
-            if result.ok:
-                facts = parse_eventlog(job_id, result.stdout)
-                answers[job_id] = status.status_from_facts(facts)
-            else:
-                answers[job_id] = JobStatus(job_id, JobState.UNKNOWN, reason=result.message())
-        return answers
+            for job_id in job_ids
+        }
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         errors = []

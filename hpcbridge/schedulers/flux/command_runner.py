@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import time
 from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Tuple, TypeVar
 
@@ -14,7 +13,6 @@ from ...engine.adoption import CannotAsk
 from ...engine.runner import Runner
 from ...errors import (
     JobTimeoutError,
-    ResourceError,
     SchedulerUnavailableError,
     TransportError,
 )
@@ -39,10 +37,6 @@ T = TypeVar("T")
 
 #: seconds the user's flux-accounting rows are trusted before they are read again
 ASSOCIATIONS_TTL = 300.0
-
-# A target still starting (URI not published, a Slurm job pending or its `flux start` not up)
-# is waited for; "not running" / "not found" are final.
-_URI_NOT_YET = ("URI not found", "doesn't seem to have a FLUX_URI", "empty nodelist")
 
 
 class FluxCommands:
@@ -97,23 +91,14 @@ class FluxCommands:
             input=input,
             idempotent=idempotent,
         )
-        if result.returncode == 127 and not result.stdout:
-            raise SchedulerUnavailableError(
-                f"{argv[0]} not found where commands run ({self.executor.kind}): "
-                f"{result.message()} - set HPCBRIDGE_FLUX_COMMAND to the flux command's path"
-            )
-        return result
+        return answers.command_found(result, argv[0], self.executor.kind)
 
     def versions(self) -> Dict[str, str]:
         """``flux version``: commands, libflux-core and (only when it answered) broker."""
         found = parse_flux_version_output(self.run(commands.version_argv(self.flux)).stdout)
-        if "broker" not in found:
-            attr = self.run([self.flux, "getattr", "version"])
-            if attr.ok and attr.stdout.strip():
-                found["broker"] = attr.stdout.strip()
-            else:
-                found["broker_error"] = attr.message()
-        return found
+        if "broker" in found:
+            return found
+        return answers.with_broker(found, self.run(commands.getattr_argv(self.flux, "version")))
 
     def hostname(self) -> Optional[str]:
         result = self.executor.run(["uname", "-n"], timeout=self.command_timeout)
@@ -167,13 +152,7 @@ class FluxCommands:
             result = self.run([self.flux, "account", "view-user", self._user])
         except SchedulerUnavailableError as exc:  # no flux command: no accounting to ask
             result = CommandResult([], 1, "", str(exc))
-        if result.ok:
-            try:
-                found = answers.parse_account_user(result.stdout)
-            except (ValueError, KeyError, TypeError) as exc:
-                log.warning("flux account view-user said what cannot be read: %s", exc)
-        else:
-            log.debug("flux: no accounting here: %s", result.message())
+        found = answers.associations(result)
         self._associations = (time.monotonic(), found)
         return found
 
@@ -197,17 +176,11 @@ class FluxCommands:
 
     def _dry_run(self, command: Sequence[str], batch: bool, options: Sequence[str]) -> str:
         argv = commands.dry_run_argv(self.flux, command, batch, options)
-        result = self.run(argv)
-        if not result.ok:
-            said = scheduler_message(result.message()) or "no message"
-            said = re.sub(r"^flux[ -][\w -]*?: (?:error: )?", "", said)
-            asked = repr(" ".join(options)) if options else "a bare job"
-            raise ResourceError("native", f"flux: {asked}: flux {' '.join(command)} says: {said}")
-        return result.stdout
+        return answers.dry_run_jobspec(self.run(argv), command, options)
 
     def wait_ready(self, timeout: float) -> None:
         """A trivial request answered = the broker is up (submits retry on top)."""
-        argv = [self.flux, "getattr", "rank"]
+        argv = commands.getattr_argv(self.flux, "rank")
         retry(lambda: self.run(argv), budget=timeout, again=lambda r: not r.ok, pause=0.5)
 
     def resolve_uri(self, target: str, policy: FluxPolicy, timeout: float) -> str:
@@ -216,19 +189,10 @@ class FluxCommands:
             raise SchedulerUnavailableError(
                 f"Flux adapter {policy.name} has no `flux uri`; give an ssh:// or local:// URI"
             )
-        argv = [self.flux, "uri", "--remote", target]
-
-        def published_yet(result: CommandResult) -> bool:
-            return bool(result.ok and answers.parse_uri_output(result.stdout))
-
-        def starting(result: CommandResult) -> bool:
-            return not published_yet(result) and any(m in result.message() for m in _URI_NOT_YET)
-
+        argv = commands.uri_argv(self.flux, target)
+        starting = answers.uri_not_yet
         result = retry(lambda: self.run(argv), budget=timeout, again=starting, pause=0.5)
-        uri = answers.parse_uri_output(result.stdout) if result.ok else None
-        if not uri:
-            raise LookupError(f"flux uri --remote {target}: {result.message()}")
-        return uri
+        return answers.resolved_uri(result, target)
 
     def adopt(
         self,

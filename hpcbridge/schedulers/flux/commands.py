@@ -138,3 +138,17 @@ def dry_run_argv(
     if batch:
         return [flux, *command, "--dry-run", "-n1", *options, "--wrap", "true"]
     return [flux, *command, "--dry-run", *options, "true"]
+
+
+def eventlog_argv(flux: str, job_id: str) -> List[str]:
+    """A C subcommand: it reads a broker of another release (``flux jobs`` may not)."""
+    return [flux, "job", "info", decimal_job_id(job_id), "eventlog"]
+
+
+def getattr_argv(flux: str, name: str) -> List[str]:
+    """A broker attribute: ``rank`` answers once the broker is up, ``version`` says its release."""
+    return [flux, "getattr", name]
+
+
+def uri_argv(flux: str, target: str) -> List[str]:
+    return [flux, "uri", "--remote", target]

@@ -9,24 +9,31 @@ import logging
 import math
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
-from ...engine.driver import Again, Call, PartialSubmissionError, Planned, SubmitBatch, Submitted
-from ...errors import JobSubmissionError, SubmissionUncertainError
+from ...engine.driver import Call, Planned, SubmitBatch, Submitted
+from ...errors import SubmissionUncertainError
 from . import answers
 from .answers import (
     NEVER_REACHED,
-    NOT_READY,
     Outcome,
-    limit_refused,
     scheduler_message,
-    submission_error,
 )
 from .command_runner import LOOK_BACK, FluxCommands
 from .ids import canonical_job_id
 from .instance import InstanceFacts
 from .jobspec import LOST
-from .planning import Questions, active_cap, flux_plan, kind_of, plan_batch
+from .planning import (
+    Questions,
+    active_cap,
+    flux_plan,
+    kind_of,
+    log_path,
+    not_ready,
+    plan_batch,
+    reached,
+    submitted,
+)
 from .request import MAX_BATCH, FluxPlan
 
 log = logging.getLogger("hpcbridge")
@@ -178,43 +185,3 @@ class FluxDriverBase:
             if key in ids
         ]
         return jobs or None
-
-
-def reached(outcomes: List[Outcome], what: str) -> List[Outcome]:
-    """The outcomes of a sending that reached the instance; ``Again`` (the runner sends it
-    again) while the instance is starting or unreachable, nothing having gone in."""
-    if not_ready(outcomes):
-        raise Again(scheduler_message(outcomes[0][1]), submission_error(outcomes[0][1], what=what))
-    return outcomes
-
-
-def submitted(outcomes: Sequence[Outcome], output: str, kind: str, what: str) -> List[Submitted]:
-    """The jobs that went in, in order (some in: ``PartialSubmissionError``; none: the first
-    refusal in Flux's own words)."""
-    jobs: List[Submitted] = []
-    failures: List[str] = []
-    for index, (ok, value) in enumerate(outcomes):
-        if ok:
-            jobs.append(Submitted(value, log_path(output, value), index, kind))
-        else:
-            failures.append(value)
-    if failures and jobs:
-        limited = any(limit_refused(failure) for failure in failures)
-        raise PartialSubmissionError(jobs, failures, len(outcomes), limited)
-    if failures:
-        raise submission_error(failures[0], what=what)
-    if not jobs:
-        raise JobSubmissionError(f"{what} submitted nothing and said nothing")
-    return jobs
-
-
-def not_ready(outcomes: Sequence[Outcome]) -> bool:
-    """Nothing went in, only because the instance is still starting or unreachable."""
-    markers = NOT_READY + NEVER_REACHED
-    return bool(outcomes) and all(
-        not ok and any(marker in value for marker in markers) for ok, value in outcomes
-    )
-
-
-def log_path(output: str, job_id: str) -> str:
-    return output.replace("{{id}}", job_id)

@@ -5,13 +5,16 @@ policies of the releases (0.26, 0.49, 0.88): the newest whose minimum the broker
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 from packaging.version import InvalidVersion, Version
 
 from ...errors import ConfigurationError, SchedulerUnavailableError
+
+log = logging.getLogger("hpcbridge")
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -297,3 +300,21 @@ def choose_policy(
         return POLICIES[0], "broker version unknown: newest adapter assumed"
     policy = policy_for_version(broker_version)
     return policy, f"broker {broker_version} >= {policy.minimum}"
+
+
+def learn_facts(
+    uri: Optional[str],
+    broker_version: Optional[str],
+    options: FluxOptions,
+    fetch_queues: Callable[[FluxPolicy], Optional[QueueInfo]],
+) -> InstanceFacts:
+    policy, reason = choose_policy(broker_version, options.adapter_version or None)
+    queues = None
+    if not policy.queues:
+        queues = QueueInfo(source=f"Flux {policy.name} has only the anonymous queue")
+    elif broker_version is not None:
+        try:
+            queues = fetch_queues(policy)
+        except OSError as exc:
+            log.debug("flux: cannot read the queue configuration: %s", exc)
+    return facts(uri, broker_version, policy, reason, queues)

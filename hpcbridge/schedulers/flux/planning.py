@@ -12,10 +12,25 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...config import Settings
-from ...engine.driver import TASK_INDEX_VARIABLE, Planned, SubmitBatch
+from ...engine.driver import (
+    TASK_INDEX_VARIABLE,
+    Again,
+    PartialSubmissionError,
+    Planned,
+    SubmitBatch,
+    Submitted,
+)
 from ...engine.jobscript import EXIT_RANKS_VARIABLE
 from ...errors import JobSubmissionError, ResourceError
 from ...resources import Resources, format_fsd, signal_parts
+from .answers import (
+    NEVER_REACHED,
+    NOT_READY,
+    Outcome,
+    limit_refused,
+    scheduler_message,
+    submission_error,
+)
 from .ids import decimal_job_id
 from .instance import Association, FluxPolicy, InstanceFacts, QueueInfo, UriSetting
 from .options import Attributes
@@ -312,3 +327,43 @@ def flux_plan(planned: Planned) -> FluxPlan:
     if not isinstance(planned.detail, FluxPlan):
         raise TypeError("a Flux driver was handed another driver's plan")
     return planned.detail
+
+
+def reached(outcomes: List[Outcome], what: str) -> List[Outcome]:
+    """The outcomes of a sending that reached the instance; ``Again`` (the runner sends it
+    again) while the instance is starting or unreachable, nothing having gone in."""
+    if not_ready(outcomes):
+        raise Again(scheduler_message(outcomes[0][1]), submission_error(outcomes[0][1], what=what))
+    return outcomes
+
+
+def submitted(outcomes: Sequence[Outcome], output: str, kind: str, what: str) -> List[Submitted]:
+    """The jobs that went in, in order (some in: ``PartialSubmissionError``; none: the first
+    refusal in Flux's own words)."""
+    jobs: List[Submitted] = []
+    failures: List[str] = []
+    for index, (ok, value) in enumerate(outcomes):
+        if ok:
+            jobs.append(Submitted(value, log_path(output, value), index, kind))
+        else:
+            failures.append(value)
+    if failures and jobs:
+        limited = any(limit_refused(failure) for failure in failures)
+        raise PartialSubmissionError(jobs, failures, len(outcomes), limited)
+    if failures:
+        raise submission_error(failures[0], what=what)
+    if not jobs:
+        raise JobSubmissionError(f"{what} submitted nothing and said nothing")
+    return jobs
+
+
+def not_ready(outcomes: Sequence[Outcome]) -> bool:
+    """Nothing went in, only because the instance is still starting or unreachable."""
+    markers = NOT_READY + NEVER_REACHED
+    return bool(outcomes) and all(
+        not ok and any(marker in value for marker in markers) for ok, value in outcomes
+    )
+
+
+def log_path(output: str, job_id: str) -> str:
+    return output.replace("{{id}}", job_id)

@@ -23,12 +23,9 @@ from .driver_base import TimeLeft
 from .instance import (
     POLICIES,
     FluxOptions,
-    FluxPolicy,
     InstanceFacts,
-    QueueInfo,
     UriSetting,
-    choose_policy,
-    facts,
+    learn_facts,
     policy_by_name,
 )
 from .jobspec import error_text
@@ -134,24 +131,6 @@ def _native_driver(
         connection, learned, commands, options.ready_timeout, options.outer_time_margin
     )
     return driver, f"bindings {bindings.version or '?'} talk to {label}"
-
-
-def learn_facts(
-    uri: Optional[str],
-    broker_version: Optional[str],
-    options: FluxOptions,
-    fetch_queues: Callable[[FluxPolicy], Optional[QueueInfo]],
-) -> InstanceFacts:
-    policy, reason = choose_policy(broker_version, options.adapter_version or None)
-    queues = None
-    if not policy.queues:
-        queues = QueueInfo(source=f"Flux {policy.name} has only the anonymous queue")
-    elif broker_version is not None:
-        try:
-            queues = fetch_queues(policy)
-        except OSError as exc:
-            log.debug("flux: cannot read the queue configuration: %s", exc)
-    return facts(uri, broker_version, policy, reason, queues)
 
 
 def command_host(executor: Executor, commands: FluxCommands) -> Optional[str]:
