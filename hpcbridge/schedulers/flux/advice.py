@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional
 
 from ...config import Settings
 from ...doctor import Check
+from .instance import Association
 
 #: releases that must match the broker's, and what they are called
 SAME_RELEASE = (
@@ -150,3 +152,55 @@ def release_advice(label: str, other: str, broker: str) -> str:
         f"{label} are {other} but the broker is {broker}: mixed releases fail with "
         f"'Protocol error' or 'invalid payload', or hang; {fix}"
     )
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What doctor asked the instance beside the session's own facts."""
+
+    commands_version: Optional[str]
+    #: why ``flux version`` failed, else ""
+    version_error: str
+    time_left: Optional[float]
+    associations: Optional[List[Association]]
+
+
+def session_report(session: Any, asked: Asked) -> Dict[str, Any]:
+    """What a ``session.FluxSession`` uses and why, with what was ``asked``, as plain data."""
+    facts = session.facts
+    info: Dict[str, Any] = {
+        "driver": session.driver.name,
+        "driver_reason": session.choice.reason,
+        "capabilities": session.driver.capabilities.summary(),
+        "uri": facts.uri,
+        "adapter_version": facts.policy.name,
+        "adapter_version_reason": facts.policy_reason,
+        "broker_version": facts.broker_version,
+        "queues": None,
+        "warnings": [asked.version_error] if asked.version_error else [],
+    }
+    if session.bindings.module is not None:
+        info["bindings_version"] = session.bindings.version
+    elif session.bindings.error:
+        info["bindings_error"] = session.bindings.error
+    if not asked.version_error:
+        info["commands_version"] = asked.commands_version
+    for key, label in SAME_RELEASE:
+        other, broker = info.get(key), facts.broker_version
+        if broker and other and other != broker:
+            info["warnings"].append(release_advice(label, str(other), broker))
+    if facts.queues is not None:
+        names, default, source = facts.queues.names, facts.queues.default, facts.queues.source
+        info["queues"] = {"names": list(names), "default": default, "source": source}
+    info["time_left"] = asked.time_left
+    if asked.associations is not None:
+        info["banks"] = [
+            {
+                "bank": association.bank,
+                "default": association.bank == association.default_bank,
+                "max_active_jobs": association.max_active_jobs,
+                "max_running_jobs": association.max_running_jobs,
+            }
+            for association in asked.associations
+        ]
+    return info

@@ -10,11 +10,12 @@ from ...doctor import Check
 from ...errors import SchedulerAdapterError
 from ...transports.base import Executor
 from ...transports.local import LocalExecutor
-from .advice import SAME_RELEASE, checks_from, missing_check, release_advice
+from .advice import Asked, checks_from, missing_check, session_report
 from .commands import version_argv
 from .instance import FluxOptions, UriSetting, parse_flux_version_output
 from .planning import choose_kind
-from .session import FluxSession, choose_uri_setting, open_session
+from .session import FluxSession, open_session
+from .uri import choose_uri_setting
 
 
 def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
@@ -36,7 +37,7 @@ def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
         adapter_version=settings.flux_adapter_version or "",
         command_timeout=settings.command_timeout,
     )
-    setting = choose_uri_setting(settings, executor, None)
+    setting = choose_uri_setting(settings, executor.is_local, None)
     info = adapter_info(
         lambda: open_session(setting, executor, options),
         transport=executor.kind,
@@ -82,47 +83,10 @@ def adapter_info(
 
 
 def session_info(session: FluxSession) -> Dict[str, Any]:
-    facts = session.facts
-    info: Dict[str, Any] = {
-        "driver": session.driver.name,
-        "driver_reason": session.choice.reason,
-        "capabilities": session.driver.capabilities.summary(),
-        "uri": facts.uri,
-        "adapter_version": facts.policy.name,
-        "adapter_version_reason": facts.policy_reason,
-        "broker_version": facts.broker_version,
-        "queues": None,
-        "warnings": [],
-    }
-    if session.bindings.module is not None:
-        info["bindings_version"] = session.bindings.version
-    elif session.bindings.error:
-        info["bindings_error"] = session.bindings.error
+    """What the session found, with what doctor asks the instance beside it."""
     try:
-        info["commands_version"] = session.commands.versions().get("commands")
+        commands_version, error = session.commands.versions().get("commands"), ""
     except Exception as exc:  # noqa: BLE001
-        info["warnings"].append(f"flux version failed: {exc}")
-    for key, label in SAME_RELEASE:
-        other, broker = info.get(key), facts.broker_version
-        if broker and other and other != broker:
-            info["warnings"].append(release_advice(label, str(other), broker))
-    if facts.queues is not None:
-        queues = facts.queues
-        info["queues"] = {
-            "names": list(queues.names),
-            "default": queues.default,
-            "source": queues.source,
-        }
-    info["time_left"] = session.driver.time_left()
-    associations = session.commands.associations()
-    if associations is not None:
-        info["banks"] = [
-            {
-                "bank": association.bank,
-                "default": association.bank == association.default_bank,
-                "max_active_jobs": association.max_active_jobs,
-                "max_running_jobs": association.max_running_jobs,
-            }
-            for association in associations
-        ]
-    return info
+        commands_version, error = None, f"flux version failed: {exc}"
+    time_left, banks = session.driver.time_left(), session.commands.associations()
+    return session_report(session, Asked(commands_version, error, time_left, banks))

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Tuple
 
-from .options import Attributes
+if TYPE_CHECKING:
+    from .options import Attributes
+
 
 #: resource keys Flux ignores, and why
 DROPPED_KEYS: Mapping[str, str] = {

@@ -11,7 +11,6 @@ import platform
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol, Tuple
 
-from ...config import Settings
 from ...engine.driver import DriverChoice, NativeDriverBroken, SchedulerDriver, choose_driver
 from ...errors import SchedulerUnavailableError
 from ...transports.base import Executor
@@ -30,7 +29,7 @@ from .instance import (
 )
 from .jobspec import error_text
 from .native_driver import BindingsConnection, NativeDriver
-from .uri import choose_uri, classify, local_form, not_resolved
+from .uri import classify, local_form, not_resolved
 
 log = logging.getLogger("hpcbridge")
 
@@ -59,13 +58,6 @@ class FluxSession:
     command_host: Optional[str]
     #: the resolved URI of the instance (``None`` = the system instance)
     uri: Optional[str]
-
-
-def choose_uri_setting(settings: Settings, executor: Executor, uri: Optional[str]) -> UriSetting:
-    """The enclosing ``FLUX_URI`` counts only for local commands (it names a local socket)."""
-    return choose_uri(
-        uri, settings.flux_uri, settings.enclosing_flux_uri, local_transport=executor.is_local
-    )
 
 
 def open_session(setting: UriSetting, executor: Executor, options: FluxOptions) -> FluxSession:

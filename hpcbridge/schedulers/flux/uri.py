@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
+from ...config import Settings
 from ...errors import ConfigurationError, JobNotFoundError
 from .ids import is_job_id
 from .instance import UriSetting
@@ -69,3 +70,8 @@ def not_resolved(target: str, why: str) -> JobNotFoundError:
         f"cannot resolve {target!r}: no running job with a Flux instance ({why}); check "
         "that the job exists and runs (squeue, flux jobs), or wait until it started"
     )
+
+
+def choose_uri_setting(settings: Settings, local: bool, uri: Optional[str]) -> UriSetting:
+    """The enclosing ``FLUX_URI`` counts only for ``local`` commands (it names a local socket)."""
+    return choose_uri(uri, settings.flux_uri, settings.enclosing_flux_uri, local_transport=local)
