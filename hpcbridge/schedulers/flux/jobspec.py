@@ -230,3 +230,12 @@ def submit_all(
             lost = exc.errno in _LOST_ERRNOS
             results.append((False, (LOST if lost else "") + error_text(exc)))
     return results
+
+
+def with_on_path(environment: Dict[str, str], directory: Optional[str]) -> Dict[str, str]:
+    """``environment`` with ``directory`` first on its PATH (a batch job runs ``flux broker``:
+    the ``flux`` directory must be there, which bindings loaded from elsewhere do not add)."""
+    parts = environment.get("PATH", "").split(os.pathsep)
+    if directory and directory not in parts:
+        environment["PATH"] = os.pathsep.join([directory, *[part for part in parts if part]])
+    return environment

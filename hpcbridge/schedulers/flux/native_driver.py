@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Union
 from ...engine.driver import Capabilities, Planned, Submitted, Waiter
 from ...errors import JobSubmissionError, SchedulerAdapterError
 from ...model import JobStatus
-from . import bulk_helper, jobspec
+from . import bulk_helper, jobspec, planning
 from .answers import Outcome, output_path_from_jobspec, raise_cancel_errors
 from .command_runner import FluxCommands
 from .driver_base import FluxDriverBase
@@ -276,21 +276,12 @@ class BindingsConnection:
                 resource_r = kvs.get(self.handle(), "resource.R")
             except Exception:  # noqa: BLE001 - unknown: no check
                 return None
-        try:
-            expiration = float(resource_r["execution"].get("expiration") or 0.0)
-        except (KeyError, TypeError, ValueError, AttributeError):
-            return None
-        return expiration if expiration > 0 else None
+        return planning.expiration_of(resource_r)
 
     def job_environment(self) -> Dict[str, str]:
         """Ours, as ``flux batch`` gives its own, with the ``flux`` directory on PATH (a batch
         job runs ``flux broker``; bindings loaded from elsewhere do not add it)."""
-        environment = dict(os.environ)
-        if self.flux_bin_dir:
-            parts = environment.get("PATH", "").split(os.pathsep)
-            if self.flux_bin_dir not in parts:
-                environment["PATH"] = os.pathsep.join([self.flux_bin_dir, *[p for p in parts if p]])
-        return environment
+        return jobspec.with_on_path(dict(os.environ), self.flux_bin_dir)
 
 
 class _SigintKept:

@@ -367,3 +367,13 @@ def not_ready(outcomes: Sequence[Outcome]) -> bool:
 
 def log_path(output: str, job_id: str) -> str:
     return output.replace("{{id}}", job_id)
+
+
+def expiration_of(resource_r: Any) -> Optional[float]:
+    """``execution.expiration`` of an R object (the bindings' answer); ``None`` when
+    unlimited (0) or not told."""
+    try:
+        expiration = float(resource_r["execution"].get("expiration") or 0.0)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    return expiration if expiration > 0 else None
