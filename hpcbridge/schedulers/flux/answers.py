@@ -9,10 +9,21 @@ import json
 import logging
 import posixpath
 import re
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar
+from typing import (
+    Any,
+    Callable,
+    Collection,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    TypeVar,
+)
 
 from ...cost import Charge
-from ...engine.driver import Reply
+from ...engine.driver import CannotAsk, Reply
 from ...errors import (
     JobSubmissionError,
     LimitRefusedError,
@@ -81,6 +92,7 @@ def parse_submit_output(stdout: str) -> str:
 
 
 R = TypeVar("R", bound=Reply)
+T = TypeVar("T")
 
 #: one job's outcome: (True, its id in Flux's canonical F58 form) or (False, why not)
 Outcome = Tuple[bool, str]
@@ -433,3 +445,40 @@ def resolved_uri(result: Reply, target: str) -> str:
     if not uri:
         raise LookupError(f"flux uri --remote {target}: {result.message()}")
     return uri
+
+
+def parsed(result: Reply, parse: Callable[[str], T], what: str) -> Optional[T]:
+    """``parse(stdout)`` of an answer; ``None`` for a failure or what ``parse`` refuses."""
+    if not result.ok:
+        return None
+    try:
+        return parse(result.stdout)
+    except ValueError as exc:
+        log.debug("%s: %s", what, exc)
+        return None
+
+
+def recent_jobs(result: Reply, since: float) -> List[str]:
+    """The jobs ``commands.recent_jobs_argv`` listed; ``CannotAsk`` where it failed."""
+    if not result.ok:
+        raise CannotAsk(f"flux jobs: {scheduler_message(result.message()) or 'failed'}")
+    return parse_recent_jobs(result.stdout, since)
+
+
+def job_key(result: Reply, job_id: str) -> Optional[str]:
+    """The key in a job's jobspec (``commands.jobspec_argv``); ``CannotAsk`` where it failed."""
+    if not result.ok:
+        raise CannotAsk(f"flux job info {job_id} jobspec: {result.message() or 'failed'}")
+    try:
+        return key_of_jobspec(result.stdout)
+    except ValueError as exc:
+        raise CannotAsk(f"flux job info {job_id} jobspec: {exc}") from None
+
+
+def keys_found(keys_of_jobs: Mapping[str, Optional[str]], keys: Collection[str]) -> Dict[str, str]:
+    """key -> the id of the (first listed) job carrying it, for ``keys``."""
+    found: Dict[str, str] = {}
+    for job_id, key in keys_of_jobs.items():
+        if key is not None and key in keys:
+            found.setdefault(key, job_id)
+    return found

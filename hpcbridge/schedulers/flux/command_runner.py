@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Tuple, TypeVar
 
-from ...engine.adoption import CannotAsk
 from ...engine.runner import Runner
 from ...errors import (
     JobTimeoutError,
@@ -19,7 +19,6 @@ from ...errors import (
 from ...retrying import retry
 from ...transports.base import CommandResult, Executor
 from . import answers, commands
-from .answers import scheduler_message
 from .instance import (
     Association,
     FluxPolicy,
@@ -101,31 +100,23 @@ class FluxCommands:
         return answers.with_broker(found, self.run(commands.getattr_argv(self.flux, "version")))
 
     def hostname(self) -> Optional[str]:
-        result = self.executor.run(["uname", "-n"], timeout=self.command_timeout)
+        result = self.executor.run(commands.hostname_argv(), timeout=self.command_timeout)
         return result.stdout.strip() if result.ok else None
 
     def queue_info(self, policy: FluxPolicy) -> Optional[QueueInfo]:
         """The configuration's queues (``flux config get``), else ``flux queue list``."""
         found = None
         if policy.config_rpc:
-            found = self._parsed([self.flux, "config", "get"], parse_config_json)
+            found = self._parsed(commands.config_argv(self.flux), parse_config_json)
         if found is None:
-            found = self._parsed([self.flux, "queue", "list"], parse_queue_list)
+            found = self._parsed(commands.queue_list_argv(self.flux), parse_queue_list)
         return found
 
     def _parsed(self, argv: List[str], parse: Callable[[str], T]) -> Optional[T]:
-        result = self.run(argv)
-        if not result.ok:
-            return None
-        try:
-            return parse(result.stdout)
-        except ValueError as exc:
-            log.debug("%s: %s", " ".join(argv[1:3]), exc)
-            return None
+        return answers.parsed(self.run(argv), parse, " ".join(argv[1:3]))
 
     def _resource_r(self, parse: Callable[[str], T]) -> Optional[T]:
-        # A fast C subcommand in every release; R has execution.expiration in a limited job.
-        return self._parsed([self.flux, "kvs", "get", "resource.R"], parse)
+        return self._parsed(commands.resource_r_argv(self.flux), parse)
 
     def expiration(self) -> Optional[float]:
         return self._resource_r(answers.parse_expiration)
@@ -142,7 +133,7 @@ class FluxCommands:
             return found
         found = None
         if self._user is None:
-            user = self.executor.run(["id", "-un"], timeout=self.command_timeout)
+            user = self.executor.run(commands.user_argv(), timeout=self.command_timeout)
             self._user = user.stdout.strip() if user.ok else ""
         if not self._user:  # who asks is unknown: there is no row to ask for
             self._associations = (time.monotonic(), None)
@@ -193,6 +184,11 @@ class FluxCommands:
         starting = answers.uri_not_yet
         result = retry(lambda: self.run(argv), budget=timeout, again=starting, pause=0.5)
         return answers.resolved_uri(result, target)
+
+    def now(self) -> float:
+        """This process's clock, epoch seconds (when a sending began: its keys are looked
+        for among the jobs submitted since, ``KeyFinder``)."""
+        return time.time()
 
     def adopt(
         self,
@@ -256,23 +252,37 @@ class KeyFinder:
         """key -> the id of the job carrying it; ``CannotAsk`` when the instance cannot tell."""
         argv = commands.recent_jobs_argv(self.commands.flux, self.policy, self.since)
         listing = self.commands.run(argv, timeout=LOOK_TIMEOUT)
-        if not listing.ok:
-            raise CannotAsk(f"flux jobs: {scheduler_message(listing.message()) or 'failed'}")
-        for job_id in answers.parse_recent_jobs(listing.stdout, self.since):
+        for job_id in answers.recent_jobs(listing, self.since):
             if job_id not in self._keys:
-                self._keys[job_id] = self._key_of(job_id)
-        found: Dict[str, str] = {}
-        for job_id, key in self._keys.items():
-            if key is not None and key in keys:
-                found.setdefault(key, job_id)
-        return found
+                argv = commands.jobspec_argv(self.commands.flux, job_id)
+                jobspec = self.commands.run(argv, timeout=LOOK_TIMEOUT)
+                self._keys[job_id] = answers.job_key(jobspec, job_id)
+        return answers.keys_found(self._keys, keys)
 
-    def _key_of(self, job_id: str) -> Optional[str]:
-        argv = commands.jobspec_argv(self.commands.flux, job_id)
-        result = self.commands.run(argv, timeout=LOOK_TIMEOUT)
-        if not result.ok:
-            raise CannotAsk(f"flux job info {job_id} jobspec: {result.message() or 'failed'}")
-        try:
-            return answers.key_of_jobspec(result.stdout)
-        except ValueError as exc:
-            raise CannotAsk(f"flux job info {job_id} jobspec: {exc}") from None
+
+#: how long the instance's expiration is trusted before asking again
+EXPIRATION_TTL = 60.0
+
+
+class TimeLeft:
+    """Seconds until the instance ends, from its expiration (asked at most once a minute)."""
+
+    def __init__(self, expiration: Callable[[], Optional[float]]) -> None:
+        self._expiration = expiration
+        self._lock = threading.Lock()
+        self._cached: Tuple[float, Optional[float]] = (-math.inf, None)
+
+    def __call__(self) -> Optional[float]:
+        with self._lock:
+            fetched, expiration = self._cached
+            if time.monotonic() - fetched > EXPIRATION_TTL:
+                try:
+                    expiration = self._expiration()
+                except Exception as exc:  # noqa: BLE001 - unknown: no check
+                    log.debug("flux: cannot read the instance expiration: %s", exc)
+                    expiration = None
+                self._cached = (time.monotonic(), expiration)
+        if expiration is None:
+            return None
+        # The client's clock; over SSH a skew of seconds is covered by the margin.
+        return expiration - time.time()

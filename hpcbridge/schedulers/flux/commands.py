@@ -152,3 +152,24 @@ def getattr_argv(flux: str, name: str) -> List[str]:
 
 def uri_argv(flux: str, target: str) -> List[str]:
     return [flux, "uri", "--remote", target]
+
+
+def config_argv(flux: str) -> List[str]:
+    return [flux, "config", "get"]
+
+
+def queue_list_argv(flux: str) -> List[str]:
+    return [flux, "queue", "list"]
+
+
+def resource_r_argv(flux: str) -> List[str]:
+    """A fast C subcommand in every release; R has execution.expiration in a limited job."""
+    return [flux, "kvs", "get", "resource.R"]
+
+
+def hostname_argv() -> List[str]:
+    return ["uname", "-n"]
+
+
+def user_argv() -> List[str]:
+    return ["id", "-un"]

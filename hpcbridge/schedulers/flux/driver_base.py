@@ -6,10 +6,7 @@ instance has left.
 from __future__ import annotations
 
 import logging
-import math
-import threading
-import time
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional
 
 from ...engine.driver import Call, Planned, SubmitBatch, Submitted
 from ...errors import SubmissionUncertainError
@@ -19,7 +16,7 @@ from .answers import (
     Outcome,
     scheduler_message,
 )
-from .command_runner import LOOK_BACK, FluxCommands
+from .command_runner import LOOK_BACK, FluxCommands, TimeLeft
 from .ids import canonical_job_id
 from .instance import InstanceFacts
 from .jobspec import LOST
@@ -38,35 +35,9 @@ from .request import MAX_BATCH, FluxPlan
 
 log = logging.getLogger("hpcbridge")
 
-#: how long the instance's expiration is trusted before asking again
-EXPIRATION_TTL = 60.0
 
 #: one sending of a plan's jobs: each one's outcome, in order
 Send = Callable[[FluxPlan], List[Outcome]]
-
-
-class TimeLeft:
-    """Seconds until the instance ends, from its expiration (asked at most once a minute)."""
-
-    def __init__(self, expiration: Callable[[], Optional[float]]) -> None:
-        self._expiration = expiration
-        self._lock = threading.Lock()
-        self._cached: Tuple[float, Optional[float]] = (-math.inf, None)
-
-    def __call__(self) -> Optional[float]:
-        with self._lock:
-            fetched, expiration = self._cached
-            if time.monotonic() - fetched > EXPIRATION_TTL:
-                try:
-                    expiration = self._expiration()
-                except Exception as exc:  # noqa: BLE001 - unknown: no check
-                    log.debug("flux: cannot read the instance expiration: %s", exc)
-                    expiration = None
-                self._cached = (time.monotonic(), expiration)
-        if expiration is None:
-            return None
-        # The client's clock; over SSH a skew of seconds is covered by the margin.
-        return expiration - time.time()
 
 
 class FluxDriverBase:
@@ -124,7 +95,7 @@ class FluxDriverBase:
     def _sent(self, plan: FluxPlan, send: Send, what: str) -> List[Outcome]:
         """``send(plan)``'s outcomes; the jobs whose answers were lost (all: the call's; some:
         ``LOST`` outcomes) found by their keys, or sent once more when surely absent."""
-        started = time.time()
+        started = self.commands.now()
         try:
             outcomes = send(plan)
         except SubmissionUncertainError as lost:
@@ -175,7 +146,7 @@ class FluxDriverBase:
         """By the keys in the jobs' jobspecs, this user's jobs since ``since`` (else
         ``LOOK_BACK``); nothing is sent again (the sender died)."""
         plan = flux_plan(planned)
-        began = since if since is not None else time.time() - LOOK_BACK
+        began = since if since is not None else self.commands.now() - LOOK_BACK
         found = self.commands.adopt(self.facts.policy, list(plan.keys), began)
         ids = {key: canonical_job_id(job_id) for key, job_id in found.items()}
         output, kind = plan.request.output, kind_of(planned.batch).value

@@ -17,8 +17,7 @@ from ...transports.base import Executor
 from .answers import no_broker, no_system_instance
 from .bindings import Bindings, _native_uri, load_bindings
 from .cli_driver import CLIDriver
-from .command_runner import FluxCommands
-from .driver_base import TimeLeft
+from .command_runner import FluxCommands, TimeLeft
 from .instance import (
     POLICIES,
     FluxOptions,
