@@ -23,6 +23,7 @@ from .command_runner import FluxCommands
 from .driver_base import FluxDriverBase
 from .instance import InstanceFacts
 from .jobspec import jobspec_params
+from .native_driver import TimeLeft
 from .planning import flux_plan
 from .request import DROPPED_KEYS, FluxPlan
 
@@ -56,7 +57,8 @@ class CLIDriver(FluxDriverBase):
         ready_timeout: float = 30.0,
         outer_time_margin: float = 60.0,
     ) -> None:
-        super().__init__(commands, facts, commands.expiration, ready_timeout, outer_time_margin)
+        time_left = TimeLeft(commands.expiration)
+        super().__init__(commands, facts, time_left, ready_timeout, outer_time_margin)
         self.policy = facts.policy
         self.flux = commands.flux
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
 from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Tuple, TypeVar
 
@@ -185,11 +184,6 @@ class FluxCommands:
         result = retry(lambda: self.run(argv), budget=timeout, again=starting, pause=0.5)
         return answers.resolved_uri(result, target)
 
-    def now(self) -> float:
-        """This process's clock, epoch seconds (when a sending began: its keys are looked
-        for among the jobs submitted since, ``KeyFinder``)."""
-        return time.time()
-
     def adopt(
         self,
         policy: FluxPolicy,
@@ -258,31 +252,3 @@ class KeyFinder:
                 jobspec = self.commands.run(argv, timeout=LOOK_TIMEOUT)
                 self._keys[job_id] = answers.job_key(jobspec, job_id)
         return answers.keys_found(self._keys, keys)
-
-
-#: how long the instance's expiration is trusted before asking again
-EXPIRATION_TTL = 60.0
-
-
-class TimeLeft:
-    """Seconds until the instance ends, from its expiration (asked at most once a minute)."""
-
-    def __init__(self, expiration: Callable[[], Optional[float]]) -> None:
-        self._expiration = expiration
-        self._lock = threading.Lock()
-        self._cached: Tuple[float, Optional[float]] = (-math.inf, None)
-
-    def __call__(self) -> Optional[float]:
-        with self._lock:
-            fetched, expiration = self._cached
-            if time.monotonic() - fetched > EXPIRATION_TTL:
-                try:
-                    expiration = self._expiration()
-                except Exception as exc:  # noqa: BLE001 - unknown: no check
-                    log.debug("flux: cannot read the instance expiration: %s", exc)
-                    expiration = None
-                self._cached = (time.monotonic(), expiration)
-        if expiration is None:
-            return None
-        # The client's clock; over SSH a skew of seconds is covered by the margin.
-        return expiration - time.time()

@@ -6,7 +6,7 @@ instance has left.
 from __future__ import annotations
 
 import logging
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Protocol
 
 from ...engine.driver import Call, Planned, SubmitBatch, Submitted
 from ...errors import SubmissionUncertainError
@@ -16,7 +16,7 @@ from .answers import (
     Outcome,
     scheduler_message,
 )
-from .command_runner import LOOK_BACK, FluxCommands, TimeLeft
+from .command_runner import LOOK_BACK, FluxCommands
 from .ids import canonical_job_id
 from .instance import InstanceFacts
 from .jobspec import LOST
@@ -40,6 +40,15 @@ log = logging.getLogger("hpcbridge")
 Send = Callable[[FluxPlan], List[Outcome]]
 
 
+class TimeLeftClock(Protocol):
+    """Seconds the instance has left (``None``: no limit known), and this process's clock
+    (``native_driver.TimeLeft``)."""
+
+    def __call__(self) -> Optional[float]: ...
+
+    def now(self) -> float: ...
+
+
 class FluxDriverBase:
     """What both Flux drivers do alike: plan, send, and ask by command (banks, keys)."""
 
@@ -47,7 +56,7 @@ class FluxDriverBase:
         self,
         commands: FluxCommands,
         facts: InstanceFacts,
-        expiration: Callable[[], Optional[float]],
+        time_left: TimeLeftClock,
         ready_timeout: float,
         outer_time_margin: float,
     ) -> None:
@@ -55,7 +64,7 @@ class FluxDriverBase:
         self.facts = facts
         self.ready_timeout = ready_timeout
         self.outer_time_margin = outer_time_margin
-        self.time_left = TimeLeft(expiration)
+        self.time_left = time_left
         self.questions = Questions(
             self.time_left, self.commands.native_attributes, self.commands.associations
         )
@@ -95,7 +104,7 @@ class FluxDriverBase:
     def _sent(self, plan: FluxPlan, send: Send, what: str) -> List[Outcome]:
         """``send(plan)``'s outcomes; the jobs whose answers were lost (all: the call's; some:
         ``LOST`` outcomes) found by their keys, or sent once more when surely absent."""
-        started = self.commands.now()
+        started = self.time_left.now()
         try:
             outcomes = send(plan)
         except SubmissionUncertainError as lost:
@@ -146,7 +155,7 @@ class FluxDriverBase:
         """By the keys in the jobs' jobspecs, this user's jobs since ``since`` (else
         ``LOOK_BACK``); nothing is sent again (the sender died)."""
         plan = flux_plan(planned)
-        began = since if since is not None else self.commands.now() - LOOK_BACK
+        began = since if since is not None else self.time_left.now() - LOOK_BACK
         found = self.commands.adopt(self.facts.policy, list(plan.keys), began)
         ids = {key: canonical_job_id(job_id) for key, job_id in found.items()}
         output, kind = plan.request.output, kind_of(planned.batch).value

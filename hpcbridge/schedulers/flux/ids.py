@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, List, Sequence
 
 from .jobspec import F58_ALPHABET, F58_PREFIX, f58
 
@@ -96,3 +96,12 @@ def is_job_id(text: Any) -> bool:
     except InvalidJobIdError:
         return False
     return True
+
+
+def bindings_job_ids(flux_module: Any, job_ids: Sequence[str]) -> List[Any]:
+    """``JobID`` objects where the bindings have them, else ints."""
+    # 0.49's JobList raises AttributeError ('int' has no 'orig') on an unknown plain int.
+    numbers = [parse_job_id(job_id) for job_id in job_ids]
+    if hasattr(flux_module.job, "JobID"):
+        return [flux_module.job.JobID(number) for number in numbers]
+    return numbers

@@ -239,3 +239,10 @@ def with_on_path(environment: Dict[str, str], directory: Optional[str]) -> Dict[
     if directory and directory not in parts:
         environment["PATH"] = os.pathsep.join([directory, *[part for part in parts if part]])
     return environment
+
+
+def submit_call(spec: Any, uri: Optional[str]) -> str:
+    """What submitting ``spec`` through the bindings is (a dry run shows it), without the
+    submitting process's environment."""
+    spec.environment = {"...": "(the submitting process's environment)"}
+    return f"flux.job.submit(Flux({uri or ''!s}), {spec.dumps()})"

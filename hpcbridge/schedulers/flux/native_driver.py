@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import errno
 import logging
+import math
 import os
 import signal
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional, Sequence, Set, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from ...engine.driver import Capabilities, Planned, Submitted, Waiter
 from ...errors import JobSubmissionError, SchedulerAdapterError
@@ -20,14 +21,14 @@ from . import bulk_helper, jobspec, planning
 from .answers import Outcome, output_path_from_jobspec, raise_cancel_errors
 from .command_runner import FluxCommands
 from .driver_base import FluxDriverBase
-from .ids import parse_job_id
+from .ids import bindings_job_ids, parse_job_id
 from .instance import InstanceFacts, QueueInfo, queue_info_from_config
 from .jobspec import error_text, jobspec_params
 from .journal import Journal, JournalWaiter, ResultWaiter, make_waiter, open_journal
 from .journal_events import Relisting
 from .planning import flux_plan
 from .request import DROPPED_KEYS, FluxPlan
-from .status import facts_from_jobinfo, statuses_from_facts, unknown
+from .status import listed_infos, unknown
 
 log = logging.getLogger("hpcbridge")
 
@@ -50,7 +51,8 @@ class NativeDriver(FluxDriverBase):
         ready_timeout: float = 30.0,
         outer_time_margin: float = 60.0,
     ) -> None:
-        super().__init__(commands, facts, connection.expiration, ready_timeout, outer_time_margin)
+        time_left = TimeLeft(connection.expiration)
+        super().__init__(commands, facts, time_left, ready_timeout, outer_time_margin)
         self.connection = connection
         self.flux = connection.flux
         #: Flux's own parser of ``--requires`` text, where the bindings have one
@@ -67,15 +69,12 @@ class NativeDriver(FluxDriverBase):
         self._listed = Relisting(RELIST_AFTER)
 
     def describe(self, planned: Planned) -> str:
-        request = flux_plan(planned).request
+        params = jobspec_params(flux_plan(planned).request)
+        environment = self.connection.job_environment()
         spec = jobspec.build_jobspec(
-            self.flux.job.JobspecV1,
-            jobspec_params(request),
-            self.connection.job_environment(),
-            self.constraint_parser,
+            self.flux.job.JobspecV1, params, environment, self.constraint_parser
         )
-        spec.environment = {"...": "(the submitting process's environment)"}
-        return f"flux.job.submit(Flux({self.facts.uri or ''!s}), {spec.dumps()})"
+        return jobspec.submit_call(spec, self.facts.uri)
 
     def submit_many(self, planned: Planned) -> List[Submitted]:
         sent = self._send(planned, self.connection.wait_ready, self._submit, "flux.job.submit")
@@ -148,11 +147,7 @@ class NativeDriver(FluxDriverBase):
             where = self.facts.label
             return unknown(job_ids, f"cannot reach the Flux instance {where}: {error_text(exc)}")
         # JobList keeps the per-id failures ("JobID ... unknown") in .errors.
-        errors = "; ".join(listing.errors) if hasattr(listing, "errors") else ""
-        facts = [facts_from_jobinfo(info) for info in infos]
-        return statuses_from_facts(
-            job_ids, facts, f"not known to the Flux instance ({errors or 'no answer'})"
-        )
+        return listed_infos(job_ids, infos, getattr(listing, "errors", None) or [])
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         """Cancel all (pipelined); an already ended job is not an error."""
@@ -201,15 +196,6 @@ class NativeDriver(FluxDriverBase):
             self._journal.close()
             self._journal, self._no_journal = None, None
         self.connection.reset()
-
-
-def bindings_job_ids(flux_module: Any, job_ids: Sequence[str]) -> List[Any]:
-    """``JobID`` objects where the bindings have them, else ints."""
-    # 0.49's JobList raises AttributeError ('int' has no 'orig') on an unknown plain int.
-    numbers = [parse_job_id(job_id) for job_id in job_ids]
-    if hasattr(flux_module.job, "JobID"):
-        return [flux_module.job.JobID(number) for number in numbers]
-    return numbers
 
 
 class BindingsConnection:
@@ -305,3 +291,39 @@ def keep_sigint_handler() -> None:
     util: Any = sys.modules.get("flux.util")
     if util is not None and getattr(util, "signal", None) is signal:
         util.signal = _SigintKept()
+
+
+#: how long the instance's expiration is trusted before asking again
+EXPIRATION_TTL = 60.0
+
+
+class TimeLeft:
+    """Seconds until the instance ends, from its expiration (asked at most once a minute), by
+    this process's clock (``now``); the CLI driver's too (here: where a bindings submission
+    passes)."""
+
+    def __init__(self, expiration: Callable[[], Optional[float]]) -> None:
+        self._expiration = expiration
+        self._lock = threading.Lock()
+        self._cached: Tuple[float, Optional[float]] = (-math.inf, None)
+
+    @staticmethod
+    def now() -> float:
+        """This process's clock, epoch seconds (when a sending began: its keys are looked
+        for among the jobs submitted since)."""
+        return time.time()
+
+    def __call__(self) -> Optional[float]:
+        with self._lock:
+            fetched, expiration = self._cached
+            if time.monotonic() - fetched > EXPIRATION_TTL:
+                try:
+                    expiration = self._expiration()
+                except Exception as exc:  # noqa: BLE001 - unknown: no check
+                    log.debug("flux: cannot read the instance expiration: %s", exc)
+                    expiration = None
+                self._cached = (time.monotonic(), expiration)
+        if expiration is None:
+            return None
+        # The client's clock; over SSH a skew of seconds is covered by the margin.
+        return expiration - time.time()

@@ -17,7 +17,8 @@ from ...transports.base import Executor
 from .answers import no_broker, no_system_instance
 from .bindings import Bindings, _native_uri, load_bindings
 from .cli_driver import CLIDriver
-from .command_runner import FluxCommands, TimeLeft
+from .command_runner import FluxCommands
+from .driver_base import TimeLeftClock
 from .instance import (
     POLICIES,
     FluxOptions,
@@ -39,7 +40,7 @@ class FluxDriver(SchedulerDriver, Protocol):
     #: what the session learned about the instance
     facts: InstanceFacts
     #: seconds until the instance ends (inside a time-limited job), else ``None``
-    time_left: TimeLeft
+    time_left: TimeLeftClock
 
 
 @dataclass(frozen=True)

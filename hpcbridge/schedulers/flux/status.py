@@ -371,3 +371,12 @@ def settle(facts: JobFacts) -> JobFacts:
     if facts.returncode is None and kind and (kind != "cancel" or facts.t_run):
         facts.returncode = 1
     return facts
+
+
+def listed_infos(
+    job_ids: Iterable[str], infos: Iterable[Any], errors: Iterable[str]
+) -> Dict[str, JobStatus]:
+    """Each id's status from the bindings' ``JobList`` (its ``JobInfo``s and ``errors``)."""
+    facts = [facts_from_jobinfo(info) for info in infos]
+    said = "; ".join(errors) or "no answer"
+    return statuses_from_facts(job_ids, facts, f"not known to the Flux instance ({said})")
