@@ -38,11 +38,6 @@ RELEASE_KEYS: Mapping[str, str] = {
 }
 
 
-def key_handling() -> Tuple[Mapping[str, str], Mapping[str, str]]:
-    """The resource keys Flux drops and those it refuses, each with why (doctor)."""
-    return DROPPED_KEYS, REFUSED_KEYS
-
-
 class JobKind(Enum):
     """``flux batch`` (a nested instance, as ``sbatch``) or ``flux submit`` (the wrapper as the
     job's tasks: no broker to boot, for many small jobs packed into one allocation)."""
