@@ -24,8 +24,8 @@ from hpcbridge.cost import (
     total,
     within,
 )
-from hpcbridge.schedulers.flux.answers import parse_charges
 from hpcbridge.schedulers.flux.commands import charges_argv
+from hpcbridge.schedulers.flux.instance_answers import parse_charges
 from hpcbridge.schedulers.slurm.commands import (
     parse_sacct_charges,
     parse_tres,

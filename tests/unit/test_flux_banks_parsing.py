@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from hpcbridge.errors import JobSubmissionError
-from hpcbridge.schedulers.flux.answers import parse_account_user
 from hpcbridge.schedulers.flux.instance import Association
+from hpcbridge.schedulers.flux.instance_answers import parse_account_user
 from hpcbridge.schedulers.flux.planning import active_cap, check_bank
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "flux"

@@ -15,7 +15,7 @@ from hpcbridge.engine.jobscript import PreparedJob
 from hpcbridge.errors import JobSubmissionError
 from hpcbridge.model import JobState
 from hpcbridge.resources import Resources
-from hpcbridge.schedulers.flux import answers, commands, jobspec, planning
+from hpcbridge.schedulers.flux import answers, commands, instance_answers, jobspec, planning
 from hpcbridge.schedulers.flux import request as flux_request
 from hpcbridge.schedulers.flux import status as flux_status
 from hpcbridge.schedulers.flux.ids import canonical_job_id
@@ -303,9 +303,9 @@ def test_exit_codes(returncode: object, waitstatus: object, code: object) -> Non
 
 
 def test_expiration_of_nested_instance() -> None:
-    expiration = answers.parse_expiration(recorded("resource_R_nested_0.88.json"))
+    expiration = instance_answers.parse_expiration(recorded("resource_R_nested_0.88.json"))
     assert expiration is not None and expiration > 0
-    assert answers.parse_expiration(recorded("resource_R_top_0.88.json")) is None
+    assert instance_answers.parse_expiration(recorded("resource_R_top_0.88.json")) is None
 
 
 def test_output_path_from_recorded_jobspec() -> None:

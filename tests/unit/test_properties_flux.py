@@ -16,7 +16,7 @@ from hpcbridge.engine.jobscript import PreparedJob
 from hpcbridge.errors import ConfigurationError, ResourceError
 from hpcbridge.model import JobState
 from hpcbridge.resources import Resources, parse_duration
-from hpcbridge.schedulers.flux import answers, instance, jobspec, planning, status
+from hpcbridge.schedulers.flux import answers, instance, instance_answers, jobspec, planning, status
 from hpcbridge.schedulers.flux import commands as flux_commands
 from hpcbridge.schedulers.flux import ids as flux_ids
 from hpcbridge.schedulers.flux import options as flux_options
@@ -396,8 +396,8 @@ def test_r_documents_round_trip(entries: list, expiration: float) -> None:
     ]
     text = json.dumps({"version": 1, "execution": {"R_lite": r_lite, "expiration": expiration}})
     size = lambda ranges: sum(more + 1 for _, more in ranges)  # noqa: E731
-    assert answers.parse_cores(text) == sum(size(r) * size(c) for r, c in entries)
-    assert answers.parse_expiration(text) == (expiration or None)
+    assert instance_answers.parse_cores(text) == sum(size(r) * size(c) for r, c in entries)
+    assert instance_answers.parse_expiration(text) == (expiration or None)
 
 
 @SETTINGS
@@ -413,7 +413,7 @@ def test_r_documents_round_trip(entries: list, expiration: float) -> None:
 @example('{"execution": {"expiration": "x"}}')
 @example("[1]")
 def test_any_r_document_is_a_value_or_a_value_error(text: str) -> None:
-    for parse in (answers.parse_cores, answers.parse_expiration):
+    for parse in (instance_answers.parse_cores, instance_answers.parse_expiration):
         try:
             parse(text)
         except ValueError:
@@ -426,7 +426,7 @@ def test_any_r_document_is_a_value_or_a_value_error(text: str) -> None:
 @example("[1]")
 def test_any_account_output_is_banks_or_an_error_the_caller_reads(text: str) -> None:
     try:
-        banks = answers.parse_account_user(text)
+        banks = instance_answers.parse_account_user(text)
     except (ValueError, KeyError, TypeError):  # commands.associations: "cannot be read"
         return
     assert all(isinstance(bank.bank, str) for bank in banks)
@@ -436,7 +436,7 @@ def test_any_account_output_is_banks_or_an_error_the_caller_reads(text: str) -> 
 @given(st.text(max_size=80))
 def test_any_flux_output_gives_a_message_and_a_uri_or_none(text: str) -> None:
     assert isinstance(answers.scheduler_message(text), str)
-    uri = answers.parse_uri_output(text)
+    uri = instance_answers.parse_uri_output(text)
     assert uri is None or uri.strip() == uri
 
 

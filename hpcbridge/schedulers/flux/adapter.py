@@ -84,8 +84,8 @@ class FluxAdapter(SchedulerAdapter):
     def charges(self, job_ids: Sequence[str]) -> Dict[str, Charge]:
         """What ``flux jobs`` says these jobs held (their R's cores and GPUs) x their run
         time (``command_line.parse_charges``)."""
-        from .answers import parse_charges
         from .commands import charges_argv
+        from .instance_answers import parse_charges
         from .status import only_unknown_ids
 
         if not job_ids:

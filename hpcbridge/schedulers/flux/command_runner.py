@@ -17,7 +17,7 @@ from ...errors import (
 )
 from ...retrying import retry
 from ...transports.base import CommandResult, Executor
-from . import answers, commands
+from . import answers, commands, instance_answers
 from .instance import (
     Association,
     FluxPolicy,
@@ -96,7 +96,9 @@ class FluxCommands:
         found = parse_flux_version_output(self.run(commands.version_argv(self.flux)).stdout)
         if "broker" in found:
             return found
-        return answers.with_broker(found, self.run(commands.getattr_argv(self.flux, "version")))
+        return instance_answers.with_broker(
+            found, self.run(commands.getattr_argv(self.flux, "version"))
+        )
 
     def hostname(self) -> Optional[str]:
         result = self.executor.run(commands.hostname_argv(), timeout=self.command_timeout)
@@ -118,11 +120,11 @@ class FluxCommands:
         return self._parsed(commands.resource_r_argv(self.flux), parse)
 
     def expiration(self) -> Optional[float]:
-        return self._resource_r(answers.parse_expiration)
+        return self._resource_r(instance_answers.parse_expiration)
 
     def cores(self) -> Optional[int]:
         """How many cores the instance schedules on (its R)."""
-        return self._resource_r(answers.parse_cores)
+        return self._resource_r(instance_answers.parse_cores)
 
     def associations(self) -> Optional[List[Association]]:
         """This user's flux-accounting banks with their limits; ``None`` where it has none or
@@ -142,7 +144,7 @@ class FluxCommands:
             result = self.run([self.flux, "account", "view-user", self._user])
         except SchedulerUnavailableError as exc:  # no flux command: no accounting to ask
             result = CommandResult([], 1, "", str(exc))
-        found = answers.associations(result)
+        found = instance_answers.associations(result)
         self._associations = (time.monotonic(), found)
         return found
 
@@ -180,9 +182,9 @@ class FluxCommands:
                 f"Flux adapter {policy.name} has no `flux uri`; give an ssh:// or local:// URI"
             )
         argv = commands.uri_argv(self.flux, target)
-        starting = answers.uri_not_yet
+        starting = instance_answers.uri_not_yet
         result = retry(lambda: self.run(argv), budget=timeout, again=starting, pause=0.5)
-        return answers.resolved_uri(result, target)
+        return instance_answers.resolved_uri(result, target)
 
     def adopt(
         self,

@@ -14,7 +14,6 @@ from typing import Any, Callable, Optional, Protocol, Tuple
 from ...engine.driver import DriverChoice, NativeDriverBroken, SchedulerDriver, choose_driver
 from ...errors import SchedulerUnavailableError
 from ...transports.base import Executor
-from .answers import no_broker, no_system_instance
 from .bindings import Bindings, _native_uri, load_bindings
 from .cli_driver import CLIDriver
 from .command_runner import FluxCommands
@@ -27,6 +26,7 @@ from .instance import (
     learn_facts,
     policy_by_name,
 )
+from .instance_answers import no_broker, no_system_instance
 from .jobspec import error_text
 from .native_driver import BindingsConnection, NativeDriver
 from .uri import classify, local_form, not_resolved
