@@ -25,7 +25,7 @@ from hpcbridge.cost import (
     within,
 )
 from hpcbridge.schedulers.flux.command_line import charges_argv, parse_charges
-from hpcbridge.schedulers.slurm.commands import (
+from hpcbridge.schedulers.slurm.cluster import (
     parse_sacct_charges,
     parse_tres,
     sacct_charges_argv,

@@ -30,7 +30,7 @@ from hpcbridge.schedulers.flux import submission
 from hpcbridge.schedulers.flux.instance import POLICY_0_26, POLICY_0_49, POLICY_0_88
 from hpcbridge.schedulers.flux.submission import submit_argv
 from hpcbridge.schedulers.slurm import commands
-from hpcbridge.schedulers.slurm.native import gres_counts, submit_description_kwargs
+from hpcbridge.schedulers.slurm.pyslurm_records import gres_counts, submit_description_kwargs
 
 SITE_KEYS = (
     "gpus_per_node",
