@@ -136,10 +136,6 @@ class SlurmCliDriver:
             found = {**queries.history_keys_reply(history, keys), **found}
         return found
 
-    def find_by_key(self, key: str) -> Optional[str]:
-        """The job carrying ``key`` (``None``: none now); ``CannotAsk`` when unsure."""
-        return self.find_keys([key]).get(key)
-
     def find_submitted(
         self, planned: Planned, since: Optional[float] = None
     ) -> Optional[List[Submitted]]:

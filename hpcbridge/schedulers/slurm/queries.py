@@ -136,11 +136,11 @@ def statuses(
 
 def keys_reply(reply: Reply, keys: Collection[str]) -> Dict[str, str]:
     """key -> the job (an array's own id) whose comment carries it, of this user's jobs in
-    squeue; ``Again`` when squeue cannot tell now (the runner asks again, then
-    ``CannotAsk``)."""
+    squeue; ``CannotAsk`` when squeue cannot tell now (``Again`` first while the
+    controller is busy)."""
     if not reply.ok:
         message = scheduler_message(reply.message())
-        raise Again(message, CannotAsk(message))
+        raise Again(message, CannotAsk(message)) if transient(message) else CannotAsk(message)
     return _carried(reply.stdout, keys)
 
 
