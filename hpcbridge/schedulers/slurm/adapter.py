@@ -15,7 +15,6 @@ from ...store.caps import LimitCache
 from ...transports.base import Executor
 from . import cluster
 from .cli_driver import SlurmCliDriver
-from .native_driver import choose_slurm_driver
 from .status import job_id_of
 
 
@@ -51,6 +50,8 @@ class RealSlurmAdapter(SchedulerAdapter):
         self._max_array_size = max_array_size
 
     def _open_session(self) -> OpenDriver:
+        from .native_driver import choose_slurm_driver  # pyslurm's modules: only when opened
+
         cli = SlurmCliDriver(
             self.executor,
             self.command_timeout,

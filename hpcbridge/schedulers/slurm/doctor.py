@@ -1,5 +1,5 @@
 """``hpcbridge doctor`` for Slurm: commands, controller, accounting, driver, packing - each
-asked here, judged by ``cluster``'s checks."""
+asked here, judged by ``checks``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from ...errors import SchedulerAdapterError
 from ...transports.base import Executor
 from ...transports.local import LocalExecutor
 from ..flux.command_line import version_argv
-from . import cluster
+from . import checks as judge
 from .cli_driver import SlurmCliDriver
 from .native_driver import choose_slurm_driver
 
@@ -25,16 +25,16 @@ def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
         version = executor.run(["sbatch", "--version"], timeout=30)
     except SchedulerAdapterError as exc:
         return [Check("slurm", False, f"cannot run sbatch{where}: {exc}", "slurm")]
-    found = [cluster.commands_check(version, where, settings.scheduler == "slurm")]
+    found = [judge.commands_check(version, where, settings.scheduler == "slurm")]
     if not version.ok:
         return found
     try:
-        found.append(cluster.controller_check(executor.run(["scontrol", "ping"], timeout=30)))
+        found.append(judge.controller_check(executor.run(["scontrol", "ping"], timeout=30)))
     except SchedulerAdapterError as exc:
         found.append(Check("slurm controller", False, f"scontrol ping failed: {exc}", "slurm"))
     cli = SlurmCliDriver(executor, min(settings.command_timeout, 30.0))
     try:
-        found.append(cluster.accounting_check(cli.config()))
+        found.append(judge.accounting_check(cli.config()))
     except SchedulerAdapterError as exc:
         found.append(Check("slurm accounting", False, f"scontrol show config failed: {exc}"))
     # pyslurm only through the driver choice, which checks first that it is safe to import.
@@ -48,4 +48,4 @@ def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
         flux = executor.run(version_argv(settings.flux_command), timeout=30)
     except SchedulerAdapterError as exc:
         return found + [Check("slurm packing", False, f"not checked: {exc}")]
-    return found + [cluster.packing_check(srun, flux, settings.flux_command, where)]
+    return found + [judge.packing_check(srun, flux, settings.flux_command, where)]
