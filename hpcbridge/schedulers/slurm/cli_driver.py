@@ -71,7 +71,12 @@ class SlurmCliDriver:
 
     @property
     def query_retries(self) -> float:
+        """Seconds a question to a busy controller is asked again for (the runner's patience)."""
         return self.runner.patience
+
+    @query_retries.setter
+    def query_retries(self, seconds: float) -> None:
+        self.runner.patience = seconds
 
     # -- the table: what this driver sends for each question ----------------------
 
