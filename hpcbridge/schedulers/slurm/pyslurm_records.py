@@ -235,6 +235,13 @@ def _cell(text: str) -> str:
     return " ".join(text.replace("|", "/").split())
 
 
+def _exit_cell(code: Any, signal_number: Any) -> str:
+    """sacct's ``ExitCode`` (``N:S``) of pyslurm's exit code and signal; empty when unknown."""
+    if code is None and not signal_number:
+        return ""
+    return f"{code or 0}:{signal_number or 0}"
+
+
 def sacct_rows(jobs: Iterable[Any], history: bool = False) -> str:
     """pyslurm records as ``sacct -X -P`` would print them (``status.SACCT_COLUMNS``)."""
     lines = []
@@ -242,13 +249,11 @@ def sacct_rows(jobs: Iterable[Any], history: bool = False) -> str:
         start = timestamp(getattr(job, "start_time", None))
         end = timestamp(getattr(job, "end_time", None))
         # pyslurm folds an exit status of 128 or more down by 128 (143 -> 15): may_be_folded.
-        code = getattr(job, "exit_code", None)
+        code, signal_number = getattr(job, "exit_code", None), getattr(job, "exit_code_signal", 0)
         fields = {
             "raw_id": str(getattr(job, "id", "") or ""),
             "state": _cell(str(getattr(job, "state", "") or "")),
-            "exit_code": ""
-            if code is None
-            else f"{code}:{getattr(job, 'exit_code_signal', 0) or 0}",
+            "exit_code": _exit_cell(code, signal_number),
             "start": start.isoformat() if start else "Unknown",
             "end": end.isoformat() if end else "Unknown",
             "reason": _cell(str(getattr(job, "state_reason", "") or "")),
