@@ -171,12 +171,13 @@ class Runner:
         *,
         key: str,
         find: Callable[[Collection[str]], Mapping[str, str]],
-        settle: float,
+        settle: Union[float, Callable[[], float]],
         look_for: str = "",
     ) -> str:
         """``send(request, parse)``'s job id; where its answer was lost, the job carrying
         ``key`` (``find(keys)``: key -> id of those some job carries), or - surely
-        absent - the request sent once more (``adoption.adopt``)."""
+        absent for ``settle`` seconds (or ``settle()``, asked only then) - the request
+        sent once more (``adoption.adopt``)."""
         try:
             return self.send(request, parse)
         except SubmissionUncertainError as lost:
@@ -191,7 +192,7 @@ class Runner:
             find,
             resend=lambda _missing: resent.append(self.send(request, parse)),
             budget=self.adoption_budget,
-            settle=settle,
+            settle=settle() if callable(settle) else settle,
             where=self.where,
             look_for=look_for,
         )

@@ -26,7 +26,7 @@ from hpcbridge.cost import (
 )
 from hpcbridge.schedulers.flux.commands import charges_argv
 from hpcbridge.schedulers.flux.instance_answers import parse_charges
-from hpcbridge.schedulers.slurm.commands import (
+from hpcbridge.schedulers.slurm.cluster import (
     parse_sacct_charges,
     parse_tres,
     sacct_charges_argv,

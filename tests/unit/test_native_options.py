@@ -22,7 +22,7 @@ from hpcbridge.schedulers.flux import options as flux_options
 from hpcbridge.schedulers.flux.commands import submit_argv
 from hpcbridge.schedulers.flux.instance import POLICY_0_26
 from hpcbridge.schedulers.flux.request import SubmitRequest
-from hpcbridge.schedulers.slurm import commands
+from hpcbridge.schedulers.slurm import commands, options
 
 HELP = Path(__file__).resolve().parents[1] / "data" / "slurm" / "help"
 
@@ -112,9 +112,9 @@ def test_sbatch_names_and_what_each_takes_come_from_its_help(release: str) -> No
 
 def test_an_option_of_a_newer_release_is_refused_by_the_older_one() -> None:
     option = slurm("--tres-per-task=cpu=2")
-    commands.check_native(option, sbatch_names("25.11"), "new")
+    options.check_native(option, sbatch_names("25.11"), "new")
     with pytest.raises(ResourceError, match="sbatch on old has no option --tres-per-task"):
-        commands.check_native(option, sbatch_names("22.05"), "old")
+        options.check_native(option, sbatch_names("22.05"), "old")
 
 
 @pytest.mark.parametrize(
@@ -137,17 +137,17 @@ def test_an_option_of_a_newer_release_is_refused_by_the_older_one() -> None:
 )
 def test_sbatch_refuses_what_hpcbridge_owns_or_the_release_lacks(option: str, said: str) -> None:
     with pytest.raises(ResourceError, match=said):
-        commands.check_native(slurm(option), sbatch_names("22.05"), "vm")
+        options.check_native(slurm(option), sbatch_names("22.05"), "vm")
 
 
 def test_a_shortened_name_is_taken_as_sbatch_takes_it() -> None:
-    commands.check_native(slurm("--lic=a:1", "--nic=3", "-Hk"), sbatch_names("22.05"), "vm")
+    options.check_native(slurm("--lic=a:1", "--nic=3", "-Hk"), sbatch_names("22.05"), "vm")
 
 
 def test_without_the_release_list_only_what_hpcbridge_owns_is_judged() -> None:
-    commands.check_native(slurm("--anything=1"), None, "vm")
+    options.check_native(slurm("--anything=1"), None, "vm")
     with pytest.raises(ResourceError, match="--outp stands for --output"):
-        commands.check_native(slurm("--outp=x"), None, "vm")
+        options.check_native(slurm("--outp=x"), None, "vm")
 
 
 def test_sbatch_gets_the_slurm_options_and_only_them() -> None:

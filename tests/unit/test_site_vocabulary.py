@@ -31,7 +31,7 @@ from hpcbridge.schedulers.flux import request as request_module
 from hpcbridge.schedulers.flux.commands import submit_argv
 from hpcbridge.schedulers.flux.instance import POLICY_0_26, POLICY_0_49, POLICY_0_88
 from hpcbridge.schedulers.slurm import commands
-from hpcbridge.schedulers.slurm.native import gres_counts, submit_description_kwargs
+from hpcbridge.schedulers.slurm.pyslurm_records import gres_counts, submit_description_kwargs
 
 SITE_KEYS = (
     "gpus_per_node",
