@@ -10,7 +10,7 @@ from ...doctor import Check
 from ...errors import SchedulerAdapterError
 from ...transports.base import Executor
 from ...transports.local import LocalExecutor
-from .advice import Asked, checks_from, missing_check, session_report
+from .checks import Asked, checks_from, missing_check, session_report
 from .commands import version_argv
 from .instance import FluxOptions, UriSetting, parse_flux_version_output
 from .planning import choose_kind
