@@ -10,12 +10,13 @@ import logging
 import shlex
 from typing import Dict, List, Optional, Sequence
 
-from ...engine.driver import Capabilities, Planned, Reply, Submitted, Waiter
+from ...engine.driver import Capabilities, Planned, Submitted, Waiter
 from ...errors import (
     JobTimeoutError,
     SubmissionUncertainError,
 )
 from ...model import JobStatus
+from ...transports.base import CommandResult
 from . import answers, bulk_helper, commands
 from . import jobspec as jobspec_module
 from .answers import Outcome
@@ -91,7 +92,7 @@ class CLIDriver(FluxDriverBase):
         cwd: str,
         input: Optional[str] = None,
         timeout: Optional[float] = None,
-    ) -> Reply:
+    ) -> CommandResult:
         """Run once; a lost answer (dropped connection, timeout): ``SubmissionUncertainError``."""
         try:
             return self.commands.run(argv, idempotent=False, cwd=cwd, input=input, timeout=timeout)
@@ -115,7 +116,7 @@ class CLIDriver(FluxDriverBase):
 
         return self.commands.runner.ask_each(argv, job_ids, self._answers, size=_QUERY_CHUNK)
 
-    def _answers(self, result: Reply, chunk: Sequence[str]) -> Dict[str, JobStatus]:
+    def _answers(self, result: CommandResult, chunk: Sequence[str]) -> Dict[str, JobStatus]:
         answers.command_found(result, self.flux, self.commands.executor.kind)
         jobs_json, label = self.policy.jobs_json, self.facts.label
         found = answers.listing_answers(list(chunk), result, jobs_json, label)
