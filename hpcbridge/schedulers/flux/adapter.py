@@ -5,8 +5,7 @@ Default job kind: batch jobs on the system instance, plain jobs in an enclosing 
 
 from __future__ import annotations
 
-import shlex
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Union, cast
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence, Union, cast
 
 from ...engine.adapter import SchedulerAdapter
 from ...errors import ConfigurationError, JobNotFoundError, SchedulerUnavailableError
@@ -21,7 +20,6 @@ if TYPE_CHECKING:
     from ...cost import Charge
     from ...engine.submitting import Order
     from ...transports.base import Executor
-    from .options import Attributes
     from .session import FluxSession
 
 # The session (bindings, drivers), the commands and doctor are imported when first used:
@@ -145,33 +143,14 @@ class FluxAdapter(SchedulerAdapter):
     def _command_lines(self, order: Order, known: Union[InstanceFacts, FluxPolicy]) -> str:
         from ...engine.submitting import dry_batches
         from .command_runner import FluxCommands
-        from .commands import submit_argv
-        from .planning import Questions, flux_plan, plan_batch
+        from .commands import command_lines
         from .request import MAX_BATCH
 
         if isinstance(known, FluxPolicy):
             known = facts(self.uri_setting.value, None, known, "assumed", None)
-        commands = FluxCommands(self.executor, self.options.flux_command, self.command_timeout)
-
-        unchecked: List[str] = []
-
-        def native(policy: FluxPolicy, batch: bool, options: Sequence[str]) -> Attributes:
-            try:
-                return commands.native_attributes(policy, batch, options)
-            except SchedulerUnavailableError:  # no flux command here to judge them
-                unchecked.extend(option for option in options if option not in unchecked)
-                return ()
-
-        lines = []
-        for batch in dry_batches(order, self.stager, MAX_BATCH):
-            ask = Questions(None, native, lambda: None)  # banks: Flux judges at submission
-            request = flux_plan(plan_batch(batch, known, ask, 0.0)).request
-            lines.append(shlex.join(submit_argv(self.options.flux_command, known.policy, request)))
-        if unchecked:
-            lines.append(
-                f"# not shown, no flux command here to judge them: {shlex.join(unchecked)}"
-            )
-        return "\n".join(lines)
+        runner = FluxCommands(self.executor, self.options.flux_command, self.command_timeout)
+        batches = dry_batches(order, self.stager, MAX_BATCH)
+        return command_lines(batches, known, self.options.flux_command, runner.native_attributes)
 
     def normalize_job_id(self, job_id: Any) -> str:
         try:

@@ -9,7 +9,6 @@ import contextlib
 import importlib
 import logging
 import os
-import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from typing import Any, Iterator, List, Optional
 from ...retrying import retry
 from ...transports.base import Executor
 from .ids import parse_job_id
-from .instance import FluxOptions
+from .instance import FluxOptions, bindings_dir_for
 from .native_driver import keep_sigint_handler
 from .uri import not_resolved
 
@@ -59,21 +58,6 @@ _FIRST_IMPORTS = ("flux", "flux.job", "_flux")
 
 class BindingsUnavailable(Exception):
     """The Flux bindings cannot be used here; ``str()`` says why."""
-
-
-def bindings_dir_for(flux_command: Optional[str]) -> Optional[str]:
-    """``<prefix>/lib/flux/python3.X`` beside a ``<prefix>/bin/flux``, where flux-core installs
-    its bindings (``flux python`` sets PYTHONPATH to it, a plain Python does not)."""
-    if not flux_command:
-        return None
-    path = flux_command if os.sep in flux_command else shutil.which(flux_command)
-    if not path:
-        return None
-    prefix = os.path.dirname(os.path.dirname(os.path.realpath(path)))
-    candidate = os.path.join(
-        prefix, "lib", "flux", f"python{sys.version_info[0]}.{sys.version_info[1]}"
-    )
-    return candidate if os.path.isdir(os.path.join(candidate, "flux")) else None
 
 
 def import_bindings(flux_command: Optional[str] = None, discover: bool = True) -> Any:

@@ -11,7 +11,8 @@ from typing import Any, Callable, Dict, List, Optional
 
 from ...config import Settings
 from ...doctor import Check
-from .instance import Association
+from .instance import Association, parse_flux_version_output
+from .request import JobChoice
 
 #: releases that must match the broker's, and what they are called
 SAME_RELEASE = (
@@ -204,3 +205,24 @@ def session_report(session: Any, asked: Asked) -> Dict[str, Any]:
             for association in asked.associations
         ]
     return info
+
+
+def verdicts(
+    info: Dict[str, Any],
+    version_output: Optional[str],
+    missing: Optional[Check],
+    where: str,
+    kind: JobChoice,
+) -> List[Check]:
+    """Doctor's Flux checks from what the adapter found (``info``) and ``flux version``'s
+    output (``None``: no flux command, ``missing`` says so)."""
+    if missing is not None and info.get("driver") != "native":
+        return [missing]
+    if missing is None:
+        versions = parse_flux_version_output(version_output or "")
+        commands = Check("flux commands", True, f"{where}: {versions.get('commands', '?')}")
+    else:  # the bindings work without it: worth knowing, not in the way
+        commands = Check("flux commands", False, f"{missing.detail}; the bindings are used")
+        info["warnings"] = [w for w in info["warnings"] if not w.startswith("flux version")]
+    kind_check = Check("flux job kind", True, f"{kind.kind.value} jobs by default: {kind.reason}")
+    return [commands, kind_check, *checks_from(info)]

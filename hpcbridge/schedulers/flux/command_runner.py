@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import Callable, Collection, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from ...engine.runner import Runner
 from ...errors import (
@@ -27,7 +27,7 @@ from .instance import (
     parse_queue_list,
 )
 from .jobspec import KEY_ATTRIBUTE
-from .options import Attributes, check_names, option_attributes
+from .options import Attributes, JudgedOptions
 
 log = logging.getLogger("hpcbridge")
 
@@ -59,10 +59,8 @@ class FluxCommands:
             where=f"the Flux instance {uri}" if uri else "the system Flux instance",
             adoption_budget=ADOPTION_BUDGET,
         )
-        #: what each native option sets (``native_attributes``), by job kind and option
-        self._native: Dict[Tuple[bool, str], Attributes] = {}
-        #: the bare job's dry-run jobspec each option's is compared with, by job kind
-        self._bare: Dict[bool, str] = {}
+        #: what each native option sets, judged by dry runs (``native_attributes``)
+        self._judged = JudgedOptions()
         #: the login the instance's accounting knows this user by (``associations``)
         self._user: Optional[str] = None
         #: when the user's flux-accounting rows were read, and them (``associations``)
@@ -153,18 +151,10 @@ class FluxCommands:
     ) -> Attributes:
         """What ``options`` (Flux's own words) set in a job's attributes, by dry runs (bare,
         then one per option; remembered); ``ResourceError`` for one refused."""
-        check_names(options)
         command = policy.batch_command if batch else policy.submit_command
-        found: List[Tuple[str, Any]] = []
-        for option in options:
-            if (batch, option) not in self._native:
-                if batch not in self._bare:
-                    self._bare[batch] = self._dry_run(command, batch, ())
-                self._native[batch, option] = option_attributes(
-                    option, self._bare[batch], self._dry_run(command, batch, (option,))
-                )
-            found.extend(self._native[batch, option])
-        return tuple(found)
+        return self._judged.attributes(
+            batch, options, lambda asked: self._dry_run(command, batch, asked)
+        )
 
     def _dry_run(self, command: Sequence[str], batch: bool, options: Sequence[str]) -> str:
         argv = commands.dry_run_argv(self.flux, command, batch, options)

@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, List, Mapping, Sequence
+import shlex
+from typing import Any, Callable, Iterable, List, Mapping, Sequence
 
+from ...engine.driver import SubmitBatch
+from ...errors import SchedulerUnavailableError
 from ...resources import format_fsd
 from .ids import decimal_job_id
-from .instance import FluxPolicy
+from .instance import FluxPolicy, InstanceFacts
 from .jobspec import KEY_ATTRIBUTE
+from .options import Attributes
+from .planning import Questions, flux_plan, plan_batch
 from .request import JobKind, SubmitRequest
 from .status import JOBS_FORMAT
 
@@ -173,3 +178,30 @@ def hostname_argv() -> List[str]:
 
 def user_argv() -> List[str]:
     return ["id", "-un"]
+
+
+def command_lines(
+    batches: Iterable[SubmitBatch],
+    known: InstanceFacts,
+    flux: str,
+    native: Callable[[FluxPolicy, bool, Sequence[str]], Attributes],
+) -> str:
+    """The command line each batch would be sent with (a dry run); native options
+    ``native`` cannot judge (no flux command here) are named, not shown."""
+    unchecked: List[str] = []
+
+    def judged(policy: FluxPolicy, batch: bool, options: Sequence[str]) -> Attributes:
+        try:
+            return native(policy, batch, options)
+        except SchedulerUnavailableError:  # no flux command here to judge them
+            unchecked.extend(option for option in options if option not in unchecked)
+            return ()
+
+    lines = []
+    for batch in batches:
+        ask = Questions(None, judged, lambda: None)  # banks: Flux judges at submission
+        request = flux_plan(plan_batch(batch, known, ask, 0.0)).request
+        lines.append(shlex.join(submit_argv(flux, known.policy, request)))
+    if unchecked:
+        lines.append(f"# not shown, no flux command here to judge them: {shlex.join(unchecked)}")
+    return "\n".join(lines)

@@ -10,9 +10,9 @@ from ...doctor import Check
 from ...errors import SchedulerAdapterError
 from ...transports.base import Executor
 from ...transports.local import LocalExecutor
-from .checks import Asked, checks_from, missing_check, session_report
+from .checks import Asked, missing_check, session_report, verdicts
 from .commands import version_argv
-from .instance import FluxOptions, UriSetting, parse_flux_version_output
+from .instance import FluxOptions, UriSetting
 from .planning import choose_kind
 from .session import FluxSession, open_session
 from .uri import choose_uri_setting
@@ -44,17 +44,8 @@ def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
         flux_command=flux,
         uri_setting=setting,
     )
-    if missing is not None and info.get("driver") != "native":
-        return [missing]
-    if missing is None:
-        versions = parse_flux_version_output(result.stdout)
-        commands = Check("flux commands", True, f"{flux}{where}: {versions.get('commands', '?')}")
-    else:  # the bindings work without it: worth knowing, not in the way
-        commands = Check("flux commands", False, f"{missing.detail}; the bindings are used")
-        info["warnings"] = [w for w in info["warnings"] if not w.startswith("flux version")]
     kind = choose_kind(None, settings, setting)
-    kind_check = Check("flux job kind", True, f"{kind.kind.value} jobs by default: {kind.reason}")
-    return [commands, kind_check, *checks_from(info)]
+    return verdicts(info, None if missing else result.stdout, missing, f"{flux}{where}", kind)
 
 
 def adapter_info(

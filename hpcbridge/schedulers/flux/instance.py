@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import shutil
+import sys
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
@@ -318,3 +321,33 @@ def learn_facts(
         except OSError as exc:
             log.debug("flux: cannot read the queue configuration: %s", exc)
     return facts(uri, broker_version, policy, reason, queues)
+
+
+def assumed_policy(forced: str) -> FluxPolicy:
+    """Before an instance's release is known: the one forced, else the newest."""
+    return policy_by_name(forced) if forced else POLICIES[0]
+
+
+def opened(facts: InstanceFacts, source: str, driver: str, reason: str) -> str:
+    """What a session opened, for the log."""
+    queues = facts.queues
+    said = "queues unknown" if queues is None else (", ".join(queues.names) or "anonymous queue")
+    return (
+        f"{facts.label} ({source}): broker {facts.broker_version or '?'}, adapter "
+        f"{facts.policy.name}, {driver} driver ({reason}), {said}"
+    )
+
+
+def bindings_dir_for(flux_command: Optional[str]) -> Optional[str]:
+    """``<prefix>/lib/flux/python3.X`` beside a ``<prefix>/bin/flux``, where flux-core installs
+    its bindings (``flux python`` sets PYTHONPATH to it, a plain Python does not)."""
+    if not flux_command:
+        return None
+    path = flux_command if os.sep in flux_command else shutil.which(flux_command)
+    if not path:
+        return None
+    prefix = os.path.dirname(os.path.dirname(os.path.realpath(path)))
+    candidate = os.path.join(
+        prefix, "lib", "flux", f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    )
+    return candidate if os.path.isdir(os.path.join(candidate, "flux")) else None

@@ -19,17 +19,17 @@ from .cli_driver import CLIDriver
 from .command_runner import FluxCommands
 from .driver_base import TimeLeftClock
 from .instance import (
-    POLICIES,
     FluxOptions,
     InstanceFacts,
     UriSetting,
+    assumed_policy,
     learn_facts,
-    policy_by_name,
+    opened,
 )
 from .instance_answers import no_broker, no_system_instance
 from .jobspec import error_text
 from .native_driver import BindingsConnection, NativeDriver
-from .uri import classify, local_form, not_resolved
+from .uri import classify, localized, not_resolved
 
 log = logging.getLogger("hpcbridge")
 
@@ -84,19 +84,8 @@ def open_session(setting: UriSetting, executor: Executor, options: FluxOptions) 
         return CLIDriver(aimed, learned, options.ready_timeout, options.outer_time_margin)
 
     driver, choice = choose_driver("flux", options.requested_driver, native, cli)
-    learned = driver.facts
-    queues = learned.queues
-    log.info(
-        "flux: %s (%s): broker %s, adapter %s, %s driver (%s), %s",
-        learned.label,
-        setting.source,
-        learned.broker_version or "?",
-        learned.policy.name,
-        choice.name,
-        choice.reason,
-        "queues unknown" if queues is None else (", ".join(queues.names) or "anonymous queue"),
-    )
-    return FluxSession(setting, learned, driver, choice, bindings, aimed, host, uri)
+    log.info("flux: %s", opened(driver.facts, setting.source, choice.name, choice.reason))
+    return FluxSession(setting, driver.facts, driver, choice, bindings, aimed, host, uri)
 
 
 def _native_driver(
@@ -149,15 +138,7 @@ def resolve_target(
     if not uri:
         parent = commands.for_uri(parent_uri or None)
         try:
-            # before the target's release is known: the one forced, else the newest
-            version = options.adapter_version
-            policy = policy_by_name(version) if version else POLICIES[0]
-            uri = parent.resolve_uri(text, policy, budget)
+            uri = parent.resolve_uri(text, assumed_policy(options.adapter_version), budget)
         except LookupError as exc:
             raise not_resolved(target, str(exc)) from None
-    if local is False:
-        return uri
-    localized = local_form(uri, here())
-    if local and localized == uri and uri.startswith("ssh://"):
-        localized = "local:///" + uri.split("/", 3)[-1]
-    return localized
+    return uri if local is False else localized(uri, here(), local)

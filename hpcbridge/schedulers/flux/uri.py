@@ -75,3 +75,12 @@ def not_resolved(target: str, why: str) -> JobNotFoundError:
 def choose_uri_setting(settings: Settings, local: bool, uri: Optional[str]) -> UriSetting:
     """The enclosing ``FLUX_URI`` counts only for ``local`` commands (it names a local socket)."""
     return choose_uri(uri, settings.flux_uri, settings.enclosing_flux_uri, local_transport=local)
+
+
+def localized(uri: str, here: Optional[str], local: Optional[bool]) -> str:
+    """``uri`` as the commands on ``here`` reach it (``local_form``); ``local=True``: an
+    ``ssh://`` URI always as ``local://``."""
+    found = local_form(uri, here)
+    if local and found == uri and uri.startswith("ssh://"):
+        found = "local:///" + uri.split("/", 3)[-1]
+    return found
