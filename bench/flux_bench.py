@@ -34,9 +34,10 @@ from typing import Any, Callable, Dict, List, Optional
 from hpcbridge import Settings
 from hpcbridge.schedulers.flux import jobspec
 from hpcbridge.schedulers.flux.adapter import FluxAdapter
-from hpcbridge.schedulers.flux.bindings_driver import BindingsConnection
-from hpcbridge.schedulers.flux.session import import_bindings
-from hpcbridge.schedulers.flux.submission import SubmitRequest, jobspec_params
+from hpcbridge.schedulers.flux.bindings import import_bindings
+from hpcbridge.schedulers.flux.jobspec import jobspec_params
+from hpcbridge.schedulers.flux.native_driver import BindingsConnection
+from hpcbridge.schedulers.flux.request import SubmitRequest
 
 if __package__ in (None, ""):  # run as a script: the repository root holds tests.support
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))

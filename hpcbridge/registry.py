@@ -75,8 +75,8 @@ SCHEDULER_ENTRIES: Tuple[SchedulerEntry, ...] = (
         "hpcbridge.schedulers.flux.adapter:FluxAdapter",
         "hpcbridge.schedulers.flux.doctor",
         "flux batch/submit, or the flux.job bindings in-process",
-        "hpcbridge.schedulers.flux.status:canonical_job_id",
-        "hpcbridge.schedulers.flux.submission:key_handling",
+        "hpcbridge.schedulers.flux.ids:canonical_job_id",
+        "hpcbridge.schedulers.flux.planning:key_handling",
     ),
 )
 

@@ -14,7 +14,7 @@ from ..common import Skip
 def find_flux() -> Tuple[str, Any]:
     """(the flux command, the imported ``flux`` bindings) or ``Skip``."""
     try:
-        from hpcbridge.schedulers.flux.session import import_bindings
+        from hpcbridge.schedulers.flux.bindings import import_bindings
         from tests.support.flux import find_flux_commands
     except Exception as exc:  # noqa: BLE001 - the Flux package may be in progress
         raise Skip(

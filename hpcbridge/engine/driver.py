@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from typing import (
+    Any,
     Callable,
     Collection,
     Dict,
@@ -118,6 +119,50 @@ class Submitted:
 
 class NotAskedNow(Exception):
     """``query``: the scheduler cannot be asked right now; the message says why."""
+
+
+class CannotAsk(Exception):
+    """The scheduler could not be asked about a submission's key right now (busy, restarting)."""
+
+
+class Again(Exception):
+    """A parser's verdict on an answer: the request did not get through (the scheduler
+    busy or restarting, or the request never reached it), so asking again is safe; the
+    runner does, within its budget, then raises ``error`` (default: ``NotAskedNow``)."""
+
+    def __init__(self, message: str, error: Optional[BaseException] = None) -> None:
+        super().__init__(message)
+        self.error: BaseException = error if error is not None else NotAskedNow(message)
+
+
+@dataclass(frozen=True)
+class Call:
+    """A request into a scheduler's bindings (``fn()``), named ``what`` in the log; the
+    runner runs it as it runs an argv through the executor."""
+
+    what: str
+    fn: Callable[[], Any]
+
+    def __call__(self) -> Any:
+        return self.fn()
+
+
+class Reply(Protocol):
+    """A command's answer as parsers read it (the executor's ``CommandResult``)."""
+
+    @property
+    def returncode(self) -> int: ...
+
+    @property
+    def stdout(self) -> str: ...
+
+    @property
+    def stderr(self) -> str: ...
+
+    @property
+    def ok(self) -> bool: ...
+
+    def message(self) -> str: ...
 
 
 class PartialSubmissionError(JobSubmissionError):

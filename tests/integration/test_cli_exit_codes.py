@@ -143,7 +143,7 @@ def test_doctor_reports_the_bindings_when_flux_is_not_on_path(
     from tests.support.flux_cases import native_bindings_or_skip, start_instance
 
     native_bindings_or_skip(flux)
-    from hpcbridge.schedulers.flux.session import bindings_dir_for
+    from hpcbridge.schedulers.flux.instance import bindings_dir_for
 
     bindings = bindings_dir_for(flux)
     if bindings is None:

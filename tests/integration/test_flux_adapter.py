@@ -17,7 +17,7 @@ import pytest
 
 from hpcbridge.errors import JobNotFoundError, JobSubmissionError
 from hpcbridge.model import FROM_FILE, JobState
-from hpcbridge.schedulers.flux.status import decimal_job_id
+from hpcbridge.schedulers.flux.ids import decimal_job_id
 from tests.support.flux_cases import (
     flux_params,
     make_adapter,
@@ -243,7 +243,7 @@ def test_logs(scenario: SimpleNamespace) -> None:
 
 
 def test_any_id_spelling_finds_the_job(scenario: SimpleNamespace) -> None:
-    from hpcbridge.schedulers.flux.status import decimal_job_id
+    from hpcbridge.schedulers.flux.ids import decimal_job_id
 
     job_id = scenario.ids.fail
     for spelling in (job_id.replace("ƒ", "f"), decimal_job_id(job_id)):

@@ -29,7 +29,7 @@ import pytest
 from hpcbridge.errors import JobSubmissionError
 from hpcbridge.model import JobState
 from hpcbridge.schedulers.flux.adapter import FluxAdapter
-from hpcbridge.schedulers.flux.status import decimal_job_id
+from hpcbridge.schedulers.flux.ids import decimal_job_id
 from tests.support.flux import release_of
 from tests.support.flux_accounting import (
     MAX_ACTIVE_JOBS,

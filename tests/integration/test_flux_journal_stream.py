@@ -14,8 +14,9 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 
-from hpcbridge.schedulers.flux.journal import BACKLOG_END_ID, EVENTS, JournalStream
-from hpcbridge.schedulers.flux.status import parse_job_id
+from hpcbridge.schedulers.flux.ids import parse_job_id
+from hpcbridge.schedulers.flux.journal import JournalStream
+from hpcbridge.schedulers.flux.journal_events import BACKLOG_END_ID, EVENTS
 from tests.support.flux import FluxInstance, release_of
 from tests.support.flux_cases import native_bindings_or_skip, require_flux, start_instance
 

@@ -22,7 +22,7 @@ import pytest
 from hpcbridge.model import JobState
 from hpcbridge.pack_feeder import run_packed
 from hpcbridge.packing import ALLOCATION_NAME, Pack
-from hpcbridge.schedulers.flux.command_line import parse_cores
+from hpcbridge.schedulers.flux.instance_answers import parse_cores
 from hpcbridge.store.jobs import JobStore
 from tests.conftest import REPO
 from tests.support import pack_stops

@@ -12,8 +12,8 @@ import pytest
 from hpcbridge.errors import JobSubmissionError
 from hpcbridge.model import JobState
 from hpcbridge.schedulers.flux.adapter import FluxAdapter
+from hpcbridge.schedulers.flux.ids import decimal_job_id
 from hpcbridge.schedulers.flux.instance import parse_version
-from hpcbridge.schedulers.flux.status import decimal_job_id
 from tests.support.flux import flux_version
 from tests.support.flux_cases import (
     NAMED_QUEUES,

@@ -20,7 +20,7 @@ import pytest
 from hpcbridge.errors import ResourceError
 from hpcbridge.model import JobState
 from hpcbridge.schedulers.flux.adapter import FluxAdapter
-from hpcbridge.schedulers.flux.status import decimal_job_id
+from hpcbridge.schedulers.flux.ids import decimal_job_id
 from tests.support.begins import begin_bounds, begin_forms
 from tests.support.flux import config_accepts_noverify
 from tests.support.flux_cases import (

@@ -24,7 +24,7 @@ import pytest
 from hpcbridge.model import JobState
 from hpcbridge.pack_feeder import run_packed
 from hpcbridge.packing import ALLOCATION_NAME, Pack
-from hpcbridge.schedulers.flux.command_line import parse_cores
+from hpcbridge.schedulers.flux.instance_answers import parse_cores
 from tests.support import pack_stops
 from tests.support.flux_cases import require_flux, write_script
 from tests.support.slurm_clusters import TARGETS, cluster_for, make_adapter, run_slurm

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
-from hpcbridge.schedulers.flux.status import canonical_job_id, parse_job_id
+from hpcbridge.schedulers.flux.ids import canonical_job_id, parse_job_id
 from hpcbridge.transports.base import CommandResult
 from hpcbridge.transports.local import LocalExecutor
 

@@ -21,7 +21,7 @@ import pytest
 from hpcbridge import Settings
 from hpcbridge.model import JobState
 from hpcbridge.schedulers.flux.adapter import FluxAdapter
-from hpcbridge.schedulers.flux.session import (
+from hpcbridge.schedulers.flux.bindings import (
     BindingsUnavailable,
     bindings_version,
     import_bindings,

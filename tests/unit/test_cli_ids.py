@@ -10,7 +10,7 @@ from hpcbridge import JobState, JobStatus, factory
 from hpcbridge.cli import main
 from hpcbridge.cli.targets import Narrowing, recorded_forms, records_of
 from hpcbridge.engine.observation import Observation
-from hpcbridge.schedulers.flux.status import canonical_job_id
+from hpcbridge.schedulers.flux.ids import canonical_job_id
 from hpcbridge.store.jobs import JobRecord, JobStore
 
 FLUX_ID = "\u0192cAyxmV"  # ƒcAyxmV

@@ -24,8 +24,9 @@ from hpcbridge.cost import (
     total,
     within,
 )
-from hpcbridge.schedulers.flux.command_line import charges_argv, parse_charges
-from hpcbridge.schedulers.slurm.commands import (
+from hpcbridge.schedulers.flux.commands import charges_argv
+from hpcbridge.schedulers.flux.instance_answers import parse_charges
+from hpcbridge.schedulers.slurm.cluster import (
     parse_sacct_charges,
     parse_tres,
     sacct_charges_argv,

@@ -23,11 +23,11 @@ from hpcbridge.errors import (
 )
 from hpcbridge.model import JobState
 from hpcbridge.schedulers.flux.adapter import FluxAdapter
-from hpcbridge.schedulers.flux.command_driver import CLIDriver
-from hpcbridge.schedulers.flux.commands import FluxCommands
+from hpcbridge.schedulers.flux.cli_driver import CLIDriver
+from hpcbridge.schedulers.flux.command_runner import FluxCommands
+from hpcbridge.schedulers.flux.ids import parse_job_id
 from hpcbridge.schedulers.flux.instance import POLICY_0_49
 from hpcbridge.schedulers.flux.instance import facts as instance_facts
-from hpcbridge.schedulers.flux.status import parse_job_id
 from hpcbridge.transports.base import CommandResult
 from tests.support.fake_flux import NAMED, FakeFlux, FakeSSH
 

@@ -17,12 +17,13 @@ from hpcbridge.engine.driver import PartialSubmissionError, SubmitBatch
 from hpcbridge.engine.jobscript import PreparedJob
 from hpcbridge.errors import JobTimeoutError, SubmissionUncertainError
 from hpcbridge.resources import Resources
-from hpcbridge.schedulers.flux import command_line as cl
-from hpcbridge.schedulers.flux import commands, jobspec, submission
+from hpcbridge.schedulers.flux import answers as flux_answers
+from hpcbridge.schedulers.flux import command_runner, commands, jobspec, planning
+from hpcbridge.schedulers.flux import request as flux_request
 from hpcbridge.schedulers.flux.adapter import FluxAdapter
+from hpcbridge.schedulers.flux.ids import canonical_job_id
 from hpcbridge.schedulers.flux.instance import POLICY_0_26, POLICY_0_49
 from hpcbridge.schedulers.flux.instance import facts as instance_facts
-from hpcbridge.schedulers.flux.status import canonical_job_id
 from hpcbridge.transports.base import CommandResult
 from tests.support.fake_flux import FakeFlux
 
@@ -31,7 +32,7 @@ def no_native(*_: object) -> tuple:
     raise AssertionError("no native options in these batches")
 
 
-NO_QUESTIONS = submission.Questions(None, no_native, lambda: None)
+NO_QUESTIONS = planning.Questions(None, no_native, lambda: None)
 
 
 LOST = "the connection to login dropped while flux was running"
@@ -42,9 +43,9 @@ def batch_of(count: int, token: str = "3fa9c2e1b7d0") -> SubmitBatch:
     return SubmitBatch(job, count, Resources.from_mapping({}), (), "/j/flux-{{id}}.out")
 
 
-def planned(count: int) -> submission.FluxPlan:
+def planned(count: int) -> flux_request.FluxPlan:
     facts = instance_facts(None, "0.88.0", POLICY_0_49, "test", None)
-    return submission.flux_plan(submission.plan_batch(batch_of(count), facts, NO_QUESTIONS, 60.0))
+    return planning.flux_plan(planning.plan_batch(batch_of(count), facts, NO_QUESTIONS, 60.0))
 
 
 # -- the key, where each job carries it ---------------------------------------------
@@ -60,8 +61,8 @@ def test_one_job_carries_the_token_many_the_token_and_their_index() -> None:
 
 @pytest.mark.parametrize("policy", [POLICY_0_49, POLICY_0_26], ids=["0.49+", "0.26"])
 def test_the_key_is_a_json_string_so_a_hex_token_stays_text(policy: Any) -> None:
-    request = submission.translate(batch_of(1, token="123e4567"), None, policy)
-    argv = submission.submit_argv("flux", policy, request)
+    request = planning.translate(batch_of(1, token="123e4567"), None, policy)
+    argv = commands.submit_argv("flux", policy, request)
     # Unquoted, --setattr would read 123e4567 as the number 1.23e+4569.
     assert '--setattr=user.hpcbridge_key="123e4567"' in argv
     assert argv[-1] == "/j/.hpcbridge/123e4567.sh"
@@ -70,7 +71,7 @@ def test_the_key_is_a_json_string_so_a_hex_token_stays_text(policy: Any) -> None
 def test_bulk_input_carries_each_jobs_key() -> None:
     many = planned(2)
     payload = json.loads(
-        cl.bulk_input(submission.jobspec_params(many.request), many.environments, many.keys)
+        commands.bulk_input(jobspec.jobspec_params(many.request), many.environments, many.keys)
     )
     assert payload["keys"] == ["3fa9c2e1b7d0.0", "3fa9c2e1b7d0.1"]
     assert payload["job"]["key"] is None
@@ -108,14 +109,14 @@ class FakeJobModule:
 
 def test_native_jobspecs_carry_the_key_of_each_job() -> None:
     many, module = planned(2), FakeJobModule()
-    params = submission.jobspec_params(many.request)
+    params = jobspec.jobspec_params(many.request)
     found = jobspec.submit_all(None, module, params, many.environments, {}, many.keys)
     assert found == [(True, 1), (True, 2)]
     assert [sent[jobspec.KEY_ATTRIBUTE] for sent in module.sent] == [
         "3fa9c2e1b7d0.0",
         "3fa9c2e1b7d0.1",
     ]
-    one = jobspec.build_jobspec(FakeSpec, submission.jobspec_params(planned(1).request), {})
+    one = jobspec.build_jobspec(FakeSpec, jobspec.jobspec_params(planned(1).request), {})
     assert one.attributes[jobspec.KEY_ATTRIBUTE] == "3fa9c2e1b7d0"
 
 
@@ -123,7 +124,7 @@ def test_native_jobspecs_carry_the_key_of_each_job() -> None:
 
 
 def test_recent_jobs_argv_per_release() -> None:
-    assert cl.recent_jobs_argv("flux", POLICY_0_49, 1796132514.9) == [
+    assert commands.recent_jobs_argv("flux", POLICY_0_49, 1796132514.9) == [
         "flux",
         "jobs",
         "-a",
@@ -135,7 +136,9 @@ def test_recent_jobs_argv_per_release() -> None:
         "{id.dec} {t_submit}",
     ]
     # 0.26 has no --since: every job is listed, the submit times filter them.
-    assert not any(a.startswith("--since") for a in cl.recent_jobs_argv("flux", POLICY_0_26, 1.0))
+    assert not any(
+        a.startswith("--since") for a in commands.recent_jobs_argv("flux", POLICY_0_26, 1.0)
+    )
 
 
 def test_parse_recent_jobs_keeps_those_submitted_since_newest_first() -> None:
@@ -146,7 +149,7 @@ def test_parse_recent_jobs_keeps_those_submitted_since_newest_first() -> None:
         "garbage line here\n"
         "\n"
     )
-    assert cl.parse_recent_jobs(listed, 1796132500.0) == [
+    assert flux_answers.parse_recent_jobs(listed, 1796132500.0) == [
         canonical_job_id(518919290880),
         canonical_job_id(513852571648),
     ]
@@ -154,20 +157,20 @@ def test_parse_recent_jobs_keeps_those_submitted_since_newest_first() -> None:
 
 def test_key_of_jobspec() -> None:
     spec = {"attributes": {"system": {}, "user": {"hpcbridge_key": "3fa9c2e1b7d0"}}}
-    assert cl.key_of_jobspec(json.dumps(spec)) == "3fa9c2e1b7d0"
-    assert cl.key_of_jobspec(json.dumps({"attributes": {"system": {}}})) is None
+    assert flux_answers.key_of_jobspec(json.dumps(spec)) == "3fa9c2e1b7d0"
+    assert flux_answers.key_of_jobspec(json.dumps({"attributes": {"system": {}}})) is None
     # Another tool's number under the same name is no key of ours.
     number = {"attributes": {"user": {"hpcbridge_key": 1.23e47}}}
-    assert cl.key_of_jobspec(json.dumps(number)) is None
+    assert flux_answers.key_of_jobspec(json.dumps(number)) is None
     with pytest.raises(ValueError, match="not a jobspec"):
-        cl.key_of_jobspec("flux-job: Permission denied")
+        flux_answers.key_of_jobspec("flux-job: Permission denied")
 
 
 def test_parse_clock() -> None:
-    assert cl.clock_argv() == ["date", "+%s"]
-    assert cl.parse_clock("1796132550\n") == 1796132550.0
+    assert commands.clock_argv() == ["date", "+%s"]
+    assert flux_answers.parse_clock("1796132550\n") == 1796132550.0
     with pytest.raises(ValueError):
-        cl.parse_clock("date: invalid")
+        flux_answers.parse_clock("date: invalid")
 
 
 # -- the CLI driver when an answer is lost ---------------------------------------------
@@ -177,8 +180,8 @@ def test_parse_clock() -> None:
 def quick(monkeypatch: pytest.MonkeyPatch) -> None:
     """Looks a few milliseconds apart, a short settling and budget."""
     monkeypatch.setattr(adoption, "LOOK_EVERY", 0.01)
-    monkeypatch.setattr(commands, "SETTLE", 0.2)
-    monkeypatch.setattr(commands, "ADOPTION_BUDGET", 2.0)
+    monkeypatch.setattr(command_runner, "SETTLE", 0.2)
+    monkeypatch.setattr(command_runner, "ADOPTION_BUDGET", 2.0)
 
 
 @pytest.fixture
@@ -308,7 +311,7 @@ def test_bulk_adopts_the_jobs_that_went_in_and_sends_only_the_rest(
     assert len(calls) == 2 and len(ids) == 4 and len(executor.jobs) == 4
     for job_id in ids:
         assert executor.with_key(key_of(adapter, job_id)) == [job_id]
-    assert "adopted jobs " in caplog.text and "the other 2 never went in" in caplog.text
+    assert "adopted jobs " in caplog.text and "no job for 2 of its keys" in caplog.text
 
 
 @pytest.mark.usefixtures("quick")

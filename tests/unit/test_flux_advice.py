@@ -1,6 +1,6 @@
 """doctor's next step for Flux bindings that cannot be used."""
 
-from hpcbridge.schedulers.flux.doctor import bindings_advice, release_advice
+from hpcbridge.schedulers.flux.checks import bindings_advice, release_advice
 
 
 def test_a_dependency_the_found_bindings_lack_names_its_package() -> None:

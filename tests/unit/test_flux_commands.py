@@ -15,10 +15,12 @@ from hpcbridge.engine.jobscript import PreparedJob
 from hpcbridge.errors import JobSubmissionError
 from hpcbridge.model import JobState
 from hpcbridge.resources import Resources
-from hpcbridge.schedulers.flux import command_line, submission
+from hpcbridge.schedulers.flux import answers, commands, instance_answers, jobspec, planning
+from hpcbridge.schedulers.flux import request as flux_request
 from hpcbridge.schedulers.flux import status as flux_status
+from hpcbridge.schedulers.flux.ids import canonical_job_id
 from hpcbridge.schedulers.flux.instance import POLICY_0_26, POLICY_0_49
-from hpcbridge.schedulers.flux.status import canonical_job_id, parse_eventlog
+from hpcbridge.schedulers.flux.status import parse_eventlog
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "flux"
 
@@ -31,17 +33,17 @@ def ids() -> Dict[str, str]:
     return dict(item.split("=") for item in recorded("ids_0.88.txt").split())
 
 
-def request(**changes: object) -> submission.SubmitRequest:
+def request(**changes: object) -> flux_request.SubmitRequest:
     resources = Resources.from_mapping(changes.pop("resources", {}))  # type: ignore[arg-type]
     job = PreparedJob("t", "/j", "/j/.hpcbridge/w.sh", "/j/.hpcbridge/w.exit", ["/j/x.sh"], "train")
     depends_on = tuple(changes.pop("depends_on", []))  # type: ignore[arg-type]
     batch = SubmitBatch(job, 1, resources, depends_on, "/j/flux-{{id}}.out")
     queue = changes.pop("queue", None)
-    return submission.translate(batch, queue, changes.pop("policy", POLICY_0_49))  # type: ignore[arg-type]
+    return planning.translate(batch, queue, changes.pop("policy", POLICY_0_49))  # type: ignore[arg-type]
 
 
-def batch_argv(policy: object, made: submission.SubmitRequest) -> List[str]:
-    return submission.submit_argv("flux", policy, made)  # type: ignore[arg-type]
+def batch_argv(policy: object, made: flux_request.SubmitRequest) -> List[str]:
+    return commands.submit_argv("flux", policy, made)  # type: ignore[arg-type]
 
 
 # -- submission -----------------------------------------------------------------
@@ -117,13 +119,13 @@ def test_026_uses_mini_batch_and_has_no_dependencies(caplog: pytest.LogCaptureFi
 
 
 def test_cancel_argv_per_policy() -> None:
-    assert command_line.cancel_argv("flux", POLICY_0_49, ["ƒCFKYzj", "ƒGN1ZNF"]) == [
+    assert commands.cancel_argv("flux", POLICY_0_49, ["ƒCFKYzj", "ƒGN1ZNF"]) == [
         "flux",
         "cancel",
         "7381975040",
         "10083106816",
     ]
-    assert command_line.cancel_argv("flux", POLICY_0_26, ["ƒCFKYzj"])[:3] == [
+    assert commands.cancel_argv("flux", POLICY_0_26, ["ƒCFKYzj"])[:3] == [
         "flux",
         "job",
         "cancel",
@@ -133,7 +135,7 @@ def test_cancel_argv_per_policy() -> None:
 def test_jobspec_params_carry_the_request() -> None:
     made = request(resources={"time": "30s", "gpus": 2}, queue="debug")
     made = made.with_environment({"A": "1"})
-    params = submission.jobspec_params(made)
+    params = jobspec.jobspec_params(made)
     assert params["script"] == "#!/bin/sh\nexec /j/.hpcbridge/w.sh\n"
     assert params["duration"] == 30.0 and params["gpus_per_slot"] == 2
     assert params["queue"] == "debug" and params["environment"] == {"A": "1"}
@@ -141,27 +143,27 @@ def test_jobspec_params_carry_the_request() -> None:
 
 
 def test_parse_submit_output() -> None:
-    assert command_line.parse_submit_output("ƒCFKYzj\n") == "ƒCFKYzj"
-    assert command_line.parse_submit_output("some warning\nfCFKYzj\n") == "ƒCFKYzj"
+    assert answers.parse_submit_output("ƒCFKYzj\n") == "ƒCFKYzj"
+    assert answers.parse_submit_output("some warning\nfCFKYzj\n") == "ƒCFKYzj"
     with pytest.raises(ValueError):
-        command_line.parse_submit_output("")
+        answers.parse_submit_output("")
 
 
 def test_parse_bulk_output() -> None:
-    assert command_line.parse_bulk_output("OK 7381975040\nERR no queue specified\n") == [
+    assert answers.parse_bulk_output("OK 7381975040\nERR no queue specified\n") == [
         (True, "ƒCFKYzj"),
         (False, "no queue specified"),
     ]
 
 
 def test_jobs_argv_json_or_format() -> None:
-    assert command_line.jobs_argv("flux", POLICY_0_49, ["ƒCFKYzj"]) == [
+    assert commands.jobs_argv("flux", POLICY_0_49, ["ƒCFKYzj"]) == [
         "flux",
         "jobs",
         "--json",
         "7381975040",
     ]
-    argv = command_line.jobs_argv("flux", POLICY_0_26, ["ƒCFKYzj"])
+    argv = commands.jobs_argv("flux", POLICY_0_26, ["ƒCFKYzj"])
     assert "-a" not in argv and argv[-1] == "7381975040"
     # the short spellings: 0.26 has no --no-header and no --format
     assert argv[2:5] == ["-n", "-o", flux_status.JOBS_FORMAT]
@@ -301,24 +303,24 @@ def test_exit_codes(returncode: object, waitstatus: object, code: object) -> Non
 
 
 def test_expiration_of_nested_instance() -> None:
-    expiration = command_line.parse_expiration(recorded("resource_R_nested_0.88.json"))
+    expiration = instance_answers.parse_expiration(recorded("resource_R_nested_0.88.json"))
     assert expiration is not None and expiration > 0
-    assert command_line.parse_expiration(recorded("resource_R_top_0.88.json")) is None
+    assert instance_answers.parse_expiration(recorded("resource_R_top_0.88.json")) is None
 
 
 def test_output_path_from_recorded_jobspec() -> None:
-    path = command_line.output_path_from_jobspec(recorded("jobspec_batch_0.88.json"), ids()["OK"])
+    path = answers.output_path_from_jobspec(recorded("jobspec_batch_0.88.json"), ids()["OK"])
     assert path is not None and path.endswith(f"/flux-{ids()['OK']}.out")
-    assert command_line.output_path_from_jobspec("not json", "ƒCFKYzj") is None
+    assert answers.output_path_from_jobspec("not json", "ƒCFKYzj") is None
     spec = {
         "attributes": {
             "system": {"shell": {"options": {"output": {"stdout": {"path": "/x/{{id.dec}}.log"}}}}}
         }
     }
-    assert command_line.output_path_from_jobspec(json.dumps(spec), "ƒCFKYzj") == "/x/7381975040.log"
+    assert answers.output_path_from_jobspec(json.dumps(spec), "ƒCFKYzj") == "/x/7381975040.log"
 
 
 def test_inf_duration_is_none() -> None:
     made = request(resources={"time": "UNLIMITED"})
     assert made.duration is None
-    assert not math.isinf(submission.jobspec_params(made)["duration"])
+    assert not math.isinf(jobspec.jobspec_params(made)["duration"])

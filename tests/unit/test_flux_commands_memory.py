@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import List, Optional
 
-from hpcbridge.schedulers.flux.commands import ASSOCIATIONS_TTL, FluxCommands
+from hpcbridge.schedulers.flux.command_runner import ASSOCIATIONS_TTL, FluxCommands
 from hpcbridge.schedulers.flux.instance import POLICY_0_88
 from hpcbridge.transports.base import CommandResult
 from tests.support.fake_flux import DATA, FakeFlux
@@ -47,7 +47,7 @@ def test_the_login_is_read_once_and_rows_are_asked_again_after_their_ttl(
     flux.handlers["-un"] = lambda argv, _input: CommandResult(argv, 0, "alice\n", "")  # id -un
     commands = FluxCommands(flux)
     now = [1000.0]
-    monkeypatch.setattr("hpcbridge.schedulers.flux.commands.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("hpcbridge.schedulers.flux.command_runner.time.monotonic", lambda: now[0])
     first = commands.associations()
     assert first and commands.associations() == first
     now[0] += ASSOCIATIONS_TTL + 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hpcbridge.schedulers.flux.status import (
+from hpcbridge.schedulers.flux.ids import (
     InvalidJobIdError,
     canonical_job_id,
     decimal_job_id,

@@ -10,7 +10,8 @@ import pytest
 
 from hpcbridge import Settings
 from hpcbridge.schedulers.flux.instance import UriSetting
-from hpcbridge.schedulers.flux.submission import JobKind, choose_kind
+from hpcbridge.schedulers.flux.planning import choose_kind
+from hpcbridge.schedulers.flux.request import JobKind
 from hpcbridge.schedulers.mock import MockAdapter
 from hpcbridge.store.jobs import JobRecord, JobStore
 

@@ -13,7 +13,9 @@ from typing import Any, Dict, List
 import pytest
 
 from hpcbridge.schedulers.flux import jobspec
-from hpcbridge.schedulers.flux.session import BindingsUnavailable, import_bindings
+from hpcbridge.schedulers.flux.bindings import BindingsUnavailable, import_bindings
+from hpcbridge.schedulers.flux.bulk_helper import constraint_parser
+from hpcbridge.schedulers.flux.cli_driver import _helper_source
 from tests.support.flux import find_flux_commands
 
 
@@ -145,12 +147,13 @@ FAKE_FLUX_JOB = textwrap.dedent(
 
 
 def test_bulk_helper_protocol(tmp_path: Path) -> None:
-    """The helper (run remotely as `flux python -c <jobspec.py>`) answers one line per job."""
+    """The helper (run remotely as `flux python -c <jobspec.py + bulk_helper.py>`) answers one
+    line per job."""
     package = tmp_path / "flux"
     package.mkdir()
     (package / "__init__.py").write_text(FAKE_FLUX)
     (package / "job.py").write_text(FAKE_FLUX_JOB)
-    source = Path(jobspec.__file__).read_text()
+    source = _helper_source()
     # One jobspec, three jobs that differ in their variables; the second is refused.
     request = {"job": params(), "environments": [{"Q": "a"}, {"Q": "nosuch"}, {"Q": "c"}]}
     result = subprocess.run(
@@ -194,4 +197,6 @@ def test_with_real_jobspecv1() -> None:
 
 def test_real_constraint_parser() -> None:
     _real_bindings()
-    assert jobspec.parse_constraint("amd") == {"properties": ["amd"]}
+    parser = constraint_parser()
+    assert parser is not None
+    assert jobspec.parse_constraint("amd", parser) == {"properties": ["amd"]}

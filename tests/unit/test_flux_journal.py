@@ -13,15 +13,9 @@ from types import SimpleNamespace
 from typing import Any, List, Optional, Sequence
 
 from hpcbridge.model import JobState
-from hpcbridge.schedulers.flux.journal import (
-    BACKLOG_END_ID,
-    EVENTS,
-    Journal,
-    JournalWaiter,
-    journal_usable,
-    request_payload,
-)
-from hpcbridge.schedulers.flux.status import canonical_job_id
+from hpcbridge.schedulers.flux.ids import canonical_job_id
+from hpcbridge.schedulers.flux.journal import Journal, JournalWaiter, journal_usable
+from hpcbridge.schedulers.flux.journal_events import BACKLOG_END_ID, EVENTS, request_payload
 
 #: in a fake reactor's queue: the job manager's response that ends the backlog
 BACKLOG_END = "backlog end"

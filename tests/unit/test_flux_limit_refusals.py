@@ -9,19 +9,13 @@ import pytest
 
 from hpcbridge.engine.driver import PartialSubmissionError
 from hpcbridge.errors import JobSubmissionError, LimitRefusedError
-from hpcbridge.schedulers.flux.submission import send
+from hpcbridge.schedulers.flux.planning import submitted
 
 REFUSED = "flux-job: user has max active jobs"
 
 
 def _send(outcomes: list) -> list:
-    return send(
-        lambda: outcomes,
-        output="/o/flux-{{id}}.out",
-        kind="plain",
-        what="flux.job.submit",
-        ready_timeout=0.0,
-    )
+    return submitted(outcomes, "/o/flux-{{id}}.out", "plain", "flux.job.submit")
 
 
 def test_all_refused_for_the_cap_is_a_limit_refusal() -> None:

@@ -16,13 +16,13 @@ from hpcbridge.engine import adoption
 from hpcbridge.engine.driver import SubmitBatch
 from hpcbridge.engine.jobscript import PreparedJob
 from hpcbridge.resources import Resources
-from hpcbridge.schedulers.flux import commands, submission
-from hpcbridge.schedulers.flux.bindings_driver import BindingsConnection, NativeDriver
-from hpcbridge.schedulers.flux.commands import FluxCommands
+from hpcbridge.schedulers.flux import command_runner, planning
+from hpcbridge.schedulers.flux.command_runner import FluxCommands
+from hpcbridge.schedulers.flux.ids import parse_job_id
 from hpcbridge.schedulers.flux.instance import POLICY_0_49
 from hpcbridge.schedulers.flux.instance import facts as instance_facts
 from hpcbridge.schedulers.flux.jobspec import KEY_ATTRIBUTE
-from hpcbridge.schedulers.flux.status import parse_job_id
+from hpcbridge.schedulers.flux.native_driver import BindingsConnection, NativeDriver
 from tests.support.fake_flux import FakeFlux
 
 
@@ -30,7 +30,7 @@ def no_native(*_: object) -> tuple:
     raise AssertionError("no native options in these batches")
 
 
-NO_QUESTIONS = submission.Questions(None, no_native, lambda: None)
+NO_QUESTIONS = planning.Questions(None, no_native, lambda: None)
 
 
 class Spec:
@@ -96,8 +96,8 @@ class Bindings:
 @pytest.fixture(autouse=True)
 def quick(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(adoption, "LOOK_EVERY", 0.01)
-    monkeypatch.setattr(commands, "SETTLE", 0.2)
-    monkeypatch.setattr(commands, "ADOPTION_BUDGET", 2.0)
+    monkeypatch.setattr(command_runner, "SETTLE", 0.2)
+    monkeypatch.setattr(command_runner, "ADOPTION_BUDGET", 2.0)
 
 
 def submit(count: int, fates: List[str]) -> tuple:
@@ -108,7 +108,7 @@ def submit(count: int, fates: List[str]) -> tuple:
     driver = NativeDriver(connection, facts, FluxCommands(table, uri=facts.uri))
     job = PreparedJob("9c1e", "/j", "/j/.hpcbridge/9c1e.sh", "/j/x.exit", ["/j/x.sh"], "train")
     batch = SubmitBatch(job, count, Resources.from_mapping({}), (), "/j/flux-{{id}}.out")
-    submitted = driver.submit_many(submission.plan_batch(batch, facts, NO_QUESTIONS, 60.0))
+    submitted = driver.submit_many(planning.plan_batch(batch, facts, NO_QUESTIONS, 60.0))
     return [item.job_id for item in submitted], table, bindings
 
 
@@ -130,4 +130,4 @@ def test_many_adopt_those_that_went_in_and_send_only_the_rest(
         ids, table, bindings = submit(3, ["ok", "lost", "never"])
     assert bindings.sent == ["9c1e.0", "9c1e.1", "9c1e.2", "9c1e.2"]
     assert [table.with_key(f"9c1e.{index}") for index in range(3)] == [[job] for job in ids]
-    assert "the other 1 never went in" in caplog.text
+    assert "no job for 1 of its keys" in caplog.text

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hpcbridge.errors import JobSubmissionError
-from hpcbridge.schedulers.flux.command_line import scheduler_message
+from hpcbridge.schedulers.flux.answers import scheduler_message, submission_error
 from hpcbridge.schedulers.flux.instance import (
     POLICY_0_26,
     POLICY_0_49,
@@ -20,7 +20,7 @@ from hpcbridge.schedulers.flux.instance import (
     queue_info_from_config,
     strip_ansi,
 )
-from hpcbridge.schedulers.flux.submission import choose_queue, submission_error
+from hpcbridge.schedulers.flux.planning import choose_queue
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "flux"
 

@@ -16,7 +16,7 @@ from hpcbridge import Settings
 from hpcbridge.errors import SchedulerAdapterError
 from hpcbridge.model import JobState
 from hpcbridge.schedulers.flux.adapter import FluxAdapter
-from hpcbridge.schedulers.flux.session import import_bindings
+from hpcbridge.schedulers.flux.bindings import import_bindings
 from hpcbridge.transports.base import CommandResult
 from tests.support.fake_flux import FakeFlux, FakeSSH
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hpcbridge.errors import ConfigurationError
-from hpcbridge.schedulers.flux.session import choose_uri, classify, local_form
+from hpcbridge.schedulers.flux.uri import choose_uri, classify, local_form
 
 
 def test_precedence() -> None:

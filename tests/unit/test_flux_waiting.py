@@ -6,8 +6,9 @@ from types import SimpleNamespace
 from typing import Any, List, Sequence
 
 from hpcbridge.model import JobState, JobStatus
-from hpcbridge.schedulers.flux.bindings_driver import NativeDriver
 from hpcbridge.schedulers.flux.journal import ResultWaiter
+from hpcbridge.schedulers.flux.journal_events import Relisting
+from hpcbridge.schedulers.flux.native_driver import RELIST_AFTER, NativeDriver
 
 
 class FakeResult:
@@ -40,7 +41,7 @@ def test_a_heard_end_answers_the_next_query_without_asking_flux() -> None:
     assert status.state is JobState.FAILED and status.exit_code == 3
 
     driver = NativeDriver.__new__(NativeDriver)
-    driver._ended, driver._listed, driver._waiters = waiter.ended, {}, []
+    driver._ended, driver._listed, driver._waiters = waiter.ended, Relisting(RELIST_AFTER), []
     driver._journal = None  # a release without the journal: a watch per job
     driver.flux = SimpleNamespace(job=SimpleNamespace(JobList=NoListing))
     assert driver.query(["ƒ1234"])["ƒ1234"] == status
@@ -50,7 +51,8 @@ def test_a_heard_end_answers_the_next_query_without_asking_flux() -> None:
 def test_a_job_a_waiter_hears_is_not_listed_again_within_a_second() -> None:
     driver = NativeDriver.__new__(NativeDriver)
     running = JobStatus("ƒ5", JobState.RUNNING)
-    driver._ended, driver._listed = {}, {"ƒ5": (time.monotonic(), running)}
+    driver._ended, driver._listed = {}, Relisting(RELIST_AFTER)
+    driver._listed.note({"ƒ5": running}, time.monotonic())
     driver._journal = None
     driver._waiters = [SimpleNamespace(hears=lambda job_id: job_id == "ƒ5")]  # type: ignore[list-item]
     driver.flux = SimpleNamespace(job=SimpleNamespace(JobList=NoListing))

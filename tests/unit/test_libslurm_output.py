@@ -9,7 +9,7 @@ from typing import List
 
 import pytest
 
-from hpcbridge.schedulers.slurm import pyslurm_loading
+from hpcbridge.schedulers.slurm import pyslurm_loading, pyslurm_records
 
 
 def test_split_keeps_libslurms_messages_and_the_rest_as_written() -> None:
@@ -20,7 +20,7 @@ def test_split_keeps_libslurms_messages_and_the_rest_as_written() -> None:
         "hpcbridge: fatal: gone\n"
         "no newline"
     )
-    messages, rest = pyslurm_loading.split(text)
+    messages, rest = pyslurm_records.split(text)
     assert messages == ["invalid partition specified: nosuchpart", "a detail", "gone"]
     assert rest == "something else\nno newline"
 

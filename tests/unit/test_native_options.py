@@ -17,10 +17,12 @@ from hpcbridge.cli.submit import resources_from
 from hpcbridge.config import Settings
 from hpcbridge.errors import ConfigurationError
 from hpcbridge.native_options import NONE, OPTIONAL, REQUIRED, option_names
-from hpcbridge.schedulers.flux import native as flux_native
+from hpcbridge.schedulers.flux import commands as flux_commands
+from hpcbridge.schedulers.flux import options as flux_options
+from hpcbridge.schedulers.flux.commands import submit_argv
 from hpcbridge.schedulers.flux.instance import POLICY_0_26
-from hpcbridge.schedulers.flux.submission import SubmitRequest, submit_argv
-from hpcbridge.schedulers.slurm import commands
+from hpcbridge.schedulers.flux.request import SubmitRequest
+from hpcbridge.schedulers.slurm import commands, options
 
 HELP = Path(__file__).resolve().parents[1] / "data" / "slurm" / "help"
 
@@ -110,9 +112,9 @@ def test_sbatch_names_and_what_each_takes_come_from_its_help(release: str) -> No
 
 def test_an_option_of_a_newer_release_is_refused_by_the_older_one() -> None:
     option = slurm("--tres-per-task=cpu=2")
-    commands.check_native(option, sbatch_names("25.11"), "new")
+    options.check_native(option, sbatch_names("25.11"), "new")
     with pytest.raises(ResourceError, match="sbatch on old has no option --tres-per-task"):
-        commands.check_native(option, sbatch_names("22.05"), "old")
+        options.check_native(option, sbatch_names("22.05"), "old")
 
 
 @pytest.mark.parametrize(
@@ -135,17 +137,17 @@ def test_an_option_of_a_newer_release_is_refused_by_the_older_one() -> None:
 )
 def test_sbatch_refuses_what_hpcbridge_owns_or_the_release_lacks(option: str, said: str) -> None:
     with pytest.raises(ResourceError, match=said):
-        commands.check_native(slurm(option), sbatch_names("22.05"), "vm")
+        options.check_native(slurm(option), sbatch_names("22.05"), "vm")
 
 
 def test_a_shortened_name_is_taken_as_sbatch_takes_it() -> None:
-    commands.check_native(slurm("--lic=a:1", "--nic=3", "-Hk"), sbatch_names("22.05"), "vm")
+    options.check_native(slurm("--lic=a:1", "--nic=3", "-Hk"), sbatch_names("22.05"), "vm")
 
 
 def test_without_the_release_list_only_what_hpcbridge_owns_is_judged() -> None:
-    commands.check_native(slurm("--anything=1"), None, "vm")
+    options.check_native(slurm("--anything=1"), None, "vm")
     with pytest.raises(ResourceError, match="--outp stands for --output"):
-        commands.check_native(slurm("--outp=x"), None, "vm")
+        options.check_native(slurm("--outp=x"), None, "vm")
 
 
 def test_sbatch_gets_the_slurm_options_and_only_them() -> None:
@@ -179,7 +181,7 @@ def jobspec(**attributes: Any) -> str:
 def test_what_a_flux_option_sets_is_taken_leaf_by_leaf() -> None:
     given = jobspec(shell={"options": {"cpu-affinity": "off", "rlimit": {"core": 0}}})
     bare = jobspec(shell={"options": {"rlimit": {"core": 0}}})
-    assert flux_native.option_attributes("-ocpu-affinity=off", bare, given) == (
+    assert flux_options.option_attributes("-ocpu-affinity=off", bare, given) == (
         ("system.shell.options.cpu-affinity", "off"),
     )
 
@@ -196,14 +198,14 @@ def test_a_flux_option_hpcbridge_cannot_pass_on_is_refused(
     changed: Dict[str, Any], said: str
 ) -> None:
     with pytest.raises(ResourceError, match=said):
-        flux_native.option_attributes("--x", jobspec(), jobspec(**changed))
+        flux_options.option_attributes("--x", jobspec(), jobspec(**changed))
 
 
 def test_a_flux_option_that_changes_the_resources_names_the_keys() -> None:
     bare = json.loads(jobspec())
     given = dict(bare, resources=[{"type": "node", "count": 2}])
     with pytest.raises(ResourceError, match="changes the job's resources.*nodes, ntasks"):
-        flux_native.option_attributes("-N2", json.dumps(bare), json.dumps(given))
+        flux_options.option_attributes("-N2", json.dumps(bare), json.dumps(given))
 
 
 @pytest.mark.parametrize(
@@ -219,7 +221,7 @@ def test_a_flux_option_that_changes_the_resources_names_the_keys() -> None:
 )
 def test_flux_refuses_by_name_what_hpcbridge_owns(option: str, said: str) -> None:
     with pytest.raises(ResourceError, match=said):
-        flux_native.check_names([option])
+        flux_options.check_names([option])
 
 
 def test_the_flux_command_sets_each_leaf_as_json() -> None:
@@ -236,7 +238,7 @@ def test_the_flux_command_sets_each_leaf_as_json() -> None:
 
 
 def test_the_dry_run_is_the_kinds_own_command() -> None:
-    assert flux_native.dry_run_argv("flux", ["mini", "batch"], True, ["-ox=1"]) == [
+    assert flux_commands.dry_run_argv("flux", ["mini", "batch"], True, ["-ox=1"]) == [
         "flux",
         "mini",
         "batch",
@@ -246,7 +248,7 @@ def test_the_dry_run_is_the_kinds_own_command() -> None:
         "--wrap",
         "true",
     ]
-    assert flux_native.dry_run_argv("flux", ["submit"], False, []) == [
+    assert flux_commands.dry_run_argv("flux", ["submit"], False, []) == [
         "flux",
         "submit",
         "--dry-run",

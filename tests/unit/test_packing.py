@@ -23,7 +23,7 @@ from hpcbridge.packing import (
     split_resources,
     takes_more,
 )
-from hpcbridge.schedulers.flux.command_line import parse_cores
+from hpcbridge.schedulers.flux.instance_answers import parse_cores
 
 
 def test_a_full_request_is_read() -> None:

@@ -16,7 +16,11 @@ from hpcbridge.engine.jobscript import PreparedJob
 from hpcbridge.errors import ConfigurationError, ResourceError
 from hpcbridge.model import JobState
 from hpcbridge.resources import Resources, parse_duration
-from hpcbridge.schedulers.flux import command_line, instance, jobspec, native, status, submission
+from hpcbridge.schedulers.flux import answers, instance, instance_answers, jobspec, planning, status
+from hpcbridge.schedulers.flux import commands as flux_commands
+from hpcbridge.schedulers.flux import ids as flux_ids
+from hpcbridge.schedulers.flux import options as flux_options
+from hpcbridge.schedulers.flux.bulk_helper import constraint_parser
 from hpcbridge.schedulers.flux.jobspec import F58_PREFIX, f58
 
 SETTINGS = settings(max_examples=60, deadline=None)
@@ -55,10 +59,10 @@ def test_job_id_round_trips_through_every_encoding(value: int) -> None:
     forms = [value, str(value), hex(value), canonical, "f" + canonical[len(F58_PREFIX) :]]
     forms.append(".".join(hexed[at : at + 4] for at in range(0, 16, 4)))
     for form in forms:
-        assert status.parse_job_id(form) == value
-        assert status.canonical_job_id(form) == canonical
-        assert status.decimal_job_id(form) == str(value)
-    assert status.decode_f58(status.encode_f58(value)) == value
+        assert flux_ids.parse_job_id(form) == value
+        assert flux_ids.canonical_job_id(form) == canonical
+        assert flux_ids.decimal_job_id(form) == str(value)
+    assert flux_ids.decode_f58(flux_ids.encode_f58(value)) == value
 
 
 @SETTINGS
@@ -67,18 +71,18 @@ def test_job_id_round_trips_through_every_encoding(value: int) -> None:
 @example(" ²³ ")
 def test_any_text_is_a_job_id_or_an_invalid_job_id_error(text: object) -> None:
     try:
-        value = status.parse_job_id(text)
-    except status.InvalidJobIdError:
-        assert status.is_job_id(text) is False
+        value = flux_ids.parse_job_id(text)
+    except flux_ids.InvalidJobIdError:
+        assert flux_ids.is_job_id(text) is False
         return
-    assert 0 <= value < 2**64 and status.is_job_id(text) is True
+    assert 0 <= value < 2**64 and flux_ids.is_job_id(text) is True
 
 
 # -- flux jobs, eventlogs ---------------------------------------------------------------
 
 
 def _parsed_or_refused(parse, text: str) -> list:  # type: ignore[no-untyped-def]
-    """``flux jobs`` parsers: facts, or what command_driver._from_listing catches."""
+    """``flux jobs`` parsers: facts, or what cli_driver._from_listing catches."""
     try:
         return parse(text)
     except (ValueError, KeyError):
@@ -198,9 +202,9 @@ def test_eventlog_in_flux_order_settles_like_flux_jobs(names: list, code: int) -
 @given(_job_ids, st.text(max_size=30))
 def test_submit_output_round_trips(value: int, noise: str) -> None:
     """The last line that is a job id is the job's: warnings may come before it."""
-    assert command_line.parse_submit_output(f"{noise}\n{f58(value)}\n") == f58(value)
-    if not any(status.is_job_id(line) for line in noise.splitlines()):
-        assert command_line.parse_submit_output(f"{value}\n{noise}") == f58(value)
+    assert answers.parse_submit_output(f"{noise}\n{f58(value)}\n") == f58(value)
+    if not any(flux_ids.is_job_id(line) for line in noise.splitlines()):
+        assert answers.parse_submit_output(f"{value}\n{noise}") == f58(value)
 
 
 @SETTINGS
@@ -208,10 +212,10 @@ def test_submit_output_round_trips(value: int, noise: str) -> None:
 @example("²")
 def test_submit_output_of_any_text_is_an_id_or_a_value_error(text: str) -> None:
     try:
-        job_id = command_line.parse_submit_output(text)
+        job_id = answers.parse_submit_output(text)
     except ValueError:
         return
-    assert status.is_job_id(job_id)
+    assert flux_ids.is_job_id(job_id)
 
 
 @SETTINGS
@@ -225,7 +229,7 @@ def test_submit_output_of_any_text_is_an_id_or_a_value_error(text: str) -> None:
     )
 )
 def test_bulk_output_round_trips(lines: list) -> None:
-    outcomes = command_line.parse_bulk_output("\n".join(lines))
+    outcomes = answers.parse_bulk_output("\n".join(lines))
     assert len(outcomes) == len(lines)
     for line, (ok, text) in zip(lines, outcomes):
         assert ok == line.startswith("OK ")
@@ -238,7 +242,7 @@ def test_bulk_output_round_trips(lines: list) -> None:
 @example("OK ²")
 def test_bulk_output_of_any_text_gives_outcomes_or_a_value_error(text: str) -> None:
     try:
-        command_line.parse_bulk_output(text)
+        answers.parse_bulk_output(text)
     except ValueError:
         pass
 
@@ -247,7 +251,7 @@ def test_bulk_output_of_any_text_gives_outcomes_or_a_value_error(text: str) -> N
 @given(st.lists(st.tuples(_job_ids, st.floats(0, 2e9)), max_size=6), st.floats(0, 2e9))
 def test_recent_jobs_round_trip(rows: list, since: float) -> None:
     text = "\n".join(f"{value} {stamp!r}" for value, stamp in rows)
-    found = command_line.parse_recent_jobs(text, since)
+    found = answers.parse_recent_jobs(text, since)
     assert set(found) == {f58(value) for value, stamp in rows if stamp >= since}
 
 
@@ -255,14 +259,14 @@ def test_recent_jobs_round_trip(rows: list, since: float) -> None:
 @given(st.text(max_size=60))
 @example("² 1.0")
 def test_recent_jobs_of_any_text_give_ids(text: str) -> None:
-    assert all(status.is_job_id(job_id) for job_id in command_line.parse_recent_jobs(text, 0.0))
+    assert all(flux_ids.is_job_id(job_id) for job_id in answers.parse_recent_jobs(text, 0.0))
 
 
 @SETTINGS
 @given(st.one_of(st.text(max_size=40), _json.map(json.dumps)))
 def test_key_of_any_jobspec_text_is_a_key_none_or_a_value_error(text: str) -> None:
     try:
-        key = command_line.key_of_jobspec(text)
+        key = answers.key_of_jobspec(text)
     except ValueError:
         return
     assert key is None or isinstance(key, str)
@@ -271,7 +275,7 @@ def test_key_of_any_jobspec_text_is_a_key_none_or_a_value_error(text: str) -> No
 @SETTINGS
 @given(st.one_of(st.text(max_size=40), _json.map(json.dumps)), _job_ids)
 def test_output_path_of_any_jobspec_text_is_a_path_or_none(text: str, value: int) -> None:
-    path = command_line.output_path_from_jobspec(text, str(value))
+    path = answers.output_path_from_jobspec(text, str(value))
     assert path is None or isinstance(path, str)
 
 
@@ -300,11 +304,11 @@ def test_resource_keys_reach_flux_as_its_flags(request: dict, queue: object, pol
     job = PreparedJob("t", "/j", "/j/.hpcbridge/w.sh", "/j/w.exit", ["/j/x.sh"], "train")
     batch = SubmitBatch(job, 1, resources, (), "/j/flux-{{id}}.out")
     try:
-        made = submission.translate(batch, queue, policy)  # type: ignore[arg-type]
+        made = planning.translate(batch, queue, policy)  # type: ignore[arg-type]
     except ResourceError:
         assert resources.exclusive and not resources.nodes
         return
-    argv = submission.submit_argv("flux", policy, made)
+    argv = flux_commands.submit_argv("flux", policy, made)
     short = {word[:2]: word[2:] for word in argv if word[:2] in ("-n", "-N", "-c", "-g", "-t")}
     long = dict(word.split("=", 1) for word in argv if word.startswith("--") and "=" in word)
     assert int(short["-n"]) == resources.slots
@@ -392,8 +396,8 @@ def test_r_documents_round_trip(entries: list, expiration: float) -> None:
     ]
     text = json.dumps({"version": 1, "execution": {"R_lite": r_lite, "expiration": expiration}})
     size = lambda ranges: sum(more + 1 for _, more in ranges)  # noqa: E731
-    assert command_line.parse_cores(text) == sum(size(r) * size(c) for r, c in entries)
-    assert command_line.parse_expiration(text) == (expiration or None)
+    assert instance_answers.parse_cores(text) == sum(size(r) * size(c) for r, c in entries)
+    assert instance_answers.parse_expiration(text) == (expiration or None)
 
 
 @SETTINGS
@@ -409,7 +413,7 @@ def test_r_documents_round_trip(entries: list, expiration: float) -> None:
 @example('{"execution": {"expiration": "x"}}')
 @example("[1]")
 def test_any_r_document_is_a_value_or_a_value_error(text: str) -> None:
-    for parse in (command_line.parse_cores, command_line.parse_expiration):
+    for parse in (instance_answers.parse_cores, instance_answers.parse_expiration):
         try:
             parse(text)
         except ValueError:
@@ -422,7 +426,7 @@ def test_any_r_document_is_a_value_or_a_value_error(text: str) -> None:
 @example("[1]")
 def test_any_account_output_is_banks_or_an_error_the_caller_reads(text: str) -> None:
     try:
-        banks = command_line.parse_account_user(text)
+        banks = instance_answers.parse_account_user(text)
     except (ValueError, KeyError, TypeError):  # commands.associations: "cannot be read"
         return
     assert all(isinstance(bank.bank, str) for bank in banks)
@@ -431,8 +435,8 @@ def test_any_account_output_is_banks_or_an_error_the_caller_reads(text: str) -> 
 @SETTINGS
 @given(st.text(max_size=80))
 def test_any_flux_output_gives_a_message_and_a_uri_or_none(text: str) -> None:
-    assert isinstance(command_line.scheduler_message(text), str)
-    uri = command_line.parse_uri_output(text)
+    assert isinstance(answers.scheduler_message(text), str)
+    uri = instance_answers.parse_uri_output(text)
     assert uri is None or uri.strip() == uri
 
 
@@ -471,7 +475,9 @@ def test_native_attributes_round_trip_through_a_jobspec(paths: list, data) -> No
             node = node.setdefault(word, {})
         node[words[-1]] = value
         expected[".".join(words)] = value
-    changed = native.option_attributes("--setattr=x", json.dumps(_BARE), json.dumps(given_spec))
+    changed = flux_options.option_attributes(
+        "--setattr=x", json.dumps(_BARE), json.dumps(given_spec)
+    )
     assert dict(changed) == expected
 
 
@@ -483,7 +489,7 @@ def test_native_attributes_round_trip_through_a_jobspec(paths: list, data) -> No
 @example([], {})
 def test_any_dry_run_jobspecs_give_attributes_or_a_resource_error(bare, given_spec) -> None:  # type: ignore[no-untyped-def]
     try:
-        native.option_attributes("--x", json.dumps(bare), json.dumps(given_spec))
+        flux_options.option_attributes("--x", json.dumps(bare), json.dumps(given_spec))
     except ResourceError:
         pass
 
@@ -505,7 +511,7 @@ def test_any_adapter_version_name_is_a_policy_or_a_configuration_error(name: str
 @example("\xa0")  # flux's lexer refuses it with its ConstraintSyntaxError, no ValueError
 def test_any_constraint_text_is_a_constraint_or_a_value_error(text: str) -> None:
     try:
-        jobspec.parse_constraint(text)
+        jobspec.parse_constraint(text, constraint_parser())
     except ValueError:
         pass
 
@@ -515,6 +521,6 @@ def test_any_constraint_text_is_a_constraint_or_a_value_error(text: str) -> None
 @example("flux-batch: warning: something\n{}")
 def test_any_dry_run_output_gives_attributes_or_a_resource_error(text: str) -> None:
     try:
-        native.option_attributes("--x", json.dumps(_BARE), text)
+        flux_options.option_attributes("--x", json.dumps(_BARE), text)
     except ResourceError:
         pass

@@ -24,6 +24,7 @@ from hpcbridge.resources import (
     parse_duration,
 )
 from hpcbridge.schedulers.slurm import commands
+from hpcbridge.schedulers.slurm import options as slurm_options
 
 SETTINGS = settings(max_examples=60, deadline=None)
 
@@ -254,7 +255,7 @@ _option_words = st.one_of(
 def test_any_options_are_names_or_a_resource_error(options: list, with_help: bool) -> None:
     known = option_names(_HELP) if with_help else None
     try:
-        names = check_options("sbatch", options, commands.OWNED_OPTIONS, known)
+        names = check_options("sbatch", options, slurm_options.OWNED_OPTIONS, known)
     except ResourceError:
         return
     assert all(name.startswith("-") for name in names)

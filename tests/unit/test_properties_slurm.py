@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from hpcbridge.errors import JobSubmissionError
 from hpcbridge.model import JobState, JobStatus
-from hpcbridge.schedulers.slurm import commands, status
+from hpcbridge.schedulers.slurm import cluster as slurm_cluster
+from hpcbridge.schedulers.slurm import commands, queries, status
 
 SETTINGS = settings(max_examples=60, deadline=None)
 
@@ -193,11 +194,11 @@ def test_sbatch_output_of_any_text_is_an_id_or_a_value_error(text: str) -> None:
 @SETTINGS
 @given(_ANY_OUTPUT)
 def test_scontrol_output_of_any_text_parses(text: str) -> None:
-    record = commands.parse_scontrol_record(text)
-    config = commands.parse_scontrol_config(text)
+    record = slurm_cluster.parse_scontrol_record(text)
+    config = slurm_cluster.parse_scontrol_config(text)
     assert isinstance(record, dict) and isinstance(config, dict)
-    assert commands.max_array_size(config) >= 0
-    output = commands.output_of_record(record)
+    assert slurm_cluster.max_array_size(config) >= 0
+    output = slurm_cluster.output_of_record(record)
     assert output is None or isinstance(output, str)
 
 
@@ -211,29 +212,29 @@ def test_scontrol_output_of_any_text_parses(text: str) -> None:
 )
 def test_scontrol_record_round_trips(fields: dict) -> None:
     text = " ".join(f"{name}={value}" for name, value in fields.items())
-    assert commands.parse_scontrol_record(text) == fields
+    assert slurm_cluster.parse_scontrol_record(text) == fields
 
 
 @SETTINGS
 @given(_ANY_OUTPUT, st.one_of(st.none(), st.just("c1")), st.one_of(st.none(), st.just("a")))
 @example("c1|a|²|5|normal|normal", "c1", None)
 def test_sacctmgr_output_of_any_text_parses(text: str, cluster: object, account: object) -> None:
-    caps, qos_names = commands.parse_assoc(text, cluster, account)  # type: ignore[arg-type]
+    caps, qos_names = slurm_cluster.parse_assoc(text, cluster, account)  # type: ignore[arg-type]
     assert all(isinstance(cap, int) for cap in caps)
-    assert all(isinstance(cap, int) for cap in commands.parse_qos(text, qos_names))
+    assert all(isinstance(cap, int) for cap in slurm_cluster.parse_qos(text, qos_names))
 
 
 @SETTINGS
 @given(st.lists(st.integers(0, 99), min_size=2, max_size=3))
 def test_version_round_trips(parts: list) -> None:
     version = tuple(parts)
-    assert commands.parse_version(f"slurm {commands.format_version(version)}") == version
+    assert slurm_cluster.parse_version(f"slurm {slurm_cluster.format_version(version)}") == version
 
 
 @SETTINGS
 @given(st.text(max_size=30))
 def test_version_of_any_text_is_numbers_or_none(text: str) -> None:
-    version = commands.parse_version(text)
+    version = slurm_cluster.parse_version(text)
     assert version is None or all(isinstance(part, int) for part in version)
 
 
@@ -291,7 +292,7 @@ def test_any_slurm_message_is_classified(text: str) -> None:
         commands.arrays_refused,
         commands.is_invalid_job_id,
         commands.job_already_ended,
-        commands.accounting_disabled,
+        queries.accounting_disabled,
     ):
         assert judge(message) in (True, False)
     assert issubclass(commands.refusal_error(message), JobSubmissionError)

@@ -26,11 +26,12 @@ from hpcbridge.resources import (
     parse_begin,
     signal_forwarded,
 )
-from hpcbridge.schedulers.flux import submission
+from hpcbridge.schedulers.flux import jobspec, planning
+from hpcbridge.schedulers.flux import request as request_module
+from hpcbridge.schedulers.flux.commands import submit_argv
 from hpcbridge.schedulers.flux.instance import POLICY_0_26, POLICY_0_49, POLICY_0_88
-from hpcbridge.schedulers.flux.submission import submit_argv
 from hpcbridge.schedulers.slurm import commands
-from hpcbridge.schedulers.slurm.native import gres_counts, submit_description_kwargs
+from hpcbridge.schedulers.slurm.pyslurm_records import gres_counts, submit_description_kwargs
 
 SITE_KEYS = (
     "gpus_per_node",
@@ -57,10 +58,10 @@ def slurm_spec(**resources: Any) -> commands.SubmitSpec:
     )
 
 
-def flux_request(policy: Any = POLICY_0_49, **resources: Any) -> submission.SubmitRequest:
+def flux_request(policy: Any = POLICY_0_49, **resources: Any) -> request_module.SubmitRequest:
     job = PreparedJob("t", "/j", "/j/.hpcbridge/w.sh", "/j/.hpcbridge/w.exit", ["/j/x.sh"], "x")
     batch = SubmitBatch(job, 1, Resources.from_mapping(resources), (), "/j/flux-{{id}}.out")
-    return submission.translate(batch, None, policy)
+    return planning.translate(batch, None, policy)
 
 
 def test_the_site_keys_follow_the_seed_table() -> None:
@@ -423,7 +424,7 @@ def test_flux_gets_exclusive_begin_and_signal_where_the_release_has_them() -> No
     assert "--exclusive" in argv and f"--dependency=begin-time:{epoch}" in argv
     assert "--setattr=system.shell.options.signal.signum=12" in argv
     assert "--setattr=system.shell.options.signal.timeleft=90.0" in argv
-    params = submission.jobspec_params(newest)
+    params = jobspec.jobspec_params(newest)
     assert params["exclusive"] and params["begin"] == epoch and params["signal"] == [12, 90.0]
     # 0.49's shell ignores the signal option: dropped, said; nothing else is.
     older = flux_request(POLICY_0_49, **asked)

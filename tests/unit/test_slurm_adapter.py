@@ -505,7 +505,7 @@ def test_task_cancel(adapter: RealSlurmAdapter, fake: FakeSlurm, script: str) ->
 def test_native_driver_required_but_missing(
     fake: FakeSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hpcbridge.schedulers.slurm import native
+    from hpcbridge.schedulers.slurm import native_driver as native
 
     monkeypatch.setattr(native, "installed_pyslurm_version", lambda: None)  # not installed
     settings = Settings.from_env(env={}, state_dir=str(tmp_path), scheduler="slurm")

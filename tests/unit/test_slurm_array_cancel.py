@@ -14,8 +14,8 @@ import pytest
 
 from hpcbridge.model import JobState
 from hpcbridge.schedulers.slurm import status
-from hpcbridge.schedulers.slurm.cli import SlurmCliDriver
-from hpcbridge.schedulers.slurm.native import statuses_from_jobs
+from hpcbridge.schedulers.slurm.cli_driver import SlurmCliDriver
+from hpcbridge.schedulers.slurm.pyslurm_records import statuses_from_jobs
 from hpcbridge.transports.base import CommandResult
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm" / "array_cancel"

@@ -18,7 +18,7 @@ from hpcbridge.errors import (
 from hpcbridge.model import JobState
 from hpcbridge.resources import Resources
 from hpcbridge.schedulers.slurm import commands
-from hpcbridge.schedulers.slurm.cli import SlurmCliDriver
+from hpcbridge.schedulers.slurm.cli_driver import SlurmCliDriver
 from hpcbridge.transports.base import CommandResult
 
 

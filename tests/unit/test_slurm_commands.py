@@ -12,7 +12,8 @@ import pytest
 from hpcbridge.errors import JobSubmissionError, LimitRefusedError, SubmissionUncertainError
 from hpcbridge.model import JobState
 from hpcbridge.resources import Resources
-from hpcbridge.schedulers.slurm import commands, status
+from hpcbridge.schedulers.slurm import cluster as slurm_cluster
+from hpcbridge.schedulers.slurm import commands, queries, status
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
 UTC = timezone.utc
@@ -389,8 +390,8 @@ def test_later_sacct_rows_win() -> None:
 
 
 def test_accounting_disabled_message() -> None:
-    assert commands.accounting_disabled("Slurm accounting storage is disabled")
-    assert not commands.accounting_disabled("sacct: error: Problem talking to the database")
+    assert queries.accounting_disabled("Slurm accounting storage is disabled")
+    assert not queries.accounting_disabled("sacct: error: Problem talking to the database")
 
 
 @pytest.mark.parametrize(
@@ -420,20 +421,20 @@ def test_recorded_scancel_is_silent_for_finished_and_unknown() -> None:
 
 
 def test_parse_recorded_scontrol_show_job() -> None:
-    fields = commands.parse_scontrol_record(recorded("scontrol_show_job_running_oneliner"))
+    fields = slurm_cluster.parse_scontrol_record(recorded("scontrol_show_job_running_oneliner"))
     assert fields["JobState"] == "RUNNING"
     assert fields["StdOut"].endswith("slurm-11.out")
-    assert commands.output_of_record(fields) == fields["StdOut"]
-    assert commands.output_of_record({"StdOut": "(null)"}) is None
-    multi = commands.parse_scontrol_record(recorded("scontrol_show_job_completed"))
+    assert slurm_cluster.output_of_record(fields) == fields["StdOut"]
+    assert slurm_cluster.output_of_record({"StdOut": "(null)"}) is None
+    multi = slurm_cluster.parse_scontrol_record(recorded("scontrol_show_job_completed"))
     assert multi["ExitCode"] == "3:0" and multi["JobState"] == "FAILED"
 
 
 def test_parse_recorded_scontrol_config() -> None:
-    config = commands.parse_scontrol_config(recorded("scontrol_show_config"))
-    assert commands.max_array_size(config) == 1001
+    config = slurm_cluster.parse_scontrol_config(recorded("scontrol_show_config"))
+    assert slurm_cluster.max_array_size(config) == 1001
     assert config["MinJobAge"] == "10 sec"
-    assert commands.max_array_size({}) == 1001
+    assert slurm_cluster.max_array_size({}) == 1001
 
 
 @pytest.mark.parametrize(
@@ -446,12 +447,12 @@ def test_parse_recorded_scontrol_config() -> None:
     ],
 )
 def test_parse_version(text: str, version: object) -> None:
-    assert commands.parse_version(text) == version
+    assert slurm_cluster.parse_version(text) == version
 
 
 def test_recorded_versions() -> None:
-    assert commands.parse_version(recorded("sbatch_version"))[:2] == (22, 5)
-    assert commands.format_version((22, 5, 8)) == "22.05.8"
+    assert slurm_cluster.parse_version(recorded("sbatch_version"))[:2] == (22, 5)
+    assert slurm_cluster.format_version((22, 5, 8)) == "22.05.8"
 
 
 def test_output_for_task() -> None:

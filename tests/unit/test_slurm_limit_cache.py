@@ -1,4 +1,4 @@
-"""The cap on queued jobs kept in the state folder (``slurm.cli``): shared by
+"""The cap on queued jobs kept in the state folder (``store/caps.py``): shared by
 processes, whole under concurrent writers, forgotten after its time."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 from typing import List
 
-from hpcbridge.schedulers.slurm.cli import TTL, LimitCache
+from hpcbridge.store.caps import TTL, LimitCache
 from tests.conftest import REPO
 
 
@@ -61,7 +61,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from hpcbridge.schedulers.slurm.cli import LimitCache
+    from hpcbridge.store.caps import LimitCache
     folder, cap, times = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     cache = LimitCache(folder)
     for _ in range(times):

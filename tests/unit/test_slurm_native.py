@@ -18,8 +18,10 @@ from hpcbridge.engine.jobscript import PreparedJob
 from hpcbridge.errors import JobSubmissionError, SchedulerAdapterError, SchedulerUnavailableError
 from hpcbridge.model import JobState
 from hpcbridge.resources import Resources
-from hpcbridge.schedulers.slurm import commands, native, pyslurm_loading
-from hpcbridge.schedulers.slurm.cli import SlurmCliDriver
+from hpcbridge.schedulers.slurm import commands, pyslurm_loading
+from hpcbridge.schedulers.slurm import native_driver as native
+from hpcbridge.schedulers.slurm import pyslurm_records as records
+from hpcbridge.schedulers.slurm.cli_driver import SlurmCliDriver
 from hpcbridge.transports.base import CommandResult
 from hpcbridge.transports.local import LocalExecutor
 
@@ -48,7 +50,7 @@ def spec(
 
 
 def test_submit_description_every_field() -> None:
-    kwargs = native.submit_description_kwargs(
+    kwargs = records.submit_description_kwargs(
         spec(
             depends_on=("5", "9_1"),
             array="0-9",
@@ -86,7 +88,7 @@ def test_submit_description_every_field() -> None:
 
 
 def test_submit_description_minimal_gpus_zero() -> None:
-    kwargs = native.submit_description_kwargs(spec(gpus=0))
+    kwargs = records.submit_description_kwargs(spec(gpus=0))
     assert "gpus" not in kwargs and "dependencies" not in kwargs and "partitions" not in kwargs
 
 
@@ -109,7 +111,7 @@ def fake_job(**attributes: Any) -> types.SimpleNamespace:
 
 
 def test_status_from_running_job() -> None:
-    status = native.status_from_job(fake_job(end_time=1_800_003_600))
+    status = records.status_from_job(fake_job(end_time=1_800_003_600))
     assert status.job_id == "5" and status.state is JobState.RUNNING
     assert status.start_time == datetime.fromtimestamp(1_800_000_000).astimezone()
     assert status.start_time is not None and status.start_time.tzinfo is not None
@@ -133,7 +135,7 @@ def test_status_from_running_job() -> None:
 def test_status_from_finished_job(
     state: str, code: int, signal: int, expected_state: JobState, expected_code: Optional[int]
 ) -> None:
-    status = native.status_from_job(
+    status = records.status_from_job(
         fake_job(
             state=state,
             exit_code=code,
@@ -149,7 +151,7 @@ def test_status_from_finished_job(
 
 
 def test_pending_job_has_no_times() -> None:
-    status = native.status_from_job(
+    status = records.status_from_job(
         fake_job(state="PENDING", start_time=1_900_000_000, state_reason="Dependency")
     )
     assert status.state is JobState.PENDING and status.start_time is None
@@ -159,9 +161,9 @@ def test_pending_job_has_no_times() -> None:
 def test_array_ids() -> None:
     task = fake_job(id=21, array_id=13, array_task_id=4)
     pending = fake_job(id=13, array_id=13, array_task_id=None, array_tasks_waiting="5-7")
-    assert native.job_ids_of(task) == ["13_4"]
-    assert native.job_ids_of(pending) == ["13_5", "13_6", "13_7"]
-    found = native.statuses_from_jobs([task, pending], ["13_4", "13_6", "21", "13", "99"])
+    assert records.job_ids_of(task) == ["13_4"]
+    assert records.job_ids_of(pending) == ["13_5", "13_6", "13_7"]
+    found = records.statuses_from_jobs([task, pending], ["13_4", "13_6", "21", "13", "99"])
     assert found["13_4"].state is JobState.RUNNING and found["21"].job_id == "21"
     assert found["13_6"].job_id == "13_6"
     assert "13" not in found and "99" not in found
@@ -171,13 +173,13 @@ def test_array_ids() -> None:
 def test_array_task_zero(waiting: Optional[str]) -> None:
     # pyslurm gives task 0 as array_task_id=None (its parser reads 0 as "no value")
     zero = fake_job(id=47, array_id=46, array_task_id=None, array_tasks_waiting=waiting)
-    assert native.job_ids_of(zero) == ["46_0"]
-    found = native.statuses_from_jobs([zero], ["46_0", "47", "46"])
+    assert records.job_ids_of(zero) == ["46_0"]
+    found = records.statuses_from_jobs([zero], ["46_0", "47", "46"])
     assert found["46_0"].state is JobState.RUNNING and found["47"].job_id == "47"
     assert "46" not in found
     # the database record of task 0 of a finished array, the array's own id
     done = fake_job(id=46, array_id=46, array_task_id=None, state="COMPLETED", end_time=1)
-    assert native.statuses_from_jobs([done], ["46_0"])["46_0"].state is JobState.COMPLETED
+    assert records.statuses_from_jobs([done], ["46_0"])["46_0"].state is JobState.COMPLETED
 
 
 def test_a_record_naming_its_task_wins_over_task_zero_by_elimination() -> None:
@@ -185,31 +187,31 @@ def test_a_record_naming_its_task_wins_over_task_zero_by_elimination() -> None:
     # e.g. a history record of the array's cancelled rest that does not say which tasks
     unnamed = fake_job(id=50, array_id=50, array_task_id=None, state="CANCELLED", end_time=1)
     for order in ([named, unnamed], [unnamed, named]):
-        found = native.statuses_from_jobs(order, ["50_0"])
+        found = records.statuses_from_jobs(order, ["50_0"])
         assert found["50_0"].state is JobState.COMPLETED
 
 
 def test_folded_exit_code_is_told_and_unfolded() -> None:
-    folded = native.status_from_job(fake_job(state="FAILED", exit_code=2, end_time=1))
-    assert native.may_be_folded(folded) and folded.exit_code == 2
-    assert native.unfolded(folded, 130).exit_code == 130  # type: ignore[union-attr]
-    assert native.unfolded(folded, 2).exit_code == 2  # type: ignore[union-attr]
-    assert native.unfolded(folded, 7) is None  # not this job's record
-    assert native.unfolded(folded, None) is None
+    folded = records.status_from_job(fake_job(state="FAILED", exit_code=2, end_time=1))
+    assert records.may_be_folded(folded) and folded.exit_code == 2
+    assert records.unfolded(folded, 130).exit_code == 130  # type: ignore[union-attr]
+    assert records.unfolded(folded, 2).exit_code == 2  # type: ignore[union-attr]
+    assert records.unfolded(folded, 7) is None  # not this job's record
+    assert records.unfolded(folded, None) is None
     # exit 128 comes back as 0 with FAILED; a COMPLETED 0 and a signal are certain
-    assert native.may_be_folded(native.status_from_job(fake_job(state="FAILED", end_time=1)))
+    assert records.may_be_folded(records.status_from_job(fake_job(state="FAILED", end_time=1)))
     for certain in (
         fake_job(state="COMPLETED", end_time=1),
         fake_job(state="CANCELLED", exit_code=0, exit_code_signal=15, end_time=1),
     ):
-        assert not native.may_be_folded(native.status_from_job(certain))
+        assert not records.may_be_folded(records.status_from_job(certain))
 
 
 def test_iter_jobs_over_collections() -> None:
     one, two = fake_job(id=1), fake_job(id=2)
-    assert list(native.iter_jobs({1: one, 2: two})) == [one, two]
-    assert list(native.iter_jobs({"cluster": {1: one, 2: two}})) == [one, two]
-    assert list(native.iter_jobs([one, two])) == [one, two]
+    assert list(records.iter_jobs({1: one, 2: two})) == [one, two]
+    assert list(records.iter_jobs({"cluster": {1: one, 2: two}})) == [one, two]
+    assert list(records.iter_jobs([one, two])) == [one, two]
 
 
 @pytest.mark.parametrize(
@@ -224,7 +226,7 @@ def test_iter_jobs_over_collections() -> None:
     ],
 )
 def test_versions_match(pyslurm: Optional[str], slurm: Optional[str], match: bool) -> None:
-    assert native.versions_match(pyslurm, slurm) is match
+    assert records.versions_match(pyslurm, slurm) is match
 
 
 # -- driver choice ----------------------------------------------------------------
@@ -395,18 +397,18 @@ def test_native_asked_for_but_mismatched_raises(
 
 def test_conf_problem_rules() -> None:
     fresh = (False, None)
-    assert pyslurm_loading.conf_problem("/a.conf", "/a.conf", fresh) is None
-    assert pyslurm_loading.conf_problem(None, None, fresh) is None
-    mismatch = pyslurm_loading.conf_problem("/right.conf", "/wrong.conf", fresh)
+    assert records.conf_problem("/a.conf", "/a.conf", fresh) is None
+    assert records.conf_problem(None, None, fresh) is None
+    mismatch = records.conf_problem("/right.conf", "/wrong.conf", fresh)
     assert mismatch and "/wrong.conf" in mismatch and "/right.conf" in mismatch
-    unset = pyslurm_loading.conf_problem("/right.conf", None, fresh)
+    unset = records.conf_problem("/right.conf", None, fresh)
     assert unset and "unset" in unset and "\n" not in unset
-    assert pyslurm_loading.conf_problem("/a.conf", "/b.conf", (True, "/a.conf")) is None
-    other = pyslurm_loading.conf_problem("/b.conf", "/b.conf", (True, "/a.conf"))
+    assert records.conf_problem("/a.conf", "/b.conf", (True, "/a.conf")) is None
+    other = records.conf_problem("/b.conf", "/b.conf", (True, "/a.conf"))
     assert other and "loaded for SLURM_CONF=/a.conf" in other
-    assert pyslurm_loading.wanted_slurm_conf({"SLURM_CONF": "/s"}, {"SLURM_CONF": "/p"}) == "/s"
-    assert pyslurm_loading.wanted_slurm_conf({}, {"SLURM_CONF": "/p"}) == "/p"
-    assert pyslurm_loading.wanted_slurm_conf({}, {}) is None
+    assert records.wanted_slurm_conf({"SLURM_CONF": "/s"}, {"SLURM_CONF": "/p"}) == "/s"
+    assert records.wanted_slurm_conf({}, {"SLURM_CONF": "/p"}) == "/p"
+    assert records.wanted_slurm_conf({}, {}) is None
 
 
 @pytest.fixture
@@ -501,7 +503,7 @@ def test_not_installed_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def driver_with(module: Any, executor: Optional[LocalExecutor] = None) -> native.SlurmNativeDriver:
     cli = SlurmCliDriver(executor or VersionExecutor(), query_retries=0.0)
-    return native.SlurmNativeDriver(cli, module)
+    return native.SlurmNativeDriver.like(cli, module)
 
 
 def staged(tmp_path) -> PreparedJob:
@@ -599,7 +601,7 @@ def test_native_refused_array_goes_in_task_by_task_through_sbatch(tmp_path) -> N
 
     executor = Sbatch()
     refusing = fake_pyslurm(submit_error=RPCError("Invalid job array specification"))
-    driver = native.SlurmNativeDriver(SlurmCliDriver(executor), refusing)
+    driver = native.SlurmNativeDriver.like(SlurmCliDriver(executor), refusing)
     assert [item.job_id for item in submit(driver, batch(staged(tmp_path), 2))] == ["51", "52"]
     assert [argv[-1] for argv in executor.calls] == ["0", "1"]
 
@@ -656,7 +658,7 @@ def test_native_cancel_goes_through_scancel() -> None:
     driver = driver_with(module)
     driver.cancel(["5", "9_2"])
     assert module.cancelled == []
-    assert driver.cli.executor.calls[-1] == ["scancel", "5", "9_2"]  # type: ignore[attr-defined]
+    assert driver.executor.calls[-1] == ["scancel", "5", "9_2"]  # type: ignore[attr-defined]
 
 
 def test_native_cancel_failure() -> None:

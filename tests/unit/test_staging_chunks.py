@@ -18,7 +18,9 @@ from hpcbridge.engine.jobscript import (
 )
 from hpcbridge.engine.submitting import Placement, Stager, job_records
 from hpcbridge.resources import Resources
-from hpcbridge.schedulers.flux import jobspec, submission
+from hpcbridge.schedulers.flux import jobspec as flux_jobspec
+from hpcbridge.schedulers.flux import planning
+from hpcbridge.schedulers.flux import request as flux_request
 from hpcbridge.transports.local import LocalExecutor
 
 
@@ -135,13 +137,13 @@ def test_every_record_keeps_its_own_tasks_name() -> None:
 # -- Flux: every job is its own submission, under its own name ---------------------------
 
 
-def flux_plan(*scripts: str) -> submission.FluxPlan:
+def flux_plan(*scripts: str) -> flux_request.FluxPlan:
     [(job, _)] = plan_chunks("/j", tasks(*scripts), None, 100, "T")
     batch = SubmitBatch(job, len(scripts), Resources(), (), "/j/flux-{{id}}.out")
-    request = submission.SubmitRequest(job.wrapper_path, job.job_name, batch.output, "/j")
+    request = flux_request.SubmitRequest(job.wrapper_path, job.job_name, batch.output, "/j")
     environments = tuple({"HPCBRIDGE_TASK_INDEX": str(i)} for i in range(len(scripts)))
     names = tuple(job.name_of(index) for index in range(len(scripts)))
-    return submission.FluxPlan(request, environments, submission.job_keys("T", len(scripts)), names)
+    return flux_request.FluxPlan(request, environments, planning.job_keys("T", len(scripts)), names)
 
 
 def test_each_flux_job_carries_its_own_name_and_key() -> None:
@@ -192,8 +194,8 @@ class _FluxJob:
 def test_the_bulk_submission_names_each_job_after_its_own_script() -> None:
     made = flux_plan("a.sh", "b.sh")
     flux_job = _FluxJob()
-    params = submission.jobspec_params(made.request)
-    found = jobspec.submit_all(
+    params = flux_jobspec.jobspec_params(made.request)
+    found = flux_jobspec.submit_all(
         None, flux_job, params, made.environments, {}, made.keys, names=made.names
     )
     assert found == [(True, 1), (True, 2)]

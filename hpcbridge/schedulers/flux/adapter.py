@@ -5,39 +5,25 @@ Default job kind: batch jobs on the system instance, plain jobs in an enclosing 
 
 from __future__ import annotations
 
-import shlex
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence, Union, cast
 
-from ...cost import Charge
 from ...engine.adapter import SchedulerAdapter
-from ...engine.submitting import Order, dry_batches
 from ...errors import ConfigurationError, JobNotFoundError, SchedulerUnavailableError
 from ...registry import check_driver_choice
-from ...transports.base import Executor
-from .command_line import charges_argv, parse_charges
-from .commands import FluxCommands
-from .doctor import adapter_info
+from .ids import InvalidJobIdError, canonical_job_id
 from .instance import POLICIES, FluxOptions, FluxPolicy, InstanceFacts, UriSetting, facts
-from .native import Attributes
-from .session import (
-    FluxSession,
-    choose_uri_setting,
-    command_host,
-    load_bindings,
-    open_session,
-    resolve_target,
-)
-from .status import F58_PREFIX, InvalidJobIdError, canonical_job_id, only_unknown_ids
-from .submission import (
-    MAX_BATCH,
-    JobChoice,
-    JobKind,
-    Questions,
-    choose_kind,
-    flux_plan,
-    plan_batch,
-    submit_argv,
-)
+from .jobspec import F58_PREFIX
+from .request import JobChoice, JobKind
+from .uri import choose_uri_setting
+
+if TYPE_CHECKING:
+    from ...cost import Charge
+    from ...engine.submitting import Order
+    from ...transports.base import Executor
+    from .session import FluxSession
+
+# The session (bindings, drivers), the commands and doctor are imported when first used:
+# importing the adapter class loads none of them.
 
 
 class FluxAdapter(SchedulerAdapter):
@@ -78,14 +64,15 @@ class FluxAdapter(SchedulerAdapter):
             outer_time_margin=outer_time_margin,
             discover_bindings=discover_bindings,
         )
-        self.uri_setting: UriSetting = choose_uri_setting(self.settings, self.executor, uri)
+        local = self.executor.is_local
+        self.uri_setting: UriSetting = choose_uri_setting(self.settings, local, uri)
 
     def open(self) -> FluxSession:
-        session = super().open()
-        assert isinstance(session, FluxSession)
-        return session
+        return cast("FluxSession", super().open())  # made by _open_session
 
     def _open_session(self) -> FluxSession:
+        from .session import open_session
+
         return open_session(self.uri_setting, self.executor, self.options)
 
     @property
@@ -95,6 +82,10 @@ class FluxAdapter(SchedulerAdapter):
     def charges(self, job_ids: Sequence[str]) -> Dict[str, Charge]:
         """What ``flux jobs`` says these jobs held (their R's cores and GPUs) x their run
         time (``command_line.parse_charges``)."""
+        from .commands import charges_argv
+        from .instance_answers import parse_charges
+        from .status import only_unknown_ids
+
         if not job_ids:
             return {}
         session = self.open()
@@ -110,6 +101,10 @@ class FluxAdapter(SchedulerAdapter):
 
     def resolve_target(self, target: str, *, local: Optional[bool] = None) -> str:
         """The URI of ``target``, as ``flux uri --remote``; ``local``: None/True/False."""
+        from .bindings import load_bindings
+        from .command_runner import FluxCommands
+        from .session import command_host, resolve_target
+
         module = load_bindings(self.executor, self.options).module
         commands = FluxCommands(self.executor, self.options.flux_command, self.command_timeout)
         here = lambda: command_host(self.executor, commands)  # noqa: E731
@@ -117,6 +112,8 @@ class FluxAdapter(SchedulerAdapter):
 
     def job_options(self, options: Mapping[str, Any]) -> JobChoice:
         """``nested=True`` a batch job, ``False`` a plain job (``choose_kind``)."""
+        from .planning import choose_kind
+
         unknown = sorted(set(options) - {"nested"})
         if unknown:
             raise TypeError(f"flux: unexpected submission keyword {unknown[0]!r}")
@@ -144,29 +141,16 @@ class FluxAdapter(SchedulerAdapter):
         return f"{text}\n# the same by command (the CLI driver):\n{lines}"
 
     def _command_lines(self, order: Order, known: Union[InstanceFacts, FluxPolicy]) -> str:
+        from ...engine.submitting import dry_batches
+        from .command_runner import FluxCommands
+        from .commands import command_lines
+        from .request import MAX_BATCH
+
         if isinstance(known, FluxPolicy):
             known = facts(self.uri_setting.value, None, known, "assumed", None)
-        commands = FluxCommands(self.executor, self.options.flux_command, self.command_timeout)
-
-        unchecked: List[str] = []
-
-        def native(policy: FluxPolicy, batch: bool, options: Sequence[str]) -> Attributes:
-            try:
-                return commands.native_attributes(policy, batch, options)
-            except SchedulerUnavailableError:  # no flux command here to judge them
-                unchecked.extend(option for option in options if option not in unchecked)
-                return ()
-
-        lines = []
-        for batch in dry_batches(order, self.stager, MAX_BATCH):
-            ask = Questions(None, native, lambda: None)  # banks: Flux judges at submission
-            request = flux_plan(plan_batch(batch, known, ask, 0.0)).request
-            lines.append(shlex.join(submit_argv(self.options.flux_command, known.policy, request)))
-        if unchecked:
-            lines.append(
-                f"# not shown, no flux command here to judge them: {shlex.join(unchecked)}"
-            )
-        return "\n".join(lines)
+        runner = FluxCommands(self.executor, self.options.flux_command, self.command_timeout)
+        batches = dry_batches(order, self.stager, MAX_BATCH)
+        return command_lines(batches, known, self.options.flux_command, runner.native_attributes)
 
     def normalize_job_id(self, job_id: Any) -> str:
         try:
@@ -190,6 +174,9 @@ class FluxAdapter(SchedulerAdapter):
         return text
 
     def doctor_info(self) -> Dict[str, Any]:
+        from .doctor import adapter_info
+        from .planning import choose_kind
+
         info = adapter_info(
             self.open,
             transport=self.executor.kind,

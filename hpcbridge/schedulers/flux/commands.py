@@ -1,377 +1,207 @@
-"""``flux`` subcommands against one instance, through the executor (local or SSH), and the jobs
-of a submission whose answer was lost, found by the key in their jobspecs (``KeyFinder``).
+"""The ``flux`` command lines hpcbridge runs, built from what a driver wants; their answers are
+read by ``answers`` and ``status``.  Ids go to commands in decimal (any locale).  Pure.
 """
 
 from __future__ import annotations
 
-import logging
+import json
 import math
-import re
-import time
-from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Tuple, TypeVar
+import shlex
+from typing import Any, Callable, Iterable, List, Mapping, Sequence
 
-from ...engine.adoption import CannotAsk, adopt_or_resubmit, look_up
-from ...errors import (
-    JobTimeoutError,
-    ResourceError,
-    SchedulerUnavailableError,
-    SubmissionUncertainError,
-    TransportError,
-)
-from ...retrying import retry
-from ...transports.base import CommandResult, Executor
-from . import command_line as cl
-from . import native
-from .command_line import Outcome, scheduler_message
-from .instance import (
-    Association,
-    FluxPolicy,
-    QueueInfo,
-    parse_config_json,
-    parse_flux_version_output,
-    parse_queue_list,
-)
+from ...engine.driver import SubmitBatch
+from ...errors import SchedulerUnavailableError
+from ...resources import format_fsd
+from .ids import decimal_job_id
+from .instance import FluxPolicy, InstanceFacts
 from .jobspec import KEY_ATTRIBUTE
-
-log = logging.getLogger("hpcbridge")
-
-T = TypeVar("T")
-
-#: seconds the user's flux-accounting rows are trusted before they are read again
-ASSOCIATIONS_TTL = 300.0
-
-# A target still starting (URI not published, a Slurm job pending or its `flux start` not up)
-# is waited for; "not running" / "not found" are final.
-_URI_NOT_YET = ("URI not found", "doesn't seem to have a FLUX_URI", "empty nodelist")
+from .options import Attributes
+from .planning import Questions, flux_plan, plan_batch
+from .request import JobKind, SubmitRequest
+from .status import JOBS_FORMAT
 
 
-class FluxCommands:
-    """Runs ``flux`` subcommands against one instance (``uri``; ``None`` = the default)."""
-
-    def __init__(
-        self,
-        executor: Executor,
-        flux_command: str = "flux",
-        command_timeout: float = 60.0,
-        uri: Optional[str] = None,
-    ) -> None:
-        self.executor = executor
-        self.flux = flux_command
-        self.command_timeout = command_timeout
-        self.uri = uri
-        #: what each native option sets (``native_attributes``), by job kind and option
-        self._native: Dict[Tuple[bool, str], native.Attributes] = {}
-        #: the bare job's dry-run jobspec each option's is compared with, by job kind
-        self._bare: Dict[bool, str] = {}
-        #: the login the instance's accounting knows this user by (``associations``)
-        self._user: Optional[str] = None
-        #: when the user's flux-accounting rows were read, and them (``associations``)
-        self._associations: Tuple[float, Optional[List[Association]]] = (-math.inf, None)
-
-    def for_uri(self, uri: Optional[str]) -> FluxCommands:
-        """The same commands aimed at another instance."""
-        return FluxCommands(self.executor, self.flux, self.command_timeout, uri)
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: Optional[float] = None,
-        idempotent: bool = True,
-        input: Optional[str] = None,
-        cwd: Optional[str] = None,
-    ) -> CommandResult:
-        result = self.executor.run(
-            list(argv),
-            timeout=timeout if timeout is not None else self.command_timeout,
-            env={"FLUX_URI": self.uri} if self.uri else None,
-            cwd=cwd,
-            input=input,
-            idempotent=idempotent,
-        )
-        if result.returncode == 127 and not result.stdout:
-            raise SchedulerUnavailableError(
-                f"{argv[0]} not found where commands run ({self.executor.kind}): "
-                f"{result.message()} - set HPCBRIDGE_FLUX_COMMAND to the flux command's path"
-            )
-        return result
-
-    def versions(self) -> Dict[str, str]:
-        """``flux version``: commands, libflux-core and (only when it answered) broker."""
-        found = parse_flux_version_output(self.run(cl.version_argv(self.flux)).stdout)
-        if "broker" not in found:
-            attr = self.run([self.flux, "getattr", "version"])
-            if attr.ok and attr.stdout.strip():
-                found["broker"] = attr.stdout.strip()
-            else:
-                found["broker_error"] = attr.message()
-        return found
-
-    def hostname(self) -> Optional[str]:
-        result = self.executor.run(["uname", "-n"], timeout=self.command_timeout)
-        return result.stdout.strip() if result.ok else None
-
-    def queue_info(self, policy: FluxPolicy) -> Optional[QueueInfo]:
-        """The configuration's queues (``flux config get``), else ``flux queue list``."""
-        found = None
-        if policy.config_rpc:
-            found = self._parsed([self.flux, "config", "get"], parse_config_json)
-        if found is None:
-            found = self._parsed([self.flux, "queue", "list"], parse_queue_list)
-        return found
-
-    def _parsed(self, argv: List[str], parse: Callable[[str], T]) -> Optional[T]:
-        result = self.run(argv)
-        if not result.ok:
-            return None
-        try:
-            return parse(result.stdout)
-        except ValueError as exc:
-            log.debug("%s: %s", " ".join(argv[1:3]), exc)
-            return None
-
-    def _resource_r(self, parse: Callable[[str], T]) -> Optional[T]:
-        # A fast C subcommand in every release; R has execution.expiration in a limited job.
-        return self._parsed([self.flux, "kvs", "get", "resource.R"], parse)
-
-    def expiration(self) -> Optional[float]:
-        return self._resource_r(cl.parse_expiration)
-
-    def cores(self) -> Optional[int]:
-        """How many cores the instance schedules on (its R)."""
-        return self._resource_r(cl.parse_cores)
-
-    def associations(self) -> Optional[List[Association]]:
-        """This user's flux-accounting banks with their limits; ``None`` where it has none or
-        will not say (its service answers its owner only)."""
-        asked, found = self._associations
-        if time.monotonic() - asked <= ASSOCIATIONS_TTL:
-            return found
-        found = None
-        if self._user is None:
-            user = self.executor.run(["id", "-un"], timeout=self.command_timeout)
-            self._user = user.stdout.strip() if user.ok else ""
-        if not self._user:  # who asks is unknown: there is no row to ask for
-            self._associations = (time.monotonic(), None)
-            return None
-        try:
-            # through flux-accounting's service: no database path
-            result = self.run([self.flux, "account", "view-user", self._user])
-        except SchedulerUnavailableError as exc:  # no flux command: no accounting to ask
-            result = CommandResult([], 1, "", str(exc))
-        if result.ok:
-            try:
-                found = cl.parse_account_user(result.stdout)
-            except (ValueError, KeyError, TypeError) as exc:
-                log.warning("flux account view-user said what cannot be read: %s", exc)
-        else:
-            log.debug("flux: no accounting here: %s", result.message())
-        self._associations = (time.monotonic(), found)
-        return found
-
-    def native_attributes(
-        self, policy: FluxPolicy, batch: bool, options: Sequence[str]
-    ) -> native.Attributes:
-        """What ``options`` (Flux's own words) set in a job's attributes, by dry runs (bare,
-        then one per option; remembered); ``ResourceError`` for one refused."""
-        native.check_names(options)
-        command = policy.batch_command if batch else policy.submit_command
-        found: List[Tuple[str, Any]] = []
-        for option in options:
-            if (batch, option) not in self._native:
-                if batch not in self._bare:
-                    self._bare[batch] = self._dry_run(command, batch, ())
-                self._native[batch, option] = native.option_attributes(
-                    option, self._bare[batch], self._dry_run(command, batch, (option,))
-                )
-            found.extend(self._native[batch, option])
-        return tuple(found)
-
-    def _dry_run(self, command: Sequence[str], batch: bool, options: Sequence[str]) -> str:
-        argv = native.dry_run_argv(self.flux, command, batch, options)
-        result = self.run(argv)
-        if not result.ok:
-            said = scheduler_message(result.message()) or "no message"
-            said = re.sub(r"^flux[ -][\w -]*?: (?:error: )?", "", said)
-            asked = repr(" ".join(options)) if options else "a bare job"
-            raise ResourceError("native", f"flux: {asked}: flux {' '.join(command)} says: {said}")
-        return result.stdout
-
-    def wait_ready(self, timeout: float) -> None:
-        """A trivial request answered = the broker is up (submits retry on top)."""
-        argv = [self.flux, "getattr", "rank"]
-        retry(lambda: self.run(argv), budget=timeout, again=lambda r: not r.ok, pause=0.5)
-
-    def resolve_uri(self, target: str, policy: FluxPolicy, timeout: float) -> str:
-        """``flux uri --remote TARGET`` (retried until published); ``LookupError``: not known."""
-        if not policy.uri_resolution:
-            raise SchedulerUnavailableError(
-                f"Flux adapter {policy.name} has no `flux uri`; give an ssh:// or local:// URI"
-            )
-        argv = [self.flux, "uri", "--remote", target]
-
-        def published_yet(result: CommandResult) -> bool:
-            return bool(result.ok and cl.parse_uri_output(result.stdout))
-
-        def starting(result: CommandResult) -> bool:
-            return not published_yet(result) and any(m in result.message() for m in _URI_NOT_YET)
-
-        result = retry(lambda: self.run(argv), budget=timeout, again=starting, pause=0.5)
-        uri = cl.parse_uri_output(result.stdout) if result.ok else None
-        if not uri:
-            raise LookupError(f"flux uri --remote {target}: {result.message()}")
-        return uri
-
-    def output_of(self, job_id: str) -> Optional[str]:
-        result = self.run(cl.jobspec_argv(self.flux, job_id))
-        return cl.output_path_from_jobspec(result.stdout, job_id) if result.ok else None
-
-
-#: seconds an uncertain submission may take to be found, or found surely absent
-ADOPTION_BUDGET = 180.0
-#: seconds the instance must keep saying no job has the key before it is sent again (a paused
-#: broker takes a held request in later; job-list learns of a job after the job-manager)
-SETTLE = 10.0
-#: seconds before the attempt began from which jobs are listed (t_submit is the broker's clock)
-SINCE_MARGIN = 30.0
-#: seconds back from now a lookup for a sender that died lists jobs from, by default
-LOOK_BACK = 3600.0
-#: seconds one question may take (a paused broker answers nothing: the command waits)
-LOOK_TIMEOUT = 15.0
-
-
-class KeyFinder:
-    """The jobs carrying some keys on one instance, asked by command."""
-
-    def __init__(self, commands: FluxCommands, policy: FluxPolicy, started: float) -> None:
-        self.commands = commands
-        self.policy = policy
-        self.since = self._since(started)
-        #: job id -> the key its jobspec carries (``None``: none)
-        self._keys: Dict[str, Optional[str]] = {}
-
-    def _since(self, started: float) -> float:
-        elapsed = time.time() - started
-        now = time.time()
-        try:
-            result = self.commands.run(cl.clock_argv(), timeout=LOOK_TIMEOUT)
-            if result.ok:
-                now = cl.parse_clock(result.stdout)
-        except (ValueError, JobTimeoutError, TransportError, SchedulerUnavailableError) as exc:
-            log.debug("flux: cannot read the clock where the commands run (%s)", exc)
-        return now - elapsed - SINCE_MARGIN
-
-    def find(self, keys: Collection[str]) -> Dict[str, str]:
-        """key -> the id of the job carrying it; ``CannotAsk`` when the instance cannot tell."""
-        argv = cl.recent_jobs_argv(self.commands.flux, self.policy, self.since)
-        listing = self.commands.run(argv, timeout=LOOK_TIMEOUT)
-        if not listing.ok:
-            raise CannotAsk(f"flux jobs: {scheduler_message(listing.message()) or 'failed'}")
-        for job_id in cl.parse_recent_jobs(listing.stdout, self.since):
-            if job_id not in self._keys:
-                self._keys[job_id] = self._key_of(job_id)
-        found: Dict[str, str] = {}
-        for job_id, key in self._keys.items():
-            if key is not None and key in keys:
-                found.setdefault(key, job_id)
-        return found
-
-    def _key_of(self, job_id: str) -> Optional[str]:
-        argv = cl.jobspec_argv(self.commands.flux, job_id)
-        result = self.commands.run(argv, timeout=LOOK_TIMEOUT)
-        if not result.ok:
-            raise CannotAsk(f"flux job info {job_id} jobspec: {result.message() or 'failed'}")
-        try:
-            return cl.key_of_jobspec(result.stdout)
-        except ValueError as exc:
-            raise CannotAsk(f"flux job info {job_id} jobspec: {exc}") from None
-
-
-def _label(keys: Sequence[str]) -> str:
-    return keys[0] if len(keys) == 1 else f"{keys[0]}..{keys[-1]}"
-
-
-def _find_all(finder: KeyFinder, keys: Sequence[str], found: Dict[str, str]) -> Optional[str]:
-    """Look once more into ``found``: the first job's id once all are; ``CannotAsk`` while
-    more keep arriving (the settling restarts)."""
-    before = len(found)
-    found.update(finder.find(set(keys) - set(found)))
-    if len(found) == len(keys):
-        return found[keys[0]]
-    if len(found) > before:
-        raise CannotAsk(f"{len(found)} of its {len(keys)} jobs found so far")
-    return None
-
-
-def adopt_one(finder: KeyFinder, key: str, resubmit: Callable[[], str], where: str) -> str:
-    """The id of the one job an uncertain submission of ``key`` made (found, or sent again)."""
-    return adopt_or_resubmit(
-        lambda: finder.find({key}).get(key),
-        resubmit,
-        key=key,
-        budget=ADOPTION_BUDGET,
-        settle=SETTLE,
-        where=where,
-        look_for=f"a job whose jobspec has {KEY_ATTRIBUTE}={key}",
+def bulk_input(
+    params: Mapping[str, Any],
+    environments: Sequence[Mapping[str, str]],
+    keys: Sequence[str] = (),
+    names: Sequence[str] = (),
+) -> str:
+    return json.dumps(
+        {
+            "job": dict(params),
+            "environments": [dict(e) for e in environments],
+            "keys": list(keys),
+            "names": list(names),
+        }
     )
 
 
-def adopt_all(
-    finder: KeyFinder,
-    keys: Sequence[str],
-    resend: Callable[[List[int]], List[Outcome]],
-    where: str,
-) -> List[Outcome]:
-    """The outcome of each job of an uncertain bulk submission, in order: found, or sent again
-    by ``resend(indices)`` once the rest stayed absent; past the budget those found are kept."""
-    found: Dict[str, str] = {}
-    sent: Dict[int, Outcome] = {}
-    label = _label(keys)
-
-    def look() -> Optional[str]:
-        first = _find_all(finder, keys, found)
-        return f"{first} and {len(keys) - 1} more" if first and len(keys) > 1 else first
-
-    def resubmit() -> str:
-        missing = [index for index, key in enumerate(keys) if key not in found]
-        if found:
-            log.warning(
-                "submission %s: adopted jobs %s; the other %d never went in",
-                label,
-                ", ".join(found[key] for key in keys if key in found),
-                len(missing),
-            )
-        sent.update(zip(missing, resend(missing)))
-        return label
-
-    try:
-        adopt_or_resubmit(
-            look,
-            resubmit,
-            key=label,
-            budget=ADOPTION_BUDGET,
-            settle=SETTLE,
-            where=where,
-            look_for=f"jobs whose jobspec has {KEY_ATTRIBUTE}={label}",
-        )
-    except SubmissionUncertainError as exc:
-        if not found:
-            raise
-        sent.update({i: (False, str(exc)) for i, key in enumerate(keys) if key not in found})
-    return [sent[index] if index in sent else (True, found[key]) for index, key in enumerate(keys)]
+#: what the listing of recent jobs prints: decimal id, submit time (epoch seconds)
+RECENT_FORMAT = "{id.dec} {t_submit}"
 
 
-def look_up_all(finder: KeyFinder, keys: Sequence[str], where: str) -> Dict[str, str]:
-    """key -> job id for the keys some job carries, once the rest stayed absent (empty: none
-    went in); nothing is sent again (the sender died)."""
-    found: Dict[str, str] = {}
-    label = _label(keys)
-    look_up(
-        lambda: _find_all(finder, keys, found),
-        key=label,
-        budget=ADOPTION_BUDGET,
-        settle=SETTLE,
-        where=where,
-        look_for=f"jobs whose jobspec has {KEY_ATTRIBUTE}={label}",
-    )
-    return found
+def recent_jobs_argv(flux: str, policy: FluxPolicy, since: float) -> List[str]:
+    """This user's jobs of every state; inactive ones since ``since`` where the release can."""
+    argv = [flux, "jobs", "-a", "-n", "-c", "0"]
+    if policy.jobs_since:
+        argv.append(f"--since={math.floor(since)}")
+    # 0.26 knows only the short spellings of --no-header and --format.
+    return [*argv, "-o", RECENT_FORMAT]
+
+
+def clock_argv() -> List[str]:
+    return ["date", "+%s"]
+
+
+def jobs_argv(flux: str, policy: FluxPolicy, job_ids: Sequence[str]) -> List[str]:
+    """One ``flux jobs`` call for many ids (no ``-a``: with ids Flux ignores filters, warning)."""
+    ids = [decimal_job_id(job_id) for job_id in job_ids]
+    if policy.jobs_json:
+        return [flux, "jobs", "--json", *ids]
+    # 0.26 knows only the short spellings of --no-header and --format.
+    return [flux, "jobs", "-n", "-o", JOBS_FORMAT, *ids]
+
+
+#: ``flux jobs`` fields for a job's charge: the cores of its R, its run time (0.88 has no
+#: GPU field: "Unknown format field: ngpus")
+CHARGE_FORMAT = "{id.dec}|{ncores}|{runtime}"
+
+
+def charges_argv(flux: str, job_ids: Sequence[str]) -> List[str]:
+    """One ``flux jobs`` call for what these jobs held and for how long."""
+    return [flux, "jobs", "-n", "-o", CHARGE_FORMAT, *[decimal_job_id(i) for i in job_ids]]
+
+
+def cancel_argv(flux: str, policy: FluxPolicy, job_ids: Sequence[str]) -> List[str]:
+    return [flux, *policy.cancel_command, *[decimal_job_id(job_id) for job_id in job_ids]]
+
+
+def cancel_groups(policy: FluxPolicy, job_ids: Sequence[str]) -> List[List[str]]:
+    """The ids of each cancel command: all in one, or one per ``flux job cancel`` (0.26)."""
+    if policy.cancel_command == ("job", "cancel"):
+        return [[job_id] for job_id in job_ids]
+    return [list(job_ids)]
+
+
+def jobspec_argv(flux: str, job_id: str) -> List[str]:
+    return [flux, "job", "info", decimal_job_id(job_id), "jobspec"]
+
+
+def version_argv(flux: str) -> List[str]:
+    return [flux, "version"]
+
+
+def submit_argv(flux: str, policy: FluxPolicy, request: SubmitRequest) -> List[str]:
+    """``flux batch`` or ``flux submit`` (``flux mini ...`` on 0.26) of ``request``."""
+    command = policy.batch_command if request.kind is JobKind.BATCH else policy.submit_command
+    argv = [flux, *command, f"-n{request.nslots}"]
+    if request.nodes:
+        argv.append(f"-N{request.nodes}")
+    if request.cores_per_slot > 1:
+        argv.append(f"-c{request.cores_per_slot}")
+    if request.gpus_per_slot:
+        argv.append(f"-g{request.gpus_per_slot}")
+    if request.exclusive:
+        argv.append("--exclusive")
+    if request.duration:
+        # Always with a unit: a bare `-t 90` means 90 *minutes* to the CLI.
+        argv.append(f"-t{format_fsd(request.duration)}")
+    if request.queue:
+        argv.append(f"--queue={request.queue}")
+    if request.bank:
+        # `--setattr=system.bank`: every release (0.49 has no --bank); ignored without accounting.
+        argv.append(f"--setattr=system.bank={request.bank}")
+    if request.requires:
+        argv.append(f"--requires={request.requires}")
+    for job_id in request.dependencies:
+        argv.append(f"--dependency=afterok:{job_id}")
+    if request.begin:
+        argv.append(f"--dependency=begin-time:{float(request.begin)}")
+    if request.signal:
+        # Leaf by leaf, each value JSON (as the native options' attributes).
+        signum, timeleft = request.signal
+        argv.append(f"--setattr=system.shell.options.signal.signum={signum}")
+        argv.append(f"--setattr=system.shell.options.signal.timeleft={timeleft}")
+    argv.append(f"--job-name={request.job_name}")
+    argv.append(f"--output={request.output}")
+    for name, value in sorted(request.environment.items()):
+        argv.append(f"--env={name}={value}")
+    for path, value in request.attributes:
+        argv.append(f"--setattr={path}={json.dumps(value)}")
+    if request.key:
+        # --setattr parses JSON (123e45 would be a number): a JSON string stays the key.
+        argv.append(f"--setattr={KEY_ATTRIBUTE}={json.dumps(request.key)}")
+    argv.append(request.wrapper_path)
+    return argv
+
+
+def dry_run_argv(
+    flux: str, command: Sequence[str], batch: bool, options: Sequence[str]
+) -> List[str]:
+    """The release's ``flux batch``/``flux submit`` building a bare job's jobspec, unsent."""
+    if batch:
+        return [flux, *command, "--dry-run", "-n1", *options, "--wrap", "true"]
+    return [flux, *command, "--dry-run", *options, "true"]
+
+
+def eventlog_argv(flux: str, job_id: str) -> List[str]:
+    """A C subcommand: it reads a broker of another release (``flux jobs`` may not)."""
+    return [flux, "job", "info", decimal_job_id(job_id), "eventlog"]
+
+
+def getattr_argv(flux: str, name: str) -> List[str]:
+    """A broker attribute: ``rank`` answers once the broker is up, ``version`` says its release."""
+    return [flux, "getattr", name]
+
+
+def uri_argv(flux: str, target: str) -> List[str]:
+    return [flux, "uri", "--remote", target]
+
+
+def config_argv(flux: str) -> List[str]:
+    return [flux, "config", "get"]
+
+
+def queue_list_argv(flux: str) -> List[str]:
+    return [flux, "queue", "list"]
+
+
+def resource_r_argv(flux: str) -> List[str]:
+    """A fast C subcommand in every release; R has execution.expiration in a limited job."""
+    return [flux, "kvs", "get", "resource.R"]
+
+
+def hostname_argv() -> List[str]:
+    return ["uname", "-n"]
+
+
+def user_argv() -> List[str]:
+    return ["id", "-un"]
+
+
+def command_lines(
+    batches: Iterable[SubmitBatch],
+    known: InstanceFacts,
+    flux: str,
+    native: Callable[[FluxPolicy, bool, Sequence[str]], Attributes],
+) -> str:
+    """The command line each batch would be sent with (a dry run); native options
+    ``native`` cannot judge (no flux command here) are named, not shown."""
+    unchecked: List[str] = []
+
+    def judged(policy: FluxPolicy, batch: bool, options: Sequence[str]) -> Attributes:
+        try:
+            return native(policy, batch, options)
+        except SchedulerUnavailableError:  # no flux command here to judge them
+            unchecked.extend(option for option in options if option not in unchecked)
+            return ()
+
+    lines = []
+    for batch in batches:
+        ask = Questions(None, judged, lambda: None)  # banks: Flux judges at submission
+        request = flux_plan(plan_batch(batch, known, ask, 0.0)).request
+        lines.append(shlex.join(submit_argv(flux, known.policy, request)))
+    if unchecked:
+        lines.append(f"# not shown, no flux command here to judge them: {shlex.join(unchecked)}")
+    return "\n".join(lines)

@@ -3,8 +3,6 @@ and, where the bindings cannot be used, the command that fixes it."""
 
 from __future__ import annotations
 
-import importlib.util
-import re
 from typing import Any, Callable, Dict, List, Optional
 
 from ...config import Settings
@@ -12,16 +10,12 @@ from ...doctor import Check
 from ...errors import SchedulerAdapterError
 from ...transports.base import Executor
 from ...transports.local import LocalExecutor
-from .command_line import version_argv
-from .instance import FluxOptions, UriSetting, parse_flux_version_output
-from .session import FluxSession, choose_uri_setting, open_session
-from .submission import choose_kind
-
-#: releases that must match the broker's, and what they are called
-_SAME_RELEASE = (
-    ("bindings_version", "the Python bindings"),
-    ("commands_version", "the flux commands"),
-)
+from .checks import Asked, missing_check, session_report, verdicts
+from .commands import version_argv
+from .instance import FluxOptions, UriSetting
+from .planning import choose_kind
+from .session import FluxSession, open_session
+from .uri import choose_uri_setting
 
 
 def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
@@ -34,7 +28,7 @@ def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
         result = executor.run(version_argv(flux), timeout=30)
     except SchedulerAdapterError as exc:
         return [Check("flux", False, f"cannot run {flux}{where}: {exc}", "flux")]
-    missing = _missing(flux, where, settings) if not result.ok else None
+    missing = missing_check(flux, where, settings) if not result.ok else None
     if missing is not None and not executor.is_local:
         return [missing]  # over SSH the commands are the only way
     options = FluxOptions(
@@ -43,31 +37,15 @@ def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
         adapter_version=settings.flux_adapter_version or "",
         command_timeout=settings.command_timeout,
     )
-    setting = choose_uri_setting(settings, executor, None)
+    setting = choose_uri_setting(settings, executor.is_local, None)
     info = adapter_info(
         lambda: open_session(setting, executor, options),
         transport=executor.kind,
         flux_command=flux,
         uri_setting=setting,
     )
-    if missing is not None and info.get("driver") != "native":
-        return [missing]
-    if missing is None:
-        versions = parse_flux_version_output(result.stdout)
-        commands = Check("flux commands", True, f"{flux}{where}: {versions.get('commands', '?')}")
-    else:  # the bindings work without it: worth knowing, not in the way
-        commands = Check("flux commands", False, f"{missing.detail}; the bindings are used")
-        info["warnings"] = [w for w in info["warnings"] if not w.startswith("flux version")]
     kind = choose_kind(None, settings, setting)
-    kind_check = Check("flux job kind", True, f"{kind.kind.value} jobs by default: {kind.reason}")
-    return [commands, kind_check, *_checks_from(info)]
-
-
-def _missing(flux: str, where: str, settings: Settings) -> Check:
-    detail = f"{flux} not found{where} (set HPCBRIDGE_FLUX_COMMAND to its path)"
-    if settings.scheduler != "flux":
-        detail += "; flux is not the selected scheduler"
-    return Check("flux", False, detail, "flux")
+    return verdicts(info, None if missing else result.stdout, missing, f"{flux}{where}", kind)
 
 
 def adapter_info(
@@ -96,172 +74,10 @@ def adapter_info(
 
 
 def session_info(session: FluxSession) -> Dict[str, Any]:
-    facts = session.facts
-    info: Dict[str, Any] = {
-        "driver": session.driver.name,
-        "driver_reason": session.choice.reason,
-        "capabilities": session.driver.capabilities.summary(),
-        "uri": facts.uri,
-        "adapter_version": facts.policy.name,
-        "adapter_version_reason": facts.policy_reason,
-        "broker_version": facts.broker_version,
-        "queues": None,
-        "warnings": [],
-    }
-    if session.bindings.module is not None:
-        info["bindings_version"] = session.bindings.version
-    elif session.bindings.error:
-        info["bindings_error"] = session.bindings.error
+    """What the session found, with what doctor asks the instance beside it."""
     try:
-        info["commands_version"] = session.commands.versions().get("commands")
+        commands_version, error = session.commands.versions().get("commands"), ""
     except Exception as exc:  # noqa: BLE001
-        info["warnings"].append(f"flux version failed: {exc}")
-    for key, label in _SAME_RELEASE:
-        other, broker = info.get(key), facts.broker_version
-        if broker and other and other != broker:
-            info["warnings"].append(release_advice(label, str(other), broker))
-    if facts.queues is not None:
-        queues = facts.queues
-        info["queues"] = {
-            "names": list(queues.names),
-            "default": queues.default,
-            "source": queues.source,
-        }
-    info["time_left"] = session.driver.time_left()
-    associations = session.commands.associations()
-    if associations is not None:
-        info["banks"] = [
-            {
-                "bank": association.bank,
-                "default": association.bank == association.default_bank,
-                "max_active_jobs": association.max_active_jobs,
-                "max_running_jobs": association.max_running_jobs,
-            }
-            for association in associations
-        ]
-    return info
-
-
-def _checks_from(info: Dict[str, Any]) -> List[Check]:
-    if not info.get("driver"):
-        return [Check("flux driver", False, str(info.get("error", "unusable")), "flux")]
-    found = [
-        Check("flux driver", True, f"{info['driver']} ({info.get('driver_reason', '')})"),
-        Check("flux driver can", True, str(info.get("capabilities", ""))),
-        Check("flux instance", bool(info.get("broker_version")), _instance(info), "flux"),
-        Check(
-            "flux adapter version",
-            info.get("adapter_version") is not None,
-            f"{info.get('adapter_version')} ({info.get('adapter_version_reason', '')})",
-        ),
-    ]
-    if info.get("bindings_version"):
-        found.append(Check("flux bindings", True, str(info["bindings_version"])))
-    elif info.get("bindings_error"):
-        error = str(info["bindings_error"])
-        advice = bindings_advice(error, info.get("broker_version"))
-        found.append(Check("flux bindings", False, f"{error}; fix: {advice}" if advice else error))
-    queues = info.get("queues")
-    if queues is not None:
-        names = queues.get("names") or []
-        text = "anonymous queue only" if not names else ", ".join(names)
-        if queues.get("default"):
-            text += f" (default {queues['default']})"
-        found.append(Check("flux queues", True, text))
-    banks = info.get("banks")
-    found.append(Check("flux accounting", True, _banks(banks) if banks is not None else "none"))
-    if info.get("time_left") is not None:
-        found.append(Check("flux time left", True, f"{info['time_left']:.0f} s (enclosing job)"))
-    for warning in info.get("warnings", []):
-        found.append(Check("flux warning", False, str(warning)))
-    return found
-
-
-def _banks(banks: List[Dict[str, Any]]) -> str:
-    if not banks:
-        return "active, and you are in no bank: every job will be refused"
-
-    def one(row: Dict[str, Any]) -> str:
-        limits = [
-            f"{name}={row[name]}" for name in ("max_active_jobs", "max_running_jobs") if row[name]
-        ]
-        mark = " (default)" if row["default"] else ""
-        return row["bank"] + mark + (f" [{', '.join(limits)}]" if limits else "")
-
-    return "your banks: " + "; ".join(one(row) for row in banks)
-
-
-def _instance(info: Dict[str, Any]) -> str:
-    target = info.get("uri") or "the system instance"
-    version = info.get("broker_version")
-    source = info.get("uri_source", "")
-    if version:
-        return f"{target} ({source}): broker {version}"
-    return f"{target} ({source}): broker not reachable"
-
-
-#: modules the bindings import, and the PyPI package that provides each
-_PACKAGE_OF = {
-    "_cffi_backend": "cffi",
-    "cffi": "cffi",
-    "ply": "ply",
-    "yaml": "pyyaml",
-    "jsonschema": "jsonschema",
-}
-
-#: the modules ``import flux, flux.job`` loads (0.88 adds ply), all named in one run
-_IMPORTED_BY_BINDINGS = ("_cffi_backend", "yaml", "ply")
-
-_MISSING = re.compile(r"No module named '([\w.]+)'")
-
-
-def _importable(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def flux_python_line(broker_version: Optional[str]) -> str:
-    if broker_version:
-        return f"pip install flux-python=={broker_version}"
-    return "pip install flux-python==<the broker's version, from 'flux version'>"
-
-
-def bindings_advice(
-    error: str, broker_version: Optional[str], importable: Callable[[str], bool] = _importable
-) -> str:
-    """The next step for bindings that failed to import with ``error``."""
-    missing = _MISSING.findall(error)
-    # The last name is the deepest ("...'flux'; with <dir>: ...'ply'": found beside flux).
-    name = missing[-1] if missing else ""
-    top = name.split(".")[0]
-    if top in _PACKAGE_OF:
-        also = [_PACKAGE_OF[m] for m in _IMPORTED_BY_BINDINGS if m != top and not importable(m)]
-        packages = list(dict.fromkeys([_PACKAGE_OF[top], *also]))
-        return (
-            f"pip install {' '.join(packages)} (the bindings installed beside flux need "
-            f"{'them' if len(packages) > 1 else 'it'}; or {flux_python_line(broker_version)})"
-        )
-    if top in ("flux", "_flux"):
-        return flux_python_line(broker_version)
-    if "libflux" in error or "cannot open shared object" in error:
-        return (
-            f"{flux_python_line(broker_version)}, or add flux-core's lib directory to "
-            "LD_LIBRARY_PATH"
-        )
-    if "CLI driver was asked for" in error or "transport is" in error:
-        return ""  # not a failure: the CLI is the way here
-    return f"{flux_python_line(broker_version)} into this Python"
-
-
-def release_advice(label: str, other: str, broker: str) -> str:
-    fix = (
-        flux_python_line(broker)
-        if label == "the Python bindings"
-        else (f"set HPCBRIDGE_FLUX_COMMAND to the flux of release {broker}")
-    )
-    return (
-        f"{label} are {other} but the broker is {broker}: mixed releases fail with "
-        f"'Protocol error' or 'invalid payload', or hang; {fix}"
-    )
+        commands_version, error = None, f"flux version failed: {exc}"
+    time_left, banks = session.driver.time_left(), session.commands.associations()
+    return session_report(session, Asked(commands_version, error, time_left, banks))

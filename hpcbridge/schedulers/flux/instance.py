@@ -5,13 +5,19 @@ policies of the releases (0.26, 0.49, 0.88): the newest whose minimum the broker
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
+import shutil
+import sys
 from dataclasses import dataclass, replace
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 from packaging.version import InvalidVersion, Version
 
 from ...errors import ConfigurationError, SchedulerUnavailableError
+
+log = logging.getLogger("hpcbridge")
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -297,3 +303,51 @@ def choose_policy(
         return POLICIES[0], "broker version unknown: newest adapter assumed"
     policy = policy_for_version(broker_version)
     return policy, f"broker {broker_version} >= {policy.minimum}"
+
+
+def learn_facts(
+    uri: Optional[str],
+    broker_version: Optional[str],
+    options: FluxOptions,
+    fetch_queues: Callable[[FluxPolicy], Optional[QueueInfo]],
+) -> InstanceFacts:
+    policy, reason = choose_policy(broker_version, options.adapter_version or None)
+    queues = None
+    if not policy.queues:
+        queues = QueueInfo(source=f"Flux {policy.name} has only the anonymous queue")
+    elif broker_version is not None:
+        try:
+            queues = fetch_queues(policy)
+        except OSError as exc:
+            log.debug("flux: cannot read the queue configuration: %s", exc)
+    return facts(uri, broker_version, policy, reason, queues)
+
+
+def assumed_policy(forced: str) -> FluxPolicy:
+    """Before an instance's release is known: the one forced, else the newest."""
+    return policy_by_name(forced) if forced else POLICIES[0]
+
+
+def opened(facts: InstanceFacts, source: str, driver: str, reason: str) -> str:
+    """What a session opened, for the log."""
+    queues = facts.queues
+    said = "queues unknown" if queues is None else (", ".join(queues.names) or "anonymous queue")
+    return (
+        f"{facts.label} ({source}): broker {facts.broker_version or '?'}, adapter "
+        f"{facts.policy.name}, {driver} driver ({reason}), {said}"
+    )
+
+
+def bindings_dir_for(flux_command: Optional[str]) -> Optional[str]:
+    """``<prefix>/lib/flux/python3.X`` beside a ``<prefix>/bin/flux``, where flux-core installs
+    its bindings (``flux python`` sets PYTHONPATH to it, a plain Python does not)."""
+    if not flux_command:
+        return None
+    path = flux_command if os.sep in flux_command else shutil.which(flux_command)
+    if not path:
+        return None
+    prefix = os.path.dirname(os.path.dirname(os.path.realpath(path)))
+    candidate = os.path.join(
+        prefix, "lib", "flux", f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    )
+    return candidate if os.path.isdir(os.path.join(candidate, "flux")) else None

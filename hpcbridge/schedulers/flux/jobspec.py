@@ -1,15 +1,15 @@
 """The ``JobspecV1`` of a batch job (a nested instance running our wrapper) or a plain job (the
-wrapper as the tasks), submitted many at once, pipelined.  Standalone (standard library only):
-the CLI driver runs this source under ``flux python``; ``params``: ``submission.jobspec_params``.
+wrapper as the tasks), built from a request's parameters (``jobspec_params``) with the class of
+the bindings handed in, and many of them submitted at once, pipelined, through those bindings
+(``submit_all``).  Standalone (standard library only, no package imports, no imports of the
+bindings): the native driver calls it in-process, the CLI driver runs this source under
+``flux python`` before ``bulk_helper.py``'s, which imports the bindings.
 """
 
 import errno
-import json
 import os
 import shlex
-import sys
-import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 # The key lives in the jobspec: the instance keeps it with the job and `flux job info
 # <id> jobspec` reads it back in every release (the job's name belongs to the user).
@@ -17,22 +17,6 @@ KEY_ATTRIBUTE = "user.hpcbridge_key"
 
 #: how the message of a job whose answer never came begins: it may or may not exist
 LOST = "its answer was lost: "
-_LOST_ERRNOS = (errno.ECONNRESET, errno.ECONNABORTED, errno.EPIPE, errno.ENOTCONN, errno.ETIMEDOUT)
-
-
-# Flux's canonical job id: F58 (base 58 with this alphabet) after the prefix "ƒ".
-F58_ALPHABET = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
-F58_PREFIX = "\u0192"
-
-
-def f58(value: int, prefix: str = F58_PREFIX) -> str:
-    """The F58 text of a job id Flux gave (``7381975040`` -> ``ƒCFKYzj``)."""
-    digits = []
-    while True:
-        value, remainder = divmod(value, 58)
-        digits.append(F58_ALPHABET[remainder])
-        if not value:
-            return prefix + "".join(reversed(digits))
 
 
 def batch_script(wrapper_path: str) -> str:
@@ -44,8 +28,10 @@ def build_jobspec(
     jobspec_class: Any,
     params: Mapping[str, Any],
     base_environment: Optional[Mapping[str, str]] = None,
+    constraint_parser: Any = None,
 ) -> Any:
-    """The jobspec of one job of ``params["kind"]`` (default "batch")."""
+    """The jobspec of one job of ``params["kind"]`` (default "batch"); ``constraint_parser``:
+    Flux's ``MiniConstraintParser`` class (``bulk_helper.constraint_parser``), if any."""
     kind = params.get("kind") or "batch"
     # Only the arguments every release's factory takes (0.26 has no exclusive, 0.49's
     # from_command no duration/cwd/environment): the rest is set afterwards.
@@ -75,12 +61,15 @@ def build_jobspec(
         )
     else:
         raise ValueError("unknown job kind " + repr(kind) + "; known: batch, plain")
-    apply_attributes(spec, params, base_environment)
+    apply_attributes(spec, params, base_environment, constraint_parser)
     return spec
 
 
 def apply_attributes(
-    spec: Any, params: Mapping[str, Any], base_environment: Optional[Mapping[str, str]]
+    spec: Any,
+    params: Mapping[str, Any],
+    base_environment: Optional[Mapping[str, str]],
+    constraint_parser: Any = None,
 ) -> None:
     """What both kinds set the same way: limits, place, environment, output, system.*."""
     # Never duration= in from_batch_command (0.26, 0.49: TypeError); the setter takes seconds.
@@ -113,7 +102,7 @@ def apply_attributes(
         signum, timeleft = params["signal"]
         spec.setattr("system.shell.options.signal", {"signum": signum, "timeleft": timeleft})
     if params.get("requires"):
-        spec.setattr("system.constraints", parse_constraint(params["requires"]))
+        spec.setattr("system.constraints", parse_constraint(params["requires"], constraint_parser))
     if params.get("jobname") and params.get("kind") == "plain":
         # from_batch_command takes the name; a plain job's is set here.
         spec.setattr("system.job.name", params["jobname"])
@@ -123,15 +112,10 @@ def apply_attributes(
         spec.setattr(KEY_ATTRIBUTE, str(params["key"]))
 
 
-def parse_constraint(text: str) -> Any:
-    """RFC 35 constraint of ``--requires`` text; without Flux's parser, property names only."""
-    # The parser is flux.job._utils in 0.88, flux.cli.base in 0.49.
-    for module_name in ("flux.job._utils", "flux.cli.base"):
-        try:
-            module = __import__(module_name, fromlist=["MiniConstraintParser"])
-            parser_class = module.MiniConstraintParser
-        except (ImportError, AttributeError):
-            continue
+def parse_constraint(text: str, parser_class: Any = None) -> Any:
+    """RFC 35 constraint of ``--requires`` text by Flux's parser class; without it, property
+    names only."""
+    if parser_class is not None:
         try:
             return parser_class().parse(text)
         except Exception as exc:
@@ -150,6 +134,56 @@ def parse_constraint(text: str) -> Any:
     raise ValueError(f"cannot parse constraint {text!r} without flux's constraint parser")
 
 
+def error_text(exc: BaseException) -> str:
+    strerror = getattr(exc, "strerror", None)
+    return strerror or str(exc) or type(exc).__name__
+
+
+def jobspec_params(request: Any) -> Dict[str, Any]:
+    """The parameters ``build_jobspec`` takes, of a ``request.SubmitRequest``."""
+    return {
+        "kind": request.kind.value,
+        "script": batch_script(request.wrapper_path),
+        "command": [request.wrapper_path],
+        "jobname": request.job_name,
+        "num_slots": request.nslots,
+        "cores_per_slot": request.cores_per_slot,
+        "gpus_per_slot": request.gpus_per_slot,
+        "num_nodes": request.nodes,
+        "duration": request.duration or 0,
+        "cwd": request.cwd,
+        "output": request.output,
+        "queue": request.queue,
+        "bank": request.bank,
+        "requires": request.requires,
+        "dependencies": list(request.dependencies),
+        "exclusive": request.exclusive,
+        "begin": request.begin,
+        "signal": list(request.signal) if request.signal else None,
+        "environment": dict(request.environment),
+        "attributes": [list(pair) for pair in request.attributes],
+        "key": request.key,
+    }
+
+
+# Flux's canonical job id: F58 (base 58 with this alphabet) after the prefix "ƒ".
+F58_ALPHABET = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+F58_PREFIX = "\u0192"
+
+
+def f58(value: int, prefix: str = F58_PREFIX) -> str:
+    """The F58 text of a job id Flux gave (``7381975040`` -> ``ƒCFKYzj``)."""
+    digits = []
+    while True:
+        value, remainder = divmod(value, 58)
+        digits.append(F58_ALPHABET[remainder])
+        if not value:
+            return prefix + "".join(reversed(digits))
+
+
+_LOST_ERRNOS = (errno.ECONNRESET, errno.ECONNABORTED, errno.EPIPE, errno.ENOTCONN, errno.ETIMEDOUT)
+
+
 def submit_all(
     handle: Any,
     flux_job: Any,
@@ -157,14 +191,16 @@ def submit_all(
     environments: Sequence[Mapping[str, str]],
     base_environment: Optional[Mapping[str, str]] = None,
     keys: Optional[Sequence[str]] = None,
-    timeout: Optional[float] = None,
+    remaining: Optional[Callable[[], float]] = None,
     names: Optional[Sequence[str]] = None,
+    constraint_parser: Any = None,
 ) -> List[Tuple[bool, Any]]:
     """One job per entry of ``environments`` (each with its key and name), one jobspec built
-    once, every ``submit_async`` in flight before the first id is read; ``(ok, id or
-    message)`` each, in order.  Not answered within ``timeout`` (all): ``LOST``."""
+    once, every ``submit_async`` through the bindings handed in (``handle``, ``flux_job``) in
+    flight before the first id is read; ``(ok, id or message)`` each, in order.  Not
+    answered while ``remaining()`` seconds were left: ``LOST``."""
     try:
-        spec = build_jobspec(flux_job.JobspecV1, params, base_environment)
+        spec = build_jobspec(flux_job.JobspecV1, params, base_environment, constraint_parser)
     except (ValueError, TypeError, KeyError) as exc:
         return [(False, "cannot build the Flux jobspec: " + str(exc))] * len(environments)
     shared = dict(spec.environment)
@@ -181,14 +217,13 @@ def submit_all(
         except OSError as exc:
             futures.append(exc)
     results: List[Tuple[bool, Any]] = []
-    ends = None if timeout is None else time.monotonic() + timeout
     for future in futures:
         if isinstance(future, Exception):
             results.append((False, error_text(future)))  # never sent
             continue
         try:
-            if ends is not None:
-                future.wait_for(max(ends - time.monotonic(), 0.0))
+            if remaining is not None:
+                future.wait_for(max(remaining(), 0.0))
             # submit returns a JobID (0.49+) or an int (0.26): both are ints.
             results.append((True, int(future.get_id())))
         except OSError as exc:
@@ -197,28 +232,17 @@ def submit_all(
     return results
 
 
-def error_text(exc: BaseException) -> str:
-    strerror = getattr(exc, "strerror", None)
-    return strerror or str(exc) or type(exc).__name__
+def with_on_path(environment: Dict[str, str], directory: Optional[str]) -> Dict[str, str]:
+    """``environment`` with ``directory`` first on its PATH (a batch job runs ``flux broker``:
+    the ``flux`` directory must be there, which bindings loaded from elsewhere do not add)."""
+    parts = environment.get("PATH", "").split(os.pathsep)
+    if directory and directory not in parts:
+        environment["PATH"] = os.pathsep.join([directory, *[part for part in parts if part]])
+    return environment
 
 
-def main() -> None:
-    """The bulk helper: ``{"job", "environments", "keys", "names"}`` JSON in, ``OK <id>`` or
-    ``ERR <message>`` per job out."""
-    import flux
-    import flux.job
-
-    request = json.load(sys.stdin)
-    handle = flux.Flux()
-    jobs = request["environments"]
-    keys, names = request.get("keys"), request.get("names")
-    for ok, value in submit_all(handle, flux.job, request["job"], jobs, keys=keys, names=names):
-        if ok:
-            sys.stdout.write(f"OK {value}\n")
-        else:
-            sys.stdout.write("ERR " + " ".join(str(value).split()) + "\n")
-    sys.stdout.flush()
-
-
-if __name__ == "__main__":
-    main()
+def submit_call(spec: Any, uri: Optional[str]) -> str:
+    """What submitting ``spec`` through the bindings is (a dry run shows it), without the
+    submitting process's environment."""
+    spec.environment = {"...": "(the submitting process's environment)"}
+    return f"flux.job.submit(Flux({uri or ''!s}), {spec.dumps()})"

@@ -9,40 +9,25 @@ import errno
 import json
 import logging
 import os
-import time
 from dataclasses import replace
-from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from ...model import JobStatus
-from .status import (
-    JobFacts,
-    apply_event,
-    canonical_job_id,
-    facts_from_jobinfo,
-    parse_job_id,
-    settle,
-    status_from_facts,
-)
+from ...retrying import Deadline
+from .ids import canonical_job_id, parse_job_id
+from .journal_events import EVENTS, TOPIC, JournalBook, request_payload
+from .status import facts_from_jobinfo, status_from_facts
 
 log = logging.getLogger("hpcbridge")
 
-#: the events that change a job's ``JobFacts`` (pending is pending; alloc says running)
-EVENTS = ("submit", "dependency-add", "alloc", "exception", "finish", "clean")
 #: seconds to read the backlog of the jobs active when the stream opens
 BACKLOG_TIMEOUT = 30.0
 #: seconds a waiter that heard an end goes on listening for the next ones
 GATHER = 0.1
 
 
-TOPIC = "job-manager.events-journal"
-#: the id on the response that ends the backlog: FLUX_JOBID_ANY as a signed 64-bit integer
-BACKLOG_END_ID = -1
 #: the longest one C wait: a signal (Ctrl-C) is acted on between two, not inside one
 SLICE = 0.25
-
-
-def request_payload(events: Sequence[str]) -> Dict[str, Any]:
-    return {"full": False, "allow": dict.fromkeys(events, 1)}
 
 
 class JournalStream:
@@ -62,12 +47,12 @@ class JournalStream:
     def next(self, timeout: float) -> Optional[Dict[str, Any]]:
         """The next response, ``None`` after ``timeout``; ``EOFError`` at its end, else OSError."""
         ffi, lib = self._ffi, self._lib
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         # flux_future_wait_for with a timeout of 0 does not read the socket at all.
         while lib.flux_future_wait_for(self._future, min(max(timeout, 1e-4), SLICE)) < 0:
             if ffi.errno != errno.ETIMEDOUT:
                 raise OSError(ffi.errno, "the journal stream failed")
-            timeout = deadline - time.monotonic()
+            timeout = deadline.remaining()
             if timeout <= 0:
                 return None
         if lib.flux_rpc_get(self._future, self._text) < 0:
@@ -114,10 +99,10 @@ def open_journal(
 
 
 class Journal:
-    """One instance's journal and the facts of the jobs it follows (``ours`` and watched).
+    """One instance's journal, read into a ``JournalBook`` of the jobs it follows.
 
     It begins with the active jobs' events so far, then goes on live; a job that ended
-    before it opened is listed instead.  A job is heard ended at its ``clean`` event."""
+    before it opened is listed instead."""
 
     def __init__(
         self,
@@ -129,96 +114,45 @@ class Journal:
     ) -> None:
         # A handle of the stream's own: reading it runs a reactor of its own.
         self.handle = flux_module.Flux(uri) if uri else flux_module.Flux()
+        self.book = JournalBook(ended, ours)
         #: final statuses heard, for the driver's next ``query`` (shared with it)
         self.ended = ended
-        self._ours = ours
-        self._watched: Set[str] = set()
-        #: the followed jobs' facts so far, and those whose submit event was heard
-        self._facts: Dict[str, JobFacts] = {}
-        self._whole: Set[str] = set()
-        self._heard: Set[str] = set()
-        #: the canonical id of each active job's integer id in the stream
-        self._keys: Dict[int, str] = {}
         self.broken = False
-        self._backlog_read = False
         self.stream = stream(flux_module, self.handle, EVENTS)
         # The active jobs' events, before anyone asks: their states come from them.
-        self._read(BACKLOG_TIMEOUT, lambda: self._backlog_read)
+        self._read(BACKLOG_TIMEOUT, lambda: self.book.backlog_read)
+
+    def follow(self, job_ids: Sequence[str]) -> None:
+        self.book.follow(job_ids)
+
+    def follows(self, key: str) -> bool:
+        return self.book.follows(key)
+
+    def status(self, job_id: str) -> Optional[JobStatus]:
+        return self.book.status(job_id)
 
     def _read(self, timeout: float, enough: Callable[[], bool]) -> None:
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         while not self.broken:
             done = enough()
             try:
-                response = self.stream.next(0.0 if done else deadline - time.monotonic())
+                response = self.stream.next(0.0 if done else deadline.remaining())
             except (EOFError, OSError) as exc:  # the broker went away, or the stream failed
                 log.debug("flux journal stopped: %s", exc)
                 self.broken = True
                 return
             if response is not None:
-                self._response(response)
-            elif done or time.monotonic() >= deadline:
+                self.book.response(response)
+            elif done or deadline.expired:
                 return
-
-    def _response(self, response: Dict[str, Any]) -> None:
-        job = response.get("id")
-        entries = response.get("events") or []
-        if job == BACKLOG_END_ID and not entries:
-            self._backlog_read = True
-        if not isinstance(job, int):
-            return
-        for entry in entries:
-            self._event(job, entry["name"], entry["timestamp"], entry.get("context") or {})
-
-    def follow(self, job_ids: Sequence[str]) -> None:
-        self._watched.update(canonical_job_id(job_id) for job_id in job_ids)
-
-    def _event(self, job: int, name: str, timestamp: float, context: Dict[str, Any]) -> None:
-        # Each job's four or so events: its id encoded once, forgotten at its end.
-        key = self._keys.pop(job, None) if name == "clean" else None
-        if key is None:
-            key = self._keys.get(job) or canonical_job_id(int(job))
-            if name != "clean":
-                self._keys[job] = key
-        facts = self._facts.get(key)
-        if facts is None:
-            if key not in self._ours and key not in self._watched:
-                return  # another job's
-            facts = self._facts[key] = JobFacts(id=key)
-        if name == "submit":
-            self._whole.add(key)
-        apply_event(facts, name, timestamp, context)
-        if name != "clean":
-            return
-        del self._facts[key]
-        if key in self._whole:
-            self.ended[key] = status_from_facts(settle(facts))
-        # A job without its submit event (not expected: the backlog sends each active
-        # job's events from the first) misses events: its end is listed.
-        self._whole.discard(key)
-        self._watched.discard(key)
-        self._heard.add(key)
-
-    def follows(self, key: str) -> bool:
-        """Whether the stream hears (or heard) this job's end: active when it opened, or since."""
-        return key in self._whole or key in self.ended
-
-    def status(self, job_id: str) -> Optional[JobStatus]:
-        """What its events say so far of a job followed from its submit, else ``None``."""
-        key = canonical_job_id(job_id)
-        facts = self._facts.get(key)
-        if facts is None or key not in self._whole:
-            return None
-        return status_from_facts(facts).with_(job_id=job_id)
 
     def drain(self) -> None:
         self._read(0.0, lambda: True)
 
     def wait(self, timeout: float) -> Set[str]:
         """The jobs heard ending, read until one is or ``timeout`` passes."""
-        self._read(timeout, lambda: bool(self._heard))
-        heard, self._heard = self._heard, set()
-        return heard
+        self._read(timeout, self.book.heard)
+        return self.book.take_heard()
 
     def close(self) -> None:
         self.broken = True
@@ -266,19 +200,19 @@ class JournalWaiter:
 
     def pause(self, seconds: float) -> Set[str]:
         """Until a watched job ends, then ``GATHER`` s more for the ends close behind it."""
-        deadline = time.monotonic() + seconds
+        deadline = Deadline(seconds)
         heard: Set[str] = set()
-        while self._open() and time.monotonic() < deadline:
-            for key in self.journal.wait(deadline - time.monotonic()):
+        while self._open() and not deadline.expired:
+            for key in self.journal.wait(deadline.remaining()):
                 if key in self._left:
                     self._left.discard(key)
                     heard.add(self._as_given(key))
             if heard and not self._left:
                 return heard
             if heard:
-                deadline = min(deadline, time.monotonic() + GATHER)
-        if not heard:
-            time.sleep(max(deadline - time.monotonic(), 0))
+                deadline = Deadline(deadline.cap(GATHER))
+        if not heard:  # the stream is gone: the rest of the pause without it
+            deadline.sleep(deadline.remaining())
         return heard
 
     def _as_given(self, key: str) -> str:
@@ -353,7 +287,7 @@ class ResultWaiter:
 
     def pause(self, seconds: float) -> Set[str]:
         """Up to ``seconds`` (never early without an end); the watched jobs that ended."""
-        started = time.monotonic()
+        deadline = Deadline(seconds)
         ended: Set[str] = set()
         if not self.broken:
             try:
@@ -362,7 +296,7 @@ class ResultWaiter:
                 log.debug("flux: waiting for results failed (%s)", exc)
                 self.broken = True
         if not ended:
-            time.sleep(max(seconds - (time.monotonic() - started), 0))
+            deadline.sleep(deadline.remaining())
         return ended
 
     def wait(self, timeout: float) -> Set[str]:
@@ -378,3 +312,20 @@ class ResultWaiter:
             self.handle.close()
         except Exception:  # noqa: BLE001, S110 - a dead handle may not close cleanly
             pass
+
+
+def make_waiter(
+    flux_module: Any,
+    uri: Optional[str],
+    journal: Optional[Journal],
+    job_ids: Sequence[str],
+    ended: Dict[str, JobStatus],
+) -> Optional[Union[JournalWaiter, ResultWaiter]]:
+    """A waiter on the journal where it is open, else on result watches; ``None``: sleep."""
+    if journal is not None:
+        return JournalWaiter(journal, list(job_ids))
+    try:
+        return ResultWaiter(flux_module, uri, list(job_ids), ended)
+    except Exception as exc:  # noqa: BLE001 - fall back to sleeping
+        log.debug("flux: cannot watch job results (%s); polling", exc)
+        return None

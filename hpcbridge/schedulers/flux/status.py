@@ -1,6 +1,5 @@
 """A Flux job's state from ``flux jobs``, its eventlog or the bindings (by state NAMES, never
-the display abbreviations), and its id in every encoding; stored as F58 with ``ƒ``, passed to
-commands in decimal.  Pure.
+the display abbreviations).  Pure.
 """
 
 from __future__ import annotations
@@ -11,10 +10,10 @@ import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Set
 
 from ...model import CANCELLED_WHILE_PENDING, JobState, JobStatus
-from .jobspec import F58_ALPHABET, F58_PREFIX, f58
+from .ids import InvalidJobIdError, canonical_job_id
 
 
 @dataclass
@@ -314,104 +313,6 @@ def only_unknown_ids(stderr: str) -> bool:
     )
 
 
-_ASCII_PREFIX = "f"
-_F58_VALUE = {char: index for index, char in enumerate(F58_ALPHABET)}
-_MAX_ID = 2**64 - 1
-
-_DOTHEX = re.compile(
-    r"^(?:job\.)?([0-9a-fA-F]{4})\.([0-9a-fA-F]{4})\.([0-9a-fA-F]{4})\.([0-9a-fA-F]{4})$"
-)
-
-
-class InvalidJobIdError(ValueError):
-    """The text is not a Flux job id in any accepted encoding."""
-
-
-def encode_f58(value: int, prefix: str = F58_PREFIX) -> str:
-    if not 0 <= value <= _MAX_ID:
-        raise InvalidJobIdError(f"job id {value} is out of range")
-    return f58(value, prefix)
-
-
-def decode_f58(text: str) -> int:
-    body = text
-    if body.startswith(F58_PREFIX) or body.startswith(_ASCII_PREFIX):
-        body = body[1:]
-    if not body:
-        raise InvalidJobIdError(f"{text!r} is not an F58 job id")
-    value = 0
-    for char in body:
-        digit = _F58_VALUE.get(char)
-        if digit is None:
-            raise InvalidJobIdError(f"{text!r} is not an F58 job id (bad character {char!r})")
-        value = value * 58 + digit
-    if value > _MAX_ID:
-        raise InvalidJobIdError(f"{text!r} is out of range for a Flux job id")
-    return value
-
-
-def parse_job_id(job_id: Any) -> int:
-    """The integer behind F58 (``ƒ`` or ``f``), decimal, 0x-hex, dothex, an int or a JobID."""
-    if isinstance(job_id, bool):
-        raise InvalidJobIdError(f"{job_id!r} is not a Flux job id")
-    if isinstance(job_id, int):  # also flux.job.JobID, an int subclass
-        if not 0 <= int(job_id) <= _MAX_ID:
-            raise InvalidJobIdError(f"job id {job_id} is out of range")
-        return int(job_id)
-    text = str(job_id).strip()
-    if not text:
-        raise InvalidJobIdError("empty job id")
-    if text.isascii() and text.isdigit():  # "²" is a digit to isdigit, not to int
-        value = int(text)
-        if value > _MAX_ID:
-            raise InvalidJobIdError(f"job id {text} is out of range")
-        return value
-    if text[:2].lower() == "0x":
-        try:
-            value = int(text[2:], 16)
-        except ValueError:
-            raise InvalidJobIdError(f"{text!r} is not a hex job id") from None
-        if value > _MAX_ID:
-            raise InvalidJobIdError(f"job id {text} is out of range")
-        return value
-    dothex = _DOTHEX.match(text)
-    if dothex:
-        return int("".join(dothex.groups()), 16)
-    if text[0] in (F58_PREFIX, _ASCII_PREFIX):
-        return decode_f58(text)
-    raise InvalidJobIdError(
-        f"{text!r} is not a Flux job id (expected F58 like \u0192CFKYzj or fCFKYzj, "
-        "a decimal number, 0x-hex or dothex)"
-    )
-
-
-def canonical_job_id(job_id: Any) -> str:
-    """The stored form of any accepted encoding: F58 with ``ƒ``."""
-    return encode_f58(parse_job_id(job_id))
-
-
-def decimal_job_id(job_id: Any) -> str:
-    """The form passed to ``flux`` commands: decimal digits."""
-    return str(parse_job_id(job_id))
-
-
-def is_job_id(text: Any) -> bool:
-    try:
-        parse_job_id(text)
-    except InvalidJobIdError:
-        return False
-    return True
-
-
-def bindings_job_ids(flux_module: Any, job_ids: Sequence[str]) -> List[Any]:
-    """``JobID`` objects where the bindings have them, else ints."""
-    # 0.49's JobList raises AttributeError ('int' has no 'orig') on an unknown plain int.
-    numbers = [parse_job_id(job_id) for job_id in job_ids]
-    if hasattr(flux_module.job, "JobID"):
-        return [flux_module.job.JobID(number) for number in numbers]
-    return numbers
-
-
 def apply_event(facts: JobFacts, name: str, stamp: Optional[float], context: Any) -> None:
     """One eventlog event's effect on the facts, in the order Flux writes them."""
     if name == "submit":
@@ -470,3 +371,12 @@ def settle(facts: JobFacts) -> JobFacts:
     if facts.returncode is None and kind and (kind != "cancel" or facts.t_run):
         facts.returncode = 1
     return facts
+
+
+def listed_infos(
+    job_ids: Iterable[str], infos: Iterable[Any], errors: Iterable[str]
+) -> Dict[str, JobStatus]:
+    """Each id's status from the bindings' ``JobList`` (its ``JobInfo``s and ``errors``)."""
+    facts = [facts_from_jobinfo(info) for info in infos]
+    said = "; ".join(errors) or "no answer"
+    return statuses_from_facts(job_ids, facts, f"not known to the Flux instance ({said})")

@@ -8,12 +8,13 @@ from typing import Any, Dict, Mapping, Optional, Sequence
 from ...cost import Charge
 from ...engine.adapter import SchedulerAdapter
 from ...engine.driver import OpenDriver
-from ...errors import JobNotFoundError, SchedulerUnavailableError
+from ...engine.runner import Runner
+from ...errors import JobNotFoundError
 from ...registry import check_driver_choice
+from ...store.caps import LimitCache
 from ...transports.base import Executor
-from . import commands
-from .cli import LimitCache, SlurmCliDriver
-from .native import choose_slurm_driver
+from . import cluster
+from .cli_driver import SlurmCliDriver
 from .status import job_id_of
 
 
@@ -49,6 +50,8 @@ class RealSlurmAdapter(SchedulerAdapter):
         self._max_array_size = max_array_size
 
     def _open_session(self) -> OpenDriver:
+        from .native_driver import choose_slurm_driver  # pyslurm's modules: only when opened
+
         cli = SlurmCliDriver(
             self.executor,
             self.command_timeout,
@@ -63,11 +66,8 @@ class RealSlurmAdapter(SchedulerAdapter):
     @property
     def poll_target(self) -> str:
         """One shared poll per cluster: the slurm.conf the commands read names it."""
-        conf = (
-            self.command_env.get("SLURM_CONF")
-            or self.settings.command_env.get("SLURM_CONF")
-            or (os.environ.get("SLURM_CONF", "") if self.executor.is_local else "")
-        )
+        envs = [self.command_env, self.settings.command_env]
+        conf = cluster.slurm_conf(envs, os.environ, self.executor.is_local)
         return f"{super().poll_target}|{conf}"
 
     def normalize_job_id(self, job_id: Any) -> str:
@@ -77,16 +77,12 @@ class RealSlurmAdapter(SchedulerAdapter):
             raise JobNotFoundError(str(exc)) from None
 
     def charges(self, job_ids: Sequence[str]) -> Dict[str, Charge]:
-        """What sacct says these jobs were charged (``commands.parse_sacct_charges``)."""
+        """What sacct says these jobs were charged (``cluster.parse_sacct_charges``)."""
         if not job_ids:
             return {}
         env = {**self.settings.command_env, **self.command_env}
-        argv = commands.sacct_charges_argv(job_ids)
-        result = self.executor.run(argv, timeout=self.command_timeout, env=env or None)
-        if not result.ok:
-            message = commands.scheduler_message(result.message())
-            raise SchedulerUnavailableError(f"sacct cannot say what jobs were charged: {message}")
-        return commands.parse_sacct_charges(result.stdout)
+        runner = Runner(self.executor, timeout=self.command_timeout, env=env)
+        return runner.ask(cluster.sacct_charges_argv(job_ids), cluster.charges_reply)
 
     def max_array_size(self) -> int:
         """Tasks per array: the cluster's ``MaxArraySize`` (asked once) or the override."""

@@ -1,8 +1,8 @@
-"""Slurm's commands as hpcbridge writes them, and what their answers mean. Pure, no I/O.
+"""Slurm's job commands as hpcbridge writes them, and what their answers mean. Pure, no I/O.
 
-sbatch (a ``SubmitBatch`` as Slurm jobs, shared by both drivers), scancel, scontrol,
-sacctmgr (caps on queued jobs), sacct's charges (``cost``), and Slurm's messages; squeue and
-sacct's states are ``status``'s."""
+sbatch (a ``SubmitBatch`` as Slurm jobs, shared by both drivers), scancel, and Slurm's
+messages; squeue and sacct's states are ``status``'s (asked by ``queries``), what the
+cluster says of itself ``cluster``'s, native options ``options``'."""
 
 from __future__ import annotations
 
@@ -10,15 +10,25 @@ import logging
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Type
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple, Type
 
-from ...cost import Charge
-from ...engine.driver import Capabilities, PartialSubmissionError, Planned, SubmitBatch, Submitted
-from ...errors import JobSubmissionError, LimitRefusedError, SubmissionUncertainError
-from ...model import JobState, JobStatus
-from ...native_options import check_options, owned_table
+from ...engine.driver import (
+    Again,
+    Capabilities,
+    PartialSubmissionError,
+    Planned,
+    Reply,
+    SubmitBatch,
+    Submitted,
+)
+from ...errors import (
+    JobSubmissionError,
+    LimitRefusedError,
+    SchedulerAdapterError,
+    SubmissionUncertainError,
+)
 from ...resources import Resources, format_begin, format_slurm_time
-from .status import KEY_PREFIX, map_state, normalize_job_id, sacct_argv
+from .status import KEY_PREFIX, normalize_job_id
 
 log = logging.getLogger("hpcbridge.slurm")
 
@@ -90,12 +100,6 @@ def job_already_ended(message: str) -> bool:
         is_invalid_job_id(line) or "completed" in line.lower() or "already" in line.lower()
         for line in message.split("; ")
     )
-
-
-def accounting_disabled(message: str) -> bool:
-    """sacct's answer on a cluster without slurmdbd (exit 1)."""
-    lowered = message.lower()
-    return "accounting storage is disabled" in lowered or "accounting_storage/none" in lowered
 
 
 def refusal_error(message: str) -> Type[JobSubmissionError]:
@@ -176,79 +180,6 @@ def _resource_flags(resources: Resources) -> List[str]:
     return argv
 
 
-# -- native options: sbatch's own words, checked ------------------------------
-
-#: sbatch options hpcbridge sets itself, by every name sbatch takes, and what to use
-OWNED_OPTIONS = owned_table(
-    [
-        (("-o", "--output", "-e", "--error", "--open-mode"), "give the output key (--output)"),
-        (("--parsable",), "hpcbridge reads sbatch's answer itself; leave it out"),
-        (("--wrap",), "hpcbridge submits your script in its wrapper; give the script"),
-        (
-            ("-a", "--array"),
-            "submit many with submit_many (submit-many): hpcbridge makes the arrays",
-        ),
-        (
-            ("-d", "--dependency", "--kill-on-invalid-dep"),
-            "give the parents with depends_on (--after)",
-        ),
-        (
-            ("--comment",),
-            "the comment carries the key a lost answer is found by; name the job with job_name",
-        ),
-        (
-            ("-D", "--chdir"),
-            "the job runs in its staged folder; choose it with remote_dir (--remote-dir)",
-        ),
-        (
-            ("--export", "--export-file", "--get-user-env"),
-            "give variables with environment (--env NAME=VALUE)",
-        ),
-        (("-W", "--wait"), "wait with hpcbridge (wait, or --wait)"),
-        (
-            ("-M", "--clusters"),
-            "hpcbridge follows the cluster its slurm.conf names: "
-            "set SLURM_CONF to the other cluster's",
-        ),
-        (("--test-only",), "use describe_submission (--dry-run)"),
-        *(
-            (names, f"the {key} key says it (--{key.replace('_', '-')}); give it there")
-            for key, names in (
-                ("partition", ("-p", "--partition")),
-                ("qos", ("-q", "--qos")),
-                ("account", ("-A", "--account")),
-                ("constraint", ("-C", "--constraint")),
-                ("time", ("-t", "--time")),
-                ("nodes", ("-N", "--nodes")),
-                ("ntasks", ("-n", "--ntasks")),
-                ("cpus_per_task", ("-c", "--cpus-per-task")),
-                ("mem", ("--mem",)),
-                ("gpus", ("-G", "--gpus")),
-                ("job_name", ("-J", "--job-name")),
-                ("gpus_per_node", ("--gpus-per-node",)),
-                ("gpus_per_task", ("--gpus-per-task",)),
-                ("gres", ("--gres",)),
-                ("mem_per_cpu", ("--mem-per-cpu",)),
-                ("exclusive", ("--exclusive",)),
-                ("reservation", ("--reservation",)),
-                ("signal", ("--signal",)),
-                ("requeue", ("--requeue", "--no-requeue")),
-                ("begin", ("-b", "--begin")),
-            )
-        ),
-    ]
-)
-
-
-def check_native(resources: Resources, known: Optional[Mapping[str, str]], where: str) -> None:
-    """``ResourceError`` for a native sbatch option this release lacks (``known``: those
-    ``sbatch --help`` lists; sbatch takes an unambiguous prefix of a long one) or one that
-    sets what hpcbridge owns - before anything is staged."""
-    options = resources.native_options("slurm")
-    if options:
-        check_options("sbatch", options, OWNED_OPTIONS, known, where)
-
-
 def sbatch_argv(spec: SubmitSpec) -> List[str]:
     """``sbatch --parsable`` with every directive as a flag (the wrapper has no ``#SBATCH``
     lines), then the wrapper."""
@@ -290,13 +221,9 @@ def parse_sbatch_id(stdout: str) -> str:
     raise ValueError(f"no job id in sbatch output {stdout.strip()[:200]!r}")
 
 
-class NeverReached(Exception):
+class NeverReached(Again):
     """sbatch's request never reached the controller: sending it again is safe.
     ``error``: what to raise once the budget for that is spent."""
-
-    def __init__(self, message: str, error: JobSubmissionError) -> None:
-        super().__init__(message)
-        self.error = error
 
 
 def parse_sbatch_output(
@@ -326,6 +253,11 @@ def parse_sbatch_output(
         raise SubmissionUncertainError(
             f"sbatch succeeded but printed no job id: {stdout.strip()[:200]!r}", argv=argv
         ) from exc
+
+
+def sbatch_reply(argv: List[str], where: str, reply: Reply) -> str:
+    """``parse_sbatch_output`` of a command's answer."""
+    return parse_sbatch_output(argv, reply.returncode, reply.stdout, reply.stderr, where)
 
 
 def array_output(output: str) -> str:
@@ -447,15 +379,7 @@ CAPABILITIES = Capabilities(
 )
 
 
-def unknown(job_id: str, reason: str) -> JobStatus:
-    return JobStatus(job_id, JobState.UNKNOWN, reason=reason)
-
-
-#: the reason given for an id neither the queue nor the history knows
-NOT_FOUND = "not in squeue or sacct"
-
-
-# -- scancel and scontrol ------------------------------------------------
+# -- scancel ----------------------------------------------------------------
 
 
 def scancel_argv(job_ids: Sequence[str]) -> List[str]:
@@ -463,166 +387,10 @@ def scancel_argv(job_ids: Sequence[str]) -> List[str]:
     return ["scancel", *dict.fromkeys(job_ids)]
 
 
-def parse_scontrol_record(text: str) -> Dict[str, str]:
-    """``Key=Value`` pairs of a ``scontrol show`` record (one-line or not)."""
-    pairs: Dict[str, str] = {}
-    for match in re.finditer(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:/]*)=(\S*)", text):
-        pairs.setdefault(match.group(1), match.group(2))
-    return pairs
-
-
-def output_of_record(fields: Mapping[str, str]) -> Optional[str]:
-    """A job's output file from its ``scontrol show job`` record, if it has one."""
-    path = fields.get("StdOut")
-    return path if path and path != "(null)" else None
-
-
-def parse_scontrol_config(text: str) -> Dict[str, str]:
-    """``scontrol show config``: ``Name = value`` lines."""
-    values: Dict[str, str] = {}
-    for line in text.splitlines():
-        name, separator, value = line.partition("=")
-        if separator and name.strip() and " " not in name.strip():
-            values[name.strip()] = value.strip()
-    return values
-
-
-def max_array_size(config: Mapping[str, str], default: int = 1001) -> int:
-    """``MaxArraySize``: an array may use indices 0 .. MaxArraySize-1."""
-    match = re.match(r"\d+", config.get("MaxArraySize", ""))
-    return int(match.group(0)) if match else default
-
-
-def parse_version(text: str) -> Optional[Tuple[int, ...]]:
-    """``slurm-wlm 22.05.8`` / ``slurm 23.11.1`` -> ``(22, 5, 8)``."""
-    match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
-    if not match:
-        return None
-    return tuple(int(part) for part in match.groups() if part is not None)
-
-
-def format_version(version: Tuple[int, ...]) -> str:
-    """``(22, 5, 8)`` -> ``22.05.8``, Slurm's own spelling."""
-    parts = [str(version[0])] + [f"{version[1]:02d}"] + [str(p) for p in version[2:]]
-    return ".".join(parts)
-
-
-# -- sacctmgr: the caps on a user's queued jobs ---------------------------------------
-# MaxSubmitJobs and GrpSubmitJobs on the user's association, MaxSubmitJobsPerUser and
-# GrpSubmitJobs on a QOS; the parent accounts' shared caps are not read.
-
-#: sacctmgr's field names, in the order the rows are parsed
-ASSOC_FIELDS = "Cluster,Account,MaxSubmit,GrpSubmit,DefaultQOS,QOS"
-QOS_FIELDS = "Name,MaxSubmitPU,GrpSubmit"
-
-
-def assoc_argv(user: str) -> List[str]:
-    return [
-        "sacctmgr",
-        "--noheader",
-        "--parsable2",
-        "show",
-        "assoc",
-        # Separate words: sacctmgr refuses "where user=X" as one ("Unknown condition").
-        "where",
-        f"user={user}",
-        f"format={ASSOC_FIELDS}",
-    ]
-
-
-def qos_argv() -> List[str]:
-    return ["sacctmgr", "--noheader", "--parsable2", "show", "qos", f"format={QOS_FIELDS}"]
-
-
-def _numbers(*texts: str) -> List[int]:
-    """The fields that are whole numbers in ASCII digits (``isdigit`` takes "²" too)."""
-    return [int(text.strip()) for text in texts if _DIGITS.fullmatch(text.strip())]
-
-
-_DIGITS = re.compile(r"[0-9]+")
-
-
-def parse_assoc(
-    text: str, cluster: Optional[str], account: Optional[str] = None
-) -> Tuple[List[int], List[str]]:
-    """The caps on the user's associations (of ``cluster`` when known; of ``account`` when
-    given), and the QOS names their jobs run under by default ("normal" when none is set)."""
-    caps: List[int] = []
-    qos_names: List[str] = []
-    for line in text.splitlines():
-        fields = line.split("|")
-        if len(fields) < 6:
-            continue
-        row_cluster, row_account, max_submit, grp_submit, default_qos, qos = fields[:6]
-        if cluster and row_cluster and row_cluster != cluster:
-            continue
-        if account and row_account != account:
-            continue
-        caps += _numbers(max_submit, grp_submit)
-        allowed = [name for name in qos.split(",") if name]
-        qos_names.append(default_qos or (allowed[0] if len(allowed) == 1 else "normal"))
-    return caps, qos_names
-
-
-def parse_qos(text: str, names: List[str]) -> List[int]:
-    """The per-user and group submit caps of the QOS in ``names``."""
-    caps: List[int] = []
-    for line in text.splitlines():
-        fields = line.split("|")
-        if len(fields) >= 3 and fields[0] in names:
-            caps += _numbers(fields[1], fields[2])
-    return caps
-
-
-# -- what a job was charged (hpcbridge cost) ----------------------------------
-
-#: sacct's columns for a job's charge, in order
-CHARGE_FIELDS = ("JobID", "State", "ElapsedRaw", "CPUTimeRAW", "AllocTRES")
-
-
-def sacct_charges_argv(job_ids: Sequence[str]) -> List[str]:
-    """One sacct for what these jobs were charged."""
-    return sacct_argv(job_ids, CHARGE_FIELDS)
-
-
-def parse_tres(text: str) -> Dict[str, float]:
-    """``billing=2,cpu=2,gres/gpu=1,mem=1000M,node=1`` -> the counted ones (a size such as
-    ``mem=1000M`` is left out)."""
-    found: Dict[str, float] = {}
-    for item in text.split(","):
-        name, equals, value = item.strip().partition("=")
-        if not equals:
-            continue
-        try:
-            found[name] = float(value)
-        except ValueError:
-            continue
-    return found
-
-
-def parse_sacct_charges(text: str) -> Dict[str, Charge]:
-    """What each job was charged, from ``sacct_charges_argv``'s answer: CPU-seconds from
-    ``CPUTimeRAW`` (the CPUs Slurm allocated x elapsed, ``--exclusive``'s whole node
-    included), GPU- and billing-seconds from ``AllocTRES`` x ``ElapsedRaw`` (later rows win:
-    requeues); ``final`` once sacct's own state is an end (slurmdbd hears of an end after
-    squeue: till then CPUTimeRAW still grows).  A row that is not a job's (an array's
-    waiting tasks, ``123_[4-9]``) or that does not parse is left out."""
-    charges: Dict[str, Charge] = {}
-    for line in text.splitlines():
-        fields = line.strip().split("|")
-        if len(fields) < len(CHARGE_FIELDS) or "[" in fields[0]:
-            continue
-        try:
-            job_id = normalize_job_id(fields[0])
-            elapsed, cpu_seconds = float(fields[2]), float(fields[3])
-        except ValueError:
-            continue
-        tres = parse_tres(fields[4])
-        billing = tres.get("billing")
-        charges[job_id] = Charge(
-            cpu_seconds,
-            tres.get("gres/gpu", 0.0) * elapsed,
-            None if billing is None else billing * elapsed,
-            final=map_state(fields[1]).is_terminal,
-        )
-    return charges
+def cancel_reply(reply: Reply) -> None:
+    """scancel's answer: a job that ended meanwhile or was purged is no failure."""
+    if reply.ok:
+        return
+    message = scheduler_message(reply.message())
+    if not job_already_ended(message):
+        raise SchedulerAdapterError(f"scancel failed (exit {reply.returncode}): {message}")

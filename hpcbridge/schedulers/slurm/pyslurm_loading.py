@@ -6,23 +6,22 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
+import logging
 import os
-import re
 import subprocess
 import sys
 import tempfile
 import threading
 from contextlib import contextmanager
-from typing import IO, Any, Dict, Iterator, List, Mapping, Optional, Tuple
+from dataclasses import replace
+from typing import IO, Any, Callable, Dict, Iterator, List, Optional
 
+from ...engine.driver import Call
 from ...errors import SchedulerUnavailableError
-from .commands import parse_version
+from .pyslurm_records import PYSLURM_SKIP_REASON, Outcome, conf_problem, split
 
 # libslurm reads the process's SLURM_CONF once, at import; a missing file makes it retry
 # ~60 s then exit the process, one that does not parse exits at once: no exception.
-
-#: why the real-driver tests skip here
-PYSLURM_SKIP_REASON = "pyslurm not importable (PyPI has it only for Slurm 25.11)"
 
 #: seconds a probe import in a child process may take (libslurm retries ~60 s on a bad config)
 PROBE_TIMEOUT = 15.0
@@ -31,34 +30,6 @@ PROBE_TIMEOUT = 15.0
 _loaded: Dict[str, Optional[str]] = {}
 #: a probe's verdict per process SLURM_CONF: None when the import is safe, else why not
 _probed: Dict[Optional[str], Optional[str]] = {}
-
-
-def wanted_slurm_conf(
-    command_env: Mapping[str, str], process_env: Mapping[str, str]
-) -> Optional[str]:
-    """The ``SLURM_CONF`` the Slurm commands run with: the settings' first, else the process's."""
-    return command_env.get("SLURM_CONF") or process_env.get("SLURM_CONF") or None
-
-
-def conf_problem(
-    wanted: Optional[str], process_conf: Optional[str], loaded: Tuple[bool, Optional[str]]
-) -> Optional[str]:
-    """Why pyslurm must not be used for ``wanted``; None when it may. ``loaded``: (already
-    imported, the SLURM_CONF it was imported with)."""
-    imported, loaded_conf = loaded
-    if imported:
-        if loaded_conf != wanted:
-            return (
-                f"pyslurm in this process was loaded for SLURM_CONF={loaded_conf or '(unset)'}, "
-                f"the settings say {wanted or '(unset)'}"
-            )
-        return None
-    if wanted != process_conf:
-        return (
-            f"pyslurm reads the process's SLURM_CONF ({process_conf or 'unset'}), "
-            f"not the settings' ({wanted}): export SLURM_CONF={wanted} to use it"
-        )
-    return None
 
 
 def _probe(process_conf: Optional[str]) -> Optional[str]:
@@ -122,34 +93,13 @@ def _readable_problem(conf: str) -> Optional[str]:
     return f"SLURM_CONF {conf} is not a readable file (libslurm would end the process)"
 
 
-def versions_match(pyslurm_version: Optional[str], slurm_version: Optional[str]) -> bool:
-    """pyslurm ``X.Y.Z`` is built for Slurm ``X.Y`` (``24.5.1`` ~ ``24.05.4``)."""
-    ours, theirs = parse_version(pyslurm_version or ""), parse_version(slurm_version or "")
-    return ours is not None and theirs is not None and ours[:2] == theirs[:2]
-
+log = logging.getLogger("hpcbridge.slurm")
 
 # -- libslurm's words on fd 2 --------------------------------------------------------
-
-#: a line of libslurm's log (``python: error: invalid partition specified: nosuchpart``)
-_LOG_LINE = re.compile(r"^\S+: (?:error|fatal|warning|info|verbose|debug\d*): (?P<message>.*)$")
 
 _lock = threading.Lock()
 #: one temporary file per process, emptied before each call
 _sink: Optional[IO[bytes]] = None
-
-
-def split(text: str) -> Tuple[List[str], str]:
-    """libslurm's messages (their level and program name stripped), and the rest of
-    ``text`` as it was written.  Pure."""
-    messages: List[str] = []
-    rest: List[str] = []
-    for line in text.splitlines(keepends=True):
-        match = _LOG_LINE.match(line.rstrip("\n"))
-        if match:
-            messages.append(match.group("message").strip())
-        else:
-            rest.append(line)
-    return messages, "".join(rest)
 
 
 def _flush_stderr() -> None:
@@ -199,3 +149,23 @@ def _write_all(fd: int, data: bytes) -> None:
             data = data[os.write(fd, data) :]
     except OSError:
         pass  # the real stderr is gone: nothing to write to
+
+
+def calling(call: Callable[[], Any], shown: bool = False) -> Outcome:
+    """``call()``'s value or the exception it raised, with what libslurm wrote to stderr
+    meanwhile (caught, not shown: logged, at INFO after a ``shown`` call that worked)."""
+    said: List[str] = []
+    try:
+        with caught(said):
+            outcome = Outcome(call())
+    except Exception as exc:  # RPCError from Slurm; ValueError/TypeError from pyslurm
+        outcome = Outcome(error=exc)
+    level = logging.INFO if shown and outcome.error is None else logging.DEBUG
+    for line in said:
+        log.log(level, "libslurm: %s", line)
+    return replace(outcome, said=tuple(said))
+
+
+def call(what: str, fn: Callable[[], Any], shown: bool = False) -> Call:
+    """A request into pyslurm for the runner: ``fn()`` ``calling``'s way, named ``what``."""
+    return Call(what, lambda: calling(fn, shown))

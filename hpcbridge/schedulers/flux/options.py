@@ -6,7 +6,7 @@ leaf (``--setattr`` of one JSON value: 0.26 refuses an object).  Pure.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple
 
 from ...errors import ResourceError
 from ...native_options import check_options, owned_table
@@ -64,15 +64,6 @@ OWNED_PATHS: Mapping[str, str] = {
 def check_names(options: Sequence[str]) -> None:
     """``ResourceError`` for an option hpcbridge owns (a prefix too: 0.49 takes shortened names)."""
     check_options("flux", options, OWNED_OPTIONS)
-
-
-def dry_run_argv(
-    flux: str, command: Sequence[str], batch: bool, options: Sequence[str]
-) -> List[str]:
-    """The release's ``flux batch``/``flux submit`` building a bare job's jobspec, unsent."""
-    if batch:
-        return [flux, *command, "--dry-run", "-n1", *options, "--wrap", "true"]
-    return [flux, *command, "--dry-run", *options, "true"]
 
 
 def option_attributes(option: str, bare: str, given: str) -> Attributes:
@@ -136,3 +127,31 @@ def _leaves(value: Mapping[str, Any], path: str = "") -> Dict[str, Any]:
         else:
             leaves[here] = item
     return leaves
+
+
+class JudgedOptions:
+    """What native options set, by job kind, judged once each by dry runs (a bare job's,
+    then one per option) and remembered."""
+
+    def __init__(self) -> None:
+        #: what each option sets, by job kind (batch or not) and option
+        self._set: Dict[Tuple[bool, str], Attributes] = {}
+        #: the bare job's dry-run jobspec each option's is compared with, by job kind
+        self._bare: Dict[bool, str] = {}
+
+    def attributes(
+        self, batch: bool, options: Sequence[str], dry_run: Callable[[Sequence[str]], str]
+    ) -> Attributes:
+        """What ``options`` set; ``dry_run(options)``: the jobspec Flux builds with them;
+        ``ResourceError`` for an option hpcbridge owns or one that cannot pass."""
+        check_names(options)
+        found: List[Tuple[str, Any]] = []
+        for option in options:
+            if (batch, option) not in self._set:
+                if batch not in self._bare:
+                    self._bare[batch] = dry_run(())
+                self._set[batch, option] = option_attributes(
+                    option, self._bare[batch], dry_run((option,))
+                )
+            found.extend(self._set[batch, option])
+        return tuple(found)

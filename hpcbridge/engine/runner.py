@@ -1,0 +1,230 @@
+"""The engine's runner: the one place a driver's requests run.
+
+A driver hands it *requests* - an argv for the transport's executor, or a call into the
+bindings (``driver.Call``) - and pure *parsers* for their answers (a parser reads the
+executor's ``CommandResult``, or what the call returned).  The runner owns what is the
+same for every driver: the time budget of each command, asking again while a parser says
+the request did not get through (``Again``), long id lists split into chunks, a
+submission that must not be sent twice, and a lost answer adopted by the submission's
+key (``adoption``).  It names no scheduler: a new driver is a table of (build, parse)
+pairs over it, not a copy of this glue.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import (
+    Any,
+    Callable,
+    Collection,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Type,
+    TypeVar,
+    Union,
+)
+
+from ..errors import JobTimeoutError, SubmissionUncertainError
+from ..retrying import retry
+from ..transports.base import Executor
+from . import adoption
+from .driver import Again, Call
+
+log = logging.getLogger("hpcbridge")
+
+T = TypeVar("T")
+
+#: an argv run through the executor, or a call into the bindings
+Request = Union[Sequence[str], Callable[[], Any]]
+
+#: ids per command of a long list (one ``--jobs=`` argument stays far below the 128 KiB
+#: a single argument may take on Linux)
+CHUNK = 2000
+
+#: seconds a lost submission may take to be found, or found surely absent
+ADOPTION_BUDGET = 180.0
+
+
+class Runner:
+    """Runs one driver's requests through ``executor`` (commands: ``timeout`` each, with
+    ``env`` on top of the executor's).  ``where``: what is asked, for messages
+    ("slurmctld on login1"); ``patience``: seconds a question is asked again for while
+    its parser says ``Again`` (the driver's default)."""
+
+    def __init__(
+        self,
+        executor: Executor,
+        *,
+        timeout: Optional[float] = None,
+        env: Optional[Mapping[str, str]] = None,
+        where: str = "",
+        patience: float = 10.0,
+        adoption_budget: float = ADOPTION_BUDGET,
+    ) -> None:
+        self.executor = executor
+        self.timeout = timeout
+        self.env = dict(env) if env else None
+        self.where = where or executor.host
+        self.patience = patience
+        self.adoption_budget = adoption_budget
+        self._busy_noted = False
+
+    def run(self, request: Request, *, idempotent: bool = True) -> Any:
+        """The request's raw answer, asked once: a ``CommandResult``, or what the call returned."""
+        if callable(request):
+            return request()
+        return self.executor.run(
+            list(request), timeout=self.timeout, env=self.env, idempotent=idempotent
+        )
+
+    def ask(
+        self,
+        request: Request,
+        parse: Callable[[Any], T] = lambda answer: answer,
+        *,
+        budget: Optional[float] = None,
+        retry_on: Tuple[Type[BaseException], ...] = (),
+    ) -> T:
+        """``parse(answer)``, asked again with back-off (1, 2, 4, 8 s) while ``parse``
+        raises ``Again`` (or the call one of ``retry_on``) within ``budget`` (default:
+        ``patience``); past it, the last ``Again``'s ``error`` (or ``retry_on``'s)."""
+        try:
+            return retry(
+                lambda: parse(self.run(request)),
+                budget=self.patience if budget is None else budget,
+                retry_on=(Again, *retry_on),
+                pause=1.0,
+                backoff=2.0,
+                max_pause=8.0,
+                what=_name(request),
+            )
+        except Again as again:
+            if not self._busy_noted:
+                self._busy_noted = True
+                log.warning("%s is busy or restarting: %s", self.where, again)
+            raise again.error from None
+
+    def ask_each(
+        self,
+        build: Callable[[Sequence[str]], Request],
+        ids: Sequence[str],
+        parse: Callable[[Any, Sequence[str]], Mapping[str, T]],
+        *,
+        size: int = CHUNK,
+        budget: Optional[float] = None,
+        retry_on: Tuple[Type[BaseException], ...] = (),
+    ) -> Dict[str, T]:
+        """One ``ask`` per chunk of ``size`` ids (deduplicated, in order): ``build(chunk)``
+        the request, ``parse(answer, chunk)`` its answers by id; all merged."""
+        unique = list(dict.fromkeys(ids))
+        found: Dict[str, T] = {}
+        for start in range(0, len(unique), size):
+            chunk = unique[start : start + size]
+            found.update(
+                self.ask(
+                    build(chunk),
+                    lambda answer, chunk=chunk: parse(answer, chunk),  # type: ignore[misc]
+                    budget=budget,
+                    retry_on=retry_on,
+                )
+            )
+        return found
+
+    def send(
+        self, request: Request, parse: Callable[[Any], T], *, budget: Optional[float] = None
+    ) -> T:
+        """A request that makes something (a submission): never repeated by the transport;
+        a command past its timeout is ``SubmissionUncertainError`` (it may have gone in);
+        sent again every 2 s within ``budget`` (default: the timeout, else 60 s) only
+        while ``parse`` says ``Again`` (it never reached the scheduler)."""
+
+        def once() -> T:
+            try:
+                answer = self.run(request, idempotent=False)
+            except JobTimeoutError as exc:
+                name = _name(request)
+                raise SubmissionUncertainError(
+                    f"{name} did not answer in time: {exc}",
+                    argv=None if callable(request) else list(request),
+                ) from exc
+            return parse(answer)
+
+        try:
+            return retry(
+                once,
+                budget=budget if budget is not None else (self.timeout or 60.0),
+                retry_on=(Again,),
+                pause=2.0,
+                what=f"{_name(request)} (never reached {self.where})",
+            )
+        except Again as again:
+            raise again.error from None
+
+    def submit(
+        self,
+        request: Request,
+        parse: Callable[[Any], str],
+        *,
+        key: str,
+        find: Callable[[Collection[str]], Mapping[str, str]],
+        settle: Union[float, Callable[[], float]],
+        look_for: str = "",
+    ) -> str:
+        """``send(request, parse)``'s job id; where its answer was lost, the job carrying
+        ``key`` (``find(keys)``: key -> id of those some job carries), or - surely
+        absent for ``settle`` seconds (or ``settle()``, asked only then) - the request
+        sent once more (``adoption.adopt``)."""
+        try:
+            return self.send(request, parse)
+        except SubmissionUncertainError as lost:
+            if not key:
+                raise
+            log.warning(
+                "the submission's answer was lost (%s); looking for it by key %s", lost, key
+            )
+        resent: List[str] = []
+        found = adoption.adopt(
+            [key],
+            find,
+            resend=lambda _missing: resent.append(self.send(request, parse)),
+            budget=self.adoption_budget,
+            settle=settle() if callable(settle) else settle,
+            where=self.where,
+            look_for=look_for,
+        )
+        return found[key] if key in found else resent[0]
+
+    def look_up(
+        self,
+        keys: Sequence[str],
+        find: Callable[[Collection[str]], Mapping[str, str]],
+        *,
+        settle: float,
+        resend: Optional[Callable[[List[str]], None]] = None,
+        look_for: str = "",
+    ) -> Dict[str, str]:
+        """key -> job id of the jobs a lost submission of ``keys`` made (``adoption.adopt``,
+        within the runner's adoption budget); ``resend(missing)`` sends the rest once they
+        are surely absent, when given."""
+        return adoption.adopt(
+            keys,
+            find,
+            resend=resend,
+            budget=self.adoption_budget,
+            settle=settle,
+            where=self.where,
+            look_for=look_for,
+        )
+
+
+def _name(request: Request) -> str:
+    """What a request is called in the log: the command's name, or the call's."""
+    if isinstance(request, Call):
+        return request.what
+    if callable(request):
+        return getattr(request, "__qualname__", None) or type(request).__name__
+    return str(request[0]) if request else "command"

@@ -1,0 +1,148 @@
+"""The Flux CLI driver: ``flux`` commands through the executor (local or SSH).
+
+Many jobs go in through one ``flux python`` running ``jobspec.py`` broker-side (``flux batch``
+has no ``--cc``); the ``flux`` that runs must be the broker's own release.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+from typing import Dict, List, Optional, Sequence
+
+from ...engine.driver import Capabilities, Planned, Submitted, Waiter
+from ...errors import (
+    JobTimeoutError,
+    SubmissionUncertainError,
+)
+from ...model import JobStatus
+from ...transports.base import CommandResult
+from . import answers, bulk_helper, commands
+from . import jobspec as jobspec_module
+from .answers import Outcome
+from .command_runner import FluxCommands
+from .driver_base import FluxDriverBase
+from .instance import InstanceFacts
+from .jobspec import jobspec_params
+from .native_driver import TimeLeft
+from .planning import flux_plan
+from .request import DROPPED_KEYS, FluxPlan
+
+log = logging.getLogger("hpcbridge")
+
+CAPABILITIES = Capabilities(events=False, arrays=False, dropped_keys=DROPPED_KEYS)
+
+#: ids per ``flux jobs`` call (keeps the command line short)
+_QUERY_CHUNK = 400
+
+
+def _helper_source() -> str:
+    """``jobspec.py`` then ``bulk_helper.py``: one standalone script for ``flux python -c``."""
+    texts = []
+    for module in (jobspec_module, bulk_helper):
+        with open(str(module.__file__), encoding="utf-8") as handle:
+            texts.append(handle.read())
+    return "\n".join(texts)
+
+
+class CLIDriver(FluxDriverBase):
+    """Submits, follows and cancels Flux jobs with ``flux`` commands."""
+
+    name = "cli"
+    capabilities = CAPABILITIES
+
+    def __init__(
+        self,
+        commands: FluxCommands,
+        facts: InstanceFacts,
+        ready_timeout: float = 30.0,
+        outer_time_margin: float = 60.0,
+    ) -> None:
+        time_left = TimeLeft(commands.expiration)
+        super().__init__(commands, facts, time_left, ready_timeout, outer_time_margin)
+        self.policy = facts.policy
+        self.flux = commands.flux
+
+    def describe(self, planned: Planned) -> str:
+        request = flux_plan(planned).request
+        prefix = f"FLUX_URI={shlex.quote(self.facts.uri)} " if self.facts.uri else ""
+        return prefix + shlex.join(commands.submit_argv(self.flux, self.policy, request))
+
+    def submit_many(self, planned: Planned) -> List[Submitted]:
+        plan = flux_plan(planned)
+        if len(plan.environments) == 1 or not self.policy.python_command:
+            # 0.26's `flux python` runs whatever python is first on PATH: one by one.
+            what = "flux submit" if len(plan.environments) == 1 else "flux submit (one by one)"
+            return self._send(planned, self.commands.wait_ready, self._one_by_one, what)
+        return self._send(
+            planned, self.commands.wait_ready, self._bulk, "flux python (bulk submit)"
+        )
+
+    def _one_by_one(self, plan: FluxPlan) -> List[Outcome]:
+        outcomes = []
+        for index in range(len(plan.environments)):
+            request = plan.job(index)
+            argv = commands.submit_argv(self.flux, self.policy, request)
+            outcomes.append(answers.submit_outcome(argv, self._submission(argv, request.cwd)))
+        return outcomes
+
+    def _submission(
+        self,
+        argv: List[str],
+        cwd: str,
+        input: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> CommandResult:
+        """Run once; a lost answer (dropped connection, timeout): ``SubmissionUncertainError``."""
+        try:
+            return self.commands.run(argv, idempotent=False, cwd=cwd, input=input, timeout=timeout)
+        except JobTimeoutError as exc:
+            raise SubmissionUncertainError(f"{exc}: its answer was lost", argv=argv) from exc
+
+    def _bulk(self, plan: FluxPlan) -> List[Outcome]:
+        """One ``flux python`` process submits every job (pipelined inside)."""
+        count = len(plan.environments)
+        argv = [self.flux, "python", "-c", _helper_source()]
+        payload = commands.bulk_input(
+            jobspec_params(plan.request), plan.environments, plan.keys, plan.names
+        )
+        timeout = max(self.commands.command_timeout, 0.1 * count)
+        result = self._submission(argv, plan.request.cwd, input=payload, timeout=timeout)
+        return answers.bulk_outcomes(result, count)
+
+    def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
+        def argv(chunk: Sequence[str]) -> List[str]:
+            return commands.jobs_argv(self.flux, self.policy, chunk)
+
+        return self.commands.runner.ask_each(argv, job_ids, self._answers, size=_QUERY_CHUNK)
+
+    def _answers(self, result: CommandResult, chunk: Sequence[str]) -> Dict[str, JobStatus]:
+        answers.command_found(result, self.flux, self.commands.executor.kind)
+        jobs_json, label = self.policy.jobs_json, self.facts.label
+        found = answers.listing_answers(list(chunk), result, jobs_json, label)
+        return self._query_eventlogs(chunk) if found is None else found
+
+    def _query_eventlogs(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
+        return {
+            job_id: answers.eventlog_answer(
+                job_id, self.commands.run(commands.eventlog_argv(self.flux, job_id))
+            )
+            for job_id in job_ids
+        }
+
+    def cancel(self, job_ids: Sequence[str]) -> None:
+        errors = []
+        for group in commands.cancel_groups(self.policy, job_ids):
+            result = self.commands.run(commands.cancel_argv(self.flux, self.policy, group))
+            if not result.ok:
+                errors.append(result.message())
+        answers.raise_cancel_errors(errors)
+
+    def find_output(self, job_id: str) -> Optional[str]:
+        return self.commands.output_of(job_id)
+
+    def waiter(self, job_ids: Sequence[str]) -> Optional[Waiter]:
+        return None
+
+    def close(self) -> None:
+        """Nothing held open."""
