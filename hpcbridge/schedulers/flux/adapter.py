@@ -6,38 +6,21 @@ Default job kind: batch jobs on the system instance, plain jobs in an enclosing 
 from __future__ import annotations
 
 import shlex
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from ...cost import Charge
 from ...engine.adapter import SchedulerAdapter
-from ...engine.submitting import Order, dry_batches
 from ...errors import ConfigurationError, JobNotFoundError, SchedulerUnavailableError
 from ...registry import check_driver_choice
 from ...transports.base import Executor
-from .command_line import charges_argv, parse_charges
-from .commands import FluxCommands
-from .doctor import adapter_info
 from .instance import POLICIES, FluxOptions, FluxPolicy, InstanceFacts, UriSetting, facts
-from .native import Attributes
-from .session import (
-    FluxSession,
-    choose_uri_setting,
-    command_host,
-    load_bindings,
-    open_session,
-    resolve_target,
-)
 from .status import F58_PREFIX, InvalidJobIdError, canonical_job_id, only_unknown_ids
-from .submission import (
-    MAX_BATCH,
-    JobChoice,
-    JobKind,
-    Questions,
-    choose_kind,
-    flux_plan,
-    plan_batch,
-    submit_argv,
-)
+
+if TYPE_CHECKING:
+    from ...cost import Charge
+    from ...engine.submitting import Order
+    from .native import Attributes
+    from .session import FluxSession
+    from .submission import JobChoice
 
 
 class FluxAdapter(SchedulerAdapter):
@@ -65,6 +48,8 @@ class FluxAdapter(SchedulerAdapter):
         **common: Any,
     ) -> None:
         """``uri``: a URI, ``slurm:ID``, ``lsf:ID`` or a Flux job id; ``driver``: auto/native/cli"""
+        from .session import choose_uri_setting
+
         super().__init__(executor, remote_workdir, **common)
         requested = check_driver_choice("flux", driver) if driver else self.settings.flux_driver
         self.options = FluxOptions(
@@ -81,11 +66,15 @@ class FluxAdapter(SchedulerAdapter):
         self.uri_setting: UriSetting = choose_uri_setting(self.settings, self.executor, uri)
 
     def open(self) -> FluxSession:
+        from .session import FluxSession
+
         session = super().open()
         assert isinstance(session, FluxSession)
         return session
 
     def _open_session(self) -> FluxSession:
+        from .session import open_session
+
         return open_session(self.uri_setting, self.executor, self.options)
 
     @property
@@ -95,6 +84,8 @@ class FluxAdapter(SchedulerAdapter):
     def charges(self, job_ids: Sequence[str]) -> Dict[str, Charge]:
         """What ``flux jobs`` says these jobs held (their R's cores and GPUs) x their run
         time (``command_line.parse_charges``)."""
+        from .command_line import charges_argv, parse_charges
+
         if not job_ids:
             return {}
         session = self.open()
@@ -110,6 +101,9 @@ class FluxAdapter(SchedulerAdapter):
 
     def resolve_target(self, target: str, *, local: Optional[bool] = None) -> str:
         """The URI of ``target``, as ``flux uri --remote``; ``local``: None/True/False."""
+        from .commands import FluxCommands
+        from .session import command_host, load_bindings, resolve_target
+
         module = load_bindings(self.executor, self.options).module
         commands = FluxCommands(self.executor, self.options.flux_command, self.command_timeout)
         here = lambda: command_host(self.executor, commands)  # noqa: E731
@@ -117,6 +111,8 @@ class FluxAdapter(SchedulerAdapter):
 
     def job_options(self, options: Mapping[str, Any]) -> JobChoice:
         """``nested=True`` a batch job, ``False`` a plain job (``choose_kind``)."""
+        from .submission import choose_kind
+
         unknown = sorted(set(options) - {"nested"})
         if unknown:
             raise TypeError(f"flux: unexpected submission keyword {unknown[0]!r}")
@@ -124,6 +120,8 @@ class FluxAdapter(SchedulerAdapter):
 
     def launcher(self, options: object) -> str:
         """``flux run`` (``flux mini run`` on 0.26) in a batch job; none in a plain job."""
+        from .submission import JobChoice, JobKind
+
         if isinstance(options, JobChoice) and options.kind is JobKind.PLAIN:
             return ""
         # Expanded unquoted by the script (`$HPCBRIDGE_LAUNCHER -n 2 app`): plain words.
@@ -144,6 +142,10 @@ class FluxAdapter(SchedulerAdapter):
         return f"{text}\n# the same by command (the CLI driver):\n{lines}"
 
     def _command_lines(self, order: Order, known: Union[InstanceFacts, FluxPolicy]) -> str:
+        from ...engine.submitting import dry_batches
+        from .commands import FluxCommands
+        from .submission import MAX_BATCH, Questions, flux_plan, plan_batch, submit_argv
+
         if isinstance(known, FluxPolicy):
             known = facts(self.uri_setting.value, None, known, "assumed", None)
         commands = FluxCommands(self.executor, self.options.flux_command, self.command_timeout)
@@ -190,6 +192,9 @@ class FluxAdapter(SchedulerAdapter):
         return text
 
     def doctor_info(self) -> Dict[str, Any]:
+        from .doctor import adapter_info
+        from .submission import choose_kind
+
         info = adapter_info(
             self.open,
             transport=self.executor.kind,

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence
 
-from ...cost import Charge
 from ...engine.adapter import SchedulerAdapter
-from ...engine.driver import OpenDriver
 from ...errors import JobNotFoundError, SchedulerUnavailableError
 from ...registry import check_driver_choice
 from ...transports.base import Executor
-from . import commands
-from .cli import LimitCache, SlurmCliDriver
-from .native import choose_slurm_driver
 from .status import job_id_of
+
+if TYPE_CHECKING:
+    from ...cost import Charge
+    from ...engine.driver import OpenDriver
 
 
 class RealSlurmAdapter(SchedulerAdapter):
@@ -49,6 +48,10 @@ class RealSlurmAdapter(SchedulerAdapter):
         self._max_array_size = max_array_size
 
     def _open_session(self) -> OpenDriver:
+        from ...engine.driver import OpenDriver
+        from .cli import LimitCache, SlurmCliDriver
+        from .native import choose_slurm_driver
+
         cli = SlurmCliDriver(
             self.executor,
             self.command_timeout,
@@ -78,6 +81,8 @@ class RealSlurmAdapter(SchedulerAdapter):
 
     def charges(self, job_ids: Sequence[str]) -> Dict[str, Charge]:
         """What sacct says these jobs were charged (``commands.parse_sacct_charges``)."""
+        from . import commands
+
         if not job_ids:
             return {}
         env = {**self.settings.command_env, **self.command_env}
