@@ -1,17 +1,19 @@
-"""SubmissionService: one scheduler, seen from here, as the engine uses it - the base of
-every adapter (``SchedulerAdapter`` adds the public calls, ``adapter.py``) and what a
-sweep is handed (``sweeping``, ``feeding``).
+"""SubmissionService: one scheduler, seen from here - the base of every adapter
+(``SchedulerAdapter``, ``adapter.py``, adds the calls built on more than it: ``submit_many``,
+which may feed a sweep, and the waits' keywords) and what a sweep is handed
+(``sweeping``, ``feeding``), so that neither imports the other's module.
 
 It holds where jobs are recorded (the store) and staged (the ``Stager``), the session
-(the driver, chosen once by ``_open_session``), and the shared poll's identity
-(``poll_target``, ``poll_floor``); it checks orders, makes submissions, answers
-statuses as observations, waits as a ``WaitPlan`` says and cancels.  The submission and
+(the driver, chosen once by ``_open_session``) and the shared poll's identity
+(``poll_target``, ``poll_floor``); it checks orders, submits, answers statuses, waits
+as a ``WaitPlan`` says (``wait_for``), finds logs and cancels.  The submission and
 following machinery is loaded when first used, not when an adapter is imported.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from abc import ABC, abstractmethod
 from typing import (
@@ -24,6 +26,7 @@ from typing import (
     List,
     Mapping,
     Optional,
+    Sequence,
     Union,
 )
 
@@ -37,11 +40,12 @@ from ..transports.local import LocalExecutor
 from .wait_plan import WaitPlan
 
 if TYPE_CHECKING:
+    from ..cost import Charge
     from .driver import SchedulerDriver, Session
     from .following import Following
     from .jobscript import TaskSpec
     from .observation import Observation
-    from .submitting import DependsOn, Order, Submission
+    from .submitting import DependsOn, JobInput, Order, Submission
 
 log = logging.getLogger("hpcbridge")
 
@@ -194,9 +198,66 @@ class SubmissionService(ABC):
         runtime = self.settings.container_runtime
         return Submission(self.open().driver, *parts, self.observe, runtime)
 
+    def submit_job(
+        self,
+        script_path: Union[str, os.PathLike[str]],
+        resources: Optional[Mapping[str, Any]] = None,
+        remote_dir: Optional[str] = None,
+        depends_on: DependsOn = None,
+        arguments: Sequence[str] = (),
+        environment: Optional[Mapping[str, str]] = None,
+        **options: Any,
+    ) -> str:
+        """Stage ``script_path`` and submit it; the job id (``options``: ``job_options``)."""
+        from . import submitting
+
+        repo = self.settings.remote_repo
+        task = lambda: [submitting.make_task(script_path, arguments, environment, repo)]  # noqa: E731
+        order = self.order(task, resources, depends_on, remote_dir, options)
+        return self.submission().run(order)[0]
+
+    def describe_submission(
+        self,
+        script_path: Union[str, os.PathLike[str]],
+        resources: Optional[Mapping[str, Any]] = None,
+        remote_dir: Optional[str] = None,
+        depends_on: DependsOn = None,
+        **options: Any,
+    ) -> str:
+        """What ``submit_job`` would run, without staging or submitting anything."""
+        return self.describe_many([script_path], resources, depends_on, remote_dir, **options)
+
+    def describe_many(
+        self,
+        jobs: Sequence[JobInput],
+        resources: Optional[Mapping[str, Any]] = None,
+        depends_on: DependsOn = None,
+        remote_dir: Optional[str] = None,
+        **options: Any,
+    ) -> str:
+        """What ``submit_many`` would run, a line per submission, checked as it would be."""
+        from .submitting import coerce_task
+
+        tasks = lambda: [coerce_task(item, None) for item in jobs]  # noqa: E731
+        return self.describe_order(self.order(tasks, resources, depends_on, remote_dir, options))
+
+    def describe_order(self, order: Order) -> str:
+        """What the driver would send for ``order``, checked as a submission would be."""
+        return self.submission().describe(order)
+
+    def get_job_status(self, job_id: Any) -> JobStatus:
+        job_id = self.normalize_job_id(job_id)
+        return self.get_job_statuses([job_id])[job_id]
+
+    def get_job_statuses(self, job_ids: Iterable[Any]) -> Dict[str, JobStatus]:
+        """Statuses of many jobs: one scheduler round for all unfinished, at the polite rate;
+        where the floor forbids one now, what is known, at once (``as_of``: since when)."""
+        from .observation import statuses_of
+
+        return statuses_of(self.observe(job_ids))
+
     def observe(self, job_ids: Iterable[Any]) -> Dict[str, Observation]:
-        """Statuses as observations (source, answer time, reach): one scheduler round for
-        all unfinished, at the polite rate; where the floor forbids one now, what is known."""
+        """``get_job_statuses`` as observations (source, answer time, reach)."""
         from .tracking import ask
 
         ids = list(dict.fromkeys(self.normalize_job_id(job_id) for job_id in job_ids))
@@ -255,6 +316,34 @@ class SubmissionService(ABC):
 
     def cancel_jobs(self, job_ids: Iterable[Any]) -> None:
         self.following().cancel([self.normalize_job_id(job_id) for job_id in job_ids])
+
+    def log_path(self, job_id: Any) -> str:
+        """Where the job writes: its record's path (nothing opened), else the scheduler's."""
+        job_id = self.normalize_job_id(job_id)
+        record = self.store.get(job_id, self.scheduler_name, self.host_label)
+        if record is not None and record.log_path:
+            return record.log_path
+        return self.following().log_path(job_id)
+
+    def get_job_logs(self, job_id: Any) -> str:
+        """The job's output so far ("" if it has not started writing)."""
+        from .tracking import read_output
+
+        return read_output(self.executor, self.log_path(job_id))
+
+    def cancel_job(self, job_id: Any) -> None:
+        self.cancel_jobs([job_id])
+
+    def charges(self, job_ids: Sequence[str]) -> Dict[str, Charge]:
+        """What the scheduler charged these jobs (``hpcbridge cost``), for those it can tell;
+        ``SchedulerAdapterError`` when it cannot be asked.  The mock charges nothing."""
+        return {}
+
+    def describe(self) -> str:
+        """One line saying what this adapter talks to and how (opens the session)."""
+        choice = self.open().choice
+        how = f"{choice.name} driver: {choice.reason}"
+        return f"{self.scheduler_name} via {self.executor.kind} ({how})"
 
     def close(self) -> None:
         if self._following is not None:
