@@ -7,9 +7,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from ..engine.observation import statuses_of
+from ..engine.wait_plan import WaitPlan
 from ..errors import SchedulerAdapterError
 from ..model import JobState, JobStatus
 from ..store.jobs import JobRecord
@@ -46,13 +48,14 @@ def wait_and_report(
     of each entry it prints (default: every job once); ``failed``: by the same key, the
     ids that name no job (already said on stderr), each an ``error`` entry."""
     failed = failed or {}
+    plan = WaitPlan(args.poll_interval, args.timeout, on_change=announce)
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     final: Dict[Tuple[int, str], JobStatus] = {}
     for index, (adapter, job_ids) in enumerate(batches):
         if not job_ids:
             continue
         left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-        ended = _wait(adapter, job_ids, args.poll_interval, left)
+        ended = _wait(adapter, job_ids, replace(plan, timeout=left))
         final.update({(index, job_id): status for job_id, status in ended.items()})
     if getattr(args, "json", False):
         records = {
@@ -74,20 +77,14 @@ def wait_and_report(
     return EXIT_OK if ok else EXIT_JOB_NOT_COMPLETED
 
 
-def _wait(
-    adapter: SchedulerAdapter, job_ids: List[str], poll_interval: float, timeout: Optional[float]
-) -> Dict[str, JobStatus]:
+def _wait(adapter: SchedulerAdapter, job_ids: List[str], plan: WaitPlan) -> Dict[str, JobStatus]:
     many = len(job_ids) > 1
     progress = Progress() if many and sys.stderr.isatty() else None
+    if progress is not None:
+        # With many jobs on a terminal, one progress line beats a line per change.
+        plan = replace(plan, on_change=None, on_poll=progress)
     try:
-        return adapter.wait_all(
-            list(job_ids),
-            poll_interval=poll_interval,
-            timeout=timeout,
-            # With many jobs on a terminal, one progress line beats a line per change.
-            on_change=None if progress else announce,
-            on_poll=progress,
-        )
+        return adapter.wait_for(job_ids, plan)
     finally:
         if progress is not None:
             progress.finish()

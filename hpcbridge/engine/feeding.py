@@ -24,6 +24,7 @@ from .driver import PartialSubmissionError, Submitted
 from .jobscript import TaskSpec, staged_basenames
 from .service import SubmissionService
 from .submitting import Order
+from .wait_plan import WaitPlan
 
 log = logging.getLogger("hpcbridge")
 
@@ -131,9 +132,8 @@ class Feeder:
             return
         try:
             # Not the exit-code file: a job counts against the cap while it completes.
-            ended = self.adapter.following().wait_all(
-                list(self.unfinished), None, LOOK_AGAIN, None, None, 1.0, enough=1, files=False
-            )
+            plan = WaitPlan(timeout=LOOK_AGAIN, enough=1, files=False)
+            ended = self.adapter.following().wait_all(list(self.unfinished), plan)
         except JobTimeoutError:
             return  # none ended within LOOK_AGAIN: look again (and beat)
         for job_id, status in ended.items():

@@ -38,6 +38,7 @@ from .feeding import LOOK_AGAIN, Feeder, ProgressCallback, SweepCancelled
 from .jobscript import new_token
 from .service import SubmissionService
 from .submitting import DependsOn, JobInput, Order, coerce_task, reach_text
+from .wait_plan import WaitPlan
 
 log = logging.getLogger("hpcbridge")
 
@@ -135,7 +136,7 @@ class Sweep:
             ids = self.feed(on_progress)
         except SweepCancelledError as cancelled:  # what was sent ends as the scheduler says
             ids = cancelled.submitted_ids
-        return self.adapter.wait_all(ids, poll_interval, timeout)
+        return self.adapter.wait_for(ids, WaitPlan(poll_interval, timeout))
 
     @classmethod
     def resume(cls, adapter: SubmissionService, name: str) -> Sweep:
@@ -224,7 +225,7 @@ class Sweep:
         ids = self.job_ids()
         try:
             if ids:
-                self.adapter.wait_all(ids, timeout=LOOK_AGAIN)
+                self.adapter.wait_for(ids, WaitPlan(timeout=LOOK_AGAIN))
             else:
                 Deadline(LOOK_AGAIN).sleep(LOOK_AGAIN)
         except JobTimeoutError:

@@ -1,12 +1,13 @@
 """The one bounded wait loop: ticks, quick notice of ends, UNKNOWN streaks, outages.
 
-Every ``notice_interval`` a full tick takes the exit-code files, then the status round
+Every ``WaitPlan.tick`` a full tick takes the exit-code files, then the status round
 (the poller keeps its rate), spaced out for many jobs (``FULL_TICK_RATE``).  A waiter
 that hears ends wakes the loop with their ids; while it hears every end, no file is
 read and full ticks are a safety net (``HEARING_TICK_RATE``, ``HEARING_GAP``).
 A round that raises ``OUTAGE_ERRORS``, or an answer ``Reach.OUT_FOR_NOW``, is an
 outage, ridden out until the deadline (``TransportError.permanent`` is raised at
-once); only new UNKNOWN answers count towards the streak.
+once); only new UNKNOWN answers count towards the streak.  What is asked comes from
+the adapter (``Rounds``), how to wait from the caller (``WaitPlan``).
 """
 
 from __future__ import annotations
@@ -20,16 +21,12 @@ from typing import Callable, Collection, Dict, List, Optional, Set
 from ..errors import JobNotFoundError, JobTimeoutError, SchedulerUnavailableError, TransportError
 from ..model import JobState, JobStatus
 from ..retrying import Deadline
-from ..store.jobs import JobStore
-from .driver import SchedulerDriver, Waiter
+from .driver import Waiter
 from .observation import Observation, Reach, Source
-from .polling import PollBoard, Poller
-from .tracking import JobTracker, ask
+from .wait_plan import WaitPlan
 
 log = logging.getLogger("hpcbridge")
 
-StatusCallback = Callable[[JobStatus], None]
-ProgressCallback = Callable[[Dict[str, JobStatus]], None]
 StatusRound = Callable[[List[str]], Dict[str, Observation]]
 
 #: the most jobs a second the full ticks look at (3,000 unfinished: a full tick every 1.5 s)
@@ -63,21 +60,21 @@ class Sleeper:
         """Nothing to release."""
 
 
-@dataclass
-class WaitPlan:
-    """How to wait: the tick, limits and callbacks."""
+@dataclass(frozen=True)
+class Rounds:
+    """The adapter's side of a wait: what is asked, and of which scheduler."""
 
     scheduler_name: str
-    timeout: Optional[float] = None
+    #: the scheduler's answers (through the shared poll), merged with what is known
+    status: StatusRound
+    #: the ends the exit-code files tell
+    files: StatusRound
+    #: the driver's waiter for these jobs (``None``: it has none)
+    waiter: Callable[[List[str]], Optional[Waiter]]
+    #: answers for the jobs a waiter heard end (``None``: the status round)
+    heard: Optional[StatusRound] = None
+    #: new UNKNOWN answers in a row that make a job not found
     unknown_limit: int = 6
-    #: seconds between two looks at the exit-code files (and at the poller's answers)
-    notice_interval: float = 1.0
-    on_change: Optional[StatusCallback] = None
-    on_poll: Optional[ProgressCallback] = None
-    #: return the final statuses of the first ``enough`` to end (``None``: wait for all)
-    enough: Optional[int] = None
-    #: whether an exit-code file may tell an end first (not for a sweep's feeder)
-    files: bool = True
 
 
 @dataclass
@@ -94,48 +91,16 @@ class _Progress:
     counted: Dict[str, Optional[float]] = field(default_factory=dict)
 
 
-def wait_for_all(
-    job_ids: List[str],
-    status_round: StatusRound,
-    file_round: StatusRound,
-    make_waiter: Callable[[List[str]], Optional[Waiter]],
-    plan: WaitPlan,
-    heard_round: Optional[StatusRound] = None,
-) -> Dict[str, JobStatus]:
-    """Every job's final status; ``heard_round`` answers for the jobs a waiter heard
-    end (else ``status_round``).  ``unknown_limit`` new UNKNOWN answers in a row raise
-    ``JobNotFoundError``; past ``timeout``, ``JobTimeoutError``."""
+def wait_for_all(job_ids: List[str], rounds: Rounds, plan: WaitPlan) -> Dict[str, JobStatus]:
+    """Every job's final status (the first ``plan.enough`` to end: theirs).
+    ``rounds.unknown_limit`` new UNKNOWN answers in a row raise ``JobNotFoundError``;
+    past ``plan.timeout``, ``JobTimeoutError``."""
     deadline = Deadline(plan.timeout)
     progress = _Progress(pending=dict.fromkeys(job_ids))
-    outage = Outage(plan.scheduler_name, deadline)
-    heard: Set[str] = set()
-    next_full = 0.0
-    # Before the first round: a driver's event stream may answer it (Flux's journal).
-    waiter: Waiter = _made_waiter(make_waiter, list(progress.pending), outage)
-
-    def take(round_: StatusRound, ids: List[str]) -> bool:
-        return _guarded(progress, outage, round_, ids, plan, waiter)
-
+    loop = _Loop(rounds, plan, progress, Outage(rounds.scheduler_name, deadline))
     try:
         while True:
-            took = True
-            full = not heard or time.monotonic() >= next_full
-            if heard:
-                ended = [job_id for job_id in heard if job_id in progress.pending]
-                if ended:
-                    took = take(heard_round or status_round, ended)
-            if took and full and progress.pending:
-                hearing = waiter.listening()
-                next_full = time.monotonic() + _full_gap(plan, len(progress.pending), hearing)
-                if plan.files and not hearing:
-                    # The files first: a job that ended is not asked about.
-                    took = take(file_round, list(progress.pending))
-                if took and progress.pending:
-                    took = take(status_round, list(progress.pending))
-            if took:
-                outage.passed()
-            else:
-                next_full = time.monotonic() + outage.pause
+            loop.tick()
             if plan.on_poll is not None:
                 plan.on_poll(progress.latest)
             if not progress.pending:
@@ -147,19 +112,68 @@ def wait_for_all(
                     f"{len(progress.pending)} job(s) still unfinished after {plan.timeout:g} s: "
                     + ", ".join(list(progress.pending)[:10])
                     + " (they keep running; wait again or cancel them)"
-                    + outage.said()
+                    + loop.outage.said()
                 )
-            pause = deadline.cap(max(next_full - time.monotonic(), 0.0))
-            try:
-                heard = waiter.pause(pause)
-            except OUTAGE_ERRORS as exc:
-                # The events failed: the rest of the wait ticks without them.
-                outage.failed(exc)
-                _close_quietly(waiter)
-                waiter = Sleeper()
-                heard = waiter.pause(deadline.cap(max(next_full - time.monotonic(), 0.0)))
+            loop.pause(deadline)
     finally:
-        waiter.close()
+        loop.waiter.close()
+
+
+class _Loop:
+    """One wait's ticks: which rounds are due, what they tell, the pause to the next."""
+
+    def __init__(self, rounds: Rounds, plan: WaitPlan, progress: _Progress, outage: Outage):
+        self.rounds, self.plan, self.progress, self.outage = rounds, plan, progress, outage
+        #: the jobs the waiter heard end during the last pause
+        self.heard: Set[str] = set()
+        self.next_full = 0.0
+        # Before the first round: a driver's event stream may answer it (Flux's journal).
+        self.waiter: Waiter = _made_waiter(rounds.waiter, list(progress.pending), outage)
+
+    def tick(self) -> None:
+        """The jobs heard ending asked alone; when due, the files, then the status round."""
+        pending = self.progress.pending
+        took = True
+        full = not self.heard or time.monotonic() >= self.next_full
+        ended = [job_id for job_id in self.heard if job_id in pending]
+        if ended:
+            took = self.take(self.rounds.heard or self.rounds.status, ended)
+        if took and full and pending:
+            hearing = self.waiter.listening()
+            self.next_full = time.monotonic() + _full_gap(self.plan, len(pending), hearing)
+            if self.plan.files and not hearing:
+                # The files first: a job that ended is not asked about.
+                took = self.take(self.rounds.files, list(pending))
+            if took and pending:
+                took = self.take(self.rounds.status, list(pending))
+        if took:
+            self.outage.passed()
+        else:
+            self.next_full = time.monotonic() + self.outage.pause
+
+    def pause(self, deadline: Deadline) -> None:
+        """Until the next full tick (or the deadline), unless the waiter hears an end."""
+        try:
+            self.heard = self.waiter.pause(self._until_next(deadline))
+        except OUTAGE_ERRORS as exc:
+            # The events failed: the rest of the wait ticks without them.
+            self.outage.failed(exc)
+            _close_quietly(self.waiter)
+            self.waiter = Sleeper()
+            self.heard = self.waiter.pause(self._until_next(deadline))
+
+    def _until_next(self, deadline: Deadline) -> float:
+        return deadline.cap(max(self.next_full - time.monotonic(), 0.0))
+
+    def take(self, round_: StatusRound, job_ids: List[str]) -> bool:
+        """Take one round; False when it could not be taken (an outage: noted)."""
+        try:
+            observed = round_(job_ids)
+        except OUTAGE_ERRORS as exc:
+            self.outage.failed(exc)
+            return False
+        self.waiter.settled(_take(self.progress, observed, self.rounds, self.plan, self.outage))
+        return True
 
 
 class Outage:
@@ -243,24 +257,6 @@ class Outage:
         self.began, self.kind, self.cause, self._unreachable_at = None, "", "", None
 
 
-def _guarded(
-    progress: _Progress,
-    outage: Outage,
-    round_: StatusRound,
-    job_ids: List[str],
-    plan: WaitPlan,
-    waiter: Waiter,
-) -> bool:
-    """Take one round; False when it could not be taken (an outage: noted)."""
-    try:
-        observed = round_(job_ids)
-    except OUTAGE_ERRORS as exc:
-        outage.failed(exc)
-        return False
-    _take(progress, observed, plan, waiter, outage)
-    return True
-
-
 def _made_waiter(
     make_waiter: Callable[[List[str]], Optional[Waiter]], job_ids: List[str], outage: Outage
 ) -> Waiter:
@@ -281,7 +277,7 @@ def _close_quietly(waiter: Waiter) -> None:
 
 def _full_gap(plan: WaitPlan, pending: int, hearing: bool) -> float:
     """Seconds to the next full tick (more for many jobs, more while the waiter hears)."""
-    gap = max(plan.notice_interval, pending / FULL_TICK_RATE)
+    gap = max(plan.tick, pending / FULL_TICK_RATE)
     if hearing:
         gap = max(gap, min(pending / HEARING_TICK_RATE, HEARING_GAP))
     return gap
@@ -290,11 +286,11 @@ def _full_gap(plan: WaitPlan, pending: int, hearing: bool) -> float:
 def _take(
     progress: _Progress,
     observed: Dict[str, Observation],
+    rounds: Rounds,
     plan: WaitPlan,
-    waiter: Waiter,
     outage: Outage,
-) -> None:
-    """Note what changed, call ``on_change``, tell the waiter the jobs that ended."""
+) -> List[str]:
+    """Note what changed, call ``on_change``; the jobs that ended."""
     progress.latest.update((job_id, seen.status) for job_id, seen in observed.items())
     ended: List[str] = []
     for job_id in [job_id for job_id in observed if job_id in progress.pending]:
@@ -304,7 +300,7 @@ def _take(
             if seen.reach is Reach.OUT_FOR_NOW:
                 outage.unreachable(seen)  # ridden out, not counted
             else:
-                _count_unknown(progress, job_id, seen, plan)
+                _count_unknown(progress, job_id, seen, rounds)
             continue
         outage.answered(seen)
         progress.unknown_streak[job_id] = 0
@@ -316,10 +312,10 @@ def _take(
             progress.final[job_id] = status
             del progress.pending[job_id]
             ended.append(job_id)
-    waiter.settled(ended)
+    return ended
 
 
-def _count_unknown(progress: _Progress, job_id: str, seen: Observation, plan: WaitPlan) -> None:
+def _count_unknown(progress: _Progress, job_id: str, seen: Observation, rounds: Rounds) -> None:
     if seen.source is Source.KNOWN:
         return  # no answer yet (the poller has not asked about this job)
     answered = seen.answered_at  # None: not stamped, a new answer each time
@@ -328,122 +324,9 @@ def _count_unknown(progress: _Progress, job_id: str, seen: Observation, plan: Wa
     progress.counted[job_id] = answered
     streak = progress.unknown_streak.get(job_id, 0) + 1
     progress.unknown_streak[job_id] = streak
-    if streak >= plan.unknown_limit:
+    if streak >= rounds.unknown_limit:
         reason = seen.status.reason or "not in queue, history or job folder"
         raise JobNotFoundError(
-            f"{plan.scheduler_name} job {job_id} could not be observed {streak} times in a row "
+            f"{rounds.scheduler_name} job {job_id} could not be observed {streak} times in a row "
             f"({reason}); check the id, or the scheduler's own history"
         )
-
-
-class Following:
-    """The status, wait, log and cancel paths of one adapter's jobs."""
-
-    def __init__(
-        self,
-        driver: SchedulerDriver,
-        tracker: JobTracker,
-        store: JobStore,
-        *,
-        poll_interval: float,
-        poll_floor: float,
-        poll_target: str,
-        unknown_limit: int,
-    ) -> None:
-        self.driver = driver
-        self.tracker = tracker
-        self.store = store
-        self.scheduler_name = tracker.scheduler_name
-        self.unknown_limit = unknown_limit
-        # A driver woken by job events asks its own broker, cheaply: no shared poll.
-        board = None if driver.capabilities.events else PollBoard(store)
-        interval = 0.0 if driver.capabilities.events else poll_interval
-        floor = 0.0 if driver.capabilities.events else poll_floor
-        self.poller = Poller(self._ask, interval, board=board, target=poll_target, floor=floor)
-
-    def statuses(self, ids: List[str]) -> Dict[str, Observation]:
-        """Every id's status, a file's end confirmed: asked now where the floor allows,
-        else the freshest known (``JobStatus.as_of``: since when) - only a wait waits."""
-        return self.tracker.refresh(ids, self._ask_once, confirm=True)
-
-    def _ask_once(self, job_ids: List[str]) -> Dict[str, Observation]:
-        """One status question, never under the floor: an id left out keeps what is known
-        (a job just submitted: its record, PENDING since its submission)."""
-        found = self.poller.ask(job_ids, one_off=True)
-        left = [job_id for job_id in job_ids if job_id not in found]
-        if left:  # not asked now: an end its exit-code file tells is fresher than the record
-            found.update(self.tracker.ended_by_files(left))
-        # Nothing known (no record here, never answered): no state to answer with.
-        unknown = [job_id for job_id in left if job_id not in found]
-        unknown = [job_id for job_id in unknown if not self.tracker.knows(job_id)]
-        if unknown:
-            found.update(self.poller.next_answers(unknown))
-        return found
-
-    def _ask(self, job_ids: List[str]) -> Dict[str, Observation]:
-        """The driver's answer for every id; an unreachable scheduler is UNKNOWN for all."""
-        return ask(lambda: self.driver, self.scheduler_name, job_ids)
-
-    def wait_all(
-        self,
-        ids: List[str],
-        poll_interval: Optional[float],
-        timeout: Optional[float],
-        on_change: Optional[StatusCallback],
-        on_poll: Optional[ProgressCallback],
-        notice_interval: float,
-        enough: Optional[int] = None,
-        files: bool = True,
-    ) -> Dict[str, JobStatus]:
-        """Every job's final status (``waiting.wait_for_all``; ``enough``, ``files``: as
-        ``WaitPlan``'s)."""
-        if poll_interval is not None:
-            notice_interval = min(notice_interval, poll_interval)
-        plan = WaitPlan(
-            self.scheduler_name,
-            timeout=timeout,
-            unknown_limit=self.unknown_limit,
-            notice_interval=notice_interval,
-            on_change=on_change,
-            on_poll=on_poll,
-            enough=enough,
-            files=files,
-        )
-
-        def status_round(pending: List[str]) -> Dict[str, Observation]:
-            return self.tracker.refresh(
-                pending, lambda asked: self.poller.ask(asked, interval=poll_interval)
-            )
-
-        def file_round(pending: List[str]) -> Dict[str, Observation]:
-            return self.tracker.ended_by_files(pending)
-
-        def heard_round(ended: List[str]) -> Dict[str, Observation]:
-            return self.tracker.refresh(ended, self._ask)
-
-        try:
-            return wait_for_all(
-                ids, status_round, file_round, self.driver.waiter, plan, heard_round
-            )
-        finally:
-            if enough is None:
-                self.poller.release()  # the next process waiting here takes the poll at once
-
-    def log_path(self, job_id: str) -> str:
-        record = self.store.get(job_id, self.scheduler_name, self.tracker.host_label)
-        if record is not None and record.log_path:
-            return record.log_path
-        found = self.driver.find_output(job_id)
-        if found is None:
-            raise JobNotFoundError(
-                f"no record of {self.scheduler_name} job {job_id} and the scheduler does not "
-                "know where it writes (check the id and the scheduler: hpcbridge jobs)"
-            )
-        return found
-
-    def cancel(self, ids: List[str]) -> None:
-        self.store.mark_cancel_requested(self.scheduler_name, self.tracker.host_label, ids)
-        self.driver.cancel(ids)
-        # What the poll holds of these jobs predates the cancel: a wait asks afresh.
-        self.poller.forget(ids)
-        log.info("cancel requested for %s job(s) %s", self.scheduler_name, ", ".join(ids))

@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from ..engine.adapter import SchedulerAdapter, exit_code_from_file
+from ..engine.adapter import SchedulerAdapter
 from ..engine.driver import (
     Capabilities,
     DriverChoice,
@@ -24,6 +24,7 @@ from ..engine.driver import (
     Waiter,
 )
 from ..engine.jobscript import TASK_INDEX_VARIABLE
+from ..engine.tracking import exit_code_from_file
 from ..errors import ConfigurationError, JobSubmissionError, LimitRefusedError
 from ..model import JobState, JobStatus
 from ..processes import pid_alive

@@ -52,7 +52,7 @@ class FakeAdapter:
     def get_job_status(self, job_id):
         return self._status(self.normalize_job_id(job_id))
 
-    def wait_all(self, job_ids, **_):
+    def wait_for(self, job_ids, plan):
         return self.get_job_statuses(job_ids)
 
     def get_job_logs(self, job_id):

@@ -15,11 +15,12 @@ import pytest
 
 from hpcbridge.engine import waiting
 from hpcbridge.engine.observation import Observation, out_of_reach
+from hpcbridge.engine.wait_plan import WaitPlan
 from hpcbridge.engine.waiting import (
     HEARING_GAP,
+    Rounds,
     Sleeper,
     StatusRound,
-    WaitPlan,
     _full_gap,
     wait_for_all,
 )
@@ -72,8 +73,10 @@ def test_the_waiter_comes_before_the_first_round_and_a_heard_end_is_asked_alone(
         waiters.append(Waiter(events, events))
         return waiters[-1]
 
-    plan = WaitPlan("test", timeout=10, notice_interval=60, files=False)
-    final = wait_for_all(["a", "b"], status_round, lambda ids: {}, make_waiter, plan, heard_round)
+    plan = WaitPlan(timeout=10, notice_interval=60, files=False)
+    final = wait_for_all(
+        ["a", "b"], Rounds("test", status_round, lambda ids: {}, make_waiter, heard_round), plan
+    )
     assert {job_id: status.state for job_id, status in final.items()} == {
         "a": JobState.COMPLETED,
         "b": JobState.COMPLETED,
@@ -84,7 +87,7 @@ def test_the_waiter_comes_before_the_first_round_and_a_heard_end_is_asked_alone(
 
 
 def test_while_the_waiter_hears_every_end_the_full_rounds_are_a_safety_net() -> None:
-    plan = WaitPlan("test", notice_interval=1.0)
+    plan = WaitPlan(notice_interval=1.0)
     assert _full_gap(plan, 50, hearing=False) == 1.0
     assert _full_gap(plan, 3000, hearing=False) == 1.5  # FULL_TICK_RATE jobs a second
     assert _full_gap(plan, 50, hearing=True) == 1.0
@@ -105,9 +108,11 @@ def test_a_waiter_hearing_every_end_leaves_one_full_round() -> None:
         return {job_id: seen(job_id, JobState.COMPLETED) for job_id in ended}
 
     # 300 jobs heard ending ten a pause, at once.
-    plan = WaitPlan("test", timeout=60, notice_interval=0.0, files=False)
+    plan = WaitPlan(timeout=60, notice_interval=1e-6, files=False)
     final = wait_for_all(
-        jobs, status_round, lambda ids: {}, lambda ids: Hearing(ids), plan, heard_round
+        jobs,
+        Rounds("test", status_round, lambda ids: {}, lambda ids: Hearing(ids), heard_round),
+        plan,
     )
     assert all(status.state is JobState.COMPLETED for status in final.values())
     assert len(rounds) == 1  # the first; the next was 3 s away
@@ -171,8 +176,10 @@ def test_a_job_ended_by_its_file_is_told_to_the_waiter_which_then_hears_every_en
 
     # With no end heard for a while, full rounds (and file rounds while it does not
     # hear every end) come at the notice interval: none once it hears every end.
-    plan = WaitPlan("test", timeout=60, notice_interval=0.0)
-    final = wait_for_all(jobs, status_round, file_round, make_waiter, plan, heard_round)
+    plan = WaitPlan(timeout=60, notice_interval=1e-6)
+    final = wait_for_all(
+        jobs, Rounds("test", status_round, file_round, make_waiter, heard_round), plan
+    )
     assert all(status.state is JobState.COMPLETED for status in final.values())
     assert file_rounds == [300]  # the first round's files ended j0; the waiter was told
     assert waiters[0].told[0] == "j0" and sorted(waiters[0].told) == sorted(jobs)
@@ -211,8 +218,10 @@ def test_ends_heard_when_a_full_tick_is_due_are_taken_from_the_waiters_events() 
         waiters.append(HearsOnce(job_ids))
         return waiters[0]
 
-    plan = WaitPlan("test", timeout=3, notice_interval=0.2, files=False)
-    final = wait_for_all(["a", "b"], status_round, lambda ids: {}, make_waiter, plan, heard_round)
+    plan = WaitPlan(timeout=3, notice_interval=0.2, files=False)
+    final = wait_for_all(
+        ["a", "b"], Rounds("test", status_round, lambda ids: {}, make_waiter, heard_round), plan
+    )
     assert {job_id: status.state for job_id, status in final.items()} == {
         "a": JobState.COMPLETED,
         "b": JobState.COMPLETED,
@@ -265,9 +274,13 @@ def test_a_status_round_failing_for_a_while_is_ridden_out_with_back_off(
     lost = TransportError("cannot reconnect to u@login:22 after 5 attempts: connection refused")
     status_round = failing(10, lost, answering(JobState.COMPLETED))
     pauses = Pauses()
-    plan = WaitPlan("slurm", timeout=60, unknown_limit=2, notice_interval=0.0)
+    plan = WaitPlan(timeout=60, notice_interval=1e-6)
     with caplog.at_level(logging.WARNING, logger="hpcbridge"):
-        final = wait_for_all(["7"], status_round, lambda ids: {}, lambda ids: pauses, plan)
+        final = wait_for_all(
+            ["7"],
+            Rounds("slurm", status_round, lambda ids: {}, lambda ids: pauses, unknown_limit=2),
+            plan,
+        )
     assert final["7"].state is JobState.COMPLETED
     # The pause doubles from the first to the longest, and stays there.
     assert pauses.asked == pytest.approx(
@@ -284,25 +297,37 @@ def test_the_exit_code_file_round_is_guarded_the_same(quick_outages: None) -> No
     # The scheduler has forgotten the job; only its file tells the end, once reachable.
     lost = TransportError("sftp stat on u@login:22 failed: Socket is closed")
     file_round = failing(4, lost, answering(JobState.FAILED))
-    plan = WaitPlan("slurm", timeout=60, unknown_limit=2, notice_interval=0.0)
-    final = wait_for_all(["7"], answering(JobState.RUNNING), file_round, lambda ids: None, plan)
+    plan = WaitPlan(timeout=60, notice_interval=1e-6)
+    final = wait_for_all(
+        ["7"],
+        Rounds("slurm", answering(JobState.RUNNING), file_round, lambda ids: None, unknown_limit=2),
+        plan,
+    )
     assert final["7"].state is JobState.FAILED
 
 
 def test_one_command_past_its_budget_is_an_outage_too(quick_outages: None) -> None:
     slow = JobTimeoutError("squeue did not finish within 60 s on u@login:22")
     status_round = failing(3, slow, answering(JobState.COMPLETED))
-    plan = WaitPlan("slurm", timeout=60, unknown_limit=1, notice_interval=0.0, files=False)
-    final = wait_for_all(["7"], status_round, lambda ids: {}, lambda ids: None, plan)
+    plan = WaitPlan(timeout=60, notice_interval=1e-6, files=False)
+    final = wait_for_all(
+        ["7"],
+        Rounds("slurm", status_round, lambda ids: {}, lambda ids: None, unknown_limit=1),
+        plan,
+    )
     assert final["7"].state is JobState.COMPLETED
 
 
 def test_the_deadline_reached_during_an_outage_says_so(quick_outages: None) -> None:
     lost = TransportError("cannot reconnect to u@login:22 after 5 attempts: connection refused")
     status_round = failing(10**6, lost, answering(JobState.COMPLETED))
-    plan = WaitPlan("slurm", timeout=0.3, unknown_limit=1, notice_interval=0.0, files=False)
+    plan = WaitPlan(timeout=0.3, notice_interval=1e-6, files=False)
     with pytest.raises(JobTimeoutError) as caught:
-        wait_for_all(["7"], status_round, lambda ids: {}, lambda ids: None, plan)
+        wait_for_all(
+            ["7"],
+            Rounds("slurm", status_round, lambda ids: {}, lambda ids: None, unknown_limit=1),
+            plan,
+        )
     message = str(caught.value)
     assert "1 job(s) still unfinished after 0.3 s: 7" in message
     assert "wait again or cancel them" in message
@@ -316,9 +341,9 @@ def test_an_error_retrying_cannot_fix_ends_the_wait_at_once(quick_outages: None)
         rounds.append(1)
         raise HostKeyError("HOST KEY CHANGED for [login]:22")
 
-    plan = WaitPlan("slurm", timeout=60, notice_interval=0.0, files=False)
+    plan = WaitPlan(timeout=60, notice_interval=1e-6, files=False)
     with pytest.raises(HostKeyError):
-        wait_for_all(["7"], status_round, lambda ids: {}, lambda ids: None, plan)
+        wait_for_all(["7"], Rounds("slurm", status_round, lambda ids: {}, lambda ids: None), plan)
     assert rounds == [1]
 
 
@@ -340,9 +365,13 @@ def test_a_scheduler_that_cannot_be_asked_right_now_is_ridden_out(
     def status_round(pending: List[str]) -> Dict[str, Observation]:
         return {"7": stamped(answers.pop(0))}
 
-    plan = WaitPlan("slurm", timeout=60, unknown_limit=2, notice_interval=0.0, files=False)
+    plan = WaitPlan(timeout=60, notice_interval=1e-6, files=False)
     with caplog.at_level(logging.WARNING, logger="hpcbridge"):
-        final = wait_for_all(["7"], status_round, lambda ids: {}, lambda ids: None, plan)
+        final = wait_for_all(
+            ["7"],
+            Rounds("slurm", status_round, lambda ids: {}, lambda ids: None, unknown_limit=2),
+            plan,
+        )
     assert final["7"].state is JobState.COMPLETED
     said = [record.getMessage() for record in caplog.records]
     assert len(said) == 2 and "Unable to contact" in said[0] and "reachable again" in said[1]
@@ -354,9 +383,13 @@ def test_a_scheduler_that_cannot_be_used_from_here_counts_towards_the_streak() -
     def status_round(pending: List[str]) -> Dict[str, Observation]:
         return {"7": stamped(out_of_reach("7", reason, lasting=True))}
 
-    plan = WaitPlan("flux", timeout=60, unknown_limit=3, notice_interval=0.0, files=False)
+    plan = WaitPlan(timeout=60, notice_interval=1e-6, files=False)
     with pytest.raises(JobNotFoundError, match="3 times in a row .*HPCBRIDGE_FLUX_COMMAND"):
-        wait_for_all(["7"], status_round, lambda ids: {}, lambda ids: None, plan)
+        wait_for_all(
+            ["7"],
+            Rounds("flux", status_round, lambda ids: {}, lambda ids: None, unknown_limit=3),
+            plan,
+        )
 
 
 class FailingEvents(Hearing):
@@ -385,8 +418,8 @@ def test_a_waiter_whose_events_fail_is_given_up_for_plain_ticks(quick_outages: N
         waiters.append(FailingEvents(job_ids))
         return waiters[-1]
 
-    plan = WaitPlan("flux", timeout=60, notice_interval=0.0, files=False)
-    final = wait_for_all(["7"], status_round, lambda ids: {}, make_waiter, plan)
+    plan = WaitPlan(timeout=60, notice_interval=1e-6, files=False)
+    final = wait_for_all(["7"], Rounds("flux", status_round, lambda ids: {}, make_waiter), plan)
     assert final["7"].state is JobState.COMPLETED
     assert len(waiters) == 1 and waiters[0].closed
 
@@ -395,6 +428,8 @@ def test_a_waiter_that_cannot_be_made_now_leaves_plain_ticks(quick_outages: None
     def make_waiter(job_ids: List[str]) -> Sleeper:
         raise TransportError("cannot open the event stream")
 
-    plan = WaitPlan("flux", timeout=60, notice_interval=0.0, files=False)
-    final = wait_for_all(["7"], answering(JobState.COMPLETED), lambda ids: {}, make_waiter, plan)
+    plan = WaitPlan(timeout=60, notice_interval=1e-6, files=False)
+    final = wait_for_all(
+        ["7"], Rounds("flux", answering(JobState.COMPLETED), lambda ids: {}, make_waiter), plan
+    )
     assert final["7"].state is JobState.COMPLETED

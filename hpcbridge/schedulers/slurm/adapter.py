@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence
 
-from ...cost import Charge
 from ...engine.adapter import SchedulerAdapter
-from ...engine.driver import OpenDriver
-from ...engine.runner import Runner
 from ...errors import JobNotFoundError
 from ...registry import check_driver_choice
-from ...store.caps import LimitCache
 from ...transports.base import Executor
 from . import cluster
-from .cli_driver import SlurmCliDriver
 from .status import job_id_of
+
+if TYPE_CHECKING:
+    from ...cost import Charge
+    from ...engine.driver import OpenDriver
 
 
 class RealSlurmAdapter(SchedulerAdapter):
@@ -50,7 +49,11 @@ class RealSlurmAdapter(SchedulerAdapter):
         self._max_array_size = max_array_size
 
     def _open_session(self) -> OpenDriver:
-        from .native_driver import choose_slurm_driver  # pyslurm's modules: only when opened
+        # the drivers, the runner and the cap's cache are loaded when a session opens
+        from ...engine.driver import OpenDriver
+        from ...store.caps import LimitCache
+        from .cli_driver import SlurmCliDriver
+        from .native_driver import choose_slurm_driver
 
         cli = SlurmCliDriver(
             self.executor,
@@ -78,6 +81,8 @@ class RealSlurmAdapter(SchedulerAdapter):
 
     def charges(self, job_ids: Sequence[str]) -> Dict[str, Charge]:
         """What sacct says these jobs were charged (``cluster.parse_sacct_charges``)."""
+        from ...engine.runner import Runner
+
         if not job_ids:
             return {}
         env = {**self.settings.command_env, **self.command_env}
