@@ -350,6 +350,11 @@ class SlurmCliDriver:
         missing = [job_id for job_id in ids if job_id not in answers]
         if missing:
             answers.update(self.history(missing))
+        others = [job_id for job_id in missing if job_id not in answers]
+        if others and status.by_user(to_ask):  # squeue listed the user's jobs: not another's
+            result = self._ask(status.squeue_argv(others, by_id=True))
+            if result.ok:
+                answers.update(status.parse_squeue(result.stdout, wanted=others))
         self._last = {
             job_id: answer for job_id, answer in answers.items() if not answer.is_terminal
         }

@@ -244,16 +244,32 @@ SACCT_FIELDS: Tuple[Tuple[str, str], ...] = (
 SACCT_COLUMNS: Tuple[str, ...] = tuple(column for _, column in SACCT_FIELDS)
 
 
-def squeue_argv(job_ids: Sequence[str]) -> List[str]:
-    """One squeue for many ids, one row per pending array task."""
+#: past this many ``--jobs`` entries, squeue lists the user's jobs (``--me``) instead:
+#: the same question to slurmctld (every job), a cheaper filter in squeue
+BY_USER_OVER = 50
+
+
+def by_user(job_ids: Sequence[str]) -> bool:
+    """Whether ``squeue_argv`` lists the user's jobs (``--me``) for these ids: a job of
+    another user is then found by its id only (``squeue_argv(ids, by_id=True)``)."""
+    return len(job_list(job_ids)) > BY_USER_OVER
+
+
+def squeue_argv(job_ids: Sequence[str], by_id: bool = False) -> List[str]:
+    """One squeue for many ids (one row per pending array task): by their ids, or
+    (unless ``by_id``) every job of the user's where ``by_user``."""
     # Without --states=all a finished job (kept for MinJobAge) prints no row.
+    # squeue 22.05 matches each job against every id given: 500 ids cost it ~3 ms more.
     fields = ",".join(f"{name}:0|" for name, _ in SQUEUE_FIELDS)
+    entries = job_list(job_ids)
+    by_me = len(entries) > BY_USER_OVER and not by_id
+    selection = "--me" if by_me else f"--jobs={','.join(entries)}"
     return [
         "squeue",
         "--noheader",
         "--array",
         "--states=all",
-        f"--jobs={','.join(job_list(job_ids))}",
+        selection,
         f"--Format={fields}",
     ]
 
@@ -476,6 +492,52 @@ def parse_squeue(
 ) -> Dict[str, JobStatus]:
     """Statuses by job id from ``squeue_argv`` output (or any ``|`` format whose ``columns``
     are among ``id raw_id state reason start end wait_status exit_code``); with
-    ``wanted``, of those ids only."""
-    by_id = _rows_by_id(_rows(text, columns))
-    return _statuses(by_id, by_id if wanted is None else wanted, zone)
+    ``wanted``, of those ids only: a row of another id is not read past its id."""
+    if wanted is None:
+        by_id = _rows_by_id(_rows(text, columns))
+        return _statuses(by_id, by_id, zone)
+    asked = set(wanted)
+    bases = {job_id.partition("_")[0] for job_id in asked}
+    found: Dict[str, JobStatus] = {}
+    arrays: List[str] = []  # ranges, tasks and their raw ids: the general reading
+    for line in text.splitlines():
+        shown, _, rest = line.partition("|")
+        shown = shown.strip()
+        if shown in asked:  # a job's own row (a plain id is never a task's nor a range's)
+            status = _status_from_cells(shown, line.split("|"), columns, zone)
+            if status is not None:
+                found[shown] = status
+        elif "_" in shown or "[" in shown or ";" in shown:
+            # an array asked about, by one of its tasks or by a task's own (raw) id
+            base = normalize_job_id(shown).partition("_")[0]
+            if base in bases or rest.partition("|")[0].strip() in asked:
+                arrays.append(line)
+    if arrays:
+        by_id = _rows_by_id(_rows("\n".join(arrays), columns))
+        left = [job_id for job_id in wanted if job_id not in found and job_id in by_id]
+        found.update(_statuses(by_id, left, zone))
+    return {job_id: found[job_id] for job_id in dict.fromkeys(wanted) if job_id in found}
+
+
+def _status_from_cells(
+    job_id: str, cells: List[str], columns: Sequence[str], zone: Optional[tzinfo]
+) -> Optional[JobStatus]:
+    """The status of one row's cells (``None``: too few); a pending job of the status
+    round's columns from a shared template, the others as ``_status_from_row``."""
+    if len(cells) == len(columns) + 1 and cells[-1].strip() == "":
+        cells = cells[:-1]  # the suffix of the last --Format field
+    if len(cells) < len(columns):
+        return None
+    if columns is SQUEUE_COLUMNS and map_state(cells[2].strip()) is JobState.PENDING:
+        raw_id = cells[1].strip()
+        template = _pending(cells[2].strip(), cells[3].strip())
+        return template.with_(job_id=job_id, extra={"raw_id": raw_id} if raw_id else {})
+    if len(cells) > len(columns):  # a separator inside the last column
+        cells = cells[: len(columns) - 1] + ["|".join(cells[len(columns) - 1 :])]
+    return _status_from_row(job_id, dict(zip(columns, map(str.strip, cells))), zone)
+
+
+@functools.lru_cache(maxsize=256)  # a few states and reasons, met on most rows of a round
+def _pending(native: str, reason: str) -> JobStatus:
+    """A pending job's status in Slurm's words, to be given its id (no times, no code)."""
+    return job_status("", native, None, None, None, reason, "", JobState.PENDING)
