@@ -294,16 +294,15 @@ def _as_file_says(status: JobStatus, exit_record: ExitRecord, mtime: Optional[fl
 def _seen_again(row: Sequence[Any], observed: JobStatus) -> bool:
     """Whether ``observed`` is the unfinished state a store row (``status_from_row``'s)
     records, no time nor code in either: merged, it would be itself and change nothing."""
-    job_id, state, exit_code, start, end, native_state = row[:6]
     return (
-        state == observed.state.value
-        and not observed.state.is_terminal
+        row[1] == observed.state  # a JobState is its word
+        and row[1] not in _FINAL_WORDS
         and observed.start_time is None
         and observed.end_time is None
-        and observed.exit_code == exit_code
-        and not start
-        and not end
-        and native_state != FROM_FILE
+        and observed.exit_code == row[2]
+        and not row[3]
+        and not row[4]
+        and row[5] != FROM_FILE
     )
 
 
