@@ -27,6 +27,8 @@ _RECORD_NEEDED = (JobState.UNKNOWN, JobState.FAILED, JobState.TIMEOUT)
 
 #: the final states as the store writes them
 _FINAL_WORDS = frozenset(state.value for state in TERMINAL_STATES)
+#: the rank of each unfinished state as the store writes it
+_UNFINISHED_RANKS = {state.value: state.rank for state in (JobState.PENDING, JobState.RUNNING)}
 
 
 def ask(
@@ -110,8 +112,10 @@ class JobTracker:
             observed = dated(seen)
             row = self._recorded.pop(job_id, None)
             if row is not None:
-                if not seen.out_of_reach and _seen_again(row, observed):
-                    # The recorded state, seen again: nothing to merge, nothing to write.
+                moved = None if seen.out_of_reach else _moved_on(row, observed)
+                if moved is not None:  # the merge is ``observed``: the row needs no status
+                    if moved:
+                        changed.append(observed)
                     self.known[job_id] = observed
                     merged_all[job_id] = seen.with_status(observed)
                     continue
@@ -291,19 +295,26 @@ def _as_file_says(status: JobStatus, exit_record: ExitRecord, mtime: Optional[fl
     )
 
 
-def _seen_again(row: Sequence[Any], observed: JobStatus) -> bool:
-    """Whether ``observed`` is the unfinished state a store row (``status_from_row``'s)
-    records, no time nor code in either: merged, it would be itself and change nothing."""
-    return (
-        row[1] == observed.state  # a JobState is its word
-        and row[1] not in _FINAL_WORDS
-        and observed.start_time is None
-        and observed.end_time is None
-        and observed.exit_code == row[2]
-        and not row[3]
-        and not row[4]
-        and row[5] != FROM_FILE
-    )
+def _moved_on(row: Sequence[Any], observed: JobStatus) -> Optional[bool]:
+    """Merged into the unfinished state a store row (``status_from_row``'s) records,
+    whether ``observed`` stands as it is and changes the record (``True``: a later state;
+    ``False``: the same, no time nor code in either); ``None``: the merge needs the
+    recorded status (``advance``, a cancel's or an exit-code file's end)."""
+    recorded = _UNFINISHED_RANKS.get(row[1])
+    if recorded is None or row[5] == FROM_FILE or observed.state in _RECORD_NEEDED:
+        return None
+    if row[1] == observed.state:  # a JobState is its word
+        unchanged = (
+            observed.start_time is None
+            and observed.end_time is None
+            and observed.exit_code == row[2]
+            and not row[3]
+            and not row[4]
+        )
+        return False if unchanged else None
+    if observed.state.rank < recorded or (observed.start_time is None and row[3]):
+        return None  # the state stays, or the recorded start does
+    return True
 
 
 def _lasting(status: JobStatus) -> Tuple[Any, ...]:

@@ -477,11 +477,46 @@ def _statuses(
     by_id: Mapping[str, Mapping[str, str]], job_ids: Iterable[str], zone: Optional[tzinfo]
 ) -> Dict[str, JobStatus]:
     """The statuses of those of ``job_ids`` that have a row: only those rows are read."""
-    return {
-        job_id: _status_from_row(job_id, by_id[job_id], zone)
-        for job_id in job_ids
-        if job_id in by_id
-    }
+    made = _Made(zone)
+    return {job_id: made.of_row(job_id, by_id[job_id]) for job_id in job_ids if job_id in by_id}
+
+
+class _Made:
+    """The statuses of one output's rows, each distinct row (its ids aside) read once:
+    the jobs of a round mostly share their state, reason, times and exit code."""
+
+    def __init__(self, zone: Optional[tzinfo]) -> None:
+        self.zone = zone
+        self.by_row: Dict[Tuple[Optional[str], ...], JobStatus] = {}
+        self.by_cells: Dict[Tuple[str, ...], JobStatus] = {}
+
+    def of_row(self, job_id: str, row: Mapping[str, str]) -> JobStatus:
+        key = tuple(row.get(column) for column in _STATUS_COLUMNS)
+        template = self.by_row.get(key)
+        if template is None:
+            template = self.by_row[key] = self._template(row)
+        return _given(template, job_id, row.get("raw_id", ""))
+
+    def of_cells(self, job_id: str, cells: List[str], columns: Sequence[str]) -> JobStatus:
+        """The same from a row's cells (``columns``: the two ids first)."""
+        key = tuple(cells[2:])
+        template = self.by_cells.get(key)
+        if template is None:
+            row = dict(zip(columns, map(str.strip, cells)))
+            template = self.by_cells[key] = self._template(row)
+        return _given(template, job_id, cells[1].strip())
+
+    def _template(self, row: Mapping[str, str]) -> JobStatus:
+        return _status_from_row("", {**row, "raw_id": ""}, self.zone)
+
+
+def _given(template: JobStatus, job_id: str, raw_id: str) -> JobStatus:
+    """A row's status: its template's, with the row's ids."""
+    return template.with_(job_id=job_id, extra={"raw_id": raw_id} if raw_id else {})
+
+
+#: the columns a status is read from: ``_status_from_row``'s, but the ids
+_STATUS_COLUMNS = ("state", "reason", "start", "end", "exit_code", "wait_status")
 
 
 def parse_squeue(
@@ -493,20 +528,21 @@ def parse_squeue(
     """Statuses by job id from ``squeue_argv`` output (or any ``|`` format whose ``columns``
     are among ``id raw_id state reason start end wait_status exit_code``); with
     ``wanted``, of those ids only: a row of another id is not read past its id."""
-    if wanted is None:
+    if wanted is None or tuple(columns[:2]) != ("id", "raw_id"):
         by_id = _rows_by_id(_rows(text, columns))
-        return _statuses(by_id, by_id, zone)
+        return _statuses(by_id, by_id if wanted is None else wanted, zone)
     asked = set(wanted)
     bases = {job_id.partition("_")[0] for job_id in asked}
+    made = _Made(zone)
     found: Dict[str, JobStatus] = {}
     arrays: List[str] = []  # ranges, tasks and their raw ids: the general reading
     for line in text.splitlines():
         shown, _, rest = line.partition("|")
         shown = shown.strip()
         if shown in asked:  # a job's own row (a plain id is never a task's nor a range's)
-            status = _status_from_cells(shown, line.split("|"), columns, zone)
-            if status is not None:
-                found[shown] = status
+            cells = _cells(line, len(columns))
+            if cells is not None:
+                found[shown] = made.of_cells(shown, cells, columns)
         elif "_" in shown or "[" in shown or ";" in shown:
             # an array asked about, by one of its tasks or by a task's own (raw) id
             base = normalize_job_id(shown).partition("_")[0]
@@ -519,25 +555,13 @@ def parse_squeue(
     return {job_id: found[job_id] for job_id in dict.fromkeys(wanted) if job_id in found}
 
 
-def _status_from_cells(
-    job_id: str, cells: List[str], columns: Sequence[str], zone: Optional[tzinfo]
-) -> Optional[JobStatus]:
-    """The status of one row's cells (``None``: too few); a pending job of the status
-    round's columns from a shared template, the others as ``_status_from_row``."""
-    if len(cells) == len(columns) + 1 and cells[-1].strip() == "":
-        cells = cells[:-1]  # the suffix of the last --Format field
-    if len(cells) < len(columns):
+def _cells(line: str, count: int, separator: str = "|") -> Optional[List[str]]:
+    """One line's ``count`` cells, as ``_rows`` reads them (``None``: too few)."""
+    cells = line.split(separator)
+    if len(cells) == count + 1 and cells[-1].strip() == "":
+        cells.pop()  # the suffix of the last --Format field
+    if len(cells) < count:
         return None
-    if columns is SQUEUE_COLUMNS and map_state(cells[2].strip()) is JobState.PENDING:
-        raw_id = cells[1].strip()
-        template = _pending(cells[2].strip(), cells[3].strip())
-        return template.with_(job_id=job_id, extra={"raw_id": raw_id} if raw_id else {})
-    if len(cells) > len(columns):  # a separator inside the last column
-        cells = cells[: len(columns) - 1] + ["|".join(cells[len(columns) - 1 :])]
-    return _status_from_row(job_id, dict(zip(columns, map(str.strip, cells))), zone)
-
-
-@functools.lru_cache(maxsize=256)  # a few states and reasons, met on most rows of a round
-def _pending(native: str, reason: str) -> JobStatus:
-    """A pending job's status in Slurm's words, to be given its id (no times, no code)."""
-    return job_status("", native, None, None, None, reason, "", JobState.PENDING)
+    if len(cells) > count:  # a separator inside the last column (a job name)
+        cells = cells[: count - 1] + [separator.join(cells[count - 1 :])]
+    return cells
