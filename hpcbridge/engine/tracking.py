@@ -83,11 +83,7 @@ class JobTracker:
         what was known); with ``confirm``, an end known from the exit-code file only is
         asked of the scheduler too."""
         self._load(ids)
-        to_ask = [
-            job_id
-            for job_id in ids
-            if not self._is_final(job_id) or (confirm and self._from_file_only(job_id))
-        ]
+        to_ask = [job_id for job_id in ids if self._to_ask(job_id, confirm)]
         observed = self.observe(query(to_ask) if to_ask else {})
         return {job_id: observed.get(job_id) or self._known_or_unknown(job_id) for job_id in ids}
 
@@ -203,6 +199,18 @@ class JobTracker:
         if not job_ids:
             return {}
         return self.store.get_many(self.scheduler_name, self.host_label, job_ids)
+
+    def _to_ask(self, job_id: str, confirm: bool) -> bool:
+        """Unfinished, or (``confirm``) ended as its exit-code file alone says."""
+        known = self.known.get(job_id)
+        if known is not None:
+            final, from_file = known.is_terminal, known.native_state == FROM_FILE
+        else:
+            row = self._recorded.get(job_id)
+            if row is None:
+                return True
+            final, from_file = row[1] in _FINAL_WORDS, row[5] == FROM_FILE
+        return not final or (confirm and from_file)
 
     def _from_file_only(self, job_id: str) -> bool:
         known = self.known.get(job_id)

@@ -32,6 +32,8 @@ def job_id_of(text: object) -> str:
     """A job id as a user types it (``123``, ``123_4``, ``123;cluster``), as recorded;
     ``ValueError`` for text that is no Slurm job id (squeue's failure would read as a
     controller that cannot be asked)."""
+    if type(text) is str and text.isdecimal():
+        return text  # the usual case: nothing to normalize
     job_id = normalize_job_id(text)
     if not (job_id.isdecimal() or _TYPED_ID.match(job_id)):
         raise ValueError(
@@ -488,7 +490,8 @@ class _Made:
     def __init__(self, zone: Optional[tzinfo]) -> None:
         self.zone = zone
         self.by_row: Dict[Tuple[Optional[str], ...], JobStatus] = {}
-        self.by_cells: Dict[Tuple[str, ...], JobStatus] = {}
+        #: by what a line holds past its two ids
+        self.by_tail: Dict[str, JobStatus] = {}
 
     def of_row(self, job_id: str, row: Mapping[str, str]) -> JobStatus:
         key = tuple(row.get(column) for column in _STATUS_COLUMNS)
@@ -497,14 +500,20 @@ class _Made:
             template = self.by_row[key] = self._template(row)
         return _given(template, job_id, row.get("raw_id", ""))
 
-    def of_cells(self, job_id: str, cells: List[str], columns: Sequence[str]) -> JobStatus:
-        """The same from a row's cells (``columns``: the two ids first)."""
-        key = tuple(cells[2:])
-        template = self.by_cells.get(key)
+    def of_line(self, job_id: str, line: str, columns: Sequence[str]) -> Optional[JobStatus]:
+        """The same from an output line (``columns``: the two ids first); ``None``: too
+        few cells."""
+        _, _, rest = line.partition("|")
+        raw_id, _, tail = rest.partition("|")
+        template = self.by_tail.get(tail)
         if template is None:
-            row = dict(zip(columns, map(str.strip, cells)))
-            template = self.by_cells[key] = self._template(row)
-        return _given(template, job_id, cells[1].strip())
+            cells = _cells(line, len(columns))
+            if cells is None:
+                return None
+            template = self.by_tail[tail] = self._template(
+                dict(zip(columns, map(str.strip, cells)))
+            )
+        return _given(template, job_id, raw_id.strip())
 
     def _template(self, row: Mapping[str, str]) -> JobStatus:
         return _status_from_row("", {**row, "raw_id": ""}, self.zone)
@@ -540,9 +549,9 @@ def parse_squeue(
         shown, _, rest = line.partition("|")
         shown = shown.strip()
         if shown in asked:  # a job's own row (a plain id is never a task's nor a range's)
-            cells = _cells(line, len(columns))
-            if cells is not None:
-                found[shown] = made.of_cells(shown, cells, columns)
+            status = made.of_line(shown, line, columns)
+            if status is not None:
+                found[shown] = status
         elif "_" in shown or "[" in shown or ";" in shown:
             # an array asked about, by one of its tasks or by a task's own (raw) id
             base = normalize_job_id(shown).partition("_")[0]
