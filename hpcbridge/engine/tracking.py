@@ -9,8 +9,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..errors import ConfigurationError, SchedulerUnavailableError, TransportError
-from ..model import FROM_FILE, JobState, JobStatus, advance
-from ..store.jobs import JobRecord, JobStore
+from ..model import FROM_FILE, TERMINAL_STATES, JobState, JobStatus, advance
+from ..store.jobs import JobRecord, JobStore, status_from_row
 from ..transports.base import Executor
 from .driver import NotAskedNow, SchedulerDriver
 from .observation import Observation, Source, out_of_reach
@@ -24,6 +24,11 @@ StatMany = Callable[[Sequence[str]], Dict[str, float]]
 
 #: answers for which the whole record matters: the exit-code file, a cancel request
 _RECORD_NEEDED = (JobState.UNKNOWN, JobState.FAILED, JobState.TIMEOUT)
+
+#: the final states as the store writes them
+_FINAL_WORDS = frozenset(state.value for state in TERMINAL_STATES)
+#: the rank of each unfinished state as the store writes it
+_UNFINISHED_RANKS = {state.value: state.rank for state in (JobState.PENDING, JobState.RUNNING)}
 
 
 def ask(
@@ -65,6 +70,9 @@ class JobTracker:
         #: the exit-code files' mtimes (a job's end): one SFTP round for many over SSH
         self.stat_many = stat_many
         self.known: Dict[str, JobStatus] = {}
+        #: the store's rows of jobs not in ``known`` yet, made statuses only when needed
+        #: (a job seen again in its recorded state needs none: ``_seen_again``)
+        self._recorded: Dict[str, Sequence[Any]] = {}
         #: each job's exit-code file ("" when it has none), read from its record once
         self.exit_paths: Dict[str, str] = {}
 
@@ -75,11 +83,7 @@ class JobTracker:
         what was known); with ``confirm``, an end known from the exit-code file only is
         asked of the scheduler too."""
         self._load(ids)
-        to_ask = [
-            job_id
-            for job_id in ids
-            if not self._is_final(job_id) or (confirm and self._from_file_only(job_id))
-        ]
+        to_ask = [job_id for job_id in ids if self._to_ask(job_id, confirm)]
         observed = self.observe(query(to_ask) if to_ask else {})
         return {job_id: observed.get(job_id) or self._known_or_unknown(job_id) for job_id in ids}
 
@@ -90,7 +94,8 @@ class JobTracker:
         self._load(ids)
         if not all(self._is_final(job_id) and not self._from_file_only(job_id) for job_id in ids):
             return None
-        return {job_id: Observation(self.known[job_id], Source.KNOWN) for job_id in ids}
+        known = {job_id: self._known(job_id) for job_id in ids}
+        return {i: Observation(status, Source.KNOWN) for i, status in known.items() if status}
 
     def observe(self, answers: Dict[str, Observation]) -> Dict[str, Observation]:
         """Merge answers into what is known (states never go backwards), record the changes."""
@@ -100,7 +105,18 @@ class JobTracker:
         merged_all: Dict[str, Observation] = {}
         dated = _Dating()
         for job_id, seen in answers.items():
-            merged = self._merge(job_id, dated(seen), records.get(job_id))
+            observed = dated(seen)
+            row = self._recorded.pop(job_id, None)
+            if row is not None:
+                moved = None if seen.out_of_reach else _moved_on(row, observed)
+                if moved is not None:  # the merge is ``observed``: the row needs no status
+                    if moved:
+                        changed.append(observed)
+                    self.known[job_id] = observed
+                    merged_all[job_id] = seen.with_status(observed)
+                    continue
+                self.known[job_id] = status_from_row(row)
+            merged = self._merge(job_id, seen, observed, records.get(job_id))
             previous = self.known.get(job_id)
             if merged.state is not JobState.UNKNOWN:
                 if previous is None or _lasting(previous) != _lasting(merged):
@@ -113,7 +129,7 @@ class JobTracker:
 
     def knows(self, job_id: str) -> bool:
         """Whether a state of the job is known: recorded here, or answered."""
-        return job_id in self.known
+        return job_id in self.known or job_id in self._recorded
 
     def ended_by_files(self, ids: List[str]) -> Dict[str, Observation]:
         """The jobs among ``ids`` whose wrapper wrote its exit-code file, from it alone
@@ -142,15 +158,24 @@ class JobTracker:
 
     def _load(self, ids: List[str]) -> None:
         """What the store knows of ids this tracker has not seen yet."""
-        unseen = [job_id for job_id in ids if job_id not in self.known]
+        unseen = [i for i in ids if i not in self.known and i not in self._recorded]
         if unseen:
-            recorded = self.store.statuses(self.scheduler_name, self.host_label, unseen)
-            for job_id, status in recorded.items():
-                self.known.setdefault(job_id, status)
+            self._recorded.update(
+                self.store.status_rows(self.scheduler_name, self.host_label, unseen)
+            )
+
+    def _known(self, job_id: str) -> Optional[JobStatus]:
+        """The state known of a job (its recorded row made a status now, if need be)."""
+        known = self.known.get(job_id)
+        if known is None:
+            row = self._recorded.pop(job_id, None)
+            if row is not None:
+                known = self.known[job_id] = status_from_row(row)
+        return known
 
     def _known_or_unknown(self, job_id: str) -> Observation:
         """What was known, else UNKNOWN "not answered yet"."""
-        known = self.known.get(job_id)
+        known = self._known(job_id)
         status = known or JobStatus(job_id, JobState.UNKNOWN, reason="not answered yet")
         return Observation(status, Source.KNOWN)
 
@@ -175,16 +200,36 @@ class JobTracker:
             return {}
         return self.store.get_many(self.scheduler_name, self.host_label, job_ids)
 
+    def _to_ask(self, job_id: str, confirm: bool) -> bool:
+        """Unfinished, or (``confirm``) ended as its exit-code file alone says."""
+        known = self.known.get(job_id)
+        if known is not None:
+            final, from_file = known.is_terminal, known.native_state == FROM_FILE
+        else:
+            row = self._recorded.get(job_id)
+            if row is None:
+                return True
+            final, from_file = row[1] in _FINAL_WORDS, row[5] == FROM_FILE
+        return not final or (confirm and from_file)
+
     def _from_file_only(self, job_id: str) -> bool:
         known = self.known.get(job_id)
-        return known is not None and known.native_state == FROM_FILE
+        if known is None:
+            row = self._recorded.get(job_id)
+            return row is not None and row[5] == FROM_FILE
+        return known.native_state == FROM_FILE
 
     def _is_final(self, job_id: str) -> bool:
         known = self.known.get(job_id)
-        return known is not None and known.is_terminal
+        if known is None:
+            row = self._recorded.get(job_id)
+            return row is not None and row[1] in _FINAL_WORDS
+        return known.is_terminal
 
-    def _merge(self, job_id: str, seen: Observation, record: Optional[JobRecord]) -> JobStatus:
-        observed = seen.status
+    def _merge(
+        self, job_id: str, seen: Observation, observed: JobStatus, record: Optional[JobRecord]
+    ) -> JobStatus:
+        """``observed`` (``seen``'s status, dated) merged into what is known."""
         if seen.out_of_reach:
             return observed  # its word will come: no file stands in for a time limit
         if observed.state is JobState.UNKNOWN:
@@ -200,7 +245,7 @@ class JobTracker:
             observed = observed.with_(
                 state=JobState.CANCELLED, reason=observed.reason or "cancel requested"
             )
-        known = self.known.get(job_id)
+        known = self._known(job_id)
         if known is not None and known.native_state == FROM_FILE and observed.is_terminal:
             # The scheduler's own end stands over the file's (times, reason, its words).
             return observed.with_(start_time=observed.start_time or known.start_time)
@@ -228,9 +273,10 @@ class _Dating:
         self.now = datetime.now(timezone.utc)
         self.rounds: Dict[float, datetime] = {}
 
-    def __call__(self, seen: Observation) -> Observation:
+    def __call__(self, seen: Observation) -> JobStatus:
+        """``seen``'s status, with the time it was seen."""
         if seen.status.as_of is not None:
-            return seen
+            return seen.status
         at = seen.answered_at
         if at is None:
             when = self.now
@@ -238,7 +284,7 @@ class _Dating:
             when = self.rounds.get(at) or self.rounds.setdefault(
                 at, datetime.fromtimestamp(at, tz=timezone.utc)
             )
-        return seen.with_status(seen.status.with_(as_of=when))
+        return seen.status.with_(as_of=when)
 
 
 def _as_file_says(status: JobStatus, exit_record: ExitRecord, mtime: Optional[float]) -> JobStatus:
@@ -255,6 +301,28 @@ def _as_file_says(status: JobStatus, exit_record: ExitRecord, mtime: Optional[fl
         if status.reason
         else "from the exit-code file",
     )
+
+
+def _moved_on(row: Sequence[Any], observed: JobStatus) -> Optional[bool]:
+    """Merged into the unfinished state a store row (``status_from_row``'s) records,
+    whether ``observed`` stands as it is and changes the record (``True``: a later state;
+    ``False``: the same, no time nor code in either); ``None``: the merge needs the
+    recorded status (``advance``, a cancel's or an exit-code file's end)."""
+    recorded = _UNFINISHED_RANKS.get(row[1])
+    if recorded is None or row[5] == FROM_FILE or observed.state in _RECORD_NEEDED:
+        return None
+    if row[1] == observed.state:  # a JobState is its word
+        unchanged = (
+            observed.start_time is None
+            and observed.end_time is None
+            and observed.exit_code == row[2]
+            and not row[3]
+            and not row[4]
+        )
+        return False if unchanged else None
+    if observed.state.rank < recorded or (observed.start_time is None and row[3]):
+        return None  # the state stays, or the recorded start does
+    return True
 
 
 def _lasting(status: JobStatus) -> Tuple[Any, ...]:

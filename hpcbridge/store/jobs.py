@@ -290,6 +290,16 @@ class JobStore(Database):
         )
         return {row[0]: status_from_row(row) for row in rows}
 
+    def status_rows(
+        self, scheduler: str, host: str, job_ids: Sequence[str]
+    ) -> Dict[str, Sequence[Any]]:
+        """``statuses`` as the rows read (``status_from_row`` makes each one's status):
+        for a caller that needs few of them built."""
+        rows = self.select_ids(
+            SELECT_STATUS, "scheduler=? AND host=? AND ", [scheduler, host], job_ids
+        )
+        return {row[0]: row for row in rows}
+
     def find(self, job_ids: Sequence[str]) -> List[JobRecord]:
         """Every record of these ids on any scheduler or host, newest first."""
         self._import_shared()

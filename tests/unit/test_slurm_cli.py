@@ -303,6 +303,28 @@ def test_query_squeue_then_sacct_for_the_missing_only() -> None:
     assert "--jobs=6,7" in executor.calls[1]
 
 
+def test_many_ids_are_asked_as_the_users_jobs_and_another_users_by_id() -> None:
+    """Past ``BY_USER_OVER`` ids squeue lists the user's jobs (``--me``); an id neither
+    it nor sacct answers (another user's job) is asked once more, by its id."""
+    ids = [str(100 + index) for index in range(60)]
+    mine = "".join(f"{job_id}|{job_id}|PENDING|Priority|N/A|N/A|0|\n" for job_id in ids[:58])
+    other_rows = "99|99|RUNNING|None|2026-11-29T15:32:06|NONE|0|\n"  # a job not asked
+
+    def squeue(argv: List[str]) -> CommandResult:
+        if "--me" in argv:
+            return CommandResult(argv, 0, other_rows + mine, "")
+        return CommandResult(argv, 0, "158|158|RUNNING|None|2026-11-29T15:32:06|NONE|0|\n", "")
+
+    executor = ScriptedExecutor(squeue=squeue, sacct=(0, "", ""))
+    found = cli(executor).query(ids)
+    assert [call[0] for call in executor.calls] == ["squeue", "sacct", "squeue"]
+    assert "--me" in executor.calls[0] and "99" not in found
+    assert "--jobs=158,159" in executor.calls[1] and "--jobs=158,159" in executor.calls[2]
+    assert all(found[job_id].state is JobState.PENDING for job_id in ids[:58])
+    assert found["158"].state is JobState.RUNNING  # another user's job, by its id
+    assert found["159"].state is JobState.UNKNOWN
+
+
 def test_query_all_in_queue_runs_one_command() -> None:
     executor = ScriptedExecutor(squeue=(0, SQUEUE_OUT, ""))
     assert cli(executor).query(["5"])["5"].state is JobState.RUNNING

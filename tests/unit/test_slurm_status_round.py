@@ -44,7 +44,8 @@ DRIVER_RECORDINGS = [
 @pytest.mark.parametrize(
     ("name", "argv"),
     [
-        ("status_round/squeue_pending", status.squeue_argv),
+        # recorded by id (as another user's jobs are asked): --me lists them all
+        ("status_round/squeue_pending", lambda ids: status.squeue_argv(ids, by_id=True)),
         ("status_round/squeue_array", status.squeue_argv),
         ("status_round/sacct_cancelled", status.sacct_argv),
     ],
@@ -101,6 +102,31 @@ def test_a_recorded_round_of_jobs_cancelled_while_pending() -> None:
 
 
 # -- rows and ids ---------------------------------------------------------------------------
+
+
+def test_squeue_asks_by_id_up_to_a_limit_then_lists_the_users_jobs() -> None:
+    few = [str(index) for index in range(status.BY_USER_OVER)]
+    many = [str(index) for index in range(status.BY_USER_OVER + 1)]
+    assert f"--jobs={','.join(few)}" in status.squeue_argv(few)
+    assert "--me" in status.squeue_argv(many) and status.by_user(many)
+    assert f"--jobs={','.join(many)}" in status.squeue_argv(many, by_id=True)
+    tasks = [f"40_{index}" for index in range(200)]  # one entry: the array's id
+    assert "--jobs=40" in status.squeue_argv(tasks) and not status.by_user(tasks)
+
+
+def test_the_rows_of_jobs_not_asked_are_left_out() -> None:
+    """What ``--me`` lists besides the ids asked: other jobs, other arrays' rows."""
+    asked = "5|5|PENDING|Priority|N/A|N/A|0|\n13_[5-9]|13|PENDING|Priority|N/A|N/A|0|\n"
+    others = (
+        "6|6|RUNNING|None|2026-11-29T15:32:06|NONE|0|\n"
+        "14_[1-3]|14|PENDING|Priority|N/A|N/A|0|\n"
+        "15_2|16|RUNNING|None|2026-11-29T15:32:06|NONE|0|\n"
+    )
+    found = status.parse_squeue(others + asked + others, wanted=["13_6", "5", "16", "7"])
+    assert list(found) == ["13_6", "5", "16"]
+    assert found["16"].state is JobState.RUNNING  # an array task, by its own job id
+    every = status.parse_squeue(asked + others)
+    assert full(found) == {job_id: full(every)[job_id] for job_id in found}
 
 
 def test_a_range_row_answers_only_for_the_tasks_asked() -> None:

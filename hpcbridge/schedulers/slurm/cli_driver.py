@@ -13,7 +13,7 @@ import pwd
 from typing import Collection, Dict, List, Mapping, Optional, Sequence
 
 from ...engine.driver import Planned, SubmitBatch, Submitted
-from ...engine.runner import Runner
+from ...engine.runner import CHUNK, Runner
 from ...model import JobStatus
 from ...store.caps import LimitCache
 from ...transports.base import Executor
@@ -92,8 +92,17 @@ class SlurmCliDriver:
                 states = None  # every job's full fields
         answers, to_ask = queries.light_round(ids, self._last, states)
         if to_ask:
-            answers.update(self.runner.ask_each(status.squeue_argv, to_ask, queries.squeue_reply))
+            # many ids: one squeue of the user's jobs answers them all (status.by_user)
+            size = len(to_ask) if status.by_user(to_ask) else CHUNK
+            answers.update(
+                self.runner.ask_each(status.squeue_argv, to_ask, queries.squeue_reply, size=size)
+            )
         return answers
+
+    def _by_id(self, ids: List[str]) -> Statuses:
+        """The queue's statuses of ``ids``, asked by their ids."""
+        argv = status.squeue_argv(ids, by_id=True)
+        return self.runner.ask(argv, lambda reply: queries.squeue_reply(reply, ids))
 
     def _history(self, asked: List[str], wanted: List[str]) -> Statuses:
         """What sacct remembers of ``asked``: the statuses of the ``wanted`` ids it has."""
@@ -187,7 +196,8 @@ class SlurmCliDriver:
     def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
         """Every id: from the queue, else from the history, else UNKNOWN (``queries.statuses``);
         ``NotAskedNow`` when the queue cannot be asked (past the retries)."""
-        answers = queries.statuses(job_ids, self._live, self._history_noted)
+        by_id = self._by_id if status.by_user(job_ids) else None
+        answers = queries.statuses(job_ids, self._live, self._history_noted, by_id)
         self._last = {
             job_id: answer for job_id, answer in answers.items() if answer.state.rank in (0, 1)
         }

@@ -115,10 +115,12 @@ def statuses(
     job_ids: Sequence[str],
     live: Callable[[List[str]], Statuses],
     history: Callable[[List[str], List[str]], Statuses],
+    by_id: Optional[Callable[[List[str]], Statuses]] = None,
 ) -> Statuses:
     """Every id's status: from the queue (``live(ids)``), else from the history
     (``history(asked, wanted)``: asked by the ids, then - for tasks it had no record of -
-    by their arrays' ids; ``NoHistory`` when it cannot be read), else UNKNOWN."""
+    by their arrays' ids; ``NoHistory`` when it cannot be read), else - where ``live``
+    listed only the user's jobs - from the queue by id (``by_id``), else UNKNOWN."""
     ids = list(dict.fromkeys(job_ids))
     answers = live(ids) if ids else {}
     missing = [job_id for job_id in ids if job_id not in answers]
@@ -131,6 +133,9 @@ def statuses(
                 answers.update(history(array_ids(rest), rest))
     except NoHistory:
         pass  # nothing from the history this round (``history`` says why)
+    others = [job_id for job_id in missing if job_id not in answers]
+    if others and by_id is not None:  # another user's job: not in a list of the user's own
+        answers.update(by_id(others))
     return {job_id: answers.get(job_id) or unknown(job_id, NOT_FOUND) for job_id in ids}
 
 

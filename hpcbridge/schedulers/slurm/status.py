@@ -32,6 +32,8 @@ def job_id_of(text: object) -> str:
     """A job id as a user types it (``123``, ``123_4``, ``123;cluster``), as recorded;
     ``ValueError`` for text that is no Slurm job id (squeue's failure would read as a
     controller that cannot be asked)."""
+    if type(text) is str and text.isdecimal():
+        return text  # the usual case: nothing to normalize
     job_id = normalize_job_id(text)
     if not (job_id.isdecimal() or _TYPED_ID.match(job_id)):
         raise ValueError(
@@ -244,16 +246,32 @@ SACCT_FIELDS: Tuple[Tuple[str, str], ...] = (
 SACCT_COLUMNS: Tuple[str, ...] = tuple(column for _, column in SACCT_FIELDS)
 
 
-def squeue_argv(job_ids: Sequence[str]) -> List[str]:
-    """One squeue for many ids, one row per pending array task."""
+#: past this many ``--jobs`` entries, squeue lists the user's jobs (``--me``) instead:
+#: the same question to slurmctld (every job), a cheaper filter in squeue
+BY_USER_OVER = 50
+
+
+def by_user(job_ids: Sequence[str]) -> bool:
+    """Whether ``squeue_argv`` lists the user's jobs (``--me``) for these ids: a job of
+    another user is then found by its id only (``squeue_argv(ids, by_id=True)``)."""
+    return len(job_list(job_ids)) > BY_USER_OVER
+
+
+def squeue_argv(job_ids: Sequence[str], by_id: bool = False) -> List[str]:
+    """One squeue for many ids (one row per pending array task): by their ids, or
+    (unless ``by_id``) every job of the user's where ``by_user``."""
     # Without --states=all a finished job (kept for MinJobAge) prints no row.
+    # squeue 22.05 matches each job against every id given: 500 ids cost it ~3 ms more.
     fields = ",".join(f"{name}:0|" for name, _ in SQUEUE_FIELDS)
+    entries = job_list(job_ids)
+    by_me = len(entries) > BY_USER_OVER and not by_id
+    selection = "--me" if by_me else f"--jobs={','.join(entries)}"
     return [
         "squeue",
         "--noheader",
         "--array",
         "--states=all",
-        f"--jobs={','.join(job_list(job_ids))}",
+        selection,
         f"--Format={fields}",
     ]
 
@@ -461,11 +479,53 @@ def _statuses(
     by_id: Mapping[str, Mapping[str, str]], job_ids: Iterable[str], zone: Optional[tzinfo]
 ) -> Dict[str, JobStatus]:
     """The statuses of those of ``job_ids`` that have a row: only those rows are read."""
-    return {
-        job_id: _status_from_row(job_id, by_id[job_id], zone)
-        for job_id in job_ids
-        if job_id in by_id
-    }
+    made = _Made(zone)
+    return {job_id: made.of_row(job_id, by_id[job_id]) for job_id in job_ids if job_id in by_id}
+
+
+class _Made:
+    """The statuses of one output's rows, each distinct row (its ids aside) read once:
+    the jobs of a round mostly share their state, reason, times and exit code."""
+
+    def __init__(self, zone: Optional[tzinfo]) -> None:
+        self.zone = zone
+        self.by_row: Dict[Tuple[Optional[str], ...], JobStatus] = {}
+        #: by what a line holds past its two ids
+        self.by_tail: Dict[str, JobStatus] = {}
+
+    def of_row(self, job_id: str, row: Mapping[str, str]) -> JobStatus:
+        key = tuple(row.get(column) for column in _STATUS_COLUMNS)
+        template = self.by_row.get(key)
+        if template is None:
+            template = self.by_row[key] = self._template(row)
+        return _given(template, job_id, row.get("raw_id", ""))
+
+    def of_line(self, job_id: str, line: str, columns: Sequence[str]) -> Optional[JobStatus]:
+        """The same from an output line (``columns``: the two ids first); ``None``: too
+        few cells."""
+        _, _, rest = line.partition("|")
+        raw_id, _, tail = rest.partition("|")
+        template = self.by_tail.get(tail)
+        if template is None:
+            cells = _cells(line, len(columns))
+            if cells is None:
+                return None
+            template = self.by_tail[tail] = self._template(
+                dict(zip(columns, map(str.strip, cells)))
+            )
+        return _given(template, job_id, raw_id.strip())
+
+    def _template(self, row: Mapping[str, str]) -> JobStatus:
+        return _status_from_row("", {**row, "raw_id": ""}, self.zone)
+
+
+def _given(template: JobStatus, job_id: str, raw_id: str) -> JobStatus:
+    """A row's status: its template's, with the row's ids."""
+    return template.with_(job_id=job_id, extra={"raw_id": raw_id} if raw_id else {})
+
+
+#: the columns a status is read from: ``_status_from_row``'s, but the ids
+_STATUS_COLUMNS = ("state", "reason", "start", "end", "exit_code", "wait_status")
 
 
 def parse_squeue(
@@ -476,6 +536,41 @@ def parse_squeue(
 ) -> Dict[str, JobStatus]:
     """Statuses by job id from ``squeue_argv`` output (or any ``|`` format whose ``columns``
     are among ``id raw_id state reason start end wait_status exit_code``); with
-    ``wanted``, of those ids only."""
-    by_id = _rows_by_id(_rows(text, columns))
-    return _statuses(by_id, by_id if wanted is None else wanted, zone)
+    ``wanted``, of those ids only: a row of another id is not read past its id."""
+    if wanted is None or tuple(columns[:2]) != ("id", "raw_id"):
+        by_id = _rows_by_id(_rows(text, columns))
+        return _statuses(by_id, by_id if wanted is None else wanted, zone)
+    asked = set(wanted)
+    bases = {job_id.partition("_")[0] for job_id in asked}
+    made = _Made(zone)
+    found: Dict[str, JobStatus] = {}
+    arrays: List[str] = []  # ranges, tasks and their raw ids: the general reading
+    for line in text.splitlines():
+        shown, _, rest = line.partition("|")
+        shown = shown.strip()
+        if shown in asked:  # a job's own row (a plain id is never a task's nor a range's)
+            status = made.of_line(shown, line, columns)
+            if status is not None:
+                found[shown] = status
+        elif "_" in shown or "[" in shown or ";" in shown:
+            # an array asked about, by one of its tasks or by a task's own (raw) id
+            base = normalize_job_id(shown).partition("_")[0]
+            if base in bases or rest.partition("|")[0].strip() in asked:
+                arrays.append(line)
+    if arrays:
+        by_id = _rows_by_id(_rows("\n".join(arrays), columns))
+        left = [job_id for job_id in wanted if job_id not in found and job_id in by_id]
+        found.update(_statuses(by_id, left, zone))
+    return {job_id: found[job_id] for job_id in dict.fromkeys(wanted) if job_id in found}
+
+
+def _cells(line: str, count: int, separator: str = "|") -> Optional[List[str]]:
+    """One line's ``count`` cells, as ``_rows`` reads them (``None``: too few)."""
+    cells = line.split(separator)
+    if len(cells) == count + 1 and cells[-1].strip() == "":
+        cells.pop()  # the suffix of the last --Format field
+    if len(cells) < count:
+        return None
+    if len(cells) > count:  # a separator inside the last column (a job name)
+        cells = cells[: count - 1] + [separator.join(cells[count - 1 :])]
+    return cells
