@@ -1,0 +1,412 @@
+"""``OpenSSHExecutor``: the ``Executor`` over the system's ``ssh``, every command through
+one master connection (``HPCBRIDGE_SSH_BACKEND=openssh``).
+
+The user's ``~/.ssh/config`` is honoured whole (aliases, ProxyJump, certificates, GSSAPI,
+their own ControlPath); the explicit ``HPCBRIDGE_SSH_*`` settings win as ``-o`` options.
+Commands never prompt (``BatchMode=yes``): at a site that asks for a second factor, one
+``hpcbridge login HOST`` opens the master and every later command, from any process,
+rides it.  Files move as ``cat`` through the same master.  The command lines are built in
+``openssh_argv`` (pure); this module runs them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import posixpath
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence, Union
+
+from ...errors import (
+    ConfigurationError,
+    HostKeyError,
+    JobTimeoutError,
+    SubmissionUncertainError,
+    TransportError,
+)
+from ...retrying import retry
+from ..base import CommandResult
+from . import openssh_argv as argv_of
+from .config import _key_files, reach_settings
+from .executor import build_command, exact_mtime_commands
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...config import Settings
+
+__all__ = ["OpenSSHExecutor", "MasterState"]
+
+log = logging.getLogger("hpcbridge.ssh")
+
+
+class _Again(TransportError):
+    """ssh failed in a way that sending again can mend (nothing sent, or idempotent)."""
+
+
+@dataclass(frozen=True)
+class MasterState:
+    """Whether a master connection is up, and ssh's words about it."""
+
+    up: bool
+    control_path: str
+    words: str
+
+
+class OpenSSHExecutor:
+    """Executor over the system's OpenSSH client, through a master connection.
+
+    Nothing touches the network until the first call; ``ssh -G`` (local, no network)
+    resolves the host at construction so that records carry the same
+    ``user@hostname:port`` label as the paramiko backend's.
+    """
+
+    kind = "ssh"
+    is_local = False
+    backend = "openssh"
+
+    def __init__(
+        self,
+        host: str,
+        user: Optional[str] = None,
+        port: Optional[int] = None,
+        key_filename: Union[None, str, Sequence[str]] = None,
+        *,
+        known_hosts: Optional[str] = None,
+        accept_new_host_keys: bool = False,
+        login_shell: bool = False,
+        connect_timeout: float = 15.0,
+        default_timeout: Optional[float] = 60.0,
+        keepalive: int = 30,
+        env: Optional[Mapping[str, str]] = None,
+        persist: Optional[str] = None,
+        retry_budget: float = 10.0,
+        ssh_command: str = "ssh",
+        environ: Optional[Mapping[str, str]] = None,
+    ) -> None:
+        destination = argv_of.check_destination(host)
+        keys = _key_files(key_filename)
+        self.alias = destination
+        self.login_shell = bool(login_shell)
+        self.default_timeout = default_timeout
+        self.retry_budget = float(retry_budget)
+        self.ssh = ssh_command
+        self.env: Dict[str, str] = dict(env or {})
+        if self.env:
+            build_command(["true"], env=self.env)  # validate the names now
+        self.target = argv_of.Reach(
+            destination=destination,
+            user=user,
+            port=int(port) if port else None,
+            keys=keys,
+            known_hosts=os.path.expanduser(known_hosts) if known_hosts else None,
+            accept_new_host_keys=bool(accept_new_host_keys),
+            connect_timeout=float(connect_timeout),
+            keepalive=int(keepalive),
+        )
+        resolved = self._resolve()
+        environment = os.environ if environ is None else environ
+        our_path = argv_of.control_path_template(
+            argv_of.default_control_dir(environment, os.path.expanduser("~"))
+        )
+        self.plan = argv_of.plan(self.target, resolved, our_path, persist)
+        if self.plan.control_path == our_path:
+            os.makedirs(os.path.dirname(our_path), mode=0o700, exist_ok=True)
+        #: the resolved ``user@hostname:port``, as the paramiko backend labels records
+        self.host = resolved.label
+        self.reach: Mapping[str, Any] = reach_settings(
+            host, user, port, key_filename, known_hosts, login_shell
+        )
+        self._home: Optional[str] = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **overrides: Any) -> OpenSSHExecutor:
+        """An executor from :class:`hpcbridge.config.Settings` (``HPCBRIDGE_SSH_*``)."""
+        if not settings.ssh_host:
+            raise ConfigurationError("the ssh transport needs a host: set HPCBRIDGE_SSH_HOST")
+        arguments: Dict[str, Any] = {
+            "user": settings.ssh_user,
+            "port": settings.ssh_port,
+            "key_filename": settings.ssh_key,
+            "known_hosts": settings.ssh_known_hosts,
+            "accept_new_host_keys": settings.ssh_accept_new_host_keys,
+            "login_shell": settings.ssh_login_shell,
+            "default_timeout": settings.command_timeout,
+            "env": settings.command_env,
+        }
+        arguments.update(overrides)
+        return cls(settings.ssh_host, **arguments)
+
+    def _resolve(self) -> argv_of.Resolved:
+        command = argv_of.resolve_argv(self.target, self.ssh)
+        try:
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
+            )
+        except FileNotFoundError:
+            raise ConfigurationError(
+                f"HPCBRIDGE_SSH_BACKEND=openssh needs the OpenSSH client ({self.ssh}): "
+                "install it (apt-get install openssh-client), or use the paramiko backend"
+            ) from None
+        if done.returncode != 0:
+            raise ConfigurationError(
+                f"ssh cannot resolve host {self.alias!r}: {argv_of.ssh_words(done.stderr)}; "
+                "correct HPCBRIDGE_SSH_HOST or ~/.ssh/config"
+            )
+        return argv_of.parse_ssh_g(done.stdout)
+
+    def __repr__(self) -> str:
+        return f"OpenSSHExecutor({self.host!r})"
+
+    def __enter__(self) -> OpenSSHExecutor:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Nothing to close: the master outlives this process (ControlPersist)."""
+
+    # ------------------------------------------------------------------ the master
+
+    def master(self) -> MasterState:
+        """Is a master connection up (``ssh -O check``: no connection is opened)?"""
+        done = subprocess.run(
+            argv_of.control_argv(self.plan, "check", self.ssh),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+        )
+        words = argv_of.ssh_words(done.stderr)
+        return MasterState(done.returncode == 0, self.plan.control_path, words)
+
+    def login(self, stdin: Optional[IO[Any]] = None) -> int:
+        """Open the master, prompting on the terminal (or ``SSH_ASKPASS``) for what the
+        site asks; the exit status of ``ssh``.  Its output goes to this process's own."""
+        done = subprocess.run(argv_of.login_argv(self.plan, self.ssh), stdin=stdin)
+        return done.returncode
+
+    def logout(self) -> MasterState:
+        """Close the master (``ssh -O exit``); the state ssh reported."""
+        done = subprocess.run(
+            argv_of.control_argv(self.plan, "exit", self.ssh),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+        )
+        return MasterState(False, self.plan.control_path, argv_of.ssh_words(done.stderr))
+
+    # ------------------------------------------------------------------ commands
+
+    def run(
+        self,
+        argv: Sequence[str],
+        timeout: Optional[float] = None,
+        env: Optional[Mapping[str, str]] = None,
+        cwd: Optional[str] = None,
+        input: Optional[str] = None,
+        idempotent: bool = True,
+    ) -> CommandResult:
+        words = [str(arg) for arg in argv]
+        merged_env = {**self.env, **(env or {})}
+        command = build_command(
+            words, merged_env or None, cwd, self.login_shell, stdin_devnull=input is None
+        )
+        budget = self.default_timeout if timeout is None else timeout
+        data = None if input is None else input.encode("utf-8")
+        log.debug("run %s on %s (openssh)", words[0], self.host)
+        done = self._ssh(command, words, budget, idempotent, data=data)
+        return CommandResult(
+            words,
+            done.returncode,
+            done.stdout.decode("utf-8", "replace"),
+            done.stderr.decode("utf-8", "replace"),
+            done.duration,
+        )
+
+    def _ssh(
+        self,
+        command: str,
+        words: Sequence[str],
+        budget: Optional[float],
+        idempotent: bool,
+        *,
+        data: Optional[bytes] = None,
+        source: Optional[str] = None,
+    ) -> _Done:
+        """Run the remote ``command`` (stdin: ``data``, or the local file ``source``);
+        ssh's own failures become this package's errors, retried where that is safe."""
+        full = argv_of.command_argv(self.plan, command, self.ssh)
+
+        def attempt() -> _Done:
+            done = _spawn(full, words, budget, self.host, data=data, source=source)
+            kind = argv_of.classify(done.returncode, done.stderr.decode("utf-8", "replace"))
+            if kind == argv_of.COMMAND:
+                return done
+            said = argv_of.ssh_words(done.stderr.decode("utf-8", "replace"))
+            if kind == argv_of.NEEDS_LOGIN:
+                raise TransportError(
+                    f"{self.alias}: the site asks for more than the key ({said}) and no "
+                    f"master connection is up: run `hpcbridge login {self.alias}` in a "
+                    "terminal, then try again"
+                )
+            if kind == argv_of.HOST_KEY:
+                raise HostKeyError(
+                    f"{self.host}: the host key was refused ({said}); check it with the "
+                    "site, then record it (ssh-keyscan, or HPCBRIDGE_SSH_ACCEPT_NEW_HOST_KEYS=1 "
+                    "for a host never seen)"
+                )
+            if kind == argv_of.DROPPED and not idempotent:
+                raise SubmissionUncertainError(
+                    f"the connection to {self.host} dropped while {words[0]} was running "
+                    f"({said}): it may or may not have taken effect (a job may or may not "
+                    "exist). It was NOT run again; check the queue before retrying.",
+                    argv=list(words),
+                )
+            raise _Again(f"cannot run {words[0]} on {self.host}: {said}")
+
+        try:
+            return retry(
+                attempt,
+                budget=self.retry_budget,
+                retry_on=(_Again,),
+                pause=0.25,
+                backoff=2.0,
+                max_pause=2.0,
+                what=f"ssh to {self.host}",
+            )
+        except _Again as exc:
+            raise TransportError(str(exc)) from None
+
+    # ------------------------------------------------------------------ files
+
+    def _remote(self, script: str, what: str, **stdin: Any) -> _Done:
+        """A file operation's shell ``script`` (idempotent: safe to send again)."""
+        return self._ssh(script, [what], self.default_timeout, True, **stdin)
+
+    def put(self, local_path: str, remote_path: str, mode: Optional[int] = None) -> None:
+        """Upload to a temporary name, check the size, rename over ``remote_path``."""
+        status = os.stat(local_path)  # FileNotFoundError for a local miss
+        final_mode = status.st_mode & 0o777 if mode is None else mode
+        script = argv_of.write_script(remote_path, _token(), final_mode, status.st_size)
+        done = self._remote(script, f"put {remote_path}", source=local_path)
+        if done.returncode != 0:
+            raise OSError(f"put {remote_path} on {self.host} failed: {done.text()}")
+
+    def write_text(self, path: str, text: str, mode: Optional[int] = None) -> None:
+        data = text.encode("utf-8")
+        script = argv_of.write_script(path, _token(), 0o644 if mode is None else mode, len(data))
+        done = self._remote(script, f"write {path}", data=data)
+        if done.returncode != 0:
+            raise OSError(f"write {path} on {self.host} failed: {done.text()}")
+
+    def _fetch(self, path: str) -> _Done:
+        done = self._remote(argv_of.read_script(path), f"read {path}")
+        if done.returncode == argv_of.MISSING:
+            raise FileNotFoundError(2, "No such file", path)
+        if done.returncode == argv_of.DIRECTORY:
+            raise IsADirectoryError(21, "is a directory", path)
+        if done.returncode != 0:
+            raise OSError(f"read {path} on {self.host} failed: {done.text()}")
+        return done
+
+    def get(self, remote_path: str, local_path: str) -> None:
+        """Download, then rename over ``local_path`` (with the remote file's mode)."""
+        done = self._fetch(remote_path)
+        temporary = f"{local_path}.hpcbridge-{_token()}.tmp"
+        try:
+            with open(temporary, "wb") as sink:
+                sink.write(done.stdout)
+            mode = argv_of.parse_mode(done.stderr.decode("utf-8", "replace"))
+            if mode is not None:
+                os.chmod(temporary, mode & 0o777)
+            os.replace(temporary, local_path)
+        except BaseException:
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass
+            raise
+
+    def read_text(self, path: str) -> str:
+        return self._fetch(path).stdout.decode("utf-8", "replace")
+
+    def mkdir(self, path: str, mode: int = 0o700) -> None:
+        """``mkdir -p``: create ``path`` and missing parents (each with ``mode``)."""
+        done = self._remote(argv_of.mkdir_script(path, mode), f"mkdir {path}")
+        if done.returncode != 0:
+            message = done.text()
+            if "exists" in message.lower() or "Not a directory" in message:
+                raise FileExistsError(17, "exists and is not a directory", path)
+            raise OSError(f"mkdir {path} on {self.host} failed: {message}")
+
+    def exists(self, path: str) -> bool:
+        return self._remote(argv_of.exists_script(path), f"stat {path}").returncode == 0
+
+    def stat_many(self, paths: Sequence[str]) -> Dict[str, float]:
+        """One ``stat`` per 500 paths: the times to the nanosecond (GNU coreutils)."""
+        found: Dict[str, float] = {}
+        for words in exact_mtime_commands(paths):
+            result = self.run(words, env={"LC_ALL": "C"})
+            found.update(argv_of.parse_mtimes(result.stdout, words[4:]))
+        return found
+
+    def abspath(self, path: str) -> str:
+        """``path`` made absolute on the remote side (relative and ``~/`` against home)."""
+        path = str(path)
+        if path.startswith("/"):
+            return posixpath.normpath(path)
+        if self._home is None:
+            done = self._remote('printf %s "$HOME"', "home")
+            self._home = done.stdout.decode("utf-8", "replace")
+        if path == "~":
+            return self._home
+        if path.startswith("~/"):
+            path = path[2:]
+        return posixpath.normpath(posixpath.join(self._home, path))
+
+
+@dataclass(frozen=True)
+class _Done:
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+    duration: float
+
+    def text(self) -> str:
+        return (self.stderr or self.stdout).decode("utf-8", "replace").strip()[:2000]
+
+
+def _spawn(
+    argv: Sequence[str],
+    words: Sequence[str],
+    budget: Optional[float],
+    host: str,
+    *,
+    data: Optional[bytes],
+    source: Optional[str],
+) -> _Done:
+    """One ``ssh`` process; past ``budget`` it is killed (its channel closes)."""
+    started = time.monotonic()
+    with contextlib.ExitStack() as stack:
+        stdin: Any = subprocess.DEVNULL if data is None else None
+        if source is not None:
+            stdin = stack.enter_context(open(source, "rb"))
+        try:
+            done = subprocess.run(
+                list(argv), input=data, stdin=stdin, capture_output=True, timeout=budget
+            )
+        except subprocess.TimeoutExpired:
+            raise JobTimeoutError(
+                f"{words[0]} did not finish within {budget:g} s on {host} "
+                f"(command: {' '.join(words)[:200]})"
+            ) from None
+    return _Done(done.returncode, done.stdout, done.stderr, time.monotonic() - started)
+
+
+def _token() -> str:
+    return uuid.uuid4().hex[:12]
