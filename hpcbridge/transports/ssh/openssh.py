@@ -37,7 +37,7 @@ from .executor import build_command, exact_mtime_commands
 if TYPE_CHECKING:  # pragma: no cover
     from ...config import Settings
 
-__all__ = ["OpenSSHExecutor", "MasterState"]
+__all__ = ["OpenSSHExecutor", "MasterState", "master_line"]
 
 log = logging.getLogger("hpcbridge.ssh")
 
@@ -368,6 +368,16 @@ class OpenSSHExecutor:
         if path.startswith("~/"):
             path = path[2:]
         return posixpath.normpath(posixpath.join(self._home, path))
+
+
+def master_line(executor: Any) -> str:
+    """``doctor``'s words on the OpenSSH backend's master connection ("" for another)."""
+    if not isinstance(executor, OpenSSHExecutor):
+        return ""
+    state = executor.master()
+    if not state.up:
+        return f"; no master connection up (hpcbridge login {executor.alias} opens one)"
+    return f"; master connection up ({state.words}), closes after {executor.plan.persist} unused"
 
 
 @dataclass(frozen=True)
