@@ -84,6 +84,7 @@ class OpenSSHExecutor:
         persist: Optional[str] = None,
         retry_budget: float = 10.0,
         ssh_command: str = "ssh",
+        ssh_config_path: Optional[str] = None,
         environ: Optional[Mapping[str, str]] = None,
     ) -> None:
         destination = argv_of.check_destination(host)
@@ -93,6 +94,7 @@ class OpenSSHExecutor:
         self.default_timeout = default_timeout
         self.retry_budget = float(retry_budget)
         self.ssh = ssh_command
+        self.config_file = ssh_config_path
         self.env: Dict[str, str] = dict(env or {})
         if self.env:
             build_command(["true"], env=self.env)  # validate the names now
@@ -111,7 +113,7 @@ class OpenSSHExecutor:
         our_path = argv_of.control_path_template(
             argv_of.default_control_dir(environment, os.path.expanduser("~"))
         )
-        self.plan = argv_of.plan(self.target, resolved, our_path, persist)
+        self.plan = argv_of.plan(self.target, resolved, our_path, persist, ssh_config_path)
         if self.plan.control_path == our_path:
             os.makedirs(os.path.dirname(our_path), mode=0o700, exist_ok=True)
         #: the resolved ``user@hostname:port``, as the paramiko backend labels records
@@ -140,7 +142,7 @@ class OpenSSHExecutor:
         return cls(settings.ssh_host, **arguments)
 
     def _resolve(self) -> argv_of.Resolved:
-        command = argv_of.resolve_argv(self.target, self.ssh)
+        command = argv_of.resolve_argv(self.target, self.ssh, self.config_file)
         try:
             done = subprocess.run(
                 command, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
@@ -294,6 +296,8 @@ class OpenSSHExecutor:
         final_mode = status.st_mode & 0o777 if mode is None else mode
         script = argv_of.write_script(remote_path, _token(), final_mode, status.st_size)
         done = self._remote(script, f"put {remote_path}", source=local_path)
+        if done.returncode == argv_of.MISSING:
+            raise FileNotFoundError(2, "No such folder", remote_path)
         if done.returncode != 0:
             raise OSError(f"put {remote_path} on {self.host} failed: {done.text()}")
 
@@ -301,6 +305,8 @@ class OpenSSHExecutor:
         data = text.encode("utf-8")
         script = argv_of.write_script(path, _token(), 0o644 if mode is None else mode, len(data))
         done = self._remote(script, f"write {path}", data=data)
+        if done.returncode == argv_of.MISSING:
+            raise FileNotFoundError(2, "No such folder", path)
         if done.returncode != 0:
             raise OSError(f"write {path} on {self.host} failed: {done.text()}")
 

@@ -145,9 +145,22 @@ class Plan:
     options: Tuple[Tuple[str, str], ...]
     control_path: str
     persist: str
+    #: ``-F``: another ssh config than ``~/.ssh/config`` (``os.devnull``: none)
+    config_file: Optional[str] = None
+
+    def head(self, ssh: str) -> List[str]:
+        """``ssh [-F FILE] -o ...``: what every command of this host starts with."""
+        config = ["-F", self.config_file] if self.config_file else []
+        return [ssh, *config, *option_words(self.options)]
 
 
-def plan(reach: Reach, resolved: Resolved, our_path: str, persist: Optional[str] = None) -> Plan:
+def plan(
+    reach: Reach,
+    resolved: Resolved,
+    our_path: str,
+    persist: Optional[str] = None,
+    config_file: Optional[str] = None,
+) -> Plan:
     """The user's ControlPath and ControlPersist when their config names them, else ours."""
     control_path = resolved.control_path or our_path
     lasting = persist or resolved.control_persist or DEFAULT_PERSIST
@@ -156,19 +169,20 @@ def plan(reach: Reach, resolved: Resolved, our_path: str, persist: Optional[str]
         ("ControlPath", control_path),
         ("ControlPersist", lasting),
     ]
-    return Plan(reach.destination, (*explicit_options(reach), *master), control_path, lasting)
+    options = (*explicit_options(reach), *master)
+    return Plan(reach.destination, options, control_path, lasting, config_file)
 
 
-def resolve_argv(reach: Reach, ssh: str = "ssh") -> List[str]:
+def resolve_argv(reach: Reach, ssh: str = "ssh", config_file: Optional[str] = None) -> List[str]:
     """``ssh -G``: the config's view of the host, with the explicit options applied."""
-    return [ssh, "-G", *option_words(explicit_options(reach)), "--", reach.destination]
+    config = ["-F", config_file] if config_file else []
+    return [ssh, "-G", *config, *option_words(explicit_options(reach)), "--", reach.destination]
 
 
 def command_argv(the_plan: Plan, remote_command: str, ssh: str = "ssh") -> List[str]:
     """A remote command through the master, never prompting (``BatchMode=yes``)."""
     return [
-        ssh,
-        *option_words(the_plan.options),
+        *the_plan.head(ssh),
         "-o",
         "BatchMode=yes",
         "-T",
@@ -182,8 +196,7 @@ def login_argv(the_plan: Plan, ssh: str = "ssh") -> List[str]:
     """The one command that may prompt (a password, a code, a push): it opens the master,
     which stays in the background for ControlPersist."""
     return [
-        ssh,
-        *option_words(the_plan.options),
+        *the_plan.head(ssh),
         "-o",
         "BatchMode=no",
         "-T",
@@ -198,8 +211,7 @@ def control_argv(the_plan: Plan, operation: str, ssh: str = "ssh") -> List[str]:
     if operation not in ("check", "exit"):
         raise ValueError(f"unknown master operation {operation!r}")
     return [
-        ssh,
-        *option_words(the_plan.options),
+        *the_plan.head(ssh),
         "-o",
         "BatchMode=yes",
         "-O",
@@ -280,6 +292,10 @@ def ssh_words(stderr: str) -> str:
 # ---------------------------------------------------------------- remote file commands
 
 
+#: exit statuses of the file scripts: no such file (or folder), a folder
+MISSING, DIRECTORY = 20, 21
+
+
 def path_word(path: str) -> str:
     """``path`` as one remote shell word: ``~``/``~/x`` are the remote home, a relative
     path is relative to it (where ssh starts a command)."""
@@ -304,20 +320,19 @@ def temporary_word(path: str, token: str) -> str:
 
 def write_script(path: str, token: str, mode: int, size: int) -> str:
     """Fill a temporary file from stdin, check its size (a dropped connection ends
-    ``cat`` early), set its mode, rename it over ``path``; remove it on any failure."""
+    ``cat`` early), set its mode, rename it over ``path``; remove it on any failure.
+    Exit ``MISSING`` when the folder is missing."""
     target = path_word(path)
     temporary = temporary_word(path, token)
+    folder = path_word(posixpath.dirname(str(path)) or ".")
     umask = oct(0o777 & ~mode & 0o777)[2:]
     return (
+        f"[ -d {folder} ] || exit {MISSING}; "
         f"umask {umask} && cat > {temporary} && "
         f'[ "$(wc -c < {temporary})" -eq {int(size)} ] && '
         f"chmod {oct(mode & 0o7777)[2:]} {temporary} && mv -f -- {temporary} {target}"
         f" || {{ rm -f -- {temporary}; exit 1; }}"
     )
-
-
-#: exit statuses of ``read_script``
-MISSING, DIRECTORY = 20, 21
 
 
 def read_script(path: str) -> str:
