@@ -252,9 +252,9 @@ class OpenSSHExecutor:
             said = argv_of.ssh_words(done.stderr.decode("utf-8", "replace"))
             if kind == argv_of.NEEDS_LOGIN:
                 raise TransportError(
-                    f"{self.alias}: the site asks for more than the key ({said}) and no "
-                    f"master connection is up: run `hpcbridge login {self.alias}` in a "
-                    "terminal, then try again"
+                    f"{self.host} asks for more than the key ({said}) and no master "
+                    f"connection is up: run `hpcbridge login {self.alias}` in a terminal, "
+                    "then try again"
                 )
             if kind == argv_of.HOST_KEY:
                 raise HostKeyError(
