@@ -3,7 +3,8 @@ then a TOTP code.  ``hpcbridge login`` is typed the code once (SSH_ASKPASS, the 
 the moment from ``oathtool --totp``); afterwards every command - submit, status, wait,
 logs, cancel, and 8 processes at once - rides the master connection to the shared Slurm
 22.05 with no prompt (an askpass that records any call proves it); with no master a
-command exits 6 naming ``hpcbridge login`` and submits nothing."""
+command exits 6 naming ``hpcbridge login`` and submits nothing; a wait whose master goes
+away says so once and ends with the job's true state after a new login."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Dict, Iterator
@@ -29,6 +31,7 @@ from tests.support.openssh import (
     socket_folder,
 )
 from tests.support.slurm_clusters import DEBIAN_STATE, cluster_env, controller_up, jobs_named
+from tests.support.ssh import waiting_pids
 
 pytestmark = pytest.mark.ssh
 
@@ -172,6 +175,17 @@ def test_eight_processes_submit_and_wait_with_no_prompt(logged_in, tripwire, tmp
     _no_question_asked(tripwire)
 
 
+def test_a_named_sweep_is_fed_and_followed_with_no_prompt(logged_in, tripwire, tmp_path):
+    name = f"totp-sweep-{uuid.uuid4().hex[:8]}"
+    scripts = [_script(tmp_path, f"echo {index}") for index in range(2)]
+    fed = hpcbridge_in(logged_in, "submit-many", *scripts, "--sweep", name, "-t", "2m", "--wait")
+    assert fed.returncode == 0, fed.stderr
+    status = hpcbridge_in(logged_in, "status", name)
+    assert status.returncode == 0, status.stderr
+    assert f"{name}: sweep of 2, fed: 2 COMPLETED" in status.stdout
+    _no_question_asked(tripwire)
+
+
 def test_without_a_master_every_command_exits_6_naming_login_and_submits_nothing(
     totp, cluster, tripwire, tmp_path
 ):
@@ -211,3 +225,60 @@ def test_a_login_with_no_way_to_type_the_code_fails_with_exit_6(totp, cluster, t
         assert failed.returncode == 6, failed.stderr
         assert "the login failed" in failed.stderr
         assert "Verification code" in (refusing / "asked").read_text()  # the code was asked
+
+
+#: seconds the master stays away while a wait runs (the job ends meanwhile)
+OUTAGE = 6.0
+
+
+def test_a_wait_outlives_its_master_and_ends_with_the_jobs_true_state(
+    totp, cluster, tripwire, tmp_path
+):
+    token = uuid.uuid4().hex
+    started, release = Path(f"/tmp/hpcbridge-totp-{token}.up"), Path(f"/tmp/hpcbridge-totp-{token}")
+    for runtime in socket_folder():
+        env = _base_env(totp, runtime, cluster, tmp_path, tripwire)
+        login = hpcbridge_in({**env, **askpass_env(totp)}, "login", timeout=60)
+        assert login.returncode == 0, login.stderr
+        env["HPCBRIDGE_REMOTE_WORKDIR"] = "/tmp"
+        body = f"touch {started}; while [ ! -e {release} ]; do sleep 0.5; done; echo released"
+        submitted = hpcbridge_in(env, "submit", _script(tmp_path, body), "-t", "5m")
+        assert submitted.returncode == 0, submitted.stderr
+        job_id = submitted.stdout.strip()
+        wait = subprocess.Popen(
+            [sys.executable, "-m", "hpcbridge", "wait", job_id, "--json"]
+            + ["--poll-interval", "1", "--timeout", "600"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            store = tmp_path / "state" / "jobs.db"
+            # The job runs and the wait has asked about it before the master goes.
+            for _ in range(3000):
+                if wait.poll() is not None:
+                    break
+                if started.exists() and wait.pid in waiting_pids(store):
+                    break
+                time.sleep(0.2)
+            assert wait.poll() is None, wait.communicate()
+            assert hpcbridge_in(env, "logout", timeout=60).returncode == 0
+            time.sleep(OUTAGE / 2)
+            release.touch()  # the job ends while no master is up
+            time.sleep(OUTAGE / 2)
+            again = hpcbridge_in({**env, **askpass_env(totp)}, "login", timeout=60)
+            assert again.returncode == 0, again.stderr
+            stdout, stderr = wait.communicate(timeout=600)
+        finally:
+            if wait.poll() is None:
+                wait.kill()
+            subprocess.run(["scancel", job_id], capture_output=True, timeout=60, check=False)
+            release.unlink(missing_ok=True)
+            started.unlink(missing_ok=True)
+            hpcbridge_in(env, "logout", timeout=60)
+        assert wait.returncode == 0, stderr
+        assert json.loads(stdout)["state"] == "COMPLETED"
+        assert stderr.count("out of reach") == 1 and "hpcbridge login" in stderr, stderr
+        assert "reachable again" in stderr
+    _no_question_asked(tripwire)

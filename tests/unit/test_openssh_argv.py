@@ -131,7 +131,7 @@ def test_the_socket_folder_is_short_and_private():
     [
         ("alice@h: Permission denied (keyboard-interactive).", argv_of.NEEDS_LOGIN),
         ("alice@h: Permission denied (publickey,password).", argv_of.NEEDS_LOGIN),
-        ("alice@h: Permission denied (publickey).", argv_of.NOT_SENT),
+        ("alice@h: Permission denied (publickey).", argv_of.NEEDS_LOGIN),
         ("Host key verification failed.", argv_of.HOST_KEY),
         ("ssh: connect to host h port 22: Connection refused", argv_of.NOT_SENT),
         ("ssh: Could not resolve hostname nowhere: Name or service not known", argv_of.NOT_SENT),

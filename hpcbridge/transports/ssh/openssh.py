@@ -252,9 +252,9 @@ class OpenSSHExecutor:
             said = argv_of.ssh_words(done.stderr.decode("utf-8", "replace"))
             if kind == argv_of.NEEDS_LOGIN:
                 raise TransportError(
-                    f"{self.host} asks for more than the key ({said}) and no master "
-                    f"connection is up: run `hpcbridge login {self.alias}` in a terminal, "
-                    "then try again"
+                    f"{self.host} refused a login without a prompt ({said}) and no master "
+                    f"connection is up: run `hpcbridge login {self.alias}` in a terminal (it "
+                    "asks what the site wants: a code, a key's passphrase), then try again"
                 )
             if kind == argv_of.HOST_KEY:
                 raise HostKeyError(

@@ -223,8 +223,6 @@ def control_argv(the_plan: Plan, operation: str, ssh: str = "ssh") -> List[str]:
 
 # ---------------------------------------------------------------- what ssh said
 
-#: ssh's words when the server wants more than the key (a code, a password, a push)
-_WANTS_MORE = ("keyboard-interactive", "password")
 _HOST_KEY = (
     "Host key verification failed",
     "REMOTE HOST IDENTIFICATION HAS CHANGED",
@@ -240,7 +238,6 @@ _NOT_SENT = (
     "Name or service not known",
     "kex_exchange_identification",
     "Network is unreachable",
-    "Permission denied",
     "banner exchange",
     "Connection closed by",
 )
@@ -268,13 +265,14 @@ COMMAND, NEEDS_LOGIN, HOST_KEY, NOT_SENT, DROPPED = (
 
 def classify(returncode: int, stderr: str) -> str:
     """Whose answer an exit status is: the remote command's (``COMMAND``), or ssh's own
-    failure (255 and its words): a login wanted, a host key refused, nothing sent yet, or
-    the connection dropped mid-command."""
+    failure (255 and its words): a login wanted (no prompt could be answered: a code, a
+    password, a key's passphrase), a host key refused, nothing sent yet, or the connection
+    dropped mid-command."""
     if returncode != 255:
         return COMMAND
     if any(marker in stderr for marker in _HOST_KEY):
         return HOST_KEY
-    if "Permission denied" in stderr and any(word in stderr for word in _WANTS_MORE):
+    if "Permission denied" in stderr:  # a code, a password, a key's passphrase: login asks
         return NEEDS_LOGIN
     if any(marker in stderr for marker in _NOT_SENT):
         return NOT_SENT
