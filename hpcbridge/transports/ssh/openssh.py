@@ -11,20 +11,15 @@ rides it.  Files move as ``cat`` through the same master.  The command lines are
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import posixpath
 import subprocess
-import time
-import uuid
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence, Union
 
 from ...errors import (
     ConfigurationError,
     HostKeyError,
-    JobTimeoutError,
     SubmissionUncertainError,
     TransportError,
 )
@@ -32,7 +27,9 @@ from ...retrying import retry
 from ..base import CommandResult
 from . import openssh_argv as argv_of
 from .config import _key_files, reach_settings
-from .executor import build_command, exact_mtime_commands
+from .executor import build_command
+from .openssh_files import OpenSSHFiles
+from .openssh_spawn import Done, spawn
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...config import Settings
@@ -55,7 +52,7 @@ class MasterState:
     words: str
 
 
-class OpenSSHExecutor:
+class OpenSSHExecutor(OpenSSHFiles):
     """Executor over the system's OpenSSH client, through a master connection.
 
     Nothing touches the network until the first call; ``ssh -G`` (local, no network)
@@ -109,19 +106,24 @@ class OpenSSHExecutor:
             keepalive=int(keepalive),
         )
         resolved = self._resolve()
-        environment = os.environ if environ is None else environ
-        our_path = argv_of.control_path_template(
-            argv_of.default_control_dir(environment, os.path.expanduser("~"))
-        )
-        self.plan = argv_of.plan(self.target, resolved, our_path, persist, ssh_config_path)
-        if self.plan.control_path == our_path:
-            os.makedirs(os.path.dirname(our_path), mode=0o700, exist_ok=True)
+        self.plan = self._plan(resolved, os.environ if environ is None else environ, persist)
         #: the resolved ``user@hostname:port``, as the paramiko backend labels records
         self.host = resolved.label
         self.reach: Mapping[str, Any] = reach_settings(
             host, user, port, key_filename, known_hosts, login_shell
         )
         self._home: Optional[str] = None
+
+    def _plan(
+        self, resolved: argv_of.Resolved, environ: Mapping[str, str], persist: Optional[str]
+    ) -> argv_of.Plan:
+        """The options of every command; hpcbridge's socket folder made when it is used."""
+        folder = argv_of.default_control_dir(environ, os.path.expanduser("~"))
+        ours = argv_of.control_path_template(folder)
+        made = argv_of.plan(self.target, resolved, ours, persist, self.config_file)
+        if made.control_path == ours:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+        return made
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> OpenSSHExecutor:
@@ -239,37 +241,18 @@ class OpenSSHExecutor:
         *,
         data: Optional[bytes] = None,
         source: Optional[str] = None,
-    ) -> _Done:
+    ) -> Done:
         """Run the remote ``command`` (stdin: ``data``, or the local file ``source``);
         ssh's own failures become this package's errors, retried where that is safe."""
         full = argv_of.command_argv(self.plan, command, self.ssh)
 
-        def attempt() -> _Done:
-            done = _spawn(full, words, budget, self.host, data=data, source=source)
-            kind = argv_of.classify(done.returncode, done.stderr.decode("utf-8", "replace"))
+        def attempt() -> Done:
+            done = spawn(full, words, budget, self.host, data=data, source=source)
+            stderr = done.stderr.decode("utf-8", "replace")
+            kind = argv_of.classify(done.returncode, stderr)
             if kind == argv_of.COMMAND:
                 return done
-            said = argv_of.ssh_words(done.stderr.decode("utf-8", "replace"))
-            if kind == argv_of.NEEDS_LOGIN:
-                raise TransportError(
-                    f"{self.host} refused a login without a prompt ({said}) and no master "
-                    f"connection is up: run `hpcbridge login {self.alias}` in a terminal (it "
-                    "asks what the site wants: a code, a key's passphrase), then try again"
-                )
-            if kind == argv_of.HOST_KEY:
-                raise HostKeyError(
-                    f"{self.host}: the host key was refused ({said}); check it with the "
-                    "site, then record it (ssh-keyscan, or HPCBRIDGE_SSH_ACCEPT_NEW_HOST_KEYS=1 "
-                    "for a host never seen)"
-                )
-            if kind == argv_of.DROPPED and not idempotent:
-                raise SubmissionUncertainError(
-                    f"the connection to {self.host} dropped while {words[0]} was running "
-                    f"({said}): it may or may not have taken effect (a job may or may not "
-                    "exist). It was NOT run again; check the queue before retrying.",
-                    argv=list(words),
-                )
-            raise _Again(f"cannot run {words[0]} on {self.host}: {said}")
+            raise self._failure(kind, argv_of.ssh_words(stderr), words, idempotent)
 
         try:
             return retry(
@@ -284,96 +267,30 @@ class OpenSSHExecutor:
         except _Again as exc:
             raise TransportError(str(exc)) from None
 
-    # ------------------------------------------------------------------ files
-
-    def _remote(self, script: str, what: str, **stdin: Any) -> _Done:
-        """A file operation's shell ``script`` (idempotent: safe to send again)."""
-        return self._ssh(script, [what], self.default_timeout, True, **stdin)
-
-    def put(self, local_path: str, remote_path: str, mode: Optional[int] = None) -> None:
-        """Upload to a temporary name, check the size, rename over ``remote_path``."""
-        status = os.stat(local_path)  # FileNotFoundError for a local miss
-        final_mode = status.st_mode & 0o777 if mode is None else mode
-        script = argv_of.write_script(remote_path, _token(), final_mode, status.st_size)
-        done = self._remote(script, f"put {remote_path}", source=local_path)
-        if done.returncode == argv_of.MISSING:
-            raise FileNotFoundError(2, "No such folder", remote_path)
-        if done.returncode != 0:
-            raise OSError(f"put {remote_path} on {self.host} failed: {done.text()}")
-
-    def write_text(self, path: str, text: str, mode: Optional[int] = None) -> None:
-        data = text.encode("utf-8")
-        script = argv_of.write_script(path, _token(), 0o644 if mode is None else mode, len(data))
-        done = self._remote(script, f"write {path}", data=data)
-        if done.returncode == argv_of.MISSING:
-            raise FileNotFoundError(2, "No such folder", path)
-        if done.returncode != 0:
-            raise OSError(f"write {path} on {self.host} failed: {done.text()}")
-
-    def _fetch(self, path: str) -> _Done:
-        done = self._remote(argv_of.read_script(path), f"read {path}")
-        if done.returncode == argv_of.MISSING:
-            raise FileNotFoundError(2, "No such file", path)
-        if done.returncode == argv_of.DIRECTORY:
-            raise IsADirectoryError(21, "is a directory", path)
-        if done.returncode != 0:
-            raise OSError(f"read {path} on {self.host} failed: {done.text()}")
-        return done
-
-    def get(self, remote_path: str, local_path: str) -> None:
-        """Download, then rename over ``local_path`` (with the remote file's mode)."""
-        done = self._fetch(remote_path)
-        temporary = f"{local_path}.hpcbridge-{_token()}.tmp"
-        try:
-            with open(temporary, "wb") as sink:
-                sink.write(done.stdout)
-            mode = argv_of.parse_mode(done.stderr.decode("utf-8", "replace"))
-            if mode is not None:
-                os.chmod(temporary, mode & 0o777)
-            os.replace(temporary, local_path)
-        except BaseException:
-            try:
-                os.unlink(temporary)
-            except OSError:
-                pass
-            raise
-
-    def read_text(self, path: str) -> str:
-        return self._fetch(path).stdout.decode("utf-8", "replace")
-
-    def mkdir(self, path: str, mode: int = 0o700) -> None:
-        """``mkdir -p``: create ``path`` and missing parents (each with ``mode``)."""
-        done = self._remote(argv_of.mkdir_script(path, mode), f"mkdir {path}")
-        if done.returncode != 0:
-            message = done.text()
-            if "exists" in message.lower() or "Not a directory" in message:
-                raise FileExistsError(17, "exists and is not a directory", path)
-            raise OSError(f"mkdir {path} on {self.host} failed: {message}")
-
-    def exists(self, path: str) -> bool:
-        return self._remote(argv_of.exists_script(path), f"stat {path}").returncode == 0
-
-    def stat_many(self, paths: Sequence[str]) -> Dict[str, float]:
-        """One ``stat`` per 500 paths: the times to the nanosecond (GNU coreutils)."""
-        found: Dict[str, float] = {}
-        for words in exact_mtime_commands(paths):
-            result = self.run(words, env={"LC_ALL": "C"})
-            found.update(argv_of.parse_mtimes(result.stdout, words[4:]))
-        return found
-
-    def abspath(self, path: str) -> str:
-        """``path`` made absolute on the remote side (relative and ``~/`` against home)."""
-        path = str(path)
-        if path.startswith("/"):
-            return posixpath.normpath(path)
-        if self._home is None:
-            done = self._remote('printf %s "$HOME"', "home")
-            self._home = done.stdout.decode("utf-8", "replace")
-        if path == "~":
-            return self._home
-        if path.startswith("~/"):
-            path = path[2:]
-        return posixpath.normpath(posixpath.join(self._home, path))
+    def _failure(
+        self, kind: str, said: str, words: Sequence[str], idempotent: bool
+    ) -> TransportError | SubmissionUncertainError:
+        """ssh's own failure as the error to raise (``_Again``: worth sending again)."""
+        if kind == argv_of.NEEDS_LOGIN:
+            return TransportError(
+                f"{self.host} refused a login without a prompt ({said}) and no master "
+                f"connection is up: run `hpcbridge login {self.alias}` in a terminal (it "
+                "asks what the site wants: a code, a key's passphrase), then try again"
+            )
+        if kind == argv_of.HOST_KEY:
+            return HostKeyError(
+                f"{self.host}: the host key was refused ({said}); check it with the "
+                "site, then record it (ssh-keyscan, or HPCBRIDGE_SSH_ACCEPT_NEW_HOST_KEYS=1 "
+                "for a host never seen)"
+            )
+        if kind == argv_of.DROPPED and not idempotent:
+            return SubmissionUncertainError(
+                f"the connection to {self.host} dropped while {words[0]} was running "
+                f"({said}): it may or may not have taken effect (a job may or may not "
+                "exist). It was NOT run again; check the queue before retrying.",
+                argv=list(words),
+            )
+        return _Again(f"cannot run {words[0]} on {self.host}: {said}")
 
 
 def master_line(executor: Any) -> str:
@@ -384,45 +301,3 @@ def master_line(executor: Any) -> str:
     if not state.up:
         return f"; no master connection up (hpcbridge login {executor.alias} opens one)"
     return f"; master connection up ({state.words}), closes after {executor.plan.persist} unused"
-
-
-@dataclass(frozen=True)
-class _Done:
-    returncode: int
-    stdout: bytes
-    stderr: bytes
-    duration: float
-
-    def text(self) -> str:
-        return (self.stderr or self.stdout).decode("utf-8", "replace").strip()[:2000]
-
-
-def _spawn(
-    argv: Sequence[str],
-    words: Sequence[str],
-    budget: Optional[float],
-    host: str,
-    *,
-    data: Optional[bytes],
-    source: Optional[str],
-) -> _Done:
-    """One ``ssh`` process; past ``budget`` it is killed (its channel closes)."""
-    started = time.monotonic()
-    with contextlib.ExitStack() as stack:
-        stdin: Any = subprocess.DEVNULL if data is None else None
-        if source is not None:
-            stdin = stack.enter_context(open(source, "rb"))
-        try:
-            done = subprocess.run(
-                list(argv), input=data, stdin=stdin, capture_output=True, timeout=budget
-            )
-        except subprocess.TimeoutExpired:
-            raise JobTimeoutError(
-                f"{words[0]} did not finish within {budget:g} s on {host} "
-                f"(command: {' '.join(words)[:200]})"
-            ) from None
-    return _Done(done.returncode, done.stdout, done.stderr, time.monotonic() - started)
-
-
-def _token() -> str:
-    return uuid.uuid4().hex[:12]
