@@ -226,3 +226,26 @@ def test_ssh_output_of_any_text_never_raises(text):
         argv_of.parse_ssh_g(text)
     except ConfigurationError:
         pass
+
+
+_hosts = st.text(
+    st.characters(blacklist_categories=("Cs", "Zs", "Cc"), blacklist_characters="\0"), min_size=1
+)
+
+
+@SETTINGS
+@given(host=_hosts, command=st.text(), user=st.none() | st.text(min_size=1))
+def test_the_destination_and_the_remote_command_are_words_ssh_cannot_misread(host, command, user):
+    try:
+        destination = argv_of.check_destination(host)
+    except ConfigurationError:
+        assert (
+            host.strip() == ""
+            or host.strip().startswith("-")
+            or any(ch.isspace() for ch in host.strip())
+        )
+        return
+    reach = argv_of.Reach(destination, user=user if user and "\n" not in user else None)
+    argv = argv_of.command_argv(_plan(reach), command)
+    assert argv[-3:] == ["--", destination, command]  # after "--": never an option
+    assert argv.count("--") >= 1 and argv.index("--") == len(argv) - 3

@@ -118,12 +118,12 @@ class OpenSSHExecutor(OpenSSHFiles):
         self, resolved: argv_of.Resolved, environ: Mapping[str, str], persist: Optional[str]
     ) -> argv_of.Plan:
         """The options of every command; hpcbridge's socket folder made when it is used."""
+        if resolved.control_path:  # the user's own
+            return argv_of.plan(self.target, resolved, "", persist, self.config_file)
         folder = argv_of.default_control_dir(environ, os.path.expanduser("~"))
         ours = argv_of.control_path_template(folder)
-        made = argv_of.plan(self.target, resolved, ours, persist, self.config_file)
-        if made.control_path == ours:
-            os.makedirs(folder, mode=0o700, exist_ok=True)
-        return made
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        return argv_of.plan(self.target, resolved, ours, persist, self.config_file)
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> OpenSSHExecutor:
