@@ -199,6 +199,9 @@ def test_without_a_master_every_command_exits_6_naming_login_and_submits_nothing
         assert jobs_named(name) == []
         doctor = hpcbridge_in(env, "doctor", timeout=60)
         assert doctor.returncode == 6 and "hpcbridge login" in doctor.stdout
+        # A wait that never got an answer does not wait for a login: it fails at once.
+        waited = hpcbridge_in(env, "wait", "987654321", "--scheduler", "slurm", timeout=60)
+        assert waited.returncode == 6 and "hpcbridge login" in waited.stderr, waited.stderr
 
         # A login, then a logout: commands refuse again.
         login = hpcbridge_in({**env, **askpass_env(totp)}, "login", timeout=60)

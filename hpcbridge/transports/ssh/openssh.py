@@ -113,6 +113,8 @@ class OpenSSHExecutor(OpenSSHFiles):
             host, user, port, key_filename, known_hosts, login_shell
         )
         self._home: Optional[str] = None
+        #: whether a command got through: a refused login is an outage after, not before
+        self._reached = False
 
     def _plan(
         self, resolved: argv_of.Resolved, environ: Mapping[str, str], persist: Optional[str]
@@ -251,6 +253,7 @@ class OpenSSHExecutor(OpenSSHFiles):
             stderr = done.stderr.decode("utf-8", "replace")
             kind = argv_of.classify(done.returncode, stderr)
             if kind == argv_of.COMMAND:
+                self._reached = True
                 return done
             raise self._failure(kind, argv_of.ssh_words(stderr), words, idempotent)
 
@@ -272,11 +275,15 @@ class OpenSSHExecutor(OpenSSHFiles):
     ) -> TransportError | SubmissionUncertainError:
         """ssh's own failure as the error to raise (``_Again``: worth sending again)."""
         if kind == argv_of.NEEDS_LOGIN:
-            return TransportError(
+            error = TransportError(
                 f"{self.host} refused a login without a prompt ({said}) and no master "
                 f"connection is up: run `hpcbridge login {self.alias}` in a terminal (it "
                 "asks what the site wants: a code, a key's passphrase), then try again"
             )
+            # Before any answer, a command (a wait too) fails at once; a master that goes
+            # away later is an outage a wait rides out until the user logs in again.
+            error.permanent = not self._reached
+            return error
         if kind == argv_of.HOST_KEY:
             return HostKeyError(
                 f"{self.host}: the host key was refused ({said}); check it with the "
