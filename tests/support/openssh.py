@@ -99,3 +99,27 @@ def askpass_env(totp: TotpServer) -> Dict[str, str]:
 def skip_without_ssh() -> None:
     if shutil.which("ssh") is None:
         pytest.skip("the OpenSSH client (ssh) is not installed: apt-get install openssh-client")
+
+
+@pytest.fixture(scope="session")
+def totp_login() -> Iterator[Any]:
+    """One ``hpcbridge login`` to the TOTP sshd for the session (the code typed by its
+    askpass.sh), in a socket folder of its own: ``env`` reaches it through that master,
+    ``executor`` is an OpenSSHExecutor riding it; ``hpcbridge logout`` at the end."""
+    from types import SimpleNamespace
+
+    from tests.support.cli import hpcbridge_in
+
+    skip_without_ssh()
+    totp = find_totp_server()
+    if totp is None:
+        pytest.skip(TOTP_SKIP)
+    for runtime in socket_folder():
+        env = openssh_env(totp.server, runtime)
+        login = hpcbridge_in({**os.environ, **env, **askpass_env(totp)}, "login", timeout=60)
+        assert login.returncode == 0, login.stderr
+        try:
+            executor = make_openssh_executor(totp.server, runtime, ssh_config_path=None)
+            yield SimpleNamespace(env=env, executor=executor, server=totp.server)
+        finally:
+            hpcbridge_in({**os.environ, **env}, "logout", timeout=60)
