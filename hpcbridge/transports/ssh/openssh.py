@@ -63,6 +63,8 @@ class OpenSSHExecutor(OpenSSHFiles):
     kind = "ssh"
     is_local = False
     backend = "openssh"
+    #: whether a command got through: a refused login is an outage after, not before
+    _reached = False
 
     def __init__(
         self,
@@ -112,9 +114,6 @@ class OpenSSHExecutor(OpenSSHFiles):
         self.reach: Mapping[str, Any] = reach_settings(
             host, user, port, key_filename, known_hosts, login_shell
         )
-        self._home: Optional[str] = None
-        #: whether a command got through: a refused login is an outage after, not before
-        self._reached = False
 
     def _plan(
         self, resolved: argv_of.Resolved, environ: Mapping[str, str], persist: Optional[str]
