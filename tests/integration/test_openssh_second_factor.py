@@ -125,7 +125,7 @@ def _no_question_asked(tripwire: Path) -> None:
     assert not asked.exists(), f"a command prompted: {asked.read_text()}"
 
 
-def test_after_one_login_submit_status_wait_logs_and_cancel_ask_nothing(
+def test_after_one_login_submit_status_wait_logs_jobs_and_cancel_ask_nothing(
     logged_in, tripwire, tmp_path
 ):
     name = f"totp-{uuid.uuid4().hex[:8]}"
@@ -143,6 +143,9 @@ def test_after_one_login_submit_status_wait_logs_and_cancel_ask_nothing(
     assert json.loads(waited.stdout)["state"] == "COMPLETED"
     logs = hpcbridge_in(logged_in, "logs", job_id)
     assert logs.returncode == 0 and "hello-from-totp" in logs.stdout, logs.stderr
+    listed = hpcbridge_in(logged_in, "jobs", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert job_id in [entry["job_id"] for entry in json.loads(listed.stdout)]
 
     sleeper = hpcbridge_in(logged_in, "submit", _script(tmp_path, "sleep 300"), "-t", "5m")
     assert sleeper.returncode == 0, sleeper.stderr
