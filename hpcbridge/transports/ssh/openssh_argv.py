@@ -73,7 +73,7 @@ def option_words(options: Sequence[Tuple[str, str]]) -> List[str]:
     words: List[str] = []
     for name, value in options:
         if "\n" in value or "\0" in value:
-            raise ConfigurationError(f"ssh option {name}: {value!r} has a line break")
+            raise ConfigurationError(f"ssh option {name}: {value!r} has a line break or a NUL")
         words += ["-o", f"{name}={value}"]
     return words
 
