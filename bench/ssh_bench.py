@@ -1,4 +1,5 @@
-"""Status-query latency: one persistent SSHExecutor vs one ``ssh`` process per call.
+"""Status-query latency: one persistent SSHExecutor vs one ``ssh`` process per call (and
+the OpenSSH backend through its master connection).
 
 Runs N trivial commands (``date`` by default) against the loopback test server
 (containers/sshd: ``bash containers/sshd/start.sh``) in interleaved rounds
@@ -6,7 +7,9 @@ Runs N trivial commands (``date`` by default) against the loopback test server
 
 * A: ``SSHExecutor.run`` over one connection opened before the rounds;
 * B: ``ssh -F <test ssh_config> -o ControlMaster=no -o ControlPath=none hpcb-test
-  <command>``, a new process, TCP connection, key exchange and login per call.
+  <command>``, a new process, TCP connection, key exchange and login per call;
+* C: ``OpenSSHExecutor.run`` (``HPCBRIDGE_SSH_BACKEND=openssh``): a new ``ssh`` process per
+  call through one master connection opened before the rounds.
 
     python bench/ssh_bench.py [--count 100] [--rounds 3] [--command date] [--json]
 
@@ -19,9 +22,11 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -31,6 +36,7 @@ try:
 except ImportError:  # run from a checkout without installing
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from hpcbridge.transports.ssh.executor import SSHExecutor
+from hpcbridge.transports.ssh.openssh import OpenSSHExecutor
 
 KEYS = ("HOST", "PORT", "USER", "KEY", "KNOWN_HOSTS", "CONFIG")
 
@@ -95,10 +101,22 @@ def run(count: int = 100, rounds: int = 3, command: str = "date") -> Dict[str, o
         "hpcb-test",
         command,
     ]
+    sockets = tempfile.mkdtemp(prefix="hpcb-")  # short: a socket's path has a limit
+    mastered = OpenSSHExecutor(
+        settings["host"],
+        settings["user"],
+        int(settings["port"]),
+        settings["key"],
+        known_hosts=settings["known_hosts"],
+        ssh_config_path=os.devnull,
+        environ={"XDG_RUNTIME_DIR": sockets},
+    )
     persistent: List[float] = []
     per_call: List[float] = []
+    through_master: List[float] = []
     persistent_totals: List[float] = []
     per_call_totals: List[float] = []
+    master_totals: List[float] = []
     try:
         started = time.perf_counter()
         executor.connect()
@@ -106,6 +124,9 @@ def run(count: int = 100, rounds: int = 3, command: str = "date") -> Dict[str, o
         # Warm-up outside the measurement: first channel, first ssh process.
         assert executor.run(argv).ok
         subprocess.run(ssh_argv, capture_output=True, check=True, timeout=30)
+        started = time.perf_counter()
+        assert mastered.run(argv).ok  # opens the master (a key-only server: no login)
+        master_s = time.perf_counter() - started
         for _ in range(rounds):
             round_start = time.perf_counter()
             for _ in range(count):
@@ -126,11 +147,23 @@ def run(count: int = 100, rounds: int = 3, command: str = "date") -> Dict[str, o
                 if completed.returncode != 0:
                     raise RuntimeError(f"ssh {command} failed: {completed.stderr.decode()[:300]}")
             per_call_totals.append(time.perf_counter() - round_start)
+
+            round_start = time.perf_counter()
+            for _ in range(count):
+                t0 = time.perf_counter()
+                result = mastered.run(argv)
+                through_master.append(time.perf_counter() - t0)
+                if not result.ok:
+                    raise RuntimeError(f"{command} failed over OpenSSHExecutor: {result.message()}")
+            master_totals.append(time.perf_counter() - round_start)
         connections = executor.connection_count
     finally:
         executor.close()
+        mastered.logout()
+        shutil.rmtree(sockets, ignore_errors=True)
     a = _summary(persistent, persistent_totals)
     b = _summary(per_call, per_call_totals)
+    c = _summary(through_master, master_totals)
     return {
         "benchmark": "ssh_status_query_latency",
         "command": command,
@@ -139,6 +172,7 @@ def run(count: int = 100, rounds: int = 3, command: str = "date") -> Dict[str, o
         "server": executor.host,
         "persistent_executor": {**a, "connect_s": round(connect_s, 4), "connections": connections},
         "ssh_process_per_call": b,
+        "openssh_master": {**c, "connect_s": round(master_s, 4)},
         "ratio_median": round(statistics.median(per_call) / statistics.median(persistent), 1),
         "ratio_total": round(sum(per_call_totals) / sum(persistent_totals), 1),
         "python": sys.version.split()[0],
@@ -161,6 +195,14 @@ def _report(results: Dict[str, object]) -> str:
         f"rounds {b['round_totals_s']} s",
         f"  ratio B/A: {results['ratio_median']}x (medians), {results['ratio_total']}x (totals)",
     ]
+    c = results.get("openssh_master")
+    if isinstance(c, dict):
+        lines.insert(
+            3,
+            f"  C OpenSSHExecutor master : median {c['median_ms']:8.2f} ms  "
+            f"(min {c['min_ms']:.2f} - max {c['max_ms']:.2f}, p90 {c['p90_ms']:.2f})  "
+            f"rounds {c['round_totals_s']} s; master opened in {c['connect_s']} s once",
+        )
     return "\n".join(lines)
 
 

@@ -18,6 +18,10 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 if [ "${HPCBRIDGE_CLUSTER_SERVICES:-1}" != 0 ]; then
     bash "$repo/containers/slurm/start.sh"
     bash "$repo/containers/sshd/start.sh"
+    # The second sshd, which asks for a TOTP code after the key (the tests find it by its
+    # state folder's env.sh).
+    bash "$repo/containers/sshd-totp/start.sh" ||
+        echo "entrypoint: containers/sshd-totp/start.sh failed; its tests skip" >&2
     # The SSH tests submit to Slurm as the unprivileged test user (as scripts/test.sh
     # does); this fails harmlessly when accounting is off.
     bash "$repo/containers/slurm/add-user.sh" "${HPCBRIDGE_SSH_TEST_USER:-hpcbtest}" ||

@@ -18,6 +18,8 @@ from .resources import NATIVE_SCHEDULERS, RESOURCE_KEYS
 from .site_config import read_site_settings
 
 TRANSPORTS = ("local", "ssh")
+#: what carries the ssh transport: paramiko in this process, or the system's OpenSSH client
+SSH_BACKENDS = ("paramiko", "openssh")
 #: seconds: the least time between two status rounds towards a scheduler, unless set
 DEFAULT_MIN_POLL_INTERVAL = 5.0
 PREFIXES = ("HPCBRIDGE_", "EXAMLOPS_HPC_", "EXAMLOPS_SLURM_")
@@ -81,6 +83,7 @@ class Settings:
     ssh_known_hosts: Optional[str] = None
     ssh_accept_new_host_keys: bool = False
     ssh_login_shell: bool = False
+    ssh_backend: str = "paramiko"
     remote_workdir: Optional[str] = None
     remote_repo: Optional[str] = None
     flux_uri: Optional[str] = None
@@ -186,6 +189,9 @@ class Settings:
             raise ConfigurationError(
                 "the ssh transport needs a host: set HPCBRIDGE_SSH_HOST (or EXAMLOPS_HPC_SSH_HOST)"
             )
+        self.ssh_backend = str(self.ssh_backend).lower()
+        if self.ssh_backend not in SSH_BACKENDS:
+            raise self._refused("ssh_backend", "unknown ssh backend", SSH_BACKENDS)
         for attribute in ("slurm_driver", "flux_driver"):
             setattr(self, attribute, str(getattr(self, attribute)).lower())
             if getattr(self, attribute) not in DRIVER_CHOICES:
@@ -315,6 +321,7 @@ _READERS: Tuple[Tuple[str, str, Callable[[str, str], Any]], ...] = (
     ("ssh_user", "SSH_USER", _text),
     ("ssh_key", "SSH_KEY", _text),
     ("ssh_known_hosts", "SSH_KNOWN_HOSTS", _text),
+    ("ssh_backend", "SSH_BACKEND", _text),
     ("remote_workdir", "REMOTE_WORKDIR", _text),
     ("remote_repo", "REMOTE_REPO", _text),
     ("flux_uri", "FLUX_URI", _text),

@@ -136,12 +136,14 @@ def _store_check(settings: Settings) -> Check:
 
 def _ssh_check(settings: Settings) -> Tuple[Optional[Executor], Check]:
     try:
-        from .transports.ssh.executor import SSHExecutor
+        from .factory import build_executor
+        from .transports.ssh.openssh import master_line
 
-        executor = SSHExecutor.from_settings(settings)
+        executor = build_executor(settings)
         result = executor.run(["true"], timeout=30)
         if result.ok:
-            return executor, Check("ssh transport", True, f"{executor.host} reachable")
+            reached = f"{executor.host} reachable{master_line(executor)}"
+            return executor, Check("ssh transport", True, reached)
         detail = f"{executor.host}: {result.message()}"
         return executor, Check("ssh transport", False, detail, TRANSPORT)
     except Exception as exc:

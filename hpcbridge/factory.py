@@ -16,6 +16,10 @@ if TYPE_CHECKING:
 
 def build_executor(settings: Settings) -> Executor:
     """The transport the settings ask for."""
+    if settings.transport == "ssh" and settings.ssh_backend == "openssh":
+        from .transports.ssh.openssh import OpenSSHExecutor
+
+        return OpenSSHExecutor.from_settings(settings)
     if settings.transport == "ssh":
         from .transports.ssh.executor import SSHExecutor
 

@@ -65,6 +65,8 @@ if [ "${HPCBRIDGE_TEST_NO_SERVICES:-0}" != 1 ] && [ "$(id -u)" = 0 ]; then
   bash containers/slurm/start.sh && started+=(slurm)
   echo "== starting the sshd test server"
   bash containers/sshd/start.sh && started+=(sshd)
+  echo "== starting the sshd test server with a second factor (key, then a TOTP code)"
+  bash containers/sshd-totp/start.sh && started+=(sshd-totp)
   # The SSH tests submit to Slurm as the unprivileged test user.
   bash containers/slurm/add-user.sh "${HPCBRIDGE_SSH_TEST_USER:-hpcbtest}" || true
   # Slurm 25.11 runs as a second cluster (ports 7817-7819, state /tmp/hpcbridge-slurm-2511),

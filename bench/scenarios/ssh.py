@@ -1,7 +1,8 @@
 """SSH: N status-style queries (``date``) over hpcbridge's one persistent
-``SSHExecutor`` connection vs one ``ssh`` process per query, against the
-loopback test server.  The measuring is ``bench/ssh_bench.py``'s ``run()``
-(interleaved A B rounds); this module only turns its numbers into rows.
+``SSHExecutor`` connection vs one ``ssh`` process per query, and the OpenSSH backend's
+``ssh`` per query through one master connection, against the loopback test server.  The
+measuring is ``bench/ssh_bench.py``'s ``run()`` (interleaved rounds); this module only
+turns its numbers into rows.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
     for key, label, kind in (
         ("ssh_process_per_call", "one ssh process per query", "raw"),
         ("persistent_executor", "hpcbridge SSHExecutor (one connection)", "hpcbridge"),
+        ("openssh_master", "hpcbridge OpenSSHExecutor (ssh per query, one master)", "hpcbridge"),
     ):
         data = result[key]
         rows.append(
@@ -64,6 +66,8 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
         why={
             "hpcbridge SSHExecutor (one connection)": "paramiko is pure Python; with "
             "multiplexing (ControlMaster) plain ssh would avoid the handshake too",
+            "hpcbridge OpenSSHExecutor (ssh per query, one master)": "a new ssh process per "
+            "query, no handshake: the price of riding a login that other processes share",
         },
         extra={"ssh_bench": result},
     )

@@ -1,4 +1,4 @@
-"""The ``hpcbridge`` command: submit, follow, read logs, cancel, list, cost, doctor."""
+"""The ``hpcbridge`` command: submit, follow, read logs, cancel, list, cost, doctor, login."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from .output import one_line
 from .parser import build_parser
 from .probe import cmd_doctor, cmd_uri
 from .records import cmd_cost, cmd_jobs
+from .session import cmd_login, cmd_logout
 from .submit import cmd_submit, cmd_submit_many
 
 COMMANDS: Dict[str, Callable[[argparse.Namespace], int]] = {
@@ -28,6 +29,8 @@ COMMANDS: Dict[str, Callable[[argparse.Namespace], int]] = {
     "cost": cmd_cost,
     "doctor": cmd_doctor,
     "uri": cmd_uri,
+    "login": cmd_login,
+    "logout": cmd_logout,
 }
 
 

@@ -179,7 +179,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_submit_many(sub)
     _add_following(sub)
     _add_records_and_probes(sub)
+    _add_session(sub)
     return parser
+
+
+def _add_session(sub: Sub) -> None:
+    """``login``, ``logout`` (the OpenSSH backend's master connection)."""
+    for name, what in (
+        ("login", "open the SSH master connection once (a code or a push may be asked now)"),
+        ("logout", "close the SSH master connection"),
+    ):
+        command = sub(name, what + "; HPCBRIDGE_SSH_BACKEND=openssh rides it")
+        command.add_argument(
+            "host", nargs="?", metavar="HOST", help="the login node (default: HPCBRIDGE_SSH_HOST)"
+        )
 
 
 def _add_submit(sub: Sub) -> None:

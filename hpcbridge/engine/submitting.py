@@ -301,7 +301,7 @@ class Stager:
                     copied.add(remote)
             for path, text in files:
                 executor.write_text(path, text, mode=0o700)
-        except (OSError, TransportError) as exc:
+        except OSError as exc:  # a TransportError stays one: exit 6, nothing went in
             raise JobSubmissionError(
                 f"cannot stage the job into {job.remote_dir}: {exc} "
                 "(check that the folder is writable and the transport is up)"

@@ -16,12 +16,14 @@ from typing import Any, Iterator
 import pytest
 
 from tests.support.cli import JSON_KEYS, hpcbridge
+from tests.support.openssh import totp_login  # noqa: F401 - the slurm-openssh place's login
 from tests.support.places import PLACES, Place, flux_place, mock_place, slurm_place
 
 _MARKS = {
     "mock": [],
     "slurm-local": [pytest.mark.slurm],
     "slurm-ssh": [pytest.mark.slurm, pytest.mark.ssh],
+    "slurm-openssh": [pytest.mark.slurm, pytest.mark.ssh],
     "flux-native": [pytest.mark.flux],
     "flux-cli": [pytest.mark.flux],
 }

@@ -5,8 +5,10 @@ The SSH test user (``hpcbtest``) cannot use a broker started by another user:
 ``local-0`` socket) mode 0700, and without flux-security only the instance
 owner may connect anyway.  So this module starts its broker *as the SSH
 user* (``runuser``, when the tests run as root) and checks the limitation
-itself in ``test_root_broker_is_not_reachable_by_another_user``.  A wait rides out
-a 30 s outage of an sshd of its own (``tests.support.ssh.PrivateServer``).
+itself in ``test_root_broker_is_not_reachable_by_another_user``.  The scenario's
+cases run on both SSH backends (the OpenSSH one through containers/sshd-totp after one
+``hpcbridge login``).  A wait rides out a 30 s outage of an sshd of its own
+(``tests.support.ssh.PrivateServer``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from tests.support.flux_cases import (
     wait_state,
     write_script,
 )
+from tests.support.openssh import totp_login  # noqa: F401 - the OpenSSH scenario's login
 from tests.support.ssh import PrivateServer, make_executor, private_server, waiting_pids
 
 pytestmark = [pytest.mark.flux, pytest.mark.ssh]
@@ -129,9 +132,16 @@ def test_root_broker_is_not_reachable_by_another_user(
         root_broker.stop()
 
 
-@pytest.fixture(scope="module")
-def scenario(server: Dict[str, str], user_broker: Any) -> Iterator[SimpleNamespace]:
-    executor = ssh_executor(server)
+@pytest.fixture(scope="module", params=["paramiko", "openssh"])
+def scenario(
+    request: pytest.FixtureRequest, server: Dict[str, str], user_broker: Any
+) -> Iterator[SimpleNamespace]:
+    """The cases' jobs, sent and waited for over each SSH backend: paramiko to
+    containers/sshd, OpenSSH to containers/sshd-totp after one ``hpcbridge login``."""
+    if request.param == "openssh":
+        executor = request.getfixturevalue("totp_login").executor
+    else:
+        executor = ssh_executor(server)
     made = executor.run(["mktemp", "-d", "/tmp/hpcb-flux-ssh-jobs.XXXXXX"])
     assert made.ok, made.stderr
     remote = made.stdout.strip()

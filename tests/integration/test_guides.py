@@ -36,6 +36,12 @@ kind (a kind whose component is absent skips with the reason):
                 ``FLUX_URI`` (a login node).
 ``ssh+flux+slurm``  as ``ssh+slurm``, and flux-core in ``/opt/flux-0.88`` (the
                 path the guide puts on the login node's ``PATH``).
+``totp+slurm``  the sshd test server with a second factor (containers/sshd-totp) in
+                ``HPCBRIDGE_SSH_HOST``/``_PORT``/``_USER``/``_KEY``/``_KNOWN_HOSTS`` (ssh reads
+                the ``~/.ssh/config`` of the user's passwd entry, not of the fresh ``HOME``),
+                a short ``XDG_RUNTIME_DIR`` of its own for the master sockets, the code typed
+                by ``containers/sshd-totp/askpass.sh`` (``SSH_ASKPASS``), and a fresh remote
+                ``HPCBRIDGE_REMOTE_WORKDIR``; the Slurm test cluster must run.
 
 A guide that starts a Slurm job keeps its id in ``$slurm_job``: the script's
 exit trap cancels it, also when a block fails.
@@ -95,7 +101,11 @@ def _cases() -> List[Any]:
         except GuideError:
             continue  # test_markers_are_well_formed says why
         for kind in kinds:
-            parts = [part for part in kind.split("+") if part in ("slurm", "ssh", "flux")]
+            parts = [
+                part
+                for part in kind.replace("totp", "ssh").split("+")
+                if part in ("slurm", "ssh", "flux")
+            ]
             marks = [getattr(pytest.mark, part) for part in parts]
             cases.append(pytest.param(guide, kind, id=f"{guide.stem}-{kind}", marks=marks))
     return cases
@@ -152,6 +162,46 @@ def ssh_cluster(slurm_conf: str) -> Iterator[SimpleNamespace]:
             executor.run(["rm", "-rf", "--", workdir])
     finally:
         executor.close()
+
+
+@pytest.fixture(scope="session")
+def totp_cluster(
+    slurm_conf: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Dict[str, str]]:
+    """The sshd with a second factor: its variables, and a fresh work folder on it (made
+    and removed through a login of the fixture's own)."""
+    from tests.support.cli import hpcbridge_in
+    from tests.support.openssh import (
+        TOTP_SKIP,
+        askpass_env,
+        find_totp_server,
+        make_openssh_executor,
+        openssh_env,
+        socket_folder,
+    )
+
+    totp = find_totp_server()
+    if totp is None or shutil.which("ssh") is None:
+        pytest.skip(TOTP_SKIP)
+    for own in socket_folder():
+        env = {**os.environ, **openssh_env(totp.server, own), **askpass_env(totp)}
+        login = hpcbridge_in(env, "login", timeout=60)
+        assert login.returncode == 0, login.stderr
+        executor = make_openssh_executor(totp.server, own, ssh_config_path=None)
+        made = executor.run(["mktemp", "-d", "/tmp/hpcbridge-guide-totp.XXXXXXXX"])
+        assert made.ok, made.stderr
+        try:
+            for runtime in socket_folder():
+                variables = openssh_env(totp.server, runtime)
+                del variables["HPCBRIDGE_TRANSPORT"], variables["HPCBRIDGE_SSH_BACKEND"]
+                yield {
+                    **variables,
+                    **askpass_env(totp),
+                    "HPCBRIDGE_REMOTE_WORKDIR": made.stdout.strip(),
+                }
+        finally:
+            executor.run(["rm", "-rf", "--", made.stdout.strip()])
+            hpcbridge_in(env, "logout", timeout=60)
 
 
 @pytest.fixture(scope="session")
@@ -243,8 +293,10 @@ def _kind_env(kind: str, request: pytest.FixtureRequest, tmp: Path) -> Dict[str,
         _container_tools()
         # ch-image is "#!/usr/bin/env python3": the system's, with lark (no venv active)
         env["PATH"] = f"{SYSTEM_PATH}{os.pathsep}{env['PATH']}"
-    if "slurm" in kind and not kind.startswith("ssh+"):
+    if "slurm" in kind and not kind.startswith(("ssh+", "totp+")):
         env["SLURM_CONF"] = request.getfixturevalue("slurm_conf")
+    if kind.startswith("totp+"):
+        env.update(request.getfixturevalue("totp_cluster"))
     if kind.startswith("ssh+"):
         cluster = request.getfixturevalue("ssh_cluster")
         if "flux" in kind and not os.access(GUIDE_FLUX, os.X_OK):

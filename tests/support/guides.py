@@ -54,6 +54,8 @@ KINDS: Dict[str, str] = {
     "ch-run, ch-convert) and a Debian mirror",
     "flux+accounting": "flux-core 0.88 with flux-accounting, and a broker of its own (FLUX_URI)",
     "ssh+flux+slurm": "the sshd test server, the Slurm test cluster and flux-core",
+    "totp+slurm": "the sshd test server with a second factor (containers/sshd-totp), oathtool "
+    "and the Slurm test cluster",
 }
 RUNNABLE = ("sh", "bash", "console", "python")
 

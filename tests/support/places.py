@@ -2,10 +2,12 @@
 
 A ``Place`` is the environment one ``python -m hpcbridge`` process gets to use
 one scheduler one way - the mock; Debian's Slurm 22.05 locally and over SSH
-(the CLI driver); flux-core (the release ``tests.support.flux_cases`` picks)
-through its bindings and through its commands - and how to see, without
-hpcbridge, which jobs that scheduler has and which folders were staged.  A
-place whose component is absent skips with the reason.
+(the CLI driver; over SSH by paramiko to containers/sshd, and by the OpenSSH
+backend to containers/sshd-totp after one ``hpcbridge login``); flux-core (the
+release ``tests.support.flux_cases`` picks) through its bindings and through its
+commands - and how to see, without hpcbridge, which jobs that scheduler has and
+which folders were staged.  A place whose component is absent skips with the
+reason.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import pytest
 from tests.support.slurm_clusters import DEBIAN_STATE, cluster_env, controller_up, jobs_named
 
 #: one id per place, in the order the tests run them
-PLACES = ("mock", "slurm-local", "slurm-ssh", "flux-native", "flux-cli")
+PLACES = ("mock", "slurm-local", "slurm-ssh", "slurm-openssh", "flux-native", "flux-cli")
 
 
 @dataclass
@@ -73,10 +75,19 @@ def slurm_place(transport: str, request: pytest.FixtureRequest, tmp: Path) -> It
             env["HPCBRIDGE_REMOTE_WORKDIR"] = str(workdir)
             yield Place("slurm-local", "slurm", env, jobs_named, _local_folders(workdir))
             return
-        executor = request.getfixturevalue("ssh_executor")
-        server = request.getfixturevalue("ssh_server")
-        workdir_text = request.getfixturevalue("ssh_remote_dir")
-        env.update(ssh_env(server))
+        if transport == "openssh":  # the TOTP sshd, through the session's one login
+            login = request.getfixturevalue("totp_login")
+            executor, server = login.executor, login.server
+            made = executor.run(["mktemp", "-d", "/tmp/hpcbridge-test.XXXXXXXX"])
+            assert made.ok, made.stderr
+            workdir_text = made.stdout.strip()
+            request.addfinalizer(lambda: executor.run(["rm", "-rf", "--", workdir_text]))
+            env.update(login.env)
+        else:
+            executor = request.getfixturevalue("ssh_executor")
+            server = request.getfixturevalue("ssh_server")
+            workdir_text = request.getfixturevalue("ssh_remote_dir")
+            env.update(ssh_env(server))
         env["HPCBRIDGE_COMMAND_ENV"] = f"SLURM_CONF={cluster['SLURM_CONF']}"
         env["HPCBRIDGE_REMOTE_WORKDIR"] = workdir_text
 
@@ -84,7 +95,8 @@ def slurm_place(transport: str, request: pytest.FixtureRequest, tmp: Path) -> It
             found = executor.run(["find", workdir_text, "-mindepth", "1", "-maxdepth", "1"])
             return sorted(line for line in found.stdout.splitlines() if line)
 
-        yield Place("slurm-ssh", "slurm", env, jobs_named, folders, extra={"server": server})
+        label = f"slurm-{transport}"
+        yield Place(label, "slurm", env, jobs_named, folders, extra={"server": server})
 
 
 def ssh_env(server: Any) -> Dict[str, str]:
