@@ -8,12 +8,8 @@ from collections import Counter
 from datetime import datetime
 from typing import Any, Dict, Sequence
 
+from ..errors import one_line
 from ..model import FROM_FILE, JobStatus
-
-
-def one_line(error: BaseException) -> str:
-    """An error's message on one line (its type when it has none)."""
-    return " ".join((str(error) or type(error).__name__).split())
 
 
 def say_errors(errors: Sequence[BaseException]) -> None:

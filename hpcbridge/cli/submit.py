@@ -16,7 +16,7 @@ from . import sweeps
 from .exits import EXIT_JOB_NOT_COMPLETED, EXIT_OK
 from .follow import records_here, wait_and_report, with_record
 from .output import one_line, print_json
-from .targets import adapter_for
+from .settings import adapter_for
 
 
 def resources_from(args: argparse.Namespace) -> Dict[str, Any]:
