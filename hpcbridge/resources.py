@@ -1,6 +1,5 @@
-"""The scheduler-neutral resource request and its validation, and wall times (Slurm
-``--time`` forms, Flux FSD, ``timedelta``; float seconds, ``math.inf`` unlimited; a bare
-number is refused: minutes to Slurm, seconds to the Flux API)."""
+"""The scheduler-neutral resource request and its validation (wall times: ``times/durations.py``,
+start times: ``times/begins.py``, options in a scheduler's own words: ``native_options.py``)."""
 
 from __future__ import annotations
 
@@ -9,125 +8,13 @@ import math
 import re
 import signal as signals
 from dataclasses import asdict, dataclass, fields
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+from datetime import datetime, timedelta
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 from .errors import ResourceError
-
-DurationLike = Union[str, timedelta]
-
-UNLIMITED = math.inf
-
-_UNLIMITED_WORDS = {"unlimited", "infinite", "inf", "infinity"}
-
-# Flux Standard Duration, a unit required: "90" is read the Slurm way (minutes).
-# An exponent as strtod reads it (Flux's FSD does): 1e-06s, as_request writes tiny times so.
-_FSD = re.compile(r"^(?P<number>(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)(?P<unit>ms|s|m|h|d)$")
-_FSD_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-# Slurm --time forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S.
-_SLURM_DAYS = re.compile(r"^(?P<days>\d+)-(?P<rest>\d+(?::\d+){0,2})$")
-_SLURM_PLAIN = re.compile(r"^\d+(?::\d+){0,2}$")
-
-
-class DurationError(ValueError):
-    """A duration string or value cannot be understood."""
-
-
-def parse_duration(value: object) -> float:
-    """Seconds for ``value``; ``math.inf`` for UNLIMITED.
-
-    >>> parse_duration("2:00:00"), parse_duration("1-0"), parse_duration("90s")
-    (7200.0, 86400.0, 90.0)
-    """
-    if isinstance(value, (bool, int, float)):
-        raise DurationError(
-            f"a bare number ({value!r}) is ambiguous: Slurm reads it as minutes, the Flux "
-            "API as seconds; write '30' or '0:30:00' (minutes, Slurm style) or '1800s'"
-        )
-    if isinstance(value, timedelta):
-        seconds = value.total_seconds()
-        if seconds <= 0:
-            raise DurationError(f"duration must be positive, got {value!r}")
-        return seconds
-    if not isinstance(value, str):
-        raise DurationError(f"expected a string or timedelta, got {type(value).__name__}")
-    text = value.strip()
-    if not text:
-        raise DurationError("empty duration")
-    if text.lower() in _UNLIMITED_WORDS:
-        return UNLIMITED
-    seconds = _parse_fsd(text) if _FSD.match(text) else _parse_slurm(text)
-    if seconds <= 0:
-        raise DurationError(f"duration must be positive, got {value!r}")
-    return seconds
-
-
-def _parse_fsd(text: str) -> float:
-    match = _FSD.match(text)
-    assert match is not None
-    seconds = float(match.group("number")) * _FSD_UNITS[match.group("unit")]
-    if seconds > _LONGEST:
-        raise DurationError(f"{text!r} is too long; write UNLIMITED for no limit")
-    return seconds
-
-
-def _parse_slurm(text: str) -> float:
-    days_match = _SLURM_DAYS.match(text)
-    if not days_match and not _SLURM_PLAIN.match(text):
-        raise DurationError(
-            f"cannot read {text!r} as a duration; use a Slurm form (M, M:S, H:M:S, D-H, D-H:M, "
-            "D-H:M:S, UNLIMITED) or a number with a unit (90s, 15m, 1.5h, 2d)"
-        )
-    days = int(days_match.group("days")) if days_match else 0
-    parts = [int(p) for p in (days_match.group("rest") if days_match else text).split(":")]
-    if days_match:  # D-H, D-H:M, D-H:M:S
-        hours, minutes, seconds = (parts + [0, 0])[:3]
-        _check_below(hours, 24, "hours", text)
-    else:  # M, M:S (minutes unbounded), H:M:S
-        hours, minutes, seconds = parts if len(parts) == 3 else [0, *parts, 0][:3]
-    if days_match or len(parts) == 3:
-        _check_below(minutes, 60, "minutes", text)
-    _check_below(seconds, 60, "seconds", text)
-    total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
-    if total > _LONGEST:  # float() of a far longer one overflows
-        raise DurationError(f"{text!r} is too long; write UNLIMITED for no limit")
-    return float(total)
-
-
-#: the longest duration read (31 million years): no scheduler takes more
-_LONGEST = 10**15
-
-
-def _check_below(number: int, limit: int, what: str, text: str) -> None:
-    if number >= limit:
-        raise DurationError(f"{what} must be below {limit} in {text!r}")
-
-
-def format_slurm_time(seconds: float) -> str:
-    """Slurm ``--time`` text: ``H:MM:SS`` or ``D-HH:MM:SS``; whole seconds, rounded up."""
-    if math.isinf(seconds):
-        return "UNLIMITED"
-    total = int(math.ceil(seconds))
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
-    return f"{hours}:{minutes:02d}:{secs:02d}"
-
-
-def format_fsd(seconds: float) -> str:
-    """Flux Standard Duration with an explicit unit, e.g. ``7200s``."""
-    if math.isinf(seconds):
-        return "inf"
-    if float(seconds).is_integer():
-        return f"{int(seconds)}s"
-    return f"{seconds:.3f}".rstrip("0").rstrip(".") + "s"
-
-
-#: the schedulers ``native`` options are given for (the mock takes none)
-NATIVE_SCHEDULERS = ("slurm", "flux")
+from .native_options import joined_native, native_form
+from .times.begins import BeginError, format_begin, parse_begin
+from .times.durations import DurationError, parse_duration
 
 _POSITIVE_COUNTS = ("nodes", "ntasks", "cpus_per_task")
 _GPU_COUNTS = ("gpus", "gpus_per_node", "gpus_per_task")
@@ -202,7 +89,7 @@ class Resources:
                 _check_known(key)
                 if key == "native" and value and "native" in merged:
                     # the settings' options first, the request's after them (both apply)
-                    merged[key] = _joined_native(merged[key], value)
+                    merged[key] = joined_native(merged[key], value)
                     from_defaults.discard(key)
                 elif value is not None and value != "":
                     merged[key] = value
@@ -305,7 +192,7 @@ def _validate(key: str, value: Any) -> Any:
         "gres": _validate_gres,
         "signal": _validate_signal,
         "begin": _validate_begin,
-        "native": _validate_native,
+        "native": native_form,
     }
     if key in own:
         return own[key](value)
@@ -479,194 +366,3 @@ def _validate_begin(value: Any) -> float:
         return float(math.ceil(parse_begin(value, datetime.now())))
     except BeginError as exc:
         raise ResourceError("begin", str(exc)) from None
-
-
-class BeginError(ValueError):
-    """A start time (``begin``) in no form ``parse_begin`` reads."""
-
-
-#: what ``begin`` takes, as an error names it
-BEGIN_FORMS = (
-    "now+N[seconds|minutes|hours|days|weeks] (sbatch: seconds when no unit is given), "
-    "+N[s|m|h|d] (flux: seconds when no unit), HH:MM[:SS] (the next one: tomorrow once "
-    "past), midnight, noon, today or tomorrow (each with a time if you like: "
-    "'tomorrow 08:30'), YYYY-MM-DD[THH:MM[:SS]]; in this machine's local time "
-    "(sbatch's teatime, AM/PM and MMDDYY are not taken)"
-)
-
-# sbatch's units after now+ (its whole words), and Flux Standard Duration's letters
-_BEGIN_UNITS = {
-    "": 1,
-    "second": 1,
-    "seconds": 1,
-    "minute": 60,
-    "minutes": 60,
-    "hour": 3600,
-    "hours": 3600,
-    "day": 86400,
-    "days": 86400,
-    "week": 604800,
-    "weeks": 604800,
-    **_FSD_UNITS,
-}
-_BEGIN_NOW = re.compile(r"now(?:\s*\+\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>[a-z]*))?", re.ASCII)
-_BEGIN_FSD = re.compile(r"\+\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>ms|s|m|h|d|)", re.ASCII)
-_BEGIN_CLOCK = r"(?:(?P<h>\d{1,2}):(?P<m>\d{2})(?::(?P<s>\d{2}))?|(?P<word>midnight|noon))"
-# a day, then perhaps a time of day; or a time of day, then perhaps a day
-_BEGIN_DAY_FIRST = re.compile(rf"(?P<day>today|tomorrow)(?:(?:t|\s+){_BEGIN_CLOCK})?", re.ASCII)
-_BEGIN_TIME_FIRST = re.compile(rf"{_BEGIN_CLOCK}(?:\s+(?P<day>today|tomorrow))?", re.ASCII)
-_BEGIN_DATE = re.compile(
-    r"(?P<y>\d{4})-(?P<mo>\d{2})-(?P<d>\d{2})(?:(?:t|\s+)(?P<h>\d{2}):(?P<m>\d{2})"
-    r"(?::(?P<s>\d{2}))?(?P<zone>z|(?P<sign>[+-])(?P<zh>\d{2}):?(?P<zm>\d{2}))?)?",
-    re.ASCII,
-)
-
-
-def parse_begin(text: str, now: datetime) -> float:
-    """Epoch seconds of a start time in one of ``BEGIN_FORMS`` (case and spaces aside),
-    read at ``now`` (naive: local time); raises ``BeginError`` naming the forms."""
-    spoken = " ".join(text.split()).lower()
-    try:
-        moment = _begin_moment(spoken, now)
-        if moment is not None and moment >= 0:
-            datetime.fromtimestamp(moment)  # within what a date can say
-            return moment
-    except (ValueError, OverflowError, OSError):
-        pass
-    raise BeginError(f"cannot read {text!r} as a start time; give one of: {BEGIN_FORMS}")
-
-
-def _begin_moment(text: str, now: datetime) -> Optional[float]:
-    """The epoch of ``text`` (lower case, single spaces), or ``None``."""
-    relative = _BEGIN_NOW.fullmatch(text) or _BEGIN_FSD.fullmatch(text)
-    if relative:
-        if relative.group("n") is None:  # now
-            return now.timestamp()
-        unit = relative.group("unit")
-        if unit not in _BEGIN_UNITS:
-            return None
-        return now.timestamp() + float(relative.group("n")) * _BEGIN_UNITS[unit]
-    dated = _BEGIN_DATE.fullmatch(text)
-    if dated:
-        number = {
-            key: int(value or 0)
-            for key, value in dated.groupdict().items()
-            if key not in ("zone", "sign")
-        }
-        zone = None
-        if dated.group("zone"):  # an offset of its own: not local time
-            sign = -1 if dated.group("sign") == "-" else 1
-            zone = timezone(sign * timedelta(hours=number["zh"], minutes=number["zm"]))
-        moment = datetime(
-            number["y"],
-            number["mo"],
-            number["d"],
-            number["h"],
-            number["m"],
-            number["s"],
-            tzinfo=zone,
-        )
-        return moment.timestamp()
-    timed = _BEGIN_DAY_FIRST.fullmatch(text) or _BEGIN_TIME_FIRST.fullmatch(text)
-    if not timed:
-        return None
-    parts = timed.groupdict()
-    day = parts["day"]
-    word = parts["word"]
-    if parts["h"] is not None:
-        clock = (int(parts["h"]), int(parts["m"]), int(parts["s"] or 0))
-    elif word:
-        clock = (12, 0, 0) if word == "noon" else (0, 0, 0)
-    else:
-        clock = (0, 0, 0)  # a day alone: its midnight
-    if day:
-        date = now.date() + timedelta(days=1 if day == "tomorrow" else 0)
-    elif clock[:2] > (now.hour, now.minute):
-        date = now.date()
-    else:  # sbatch: a time of day not later than this minute is tomorrow's
-        date = now.date() + timedelta(days=1)
-    return datetime(date.year, date.month, date.day, *clock).timestamp()
-
-
-def format_begin(epoch: float) -> str:
-    """A start time as Slurm's ``--begin`` takes it: local ``YYYY-MM-DDTHH:MM:SS``."""
-    return datetime.fromtimestamp(epoch).strftime("%Y-%m-%dT%H:%M:%S")
-
-
-def _validate_native(value: Any) -> Optional[Tuple[Tuple[str, Tuple[str, ...]], ...]]:
-    """``{"slurm": [...], "flux": [...]}``: options, each its value attached; only their
-    form is checked here (each scheduler checks their names)."""
-    pairs = value.items() if isinstance(value, Mapping) else value
-    if isinstance(value, str) or not isinstance(value, (Mapping, list, tuple)):
-        raise ResourceError("native", f"expected {{'slurm': [...], 'flux': [...]}}, got {value!r}")
-    if not isinstance(value, Mapping) and any(isinstance(entry, str) for entry in value):
-        # a list of options with no scheduler: which scheduler's words they are is unsaid
-        example = ", ".join(repr(entry) for entry in value if isinstance(entry, str))
-        raise ResourceError(
-            "native",
-            f"native takes a dict of each scheduler's options, not a list: write "
-            f"native={{'slurm': [{example}]}} (or 'flux': [...]; on the command line "
-            "--slurm-option=OPT / --flux-option=OPT)",
-        )
-    native: Dict[str, Tuple[str, ...]] = {}
-    for entry in pairs:
-        scheduler, options = entry if isinstance(entry, (tuple, list)) else (entry, None)
-        if scheduler not in NATIVE_SCHEDULERS:
-            close = difflib.get_close_matches(str(scheduler), NATIVE_SCHEDULERS, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise ResourceError(
-                "native",
-                f"no scheduler {scheduler!r}: {hint}(native takes {', '.join(NATIVE_SCHEDULERS)})",
-            )
-        native[scheduler] = _native_list(scheduler, options)
-    kept = tuple((name, options) for name, options in sorted(native.items()) if options)
-    return kept or None
-
-
-def _native_list(scheduler: str, options: Any) -> Tuple[str, ...]:
-    if isinstance(options, str) or not isinstance(options, (list, tuple)):
-        raise ResourceError(
-            "native",
-            f"{scheduler}: expected a list of options, e.g. ['--licenses=matlab:1'], "
-            f"got {options!r}",
-        )
-    attached: List[str] = []
-    for option in options:
-        if not isinstance(option, str):
-            raise ResourceError("native", f"{scheduler}: {option!r} is not text")
-        if "\x00" in option or "\n" in option:
-            raise ResourceError("native", f"{scheduler}: {option!r} holds a NUL or a newline")
-        # "--licenses matlab:1" and "-o" "x": the value attached to its option
-        spaced = re.match(r"^(?P<name>-[A-Za-z0-9]|--[A-Za-z][\w-]*) +(?P<value>\S.*)$", option)
-        if spaced:
-            option = _attach(spaced.group("name"), spaced.group("value"))
-        if not option.startswith("-") and attached and _takes_next(attached[-1]):
-            attached[-1] = _attach(attached[-1], option)
-        elif re.match(r"^--?[A-Za-z0-9]", option):
-            attached.append(option)
-        else:
-            raise ResourceError(
-                "native",
-                f"{scheduler}: {option!r} is not an option; give each beginning with '-', "
-                "its value attached ('--licenses=matlab:1')",
-            )
-    return tuple(attached)
-
-
-def _takes_next(option: str) -> bool:
-    """An option with no value attached yet: the next word may be its value."""
-    return option.startswith("--") and "=" not in option or len(option) == 2
-
-
-def _attach(name: str, value: str) -> str:
-    return f"{name}={value}" if name.startswith("--") else f"{name}{value}"
-
-
-def _joined_native(first: Any, then: Any) -> Dict[str, List[str]]:
-    """Two ``native`` values as one: each scheduler's options of ``first``, then ``then``'s."""
-    joined: Dict[str, List[str]] = {}
-    for value in (first, then):
-        validated = _validate_native(value) or ()
-        for scheduler, options in validated:
-            joined.setdefault(scheduler, []).extend(options)
-    return joined

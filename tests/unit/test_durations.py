@@ -5,7 +5,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hpcbridge.resources import DurationError, format_fsd, format_slurm_time, parse_duration
+from hpcbridge.times.durations import (
+    DurationError,
+    format_fsd,
+    format_slurm_time,
+    parse_duration,
+)
 
 
 @pytest.mark.parametrize(

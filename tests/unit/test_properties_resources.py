@@ -12,18 +12,17 @@ from datetime import timedelta
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from hpcbridge.config import name_values
 from hpcbridge.errors import ConfigurationError, ResourceError
 from hpcbridge.native_options import NONE, OPTIONAL, REQUIRED, check_options, option_names
-from hpcbridge.resources import (
-    RESOURCE_KEYS,
+from hpcbridge.resources import RESOURCE_KEYS, Resources
+from hpcbridge.schedulers.slurm import commands
+from hpcbridge.settings.variables import name_values
+from hpcbridge.times.durations import (
     DurationError,
-    Resources,
     format_fsd,
     format_slurm_time,
     parse_duration,
 )
-from hpcbridge.schedulers.slurm import commands
 
 SETTINGS = settings(max_examples=60, deadline=None)
 

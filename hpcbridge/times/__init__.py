@@ -1,0 +1,1 @@
+"""Times a request gives: wall times (``durations``) and start times (``begins``)."""
