@@ -1,27 +1,21 @@
-"""The wrapper's traps, and a signal passed on to the script (Slurm's ``--signal=B:``):
-shell text for ``jobscript.build_wrapper`` (pure)."""
+"""A signal the wrapper passes on to the script (Slurm's ``--signal=B:``): its traps, the
+``hpcb_pass`` function, the script run in the background and waited for: shell text for
+``jobscript.build_wrapper`` (pure)."""
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from typing import List, Sequence
 
 #: how many tenths of a second a forwarded signal waits for the script to catch it
 FORWARD_PATIENCE = 100
 
-#: the signals the wrapper traps (TERM first)
+#: the signals the wrapper traps (TERM first), whether it passes one on or not
 NOTED = ("TERM", "USR1", "USR2", "HUP", "ALRM", "INT")
 
 
-def trap_lines(forward: Optional[str]) -> List[str]:
-    """The wrapper's traps, set before anything else.  ``forward``: the signal passed on
-    to the script (``hpcb_pass``), the others only noted."""
-    if not forward:
-        return [
-            # A TERM would end this shell before it records: trapped, it records 143.
-            "trap 'hpcb_rc=143' TERM",
-            # Flux signals the task's process group: trapped, the script alone acts on it.
-            f"trap 'hpcb_warned=1' {' '.join(NOTED[1:])}",
-        ]
+def forward_trap_lines(forward: str) -> List[str]:
+    """The wrapper's traps when it passes ``forward`` on to the script (``hpcb_pass``),
+    the other signals only noted; set before anything else."""
     return [
         # Any trapped signal ends a wait early: it is waited for again.
         "hpcb_again=; hpcb_child=; hpcb_pending=; hpcb_passing=; hpcb_sure=",
