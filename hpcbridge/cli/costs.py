@@ -24,7 +24,7 @@ from ..routing.refreshing import Listed, cached, charged, refreshed
 from ..store.jobs import JobRecord, JobStore
 from ..store.packs import PackBook
 from .exits import EXIT_OK
-from .output import print_json
+from .output import notice, print_json
 from .records import Notes, stale_json
 from .settings import store_for
 
@@ -108,7 +108,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
     records = [r for r in records if key_of(r) in kept or inside.get(key_of(r)) in kept]
     listed = cached(records) if args.cached else refreshed(records, settings)
     if not args.cached:
-        listed = charged(listed, settings, store, inside, notify=_say)
+        listed = charged(listed, settings, store, inside, notify=notice)
     prices = (settings.cpu_cost_per_hour, settings.gpu_cost_per_hour)
     counted = report([item.record for item in listed], *prices, inside)
     if args.json:
@@ -140,7 +140,3 @@ def _named(name: str, store: JobStore, pack_book: PackBook) -> List[JobRecord]:
             "(hpcbridge jobs lists them)"
         )
     return book.records(name)
-
-
-def _say(notice: str) -> None:
-    print(f"hpcbridge: {notice}", file=sys.stderr)

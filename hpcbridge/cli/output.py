@@ -12,6 +12,11 @@ from ..errors import one_line
 from ..model import FROM_FILE, JobStatus
 
 
+def notice(text: str) -> None:
+    """A line of the command's own on stderr (apart from what stdout prints)."""
+    print(f"hpcbridge: {text}", file=sys.stderr)
+
+
 def say_errors(errors: Sequence[BaseException]) -> None:
     """Each error's line on stderr but the last, which is raised (the command's exit code)."""
     for error in errors[:-1]:

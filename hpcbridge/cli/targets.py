@@ -5,12 +5,12 @@ choices its flags make, with the notices on stderr."""
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Sequence
 
 from ..config import Settings
 from ..routing.ids import Narrowing, Router, Targets
 from . import sweeps
+from .output import notice
 from .settings import settings_from, store_for
 
 
@@ -31,10 +31,6 @@ def targets_for(
         narrowing_of(args, settings),
         command=args.command,
         settle=lambda records: sweeps.settle_orphans(settings, records),
-        notify=_say,
+        notify=notice,
     )
     return router.targets(job_ids, keep_going)
-
-
-def _say(notice: str) -> None:
-    print(f"hpcbridge: {notice}", file=sys.stderr)
