@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from .errors import ResourceError
-from .resources import Resources
-from .times.durations import DurationError, format_slurm_time, parse_duration
+from .resources import DurationError, Resources, format_slurm_time, parse_duration
 
 #: the job name of every allocation, so that ``squeue`` shows what they are
 ALLOCATION_NAME = "hpcbridge-pack"

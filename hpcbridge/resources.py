@@ -1,5 +1,8 @@
-"""The scheduler-neutral resource request and its validation (wall times: ``times/durations.py``,
-start times: ``times/begins.py``, options in a scheduler's own words: ``native_options.py``)."""
+"""The scheduler-neutral resource request and its validation, and wall times (Slurm
+``--time`` forms, Flux FSD, ``timedelta``; float seconds, ``math.inf`` unlimited; a bare
+number is refused: minutes to Slurm, seconds to the Flux API): what every submission
+reads.  The rules of the other keys: ``request/`` (start times, counts, memory, flags,
+generic resources) and ``native_options.py`` (the ``native`` key)."""
 
 from __future__ import annotations
 
@@ -8,13 +11,125 @@ import math
 import re
 import signal as signals
 from dataclasses import asdict, dataclass, fields
-from datetime import datetime, timedelta
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from datetime import timedelta
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
 
 from .errors import ResourceError
 from .native_options import joined_native, native_form
-from .times.begins import BeginError, format_begin, parse_begin
-from .times.durations import DurationError, parse_duration
+from .request import FSD_UNITS
+from .request.begins import format_begin, validate_begin
+from .request.values import validate_count, validate_flag, validate_gres, validate_mem
+
+DurationLike = Union[str, timedelta]
+
+UNLIMITED = math.inf
+
+_UNLIMITED_WORDS = {"unlimited", "infinite", "inf", "infinity"}
+
+# Flux Standard Duration, a unit required: "90" is read the Slurm way (minutes).
+# An exponent as strtod reads it (Flux's FSD does): 1e-06s, as_request writes tiny times so.
+_FSD = re.compile(r"^(?P<number>(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)(?P<unit>ms|s|m|h|d)$")
+
+# Slurm --time forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S.
+_SLURM_DAYS = re.compile(r"^(?P<days>\d+)-(?P<rest>\d+(?::\d+){0,2})$")
+_SLURM_PLAIN = re.compile(r"^\d+(?::\d+){0,2}$")
+
+
+class DurationError(ValueError):
+    """A duration string or value cannot be understood."""
+
+
+def parse_duration(value: object) -> float:
+    """Seconds for ``value``; ``math.inf`` for UNLIMITED.
+
+    >>> parse_duration("2:00:00"), parse_duration("1-0"), parse_duration("90s")
+    (7200.0, 86400.0, 90.0)
+    """
+    if isinstance(value, (bool, int, float)):
+        raise DurationError(
+            f"a bare number ({value!r}) is ambiguous: Slurm reads it as minutes, the Flux "
+            "API as seconds; write '30' or '0:30:00' (minutes, Slurm style) or '1800s'"
+        )
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+        if seconds <= 0:
+            raise DurationError(f"duration must be positive, got {value!r}")
+        return seconds
+    if not isinstance(value, str):
+        raise DurationError(f"expected a string or timedelta, got {type(value).__name__}")
+    text = value.strip()
+    if not text:
+        raise DurationError("empty duration")
+    if text.lower() in _UNLIMITED_WORDS:
+        return UNLIMITED
+    seconds = _parse_fsd(text) if _FSD.match(text) else _parse_slurm(text)
+    if seconds <= 0:
+        raise DurationError(f"duration must be positive, got {value!r}")
+    return seconds
+
+
+def _parse_fsd(text: str) -> float:
+    match = _FSD.match(text)
+    assert match is not None
+    seconds = float(match.group("number")) * FSD_UNITS[match.group("unit")]
+    if seconds > _LONGEST:
+        raise DurationError(f"{text!r} is too long; write UNLIMITED for no limit")
+    return seconds
+
+
+def _parse_slurm(text: str) -> float:
+    days_match = _SLURM_DAYS.match(text)
+    if not days_match and not _SLURM_PLAIN.match(text):
+        raise DurationError(
+            f"cannot read {text!r} as a duration; use a Slurm form (M, M:S, H:M:S, D-H, D-H:M, "
+            "D-H:M:S, UNLIMITED) or a number with a unit (90s, 15m, 1.5h, 2d)"
+        )
+    days = int(days_match.group("days")) if days_match else 0
+    parts = [int(p) for p in (days_match.group("rest") if days_match else text).split(":")]
+    if days_match:  # D-H, D-H:M, D-H:M:S
+        hours, minutes, seconds = (parts + [0, 0])[:3]
+        _check_below(hours, 24, "hours", text)
+    else:  # M, M:S (minutes unbounded), H:M:S
+        hours, minutes, seconds = parts if len(parts) == 3 else [0, *parts, 0][:3]
+    if days_match or len(parts) == 3:
+        _check_below(minutes, 60, "minutes", text)
+    _check_below(seconds, 60, "seconds", text)
+    total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    if total > _LONGEST:  # float() of a far longer one overflows
+        raise DurationError(f"{text!r} is too long; write UNLIMITED for no limit")
+    return float(total)
+
+
+#: the longest duration read (31 million years): no scheduler takes more
+_LONGEST = 10**15
+
+
+def _check_below(number: int, limit: int, what: str, text: str) -> None:
+    if number >= limit:
+        raise DurationError(f"{what} must be below {limit} in {text!r}")
+
+
+def format_slurm_time(seconds: float) -> str:
+    """Slurm ``--time`` text: ``H:MM:SS`` or ``D-HH:MM:SS``; whole seconds, rounded up."""
+    if math.isinf(seconds):
+        return "UNLIMITED"
+    total = int(math.ceil(seconds))
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+def format_fsd(seconds: float) -> str:
+    """Flux Standard Duration with an explicit unit, e.g. ``7200s``."""
+    if math.isinf(seconds):
+        return "inf"
+    if float(seconds).is_integer():
+        return f"{int(seconds)}s"
+    return f"{seconds:.3f}".rstrip("0").rstrip(".") + "s"
+
 
 _POSITIVE_COUNTS = ("nodes", "ntasks", "cpus_per_task")
 _GPU_COUNTS = ("gpus", "gpus_per_node", "gpus_per_task")
@@ -30,10 +145,6 @@ _TEXT_KEYS = (
 )
 _FLAGS = ("exclusive", "requeue")
 _MEMORIES = ("mem", "mem_per_cpu")
-
-# Slurm's --mem: an integer with an optional unit K, M (default), G or T.
-_MEM = re.compile(r"^(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]?)(?:I?B)?$", re.IGNORECASE)
-_MEM_STEP = {"K": 1, "M": 1024, "G": 1024**2, "T": 1024**3}  # in KiB
 
 
 @dataclass(frozen=True)
@@ -182,16 +293,16 @@ def _check_known(key: str) -> None:
 
 def _validate(key: str, value: Any) -> Any:
     if key in _POSITIVE_COUNTS or key in _GPU_COUNTS:
-        return _validate_count(key, value, minimum=1 if key in _POSITIVE_COUNTS else 0)
+        return validate_count(key, value, minimum=1 if key in _POSITIVE_COUNTS else 0)
     if key in _MEMORIES:
-        return _validate_mem(value, key)
+        return validate_mem(value, key)
     if key in _FLAGS:
-        return _validate_flag(key, value)
+        return validate_flag(key, value)
     own: Dict[str, Callable[[Any], Any]] = {
         "time": _validate_time,
-        "gres": _validate_gres,
+        "gres": validate_gres,
         "signal": _validate_signal,
-        "begin": _validate_begin,
+        "begin": validate_begin,
         "native": native_form,
     }
     if key in own:
@@ -219,76 +330,6 @@ def _validate_time(value: Any) -> float:
         return parse_duration(value)
     except DurationError as exc:
         raise ResourceError("time", str(exc)) from None
-
-
-def _validate_count(key: str, value: Any, minimum: int) -> int:
-    number: Optional[int] = None
-    if isinstance(value, int) and not isinstance(value, bool):
-        number = value
-    elif (
-        isinstance(value, float)
-        and value.is_integer()
-        or isinstance(value, str)
-        and re.fullmatch(r"\s*[+-]?\d+\s*", value)
-    ):
-        number = int(value)
-    if number is None:
-        raise ResourceError(key, f"expected a whole number, got {value!r}")
-    if number < minimum:
-        bound = "positive" if minimum == 1 else "zero or more"
-        raise ResourceError(key, f"must be {bound}, got {number}")
-    return number
-
-
-def _validate_mem(value: Any, key: str = "mem") -> str:
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise ResourceError(key, f"expected e.g. '4G' or '500M', got {value!r}")
-    match = _MEM.match(str(value).strip())
-    if not match:
-        raise ResourceError(key, f"malformed memory {value!r}; expected e.g. '4G', '500M', '1T'")
-    unit = (match.group("unit") or "M").upper()
-    number = float(match.group("number"))
-    if number <= 0:
-        raise ResourceError(key, f"must be positive, got {value!r}")
-    if number.is_integer():
-        return f"{int(number)}{unit}"
-    # Slurm takes whole numbers only: 1.5G is written as 1536M.
-    kib = int(number * _MEM_STEP[unit])
-    if kib < 1:  # 0 would be Slurm's "all the node's memory"
-        raise ResourceError(key, f"{value!r} is below 1K, the least Slurm takes: give 1K or more")
-    for smaller in ("T", "G", "M", "K"):
-        if kib % _MEM_STEP[smaller] == 0:
-            return f"{kib // _MEM_STEP[smaller]}{smaller}"
-    return f"{kib}K"  # pragma: no cover - K divides everything
-
-
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
-
-def _validate_flag(key: str, value: Any) -> bool:
-    """``True``/``False``, or the words a setting gives (``yes``, ``0``...)."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower() if isinstance(value, (str, int)) else None
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ResourceError(key, f"expected true or false (yes/no, 1/0), got {value!r}")
-
-
-# Slurm's --gres: name[:type][:count], comma-separated (gpu:a100:2,shard:1).
-_GRES = re.compile(r"^[A-Za-z][\w.-]*(?::[\w.-]+){0,2}(?:,[A-Za-z][\w.-]*(?::[\w.-]+){0,2})*$")
-
-
-def _validate_gres(value: Any) -> str:
-    if not isinstance(value, str) or not _GRES.match(value.strip()):
-        raise ResourceError(
-            "gres",
-            f"expected name[:type][:count], comma-separated (e.g. 'gpu:a100:2'), got {value!r}",
-        )
-    return value.strip()
 
 
 # [B:]SIG[@SECONDS]; R: (a reservation's end) is Slurm's too, read to be refused.
@@ -347,22 +388,3 @@ def signal_parts(text: str) -> Tuple[str, Optional[int]]:
     assert match, text
     seconds = match.group("seconds")
     return match.group("sig"), int(seconds) if seconds else None
-
-
-def _validate_begin(value: Any) -> float:
-    """Whole epoch seconds of ``value``: a ``datetime`` (naive: local time) or text in one
-    of ``BEGIN_FORMS`` (``parse_begin``), read now."""
-    if isinstance(value, datetime):
-        return float(math.ceil(value.timestamp()))
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        raise ResourceError(
-            "begin",
-            f"a bare number ({value!r}) is ambiguous; give 'now+{value}' (seconds), "
-            f"'+{value}m' or '2026-12-05T10:00'",
-        )
-    if not isinstance(value, str):
-        raise ResourceError("begin", f"expected text or a datetime, got {value!r}")
-    try:
-        return float(math.ceil(parse_begin(value, datetime.now())))
-    except BeginError as exc:
-        raise ResourceError("begin", str(exc)) from None

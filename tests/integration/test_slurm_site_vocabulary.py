@@ -35,8 +35,8 @@ import pytest
 
 from hpcbridge.errors import JobSubmissionError, ResourceError
 from hpcbridge.model import JobState
+from hpcbridge.request.begins import format_begin
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
-from hpcbridge.times.begins import format_begin
 from tests.support.begins import begin_bounds, begin_forms
 from tests.support.slurm_clusters import (
     TARGETS,

@@ -5,12 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hpcbridge.times.durations import (
-    DurationError,
-    format_fsd,
-    format_slurm_time,
-    parse_duration,
-)
+from hpcbridge.resources import DurationError, format_fsd, format_slurm_time, parse_duration
 
 
 @pytest.mark.parametrize(

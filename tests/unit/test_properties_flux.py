@@ -15,10 +15,9 @@ from hpcbridge.engine.driver import SubmitBatch
 from hpcbridge.engine.jobscript import PreparedJob
 from hpcbridge.errors import ConfigurationError, ResourceError
 from hpcbridge.model import JobState
-from hpcbridge.resources import Resources
+from hpcbridge.resources import Resources, parse_duration
 from hpcbridge.schedulers.flux import command_line, instance, jobspec, native, status, submission
 from hpcbridge.schedulers.flux.jobspec import F58_PREFIX, f58
-from hpcbridge.times.durations import parse_duration
 
 SETTINGS = settings(max_examples=60, deadline=None)
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from hpcbridge.errors import ResourceError
 from hpcbridge.packing import Pack
-from hpcbridge.times.durations import format_slurm_time
+from hpcbridge.resources import format_slurm_time
 
 SETTINGS = settings(max_examples=60, deadline=None)
 

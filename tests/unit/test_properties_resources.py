@@ -14,15 +14,16 @@ from hypothesis import strategies as st
 
 from hpcbridge.errors import ConfigurationError, ResourceError
 from hpcbridge.native_options import NONE, OPTIONAL, REQUIRED, check_options, option_names
-from hpcbridge.resources import RESOURCE_KEYS, Resources
-from hpcbridge.schedulers.slurm import commands
-from hpcbridge.settings.variables import name_values
-from hpcbridge.times.durations import (
+from hpcbridge.resources import (
+    RESOURCE_KEYS,
     DurationError,
+    Resources,
     format_fsd,
     format_slurm_time,
     parse_duration,
 )
+from hpcbridge.schedulers.slurm import commands
+from hpcbridge.settings.variables import name_values
 
 SETTINGS = settings(max_examples=60, deadline=None)
 

@@ -19,13 +19,13 @@ from hpcbridge.doctor import resource_keys_check
 from hpcbridge.engine.driver import SubmitBatch
 from hpcbridge.engine.jobscript import PreparedJob
 from hpcbridge.registry import scheduler_entry
+from hpcbridge.request.begins import BeginError, format_begin, parse_begin
 from hpcbridge.resources import RESOURCE_KEYS, signal_forwarded
 from hpcbridge.schedulers.flux import submission
 from hpcbridge.schedulers.flux.instance import POLICY_0_26, POLICY_0_49, POLICY_0_88
 from hpcbridge.schedulers.flux.submission import submit_argv
 from hpcbridge.schedulers.slurm import commands
 from hpcbridge.schedulers.slurm.native import gres_counts, submit_description_kwargs
-from hpcbridge.times.begins import BeginError, format_begin, parse_begin
 
 SITE_KEYS = (
     "gpus_per_node",

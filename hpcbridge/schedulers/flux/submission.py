@@ -24,9 +24,8 @@ from ...engine.driver import (
 )
 from ...engine.jobscript import EXIT_RANKS_VARIABLE
 from ...errors import JobSubmissionError, LimitRefusedError, ResourceError
-from ...resources import Resources, signal_parts
+from ...resources import Resources, format_fsd, signal_parts
 from ...retrying import retry
-from ...times.durations import format_fsd
 from .command_line import Outcome, scheduler_message
 from .commands import LOOK_BACK, FluxCommands, KeyFinder, look_up_all
 from .instance import Association, FluxPolicy, InstanceFacts, QueueInfo, UriSetting

@@ -17,9 +17,8 @@ from ...engine.driver import Capabilities, PartialSubmissionError, Planned, Subm
 from ...errors import JobSubmissionError, LimitRefusedError, SubmissionUncertainError
 from ...model import JobState, JobStatus
 from ...native_options import check_options, owned_table
-from ...resources import Resources
-from ...times.begins import format_begin
-from ...times.durations import format_slurm_time
+from ...request.begins import format_begin
+from ...resources import Resources, format_slurm_time
 from .status import KEY_PREFIX, map_state, normalize_job_id, sacct_argv
 
 log = logging.getLogger("hpcbridge.slurm")

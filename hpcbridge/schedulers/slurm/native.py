@@ -21,9 +21,8 @@ from ...engine.driver import (
 from ...engine.tracking import exit_code_from_file
 from ...errors import JobSubmissionError, SchedulerUnavailableError
 from ...model import JobStatus
-from ...resources import signal_parts
+from ...resources import format_slurm_time, signal_parts
 from ...retrying import retry
-from ...times.durations import format_slurm_time
 from ...transports.base import Executor
 from . import commands, pyslurm_loading
 from .cli import SlurmCliDriver

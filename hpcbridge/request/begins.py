@@ -1,13 +1,34 @@
-"""Start times (the ``begin`` key): sbatch's and Flux's relative forms, times of day,
-days and dates, read at a given moment in local time, and Slurm's ``--begin`` form."""
+"""Start times (the ``begin`` key): sbatch's and Flux's relative forms, times of day, days
+and dates, read at a given moment in local time, and Slurm's ``--begin`` form."""
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import datetime, timedelta, timezone
-from typing import Optional
+from typing import Any, Optional
 
-from .durations import FSD_UNITS
+from ..errors import ResourceError
+from . import FSD_UNITS
+
+
+def validate_begin(value: Any) -> float:
+    """Whole epoch seconds of ``value``: a ``datetime`` (naive: local time) or text in one
+    of ``BEGIN_FORMS`` (``parse_begin``), read now."""
+    if isinstance(value, datetime):
+        return float(math.ceil(value.timestamp()))
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise ResourceError(
+            "begin",
+            f"a bare number ({value!r}) is ambiguous; give 'now+{value}' (seconds), "
+            f"'+{value}m' or '2026-12-05T10:00'",
+        )
+    if not isinstance(value, str):
+        raise ResourceError("begin", f"expected text or a datetime, got {value!r}")
+    try:
+        return float(math.ceil(parse_begin(value, datetime.now())))
+    except BeginError as exc:
+        raise ResourceError("begin", str(exc)) from None
 
 
 class BeginError(ValueError):

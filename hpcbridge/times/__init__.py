@@ -1,1 +1,0 @@
-"""Times a request gives: wall times (``durations``) and start times (``begins``)."""
