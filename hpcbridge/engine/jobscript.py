@@ -1,6 +1,9 @@
 """The portable wrapper that runs a user's script and records its exit code (no
 scheduler directives: one wrapper for every scheduler; the exit-code file tells the end
-where the scheduler forgot the job)."""
+where the scheduler forgot the job), and the files of one submission (its tokens, the
+staged scripts' names, its chunks).  The wrapper's parts: a many-task table
+(``task_table.py``), a signal passed on to the script (``forwarding.py``), a container
+image (``containers.py``)."""
 
 from __future__ import annotations
 
