@@ -4,17 +4,17 @@ the scheduler also from ``EXAMLOPS_SLURM_MODE``), then keyword overrides."""
 
 from __future__ import annotations
 
-import difflib
-import logging
 import os
 import shlex
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .errors import ConfigurationError
+from .native_options import NATIVE_SCHEDULERS
 from .registry import CONTAINER_RUNTIMES, DRIVER_CHOICES, SCHEDULERS
-from .resources import NATIVE_SCHEDULERS, RESOURCE_KEYS
+from .resources import RESOURCE_KEYS
+from .settings.variables import READERS, lookup, unprefixed, warn_misspelt
 from .site_config import read_site_settings
 
 TRANSPORTS = ("local", "ssh")
@@ -22,19 +22,6 @@ TRANSPORTS = ("local", "ssh")
 SSH_BACKENDS = ("paramiko", "openssh")
 #: seconds: the least time between two status rounds towards a scheduler, unless set
 DEFAULT_MIN_POLL_INTERVAL = 5.0
-PREFIXES = ("HPCBRIDGE_", "EXAMLOPS_HPC_", "EXAMLOPS_SLURM_")
-
-log = logging.getLogger("hpcbridge")
-
-
-def lookup(env: Mapping[str, str], name: str) -> Optional[Tuple[str, str]]:
-    """``(variable, value)`` of the first family that sets ``name``, or ``None``."""
-    for prefix in PREFIXES:
-        variable = prefix + name
-        value = env.get(variable)
-        if value is not None and value.strip() != "":
-            return variable, value.strip()
-    return None
 
 
 def _native_options(env: Mapping[str, str]) -> Tuple[Dict[str, List[str]], str]:
@@ -129,34 +116,53 @@ class Settings:
         ``overrides`` over them; ``given_as``: where an override came from (``--scheduler``)."""
         env = os.environ if env is None else env
         settings = cls()
+        settings._read_site(env)
+        warn_misspelt(env)
+        settings._read_variables(env)
+        settings._read_resource_defaults(env)
+        settings._override(overrides, given_as or {})
+        if not settings.state_dir:
+            settings.state_dir = str(_state_home(env))
+        settings.validate()
+        return settings
+
+    def _read_site(self, env: Mapping[str, str]) -> None:
+        """The site file's settings (its ``min_poll_interval`` also the floor)."""
         site_file, site = read_site_settings(env)
         for attribute, value in site.items():
-            settings._set(attribute, value, str(site_file))
+            self._set(attribute, value, str(site_file))
         if "min_poll_interval" in site:
-            settings._set("site_min_poll_interval", site["min_poll_interval"], str(site_file))
-        warn_misspelt(env)
+            self._set("site_min_poll_interval", site["min_poll_interval"], str(site_file))
+
+    def _read_variables(self, env: Mapping[str, str]) -> None:
+        """The settings' variables (the scheduler's first), and ``FLUX_URI``."""
         variable, scheduler = _scheduler_from(env)
-        settings._set("scheduler", scheduler, variable)
-        for attribute, name, parse in _READERS:
+        self._set("scheduler", scheduler, variable)
+        for attribute, name, parse in READERS:
             # the source system read the costs without a prefix too
             found = lookup(env, name) or (
-                _unprefixed(env, name) if name.endswith("_COST_PER_HOUR") else None
+                unprefixed(env, name) if name.endswith("_COST_PER_HOUR") else None
             )
             if found:
-                settings._set(attribute, parse(found[0], found[1]), found[0])
+                self._set(attribute, parse(found[0], found[1]), found[0])
         if env.get("FLUX_URI", "").strip():
-            settings._set("enclosing_flux_uri", env["FLUX_URI"].strip(), "FLUX_URI")
+            self._set("enclosing_flux_uri", env["FLUX_URI"].strip(), "FLUX_URI")
+
+    def _read_resource_defaults(self, env: Mapping[str, str]) -> None:
+        """A variable per resource key (``HPCBRIDGE_TIME``...) and the native options."""
         for key in RESOURCE_KEYS:
             found = lookup(env, key.upper()) if key != "native" else None
             if found:
-                settings.resource_defaults[key] = found[1]
-                settings.sources[f"resource:{key}"] = found[0]
+                self.resource_defaults[key] = found[1]
+                self.sources[f"resource:{key}"] = found[0]
         native, native_from = _native_options(env)
         if native:
-            settings.resource_defaults["native"] = native
-            settings.sources["resource:native"] = native_from
+            self.resource_defaults["native"] = native
+            self.sources["resource:native"] = native_from
 
-        known = {f.name for f in fields(cls)} - {"sources"}
+    def _override(self, overrides: Mapping[str, Any], given_as: Mapping[str, str]) -> None:
+        """Keyword settings over the rest (``None``: not given)."""
+        known = {f.name for f in fields(self)} - {"sources"}
         for attribute, value in overrides.items():
             if attribute not in known:
                 raise ConfigurationError(f"unknown setting {attribute!r}")
@@ -166,13 +172,7 @@ class Settings:
                     "set min_poll_interval (it can only raise that floor)"
                 )
             if value is not None:
-                settings._set(
-                    attribute, value, (given_as or {}).get(attribute, f"argument {attribute}")
-                )
-        if not settings.state_dir:
-            settings.state_dir = str(_state_home(env))
-        settings.validate()
-        return settings
+                self._set(attribute, value, given_as.get(attribute, f"argument {attribute}"))
 
     def _set(self, attribute: str, value: Any, source: str) -> None:
         setattr(self, attribute, value)
@@ -241,165 +241,3 @@ class Settings:
     @property
     def database_path(self) -> Path:
         return Path(self.db_path) if self.db_path else self.state_path / "jobs.db"
-
-
-def _text(variable: str, text: str) -> str:
-    return text
-
-
-def _unprefixed(env: Mapping[str, str], name: str) -> Optional[Tuple[str, str]]:
-    value = env.get(name, "").strip()
-    return (name, value) if value else None
-
-
-def _integer(variable: str, text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ConfigurationError(f"{variable}={text!r}: expected a whole number") from None
-
-
-def _checked(
-    parse: Callable[[str, str], Any], ok: Callable[[Any], bool], expected: str
-) -> Callable[[str, str], Any]:
-    """``parse``, then refuse a value ``ok`` rejects (the message: ``expected ...``)."""
-
-    def read(variable: str, text: str) -> Any:
-        value = parse(variable, text)
-        if not ok(value):
-            raise ConfigurationError(f"{variable}={text!r}: expected {expected}")
-        return value
-
-    return read
-
-
-def _number(variable: str, text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise ConfigurationError(f"{variable}={text!r}: expected a number") from None
-
-
-_count = _checked(_integer, lambda value: value >= 1, "a whole number of 1 or more")
-_positive = _checked(_number, lambda value: value > 0, "a number of seconds above 0")
-_seconds = _checked(_number, lambda value: not value < 0, "a number of seconds, 0 or more")
-
-
-def _assignments(variable: str, text: str) -> Dict[str, str]:
-    """``"A=1 B='two words'"`` (shell words) as a dict; names must be identifiers."""
-    try:
-        words = shlex.split(text)
-    except ValueError as exc:
-        raise ConfigurationError(f"{variable}={text!r}: {exc}") from None
-    return name_values(words, variable)
-
-
-def name_values(words: Sequence[str], what: str) -> Dict[str, str]:
-    """``NAME=VALUE`` words as a dict; ``what`` (a variable, a flag) names them in errors."""
-    found: Dict[str, str] = {}
-    for word in words:
-        name, equals, value = word.partition("=")
-        if not equals or not name.isidentifier():
-            raise ConfigurationError(f"{what}: expected NAME=VALUE, got {word!r}")
-        found[name] = value
-    return found
-
-
-def _boolean(variable: str, text: str) -> bool:
-    lowered = text.lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise ConfigurationError(f"{variable}={text!r}: expected yes/no, true/false or 1/0")
-
-
-#: setting, variable name (after the prefix), parser of its text
-_READERS: Tuple[Tuple[str, str, Callable[[str, str], Any]], ...] = (
-    ("transport", "TRANSPORT", _text),
-    ("ssh_host", "SSH_HOST", _text),
-    ("ssh_user", "SSH_USER", _text),
-    ("ssh_key", "SSH_KEY", _text),
-    ("ssh_known_hosts", "SSH_KNOWN_HOSTS", _text),
-    ("ssh_backend", "SSH_BACKEND", _text),
-    ("remote_workdir", "REMOTE_WORKDIR", _text),
-    ("remote_repo", "REMOTE_REPO", _text),
-    ("flux_uri", "FLUX_URI", _text),
-    ("flux_adapter_version", "FLUX_ADAPTER_VERSION", _text),
-    ("slurm_driver", "SLURM_DRIVER", _text),
-    ("flux_driver", "FLUX_DRIVER", _text),
-    ("flux_command", "FLUX_COMMAND", _text),
-    ("container_runtime", "CONTAINER_RUNTIME", _text),
-    ("db_path", "DB", _text),
-    ("state_dir", "STATE_DIR", _text),
-    ("ssh_port", "SSH_PORT", _integer),
-    ("unknown_limit", "UNKNOWN_LIMIT", _integer),
-    ("ssh_accept_new_host_keys", "SSH_ACCEPT_NEW_HOST_KEYS", _boolean),
-    ("ssh_login_shell", "SSH_LOGIN_SHELL", _boolean),
-    ("flux_nested", "FLUX_NESTED", _boolean),
-    ("command_env", "COMMAND_ENV", _assignments),
-    ("command_timeout", "COMMAND_TIMEOUT", _positive),
-    ("poll_interval", "POLL_INTERVAL", _positive),
-    ("min_poll_interval", "MIN_POLL_INTERVAL", _seconds),
-    ("max_queued", "MAX_QUEUED", _count),
-    ("cpu_cost_per_hour", "CPU_COST_PER_HOUR", _number),
-    ("gpu_cost_per_hour", "GPU_COST_PER_HOUR", _number),
-)
-
-
-#: ``HPCBRIDGE_`` names hpcbridge reads that are no settings of the table above: the site
-#: file's path, the store's local stand-in, what the job wrapper exports to a job
-OTHER_VARIABLES = (
-    "SITE_CONFIG",
-    "LOCAL_STATE_DIR",
-    "LAUNCHER",
-    "TASK_INDEX",
-    "JOB_ID",
-    "EXIT_RANKS",
-)
-#: the test harness's own families (containers/, tests/): not hpcbridge's to judge
-HARNESS_PREFIXES = ("TEST_", "SSHD_")
-#: how alike a name must be to a known one to be taken for a misspelling of it
-NEAR = 0.8
-
-
-def known_variables() -> List[str]:
-    """Every name hpcbridge reads after the ``HPCBRIDGE_`` prefix: the settings table,
-    the scheduler, each resource key, each scheduler's options, and ``OTHER_VARIABLES``."""
-    names = ["SCHEDULER", *(name for _, name, _ in _READERS), *OTHER_VARIABLES]
-    names += [key.upper() for key in RESOURCE_KEYS if key != "native"]
-    names += [f"{scheduler.upper()}_OPTIONS" for scheduler in NATIVE_SCHEDULERS]
-    return names
-
-
-def misspelt(env: Mapping[str, str]) -> List[Tuple[str, str]]:
-    """``(variable, the known one it is nearest to)`` for each ``HPCBRIDGE_`` variable of
-    ``env`` that hpcbridge does not read but that looks like one it does (another tool may
-    share the prefix: a name like no known one is left alone)."""
-    known = set(known_variables())
-    found = []
-    for variable in sorted(env):
-        if not variable.startswith("HPCBRIDGE_"):
-            continue
-        name = variable[len("HPCBRIDGE_") :]
-        if name in known or name.startswith(HARNESS_PREFIXES):
-            continue
-        close = difflib.get_close_matches(name, known, n=1, cutoff=NEAR)
-        if close:
-            found.append((variable, "HPCBRIDGE_" + close[0]))
-    return found
-
-
-_warned: Set[str] = set()
-
-
-def warn_misspelt(env: Mapping[str, str]) -> None:
-    """One warning per misspelt variable and process (it is ignored, not refused)."""
-    for variable, nearest in misspelt(env):
-        if variable not in _warned:
-            _warned.add(variable)
-            log.warning(
-                "%s is not a setting of hpcbridge and is ignored: did you mean %s?",
-                variable,
-                nearest,
-            )

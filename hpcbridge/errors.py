@@ -9,6 +9,11 @@ class SchedulerAdapterError(Exception):
     """Base class of every error hpcbridge raises on purpose."""
 
 
+def one_line(error: BaseException) -> str:
+    """An error's message on one line (its type when it has none)."""
+    return " ".join((str(error) or type(error).__name__).split())
+
+
 #: The source system's name for the base class; the same class, not a subclass.
 SlurmAdapterError = SchedulerAdapterError
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Collection, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Collection, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .errors import ResourceError
+
+#: the schedulers ``native`` options are given for (the mock takes none)
+NATIVE_SCHEDULERS = ("slurm", "flux")
 
 # "  -A, --account=name ..." (sbatch) or "  -N, --nodes=N ..." (flux): "=" a value, "[=" optional
 _HELP_LINE = re.compile(
@@ -108,3 +111,82 @@ def _unknown(option: str, given: str, meant: Sequence[str], known: Collection[st
 def owned_table(rows: Sequence[Tuple[Sequence[str], str]]) -> Dict[str, str]:
     """``{name: what to use}`` of rows written once per option, with all its names."""
     return {name: use for names, use in rows for name in names}
+
+
+def native_form(value: Any) -> Optional[Tuple[Tuple[str, Tuple[str, ...]], ...]]:
+    """``{"slurm": [...], "flux": [...]}``: options, each its value attached; only their
+    form is checked here (each scheduler checks their names)."""
+    pairs = value.items() if isinstance(value, Mapping) else value
+    if isinstance(value, str) or not isinstance(value, (Mapping, list, tuple)):
+        raise ResourceError("native", f"expected {{'slurm': [...], 'flux': [...]}}, got {value!r}")
+    if not isinstance(value, Mapping) and any(isinstance(entry, str) for entry in value):
+        # a list of options with no scheduler: which scheduler's words they are is unsaid
+        example = ", ".join(repr(entry) for entry in value if isinstance(entry, str))
+        raise ResourceError(
+            "native",
+            f"native takes a dict of each scheduler's options, not a list: write "
+            f"native={{'slurm': [{example}]}} (or 'flux': [...]; on the command line "
+            "--slurm-option=OPT / --flux-option=OPT)",
+        )
+    native: Dict[str, Tuple[str, ...]] = {}
+    for entry in pairs:
+        scheduler, options = entry if isinstance(entry, (tuple, list)) else (entry, None)
+        if scheduler not in NATIVE_SCHEDULERS:
+            close = difflib.get_close_matches(str(scheduler), NATIVE_SCHEDULERS, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ResourceError(
+                "native",
+                f"no scheduler {scheduler!r}: {hint}(native takes {', '.join(NATIVE_SCHEDULERS)})",
+            )
+        native[scheduler] = _native_list(scheduler, options)
+    kept = tuple((name, options) for name, options in sorted(native.items()) if options)
+    return kept or None
+
+
+def _native_list(scheduler: str, options: Any) -> Tuple[str, ...]:
+    if isinstance(options, str) or not isinstance(options, (list, tuple)):
+        raise ResourceError(
+            "native",
+            f"{scheduler}: expected a list of options, e.g. ['--licenses=matlab:1'], "
+            f"got {options!r}",
+        )
+    attached: List[str] = []
+    for option in options:
+        if not isinstance(option, str):
+            raise ResourceError("native", f"{scheduler}: {option!r} is not text")
+        if "\x00" in option or "\n" in option:
+            raise ResourceError("native", f"{scheduler}: {option!r} holds a NUL or a newline")
+        # "--licenses matlab:1" and "-o" "x": the value attached to its option
+        spaced = re.match(r"^(?P<name>-[A-Za-z0-9]|--[A-Za-z][\w-]*) +(?P<value>\S.*)$", option)
+        if spaced:
+            option = _attach(spaced.group("name"), spaced.group("value"))
+        if not option.startswith("-") and attached and _takes_next(attached[-1]):
+            attached[-1] = _attach(attached[-1], option)
+        elif re.match(r"^--?[A-Za-z0-9]", option):
+            attached.append(option)
+        else:
+            raise ResourceError(
+                "native",
+                f"{scheduler}: {option!r} is not an option; give each beginning with '-', "
+                "its value attached ('--licenses=matlab:1')",
+            )
+    return tuple(attached)
+
+
+def _takes_next(option: str) -> bool:
+    """An option with no value attached yet: the next word may be its value."""
+    return option.startswith("--") and "=" not in option or len(option) == 2
+
+
+def _attach(name: str, value: str) -> str:
+    return f"{name}={value}" if name.startswith("--") else f"{name}{value}"
+
+
+def joined_native(first: Any, then: Any) -> Dict[str, List[str]]:
+    """Two ``native`` values as one: each scheduler's options of ``first``, then ``then``'s."""
+    joined: Dict[str, List[str]] = {}
+    for value in (first, then):
+        validated = native_form(value) or ()
+        for scheduler, options in validated:
+            joined.setdefault(scheduler, []).extend(options)
+    return joined

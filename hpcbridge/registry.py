@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping, Optional, Tuple
 
 #: how a scheduler's driver is chosen: the bindings when they work, else the CLI
 DRIVER_CHOICES: Tuple[str, ...] = ("auto", "native", "cli")
-#: the container runtimes a job's script can run in (``jobscript.CONTAINER_RUNTIMES``)
+#: the container runtimes a job's script can run in (``engine/containers.py``)
 CONTAINER_RUNTIMES: Tuple[str, ...] = ("ch-run", "apptainer", "singularity")
 
 

@@ -1,6 +1,8 @@
 """The scheduler-neutral resource request and its validation, and wall times (Slurm
 ``--time`` forms, Flux FSD, ``timedelta``; float seconds, ``math.inf`` unlimited; a bare
-number is refused: minutes to Slurm, seconds to the Flux API)."""
+number is refused: minutes to Slurm, seconds to the Flux API): what every submission
+reads.  The rules of the other keys: ``request/`` (start times, counts, memory, flags,
+generic resources) and ``native_options.py`` (the ``native`` key)."""
 
 from __future__ import annotations
 
@@ -9,10 +11,14 @@ import math
 import re
 import signal as signals
 from dataclasses import asdict, dataclass, fields
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+from datetime import timedelta
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
 
 from .errors import ResourceError
+from .native_options import joined_native, native_form
+from .request import FSD_UNITS
+from .request.begins import format_begin, validate_begin
+from .request.values import validate_count, validate_flag, validate_gres, validate_mem
 
 DurationLike = Union[str, timedelta]
 
@@ -23,7 +29,6 @@ _UNLIMITED_WORDS = {"unlimited", "infinite", "inf", "infinity"}
 # Flux Standard Duration, a unit required: "90" is read the Slurm way (minutes).
 # An exponent as strtod reads it (Flux's FSD does): 1e-06s, as_request writes tiny times so.
 _FSD = re.compile(r"^(?P<number>(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)(?P<unit>ms|s|m|h|d)$")
-_FSD_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 # Slurm --time forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S.
 _SLURM_DAYS = re.compile(r"^(?P<days>\d+)-(?P<rest>\d+(?::\d+){0,2})$")
@@ -66,7 +71,7 @@ def parse_duration(value: object) -> float:
 def _parse_fsd(text: str) -> float:
     match = _FSD.match(text)
     assert match is not None
-    seconds = float(match.group("number")) * _FSD_UNITS[match.group("unit")]
+    seconds = float(match.group("number")) * FSD_UNITS[match.group("unit")]
     if seconds > _LONGEST:
         raise DurationError(f"{text!r} is too long; write UNLIMITED for no limit")
     return seconds
@@ -126,9 +131,6 @@ def format_fsd(seconds: float) -> str:
     return f"{seconds:.3f}".rstrip("0").rstrip(".") + "s"
 
 
-#: the schedulers ``native`` options are given for (the mock takes none)
-NATIVE_SCHEDULERS = ("slurm", "flux")
-
 _POSITIVE_COUNTS = ("nodes", "ntasks", "cpus_per_task")
 _GPU_COUNTS = ("gpus", "gpus_per_node", "gpus_per_task")
 _TEXT_KEYS = (
@@ -143,10 +145,6 @@ _TEXT_KEYS = (
 )
 _FLAGS = ("exclusive", "requeue")
 _MEMORIES = ("mem", "mem_per_cpu")
-
-# Slurm's --mem: an integer with an optional unit K, M (default), G or T.
-_MEM = re.compile(r"^(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]?)(?:I?B)?$", re.IGNORECASE)
-_MEM_STEP = {"K": 1, "M": 1024, "G": 1024**2, "T": 1024**3}  # in KiB
 
 
 @dataclass(frozen=True)
@@ -202,7 +200,7 @@ class Resources:
                 _check_known(key)
                 if key == "native" and value and "native" in merged:
                     # the settings' options first, the request's after them (both apply)
-                    merged[key] = _joined_native(merged[key], value)
+                    merged[key] = joined_native(merged[key], value)
                     from_defaults.discard(key)
                 elif value is not None and value != "":
                     merged[key] = value
@@ -295,17 +293,17 @@ def _check_known(key: str) -> None:
 
 def _validate(key: str, value: Any) -> Any:
     if key in _POSITIVE_COUNTS or key in _GPU_COUNTS:
-        return _validate_count(key, value, minimum=1 if key in _POSITIVE_COUNTS else 0)
+        return validate_count(key, value, minimum=1 if key in _POSITIVE_COUNTS else 0)
     if key in _MEMORIES:
-        return _validate_mem(value, key)
+        return validate_mem(value, key)
     if key in _FLAGS:
-        return _validate_flag(key, value)
+        return validate_flag(key, value)
     own: Dict[str, Callable[[Any], Any]] = {
         "time": _validate_time,
-        "gres": _validate_gres,
+        "gres": validate_gres,
         "signal": _validate_signal,
-        "begin": _validate_begin,
-        "native": _validate_native,
+        "begin": validate_begin,
+        "native": native_form,
     }
     if key in own:
         return own[key](value)
@@ -332,76 +330,6 @@ def _validate_time(value: Any) -> float:
         return parse_duration(value)
     except DurationError as exc:
         raise ResourceError("time", str(exc)) from None
-
-
-def _validate_count(key: str, value: Any, minimum: int) -> int:
-    number: Optional[int] = None
-    if isinstance(value, int) and not isinstance(value, bool):
-        number = value
-    elif (
-        isinstance(value, float)
-        and value.is_integer()
-        or isinstance(value, str)
-        and re.fullmatch(r"\s*[+-]?\d+\s*", value)
-    ):
-        number = int(value)
-    if number is None:
-        raise ResourceError(key, f"expected a whole number, got {value!r}")
-    if number < minimum:
-        bound = "positive" if minimum == 1 else "zero or more"
-        raise ResourceError(key, f"must be {bound}, got {number}")
-    return number
-
-
-def _validate_mem(value: Any, key: str = "mem") -> str:
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise ResourceError(key, f"expected e.g. '4G' or '500M', got {value!r}")
-    match = _MEM.match(str(value).strip())
-    if not match:
-        raise ResourceError(key, f"malformed memory {value!r}; expected e.g. '4G', '500M', '1T'")
-    unit = (match.group("unit") or "M").upper()
-    number = float(match.group("number"))
-    if number <= 0:
-        raise ResourceError(key, f"must be positive, got {value!r}")
-    if number.is_integer():
-        return f"{int(number)}{unit}"
-    # Slurm takes whole numbers only: 1.5G is written as 1536M.
-    kib = int(number * _MEM_STEP[unit])
-    if kib < 1:  # 0 would be Slurm's "all the node's memory"
-        raise ResourceError(key, f"{value!r} is below 1K, the least Slurm takes: give 1K or more")
-    for smaller in ("T", "G", "M", "K"):
-        if kib % _MEM_STEP[smaller] == 0:
-            return f"{kib // _MEM_STEP[smaller]}{smaller}"
-    return f"{kib}K"  # pragma: no cover - K divides everything
-
-
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
-
-def _validate_flag(key: str, value: Any) -> bool:
-    """``True``/``False``, or the words a setting gives (``yes``, ``0``...)."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower() if isinstance(value, (str, int)) else None
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ResourceError(key, f"expected true or false (yes/no, 1/0), got {value!r}")
-
-
-# Slurm's --gres: name[:type][:count], comma-separated (gpu:a100:2,shard:1).
-_GRES = re.compile(r"^[A-Za-z][\w.-]*(?::[\w.-]+){0,2}(?:,[A-Za-z][\w.-]*(?::[\w.-]+){0,2})*$")
-
-
-def _validate_gres(value: Any) -> str:
-    if not isinstance(value, str) or not _GRES.match(value.strip()):
-        raise ResourceError(
-            "gres",
-            f"expected name[:type][:count], comma-separated (e.g. 'gpu:a100:2'), got {value!r}",
-        )
-    return value.strip()
 
 
 # [B:]SIG[@SECONDS]; R: (a reservation's end) is Slurm's too, read to be refused.
@@ -460,213 +388,3 @@ def signal_parts(text: str) -> Tuple[str, Optional[int]]:
     assert match, text
     seconds = match.group("seconds")
     return match.group("sig"), int(seconds) if seconds else None
-
-
-def _validate_begin(value: Any) -> float:
-    """Whole epoch seconds of ``value``: a ``datetime`` (naive: local time) or text in one
-    of ``BEGIN_FORMS`` (``parse_begin``), read now."""
-    if isinstance(value, datetime):
-        return float(math.ceil(value.timestamp()))
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        raise ResourceError(
-            "begin",
-            f"a bare number ({value!r}) is ambiguous; give 'now+{value}' (seconds), "
-            f"'+{value}m' or '2026-12-05T10:00'",
-        )
-    if not isinstance(value, str):
-        raise ResourceError("begin", f"expected text or a datetime, got {value!r}")
-    try:
-        return float(math.ceil(parse_begin(value, datetime.now())))
-    except BeginError as exc:
-        raise ResourceError("begin", str(exc)) from None
-
-
-class BeginError(ValueError):
-    """A start time (``begin``) in no form ``parse_begin`` reads."""
-
-
-#: what ``begin`` takes, as an error names it
-BEGIN_FORMS = (
-    "now+N[seconds|minutes|hours|days|weeks] (sbatch: seconds when no unit is given), "
-    "+N[s|m|h|d] (flux: seconds when no unit), HH:MM[:SS] (the next one: tomorrow once "
-    "past), midnight, noon, today or tomorrow (each with a time if you like: "
-    "'tomorrow 08:30'), YYYY-MM-DD[THH:MM[:SS]]; in this machine's local time "
-    "(sbatch's teatime, AM/PM and MMDDYY are not taken)"
-)
-
-# sbatch's units after now+ (its whole words), and Flux Standard Duration's letters
-_BEGIN_UNITS = {
-    "": 1,
-    "second": 1,
-    "seconds": 1,
-    "minute": 60,
-    "minutes": 60,
-    "hour": 3600,
-    "hours": 3600,
-    "day": 86400,
-    "days": 86400,
-    "week": 604800,
-    "weeks": 604800,
-    **_FSD_UNITS,
-}
-_BEGIN_NOW = re.compile(r"now(?:\s*\+\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>[a-z]*))?", re.ASCII)
-_BEGIN_FSD = re.compile(r"\+\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>ms|s|m|h|d|)", re.ASCII)
-_BEGIN_CLOCK = r"(?:(?P<h>\d{1,2}):(?P<m>\d{2})(?::(?P<s>\d{2}))?|(?P<word>midnight|noon))"
-# a day, then perhaps a time of day; or a time of day, then perhaps a day
-_BEGIN_DAY_FIRST = re.compile(rf"(?P<day>today|tomorrow)(?:(?:t|\s+){_BEGIN_CLOCK})?", re.ASCII)
-_BEGIN_TIME_FIRST = re.compile(rf"{_BEGIN_CLOCK}(?:\s+(?P<day>today|tomorrow))?", re.ASCII)
-_BEGIN_DATE = re.compile(
-    r"(?P<y>\d{4})-(?P<mo>\d{2})-(?P<d>\d{2})(?:(?:t|\s+)(?P<h>\d{2}):(?P<m>\d{2})"
-    r"(?::(?P<s>\d{2}))?(?P<zone>z|(?P<sign>[+-])(?P<zh>\d{2}):?(?P<zm>\d{2}))?)?",
-    re.ASCII,
-)
-
-
-def parse_begin(text: str, now: datetime) -> float:
-    """Epoch seconds of a start time in one of ``BEGIN_FORMS`` (case and spaces aside),
-    read at ``now`` (naive: local time); raises ``BeginError`` naming the forms."""
-    spoken = " ".join(text.split()).lower()
-    try:
-        moment = _begin_moment(spoken, now)
-        if moment is not None and moment >= 0:
-            datetime.fromtimestamp(moment)  # within what a date can say
-            return moment
-    except (ValueError, OverflowError, OSError):
-        pass
-    raise BeginError(f"cannot read {text!r} as a start time; give one of: {BEGIN_FORMS}")
-
-
-def _begin_moment(text: str, now: datetime) -> Optional[float]:
-    """The epoch of ``text`` (lower case, single spaces), or ``None``."""
-    relative = _BEGIN_NOW.fullmatch(text) or _BEGIN_FSD.fullmatch(text)
-    if relative:
-        if relative.group("n") is None:  # now
-            return now.timestamp()
-        unit = relative.group("unit")
-        if unit not in _BEGIN_UNITS:
-            return None
-        return now.timestamp() + float(relative.group("n")) * _BEGIN_UNITS[unit]
-    dated = _BEGIN_DATE.fullmatch(text)
-    if dated:
-        number = {
-            key: int(value or 0)
-            for key, value in dated.groupdict().items()
-            if key not in ("zone", "sign")
-        }
-        zone = None
-        if dated.group("zone"):  # an offset of its own: not local time
-            sign = -1 if dated.group("sign") == "-" else 1
-            zone = timezone(sign * timedelta(hours=number["zh"], minutes=number["zm"]))
-        moment = datetime(
-            number["y"],
-            number["mo"],
-            number["d"],
-            number["h"],
-            number["m"],
-            number["s"],
-            tzinfo=zone,
-        )
-        return moment.timestamp()
-    timed = _BEGIN_DAY_FIRST.fullmatch(text) or _BEGIN_TIME_FIRST.fullmatch(text)
-    if not timed:
-        return None
-    parts = timed.groupdict()
-    day = parts["day"]
-    word = parts["word"]
-    if parts["h"] is not None:
-        clock = (int(parts["h"]), int(parts["m"]), int(parts["s"] or 0))
-    elif word:
-        clock = (12, 0, 0) if word == "noon" else (0, 0, 0)
-    else:
-        clock = (0, 0, 0)  # a day alone: its midnight
-    if day:
-        date = now.date() + timedelta(days=1 if day == "tomorrow" else 0)
-    elif clock[:2] > (now.hour, now.minute):
-        date = now.date()
-    else:  # sbatch: a time of day not later than this minute is tomorrow's
-        date = now.date() + timedelta(days=1)
-    return datetime(date.year, date.month, date.day, *clock).timestamp()
-
-
-def format_begin(epoch: float) -> str:
-    """A start time as Slurm's ``--begin`` takes it: local ``YYYY-MM-DDTHH:MM:SS``."""
-    return datetime.fromtimestamp(epoch).strftime("%Y-%m-%dT%H:%M:%S")
-
-
-def _validate_native(value: Any) -> Optional[Tuple[Tuple[str, Tuple[str, ...]], ...]]:
-    """``{"slurm": [...], "flux": [...]}``: options, each its value attached; only their
-    form is checked here (each scheduler checks their names)."""
-    pairs = value.items() if isinstance(value, Mapping) else value
-    if isinstance(value, str) or not isinstance(value, (Mapping, list, tuple)):
-        raise ResourceError("native", f"expected {{'slurm': [...], 'flux': [...]}}, got {value!r}")
-    if not isinstance(value, Mapping) and any(isinstance(entry, str) for entry in value):
-        # a list of options with no scheduler: which scheduler's words they are is unsaid
-        example = ", ".join(repr(entry) for entry in value if isinstance(entry, str))
-        raise ResourceError(
-            "native",
-            f"native takes a dict of each scheduler's options, not a list: write "
-            f"native={{'slurm': [{example}]}} (or 'flux': [...]; on the command line "
-            "--slurm-option=OPT / --flux-option=OPT)",
-        )
-    native: Dict[str, Tuple[str, ...]] = {}
-    for entry in pairs:
-        scheduler, options = entry if isinstance(entry, (tuple, list)) else (entry, None)
-        if scheduler not in NATIVE_SCHEDULERS:
-            close = difflib.get_close_matches(str(scheduler), NATIVE_SCHEDULERS, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise ResourceError(
-                "native",
-                f"no scheduler {scheduler!r}: {hint}(native takes {', '.join(NATIVE_SCHEDULERS)})",
-            )
-        native[scheduler] = _native_list(scheduler, options)
-    kept = tuple((name, options) for name, options in sorted(native.items()) if options)
-    return kept or None
-
-
-def _native_list(scheduler: str, options: Any) -> Tuple[str, ...]:
-    if isinstance(options, str) or not isinstance(options, (list, tuple)):
-        raise ResourceError(
-            "native",
-            f"{scheduler}: expected a list of options, e.g. ['--licenses=matlab:1'], "
-            f"got {options!r}",
-        )
-    attached: List[str] = []
-    for option in options:
-        if not isinstance(option, str):
-            raise ResourceError("native", f"{scheduler}: {option!r} is not text")
-        if "\x00" in option or "\n" in option:
-            raise ResourceError("native", f"{scheduler}: {option!r} holds a NUL or a newline")
-        # "--licenses matlab:1" and "-o" "x": the value attached to its option
-        spaced = re.match(r"^(?P<name>-[A-Za-z0-9]|--[A-Za-z][\w-]*) +(?P<value>\S.*)$", option)
-        if spaced:
-            option = _attach(spaced.group("name"), spaced.group("value"))
-        if not option.startswith("-") and attached and _takes_next(attached[-1]):
-            attached[-1] = _attach(attached[-1], option)
-        elif re.match(r"^--?[A-Za-z0-9]", option):
-            attached.append(option)
-        else:
-            raise ResourceError(
-                "native",
-                f"{scheduler}: {option!r} is not an option; give each beginning with '-', "
-                "its value attached ('--licenses=matlab:1')",
-            )
-    return tuple(attached)
-
-
-def _takes_next(option: str) -> bool:
-    """An option with no value attached yet: the next word may be its value."""
-    return option.startswith("--") and "=" not in option or len(option) == 2
-
-
-def _attach(name: str, value: str) -> str:
-    return f"{name}={value}" if name.startswith("--") else f"{name}{value}"
-
-
-def _joined_native(first: Any, then: Any) -> Dict[str, List[str]]:
-    """Two ``native`` values as one: each scheduler's options of ``first``, then ``then``'s."""
-    joined: Dict[str, List[str]] = {}
-    for value in (first, then):
-        validated = _validate_native(value) or ()
-        for scheduler, options in validated:
-            joined.setdefault(scheduler, []).extend(options)
-    return joined

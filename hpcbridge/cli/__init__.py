@@ -9,12 +9,13 @@ import sys
 from typing import Callable, Dict, Optional, Sequence
 
 from ..errors import SchedulerAdapterError
+from .costs import cmd_cost
 from .exits import EXIT_BROKEN_PIPE, exit_code_for, exit_code_for_stop, stopped_by_signals
 from .follow import cmd_cancel, cmd_logs, cmd_status, cmd_wait
 from .output import one_line
 from .parser import build_parser
 from .probe import cmd_doctor, cmd_uri
-from .records import cmd_cost, cmd_jobs
+from .records import cmd_jobs
 from .session import cmd_login, cmd_logout
 from .submit import cmd_submit, cmd_submit_many
 

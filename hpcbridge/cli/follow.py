@@ -14,19 +14,14 @@ from ..engine.observation import statuses_of
 from ..engine.wait_plan import WaitPlan
 from ..errors import SchedulerAdapterError
 from ..model import JobState, JobStatus
+from ..routing.ids import Group, Targets
+from ..routing.unrecorded import ask, require_traced, untraced_errors
 from ..store.jobs import JobRecord
 from . import sweeps
 from .exits import EXIT_JOB_NOT_COMPLETED, EXIT_OK, exit_code_for
 from .output import Progress, announce, one_line, print_json, say_errors, status_line
-from .targets import (
-    Group,
-    Targets,
-    ask,
-    require_traced,
-    settings_from,
-    targets_for,
-    untraced_errors,
-)
+from .settings import settings_from
+from .targets import targets_for
 
 if TYPE_CHECKING:
     from ..engine.adapter import SchedulerAdapter

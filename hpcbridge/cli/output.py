@@ -8,12 +8,13 @@ from collections import Counter
 from datetime import datetime
 from typing import Any, Dict, Sequence
 
+from ..errors import one_line
 from ..model import FROM_FILE, JobStatus
 
 
-def one_line(error: BaseException) -> str:
-    """An error's message on one line (its type when it has none)."""
-    return " ".join((str(error) or type(error).__name__).split())
+def notice(text: str) -> None:
+    """A line of the command's own on stderr (apart from what stdout prints)."""
+    print(f"hpcbridge: {text}", file=sys.stderr)
 
 
 def say_errors(errors: Sequence[BaseException]) -> None:

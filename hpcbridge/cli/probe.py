@@ -9,7 +9,7 @@ from ..doctor import TRANSPORT, run_checks, unusable
 from ..factory import build_executor
 from .exits import EXIT_OK, EXIT_TRANSPORT, EXIT_UNAVAILABLE
 from .output import print_json
-from .targets import settings_from
+from .settings import settings_from
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

@@ -1,145 +1,30 @@
-"""The recorded jobs as they are now: ``jobs`` and ``cost``.  Each place's scheduler is
-asked once for its unfinished jobs (not with ``--cached``); one that cannot be reached
-leaves its jobs' recorded states, marked stale with why."""
+"""The recorded jobs as they are now: ``jobs`` (a sweep's or named pack's as one line of
+counts, or one by one) and ``status NAME``.  Each place's scheduler is asked once for its
+unfinished jobs (not with ``--cached``: ``routing/refreshing.py``)."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..config import Settings
-from ..cost import (
-    Charge,
-    CostReport,
-    JobCost,
-    by_account,
-    charge_of,
-    key_of,
-    no_price_note,
-    parse_day_or_time,
-    report,
-    total,
-    with_charge,
-    within,
-)
-from ..errors import JobNotFoundError, SchedulerAdapterError
-from ..model import RELEASED, JobState, JobStatus
+from ..errors import JobNotFoundError
+from ..model import RELEASED
+from ..routing.refreshing import NOT_ASKED, Listed, cached, listed_jobs, refreshed
 from ..store.leases import feeder_alive
 from ..store.packs import ENDED, OUTSIDE_PACKS, SENT, PackBook, PackRecord, PackTask
 from . import sweeps
 from .exits import EXIT_OK
-from .output import format_seconds, one_line, print_json, print_table
+from .output import format_seconds, print_json, print_table
 from .parser import TABLE_JOBS
-from .targets import Place, adapter_at, place_of, store_for
-
-if TYPE_CHECKING:
-    from ..store.jobs import JobRecord, JobStore
-
-#: the reason shown for an unfinished job with ``--cached``
-NOT_ASKED = "not asked (--cached)"
+from .settings import store_for
 
 
-@dataclass(frozen=True)
-class Listed:
-    """A record as the command shows it: live, or its last recorded state and why."""
-
-    record: JobRecord
-    stale_reason: Optional[str] = None
-
-    @property
-    def stale(self) -> bool:
-        return self.stale_reason is not None
-
-
-def cached(records: Sequence[JobRecord]) -> List[Listed]:
-    """The records as stored; the unfinished ones marked as not asked."""
-    return [
-        Listed(record, None if record.status().is_terminal else NOT_ASKED) for record in records
-    ]
-
-
-def refreshed(records: Sequence[JobRecord], settings: Settings) -> List[Listed]:
-    """The records with every unfinished job's live state (one query per place)."""
-    places: Dict[Place, List[int]] = {}
-    for index, record in enumerate(records):
-        if not record.status().is_terminal:
-            places.setdefault(place_of(record), []).append(index)
-    listed = [Listed(record) for record in records]
-    for place, indexes in places.items():
-        answers, failure = ask_place(place, [records[i].job_id for i in indexes], settings)
-        for index in indexes:
-            listed[index] = _listed(records[index], answers.get(records[index].job_id), failure)
-    return listed
-
-
-def _listed(record: JobRecord, status: Optional[JobStatus], failure: Optional[str]) -> Listed:
-    if status is None or status.state is JobState.UNKNOWN:
-        why = failure or (status.reason if status is not None else "") or "no answer"
-        return Listed(record, why)
-    return Listed(with_status(record, status))
-
-
-def with_status(record: JobRecord, status: JobStatus) -> JobRecord:
-    """The record with the live state (times kept where the scheduler gave none)."""
-    return dataclasses.replace(
-        record,
-        state=status.state.value,
-        native_state=status.native_state or record.native_state,
-        reason=status.reason,
-        exit_code=status.exit_code if status.exit_code is not None else record.exit_code,
-        start_time=status.start_time or record.start_time,
-        end_time=status.end_time or record.end_time,
-    )
-
-
-def ask_place(
-    place: Place, job_ids: List[str], settings: Settings
-) -> Tuple[Mapping[str, JobStatus], Optional[str]]:
-    """One batched query for the jobs at ``place``: ``(answers, None)``, or
-    ``({}, why)`` when its scheduler cannot be reached from here."""
-    try:
-        adapter = adapter_at(place, settings)
-    except (SchedulerAdapterError, ValueError, OSError) as exc:
-        return {}, f"{place.scheduler} on {place.host}: {one_line(exc)}"
-    try:
-        return adapter.get_job_statuses(job_ids), None
-    except (SchedulerAdapterError, OSError) as exc:
-        return {}, f"{place.scheduler} on {place.host}: {one_line(exc)}"
-    finally:
-        adapter.close()
-
-
-def listed_jobs(
-    settings: Settings,
-    cached_only: bool,
-    state: Optional[str] = None,
-    limit: Optional[int] = None,
-    where: str = "",
-) -> List[Listed]:
-    """The recorded jobs (``state``: only those in it now; ``limit``: the newest N;
-    ``where``: a condition of the store's, e.g. no sweep's)."""
-    store = store_for(settings)
-    if cached_only:
-        return cached(store.list(state=state, limit=limit, where=where))
-    if state is None:
-        return refreshed(store.list(limit=limit, where=where), settings)
-    # Only an unfinished job, or one already in it, can be in ``state`` now.
-    candidates = [
-        record
-        for record in store.list(where=where)
-        if record.state == state or not record.status().is_terminal
-    ]
-    shown = [item for item in refreshed(candidates, settings) if item.record.state == state]
-    return shown[-limit:] if limit else shown
-
-
-def _stale_json(item: Listed) -> Dict[str, Any]:
+def stale_json(item: Listed) -> Dict[str, Any]:
     return {"stale": item.stale, "stale_reason": item.stale_reason}
 
 
@@ -176,7 +61,7 @@ def _job_json(item: Listed) -> Dict[str, Any]:
         "job_name": record.job_name,
         "remote_dir": record.remote_dir,
         "submit_time": record.submit_time.isoformat() if record.submit_time else None,
-        **_stale_json(item),
+        **stale_json(item),
     }
 
 
@@ -219,7 +104,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     outside += [OUTSIDE_PACKS] if packs else []
     where = " AND ".join(outside)
     limit = args.limit or (None if args.json or args.all else TABLE_JOBS)
-    listed = listed_jobs(settings, args.cached, state=args.state, limit=limit, where=where)
+    listed = listed_jobs(book.store, settings, args.cached, args.state, limit, where)
     if not args.cached:  # an interrupted pack's jobs whose allocation is gone: settled
         for pack in packs:
             if pack_book.state(pack.name) == "interrupted":
@@ -375,169 +260,3 @@ def _print_jobs(
     notes = Notes()
     notes.print_under([header, *rows, *(_job_row(item, notes) for item in listed)])
     return EXIT_OK
-
-
-def _figures(cpu_hours: float, gpu_hours: float, cost: float) -> Tuple[str, str, str]:
-    return f"{cpu_hours:.4f}", f"{gpu_hours:.4f}", f"{cost:.4f}"
-
-
-def _rounded(figures: Dict[str, float]) -> Dict[str, float]:
-    return {key: round(value, 6) for key, value in figures.items()}
-
-
-def _cost_json(counted: CostReport, listed: Sequence[Listed], settings: Settings) -> Dict[str, Any]:
-    def entries(rows: Sequence[JobCost], sources: Sequence[int]) -> List[Dict[str, Any]]:
-        return [{**row.to_json(), **_stale_json(listed[i])} for row, i in zip(rows, sources)]
-
-    return {
-        "jobs": entries(counted.rows, counted.sources),
-        "total": _rounded(total(counted.rows)),
-        "by_account": {
-            account: _rounded(figures) for account, figures in by_account(counted.rows).items()
-        },
-        "mock_jobs": entries(counted.mock, counted.mock_sources),
-        "mock_total": _rounded(total(counted.mock)),
-        "prices": {
-            "cpu_per_hour": settings.cpu_cost_per_hour,
-            "gpu_per_hour": settings.gpu_cost_per_hour,
-        },
-    }
-
-
-COST_HEADER = ("JOB ID", "SCHEDULER", "ACCOUNT", "STATE", "BASIS", "CPU-H", "GPU-H", "COST")
-
-
-def _cost_table(
-    counted: CostReport, listed: Sequence[Listed], notes: Notes
-) -> List[Tuple[str, ...]]:
-    """The real jobs (a pack's tasks indented under their allocation), each account's
-    subtotal when there are several, TOTAL; then the mock jobs and their own line."""
-    table: List[Tuple[str, ...]] = [COST_HEADER]
-
-    def add(row: JobCost, state: str, indent: str = "") -> None:
-        figures = _figures(row.cpu_hours, row.gpu_hours, row.cost)
-        account = row.account or "-"
-        table.append((indent + row.job_id, row.scheduler, account, state, row.basis, *figures))
-
-    for row, index in zip(counted.rows, counted.sources):
-        add(row, notes.cell(listed[index]))
-        for task in row.tasks:  # a breakdown of the allocation's own figures
-            add(task, task.state, indent="  ")
-    accounts = by_account(counted.rows)
-    if len(accounts) > 1:  # charged to more than one account (bank): each its subtotal
-        for account, figures in sorted(accounts.items()):
-            table.append(("SUBTOTAL", "", account or "-", "", "", *_figures(**figures)))
-    table.append(("TOTAL", "", "", "", "", *_figures(**total(counted.rows))))
-    if counted.mock:
-        for row, index in zip(counted.mock, counted.mock_sources):
-            add(row, notes.cell(listed[index]))
-        table.append(("MOCK", "", "", "", "not charged", *_figures(**total(counted.mock))))
-    return table
-
-
-def cmd_cost(args: argparse.Namespace) -> int:
-    """Each job once, from what its scheduler charged (read once an ended job is asked
-    about, then kept in its record), filtered, priced; mock jobs apart."""
-    settings = Settings.from_env()
-    since = parse_day_or_time(args.since) if args.since else None
-    until = parse_day_or_time(args.until, end=True) if args.until else None
-    store = store_for(settings)
-    pack_book = PackBook(store)
-    inside = pack_book.task_allocations()
-    records = _named(args.sweep, store, pack_book) if args.sweep else store.list()
-    kept = {
-        key_of(record)
-        for record in records
-        if key_of(record) not in inside
-        and (not args.scheduler or record.scheduler == args.scheduler)
-        and within(record, since, until)
-    }
-    # a pack's task goes with its allocation: shown under it, or not at all
-    records = [r for r in records if key_of(r) in kept or inside.get(key_of(r)) in kept]
-    listed = cached(records) if args.cached else refreshed(records, settings)
-    if not args.cached:
-        listed = _charged(listed, settings, store, inside)
-    prices = (settings.cpu_cost_per_hour, settings.gpu_cost_per_hour)
-    counted = report([item.record for item in listed], *prices, inside)
-    if args.json:
-        print_json(_cost_json(counted, listed, settings))
-    else:
-        notes = Notes()
-        notes.print_under(_cost_table(counted, listed, notes))
-    note = no_price_note(*prices)
-    if note:  # apart from the table and the JSON: a pipe reads them alone
-        print(f"hpcbridge: {note}", file=sys.stderr)
-    return EXIT_OK
-
-
-def _named(name: str, store: JobStore, pack_book: PackBook) -> List[JobRecord]:
-    """The records of the sweep or pack ``name``: a pack's allocations and its tasks."""
-    pack = pack_book.get(name)
-    if pack is not None:
-        allocations = [held.job_id for held in pack_book.allocations(name)]
-        task_ids = [task.job_id for task in pack_book.tasks(name) if task.job_id]
-        held = store.get_many(pack.scheduler, pack.host, allocations)
-        tasks = store.get_many("flux", pack.host, task_ids)
-        return [*held.values(), *tasks.values()]
-    from ..store.sweeps import SweepBook
-
-    book = SweepBook(store)
-    if book.get(name) is None:
-        raise JobNotFoundError(
-            f"no sweep or pack named {name!r} is recorded in {store.path} "
-            "(hpcbridge jobs lists them)"
-        )
-    return book.records(name)
-
-
-#: job ids per question of what they were charged (one sacct or flux jobs command line)
-CHARGES_PER_QUESTION = 500
-
-
-def _charged(
-    listed: Sequence[Listed], settings: Settings, store: JobStore, inside: Mapping[Any, Any]
-) -> List[Listed]:
-    """The jobs with what their scheduler charged, where not read yet: one question per
-    place for the jobs that ran or ended (one cancelled before it ran: charged 0; a
-    pack's tasks are not asked: their allocation was charged); an ended job's charge is
-    kept in its record.  A place that cannot say
-    leaves its jobs estimated, said on stderr."""
-    places: Dict[Place, List[int]] = {}
-    for index, item in enumerate(listed):
-        record = item.record
-        if (
-            record.scheduler != "mock"
-            and key_of(record) not in inside
-            and charge_of(record) is None
-            and (record.start_time is not None or record.status().is_terminal)
-        ):
-            places.setdefault(place_of(record), []).append(index)
-    result = list(listed)
-    for place, indexes in places.items():
-        ids = [listed[i].record.job_id for i in indexes]
-        charges: Dict[str, Charge] = {}
-        try:
-            adapter = adapter_at(place, settings)
-            try:
-                for start in range(0, len(ids), CHARGES_PER_QUESTION):
-                    charges.update(adapter.charges(ids[start : start + CHARGES_PER_QUESTION]))
-            finally:
-                adapter.close()
-        except (SchedulerAdapterError, ValueError, OSError) as exc:
-            print(
-                f"hpcbridge: what {len(ids)} job(s) on {place.describe()} were charged is not "
-                f"known now ({one_line(exc)}): their figures are estimates (basis requested)",
-                file=sys.stderr,
-            )
-            continue
-        ended = {}
-        for index in indexes:
-            record = listed[index].record
-            charge = charges.get(record.job_id)
-            if charge is None:
-                continue
-            result[index] = dataclasses.replace(listed[index], record=with_charge(record, charge))
-            if charge.final and record.status().is_terminal:
-                ended[record.job_id] = charge.as_row()
-        store.record_charges(place.scheduler, place.host, ended)
-    return result

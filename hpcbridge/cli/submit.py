@@ -8,15 +8,16 @@ import sys
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
-from ..config import name_values
 from ..errors import ConfigurationError, ResourceError, SweepCancelledError
 from ..model import JobState, JobStatus
-from ..resources import NATIVE_SCHEDULERS, RESOURCE_KEYS
+from ..native_options import NATIVE_SCHEDULERS
+from ..resources import RESOURCE_KEYS
+from ..settings.variables import name_values
 from . import sweeps
 from .exits import EXIT_JOB_NOT_COMPLETED, EXIT_OK
 from .follow import records_here, wait_and_report, with_record
 from .output import one_line, print_json
-from .targets import adapter_for
+from .settings import adapter_for
 
 
 def resources_from(args: argparse.Namespace) -> Dict[str, Any]:

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence,
 from ..config import Settings
 from ..errors import SweepCancelledError
 from ..model import JobState, JobStatus
+from ..routing.places import adapter_at, place_of
 from .exits import EXIT_JOB_NOT_COMPLETED, EXIT_OK
 from .output import TerminalLine, print_json
-from .targets import adapter_at, place_of, settings_from, store_for
+from .settings import settings_from, store_for
 
 if TYPE_CHECKING:
     from ..engine.adapter import SchedulerAdapter

@@ -37,23 +37,21 @@ from ..model import JobState, JobStatus
 from ..resources import Resources, signal_forwarded
 from ..store.jobs import JobRecord, JobStore
 from ..transports.base import Executor
+from .containers import FOLDER_INSIDE, container_words
 from .driver import PartialSubmissionError, Planned, SchedulerDriver, SubmitBatch, Submitted
 from .jobscript import (
-    BUNDLED_SCRIPT_MAX,
-    FOLDER_INSIDE,
     MARKER_DIR,
     TASK_INDEX_VARIABLE,
     PreparedJob,
     Running,
     TaskSpec,
-    can_bundle,
     check_environment_names,
-    container_words,
     new_token,
     plan_chunks,
     wrapper_files,
 )
 from .observation import Observation, Source
+from .task_table import BUNDLED_SCRIPT_MAX, can_bundle
 
 log = logging.getLogger("hpcbridge")
 

@@ -35,7 +35,7 @@ import pytest
 
 from hpcbridge.errors import JobSubmissionError, ResourceError
 from hpcbridge.model import JobState
-from hpcbridge.resources import format_begin
+from hpcbridge.request.begins import format_begin
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
 from tests.support.begins import begin_bounds, begin_forms
 from tests.support.slurm_clusters import (

@@ -7,7 +7,7 @@ import math
 from datetime import datetime, timedelta
 from typing import List, Tuple
 
-from hpcbridge.resources import parse_begin
+from hpcbridge.request.begins import parse_begin
 
 
 def begin_forms(now: datetime) -> List[str]:

@@ -1,5 +1,5 @@
 """``hpcbridge status|wait|logs|cancel ID`` find a recorded job whatever form its id takes,
-and follow the one rule of ``cli/targets.py`` for which record an id means."""
+and follow the one rule of ``routing/ids.py`` for which record an id means."""
 
 import json
 import os
@@ -8,8 +8,8 @@ import pytest
 
 from hpcbridge import JobState, JobStatus, factory
 from hpcbridge.cli import main
-from hpcbridge.cli.targets import Narrowing, recorded_forms, records_of
 from hpcbridge.engine.observation import Observation
+from hpcbridge.routing.ids import Narrowing, recorded_forms, records_of
 from hpcbridge.schedulers.flux.ids import canonical_job_id
 from hpcbridge.store.jobs import JobRecord, JobStore
 

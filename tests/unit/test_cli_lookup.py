@@ -2,8 +2,8 @@
 
 from hpcbridge import JobNotFoundError, JobState, JobStatus, SchedulerUnavailableError
 from hpcbridge.cli.exits import EXIT_NOT_FOUND, EXIT_UNAVAILABLE, exit_code_for
-from hpcbridge.cli.targets import not_found_error
 from hpcbridge.engine.observation import Observation, out_of_reach
+from hpcbridge.routing.unrecorded import not_found_error
 
 
 def test_no_trace_is_not_found() -> None:

@@ -6,8 +6,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Optional
 
-from hpcbridge.cli.records import Listed, Notes, _cost_table
+from hpcbridge.cli.costs import _cost_table
+from hpcbridge.cli.records import Notes
 from hpcbridge.cost import by_account, costs, report
+from hpcbridge.routing.refreshing import Listed
 from hpcbridge.store.jobs import JobRecord
 
 END = datetime(2026, 12, 4, 12, 0, tzinfo=timezone.utc)

@@ -13,16 +13,10 @@ from typing import Dict, List
 
 import pytest
 
-from hpcbridge.engine.jobscript import (
-    FOLDER_INSIDE,
-    FORWARD_PATIENCE,
-    TASKS_PER_PART,
-    Running,
-    TaskSpec,
-    build_wrapper,
-    container_words,
-    wrapper_parts,
-)
+from hpcbridge.engine.containers import FOLDER_INSIDE, container_words
+from hpcbridge.engine.forwarding import FORWARD_PATIENCE
+from hpcbridge.engine.jobscript import Running, TaskSpec, build_wrapper, wrapper_parts
+from hpcbridge.engine.task_table import TASKS_PER_PART
 from hpcbridge.engine.tracking import ExitRecord, read_exit_file
 
 
@@ -254,7 +248,7 @@ def test_bundled_scripts_travel_in_the_table_and_each_task_writes_its_own(
 
 
 def test_what_cannot_travel_in_a_table_is_copied() -> None:
-    from hpcbridge.engine.jobscript import BUNDLED_SCRIPT_MAX, can_bundle
+    from hpcbridge.engine.task_table import BUNDLED_SCRIPT_MAX, can_bundle
 
     assert can_bundle("echo hi\n") and can_bundle("")
     assert not can_bundle("echo hi")  # a here-document would add the line end
@@ -430,7 +424,7 @@ def test_a_signal_to_the_wrapper_is_survived_and_the_scripts_exit_recorded(tmp_p
 
 
 def test_every_runtime_the_settings_take_has_its_words() -> None:
-    from hpcbridge.engine.jobscript import CONTAINER_RUNTIMES
+    from hpcbridge.engine.containers import CONTAINER_RUNTIMES
     from hpcbridge.registry import CONTAINER_RUNTIMES as NAMES
 
     assert tuple(CONTAINER_RUNTIMES) == NAMES

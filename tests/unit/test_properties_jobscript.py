@@ -14,13 +14,13 @@ from hypothesis import strategies as st
 
 from hpcbridge.engine.jobscript import (
     TaskSpec,
-    _here_document_end,
     build_wrapper,
     check_environment_names,
     plan_chunks,
     shared_name,
     staged_basenames,
 )
+from hpcbridge.engine.task_table import _here_document_end
 from hpcbridge.engine.tracking import read_exit_file
 
 SETTINGS = settings(max_examples=60, deadline=None)

@@ -12,7 +12,6 @@ from datetime import timedelta
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from hpcbridge.config import name_values
 from hpcbridge.errors import ConfigurationError, ResourceError
 from hpcbridge.native_options import NONE, OPTIONAL, REQUIRED, check_options, option_names
 from hpcbridge.resources import (
@@ -25,6 +24,7 @@ from hpcbridge.resources import (
 )
 from hpcbridge.schedulers.slurm import commands
 from hpcbridge.schedulers.slurm import options as slurm_options
+from hpcbridge.settings.variables import name_values
 
 SETTINGS = settings(max_examples=60, deadline=None)
 

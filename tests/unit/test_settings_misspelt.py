@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from hpcbridge import config
-from hpcbridge.config import Settings, known_variables, misspelt
+from hpcbridge.config import Settings
 from hpcbridge.errors import ResourceError
 from hpcbridge.resources import Resources
+from hpcbridge.settings import variables
+from hpcbridge.settings.variables import known_variables, misspelt
 
 SETTINGS_DOC = Path(__file__).resolve().parents[2] / "docs" / "settings.md"
 
@@ -44,7 +45,7 @@ def test_every_documented_variable_is_known() -> None:
 def test_one_warning_per_variable_and_the_setting_is_ignored(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(config, "_warned", set())
+    monkeypatch.setattr(variables, "_warned", set())
     caplog.set_level(logging.WARNING, logger="hpcbridge")
     env = {"HPCBRIDGE_SCHEDULAR": "slurm"}
     first = Settings.from_env(env)

@@ -19,13 +19,8 @@ from hpcbridge.doctor import resource_keys_check
 from hpcbridge.engine.driver import SubmitBatch
 from hpcbridge.engine.jobscript import PreparedJob
 from hpcbridge.registry import scheduler_entry
-from hpcbridge.resources import (
-    RESOURCE_KEYS,
-    BeginError,
-    format_begin,
-    parse_begin,
-    signal_forwarded,
-)
+from hpcbridge.request.begins import BeginError, format_begin, parse_begin
+from hpcbridge.resources import RESOURCE_KEYS, signal_forwarded
 from hpcbridge.schedulers.flux import jobspec, planning
 from hpcbridge.schedulers.flux import request as request_module
 from hpcbridge.schedulers.flux.commands import submit_argv

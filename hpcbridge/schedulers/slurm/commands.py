@@ -27,7 +27,8 @@ from ...errors import (
     SchedulerAdapterError,
     SubmissionUncertainError,
 )
-from ...resources import Resources, format_begin, format_slurm_time
+from ...request.begins import format_begin
+from ...resources import Resources, format_slurm_time
 from .status import KEY_PREFIX, normalize_job_id
 
 log = logging.getLogger("hpcbridge.slurm")

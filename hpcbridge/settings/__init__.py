@@ -1,0 +1,1 @@
+"""Where settings come from: the environment's variables (``variables``)."""
