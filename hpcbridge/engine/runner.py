@@ -139,27 +139,35 @@ class Runner:
     ) -> T:
         """A request that makes something (a submission): never repeated by the transport;
         a command past its timeout is ``SubmissionUncertainError`` (it may have gone in);
-        sent again every 2 s within ``budget`` (default: the timeout, else 60 s) only
-        while ``parse`` says ``Again`` (it never reached the scheduler)."""
+        sent again every 2 s within ``budget`` (default: the timeout, else 60 s, from the
+        first miss) only while ``parse`` says ``Again`` (it never reached the scheduler)."""
 
         def once() -> T:
             try:
                 answer = self.run(request, idempotent=False)
             except JobTimeoutError as exc:
-                name = _name(request)
                 raise SubmissionUncertainError(
                     f"{name} did not answer in time: {exc}",
                     argv=None if callable(request) else list(request),
                 ) from exc
-            return parse(answer)
+            try:
+                return parse(answer)
+            except Again as again:
+                log.info("%s did not reach %s (%s); sending it again", name, self.where, again)
+                raise
 
+        name = _name(request)
+        try:
+            return once()
+        except Again:
+            pass  # the budget runs from this first miss: one attempt may itself be long
         try:
             return retry(
                 once,
                 budget=budget if budget is not None else (self.timeout or 60.0),
                 retry_on=(Again,),
                 pause=2.0,
-                what=f"{_name(request)} (never reached {self.where})",
+                what=f"{name} (never reached {self.where})",
             )
         except Again as again:
             raise again.error from None

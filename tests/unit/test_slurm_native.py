@@ -346,6 +346,7 @@ def test_choose_cli_without_pyslurm(monkeypatch: pytest.MonkeyPatch) -> None:
     executor = VersionExecutor()
     _, choice = native.choose_slurm_driver("auto", executor, SlurmCliDriver(executor))
     assert choice.name == "cli" and "not importable" in choice.reason
+    assert executor.calls == []  # without pyslurm, Slurm's version is not asked
 
 
 def test_choose_cli_when_the_import_fails(monkeypatch: pytest.MonkeyPatch, loadable: None) -> None:

@@ -42,7 +42,8 @@ def build_native_driver(
             f"pyslurm talks to the local Slurm only; transport is {executor.kind}"
         )
     # The version comes from pyslurm's metadata: nothing is loaded for another Slurm.
-    pyslurm_version, slurm_version = installed_pyslurm_version(), cli.version()
+    pyslurm_version = installed_pyslurm_version()
+    slurm_version = cli.version() if pyslurm_version else None  # no command without pyslurm
     problem = records.version_problem(pyslurm_version, slurm_version)
     if problem:
         raise SchedulerUnavailableError(problem)
