@@ -80,8 +80,7 @@ def _array(script: str, count: int, workdir: Path) -> float:
 
 def _packed(script: str, count: int, workdir: Path, flux_command: str) -> float:
     from hpcbridge.model import JobState
-    from hpcbridge.pack_feeder import run_packed
-    from hpcbridge.packing import Pack
+    from hpcbridge.packing import Pack, run_packed
 
     adapter = hpcbridge_adapter(workdir)
     started = time.perf_counter()

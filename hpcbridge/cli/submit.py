@@ -164,9 +164,10 @@ def _packed(adapter: Any, jobs: List[Any], args: argparse.Namespace) -> int:
     """``submit-many --pack``: the jobs run in allocations held for them, and waited for;
     the pack's name (``--sweep``, else made) said on stderr first, for ``cancel`` and
     ``wait`` from another shell."""
-    from ..allocations import Allocations
-    from ..pack_feeder import new_pack_name, run_packed
-    from ..packing import Pack, allocation_runs, split_resources
+    from ..packing import Pack, new_pack_name, run_packed
+    from ..packing.allocations import Allocations
+    from ..packing.request import split_resources
+    from ..packing.script import allocation_runs
 
     pack = Pack.parse(args.pack)
     resources = resources_from(args)

@@ -132,7 +132,7 @@ def cancel(record: Any, settings: Settings) -> str:
     """Send nothing more of the sweep and cancel its live jobs (a pack: stop it and
     release its allocations); one line saying so."""
     from ..engine.sweeping import Sweep
-    from ..pack_feeder import cancel_packed
+    from ..packing import cancel_packed
     from ..store.packs import PackRecord
 
     with reached(record, settings) as adapter:
@@ -174,9 +174,9 @@ def task_json(status: JobStatus) -> Dict[str, Any]:
 def settle_orphans(settings: Settings, records: Sequence[Any]) -> bool:
     """The Flux jobs among ``records`` that a named pack sent into an allocation that was
     released or has ended since (its record says so, else its scheduler, asked once),
-    recorded as their instance left them (``pack_feeder.settle_gone``) - a gone
+    recorded as their instance left them (``packing.settling.settle_gone``) - a gone
     instance is never asked; whether any was."""
-    from ..pack_feeder import settle_gone
+    from ..packing.settling import settle_gone
     from ..store.packs import PackBook
 
     flux = [r.job_id for r in records if r.scheduler == "flux" and not r.status().is_terminal]
@@ -213,7 +213,7 @@ def settle_orphans(settings: Settings, records: Sequence[Any]) -> bool:
 
 def wait_pack(record: PackRecord, args: argparse.Namespace) -> int:
     """Go on with the pack (its first client may have died) and report each task's end."""
-    from ..pack_feeder import resume_packed
+    from ..packing import resume_packed
 
     with reached(record, settings_from(args)) as outer:
         finals = resume_packed(

@@ -5,10 +5,9 @@ feeder per sweep (a lease); a ``LimitRefusedError`` holds the rest back until an
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import replace
 from datetime import datetime
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, TypeVar
 
 from ..errors import (
     JobSubmissionError,
@@ -19,11 +18,13 @@ from ..errors import (
 )
 from ..model import JobState, JobStatus
 from ..resources import Resources
+from ..retrying import Deadline
+from ..store.leases import Book
 from ..store.sweeps import FED, GIVEN_UP, SENDING, SENT, WAITING, SweepBook, SweepRecord, SweepTask
 from .driver import PartialSubmissionError, Submitted
 from .jobscript import TaskSpec, staged_basenames
 from .service import SubmissionService
-from .submitting import Order
+from .submitting import Order, Submission
 from .wait_plan import WaitPlan
 
 log = logging.getLogger("hpcbridge")
@@ -127,7 +128,8 @@ class Feeder:
     def _wait_for_an_end(self) -> None:
         if not self.unfinished:  # held by the cluster's cap with none of ours queued
             interval = self.adapter.settings.poll_interval or self.adapter.default_poll_interval
-            time.sleep(max(interval, self.adapter.poll_floor))
+            pause = max(interval, self.adapter.poll_floor)
+            Deadline(pause).sleep(pause)
             self.held = False
             return
         try:
@@ -291,26 +293,75 @@ class Feeder:
         for task in self.tasks:
             if task.state == SENDING and task.token:
                 runs.setdefault(task.token, []).append(task)
-        for token, group in runs.items():
-            found = adopt(self.adapter, self._order(group, token))
-            if found:
-                self._sent(group[: len(found)], [item.job_id for item in found])
-                log.warning(
-                    "sweep %s: adopted %d job(s) sent by a feeder that died",
-                    self.sweep.name,
-                    len(found),
-                )
-            else:
-                log.info(
-                    "sweep %s: %d task(s) never went in; sending them", self.sweep.name, len(group)
-                )
-                self._waiting_again(group)
+        went, rest = adopt_sending(
+            self.adapter,
+            runs,
+            lambda group, token: self._order(group, token),
+            f"sweep {self.sweep.name}",
+            f"the {self.adapter.scheduler_name} queue",
+        )
+        if went:
+            self._sent([task for task, _ in went], [job_id for _, job_id in went])
+        if rest:
+            self._waiting_again(rest)
 
 
-def adopt(adapter: SubmissionService, order: Order) -> List[Submitted]:
+T = TypeVar("T")
+
+
+class Sends(Protocol):
+    """What finding a dead feeder's sending needs of a scheduler: its submission (a
+    ``SubmissionService``'s)."""
+
+    def submission(self) -> Submission: ...
+
+
+def adopt_sending(
+    service: Sends,
+    runs: Mapping[str, Sequence[T]],
+    order_of: Callable[[Sequence[T], str], Order],
+    what: str,
+    where: str,
+) -> Tuple[List[Tuple[T, str]], List[T]]:
+    """Tasks a feeder that stopped left ``sending``, by the token of the order each run
+    went in (``order_of(run, token)``: that order as first sent): those that went in, each
+    with its job id - found by the order's key and recorded here (``adopt``) - and those
+    that never did, to send again; none is sent twice.  Sweeps and packs alike."""
+    went: List[Tuple[T, str]] = []
+    rest: List[T] = []
+    for token, run in runs.items():
+        found = adopt(service, order_of(run, token))
+        went.extend(zip(run, [item.job_id for item in found]))
+        rest.extend(run[len(found) :])
+    if runs:
+        log.warning(
+            "%s: %d task(s) a dead feeder was sending found in %s, %d sent again",
+            what,
+            len(went),
+            where,
+            len(rest),
+        )
+    return went, rest
+
+
+def adopt(service: Sends, order: Order) -> List[Submitted]:
     """The jobs of ``order`` (as a dead feeder first sent it) found by their key and
     recorded here; none when it never went in."""
-    found = adapter.submission().find_sent(order) or []
+    found = service.submission().find_sent(order) or []
     if found:
-        adapter.submission().record_found(order, found)
+        service.submission().record_found(order, found)
     return found
+
+
+def take_or_follow(book: Book, name: str, follow: Callable[[str], bool], what: str) -> bool:
+    """Become the feeder of ``name`` (a sweep's or a pack's lease): ``True`` once this
+    process holds it; while another live process does, ``follow(holder)`` a while, again
+    and again - ``False`` as soon as that says nothing is left to feed."""
+    holder = book.take(name)
+    if holder is not None:
+        log.info("%s is being fed by %s: following it", what, holder)
+    while holder is not None:
+        if follow(holder):
+            return False
+        holder = book.take(name)
+    return True

@@ -34,7 +34,7 @@ from ..store.sweeps import (
     now_text,
 )
 from .driver import PartialSubmissionError, Submitted
-from .feeding import LOOK_AGAIN, Feeder, ProgressCallback, SweepCancelled
+from .feeding import LOOK_AGAIN, Feeder, ProgressCallback, SweepCancelled, take_or_follow
 from .jobscript import new_token
 from .service import SubmissionService
 from .submitting import DependsOn, JobInput, Order, coerce_task, reach_text
@@ -206,22 +206,20 @@ class Sweep:
         if self._record is None:
             raise JobSubmissionError(f"sweep {self.name} is not submitted yet: submit() it")
         record = self.book.get(self.name) or self._record
-        while record.state == FEEDING:
-            holder = self.book.take(self.name)
-            if holder is None:
-                try:
-                    Feeder(self.adapter, self.book, record).run(on_progress)
-                except SweepCancelled:
-                    pass  # the outcome says so
-                finally:
-                    self.book.release(self.name)
-                break
-            log.info("sweep %s is being fed by %s: following its jobs", self.name, holder)
-            self._follow_a_while()
+        if record.state == FEEDING and take_or_follow(
+            self.book, self.name, self._follow_a_while, f"sweep {self.name}"
+        ):
             record = self.book.get(self.name) or record
+            try:
+                Feeder(self.adapter, self.book, record).run(on_progress)
+            except SweepCancelled:
+                pass  # the outcome says so
+            finally:
+                self.book.release(self.name)
         return self._outcome()
 
-    def _follow_a_while(self) -> None:
+    def _follow_a_while(self, feeder: str) -> bool:
+        """Follow the sweep's jobs a while (``feeder`` feeds it); whether it is fed now."""
         ids = self.job_ids()
         try:
             if ids:
@@ -230,6 +228,8 @@ class Sweep:
                 Deadline(LOOK_AGAIN).sleep(LOOK_AGAIN)
         except JobTimeoutError:
             pass
+        record = self.book.get(self.name)
+        return record is None or record.state != FEEDING
 
     def _outcome(self) -> List[str]:
         """The ids of the jobs sent, or the error of a cancelled or partly refused sweep."""

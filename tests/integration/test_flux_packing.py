@@ -20,8 +20,8 @@ from typing import Any, Dict, Iterator, List, Tuple
 import pytest
 
 from hpcbridge.model import JobState
-from hpcbridge.pack_feeder import run_packed
-from hpcbridge.packing import ALLOCATION_NAME, Pack
+from hpcbridge.packing import Pack, run_packed
+from hpcbridge.packing.request import ALLOCATION_NAME
 from hpcbridge.schedulers.flux.instance_answers import parse_cores
 from hpcbridge.store.jobs import JobStore
 from tests.conftest import REPO

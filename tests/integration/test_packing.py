@@ -22,11 +22,11 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 
-from hpcbridge.allocations import AllocationError
 from hpcbridge.errors import ResourceError
 from hpcbridge.model import JobState
-from hpcbridge.pack_feeder import run_packed
-from hpcbridge.packing import ALLOCATION_NAME, Pack
+from hpcbridge.packing import Pack, run_packed
+from hpcbridge.packing.allocations import AllocationError
+from hpcbridge.packing.request import ALLOCATION_NAME
 from hpcbridge.store.jobs import JobStore
 from hpcbridge.store.packs import PackBook
 from tests.support.flux_cases import require_flux, write_script
@@ -251,13 +251,13 @@ def test_over_ssh_the_login_side_holds_the_allocations(
 #: to an instance went in, before their ids were recorded: the worst moment to die
 DIES_WHILE_SENDING = """
 import os, runpy, sys
-from hpcbridge import pack_feeder
-note = pack_feeder.PackRun._note
+from hpcbridge.packing import feeder
+note = feeder.PackRun._note
 def dying(self, what, *args):
     if what == "sent":
         os._exit(9)
     note(self, what, *args)
-pack_feeder.PackRun._note = dying
+feeder.PackRun._note = dying
 sys.argv[0] = "hpcbridge"
 runpy.run_module("hpcbridge", run_name="__main__")
 """

@@ -22,8 +22,8 @@ from typing import Dict, Iterator, List, Tuple
 import pytest
 
 from hpcbridge.model import JobState
-from hpcbridge.pack_feeder import run_packed
-from hpcbridge.packing import ALLOCATION_NAME, Pack
+from hpcbridge.packing import Pack, run_packed
+from hpcbridge.packing.request import ALLOCATION_NAME
 from hpcbridge.schedulers.flux.instance_answers import parse_cores
 from tests.support import pack_stops
 from tests.support.flux_cases import require_flux, write_script

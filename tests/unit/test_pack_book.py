@@ -11,7 +11,7 @@ import pytest
 
 from hpcbridge import MockAdapter, Settings
 from hpcbridge.model import INSTANCE_GONE, JobState, JobStatus
-from hpcbridge.pack_feeder import is_lost, settle_gone
+from hpcbridge.packing.settling import is_lost, settle_gone
 from hpcbridge.store.jobs import JobRecord, JobStore
 from hpcbridge.store.packs import ENDED, SENDING, SENT, WAITING, PackBook, PackRecord, PackTask
 

@@ -12,17 +12,15 @@ from typing import Any, Dict
 import pytest
 
 from hpcbridge.errors import ResourceError
-from hpcbridge.packing import (
+from hpcbridge.packing.request import (
     ALLOCATION_NAME,
-    BROKER,
     Pack,
-    allocation_runs,
-    allocation_script,
     due_for_renewal,
     room,
     split_resources,
     takes_more,
 )
+from hpcbridge.packing.script import BROKER, allocation_runs, allocation_script
 from hpcbridge.schedulers.flux.instance_answers import parse_cores
 
 

@@ -1,5 +1,5 @@
-"""Property tests of the ``--pack`` request (packing.py ``Pack.parse``): a written request
-round trips, and any text is a Pack or a ResourceError naming ``--pack``."""
+"""Property tests of the ``--pack`` request (``packing.request.Pack.parse``): a written
+request round trips, and any text is a Pack or a ResourceError naming ``--pack``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from hpcbridge.errors import ResourceError
-from hpcbridge.packing import Pack
+from hpcbridge.packing.request import Pack
 from hpcbridge.resources import format_slurm_time
 
 SETTINGS = settings(max_examples=60, deadline=None)

@@ -1,6 +1,6 @@
 """A pack's allocations: Slurm jobs each running a Flux instance (reached as
 ``slurm:<id>``), or a Flux system's batch jobs - asked for, reached and released through
-the outer adapter."""
+the outer adapter; each instance is a Flux adapter made through the registry."""
 
 from __future__ import annotations
 
@@ -9,20 +9,79 @@ import logging
 import os
 import tempfile
 from datetime import datetime, timezone
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Protocol,
+    Sequence,
+    Union,
+)
 
-from .engine.adapter import SchedulerAdapter
-from .engine.observation import Observation
-from .errors import ConfigurationError, SchedulerAdapterError
-from .model import RELEASED, JobState, JobStatus
-from .packing import Pack, allocation_script
-from .schedulers.flux.adapter import FluxAdapter
+from ..engine.adapter import SchedulerAdapter
+from ..engine.driver import Session
+from ..engine.observation import Observation
+from ..errors import ConfigurationError, SchedulerAdapterError
+from ..model import RELEASED, JobState, JobStatus
+from ..registry import scheduler_entry
+from .request import Pack
+from .script import allocation_script
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from ..engine.jobscript import TaskSpec
+    from ..engine.submitting import DependsOn, Order, Submission
+    from ..resources import Resources
 
 log = logging.getLogger("hpcbridge")
 
 
 class AllocationError(SchedulerAdapterError):
     """An allocation of a pack ended before its instance could take tasks."""
+
+
+class _Commands(Protocol):
+    def cores(self) -> Optional[int]:
+        """How many cores the instance schedules on (its R), once its broker wrote it."""
+        ...
+
+
+class _InstanceSession(Session, Protocol):
+    @property
+    def commands(self) -> _Commands: ...
+
+
+class Instance(Protocol):
+    """What the feeding uses of an allocation's Flux instance (a Flux adapter: a
+    ``SubmissionService``)."""
+
+    settings: Settings
+
+    def order(
+        self,
+        tasks: Callable[[], List[TaskSpec]],
+        resources: Union[None, Mapping[str, Any], Resources],
+        depends_on: DependsOn,
+        remote_dir: Optional[str],
+        options: Mapping[str, Any],
+    ) -> Order: ...
+
+    def submission(self) -> Submission: ...
+
+    def open(self) -> _InstanceSession: ...
+
+    def get_job_statuses(self, job_ids: Iterable[Any]) -> Dict[str, JobStatus]: ...
+
+    def time_left(self) -> Optional[float]:
+        """Seconds until the instance expires, where Flux says so."""
+        ...
+
+    def close(self) -> None: ...
 
 
 class Allocations:
@@ -78,17 +137,17 @@ class Allocations:
         log.info("pack: allocation %s asked for", job_id)
         return job_id
 
-    def instance(self, job_id: str, **kwargs: Any) -> FluxAdapter:
+    def instance(self, job_id: str, **kwargs: Any) -> Instance:
         """The Flux instance of allocation ``job_id``, reached, for plain jobs."""
         settings = dataclasses.replace(self.outer.settings, flux_nested=False)
         if self.outer.scheduler_name == "flux":
             # a batch job's instance, found through its parent (the outer instance)
-            assert isinstance(self.outer, FluxAdapter)
-            kwargs.setdefault("parent_uri", self.outer.open().uri)
+            kwargs.setdefault("parent_uri", self.outer.instance_label)
             target = job_id
         else:
             target = f"slurm:{job_id}"
-        adapter = FluxAdapter(
+        flux_adapter = scheduler_entry("flux").adapter_class()
+        adapter: Instance = flux_adapter(
             self.outer.executor,
             uri=target,
             flux_command=self.flux_command,
