@@ -7,7 +7,6 @@ __version__ = "0.1.0"
 
 from typing import Any
 
-from .config import Settings
 from .errors import (
     ConfigurationError,
     HostKeyError,
@@ -25,6 +24,7 @@ from .errors import (
 )
 from .model import TERMINAL_STATES, JobState, JobStatus
 from .resources import RESOURCE_KEYS, Resources
+from .settings.config import Settings
 from .transports.base import CommandResult, Executor
 from .transports.local import LocalExecutor
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
-from .config import Settings
-from .registry import scheduler_entry
+from .settings.config import Settings
+from .settings.schedulers import scheduler_entry
 from .store.jobs import JobStore
 from .transports.base import Executor
 from .transports.local import LocalExecutor

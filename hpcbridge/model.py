@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 
 class JobState(str, enum.Enum):
@@ -132,3 +132,20 @@ def advance(previous: Optional[JobStatus], observed: JobStatus) -> JobStatus:
     if observed.start_time is not None or previous.start_time is None:
         return observed
     return observed.with_(start_time=previous.start_time)
+
+
+@dataclass(frozen=True)
+class Charge:
+    """What a scheduler charged one job: CPU-seconds (Slurm's ``CPUTimeRAW``; Flux: the
+    cores of its R x its run time), GPU-seconds (``None``: not told - Flux's listing has
+    no GPU count - so the GPUs asked for x elapsed), and Slurm's billing units x seconds
+    (``None`` where the scheduler has no billing)."""
+
+    cpu_seconds: float
+    gpu_seconds: Optional[float] = 0.0
+    billing_seconds: Optional[float] = None
+    #: the scheduler's accounting says the job ended: the figures will not change (kept)
+    final: bool = True
+
+    def as_row(self) -> Tuple[float, Optional[float], Optional[float]]:
+        return (self.cpu_seconds, self.gpu_seconds, self.billing_seconds)

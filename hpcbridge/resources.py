@@ -15,10 +15,10 @@ from datetime import timedelta
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
 
 from .errors import ResourceError
-from .native_options import joined_native, native_form
 from .request import FSD_UNITS
 from .request.begins import format_begin, validate_begin
 from .request.values import validate_count, validate_flag, validate_gres, validate_mem
+from .schedulers.native_options import joined_native, native_form
 
 DurationLike = Union[str, timedelta]
 

@@ -7,8 +7,7 @@ import argparse
 import sys
 from typing import Any, Dict, List, Sequence, Tuple
 
-from ..config import Settings
-from ..cost import (
+from ..engine.cost import (
     CostReport,
     JobCost,
     by_account,
@@ -21,6 +20,7 @@ from ..cost import (
 )
 from ..errors import JobNotFoundError
 from ..routing.refreshing import Listed, cached, charged, refreshed
+from ..settings.config import Settings
 from ..store.jobs import JobRecord, JobStore
 from ..store.packs import PackBook
 from .exits import EXIT_OK

@@ -7,9 +7,9 @@ from typing import Callable
 
 from .. import __version__
 from ..model import JobState
-from ..native_options import NATIVE_SCHEDULERS
-from ..registry import SCHEDULERS
 from ..resources import RESOURCE_KEYS
+from ..schedulers.native_options import NATIVE_SCHEDULERS
+from ..settings.schedulers import SCHEDULERS
 from .exits import EXIT_CODES_HELP
 
 # The short flags sbatch and flux share (same meaning in both; -q is --qos to

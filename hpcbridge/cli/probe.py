@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..doctor import TRANSPORT, run_checks, unusable
 from ..factory import build_executor
+from ..settings.doctor import TRANSPORT, run_checks, unusable
 from .exits import EXIT_OK, EXIT_TRANSPORT, EXIT_UNAVAILABLE
 from .output import print_json
 from .settings import settings_from

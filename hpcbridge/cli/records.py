@@ -11,10 +11,10 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..config import Settings
 from ..errors import JobNotFoundError
 from ..model import RELEASED
 from ..routing.refreshing import NOT_ASKED, Listed, cached, listed_jobs, refreshed
+from ..settings.config import Settings
 from ..store.leases import feeder_alive
 from ..store.packs import ENDED, OUTSIDE_PACKS, SENT, PackBook, PackRecord, PackTask
 from . import sweeps

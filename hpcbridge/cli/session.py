@@ -7,8 +7,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from ..config import Settings
 from ..errors import TransportError
+from ..settings.config import Settings
 from .exits import EXIT_OK
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ import argparse
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from .. import factory
-from ..config import Settings
+from ..settings.config import Settings
 from ..store.jobs import JobStore
 
 if TYPE_CHECKING:  # the adapters load when a command needs them: --help stays quick

@@ -10,8 +10,8 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from ..errors import ConfigurationError, ResourceError, SweepCancelledError
 from ..model import JobState, JobStatus
-from ..native_options import NATIVE_SCHEDULERS
 from ..resources import RESOURCE_KEYS
+from ..schedulers.native_options import NATIVE_SCHEDULERS
 from ..settings.variables import name_values
 from . import sweeps
 from .exits import EXIT_JOB_NOT_COMPLETED, EXIT_OK

@@ -11,10 +11,10 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from ..config import Settings
 from ..errors import SweepCancelledError
 from ..model import JobState, JobStatus
 from ..routing.places import adapter_at, place_of
+from ..settings.config import Settings
 from .exits import EXIT_JOB_NOT_COMPLETED, EXIT_OK
 from .output import TerminalLine, print_json
 from .settings import settings_from, store_for

@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 from typing import Sequence
 
-from ..config import Settings
 from ..routing.ids import Narrowing, Router, Targets
+from ..settings.config import Settings
 from . import sweeps
 from .output import notice
 from .settings import settings_from, store_for

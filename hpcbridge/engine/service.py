@@ -30,17 +30,17 @@ from typing import (
     Union,
 )
 
-from ..config import Settings
 from ..errors import ConfigurationError, SchedulerUnavailableError
 from ..model import JobStatus
 from ..resources import RESOURCE_KEYS, Resources
+from ..settings.config import Settings
 from ..store.jobs import JobStore
 from ..transports.base import Executor
 from ..transports.local import LocalExecutor
 from .wait_plan import WaitPlan
 
 if TYPE_CHECKING:
-    from ..cost import Charge
+    from ..model import Charge
     from .driver import SchedulerDriver, Session
     from .following import Following
     from .jobscript import TaskSpec

@@ -11,7 +11,7 @@ import mlflow
 from mlflow.entities import RunTag
 from mlflow.tracking import MlflowClient
 
-from ..cost import job_cost
+from ..engine.cost import job_cost
 from ..store.jobs import JobStore
 from .pipeline import SettingsLike, resolve_settings
 

@@ -12,11 +12,11 @@ import shlex
 import tempfile
 from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
-from ..config import Settings
 from ..engine.adapter import SchedulerAdapter
 from ..errors import SchedulerAdapterError, TransportError
 from ..factory import adapter_from_settings
 from ..model import JobState, JobStatus
+from ..settings.config import Settings
 
 log = logging.getLogger("hpcbridge")
 

@@ -28,15 +28,15 @@ from ..engine.driver import Session
 from ..engine.observation import Observation
 from ..errors import ConfigurationError, SchedulerAdapterError
 from ..model import RELEASED, JobState, JobStatus
-from ..registry import scheduler_entry
+from ..settings.schedulers import scheduler_entry
 from .request import Pack
 from .script import allocation_script
 
 if TYPE_CHECKING:
-    from ..config import Settings
     from ..engine.jobscript import TaskSpec
     from ..engine.submitting import DependsOn, Order, Submission
     from ..resources import Resources
+    from ..settings.config import Settings
 
 log = logging.getLogger("hpcbridge")
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from .. import factory
-from ..config import Settings
 from ..errors import ConfigurationError, SchedulerAdapterError
-from ..registry import SCHEDULER_ENTRIES
+from ..settings.config import Settings
+from ..settings.schedulers import SCHEDULER_ENTRIES
 from ..store.jobs import JobRecord, JobStore
 from .places import Place, adapter_at, place_of, settings_place
 

@@ -7,8 +7,8 @@ import json
 from typing import TYPE_CHECKING, Any, Dict, NamedTuple, Optional
 
 from .. import factory
-from ..config import Settings
 from ..errors import ConfigurationError
+from ..settings.config import Settings
 
 if TYPE_CHECKING:  # the adapters load when a command needs them: --help stays quick
     from ..engine.adapter import SchedulerAdapter

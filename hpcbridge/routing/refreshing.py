@@ -9,10 +9,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ..config import Settings
-from ..cost import Charge, charge_of, key_of, with_charge
+from ..engine.cost import charge_of, key_of, with_charge
 from ..errors import SchedulerAdapterError, one_line
-from ..model import JobState, JobStatus
+from ..model import Charge, JobState, JobStatus
+from ..settings.config import Settings
 from ..store.jobs import JobRecord, JobStore
 from .places import Place, adapter_at, place_of
 

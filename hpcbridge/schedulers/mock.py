@@ -27,8 +27,8 @@ from ..engine.jobscript import TASK_INDEX_VARIABLE
 from ..engine.tracking import exit_code_from_file
 from ..errors import ConfigurationError, JobSubmissionError, LimitRefusedError
 from ..model import JobState, JobStatus
-from ..processes import pid_alive
 from ..store.location import machine_folder
+from ..store.processes import pid_alive
 from .mock_runner import now_iso, read_json, write_json
 
 #: how many jobs one mock submission may hold: there is no array limit

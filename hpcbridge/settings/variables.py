@@ -10,8 +10,8 @@ import shlex
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ..errors import ConfigurationError
-from ..native_options import NATIVE_SCHEDULERS
 from ..resources import RESOURCE_KEYS
+from ..schedulers.native_options import NATIVE_SCHEDULERS
 
 PREFIXES = ("HPCBRIDGE_", "EXAMLOPS_HPC_", "EXAMLOPS_SLURM_")
 

@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass, fields
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ..processes import alive_here
 from .jobs import JobStore, add_missing_columns
+from .processes import alive_here
 
 #: seconds without a heartbeat after which a feeder on another host counts as gone
 SILENT_AFTER = 120.0

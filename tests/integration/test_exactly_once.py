@@ -21,9 +21,9 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
-from hpcbridge.config import Settings
 from hpcbridge.model import JobState
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
+from hpcbridge.settings.config import Settings
 from hpcbridge.store.jobs import JobStore
 from hpcbridge.transports.local import LocalExecutor
 from tests.support.slurm_clusters import SLURM_DIR, own_cluster, run_slurm

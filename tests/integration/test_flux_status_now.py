@@ -22,12 +22,12 @@ from typing import Any, Iterator, List
 
 import pytest
 
-from hpcbridge.config import Settings
 from hpcbridge.engine import polling
 from hpcbridge.engine.observation import Source
 from hpcbridge.model import JobState
 from hpcbridge.retrying import Deadline
 from hpcbridge.schedulers.flux.adapter import FluxAdapter
+from hpcbridge.settings.config import Settings
 from tests.support.cli import hpcbridge_in
 from tests.support.flux_cases import driver_or_skip, start_instance, write_script
 

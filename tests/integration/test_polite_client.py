@@ -34,9 +34,9 @@ from typing import Any, Dict, Iterator, List, Union
 
 import pytest
 
-from hpcbridge.config import Settings
 from hpcbridge.model import JobState, JobStatus
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
+from hpcbridge.settings.config import Settings
 from hpcbridge.store.jobs import JobStore
 from hpcbridge.transports.local import LocalExecutor
 from tests.support.components import absent_reason
@@ -136,7 +136,7 @@ def test_over_ssh_ends_are_known_within_two_seconds(
 WAITER = textwrap.dedent(
     """
     import json, sys
-    from hpcbridge.config import Settings
+    from hpcbridge.settings.config import Settings
     from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
     state, conf, script, count, interval, ssh = sys.argv[1:7]
     settings = Settings.from_env(env={}, state_dir=state, scheduler="slurm")
@@ -297,7 +297,7 @@ def test_one_eager_process_does_not_poll_for_everyone(
 STATUS_NOW = textwrap.dedent(
     """
     import json, sys, time
-    from hpcbridge.config import Settings
+    from hpcbridge.settings.config import Settings
     from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
     state, conf, script, sleeper, driver, floor = sys.argv[1:7]
 

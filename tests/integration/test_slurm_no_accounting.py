@@ -15,9 +15,9 @@ from typing import Dict, Iterator
 
 import pytest
 
-from hpcbridge.config import Settings
 from hpcbridge.model import JobState
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
+from hpcbridge.settings.config import Settings
 from hpcbridge.store.jobs import JobStore
 from hpcbridge.transports.local import LocalExecutor
 from tests.support.slurm_clusters import own_cluster

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slurm
 CHILD = textwrap.dedent(
     """
     import sys
-    from hpcbridge.config import Settings
+    from hpcbridge.settings.config import Settings
     from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
     root, script, name = sys.argv[1:4]
     try:
@@ -129,9 +129,9 @@ def test_auto_sends_the_job_to_the_settings_cluster(
 def test_in_process_unknown_id_and_doctor(
     clusters: Dict[str, Dict[str, str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hpcbridge.config import Settings
     from hpcbridge.schedulers.slurm import doctor
     from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
+    from hpcbridge.settings.config import Settings
 
     for name in ("SLURM_CONF", "PATH"):
         monkeypatch.setenv(name, clusters["new"][name])

@@ -23,8 +23,8 @@ from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
 
-from hpcbridge.config import Settings
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
+from hpcbridge.settings.config import Settings
 from hpcbridge.store.jobs import JobStore
 from hpcbridge.transports.local import LocalExecutor
 from tests.support.components import absent_reason

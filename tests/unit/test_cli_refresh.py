@@ -5,9 +5,9 @@ import os
 import pytest
 
 from hpcbridge import JobState, JobStatus, factory
-from hpcbridge.config import Settings
 from hpcbridge.errors import SchedulerUnavailableError, TransportError
 from hpcbridge.routing.refreshing import NOT_ASKED, cached, refreshed
+from hpcbridge.settings.config import Settings
 from hpcbridge.store.jobs import JobRecord
 
 HOST = os.uname().nodename

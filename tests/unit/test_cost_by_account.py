@@ -8,7 +8,7 @@ from typing import Optional
 
 from hpcbridge.cli.costs import _cost_table
 from hpcbridge.cli.records import Notes
-from hpcbridge.cost import by_account, costs, report
+from hpcbridge.engine.cost import by_account, costs, report
 from hpcbridge.routing.refreshing import Listed
 from hpcbridge.store.jobs import JobRecord
 

@@ -12,11 +12,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hpcbridge.cost import (
+from hpcbridge.engine.cost import (
     CHARGED,
     MOCK,
     REQUESTED,
-    Charge,
     job_cost,
     no_price_note,
     parse_day_or_time,
@@ -24,6 +23,7 @@ from hpcbridge.cost import (
     total,
     within,
 )
+from hpcbridge.model import Charge
 from hpcbridge.schedulers.flux.commands import charges_argv
 from hpcbridge.schedulers.flux.instance_answers import parse_charges
 from hpcbridge.schedulers.slurm.cluster import (

@@ -4,15 +4,18 @@ import re
 from dataclasses import fields
 
 from hpcbridge import Settings
-from hpcbridge.native_options import NATIVE_SCHEDULERS
 from hpcbridge.resources import RESOURCE_KEYS
+from hpcbridge.schedulers.native_options import NATIVE_SCHEDULERS
 from tests.conftest import REPO
 
 REFERENCE = (REPO / "docs" / "settings.md").read_text()
 
 
 def _variables_read_by_config():
-    sources = [REPO / "hpcbridge" / "config.py", REPO / "hpcbridge" / "settings" / "variables.py"]
+    sources = [
+        REPO / "hpcbridge" / "settings" / "config.py",
+        REPO / "hpcbridge" / "settings" / "variables.py",
+    ]
     source = "\n".join(path.read_text() for path in sources)
     names = set(re.findall(r'"([A-Z][A-Z_]+)"', source))
     prefixes = {"HPCBRIDGE_", "EXAMLOPS_HPC_", "EXAMLOPS_SLURM_"}

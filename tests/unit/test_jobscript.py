@@ -425,7 +425,7 @@ def test_a_signal_to_the_wrapper_is_survived_and_the_scripts_exit_recorded(tmp_p
 
 def test_every_runtime_the_settings_take_has_its_words() -> None:
     from hpcbridge.engine.containers import CONTAINER_RUNTIMES
-    from hpcbridge.registry import CONTAINER_RUNTIMES as NAMES
+    from hpcbridge.settings.schedulers import CONTAINER_RUNTIMES as NAMES
 
     assert tuple(CONTAINER_RUNTIMES) == NAMES
 
@@ -457,8 +457,8 @@ def test_a_script_runs_inside_the_runtimes_command_with_its_folder_bound(tmp_pat
 def test_doctor_says_which_runtime_runs_a_container_and_whether_it_is_here(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hpcbridge.config import Settings
-    from hpcbridge.doctor import container_check
+    from hpcbridge.settings.config import Settings
+    from hpcbridge.settings.doctor import container_check
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no runtime here
     settings = Settings.from_env(env={"HPCBRIDGE_CONTAINER": "/img"}, state_dir=str(tmp_path))

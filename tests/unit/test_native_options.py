@@ -14,15 +14,15 @@ import pytest
 from hpcbridge import ResourceError, Resources
 from hpcbridge.cli.parser import build_parser
 from hpcbridge.cli.submit import resources_from
-from hpcbridge.config import Settings
 from hpcbridge.errors import ConfigurationError
-from hpcbridge.native_options import NONE, OPTIONAL, REQUIRED, option_names
 from hpcbridge.schedulers.flux import commands as flux_commands
 from hpcbridge.schedulers.flux import options as flux_options
 from hpcbridge.schedulers.flux.commands import submit_argv
 from hpcbridge.schedulers.flux.instance import POLICY_0_26
 from hpcbridge.schedulers.flux.request import SubmitRequest
+from hpcbridge.schedulers.native_options import NONE, OPTIONAL, REQUIRED, option_names
 from hpcbridge.schedulers.slurm import commands, options
+from hpcbridge.settings.config import Settings
 
 HELP = Path(__file__).resolve().parents[1] / "data" / "slurm" / "help"
 

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from hpcbridge.config import Settings
 from hpcbridge.errors import ConfigurationError
+from hpcbridge.settings.config import Settings
 from hpcbridge.transports.ssh import openssh_argv as argv_of
 
 SETTINGS = settings(max_examples=60, deadline=None)

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from hpcbridge.config import Settings
 from hpcbridge.errors import ConfigurationError
 from hpcbridge.factory import build_executor
+from hpcbridge.settings.config import Settings
 
 pytestmark = pytest.mark.skipif(
     shutil.which("ssh") is None, reason="the OpenSSH client (ssh) is not installed"

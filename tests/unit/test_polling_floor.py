@@ -13,7 +13,6 @@ from typing import Dict, Iterator, List, Tuple
 
 import pytest
 
-from hpcbridge.config import Settings
 from hpcbridge.engine import polling
 from hpcbridge.engine.observation import Observation, Source
 from hpcbridge.engine.polling import PollBoard, Poller
@@ -21,7 +20,8 @@ from hpcbridge.errors import ConfigurationError
 from hpcbridge.model import JobState, JobStatus
 from hpcbridge.retrying import Deadline
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
-from hpcbridge.site_config import parse_site_settings
+from hpcbridge.settings.config import Settings
+from hpcbridge.settings.site import parse_site_settings
 from hpcbridge.store.jobs import JobStore
 from tests.unit.test_slurm_adapter import FakeSlurm
 

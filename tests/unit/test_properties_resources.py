@@ -13,7 +13,6 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from hpcbridge.errors import ConfigurationError, ResourceError
-from hpcbridge.native_options import NONE, OPTIONAL, REQUIRED, check_options, option_names
 from hpcbridge.resources import (
     RESOURCE_KEYS,
     DurationError,
@@ -21,6 +20,13 @@ from hpcbridge.resources import (
     format_fsd,
     format_slurm_time,
     parse_duration,
+)
+from hpcbridge.schedulers.native_options import (
+    NONE,
+    OPTIONAL,
+    REQUIRED,
+    check_options,
+    option_names,
 )
 from hpcbridge.schedulers.slurm import commands
 from hpcbridge.schedulers.slurm import options as slurm_options

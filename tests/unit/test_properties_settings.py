@@ -14,9 +14,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from hpcbridge.cli.submit import _jobs_from
-from hpcbridge.config import Settings
 from hpcbridge.errors import ConfigurationError, ResourceError
-from hpcbridge.site_config import SITE_KEYS, parse_site_settings
+from hpcbridge.settings.config import Settings
+from hpcbridge.settings.site import SITE_KEYS, parse_site_settings
 
 SETTINGS = settings(max_examples=60, deadline=None)
 

@@ -9,10 +9,10 @@ from typing import Any, List
 import pytest
 
 from hpcbridge import factory
-from hpcbridge.config import Settings
 from hpcbridge.errors import ConfigurationError
 from hpcbridge.model import JobState, JobStatus
 from hpcbridge.routing.ids import Narrowing, Router
+from hpcbridge.settings.config import Settings
 from hpcbridge.store.jobs import JobRecord, JobStore
 
 HOST = os.uname().nodename

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from hpcbridge.config import Settings
 from hpcbridge.errors import ResourceError
 from hpcbridge.resources import Resources
 from hpcbridge.settings import variables
+from hpcbridge.settings.config import Settings
 from hpcbridge.settings.variables import known_variables, misspelt
 
 SETTINGS_DOC = Path(__file__).resolve().parents[2] / "docs" / "settings.md"

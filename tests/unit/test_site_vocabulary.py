@@ -14,11 +14,8 @@ from hypothesis import strategies as st
 
 from hpcbridge import ResourceError, Resources
 from hpcbridge.cli.parser import build_parser
-from hpcbridge.config import Settings
-from hpcbridge.doctor import resource_keys_check
 from hpcbridge.engine.driver import SubmitBatch
 from hpcbridge.engine.jobscript import PreparedJob
-from hpcbridge.registry import scheduler_entry
 from hpcbridge.request.begins import BeginError, format_begin, parse_begin
 from hpcbridge.resources import RESOURCE_KEYS, signal_forwarded
 from hpcbridge.schedulers.flux import jobspec, planning
@@ -27,6 +24,9 @@ from hpcbridge.schedulers.flux.commands import submit_argv
 from hpcbridge.schedulers.flux.instance import POLICY_0_26, POLICY_0_49, POLICY_0_88
 from hpcbridge.schedulers.slurm import commands
 from hpcbridge.schedulers.slurm.pyslurm_records import gres_counts, submit_description_kwargs
+from hpcbridge.settings.config import Settings
+from hpcbridge.settings.doctor import resource_keys_check
+from hpcbridge.settings.schedulers import scheduler_entry
 
 SITE_KEYS = (
     "gpus_per_node",

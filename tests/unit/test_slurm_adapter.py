@@ -8,7 +8,6 @@ from typing import Callable, Dict, List
 
 import pytest
 
-from hpcbridge.config import Settings
 from hpcbridge.engine.driver import PartialSubmissionError
 from hpcbridge.errors import (
     ConfigurationError,
@@ -18,6 +17,7 @@ from hpcbridge.errors import (
 )
 from hpcbridge.model import JobState
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
+from hpcbridge.settings.config import Settings
 from hpcbridge.store.jobs import JobStore
 from hpcbridge.transports.base import CommandResult
 from hpcbridge.transports.local import LocalExecutor

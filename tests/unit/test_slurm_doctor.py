@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Dict, List, Sequence, Tuple
 
-from hpcbridge.config import Settings
-from hpcbridge.doctor import Check
 from hpcbridge.schedulers.slurm import doctor
+from hpcbridge.settings.config import Settings
+from hpcbridge.settings.doctor import Check
 from hpcbridge.transports.base import CommandResult
 from hpcbridge.transports.local import LocalExecutor
 

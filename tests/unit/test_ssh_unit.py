@@ -13,7 +13,6 @@ import uuid
 
 import pytest
 
-from hpcbridge.config import Settings
 from hpcbridge.errors import (
     ConfigurationError,
     HostKeyError,
@@ -21,6 +20,7 @@ from hpcbridge.errors import (
     SubmissionUncertainError,
     TransportError,
 )
+from hpcbridge.settings.config import Settings
 from hpcbridge.transports.base import CommandResult, Executor
 from hpcbridge.transports.local import LocalExecutor
 from hpcbridge.transports.ssh.config import known_hosts_name, parse_jump, resolve, split_jumps

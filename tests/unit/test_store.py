@@ -2,7 +2,7 @@ import multiprocessing
 from datetime import datetime, timedelta, timezone
 
 from hpcbridge import JobState, JobStatus
-from hpcbridge.cost import job_cost
+from hpcbridge.engine.cost import job_cost
 from hpcbridge.store.jobs import JobRecord, JobStore
 
 

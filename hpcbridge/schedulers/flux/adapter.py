@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence, Union,
 
 from ...engine.adapter import SchedulerAdapter
 from ...errors import ConfigurationError, JobNotFoundError, SchedulerUnavailableError
-from ...registry import check_driver_choice
+from ...settings.schedulers import check_driver_choice
 from .ids import InvalidJobIdError, canonical_job_id
 from .instance import POLICIES, FluxOptions, FluxPolicy, InstanceFacts, UriSetting, facts
 from .jobspec import F58_PREFIX
@@ -17,8 +17,8 @@ from .request import JobChoice, JobKind
 from .uri import choose_uri_setting
 
 if TYPE_CHECKING:
-    from ...cost import Charge
     from ...engine.submitting import Order
+    from ...model import Charge
     from ...transports.base import Executor
     from .session import FluxSession
 

@@ -9,8 +9,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional
 
-from ...config import Settings
-from ...doctor import Check
+from ...settings.config import Settings
+from ...settings.doctor import Check
 from .instance import Association, parse_flux_version_output
 from .request import JobChoice
 

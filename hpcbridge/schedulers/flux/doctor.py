@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional
 
-from ...config import Settings
-from ...doctor import Check
 from ...errors import SchedulerAdapterError
+from ...settings.config import Settings
+from ...settings.doctor import Check
 from ...transports.base import Executor
 from ...transports.local import LocalExecutor
 from .checks import Asked, missing_check, session_report, verdicts

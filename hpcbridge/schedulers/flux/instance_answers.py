@@ -9,8 +9,8 @@ import json
 import logging
 from typing import Any, Dict, List, Optional
 
-from ...cost import Charge
 from ...engine.driver import Reply
+from ...model import Charge
 from .answers import NEVER_REACHED, scheduler_message
 from .ids import InvalidJobIdError, canonical_job_id
 from .instance import NO_LIMIT, Association

@@ -9,7 +9,7 @@ import json
 from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple
 
 from ...errors import ResourceError
-from ...native_options import check_options, owned_table
+from ..native_options import check_options, owned_table
 
 #: what one option sets in the jobspec's attributes: (dotted path, value) leaves
 Attributes = Tuple[Tuple[str, Any], ...]

@@ -11,7 +11,6 @@ import signal as signals
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ...config import Settings
 from ...engine.driver import (
     TASK_INDEX_VARIABLE,
     Again,
@@ -23,6 +22,7 @@ from ...engine.driver import (
 from ...engine.jobscript import EXIT_RANKS_VARIABLE
 from ...errors import JobSubmissionError, ResourceError
 from ...resources import Resources, format_fsd, signal_parts
+from ...settings.config import Settings
 from .answers import (
     NEVER_REACHED,
     NOT_READY,

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
-from ...config import Settings
 from ...errors import ConfigurationError, JobNotFoundError
+from ...settings.config import Settings
 from .ids import is_job_id
 from .instance import UriSetting
 

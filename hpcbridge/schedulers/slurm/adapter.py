@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence
 
 from ...engine.adapter import SchedulerAdapter
 from ...errors import JobNotFoundError
-from ...registry import check_driver_choice
+from ...settings.schedulers import check_driver_choice
 from ...transports.base import Executor
 from . import cluster
 from .status import job_id_of
 
 if TYPE_CHECKING:
-    from ...cost import Charge
     from ...engine.driver import OpenDriver
+    from ...model import Charge
 
 
 class RealSlurmAdapter(SchedulerAdapter):

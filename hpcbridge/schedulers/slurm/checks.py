@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from ...doctor import Check
 from ...engine.driver import Reply
+from ...settings.doctor import Check
 from ..flux.instance import parse_flux_version_output
 from .cluster import max_array_size
 from .commands import scheduler_message

@@ -9,10 +9,10 @@ import logging
 import re
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ...cost import Charge
 from ...engine.driver import Reply
 from ...errors import SchedulerUnavailableError
-from ...native_options import option_names
+from ...model import Charge
+from ..native_options import option_names
 from .commands import scheduler_message
 from .status import map_state, normalize_job_id, sacct_argv
 

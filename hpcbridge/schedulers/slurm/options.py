@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Mapping, Optional
 
-from ...native_options import check_options, owned_table
 from ...resources import Resources
+from ..native_options import check_options, owned_table
 
 #: sbatch options hpcbridge sets itself, by every name sbatch takes, and what to use
 OWNED_OPTIONS = owned_table(

@@ -17,7 +17,7 @@ from .files import RemoteFiles
 from .run import RemoteCommands
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...config import Settings
+    from ...settings.config import Settings
 
 __all__ = ["SSHExecutor", "build_command"]
 
@@ -188,7 +188,7 @@ class SSHExecutor(SSHOptions, RemoteFiles):
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> SSHExecutor:
-        """An executor from :class:`hpcbridge.config.Settings` (``HPCBRIDGE_SSH_*``)."""
+        """An executor from :class:`hpcbridge.settings.config.Settings` (``HPCBRIDGE_SSH_*``)."""
         if not settings.ssh_host:
             raise ConfigurationError(
                 "the ssh transport needs a host: set HPCBRIDGE_SSH_HOST (or EXAMLOPS_HPC_SSH_HOST)"

@@ -32,7 +32,7 @@ from .openssh_files import OpenSSHFiles
 from .openssh_spawn import Done, spawn
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...config import Settings
+    from ...settings.config import Settings
 
 __all__ = ["OpenSSHExecutor", "MasterState", "master_line"]
 
@@ -128,7 +128,7 @@ class OpenSSHExecutor(OpenSSHFiles):
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> OpenSSHExecutor:
-        """An executor from :class:`hpcbridge.config.Settings` (``HPCBRIDGE_SSH_*``)."""
+        """An executor from :class:`hpcbridge.settings.config.Settings` (``HPCBRIDGE_SSH_*``)."""
         if not settings.ssh_host:
             raise ConfigurationError("the ssh transport needs a host: set HPCBRIDGE_SSH_HOST")
         arguments: Dict[str, Any] = {

@@ -9,12 +9,12 @@ import shutil
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import __version__
+from .. import __version__
+from ..resources import RESOURCE_KEYS
+from ..transports.base import Executor
 from .config import Settings
-from .registry import SCHEDULER_ENTRIES, SchedulerEntry
-from .resources import RESOURCE_KEYS
-from .site_config import describe_site_settings
-from .transports.base import Executor
+from .schedulers import SCHEDULER_ENTRIES, SchedulerEntry
+from .site import describe_site_settings
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ def container_check(settings: Settings) -> Check:
 
 def _store_check(settings: Settings) -> Check:
     try:
-        from .store.jobs import JobStore
+        from ..store.jobs import JobStore
 
         store = JobStore(settings.database_path)
         count = store.count()
@@ -136,8 +136,8 @@ def _store_check(settings: Settings) -> Check:
 
 def _ssh_check(settings: Settings) -> Tuple[Optional[Executor], Check]:
     try:
-        from .factory import build_executor
-        from .transports.ssh.openssh import master_line
+        from ..factory import build_executor
+        from ..transports.ssh.openssh import master_line
 
         executor = build_executor(settings)
         result = executor.run(["true"], timeout=30)

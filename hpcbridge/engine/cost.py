@@ -8,7 +8,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from .store.jobs import JobRecord
+from ..model import Charge
+from ..store.jobs import JobRecord
 
 #: the settings that price an hour, as the environment spells them
 PRICE_VARIABLES = ("HPCBRIDGE_CPU_COST_PER_HOUR", "HPCBRIDGE_GPU_COST_PER_HOUR")
@@ -17,23 +18,6 @@ PRICE_VARIABLES = ("HPCBRIDGE_CPU_COST_PER_HOUR", "HPCBRIDGE_GPU_COST_PER_HOUR")
 CHARGED = "charged"  # what the scheduler charged (sacct; Flux's R x run time)
 REQUESTED = "requested"  # not read from the scheduler: what was asked for x elapsed
 MOCK = "mock"  # the mock scheduler charges nothing
-
-
-@dataclass(frozen=True)
-class Charge:
-    """What a scheduler charged one job: CPU-seconds (Slurm's ``CPUTimeRAW``; Flux: the
-    cores of its R x its run time), GPU-seconds (``None``: not told - Flux's listing has
-    no GPU count - so the GPUs asked for x elapsed), and Slurm's billing units x seconds
-    (``None`` where the scheduler has no billing)."""
-
-    cpu_seconds: float
-    gpu_seconds: Optional[float] = 0.0
-    billing_seconds: Optional[float] = None
-    #: the scheduler's accounting says the job ended: the figures will not change (kept)
-    final: bool = True
-
-    def as_row(self) -> Tuple[float, Optional[float], Optional[float]]:
-        return (self.cpu_seconds, self.gpu_seconds, self.billing_seconds)
 
 
 def charge_of(record: JobRecord) -> Optional[Charge]:

@@ -10,12 +10,12 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .errors import ConfigurationError
-from .native_options import NATIVE_SCHEDULERS
-from .registry import CONTAINER_RUNTIMES, DRIVER_CHOICES, SCHEDULERS
-from .resources import RESOURCE_KEYS
-from .settings.variables import READERS, lookup, unprefixed, warn_misspelt
-from .site_config import read_site_settings
+from ..errors import ConfigurationError
+from ..resources import RESOURCE_KEYS
+from ..schedulers.native_options import NATIVE_SCHEDULERS
+from .schedulers import CONTAINER_RUNTIMES, DRIVER_CHOICES, SCHEDULERS
+from .site import read_site_settings
+from .variables import READERS, lookup, unprefixed, warn_misspelt
 
 TRANSPORTS = ("local", "ssh")
 #: what carries the ssh transport: paramiko in this process, or the system's OpenSSH client

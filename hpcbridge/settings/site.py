@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
 
 #: where the site's file is, unless ``HPCBRIDGE_SITE_CONFIG`` names another
 SITE_CONFIG = "/etc/hpcbridge/settings.toml"

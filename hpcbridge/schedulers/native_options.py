@@ -8,7 +8,7 @@ import difflib
 import re
 from typing import Any, Collection, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .errors import ResourceError
+from ..errors import ResourceError
 
 #: the schedulers ``native`` options are given for (the mock takes none)
 NATIVE_SCHEDULERS = ("slurm", "flux")

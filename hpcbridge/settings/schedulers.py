@@ -92,7 +92,7 @@ def scheduler_entry(name: str) -> SchedulerEntry:
 
 def check_driver_choice(scheduler: str, requested: str) -> str:
     """``requested`` lower-cased, or ``ConfigurationError`` naming the choices."""
-    from .errors import ConfigurationError
+    from ..errors import ConfigurationError
 
     choice = (requested or "auto").strip().lower()
     if choice not in DRIVER_CHOICES:
