@@ -26,7 +26,8 @@ from .service import SubmissionService
 from .wait_plan import ProgressCallback, StatusCallback, WaitPlan
 
 if TYPE_CHECKING:
-    from .submitting import DependsOn, JobInput
+    from .parents import DependsOn
+    from .submitting import JobInput
     from .sweeping import Announce
 
 

@@ -24,7 +24,7 @@ from ..store.sweeps import FED, GIVEN_UP, SENDING, SENT, WAITING, SweepBook, Swe
 from .driver import PartialSubmissionError, Submitted
 from .jobscript import TaskSpec, staged_basenames
 from .service import SubmissionService
-from .submitting import Order, Submission
+from .submitting import Order, Submission, batches
 from .wait_plan import WaitPlan
 
 log = logging.getLogger("hpcbridge")
@@ -347,10 +347,35 @@ def adopt_sending(
 def adopt(service: Sends, order: Order) -> List[Submitted]:
     """The jobs of ``order`` (as a dead feeder first sent it) found by their key and
     recorded here; none when it never went in."""
-    found = service.submission().find_sent(order) or []
+    submission = service.submission()
+    found = _find_sent(submission, order) or []
     if found:
-        service.submission().record_found(order, found)
+        _record_found(submission, order, found)
     return found
+
+
+def _find_sent(submission: Submission, order: Order) -> Optional[List[Submitted]]:
+    """The jobs of ``order`` (as first sent) that went in, found by their keys, in task
+    order; ``None`` when none did (a sender died before hearing its ids)."""
+    driver = submission.driver
+    found: List[Submitted] = []
+    made = order.made.timestamp()
+    for batch, _ in batches(order, submission.stager, driver.max_batch()):
+        part = driver.find_submitted(driver.plan(batch), made)
+        if not part:
+            break
+        found.extend(part)
+    return found or None
+
+
+def _record_found(submission: Submission, order: Order, found: Sequence[Submitted]) -> None:
+    """Record the jobs ``_find_sent`` found, each with its task."""
+    start = 0
+    for batch, chunk in batches(order, submission.stager, submission.driver.max_batch()):
+        mine = found[start : start + batch.count]
+        if mine:
+            submission.record(mine, batch, chunk)
+        start += batch.count
 
 
 def take_or_follow(book: Book, name: str, follow: Callable[[str], bool], what: str) -> bool:

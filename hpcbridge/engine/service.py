@@ -45,7 +45,8 @@ if TYPE_CHECKING:
     from .following import Following
     from .jobscript import TaskSpec
     from .observation import Observation
-    from .submitting import DependsOn, JobInput, Order, Submission
+    from .parents import DependsOn
+    from .submitting import JobInput, Order, Submission
 
 log = logging.getLogger("hpcbridge")
 
@@ -181,11 +182,15 @@ class SubmissionService(ABC):
         options: Mapping[str, Any],
     ) -> Order:
         """Everything the caller gave, validated before anything is asked or staged."""
-        from .submitting import Order, dependency_ids
+        from .submitting import Order
 
         validated = self.validate_resources(resources)
-        dependencies = tuple(dependency_ids(depends_on, self.normalize_job_id))
-        return Order(tasks(), validated, dependencies, remote_dir, self.job_options(options))
+        parents: List[str] = []
+        if depends_on is not None:  # the parents' module loads for an order that has some
+            from .parents import dependency_ids
+
+            parents = dependency_ids(depends_on, self.normalize_job_id)
+        return Order(tasks(), validated, tuple(parents), remote_dir, self.job_options(options))
 
     def submission(self) -> Submission:
         """A submission through the open session's driver, recorded where this adapter records."""
@@ -243,7 +248,9 @@ class SubmissionService(ABC):
 
     def describe_order(self, order: Order) -> str:
         """What the driver would send for ``order``, checked as a submission would be."""
-        return self.submission().describe(order)
+        from .describing import describe
+
+        return describe(self.submission(), order)
 
     def get_job_status(self, job_id: Any) -> JobStatus:
         job_id = self.normalize_job_id(job_id)

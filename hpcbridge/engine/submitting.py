@@ -1,6 +1,7 @@
-"""One submission, top to bottom: plan (parents checked: ``refuse_unmet``; the driver
-refuses what the scheduler would), stage, send (one ``submit_many`` a chunk of at most
-``max_batch`` tasks), record every job that went in before anything is raised.
+"""One submission, top to bottom: plan (parents checked: ``parents.refuse_unmet``; the
+driver refuses what the scheduler would), stage, send (one ``submit_many`` a chunk of at
+most ``max_batch`` tasks), record every job that went in before anything is raised.  What
+it would send is ``describing``'s; the jobs a dead feeder sent are found by ``feeding``.
 """
 
 from __future__ import annotations
@@ -26,10 +27,8 @@ from typing import (
 )
 
 from ..errors import (
-    JobNotFoundError,
     JobSubmissionError,
     LimitRefusedError,
-    SchedulerUnavailableError,
     SubmissionUncertainError,
     TransportError,
 )
@@ -41,7 +40,6 @@ from .containers import FOLDER_INSIDE, container_words
 from .driver import PartialSubmissionError, Planned, SchedulerDriver, SubmitBatch, Submitted
 from .jobscript import (
     MARKER_DIR,
-    TASK_INDEX_VARIABLE,
     PreparedJob,
     Running,
     TaskSpec,
@@ -50,7 +48,7 @@ from .jobscript import (
     plan_chunks,
     wrapper_files,
 )
-from .observation import Observation, Source
+from .observation import Observation
 from .task_table import BUNDLED_SCRIPT_MAX, can_bundle
 
 log = logging.getLogger("hpcbridge")
@@ -75,10 +73,6 @@ class Order:
 
 #: one job for ``submit_many``: a script, ``(script, arguments[, environment])``, a TaskSpec
 JobInput = Union[str, "os.PathLike[str]", Tuple[Any, ...], TaskSpec]
-
-
-#: ids a job waits for: one id, or several
-DependsOn = Union[None, str, int, Sequence[Any]]
 
 
 def make_task(
@@ -137,23 +131,6 @@ def coerce_task(item: JobInput, remote_repo: Optional[str], must_exist: bool = T
     return make_task(item, (), None, remote_repo, must_exist)
 
 
-def dependency_ids(depends_on: DependsOn, normalize: Any) -> List[str]:
-    """The parents as the scheduler writes its ids; text that is no id is refused."""
-    if depends_on is None:
-        return []
-    if isinstance(depends_on, (str, int)):
-        depends_on = [depends_on]
-    ids = []
-    for job_id in depends_on:
-        try:
-            ids.append(normalize(job_id))
-        except (JobNotFoundError, ValueError) as exc:
-            raise JobSubmissionError(
-                f"parent job {job_id!r} cannot be found: {exc}; nothing was submitted"
-            ) from None
-    return ids
-
-
 def _shifted(submitted: Sequence[Submitted], offset: int) -> List[Submitted]:
     if not offset:
         return list(submitted)
@@ -171,75 +148,11 @@ def batches(
     return [(_batch(job, chunk, order, stager), chunk) for job, chunk in chunks]
 
 
-def dry_batches(order: Order, stager: Stager, chunk_size: int) -> List[SubmitBatch]:
-    """The batches of ``order`` as a dry run shows them where no driver can plan them."""
-    return [batch for batch, _ in batches(order, stager, chunk_size)]
-
-
 def _batch(
     job: PreparedJob, tasks: Sequence[TaskSpec], order: Order, stager: Stager
 ) -> SubmitBatch:
     output = stager.output_path(job, order.resources)
     return SubmitBatch(job, len(tasks), order.resources, order.depends_on, output, order.options)
-
-
-#: how many distinct task names a dry run lists for one chunk
-SHOWN_NAMES = 5
-
-
-def _own_names(job: PreparedJob) -> str:
-    """``; each named after its own: a.sh, b.sh`` for a chunk of differently named tasks."""
-    distinct = list(dict.fromkeys(job.task_names))
-    if len(distinct) < 2:
-        return ""
-    more = len(distinct) - SHOWN_NAMES
-    shown = ", ".join(distinct[:SHOWN_NAMES]) + (f" and {more} more" if more > 0 else "")
-    return f"; each named after its own: {shown}"
-
-
-def refuse_unmet(depends_on: Sequence[str], parents: Mapping[str, Observation]) -> None:
-    """Raise when a parent cannot be waited for, one rule for every scheduler: found
-    nowhere (Slurm would run the child at once), or ended other than COMPLETED, or the
-    scheduler could not be asked about it."""
-    unreachable = [
-        job_id for job_id in dict.fromkeys(depends_on) if _seen(job_id, parents).out_of_reach
-    ]
-    if unreachable:
-        reason = _seen(unreachable[0], parents).status.reason
-        raise SchedulerUnavailableError(
-            f"cannot check the parent job(s) {', '.join(unreachable)}: {reason}; nothing was "
-            "submitted. Check the scheduler with 'hpcbridge doctor', then submit again"
-        )
-    seen = [_seen(job_id, parents).status for job_id in dict.fromkeys(depends_on)]
-    problems = [problem for problem in map(_problem, seen) if problem]
-    if problems:
-        raise JobSubmissionError(
-            "; ".join(problems) + "; nothing was submitted (without --after, or depends_on, "
-            "it would not wait)"
-        )
-
-
-def _seen(job_id: str, parents: Mapping[str, Observation]) -> Observation:
-    missing = JobStatus(job_id, JobState.UNKNOWN, reason="not looked up")
-    return parents.get(job_id) or Observation(missing, Source.KNOWN)
-
-
-def _problem(status: JobStatus) -> Optional[str]:
-    if status.state is JobState.UNKNOWN:
-        said = f" ({status.reason})" if status.reason else ""
-        return (
-            f"parent job {status.job_id} cannot be found: no record of it here and no trace "
-            f"in the scheduler's queue or history{said}; check the id ('hpcbridge jobs' lists "
-            "the recorded ones)"
-        )
-    if status.is_terminal and status.state is not JobState.COMPLETED:
-        code = "" if status.exit_code is None else f" (exit {status.exit_code})"
-        return (
-            f"parent job {status.job_id} already ended {status.state.value}{code}, so a job "
-            "that waits for it to complete would never run; submit its step again and depend "
-            "on the new job"
-        )
-    return None
 
 
 class Stager:
@@ -394,43 +307,19 @@ class Submission:
         self.statuses = statuses  # ``SchedulerAdapter.observe``
         self.container_runtime = container_runtime
 
-    def parents(
-        self, depends_on: Sequence[str], known: Optional[Mapping[str, JobStatus]] = None
-    ) -> Dict[str, Observation]:
-        """What is known now of each parent: ``known``, else one status round for all."""
-        known = known or {}
-        unknown = [job_id for job_id in dict.fromkeys(depends_on) if job_id not in known]
-        found = self.statuses(unknown) if unknown else {}
-        return {
-            job_id: Observation(known[job_id], Source.KNOWN) if job_id in known else found[job_id]
-            for job_id in depends_on
-        }
-
     def plan(
         self, order: Order, known: Optional[Mapping[str, JobStatus]] = None
     ) -> List[Tuple[Planned, List[TaskSpec]]]:
         """Every chunk as the driver will send it; raises before anything is staged."""
         chunk_size = self.driver.max_batch() if len(order.tasks) > 1 else 1
-        if order.depends_on:
-            refuse_unmet(order.depends_on, self.parents(order.depends_on, known))
+        if order.depends_on:  # the parents' rule loads only for an order that has parents
+            from .parents import parents, refuse_unmet
+
+            refuse_unmet(order.depends_on, parents(self.statuses, order.depends_on, known))
         return [
             (self.driver.plan(batch), chunk)
             for batch, chunk in batches(order, self.stager, chunk_size)
         ]
-
-    def describe(self, order: Order) -> str:
-        """What the driver would send for each chunk of ``order``, planned as ``run`` plans."""
-        lines = []
-        for planned, _ in self.plan(order):
-            line, count = self.driver.describe(planned), planned.batch.count
-            many = f"  # {count} jobs: {TASK_INDEX_VARIABLE}=0..{count - 1}" if count > 1 else ""
-            lines.append(line + many + _own_names(planned.batch.job))
-        summary = self.driver.capabilities.summary()
-        image = order.resources.container
-        if image:  # what the wrapper does, not the scheduler: said apart
-            words = " ".join(container_words(self.container_runtime, image))
-            lines.append(f"# the wrapper runs each script as: {words} ./SCRIPT")
-        return "\n".join(lines) + f"\n# {self.driver.name} driver: {summary}"
 
     def run(self, order: Order, known: Optional[Mapping[str, JobStatus]] = None) -> List[str]:
         """Submit every chunk; the ids in task order (``known``: as for ``parents``)."""
@@ -488,27 +377,6 @@ class Submission:
             container_words(self.container_runtime, image) if image else (),
             FOLDER_INSIDE[self.container_runtime] if image else "",
         )
-
-    def find_sent(self, order: Order) -> Optional[List[Submitted]]:
-        """The jobs of ``order`` (as first sent) that went in, found by their keys, in task
-        order; ``None`` when none did (a sender died before hearing its ids)."""
-        found: List[Submitted] = []
-        made = order.made.timestamp()
-        for batch, _ in batches(order, self.stager, self.driver.max_batch()):
-            part = self.driver.find_submitted(self.driver.plan(batch), made)
-            if not part:
-                break
-            found.extend(part)
-        return found or None
-
-    def record_found(self, order: Order, found: Sequence[Submitted]) -> None:
-        """Record the jobs ``find_sent`` found, each with its task."""
-        start = 0
-        for batch, chunk in batches(order, self.stager, self.driver.max_batch()):
-            mine = found[start : start + batch.count]
-            if mine:
-                self.record(mine, batch, chunk)
-            start += batch.count
 
     def record(
         self, submitted: Sequence[Submitted], batch: SubmitBatch, tasks: Sequence[TaskSpec]

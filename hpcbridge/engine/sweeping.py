@@ -36,8 +36,9 @@ from ..store.sweeps import (
 from .driver import PartialSubmissionError, Submitted
 from .feeding import LOOK_AGAIN, Feeder, ProgressCallback, SweepCancelled, take_or_follow
 from .jobscript import new_token
+from .parents import DependsOn
 from .service import SubmissionService
-from .submitting import DependsOn, JobInput, Order, coerce_task, reach_text
+from .submitting import JobInput, Order, coerce_task, reach_text
 from .wait_plan import WaitPlan
 
 log = logging.getLogger("hpcbridge")

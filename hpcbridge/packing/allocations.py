@@ -34,7 +34,8 @@ from .script import allocation_script
 
 if TYPE_CHECKING:
     from ..engine.jobscript import TaskSpec
-    from ..engine.submitting import DependsOn, Order, Submission
+    from ..engine.parents import DependsOn
+    from ..engine.submitting import Order, Submission
     from ..resources import Resources
     from ..settings.config import Settings
 

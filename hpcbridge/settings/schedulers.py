@@ -68,7 +68,7 @@ SCHEDULER_ENTRIES: Tuple[SchedulerEntry, ...] = (
         "hpcbridge.schedulers.slurm.adapter:RealSlurmAdapter",
         "hpcbridge.schedulers.slurm.doctor",
         "sbatch/squeue/sacct, or pyslurm in-process",
-        "hpcbridge.schedulers.slurm.status:job_id_of",
+        "hpcbridge.schedulers.slurm.ids:job_id_of",
     ),
     SchedulerEntry(
         "flux",

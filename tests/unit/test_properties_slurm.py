@@ -1,4 +1,5 @@
-"""Property tests of Slurm's pure builders and parsers (slurm/status.py, slurm/commands.py):
+"""Property tests of Slurm's pure builders and parsers (slurm/ids.py, status.py, queries.py,
+commands.py):
 ids and array specs round trip; squeue, sacct, sbatch, scontrol and sacctmgr output of any
 text gives a parsed value (or the documented ValueError), never another exception."""
 
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 from hpcbridge.errors import JobSubmissionError
 from hpcbridge.model import JobState, JobStatus
 from hpcbridge.schedulers.slurm import cluster as slurm_cluster
-from hpcbridge.schedulers.slurm import commands, queries, status
+from hpcbridge.schedulers.slurm import commands, ids, queries, status
 
 SETTINGS = settings(max_examples=60, deadline=None)
 
@@ -32,9 +33,9 @@ _ids = st.integers(min_value=1, max_value=10**9)
 @given(_ids, st.one_of(st.none(), st.integers(0, 10**6)), st.sampled_from(["", ";cluster"]))
 def test_job_id_round_trips(base: int, task: object, cluster: str) -> None:
     typed = f"{base}" if task is None else f"{base}_{task}"
-    assert status.job_id_of(f" {typed}{cluster} ") == typed
-    assert status.split_job_id(typed) == (str(base), task)
-    assert status.expand_job_id(typed + cluster) == [typed]
+    assert ids.job_id_of(f" {typed}{cluster} ") == typed
+    assert ids.split_job_id(typed) == (str(base), task)
+    assert ids.expand_job_id(typed + cluster) == [typed]
 
 
 @SETTINGS
@@ -42,10 +43,10 @@ def test_job_id_round_trips(base: int, task: object, cluster: str) -> None:
 @example("²")
 def test_job_id_of_any_text_is_an_id_or_a_value_error(text: str) -> None:
     try:
-        job_id = status.job_id_of(text)
+        job_id = ids.job_id_of(text)
     except ValueError:
         return
-    base, task = status.split_job_id(job_id)
+    base, task = ids.split_job_id(job_id)
     assert int(base) >= 0 and (task is None or task >= 0)
 
 
@@ -66,14 +67,14 @@ def test_array_spec_round_trips(items: list, throttle: object, bracketed: bool) 
         expected.extend(range(first, last + 1, step) if length else [first])
     spec = ",".join(words) + (f"%{throttle}" if throttle else "")
     spec = f"[{spec}]" if bracketed else spec
-    assert status.expand_array_spec(spec) == expected
-    assert status.expand_job_id(f"77_[{spec.strip('[]')}]") == [f"77_{i}" for i in expected]
+    assert ids.expand_array_spec(spec) == expected
+    assert ids.expand_job_id(f"77_[{spec.strip('[]')}]") == [f"77_{i}" for i in expected]
 
 
 @SETTINGS
 @given(st.text(max_size=40))
 def test_array_spec_of_any_text_is_a_list_of_indices(spec: str) -> None:
-    indices = status.expand_array_spec(spec)
+    indices = ids.expand_array_spec(spec)
     assert all(isinstance(index, int) and index >= 0 for index in indices)
 
 
@@ -88,10 +89,10 @@ def test_array_spec_of_any_text_is_a_list_of_indices(spec: str) -> None:
     st.integers(1, 10),
 )
 def test_job_list_names_every_id_once(job_ids: list, collapse_over: int) -> None:
-    listed = status.job_list(job_ids, collapse_over)
+    listed = ids.job_list(job_ids, collapse_over)
     assert len(listed) == len(set(listed))
     for job_id in job_ids:
-        base, _ = status.split_job_id(job_id)
+        base, _ = ids.split_job_id(job_id)
         assert job_id in listed or base in listed
 
 
@@ -125,7 +126,7 @@ def test_parse_time_gives_an_aware_time_or_none(text: str) -> None:
 def test_squeue_output_of_any_text_parses(text: str) -> None:
     found = status.parse_squeue(text, zone=timezone.utc)
     assert all(isinstance(one, JobStatus) for one in found.values())
-    assert isinstance(status.parse_squeue_states(text), dict)
+    assert isinstance(queries.parse_squeue_states(text), dict)
 
 
 @SETTINGS
@@ -162,7 +163,7 @@ def test_squeue_rows_round_trip(rows: list, code: int) -> None:
 @SETTINGS
 @given(_ANY_OUTPUT, st.text(max_size=10))
 def test_key_rows_of_any_text_give_an_id_or_none(text: str, key: str) -> None:
-    found = status.parse_key_rows(text, key)
+    found = queries.parse_key_rows(text, key)
     assert found is None or isinstance(found, str)
 
 
@@ -188,7 +189,7 @@ def test_sbatch_output_of_any_text_is_an_id_or_a_value_error(text: str) -> None:
         job_id = commands.parse_sbatch_id(text)
     except ValueError:
         return
-    assert status.job_id_of(job_id) == job_id
+    assert ids.job_id_of(job_id) == job_id
 
 
 @SETTINGS
@@ -255,7 +256,7 @@ def test_any_sbatch_answer_is_an_id_or_a_submission_error(
     except JobSubmissionError as exc:
         assert exc.argv == argv
         return
-    assert code == 0 and status.job_id_of(job_id) == job_id
+    assert code == 0 and ids.job_id_of(job_id) == job_id
 
 
 _patterns = st.text(st.sampled_from(list("%jAaxN/._-")), max_size=12)

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import pytest
 
 from hpcbridge.model import JobState
-from hpcbridge.schedulers.slurm import status
+from hpcbridge.schedulers.slurm import queries, status
 from hpcbridge.schedulers.slurm.cli_driver import SlurmCliDriver
 from hpcbridge.schedulers.slurm.pyslurm_records import statuses_from_jobs
 from hpcbridge.transports.base import CommandResult
@@ -42,9 +42,9 @@ def tasks(array: str, count: int) -> List[str]:
 def test_the_recorded_command_is_the_drivers(label: str) -> None:
     jobs = jobs_of(label)
     argv = shlex.split((DATA / f"{label}_pending_base.cmd").read_text())
-    assert argv == status.sacct_argv([jobs["pending"]])
+    assert argv == queries.sacct_argv([jobs["pending"]])
     argv = shlex.split((DATA / f"{label}_half_tasks.cmd").read_text())
-    assert argv == status.sacct_argv(tasks(jobs["half"], 4))
+    assert argv == queries.sacct_argv(tasks(jobs["half"], 4))
 
 
 @pytest.mark.parametrize("label", LABELS)
@@ -122,7 +122,7 @@ def test_the_cli_driver_asks_the_array_when_sacct_has_no_task_row(label: str) ->
     found = driver.query(wanted)
     assert {task: found[task].state for task in wanted} == dict.fromkeys(wanted, JobState.CANCELLED)
     assert [call[0] for call in executor.calls] == ["squeue", "sacct", "sacct"]
-    assert executor.calls[-1] == status.sacct_argv([jobs["pending"]])
+    assert executor.calls[-1] == queries.sacct_argv([jobs["pending"]])
 
 
 def test_the_cli_driver_asks_sacct_once_for_plain_jobs() -> None:

@@ -234,7 +234,7 @@ OUR_SQUEUE = """\
 
 
 def test_squeue_argv() -> None:
-    argv = status.squeue_argv(["5", "9_1"])
+    argv = queries.squeue_argv(["5", "9_1"])
     assert argv[:4] == ["squeue", "--noheader", "--array", "--states=all"]
     assert "--jobs=5,9_1" in argv
     assert argv[-1].startswith("--Format=JobArrayID:0|,")
@@ -243,21 +243,21 @@ def test_squeue_argv() -> None:
 
 def test_squeue_argv_never_repeats_an_id() -> None:
     # squeue -j <one purged id> exits 1 ("Invalid job id specified"), read as not queued.
-    assert "--jobs=6" in status.squeue_argv(["6"])
-    assert "--jobs=232_4" in status.squeue_argv(["232_4", "232_4"])
+    assert "--jobs=6" in queries.squeue_argv(["6"])
+    assert "--jobs=232_4" in queries.squeue_argv(["232_4", "232_4"])
 
 
 def test_light_squeue_and_the_key() -> None:
-    argv = status.squeue_state_argv(["5", "40_1"])
+    argv = queries.squeue_state_argv(["5", "40_1"])
     assert argv[:2] == ["squeue", "--only-job-state"] and "--jobs=5,40_1" in argv
-    assert status.parse_squeue_states("40_1|RUNNING\n5|PENDING\n") == {
+    assert queries.parse_squeue_states("40_1|RUNNING\n5|PENDING\n") == {
         "40_1": "RUNNING",
         "5": "PENDING",
     }
     rows = "1543|hpcbridge:abc\n1544|(null)\n"
-    assert status.parse_key_rows(rows, "abc") == "1543"
-    assert status.parse_key_rows("1543_2|hpcbridge:abc\n", "abc") == "1543"
-    assert status.parse_key_rows(rows, "zzz") is None
+    assert queries.parse_key_rows(rows, "abc") == "1543"
+    assert queries.parse_key_rows("1543_2|hpcbridge:abc\n", "abc") == "1543"
+    assert queries.parse_key_rows(rows, "zzz") is None
 
 
 def test_parse_our_squeue() -> None:
@@ -332,7 +332,7 @@ def test_parse_squeue_tolerates_blank_and_short_lines() -> None:
 
 
 def test_sacct_argv() -> None:
-    argv = status.sacct_argv(["5", "9_1"])
+    argv = queries.sacct_argv(["5", "9_1"])
     assert argv[:4] == ["sacct", "-X", "-P", "--noheader"]
     assert "--jobs=5,9_1" in argv
     assert argv[-1] == "--format=JobID,JobIDRaw,State,ExitCode,Start,End,Reason"
@@ -498,8 +498,8 @@ def test_recorded_commands_are_the_builders() -> None:
     ]
     import shlex
 
-    assert shlex.split((DRIVER / "squeue_driver.cmd").read_text()) == status.squeue_argv(ids)
-    assert shlex.split((DRIVER / "sacct_driver.cmd").read_text()) == status.sacct_argv(ids)
+    assert shlex.split((DRIVER / "squeue_driver.cmd").read_text()) == queries.squeue_argv(ids)
+    assert shlex.split((DRIVER / "sacct_driver.cmd").read_text()) == queries.sacct_argv(ids)
 
 
 @pytest.mark.parametrize("name", ["squeue_driver", "squeue_driver_grouped"])

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hpcbridge.model import JobState
-from hpcbridge.schedulers.slurm import status
+from hpcbridge.schedulers.slurm import ids, status
 
 UTC = timezone.utc
 
@@ -146,45 +146,45 @@ def test_parse_time_in_a_given_zone() -> None:
     ],
 )
 def test_expand_job_id(text: str, expected: list) -> None:
-    assert status.expand_job_id(text) == expected
+    assert ids.expand_job_id(text) == expected
 
 
 @given(st.lists(st.integers(min_value=0, max_value=5000), min_size=1, max_size=40, unique=True))
 def test_expand_array_spec_roundtrip(indices: list) -> None:
     indices = sorted(indices)
     text = ",".join(str(index) for index in indices)
-    assert status.expand_array_spec(f"[{text}%3]") == indices
+    assert ids.expand_array_spec(f"[{text}%3]") == indices
 
 
 @given(st.integers(0, 1000), st.integers(0, 1000))
 def test_expand_range(first: int, length: int) -> None:
-    assert status.expand_array_spec(f"{first}-{first + length}") == list(
+    assert ids.expand_array_spec(f"{first}-{first + length}") == list(
         range(first, first + length + 1)
     )
 
 
 def test_malformed_spec_expands_to_nothing() -> None:
-    assert status.expand_array_spec("[a-b]") == []
-    assert status.expand_array_spec("5-3") == []
+    assert ids.expand_array_spec("[a-b]") == []
+    assert ids.expand_array_spec("5-3") == []
 
 
 def test_split_job_id() -> None:
-    assert status.split_job_id("123_4") == ("123", 4)
-    assert status.split_job_id("123") == ("123", None)
+    assert ids.split_job_id("123_4") == ("123", 4)
+    assert ids.split_job_id("123") == ("123", None)
 
 
 def test_job_list_dedups_and_collapses_big_arrays() -> None:
     asked = [f"9_{index}" for index in range(200)] + ["5", "5", "7_1"]
-    assert status.job_list(asked) == ["9", "5", "7_1"]
-    assert status.job_list(["9_1", "9_2"]) == ["9_1", "9_2"]
+    assert ids.job_list(asked) == ["9", "5", "7_1"]
+    assert ids.job_list(["9_1", "9_2"]) == ["9_1", "9_2"]
 
 
 @pytest.mark.parametrize("typed", ["123", " 123 ", "123_4", "123;cluster"])
 def test_job_id_of_takes_what_users_type(typed: str) -> None:
-    assert status.job_id_of(typed) in ("123", "123_4")
+    assert ids.job_id_of(typed) in ("123", "123_4")
 
 
 @pytest.mark.parametrize("bad", ["abc", "", "123_[1-3]", "12.x", "ƒCFKYzj"])
 def test_job_id_of_refuses_text_that_is_no_slurm_id(bad: str) -> None:
     with pytest.raises(ValueError, match="is not a Slurm job id"):
-        status.job_id_of(bad)
+        ids.job_id_of(bad)

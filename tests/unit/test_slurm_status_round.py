@@ -13,7 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hpcbridge.model import JobState, JobStatus
-from hpcbridge.schedulers.slurm import status
+from hpcbridge.schedulers.slurm import ids as slurm_ids
+from hpcbridge.schedulers.slurm import queries, status
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
 UTC = timezone.utc
@@ -45,9 +46,9 @@ DRIVER_RECORDINGS = [
     ("name", "argv"),
     [
         # recorded by id (as another user's jobs are asked): --me lists them all
-        ("status_round/squeue_pending", lambda ids: status.squeue_argv(ids, by_id=True)),
-        ("status_round/squeue_array", status.squeue_argv),
-        ("status_round/sacct_cancelled", status.sacct_argv),
+        ("status_round/squeue_pending", lambda ids: queries.squeue_argv(ids, by_id=True)),
+        ("status_round/squeue_array", queries.squeue_argv),
+        ("status_round/sacct_cancelled", queries.sacct_argv),
     ],
 )
 def test_the_recorded_commands_are_the_drivers(name, argv) -> None:
@@ -105,13 +106,13 @@ def test_a_recorded_round_of_jobs_cancelled_while_pending() -> None:
 
 
 def test_squeue_asks_by_id_up_to_a_limit_then_lists_the_users_jobs() -> None:
-    few = [str(index) for index in range(status.BY_USER_OVER)]
-    many = [str(index) for index in range(status.BY_USER_OVER + 1)]
-    assert f"--jobs={','.join(few)}" in status.squeue_argv(few)
-    assert "--me" in status.squeue_argv(many) and status.by_user(many)
-    assert f"--jobs={','.join(many)}" in status.squeue_argv(many, by_id=True)
+    few = [str(index) for index in range(queries.BY_USER_OVER)]
+    many = [str(index) for index in range(queries.BY_USER_OVER + 1)]
+    assert f"--jobs={','.join(few)}" in queries.squeue_argv(few)
+    assert "--me" in queries.squeue_argv(many) and queries.by_user(many)
+    assert f"--jobs={','.join(many)}" in queries.squeue_argv(many, by_id=True)
     tasks = [f"40_{index}" for index in range(200)]  # one entry: the array's id
-    assert "--jobs=40" in status.squeue_argv(tasks) and not status.by_user(tasks)
+    assert "--jobs=40" in queries.squeue_argv(tasks) and not queries.by_user(tasks)
 
 
 def test_the_rows_of_jobs_not_asked_are_left_out() -> None:
@@ -163,9 +164,9 @@ def test_only_what_a_state_keeps_is_read() -> None:
 
 def test_job_list_keeps_the_order_and_names_each_id_once() -> None:
     ids = [str(index) for index in range(2000, 1000, -1)]
-    assert status.job_list(ids + ids[:10]) == ids
+    assert slurm_ids.job_list(ids + ids[:10]) == ids
     tasks = [f"7_{index}" for index in range(60)]
-    assert status.job_list(["5", *tasks, "5", "8"]) == ["5", "7", "8"]
+    assert slurm_ids.job_list(["5", *tasks, "5", "8"]) == ["5", "7", "8"]
 
 
 # -- arbitrary input ------------------------------------------------------------------------
@@ -229,5 +230,5 @@ def test_any_sacct_output_gives_statuses(text: str, wanted: List[str]) -> None:
 
 @given(OUTPUTS)
 def test_any_light_squeue_output_gives_states(text: str) -> None:
-    states = status.parse_squeue_states(text)
+    states = queries.parse_squeue_states(text)
     assert all(isinstance(key, str) and isinstance(value, str) for key, value in states.items())

@@ -141,7 +141,7 @@ class FluxAdapter(SchedulerAdapter):
         return f"{text}\n# the same by command (the CLI driver):\n{lines}"
 
     def _command_lines(self, order: Order, known: Union[InstanceFacts, FluxPolicy]) -> str:
-        from ...engine.submitting import dry_batches
+        from ...engine.describing import dry_batches
         from .command_runner import FluxCommands
         from .commands import command_lines
         from .request import MAX_BATCH

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from ...model import JobStatus
-from ...retrying import Deadline
+from ...retrying import Deadline, retry
 from .ids import canonical_job_id, parse_job_id
 from .journal_events import EVENTS, TOPIC, JournalBook, request_payload
 from .status import facts_from_jobinfo, status_from_facts
@@ -24,6 +24,11 @@ log = logging.getLogger("hpcbridge")
 BACKLOG_TIMEOUT = 30.0
 #: seconds a waiter that heard an end goes on listening for the next ones
 GATHER = 0.1
+
+
+def _none(found: Set[str]) -> bool:
+    """Nothing heard yet: a waiter's pause goes on."""
+    return not found
 
 
 #: the longest one C wait: a signal (Ctrl-C) is acted on between two, not inside one
@@ -199,8 +204,14 @@ class JournalWaiter:
         return not (self.closed or self.journal.broken)
 
     def pause(self, seconds: float) -> Set[str]:
-        """Until a watched job ends, then ``GATHER`` s more for the ends close behind it."""
+        """Until a watched job ends, then ``GATHER`` s more for the ends close behind it;
+        none heard, the stream gone: the rest of the pause without it (the one retry loop
+        waits it out)."""
         deadline = Deadline(seconds)
+        return retry(lambda: self._listen(deadline), budget=seconds, again=_none, pause=seconds)
+
+    def _listen(self, deadline: Deadline) -> Set[str]:
+        """The watched jobs heard ending by ``deadline`` (none at once: the stream is gone)."""
         heard: Set[str] = set()
         while self._open() and not deadline.expired:
             for key in self.journal.wait(deadline.remaining()):
@@ -211,8 +222,6 @@ class JournalWaiter:
                 return heard
             if heard:
                 deadline = Deadline(deadline.cap(GATHER))
-        if not heard:  # the stream is gone: the rest of the pause without it
-            deadline.sleep(deadline.remaining())
         return heard
 
     def _as_given(self, key: str) -> str:
@@ -286,18 +295,21 @@ class ResultWaiter:
         self.handle.reactor_stop()
 
     def pause(self, seconds: float) -> Set[str]:
-        """Up to ``seconds`` (never early without an end); the watched jobs that ended."""
+        """Up to ``seconds`` (never early without an end); the watched jobs that ended.
+        None ended: the rest of the pause asleep (the one retry loop waits it out)."""
         deadline = Deadline(seconds)
-        ended: Set[str] = set()
-        if not self.broken:
-            try:
-                ended = self.wait(seconds)
-            except Exception as exc:  # noqa: BLE001 - a lost connection: just sleep
-                log.debug("flux: waiting for results failed (%s)", exc)
-                self.broken = True
-        if not ended:
-            deadline.sleep(deadline.remaining())
-        return ended
+        return retry(lambda: self._ended(deadline), budget=seconds, again=_none, pause=seconds)
+
+    def _ended(self, deadline: Deadline) -> Set[str]:
+        """The watched jobs that ended by ``deadline``; none at once, the broker gone."""
+        if self.broken or deadline.expired:
+            return set()
+        try:
+            return self.wait(deadline.remaining())
+        except Exception as exc:  # noqa: BLE001 - a lost connection: just sleep
+            log.debug("flux: waiting for results failed (%s)", exc)
+            self.broken = True
+            return set()
 
     def wait(self, timeout: float) -> Set[str]:
         if not self._done and not self.broken and not run_reactor(self.handle, timeout):

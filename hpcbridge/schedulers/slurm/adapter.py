@@ -10,7 +10,7 @@ from ...errors import JobNotFoundError
 from ...settings.schedulers import check_driver_choice
 from ...transports.base import Executor
 from . import cluster
-from .status import job_id_of
+from .ids import job_id_of
 
 if TYPE_CHECKING:
     from ...engine.driver import OpenDriver

@@ -17,7 +17,7 @@ from ...engine.runner import CHUNK, Runner
 from ...model import JobStatus
 from ...store.caps import LimitCache
 from ...transports.base import Executor
-from . import cluster, commands, options, queries, status
+from . import cluster, commands, options, queries
 from .commands import CAPABILITIES, SubmitSpec, plan_batch, planned_spec, submit_batch
 from .queries import NoHistory, Statuses
 
@@ -87,26 +87,26 @@ class SlurmCliDriver:
         # A cold round (nothing known yet) needs every job's full fields: no light one.
         if self._last and self._light():
             try:
-                states = self.runner.ask_each(status.squeue_state_argv, ids, queries.states_reply)
+                states = self.runner.ask_each(queries.squeue_state_argv, ids, queries.states_reply)
             except queries.NoAnswer:
                 states = None  # every job's full fields
         answers, to_ask = queries.light_round(ids, self._last, states)
         if to_ask:
-            # many ids: one squeue of the user's jobs answers them all (status.by_user)
-            size = len(to_ask) if status.by_user(to_ask) else CHUNK
+            # many ids: one squeue of the user's jobs answers them all (queries.by_user)
+            size = len(to_ask) if queries.by_user(to_ask) else CHUNK
             answers.update(
-                self.runner.ask_each(status.squeue_argv, to_ask, queries.squeue_reply, size=size)
+                self.runner.ask_each(queries.squeue_argv, to_ask, queries.squeue_reply, size=size)
             )
         return answers
 
     def _by_id(self, ids: List[str]) -> Statuses:
         """The queue's statuses of ``ids``, asked by their ids."""
-        argv = status.squeue_argv(ids, by_id=True)
+        argv = queries.squeue_argv(ids, by_id=True)
         return self.runner.ask(argv, lambda reply: queries.squeue_reply(reply, ids))
 
     def _history(self, asked: List[str], wanted: List[str]) -> Statuses:
         """What sacct remembers of ``asked``: the statuses of the ``wanted`` ids it has."""
-        return self.runner.ask(status.sacct_argv(asked), lambda r: queries.sacct_reply(r, wanted))
+        return self.runner.ask(queries.sacct_argv(asked), lambda r: queries.sacct_reply(r, wanted))
 
     def _send(self, spec: SubmitSpec) -> str:
         """One sbatch; its job id (a lost answer adopted by the spec's key)."""
@@ -144,9 +144,9 @@ class SlurmCliDriver:
     def find_keys(self, keys: Collection[str]) -> Dict[str, str]:
         """key -> the job carrying it, from squeue, else from sacct (an ended job that left
         the queue: Slurm keeps its comment with ``AccountingStoreFlags=job_comment``)."""
-        found = self.runner.ask(status.key_argv(), lambda reply: queries.keys_reply(reply, keys))
+        found = self.runner.ask(queries.key_argv(), lambda reply: queries.keys_reply(reply, keys))
         if len(found) < len(keys):
-            history = self.runner.run(status.sacct_key_argv(KEY_HISTORY))
+            history = self.runner.run(queries.sacct_key_argv(KEY_HISTORY))
             found = {**queries.history_keys_reply(history, keys), **found}
         return found
 
@@ -196,7 +196,7 @@ class SlurmCliDriver:
     def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
         """Every id: from the queue, else from the history, else UNKNOWN (``queries.statuses``);
         ``NotAskedNow`` when the queue cannot be asked (past the retries)."""
-        by_id = self._by_id if status.by_user(job_ids) else None
+        by_id = self._by_id if queries.by_user(job_ids) else None
         answers = queries.statuses(job_ids, self._live, self._history_noted, by_id)
         self._last = {
             job_id: answer for job_id, answer in answers.items() if answer.state.rank in (0, 1)
@@ -214,7 +214,7 @@ class SlurmCliDriver:
         """Whether this Slurm has ``squeue --only-job-state`` (asked once)."""
         if self._has_light is None:
             parsed = cluster.parse_version(self.version() or "")
-            self._has_light = parsed is not None and parsed >= status.ONLY_JOB_STATE_SINCE
+            self._has_light = parsed is not None and parsed >= queries.ONLY_JOB_STATE_SINCE
         return self._has_light
 
     # -- cancel, logs, config ------------------------------------------------------

@@ -14,7 +14,9 @@ from ...errors import SchedulerUnavailableError
 from ...model import Charge
 from ..native_options import option_names
 from .commands import scheduler_message
-from .status import map_state, normalize_job_id, sacct_argv
+from .ids import normalize_job_id
+from .queries import sacct_argv
+from .status import map_state
 
 log = logging.getLogger("hpcbridge.slurm")
 

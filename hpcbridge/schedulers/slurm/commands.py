@@ -29,7 +29,7 @@ from ...errors import (
 )
 from ...request.begins import format_begin
 from ...resources import Resources, format_slurm_time
-from .status import KEY_PREFIX, normalize_job_id
+from .ids import KEY_PREFIX, normalize_job_id
 
 log = logging.getLogger("hpcbridge.slurm")
 

@@ -27,9 +27,9 @@ from . import pyslurm_records as records
 from . import queries
 from .cli_driver import SlurmCliDriver
 from .commands import SubmitSpec, planned_spec
+from .ids import split_job_id
 from .pyslurm_loading import call, ensure_loadable, import_pyslurm, installed_pyslurm_version
 from .queries import Statuses
-from .status import split_job_id
 
 
 def build_native_driver(

@@ -17,8 +17,9 @@ from ...model import JobStatus
 from ...resources import format_slurm_time, signal_parts
 from .cluster import parse_version
 from .commands import SubmitSpec, dependency_text, refusal_error
+from .ids import KEY_PREFIX, expand_array_spec, split_job_id
 from .queries import NoHistory, Statuses
-from .status import KEY_PREFIX, SACCT_COLUMNS, expand_array_spec, parse_sacct, split_job_id
+from .status import SACCT_COLUMNS, parse_sacct
 
 #: why the real-driver tests skip here
 PYSLURM_SKIP_REASON = "pyslurm not importable (PyPI has it only for Slurm 25.11)"

@@ -1,7 +1,8 @@
 """What the drivers ask Slurm about jobs, and in which order: the queue first (squeue, or
 the bindings' live records), then the history (sacct, slurmdbd), then UNKNOWN; and the key
-a lost submission is found by.  The answers' parsers and the order, written once for both
-drivers (each hands its own requests).  Pure, no I/O."""
+a lost submission is found by.  The CLI driver's command lines for them (squeue, sacct), the
+answers' parsers and the order, written once for both drivers (the bindings' driver hands its
+own requests).  Pure, no I/O."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from typing import Callable, Collection, Dict, List, Mapping, Optional, Sequence
 from ...engine.driver import Again, CannotAsk, NotAskedNow, Reply
 from ...model import JobState, JobStatus
 from .commands import is_invalid_job_id, scheduler_message, transient
-from .status import array_ids, parse_key_rows, parse_sacct, parse_squeue, parse_squeue_states
+from .ids import KEY_PREFIX, array_ids, job_list, normalize_job_id
+from .status import SACCT_FIELDS, SQUEUE_FIELDS, parse_sacct, parse_squeue
 
 log = logging.getLogger("hpcbridge.slurm")
 
@@ -49,6 +51,104 @@ class NoHistory(Exception):
 
 class NoAnswer(Exception):
     """A question that failed where asking another way is the answer (the light round)."""
+
+
+# -- the questions as the CLI driver asks them (the bindings ask their own way) ----------
+
+#: past this many ``--jobs`` entries, squeue lists the user's jobs (``--me``) instead:
+#: the same question to slurmctld (every job), a cheaper filter in squeue
+BY_USER_OVER = 50
+
+
+def by_user(job_ids: Sequence[str]) -> bool:
+    """Whether ``squeue_argv`` lists the user's jobs (``--me``) for these ids: a job of
+    another user is then found by its id only (``squeue_argv(ids, by_id=True)``)."""
+    return len(job_list(job_ids)) > BY_USER_OVER
+
+
+def squeue_argv(job_ids: Sequence[str], by_id: bool = False) -> List[str]:
+    """One squeue for many ids (one row per pending array task): by their ids, or
+    (unless ``by_id``) every job of the user's where ``by_user``."""
+    # Without --states=all a finished job (kept for MinJobAge) prints no row.
+    # squeue 22.05 matches each job against every id given: 500 ids cost it ~3 ms more.
+    fields = ",".join(f"{name}:0|" for name, _ in SQUEUE_FIELDS)
+    entries = job_list(job_ids)
+    by_me = len(entries) > BY_USER_OVER and not by_id
+    selection = "--me" if by_me else f"--jobs={','.join(entries)}"
+    return [
+        "squeue",
+        "--noheader",
+        "--array",
+        "--states=all",
+        selection,
+        f"--Format={fields}",
+    ]
+
+
+#: squeue --only-job-state (the light REQUEST_JOB_STATE RPC) came in Slurm 23.11.5
+ONLY_JOB_STATE_SINCE = (23, 11, 5)
+
+
+def squeue_state_argv(job_ids: Sequence[str]) -> List[str]:
+    """squeue through the light RPC: only each job's id and state."""
+    return [
+        "squeue",
+        "--only-job-state",
+        "--noheader",
+        "--array",
+        "--states=all",
+        f"--jobs={','.join(job_list(job_ids))}",
+        "--format=%i|%T",
+    ]
+
+
+def parse_squeue_states(text: str) -> Dict[str, str]:
+    """``squeue_state_argv`` output: job id -> Slurm's state word."""
+    found: Dict[str, str] = {}
+    for line in text.splitlines():
+        job_id, bar, state = line.strip().partition("|")
+        if bar and job_id:
+            found[normalize_job_id(job_id)] = state.strip()
+    return found
+
+
+def key_argv() -> List[str]:
+    """This user's jobs with their comments, to find a submission by its key."""
+    return ["squeue", "--me", "--noheader", "--states=all", "--format=%F|%k"]
+
+
+def sacct_key_argv(since: str) -> List[str]:
+    """The same from history (Slurm keeps the comment with AccountingStoreFlags=job_comment)."""
+    return ["sacct", "-X", "-P", "--noheader", f"--starttime={since}", "--format=JobID,Comment"]
+
+
+def parse_key_rows(text: str, key: str) -> Optional[str]:
+    """The job (the array's own id, for an array) whose comment carries ``key``."""
+    wanted = KEY_PREFIX + key
+    for line in text.splitlines():
+        job_id, bar, comment = line.strip().partition("|")
+        if bar and comment.strip() == wanted:
+            return job_id.split("_", 1)[0]
+    return None
+
+
+def sacct_argv(job_ids: Sequence[str], fields: Optional[Sequence[str]] = None) -> List[str]:
+    """One sacct for the ids squeue no longer knows (an id it never saw: no row, exit 0);
+    ``fields``: other columns than the status round's (a charge's)."""
+    # -P: fixed columns truncate (CANCELLED+); -X: the allocation's own row (what Slurm
+    # charged), no .batch/.extern step rows.
+    columns = fields if fields is not None else [name for name, _ in SACCT_FIELDS]
+    return [
+        "sacct",
+        "-X",
+        "-P",
+        "--noheader",
+        f"--jobs={','.join(job_list(job_ids))}",
+        f"--format={','.join(columns)}",
+    ]
+
+
+# -- the answers --------------------------------------------------------------------
 
 
 def accounting_disabled(message: str) -> bool:

@@ -1,6 +1,6 @@
-"""Slurm job ids (``123``, ``123_4``, ``123_[5-9%2]``) and array specs; squeue and sacct: one
-command line each for many ids, Slurm's states, exit codes and times, and the parsers.
-Pure, no I/O; tested against outputs of a real Slurm 22.05 (tests/data/slurm/)."""
+"""squeue and sacct output: Slurm's states, exit codes and times, the columns a status is
+read from, and the parsers (ids are ``ids``'s; the command lines, ``queries``').  Pure, no
+I/O; tested against outputs of a real Slurm 22.05 (tests/data/slurm/)."""
 
 from __future__ import annotations
 
@@ -10,101 +10,7 @@ from datetime import datetime, tzinfo
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ...model import CANCELLED_WHILE_PENDING, JobState, JobStatus
-
-_TASK_ID = re.compile(r"^(?P<base>\d+)_(?P<task>\d+)$")
-_BRACKETED = re.compile(r"^(?P<base>\d+)_\[(?P<spec>[^\]]*)\]$")
-_SPEC_ITEM = re.compile(r"^(?P<first>\d+)(?:-(?P<last>\d+)(?::(?P<step>\d+))?)?$")
-
-
-def normalize_job_id(job_id: object) -> str:
-    """``123``, ``"123;cluster"``, ``" 123_4 "`` -> ``"123"`` / ``"123_4"``."""
-    text = str(job_id).strip()
-    if ";" not in text:  # the usual case, on every row of squeue and sacct
-        return text
-    return text.split(";", 1)[0].strip()
-
-
-#: what a user may name a job by: a job (``123``) or an array task (``123_4``)
-_TYPED_ID = re.compile(r"^\d+(?:_\d+)?$")
-
-
-def job_id_of(text: object) -> str:
-    """A job id as a user types it (``123``, ``123_4``, ``123;cluster``), as recorded;
-    ``ValueError`` for text that is no Slurm job id (squeue's failure would read as a
-    controller that cannot be asked)."""
-    if type(text) is str and text.isdecimal():
-        return text  # the usual case: nothing to normalize
-    job_id = normalize_job_id(text)
-    if not (job_id.isdecimal() or _TYPED_ID.match(job_id)):
-        raise ValueError(
-            f"{str(text).strip()!r} is not a Slurm job id (expected a number such as 123, "
-            "or 123_4 for a task of an array)"
-        )
-    return job_id
-
-
-def split_job_id(job_id: str) -> Tuple[str, Optional[int]]:
-    """``"123_4"`` -> ``("123", 4)``; ``"123"`` -> ``("123", None)``."""
-    if "_" not in job_id:
-        return job_id, None
-    match = _TASK_ID.match(job_id)
-    if match:
-        return match.group("base"), int(match.group("task"))
-    return job_id, None
-
-
-def expand_array_spec(spec: str) -> List[int]:
-    """Task indices of an array spec: ``3-6%2`` (throttle ignored), ``[1,3,5-7]``,
-    ``0-15:4``; a malformed spec gives an empty list."""
-    spec = spec.strip()
-    if spec.startswith("[") and spec.endswith("]"):
-        spec = spec[1:-1]
-    spec = spec.split("%", 1)[0]
-    indices: List[int] = []
-    for item in spec.split(","):
-        match = _SPEC_ITEM.match(item.strip())
-        if not match:
-            return []
-        first = int(match.group("first"))
-        last = int(match.group("last") or first)
-        step = int(match.group("step") or 1)
-        if last < first or step < 1:
-            return []
-        indices.extend(range(first, last + 1, step))
-    return indices
-
-
-def expand_job_id(text: str) -> List[str]:
-    """Every id a squeue/sacct job id column stands for: ``123_[4-9]`` (an array's waiting
-    tasks, one row) as ``123_4`` ... ``123_9``."""
-    text = normalize_job_id(text)
-    if "[" not in text:
-        return [text] if text else []
-    match = _BRACKETED.match(text)
-    if match:
-        base = match.group("base")
-        return [f"{base}_{index}" for index in expand_array_spec(match.group("spec"))]
-    return [text] if text else []
-
-
-def job_list(job_ids: Sequence[str], collapse_over: int = 50) -> List[str]:
-    """The ``--jobs`` list for many ids, deduplicated; an array with more than
-    ``collapse_over`` tasks asked is named by its id alone (then all its tasks are listed)."""
-    ordered = list(dict.fromkeys(job_ids))
-    by_array: Dict[str, List[str]] = {}
-    for job_id in ordered:
-        base, task = split_job_id(job_id)
-        if task is not None:
-            by_array.setdefault(base, []).append(job_id)
-    collapsed = {base for base, tasks in by_array.items() if len(tasks) > collapse_over}
-    if not collapsed:
-        return ordered
-    entries = (
-        base if task is not None and base in collapsed else job_id
-        for job_id, (base, task) in zip(ordered, map(split_job_id, ordered))
-    )
-    return list(dict.fromkeys(entries))
-
+from .ids import expand_job_id, normalize_job_id, split_job_id
 
 #: every Slurm job state: its long form (squeue %T, sacct State), compact code (squeue %t,
 #: which some sites set in SQUEUE_FORMAT) and our state
@@ -219,7 +125,7 @@ def _settled(
     return None, None, reason
 
 
-# -- the commands ------------------------------------------------------------------
+# -- the columns ------------------------------------------------------------------
 
 #: ``squeue --Format`` fields (width 0: never truncated); only --Format has exit_code.
 #: JobArrayID prints 123_4 for a task and 123_[5-9%2] for an array's pending rest.
@@ -244,110 +150,6 @@ SACCT_FIELDS: Tuple[Tuple[str, str], ...] = (
     ("Reason", "reason"),
 )
 SACCT_COLUMNS: Tuple[str, ...] = tuple(column for _, column in SACCT_FIELDS)
-
-
-#: past this many ``--jobs`` entries, squeue lists the user's jobs (``--me``) instead:
-#: the same question to slurmctld (every job), a cheaper filter in squeue
-BY_USER_OVER = 50
-
-
-def by_user(job_ids: Sequence[str]) -> bool:
-    """Whether ``squeue_argv`` lists the user's jobs (``--me``) for these ids: a job of
-    another user is then found by its id only (``squeue_argv(ids, by_id=True)``)."""
-    return len(job_list(job_ids)) > BY_USER_OVER
-
-
-def squeue_argv(job_ids: Sequence[str], by_id: bool = False) -> List[str]:
-    """One squeue for many ids (one row per pending array task): by their ids, or
-    (unless ``by_id``) every job of the user's where ``by_user``."""
-    # Without --states=all a finished job (kept for MinJobAge) prints no row.
-    # squeue 22.05 matches each job against every id given: 500 ids cost it ~3 ms more.
-    fields = ",".join(f"{name}:0|" for name, _ in SQUEUE_FIELDS)
-    entries = job_list(job_ids)
-    by_me = len(entries) > BY_USER_OVER and not by_id
-    selection = "--me" if by_me else f"--jobs={','.join(entries)}"
-    return [
-        "squeue",
-        "--noheader",
-        "--array",
-        "--states=all",
-        selection,
-        f"--Format={fields}",
-    ]
-
-
-#: squeue --only-job-state (the light REQUEST_JOB_STATE RPC) came in Slurm 23.11.5
-ONLY_JOB_STATE_SINCE = (23, 11, 5)
-
-
-def squeue_state_argv(job_ids: Sequence[str]) -> List[str]:
-    """squeue through the light RPC: only each job's id and state."""
-    return [
-        "squeue",
-        "--only-job-state",
-        "--noheader",
-        "--array",
-        "--states=all",
-        f"--jobs={','.join(job_list(job_ids))}",
-        "--format=%i|%T",
-    ]
-
-
-def parse_squeue_states(text: str) -> Dict[str, str]:
-    """``squeue_state_argv`` output: job id -> Slurm's state word."""
-    found: Dict[str, str] = {}
-    for line in text.splitlines():
-        job_id, bar, state = line.strip().partition("|")
-        if bar and job_id:
-            found[normalize_job_id(job_id)] = state.strip()
-    return found
-
-
-#: the job comment every submission carries: what an uncertain submission is found by
-KEY_PREFIX = "hpcbridge:"
-
-
-def key_argv() -> List[str]:
-    """This user's jobs with their comments, to find a submission by its key."""
-    return ["squeue", "--me", "--noheader", "--states=all", "--format=%F|%k"]
-
-
-def sacct_key_argv(since: str) -> List[str]:
-    """The same from history (Slurm keeps the comment with AccountingStoreFlags=job_comment)."""
-    return ["sacct", "-X", "-P", "--noheader", f"--starttime={since}", "--format=JobID,Comment"]
-
-
-def parse_key_rows(text: str, key: str) -> Optional[str]:
-    """The job (the array's own id, for an array) whose comment carries ``key``."""
-    wanted = KEY_PREFIX + key
-    for line in text.splitlines():
-        job_id, bar, comment = line.strip().partition("|")
-        if bar and comment.strip() == wanted:
-            return job_id.split("_", 1)[0]
-    return None
-
-
-def sacct_argv(job_ids: Sequence[str], fields: Optional[Sequence[str]] = None) -> List[str]:
-    """One sacct for the ids squeue no longer knows (an id it never saw: no row, exit 0);
-    ``fields``: other columns than the status round's (a charge's)."""
-    # -P: fixed columns truncate (CANCELLED+); -X: the allocation's own row (what Slurm
-    # charged), no .batch/.extern step rows.
-    columns = fields if fields is not None else [name for name, _ in SACCT_FIELDS]
-    return [
-        "sacct",
-        "-X",
-        "-P",
-        "--noheader",
-        f"--jobs={','.join(job_list(job_ids))}",
-        f"--format={','.join(columns)}",
-    ]
-
-
-def array_ids(job_ids: Sequence[str]) -> List[str]:
-    """The arrays' own ids of the tasks among ``job_ids`` (``123_4`` -> ``123``)."""
-    return list(
-        dict.fromkeys(base for base, task in map(split_job_id, job_ids) if task is not None)
-    )
 
 
 def parse_sacct(

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Record what sacct says of the tasks of a Slurm array cancelled before they started,
-# with the CLI driver's exact command line (hpcbridge/schedulers/slurm/status.py:
+# with the CLI driver's exact command line (hpcbridge/schedulers/slurm/queries.py:
 # sacct_argv), against a test cluster of containers/slurm, into this folder:
 #   bash tests/data/slurm/array_cancel/record.sh 2205                  # Debian's 22.05
 #   HPCBRIDGE_SLURM_STATE=/tmp/hpcbridge-slurm-2511 \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Record the exact squeue/sacct command lines of the CLI driver
-# (hpcbridge/schedulers/slurm/status.py: squeue_argv, sacct_argv) against the
+# (hpcbridge/schedulers/slurm/queries.py: squeue_argv, sacct_argv) against the
 # test cluster of containers/slurm, into this folder:
 #   bash containers/slurm/start.sh && bash tests/data/slurm/driver/record.sh
 # For every NAME: NAME.cmd (the argv, shell-quoted), NAME.txt (stdout),

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Record one status round of many jobs with the CLI driver's exact command lines
-# (hpcbridge/schedulers/slurm/status.py: squeue_argv, sacct_argv) against a test cluster
+# (hpcbridge/schedulers/slurm/queries.py: squeue_argv, sacct_argv) against a test cluster
 # of containers/slurm, into this folder:
 #   PYTHONPATH=$PWD bash tests/data/slurm/status_round/record.sh
 # 120 jobs and an array of 8 tasks wait on a held job (reason Dependency) while squeue is
@@ -28,7 +28,7 @@ rec() { # rec NAME ARGV...
     echo "[record] $name rc=$rc: $(wc -l <"$OUT/$name.txt") line(s)" >&2
 }
 argv() { # argv squeue|sacct ID...: the driver's command line, one word per line
-    python3 -c 'import sys; from hpcbridge.schedulers.slurm import status as s
+    python3 -c 'import sys; from hpcbridge.schedulers.slurm import queries as s
 print("\n".join(getattr(s, sys.argv[1] + "_argv")(sys.argv[2:])))' "$@"
 }
 sub() { local id; id=$(sbatch --parsable -o /dev/null "$@"); echo "${id%%;*}"; }
