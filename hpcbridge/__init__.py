@@ -5,28 +5,29 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .errors import (
-    ConfigurationError,
-    HostKeyError,
-    JobNotFoundError,
-    JobSubmissionError,
-    JobTimeoutError,
-    LimitRefusedError,
-    ResourceError,
-    SchedulerAdapterError,
-    SchedulerUnavailableError,
-    SlurmAdapterError,
-    SubmissionUncertainError,
-    SweepCancelledError,
-    TransportError,
-)
-from .model import TERMINAL_STATES, JobState, JobStatus
-from .resources import RESOURCE_KEYS, Resources
-from .settings.config import Settings
-from .transports.base import CommandResult, Executor
-from .transports.local import LocalExecutor
+if TYPE_CHECKING:
+    from .errors import (
+        ConfigurationError,
+        HostKeyError,
+        JobNotFoundError,
+        JobSubmissionError,
+        JobTimeoutError,
+        LimitRefusedError,
+        ResourceError,
+        SchedulerAdapterError,
+        SchedulerUnavailableError,
+        SlurmAdapterError,
+        SubmissionUncertainError,
+        SweepCancelledError,
+        TransportError,
+    )
+    from .model import TERMINAL_STATES, JobState, JobStatus
+    from .resources import RESOURCE_KEYS, Resources
+    from .settings.config import Settings
+    from .transports.base import CommandResult, Executor
+    from .transports.local import LocalExecutor
 
 __all__ = [
     "RESOURCE_KEYS",
@@ -63,8 +64,32 @@ __all__ = [
     "get_scheduler_adapter",
 ]
 
-# resolved on first use: importing the package stays cheap
+# resolved on first use: importing the package (or one module of it) stays cheap
 _LAZY = {
+    **{
+        name: ("hpcbridge.errors", name)
+        for name in (
+            "ConfigurationError",
+            "HostKeyError",
+            "JobNotFoundError",
+            "JobSubmissionError",
+            "JobTimeoutError",
+            "LimitRefusedError",
+            "ResourceError",
+            "SchedulerAdapterError",
+            "SchedulerUnavailableError",
+            "SlurmAdapterError",
+            "SubmissionUncertainError",
+            "SweepCancelledError",
+            "TransportError",
+        )
+    },
+    **{name: ("hpcbridge.model", name) for name in ("TERMINAL_STATES", "JobState", "JobStatus")},
+    **{name: ("hpcbridge.resources", name) for name in ("RESOURCE_KEYS", "Resources")},
+    "Settings": ("hpcbridge.settings.config", "Settings"),
+    "CommandResult": ("hpcbridge.transports.base", "CommandResult"),
+    "Executor": ("hpcbridge.transports.base", "Executor"),
+    "LocalExecutor": ("hpcbridge.transports.local", "LocalExecutor"),
     "SchedulerAdapter": ("hpcbridge.engine.adapter", "SchedulerAdapter"),
     "MockAdapter": ("hpcbridge.schedulers.mock", "MockAdapter"),
     "PartialSubmissionError": ("hpcbridge.engine.driver", "PartialSubmissionError"),

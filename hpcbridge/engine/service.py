@@ -32,15 +32,14 @@ from typing import (
 
 from ..errors import ConfigurationError, SchedulerUnavailableError
 from ..model import JobStatus
-from ..resources import RESOURCE_KEYS, Resources
-from ..settings.config import Settings
-from ..store.jobs import JobStore
-from ..transports.base import Executor
-from ..transports.local import LocalExecutor
 from .wait_plan import WaitPlan
 
 if TYPE_CHECKING:
     from ..model import Charge
+    from ..resources import Resources
+    from ..settings.config import Settings
+    from ..store.jobs import JobStore
+    from ..transports.base import Executor
     from .driver import SchedulerDriver, Session
     from .following import Following
     from .jobscript import TaskSpec
@@ -79,6 +78,10 @@ class SubmissionService(ABC):
         unknown_limit: Optional[int] = None,
         command_timeout: Optional[float] = None,
     ) -> None:
+        # loaded by the first adapter made, not by importing one (as submitting, following)
+        from ..settings.config import Settings
+        from ..store.jobs import JobStore
+        from ..transports.local import LocalExecutor
         from .submitting import Stager
         from .tracking import JobTracker
 
@@ -152,6 +155,8 @@ class SubmissionService(ABC):
 
     def validate_resources(self, resources: Union[None, Mapping[str, Any], Resources]) -> Resources:
         """Validated resources over the settings' defaults (a ``Resources``: as it is)."""
+        from ..resources import RESOURCE_KEYS, Resources
+
         if isinstance(resources, Resources):
             return resources
         sources = self.settings.sources

@@ -25,7 +25,6 @@ from typing import (
 
 from ..errors import ConfigurationError
 from ..model import JobState, JobStatus
-from ..retrying import retry
 from . import location as store_location
 from .journal import journal_for
 from .records import (
@@ -170,8 +169,20 @@ def retry_locked(action: Callable[[], T]) -> T:
             raise
 
     try:
+        return attempt()
+    except Busy as exc:
+        first: List[Busy] = [exc]
+    # locked: the retry loop (loaded only now), whose first attempt is this one's answer
+    from ..retrying import retry
+
+    def again() -> T:
+        if first:
+            raise first.pop()
+        return attempt()
+
+    try:
         return retry(
-            attempt, budget=BUSY_BUDGET, retry_on=(Busy,), pause=0.01, backoff=1.5, max_pause=0.2
+            again, budget=BUSY_BUDGET, retry_on=(Busy,), pause=0.01, backoff=1.5, max_pause=0.2
         )
     except Busy as exc:
         raise exc.__cause__ or exc from None

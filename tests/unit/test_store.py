@@ -1,9 +1,13 @@
 import multiprocessing
+import sqlite3
 from datetime import datetime, timedelta, timezone
+
+import pytest
 
 from hpcbridge import JobState, JobStatus
 from hpcbridge.engine.cost import job_cost
-from hpcbridge.store.jobs import JobRecord, JobStore
+from hpcbridge.store import jobs as store_jobs
+from hpcbridge.store.jobs import JobRecord, JobStore, retry_locked
 
 
 def _writer(path, worker, count):
@@ -150,3 +154,37 @@ def test_a_database_of_an_older_release_gets_the_new_columns_and_keeps_its_rows(
     store.add(JobRecord(job_id="8", scheduler="slurm", reach='{"ssh_host": "alias"}'))
     assert store.get("8", "slurm", "").reach == '{"ssh_host": "alias"}'
     assert SweepBook(store).get("s").reach is None
+
+
+def _locked_then(answers):
+    """An action that raises each exception of ``answers`` in turn, then returns "done"."""
+    calls = []
+
+    def action():
+        calls.append(1)
+        if len(calls) <= len(answers):
+            raise answers[len(calls) - 1]
+        return "done"
+
+    return action, calls
+
+
+def test_a_locked_statement_is_tried_again_until_it_goes_through():
+    action, calls = _locked_then([sqlite3.OperationalError("database is locked")] * 2)
+    assert retry_locked(action) == "done"
+    assert len(calls) == 3
+
+
+def test_another_sqlite_error_is_raised_at_once():
+    action, calls = _locked_then([sqlite3.OperationalError("no such table: hpc_jobs")])
+    with pytest.raises(sqlite3.OperationalError, match="no such table"):
+        retry_locked(action)
+    assert len(calls) == 1
+
+
+def test_a_lock_past_the_budget_raises_sqlites_error(monkeypatch):
+    monkeypatch.setattr(store_jobs, "BUSY_BUDGET", 0.05)
+    action, calls = _locked_then([sqlite3.OperationalError("database is locked")] * 10_000)
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        retry_locked(action)
+    assert len(calls) > 1

@@ -5,12 +5,14 @@
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import TYPE_CHECKING, Optional, Tuple
 
 from ...errors import ConfigurationError, JobNotFoundError
-from ...settings.config import Settings
 from .ids import is_job_id
 from .instance import UriSetting
+
+if TYPE_CHECKING:
+    from ...settings.config import Settings
 
 URI_SCHEMES = ("local", "ssh")
 

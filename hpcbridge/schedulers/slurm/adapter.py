@@ -8,13 +8,12 @@ from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence
 from ...engine.adapter import SchedulerAdapter
 from ...errors import JobNotFoundError
 from ...settings.schedulers import check_driver_choice
-from ...transports.base import Executor
-from . import cluster
 from .ids import job_id_of
 
 if TYPE_CHECKING:
     from ...engine.driver import OpenDriver
     from ...model import Charge
+    from ...transports.base import Executor
 
 
 class RealSlurmAdapter(SchedulerAdapter):
@@ -69,6 +68,8 @@ class RealSlurmAdapter(SchedulerAdapter):
     @property
     def poll_target(self) -> str:
         """One shared poll per cluster: the slurm.conf the commands read names it."""
+        from . import cluster
+
         envs = [self.command_env, self.settings.command_env]
         conf = cluster.slurm_conf(envs, os.environ, self.executor.is_local)
         return f"{super().poll_target}|{conf}"
@@ -82,6 +83,7 @@ class RealSlurmAdapter(SchedulerAdapter):
     def charges(self, job_ids: Sequence[str]) -> Dict[str, Charge]:
         """What sacct says these jobs were charged (``cluster.parse_sacct_charges``)."""
         from ...engine.runner import Runner
+        from . import cluster
 
         if not job_ids:
             return {}
