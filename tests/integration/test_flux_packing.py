@@ -26,6 +26,7 @@ from hpcbridge.schedulers.flux.instance_answers import parse_cores
 from hpcbridge.store.jobs import JobStore
 from tests.conftest import REPO
 from tests.support import pack_stops
+from tests.support.cli import stoppable
 from tests.support.flux_cases import adapter_on, start_instance, write_script
 
 pytestmark = pytest.mark.flux
@@ -196,7 +197,9 @@ def test_an_interrupted_pack_settles_and_its_ended_tasks_need_no_flux(
     command = [sys.executable, "-m", "hpcbridge"]
     argv = [*command, "submit-many", "--scheduler", "flux", task, "--args-file", str(args)]
     argv += ["--time", "30s", "--pack", "time=5", "--poll-interval", "0.5"]
-    client = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # its SIGINT at the default, whatever the suite's was
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    client = subprocess.Popen(argv, env=env, preexec_fn=stoppable, **pipes)
     deadline = time.monotonic() + 240
     while not ran.exists() or len(ran.read_text().split()) < 3 or recorded(tmp_path) < 3:
         # 0 and 1 ended, and one held is running, its job recorded

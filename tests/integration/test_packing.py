@@ -29,6 +29,7 @@ from hpcbridge.packing.allocations import AllocationError
 from hpcbridge.packing.request import ALLOCATION_NAME
 from hpcbridge.store.jobs import JobStore
 from hpcbridge.store.packs import PackBook
+from tests.support.cli import stoppable
 from tests.support.flux_cases import require_flux, write_script
 from tests.support.slurm_clusters import TARGETS, cluster_for, make_adapter, run_slurm
 
@@ -399,6 +400,7 @@ def test_an_interrupted_pack_settles_and_is_told_truly_without_flux(
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        preexec_fn=stoppable,  # its SIGINT at the default, whatever the suite's was
     )
     deadline = time.monotonic() + 240
     while not ran.exists() or len(ran.read_text().split()) < 3 or recorded(tmp_path) < 3:

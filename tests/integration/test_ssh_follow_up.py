@@ -20,7 +20,7 @@ from typing import Dict, Iterator
 
 import pytest
 
-from tests.support.cli import hpcbridge_in
+from tests.support.cli import hpcbridge_in, stoppable
 from tests.support.places import ssh_env
 from tests.support.slurm_clusters import TARGETS, cluster_for
 from tests.support.ssh import Server, alias_entry
@@ -140,7 +140,9 @@ def test_a_sweep_left_half_sent_is_fed_on_from_a_new_shell(
     }
     argv = [sys.executable, "-m", "hpcbridge", "submit-many", str(script)]
     argv += ["--args-file", str(args), "--sweep", "naps", "--max-queued", "1", "--time", "5"]
-    sender = subprocess.Popen(argv, env=sender_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # its SIGINT at the default, whatever the suite's was
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    sender = subprocess.Popen(argv, env=sender_env, preexec_fn=stoppable, **pipes)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # the first job went in: the sender is stopped
