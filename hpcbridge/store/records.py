@@ -6,9 +6,10 @@ entry of a poll round, a pack task's final status as a JSON object - read back t
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, fields
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, List, Optional, Sequence
 
 from ..model import JobState, JobStatus
@@ -225,12 +226,24 @@ PLAIN = (str, int, float, bool)
 
 def iso(moment: Optional[datetime]) -> Optional[str]:
     """A time as the store writes it (``None`` stays ``None``)."""
-    return moment.isoformat() if moment is not None else None
+    return _iso(moment, moment.utcoffset()) if moment is not None else None
 
 
 def moment(text: Optional[str]) -> Optional[datetime]:
     """A time the store wrote (empty or ``None``: ``None``)."""
-    return datetime.fromisoformat(text) if text else None
+    return _moment(text) if text else None
+
+
+# A round's jobs share a few times (its own, the moment a batch was cancelled): each is
+# converted once.  The offset is part of the key: equal times in two zones print apart.
+@functools.lru_cache(maxsize=1024)
+def _iso(moment: datetime, _offset: Optional[timedelta]) -> str:
+    return moment.isoformat()
+
+
+@functools.lru_cache(maxsize=1024)
+def _moment(text: str) -> datetime:
+    return datetime.fromisoformat(text)
 
 
 def status_values(status: JobStatus) -> List[Any]:
