@@ -100,9 +100,9 @@ class JobStatus:
     def with_(self, **changes: Any) -> JobStatus:
         """A copy with ``changes`` - its fields copied as they are (no ``__init__``: a
         status refresh makes one or two per job)."""
-        unknown = changes.keys() - _STATUS_FIELDS
-        if unknown:
-            raise TypeError(f"JobStatus has no field {sorted(unknown)[0]!r}")
+        if not _STATUS_FIELDS.issuperset(changes):
+            unknown = sorted(changes.keys() - _STATUS_FIELDS)
+            raise TypeError(f"JobStatus has no field {unknown[0]!r}")
         copy = object.__new__(JobStatus)
         copy.__dict__.update(self.__dict__, **changes)
         return copy

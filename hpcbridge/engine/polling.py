@@ -206,11 +206,9 @@ class Poller:
             self._duration = time.monotonic() - started
         self._last_round = time.monotonic()
         at = time.time()
-        stamped = {}
-        for job_id, seen in answers.items():
-            stamped[job_id] = seen.stamped(at)
-            self._latest[job_id] = stamped[job_id]
-            self._latest_at[job_id] = at
+        stamped = {job_id: seen.stamped(at) for job_id, seen in answers.items()}
+        self._latest.update(stamped)
+        self._latest_at.update(dict.fromkeys(stamped, at))
         if self._duration * SLOW_FACTOR > self.chosen(chosen):
             log.info(
                 "the scheduler took %.1f s to answer: asked again in %.0f s at the soonest",
