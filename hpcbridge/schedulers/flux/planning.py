@@ -377,8 +377,3 @@ def expiration_of(resource_r: Any) -> Optional[float]:
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
     return expiration if expiration > 0 else None
-
-
-def key_handling() -> Tuple[Mapping[str, str], Mapping[str, str]]:
-    """The resource keys Flux drops and those it refuses, each with why (doctor)."""
-    return DROPPED_KEYS, REFUSED_KEYS
