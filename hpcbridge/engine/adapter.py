@@ -13,8 +13,9 @@ keywords become one ``WaitPlan`` here, passed down whole (``SubmissionService.wa
   or the caller's ``timeout`` (``JobTimeoutError``) raise.
 - ``cancel_job(s)`` records the request (a SIGTERM "failure" is then CANCELLED).
 
-A concrete adapter supplies ``_open_session`` (its driver), ``normalize_job_id``,
-``output_template``/``output_placeholder`` and its own keywords (``job_options``).
+A concrete adapter supplies ``_open_session`` (its driver: the session ``open()`` returns,
+typed by the class parameter), ``normalize_job_id``, ``output_template``/
+``output_placeholder`` and its own keywords (``own_keywords``, read by ``job_options``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from ..model import JobStatus
-from .service import SubmissionService
+from .service import S, SubmissionService
 from .wait_plan import ProgressCallback, StatusCallback, WaitPlan
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from .sweeping import Announce
 
 
-class SchedulerAdapter(SubmissionService):
+class SchedulerAdapter(SubmissionService[S]):
     """The scheduler-neutral interface; see the module docstring for the contract."""
 
     def submit_many(

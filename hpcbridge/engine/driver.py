@@ -25,6 +25,9 @@ states, waiting); a driver keeps these promises:
     ``ask=False`` (before a ``submit_many``, which meets a cap it did not know by a
     refusal), a driver whose scheduler refuses a batch past the cap in one round answers
     from what it already knows (``None``: nothing known) and asks nothing.
+``launcher(options)``
+    What the wrapper exports as ``HPCBRIDGE_LAUNCHER`` for jobs of these options (the
+    adapter's ``job_options``): ``srun``, ``flux run``, nothing for a Flux plain job.
 ``capabilities``
     What the driver can do, as data (``doctor`` and dry runs show it).
 """
@@ -239,6 +242,10 @@ class SchedulerDriver(Protocol):
         """How many jobs one ``SubmitBatch`` may hold (an array's size limit)."""
         ...
 
+    def launcher(self, options: object) -> str:
+        """What the wrapper exports as ``HPCBRIDGE_LAUNCHER`` for jobs of ``options``."""
+        ...
+
     def find_submitted(
         self, planned: Planned, since: Optional[float] = None
     ) -> Optional[List[Submitted]]:
@@ -279,13 +286,19 @@ class DriverChoice:
 
 
 class Session(Protocol):
-    """What an adapter's ``open()`` made: the driver, and why that one."""
+    """What an adapter's ``open()`` made: the driver, why that one, and the instance."""
 
     @property
     def driver(self) -> SchedulerDriver: ...
 
     @property
     def choice(self) -> DriverChoice: ...
+
+    @property
+    def instance(self) -> Optional[str]:
+        """The scheduler instance reached, recorded with each job (Flux: its URI; ``None``
+        where the scheduler has one)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -294,6 +307,7 @@ class OpenDriver:
 
     driver: SchedulerDriver
     choice: DriverChoice
+    instance: Optional[str] = None
 
 
 def choose_driver(

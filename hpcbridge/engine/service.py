@@ -18,15 +18,19 @@ import threading
 from abc import ABC, abstractmethod
 from typing import (
     TYPE_CHECKING,
+    AbstractSet,
     Any,
     Callable,
     ClassVar,
     Dict,
+    Generic,
     Iterable,
     List,
     Mapping,
     Optional,
+    Protocol,
     Sequence,
+    TypeVar,
     Union,
 )
 
@@ -49,8 +53,23 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("hpcbridge")
 
+#: what an adapter's ``open()`` makes (its driver, and what else it learned)
+S = TypeVar("S", bound="Session")
 
-class SubmissionService(ABC):
+
+class OwnKeywords(Protocol):
+    """A scheduler's own submission keywords (Flux: ``nested``), read into the object its
+    drivers read (``SubmitBatch.options``)."""
+
+    @property
+    def names(self) -> AbstractSet[str]: ...
+
+    def read(self, given: Mapping[str, Any]) -> object:
+        """``given``: those of ``names`` the caller gave."""
+        ...
+
+
+class SubmissionService(ABC, Generic[S]):
     """A scheduler as the engine and a sweep use it; see the module docstring."""
 
     #: "mock", "slurm" or "flux"
@@ -59,8 +78,6 @@ class SubmissionService(ABC):
     output_template: ClassVar[str] = "job-{id}.out"
     #: the placeholder the scheduler itself expands in an output path
     output_placeholder: ClassVar[str] = "{id}"
-    #: what the wrapper exports as ``HPCBRIDGE_LAUNCHER`` (``srun``, ``flux run``)
-    launcher_command: ClassVar[str] = ""
     #: submission keywords of other schedulers that this one accepts and ignores
     ignored_options: ClassVar[frozenset[str]] = frozenset()
     #: seconds between two status rounds when neither the caller nor the settings say
@@ -106,12 +123,14 @@ class SubmissionService(ABC):
             self.remote_workdir,
             self.output_template.replace("{id}", self.output_placeholder),
         )
-        self._session: Optional[Session] = None
+        #: set by an adapter whose scheduler has keywords of its own (``job_options``)
+        self.own_keywords: Optional[OwnKeywords] = None
+        self._session: Optional[S] = None
         self._following: Optional[Following] = None
         self._session_lock = threading.RLock()
         self._ignored_logged: set[str] = set()
 
-    def open(self) -> Session:
+    def open(self) -> S:
         """Choose the driver, once; raises what makes the scheduler unusable from here."""
         session = self._session
         if session is None:
@@ -122,7 +141,7 @@ class SubmissionService(ABC):
         return session
 
     @abstractmethod
-    def _open_session(self) -> Session:
+    def _open_session(self) -> S:
         """Choose the driver (and whatever else must be learned); called once by ``open``."""
 
     def _workdir(self) -> str:
@@ -140,7 +159,8 @@ class SubmissionService(ABC):
 
     @property
     def instance_label(self) -> Optional[str]:
-        """The scheduler instance recorded with each job (Flux: its URI)."""
+        """The scheduler instance its jobs are recorded with (the session's ``instance``;
+        Flux: its URI), for a record made before a submission (a sweep's, a pack's)."""
         return None
 
     @property
@@ -164,19 +184,21 @@ class SubmissionService(ABC):
         return Resources.from_mapping(resources, self.settings.resource_defaults, origins)
 
     def job_options(self, options: Mapping[str, Any]) -> object:
-        """This scheduler's own keywords as the object its drivers read; the base takes
-        only ``ignored_options`` (logged once); an unknown one is a ``TypeError``."""
+        """This scheduler's own keywords as the object its drivers read (``own_keywords``);
+        ``ignored_options`` are logged once; an unknown one is a ``TypeError``."""
+        own = self.own_keywords
+        names = own.names if own is not None else frozenset()
         for name, value in options.items():
+            if name in names:
+                continue
             if name not in self.ignored_options:
                 raise TypeError(f"{self.scheduler_name}: unexpected submission keyword {name!r}")
             if name not in self._ignored_logged:
                 self._ignored_logged.add(name)
                 log.info("%s: %s=%r does not apply here; ignored", self.scheduler_name, name, value)
-        return None
-
-    def launcher(self, options: object) -> str:
-        """What the wrapper exports as ``HPCBRIDGE_LAUNCHER`` for jobs of these options."""
-        return self.launcher_command
+        if own is None:
+            return None
+        return own.read({name: value for name, value in options.items() if name in names})
 
     def order(
         self,
@@ -204,9 +226,9 @@ class SubmissionService(ABC):
         where = Placement(
             self.scheduler_name, self.executor.kind, self.host_label, reach_text(self.executor)
         )
-        parts = (self.stager, self.store, where, self.instance_label, self.launcher)
-        runtime = self.settings.container_runtime
-        return Submission(self.open().driver, *parts, self.observe, runtime)
+        session = self.open()
+        parts = (self.stager, self.store, where, session.instance, self.observe)
+        return Submission(session.driver, *parts, self.settings.container_runtime)
 
     def submit_job(
         self,

@@ -294,7 +294,6 @@ class Submission:
         store: JobStore,
         placement: Placement,
         instance: Optional[str],
-        launcher: Callable[[object], str],
         statuses: Callable[[List[str]], Dict[str, Observation]],
         container_runtime: str = "ch-run",
     ) -> None:
@@ -303,7 +302,6 @@ class Submission:
         self.store = store
         self.placement = placement
         self.instance = instance  # recorded with each job (Flux: its URI)
-        self.launcher = launcher  # the ``HPCBRIDGE_LAUNCHER`` for an order's options
         self.statuses = statuses  # ``SchedulerAdapter.observe``
         self.container_runtime = container_runtime
 
@@ -325,7 +323,7 @@ class Submission:
         """Submit every chunk; the ids in task order (``known``: as for ``parents``)."""
         self.store.check_writable()  # before anything is staged: no job goes in unrecorded
         plans = self.plan(order, known)
-        launcher = self.launcher(order.options)
+        launcher = self.driver.launcher(order.options)
         done: List[Submitted] = []
         offset = 0  # each chunk's indexes are its own; the caller's, the order's
         for planned, chunk in plans:

@@ -191,6 +191,10 @@ class MockDriver:
     def max_batch(self) -> int:
         return _MAX_BATCH
 
+    def launcher(self, options: object) -> str:
+        """None: a job's script runs as one process here."""
+        return ""
+
     def find_output(self, job_id: str) -> Optional[str]:
         try:
             return str(read_json(self._job_dir(job_id) / "spec.json")["output"])
@@ -204,7 +208,7 @@ class MockDriver:
         """Nothing held open."""
 
 
-class MockAdapter(SchedulerAdapter):
+class MockAdapter(SchedulerAdapter[OpenDriver]):
     """Runs the job script locally in the background; states from the supervisor."""
 
     scheduler_name = "mock"

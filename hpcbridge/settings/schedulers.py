@@ -76,7 +76,7 @@ SCHEDULER_ENTRIES: Tuple[SchedulerEntry, ...] = (
         "hpcbridge.schedulers.flux.doctor",
         "flux batch/submit, or the flux.job bindings in-process",
         "hpcbridge.schedulers.flux.ids:canonical_job_id",
-        "hpcbridge.schedulers.flux.planning:key_handling",
+        "hpcbridge.schedulers.flux.request:key_handling",
     ),
 )
 

@@ -63,7 +63,7 @@ def test_job_id_target_resolves_and_submits_into_the_nested_instance(
     job_id, local_uri = nested
     adapter = make_adapter(driver, job_id, tmp_path / "state", parent_uri=parent.uri)
     # `flux uri --remote` gives ssh://HOST/...; on this host the local form is used.
-    assert adapter.open().uri == local_uri
+    assert adapter.open().instance == local_uri
     submitted = adapter.submit_job(scripts[0], {"time": "30s"})
     assert adapter.wait(submitted, poll_interval=0.5, timeout=60).state is JobState.COMPLETED
     listed = parent.check(["jobs", "-a", "-no", "{id.f58}"], uri=local_uri)

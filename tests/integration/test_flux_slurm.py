@@ -96,7 +96,7 @@ def test_slurm_target_resolves_and_runs(slurm_flux: str, driver: str, tmp_path: 
         native_bindings_or_skip()
     script = write_script(tmp_path, "hi.sh", "echo inside slurm\n")
     adapter = make_adapter(driver, f"slurm:{slurm_flux}", tmp_path / "state")
-    uri = adapter.open().uri
+    uri = adapter.open().instance
     assert uri is not None and uri.startswith("local:///")
     job_id = adapter.submit_job(script, {"time": "60s"})
     assert adapter.wait(job_id, poll_interval=0.5, timeout=90).state is JobState.COMPLETED

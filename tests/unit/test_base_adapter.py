@@ -82,6 +82,9 @@ class ScriptedDriver:
     def max_batch(self) -> int:
         return self._max_batch
 
+    def launcher(self, options: object) -> str:
+        return ""
+
     def queue_limit(self, account: Optional[str] = None, *, ask: bool = True) -> Optional[int]:
         return None
 

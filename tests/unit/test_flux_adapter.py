@@ -347,7 +347,7 @@ def test_resolve_jobid_target_through_flux_uri(tmp_path: Path, script: str) -> N
     )
     executor.handlers["uri"] = lambda argv, _: CommandResult(argv, 0, remote, "")
     adapter = make(executor, tmp_path, uri="ƒCFKYzj", parent_uri="local:///tmp/parent/local-0")
-    assert adapter.open().uri == "local:///" + remote.strip().split("/", 3)[-1]
+    assert adapter.open().instance == "local:///" + remote.strip().split("/", 3)[-1]
     uri_call = [call for call in executor.calls if call[1] == "uri"][0]
     assert uri_call == ["flux", "uri", "--remote", "jobid:ƒCFKYzj"]
     assert executor.envs[executor.calls.index(uri_call)] == {

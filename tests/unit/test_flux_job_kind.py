@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from hpcbridge import Settings
-from hpcbridge.schedulers.flux.instance import UriSetting
-from hpcbridge.schedulers.flux.planning import choose_kind
-from hpcbridge.schedulers.flux.request import JobKind
+from hpcbridge.schedulers.flux.adapter import FluxAdapter
+from hpcbridge.schedulers.flux.instance import UriSetting, policy_by_name
+from hpcbridge.schedulers.flux.planning import choose_kind, launcher_for
+from hpcbridge.schedulers.flux.request import JobChoice, JobKind
 from hpcbridge.schedulers.mock import MockAdapter
 from hpcbridge.store.jobs import JobRecord, JobStore
 
@@ -28,6 +29,26 @@ def test_defaults_by_instance_setting_and_keyword() -> None:
     assert "HPCBRIDGE_FLUX_NESTED" in choose_kind(None, forced, NAMED).reason
     assert choose_kind(False, forced, SYSTEM).kind is JobKind.PLAIN
     assert Settings.from_env({"HPCBRIDGE_FLUX_NESTED": "0"}).flux_nested is False
+
+
+def test_the_flux_adapter_reads_nested_and_refuses_other_keywords(tmp_path: Path) -> None:
+    settings = Settings.from_env({"HPCBRIDGE_STATE_DIR": str(tmp_path / "state")})
+    adapter = FluxAdapter(settings=settings, uri="local:///tmp/f/local-0")  # nothing opened
+    named = adapter.job_options({})
+    assert isinstance(named, JobChoice) and named.kind is JobKind.PLAIN
+    assert adapter.job_options({"nested": True}) == JobChoice(JobKind.BATCH, "nested= asked for it")
+    with pytest.raises(TypeError, match="flux: unexpected submission keyword 'nodes'"):
+        adapter.job_options({"nested": True, "nodes": 2})
+    adapter.close()
+
+
+def test_the_launcher_by_kind_and_release() -> None:
+    batch, plain = JobChoice(JobKind.BATCH, "asked"), JobChoice(JobKind.PLAIN, "asked")
+    assert launcher_for("flux", policy_by_name("0.88"), batch) == "flux run"
+    assert (
+        launcher_for("/opt/f/bin/flux", policy_by_name("0.26"), None) == "/opt/f/bin/flux mini run"
+    )
+    assert launcher_for("flux", policy_by_name("0.88"), plain) == ""
 
 
 def test_an_older_database_gets_the_kind_column(tmp_path: Path) -> None:

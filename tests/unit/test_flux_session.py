@@ -48,14 +48,14 @@ def test_enclosing_uri_comes_from_the_settings_not_this_process(
     executor = FakeFlux()
     adapter = adapter_with(executor, tmp_path, env={"FLUX_URI": "local:///enclosing"})
     adapter.submit_job(script)
-    assert adapter.open().uri == "local:///enclosing"
+    assert adapter.open().instance == "local:///enclosing"
     assert adapter.uri_setting.source == "FLUX_URI environment"
     assert all(env == {"FLUX_URI": "local:///enclosing"} for env in executor.envs)
 
 
 def test_enclosing_uri_is_not_used_over_ssh(tmp_path: Path) -> None:
     adapter = adapter_with(FakeSSH(), tmp_path, env={"FLUX_URI": "local:///enclosing"})
-    assert adapter.open().uri is None and adapter.uri_setting.source == "system instance"
+    assert adapter.open().instance is None and adapter.uri_setting.source == "system instance"
 
 
 def test_one_session_for_every_thread(tmp_path: Path) -> None:

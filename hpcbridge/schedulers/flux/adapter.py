@@ -5,7 +5,7 @@ Default job kind: batch jobs on the system instance, plain jobs in an enclosing 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence, Union, cast
+from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Union
 
 from ...engine.adapter import SchedulerAdapter
 from ...errors import ConfigurationError, JobNotFoundError, SchedulerUnavailableError
@@ -13,7 +13,6 @@ from ...settings.schedulers import check_driver_choice
 from .ids import InvalidJobIdError, canonical_job_id
 from .instance import POLICIES, FluxOptions, FluxPolicy, InstanceFacts, UriSetting, facts
 from .jobspec import F58_PREFIX
-from .request import JobChoice, JobKind
 from .uri import choose_uri_setting
 
 if TYPE_CHECKING:
@@ -22,11 +21,11 @@ if TYPE_CHECKING:
     from ...transports.base import Executor
     from .session import FluxSession
 
-# The session (bindings, drivers), the commands and doctor are imported when first used:
-# importing the adapter class loads none of them.
+# The session (bindings, drivers), the commands and doctor are imported when first used,
+# the planning when an adapter is made: importing the adapter class loads none of them.
 
 
-class FluxAdapter(SchedulerAdapter):
+class FluxAdapter(SchedulerAdapter["FluxSession"]):
     """Submit batch jobs (nested instances) or plain jobs to a Flux broker and follow them."""
 
     scheduler_name = "flux"
@@ -51,6 +50,8 @@ class FluxAdapter(SchedulerAdapter):
         **common: Any,
     ) -> None:
         """``uri``: a URI, ``slurm:ID``, ``lsf:ID`` or a Flux job id; ``driver``: auto/native/cli"""
+        from .planning import JobKinds
+
         super().__init__(executor, remote_workdir, **common)
         requested = check_driver_choice("flux", driver) if driver else self.settings.flux_driver
         self.options = FluxOptions(
@@ -66,9 +67,8 @@ class FluxAdapter(SchedulerAdapter):
         )
         local = self.executor.is_local
         self.uri_setting: UriSetting = choose_uri_setting(self.settings, local, uri)
-
-    def open(self) -> FluxSession:
-        return cast("FluxSession", super().open())  # made by _open_session
+        # `nested`, read by job_options into the job kind both drivers read (and the launcher)
+        self.own_keywords = JobKinds(self.settings, self.uri_setting)
 
     def _open_session(self) -> FluxSession:
         from .session import open_session
@@ -77,7 +77,7 @@ class FluxAdapter(SchedulerAdapter):
 
     @property
     def instance_label(self) -> Optional[str]:
-        return self.open().uri
+        return self.open().instance
 
     def charges(self, job_ids: Sequence[str]) -> Dict[str, Charge]:
         """What ``flux jobs`` says these jobs held (their R's cores and GPUs) x their run
@@ -109,22 +109,6 @@ class FluxAdapter(SchedulerAdapter):
         commands = FluxCommands(self.executor, self.options.flux_command, self.command_timeout)
         here = lambda: command_host(self.executor, commands)  # noqa: E731
         return resolve_target(target, commands, self.options, module, here, local)
-
-    def job_options(self, options: Mapping[str, Any]) -> JobChoice:
-        """``nested=True`` a batch job, ``False`` a plain job (``choose_kind``)."""
-        from .planning import choose_kind
-
-        unknown = sorted(set(options) - {"nested"})
-        if unknown:
-            raise TypeError(f"flux: unexpected submission keyword {unknown[0]!r}")
-        return choose_kind(options.get("nested"), self.settings, self.uri_setting)
-
-    def launcher(self, options: object) -> str:
-        """``flux run`` (``flux mini run`` on 0.26) in a batch job; none in a plain job."""
-        if isinstance(options, JobChoice) and options.kind is JobKind.PLAIN:
-            return ""
-        # Expanded unquoted by the script (`$HPCBRIDGE_LAUNCHER -n 2 app`): plain words.
-        return " ".join([self.options.flux_command, *self.open().facts.policy.run_command])
 
     def describe_order(self, order: Order) -> str:
         """Also the CLI driver's command lines; with no Flux reachable, the newest adapter's."""
@@ -190,7 +174,7 @@ class FluxAdapter(SchedulerAdapter):
     def describe(self) -> str:
         try:
             session = self.open()
-            kind, target = session.driver.name, session.uri or "system instance"
+            kind, target = session.driver.name, session.instance or "system instance"
         except (SchedulerUnavailableError, ConfigurationError, OSError):
             kind = self.options.requested_driver
             target = self.uri_setting.value or "system instance"

@@ -25,6 +25,7 @@ from .planning import (
     active_cap,
     flux_plan,
     kind_of,
+    launcher_for,
     log_path,
     not_ready,
     plan_batch,
@@ -98,7 +99,7 @@ class FluxDriverBase:
             outcomes = self.commands.runner.send(
                 again, lambda sent: reached(sent, what), budget=self.ready_timeout
             )
-        kind = kind_of(planned.batch).value
+        kind = kind_of(planned.batch.options).value
         return submitted(outcomes, plan.request.output, kind, what)
 
     def _sent(self, plan: FluxPlan, send: Send, what: str) -> List[Outcome]:
@@ -143,6 +144,9 @@ class FluxDriverBase:
     def max_batch(self) -> int:
         return MAX_BATCH
 
+    def launcher(self, options: object) -> str:
+        return launcher_for(self.commands.flux, self.facts.policy, options)
+
     def queue_limit(self, account: Optional[str] = None, *, ask: bool = True) -> Optional[int]:
         """flux-accounting's ``max_active_jobs`` of the bank, read by command; ``None``
         without accounting (flux-core caps no user's jobs).  Read even with ``ask=False``:
@@ -158,7 +162,7 @@ class FluxDriverBase:
         began = since if since is not None else self.time_left.now() - LOOK_BACK
         found = self.commands.adopt(self.facts.policy, list(plan.keys), began)
         ids = {key: canonical_job_id(job_id) for key, job_id in found.items()}
-        output, kind = plan.request.output, kind_of(planned.batch).value
+        output, kind = plan.request.output, kind_of(planned.batch.options).value
         jobs = [
             Submitted(ids[key], log_path(output, ids[key]), index, kind)
             for index, key in enumerate(plan.keys)

@@ -9,7 +9,7 @@ import logging
 import math
 import signal as signals
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import AbstractSet, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...engine.driver import (
     TASK_INDEX_VARIABLE,
@@ -150,7 +150,7 @@ def flux_gpus(resources: Resources) -> int:
 
 
 def translate(batch: SubmitBatch, queue: Optional[str], policy: FluxPolicy) -> SubmitRequest:
-    resources, kind = batch.resources, kind_of(batch)
+    resources, kind = batch.resources, kind_of(batch.options)
     check_keys(resources, policy)
     duration = resources.time
     if duration is not None and math.isinf(duration):
@@ -305,6 +305,18 @@ def job_keys(token: str, count: int) -> Tuple[str, ...]:
     return (token,) if count == 1 else tuple(f"{token}.{index}" for index in range(count))
 
 
+@dataclass(frozen=True)
+class JobKinds:
+    """Flux's own keyword, ``nested``, read into the job kind its drivers read (``choose_kind``)."""
+
+    settings: Settings
+    uri_setting: UriSetting
+    names: AbstractSet[str] = frozenset({"nested"})
+
+    def read(self, given: Mapping[str, Any]) -> JobChoice:
+        return choose_kind(given.get("nested"), self.settings, self.uri_setting)
+
+
 def choose_kind(nested: Optional[bool], settings: Settings, uri_setting: UriSetting) -> JobChoice:
     """The keyword wins, then ``HPCBRIDGE_FLUX_NESTED``, then the instance's default."""
     if nested is not None:
@@ -319,8 +331,17 @@ def choose_kind(nested: Optional[bool], settings: Settings, uri_setting: UriSett
     return JobChoice(JobKind.PLAIN, f"{which} instance ({uri_setting.source}): allocation packing")
 
 
-def kind_of(batch: SubmitBatch) -> JobKind:
-    return batch.options.kind if isinstance(batch.options, JobChoice) else JobKind.BATCH
+def kind_of(options: object) -> JobKind:
+    """The kind a submission's options (``JobKinds.read``) ask for; none read: a batch job."""
+    return options.kind if isinstance(options, JobChoice) else JobKind.BATCH
+
+
+def launcher_for(flux_command: str, policy: FluxPolicy, options: object) -> str:
+    """``flux run`` (``flux mini run`` on 0.26) in a batch job; none in a plain job."""
+    if kind_of(options) is JobKind.PLAIN:
+        return ""
+    # Expanded unquoted by the script (`$HPCBRIDGE_LAUNCHER -n 2 app`): plain words.
+    return " ".join([flux_command, *policy.run_command])
 
 
 def flux_plan(planned: Planned) -> FluxPlan:
@@ -377,8 +398,3 @@ def expiration_of(resource_r: Any) -> Optional[float]:
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
     return expiration if expiration > 0 else None
-
-
-def key_handling() -> Tuple[Mapping[str, str], Mapping[str, str]]:
-    """The resource keys Flux drops and those it refuses, each with why (doctor)."""
-    return DROPPED_KEYS, REFUSED_KEYS

@@ -30,6 +30,11 @@ REFUSED_KEYS: Mapping[str, str] = {
 }
 
 
+def key_handling() -> Tuple[Mapping[str, str], Mapping[str, str]]:
+    """The resource keys Flux drops and those it refuses, each with why (doctor)."""
+    return DROPPED_KEYS, REFUSED_KEYS
+
+
 #: keys only some releases take (the policy's flag of that name), dropped by the others
 RELEASE_KEYS: Mapping[str, str] = {
     "exclusive": "exclusive",

@@ -56,8 +56,8 @@ class FluxSession:
     commands: FluxCommands
     #: the host the commands run on, when a target had to be resolved
     command_host: Optional[str]
-    #: the resolved URI of the instance (``None`` = the system instance)
-    uri: Optional[str]
+    #: the resolved URI of the instance, recorded with each job (``None`` = the system instance)
+    instance: Optional[str]
 
 
 def open_session(setting: UriSetting, executor: Executor, options: FluxOptions) -> FluxSession:

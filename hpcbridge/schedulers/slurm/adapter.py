@@ -16,13 +16,12 @@ if TYPE_CHECKING:
     from ...transports.base import Executor
 
 
-class RealSlurmAdapter(SchedulerAdapter):
+class RealSlurmAdapter(SchedulerAdapter["OpenDriver"]):
     """Submits, follows, logs and cancels Slurm jobs."""
 
     scheduler_name = "slurm"
     output_template = "slurm-{id}.out"
     output_placeholder = "%j"
-    launcher_command = "srun"
     # Flux's job kind (batch or plain job): Slurm has one kind of job.
     ignored_options = frozenset({"nested"})
 

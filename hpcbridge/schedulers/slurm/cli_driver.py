@@ -241,6 +241,10 @@ class SlurmCliDriver:
             self._max_array_size = cluster.max_array_size(self.config())
         return max(1, self._max_array_size)
 
+    def launcher(self, options: object) -> str:
+        """``srun``: what starts a job's parallel tasks (``$HPCBRIDGE_LAUNCHER -n 2 app``)."""
+        return "srun"
+
     def version(self) -> Optional[str]:
         """Slurm's version as ``scontrol --version`` prints it, e.g. 22.05.8."""
         return cluster.version_reply(self.runner.run(["scontrol", "--version"]))
