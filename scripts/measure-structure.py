@@ -119,13 +119,14 @@ def main(argv: List[str]) -> int:
             why = []
             for target, _ in imports_of(path, mod):
                 top = target.split(".")[0]
-                if top in IMPURE_MODULES and not target.startswith("hpcbridge"):
+                outside = top in IMPURE_MODULES and not target.startswith("hpcbridge")
+                engine = target.startswith("hpcbridge.engine") and target not in ENGINE_VALUES
+                if (
+                    outside
+                    or target.startswith(("hpcbridge.transports", "hpcbridge.store"))
+                    or (engine and (target in mods or target == "hpcbridge.engine"))
+                ):
                     why.append(target)
-                elif target.startswith(("hpcbridge.transports", "hpcbridge.store")):
-                    why.append(target)
-                elif target.startswith("hpcbridge.engine") and target not in ENGINE_VALUES:
-                    if target in mods or target == "hpcbridge.engine":
-                        why.append(target)
             if "Executor" in {
                 t.string
                 for t in tokenize.generate_tokens(io.StringIO(text).readline)
@@ -186,9 +187,10 @@ def main(argv: List[str]) -> int:
             for n, line in enumerate(text.splitlines(), 1):
                 if "sleep(" in line and not line.lstrip().startswith("#"):
                     sleeps.append(f"{rel}:{n}")
-        if not rel.startswith("hpcbridge/store"):
-            if any(t == "sqlite3" for t, _ in imports_of(f, module_name(repo, f))):
-                sqlite.append(rel)
+        if not rel.startswith("hpcbridge/store") and any(
+            t == "sqlite3" for t, _ in imports_of(f, module_name(repo, f))
+        ):
+            sqlite.append(rel)
     report["sleep_outside_place"] = sleeps
     report["sqlite3_outside_store"] = sqlite
 
@@ -233,9 +235,8 @@ def main(argv: List[str]) -> int:
         print(json.dumps(report, indent=1))
     else:
         for key, value in report.items():
-            print(
-                f"{key}: {json.dumps(value, indent=1) if isinstance(value, (dict, list)) else value}"
-            )
+            shown = json.dumps(value, indent=1) if isinstance(value, (dict, list)) else value
+            print(f"{key}: {shown}")
     return 0
 
 

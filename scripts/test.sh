@@ -14,8 +14,8 @@ echo "== installing hpcbridge and test tools"
   | grep -v "Running pip as the 'root' user" || true
 
 echo "== ruff"
-"$python" -m ruff check hpcbridge tests bench examples
-"$python" -m ruff format --check hpcbridge tests bench examples
+"$python" -m ruff check hpcbridge tests bench examples scripts
+"$python" -m ruff format --check hpcbridge tests bench examples scripts
 echo "== mypy"
 "$python" -m mypy
 
