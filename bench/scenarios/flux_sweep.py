@@ -14,6 +14,7 @@ commands it starts).
 
 from __future__ import annotations
 
+import os
 import resource
 import statistics
 import time
@@ -216,7 +217,10 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
         flux_command, _flux = find_flux()
     except Skip as exc:
         return skipped_scenario(NAME, TITLE, str(exc))
-    sizes = [40, 120] if quick else [200, 1000, 3000]
+    # HPCBRIDGE_BENCH_SWEEP_SIZES=1000: only those sizes (a re-run of one size, e.g. old vs new)
+    chosen = os.environ.get("HPCBRIDGE_BENCH_SWEEP_SIZES", "")
+    sizes = [int(size) for size in chosen.split(",") if size.strip()]
+    sizes = sizes or ([40, 120] if quick else [200, 1000, 3000])
     rounds = 1 if quick else ROUNDS
     started = time.perf_counter()
     rows: List[Dict[str, Any]] = []
