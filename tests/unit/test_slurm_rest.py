@@ -428,9 +428,41 @@ def test_an_unknown_or_removed_version_is_a_clear_error() -> None:
         answers.choose_version(older, wanted="v0.0.44")
     assert not answers.probed(recorded("openapi", "removed_version_ping"))
     assert answers.probed(recorded("v0.0.44", "ping"))
+    assert answers.release(recorded("openapi", "openapi_v3")) == "25.11.7"
+    with pytest.raises(Again):
+        answers.openapi_answer(answers.Answer(503, "cannot reach slurmrestd"))
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_diag_counts_rpcs(version: str) -> None:
     counts = answers.rpc_counts(recorded(version, "diag"))
     assert counts and all(isinstance(count, int) for count in counts.values())
+
+
+# -- the glue's client, against what a real socket does ---------------------------------
+
+
+def test_rest_url_forms(tmp_path: Path) -> None:
+    from hpcbridge.errors import ConfigurationError
+    from hpcbridge.schedulers.slurm.rest_driver import RestClient
+
+    for bad in ("localhost:6820", "ftp://host", "unix:"):
+        with pytest.raises(ConfigurationError, match="unix:/path/to/socket"):
+            RestClient(bad)
+    # no daemon on the socket: nothing was sent, so the answer says "never reached"
+    absent = RestClient(f"unix:{tmp_path}/none.socket", timeout=5)
+    answer = absent.send(requests.ping("v0.0.44"))
+    assert answer.status == 503 and "cannot reach slurmrestd" in answer.message()
+    with pytest.raises(Again):
+        answers.submitted_answer(absent.send(requests.submit("v0.0.44", {"name": "x"})))
+
+
+def test_the_rest_driver_needs_its_url() -> None:
+    from hpcbridge.errors import ConfigurationError
+    from hpcbridge.schedulers.slurm.cli_driver import SlurmCliDriver
+    from hpcbridge.schedulers.slurm.rest_driver import build_rest_driver
+    from hpcbridge.transports.local import LocalExecutor
+
+    executor = LocalExecutor()
+    with pytest.raises(ConfigurationError, match="HPCBRIDGE_SLURM_REST_URL"):
+        build_rest_driver(executor, SlurmCliDriver(executor), None)

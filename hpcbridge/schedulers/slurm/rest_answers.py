@@ -327,9 +327,23 @@ def _version_key(version: str) -> tuple:
     return tuple(int(part) if part.isdigit() else -1 for part in parts)
 
 
+def openapi_answer(answer: Answer) -> Answer:
+    """``GET /openapi/v3`` as it came; ``Again`` while slurmrestd cannot be reached."""
+    if _unreached(answer):
+        message = f"slurmrestd cannot be reached: {answer.message()}"
+        raise Again(message, SchedulerUnavailableError(message))
+    return answer
+
+
+def release(answer: Answer) -> Optional[str]:
+    """Slurm's release from ``/openapi/v3`` (``25.11.7``), if it says."""
+    info = _dict(_dict(answer.body).get("info"))
+    return str(_dict(info.get("x-slurm")).get("release") or "") or None
+
+
 def probed(answer: Answer) -> bool:
     """A ``ping`` of one version: whether the daemon speaks it (404: not loaded)."""
-    return answer.status != 404
+    return answer.status < 400
 
 
 def rpc_counts(answer: Answer) -> Dict[str, int]:

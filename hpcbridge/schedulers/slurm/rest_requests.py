@@ -165,18 +165,23 @@ def _limits(resources: Resources) -> Dict[str, Any]:
     return {key: value for key, value in found.items() if value is not None}
 
 
+def refuse_native(resources: Resources) -> None:
+    """``JobSubmissionError`` for sbatch options in Slurm's own words: not mapped yet."""
+    native = resources.native_options("slurm")
+    if native:
+        raise JobSubmissionError(
+            f"the REST driver takes no sbatch options yet (native slurm options: "
+            f"{' '.join(native)}): use the typed resource keys, or HPCBRIDGE_SLURM_DRIVER=cli"
+        )
+
+
 def job_description(
     spec: SubmitSpec, script: str, environment: Mapping[str, str]
 ) -> Dict[str, Any]:
     """``spec`` as the REST API's job description; ``script``: the wrapper's text (REST
     takes the script, not its path), ``environment``: the job's (never empty: slurmctld
     refuses an empty one with "I/O error writing script/environment to file")."""
-    if spec.resources.native_options("slurm"):
-        raise JobSubmissionError(
-            "the REST driver takes no sbatch options (native slurm options: "
-            f"{' '.join(spec.resources.native_options('slurm'))}): use the typed resource "
-            "keys, or HPCBRIDGE_SLURM_DRIVER=cli"
-        )
+    refuse_native(spec.resources)
     if not environment:
         raise JobSubmissionError("a job submitted through slurmrestd needs an environment")
     found: Dict[str, Any] = {
