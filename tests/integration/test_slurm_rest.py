@@ -14,11 +14,13 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Dict, Iterator
+from typing import Any, Dict, Iterator
 
 import pytest
 
-from tests.support.slurm_clusters import PREFIX, own_cluster
+from hpcbridge.errors import JobSubmissionError
+from hpcbridge.model import JobState
+from tests.support.slurm_clusters import PREFIX, make_adapter, own_cluster, run_slurm
 
 REPO = Path(__file__).resolve().parents[2]
 USER = "hpcbtest"
@@ -70,24 +72,33 @@ def _script(action: str, env: Dict[str, str]) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def rest_url() -> Iterator[str]:
+def rest() -> Iterator[Dict[str, Any]]:
+    """The cluster's environment and slurmrestd's URLs: ``unix`` (rest_auth/local, as
+    hpcbtest) and ``tcp`` (JWT on 127.0.0.1)."""
     if not os.path.exists(f"{PREFIX}/sbin/slurmrestd"):
         pytest.skip(f"no slurmrestd under {PREFIX} (scripts/build-schedulers.sh builds it)")
     try:
         pwd.getpwnam(USER)
     except KeyError:
         pytest.skip(f"no user {USER} to run slurmrestd as (the SSH tests' user)")
-    if not os.path.exists(PYTHON):
-        pytest.skip(f"no {PYTHON} for the client running as {USER}")
     # MinJobAge 300: the ended jobs stay in slurmctld (no slurmdbd on this cluster)
-    with own_cluster("rest", 17260, prefix=PREFIX, extra_conf="MinJobAge=300", cpus=8):
-        env = {"HPCBRIDGE_SLURM_PREFIX": PREFIX, "HPCBRIDGE_SLURM_STATE": STATE}
-        started = _script("start.sh", env)
+    conf = "MinJobAge=300"
+    with own_cluster("rest", 17260, prefix=PREFIX, extra_conf=conf, cpus=8, jwt=True) as env:
+        variables = {
+            "HPCBRIDGE_SLURM_PREFIX": PREFIX,
+            "HPCBRIDGE_SLURM_STATE": STATE,
+            "HPCBRIDGE_SLURMRESTD_LISTEN": "127.0.0.1:17263",
+        }
+        started = _script("start.sh", variables)
         try:
             assert started.returncode == 0, started.stdout + started.stderr
-            yield Path(f"{STATE}/restd/url").read_text().strip()
+            urls = {
+                name: Path(f"{STATE}/restd/{name}").read_text().strip()
+                for name in ("url", "tcp_url")
+            }
+            yield {"env": env, "unix": urls["url"], "tcp": urls["tcp_url"]}
         finally:
-            stopped = _script("stop.sh", env)
+            stopped = _script("stop.sh", variables)
             assert stopped.returncode == 0, stopped.stdout + stopped.stderr
 
 
@@ -105,7 +116,9 @@ def work() -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_submit_status_cancel_through_slurmrestd(rest_url: str, work: Path) -> None:
+def test_submit_status_cancel_over_the_socket(rest: Dict[str, Any], work: Path) -> None:
+    if not os.path.exists(PYTHON):
+        pytest.skip(f"no {PYTHON} for the client running as {USER}")
     env = {
         "PATH": "/usr/bin:/bin",  # no Slurm 25.11 command: everything goes through REST
         "HOME": str(work),
@@ -113,7 +126,7 @@ def test_submit_status_cancel_through_slurmrestd(rest_url: str, work: Path) -> N
         "PYTHONDONTWRITEBYTECODE": "1",
         "HPCBRIDGE_SCHEDULER": "slurm",
         "HPCBRIDGE_SLURM_DRIVER": "rest",
-        "HPCBRIDGE_SLURM_REST_URL": rest_url,
+        "HPCBRIDGE_SLURM_REST_URL": rest["unix"],
         "HPCBRIDGE_STATE_DIR": str(work / "state"),
         "HPCBRIDGE_REMOTE_WORKDIR": str(work / "jobs"),
         "HPCBRIDGE_POLL_INTERVAL": "1",
@@ -152,3 +165,24 @@ def test_submit_status_cancel_through_slurmrestd(rest_url: str, work: Path) -> N
     }
     assert found["waited"] == expected
     assert found["asked"] == expected  # what slurmrestd itself says of them
+
+
+def test_a_token_over_tcp_in_this_process(
+    rest: Dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = run_slurm(["scontrol", "token", "username=root", "lifespan=600"], rest["env"])
+    assert made.returncode == 0, made.stderr
+    monkeypatch.setenv("SLURM_JWT", made.stdout.strip().partition("=")[2])
+    settings = {"HPCBRIDGE_SLURM_DRIVER": "rest", "HPCBRIDGE_SLURM_REST_URL": rest["tcp"]}
+    adapter = make_adapter({**rest["env"], **settings}, tmp_path)
+    failing, after = tmp_path / "failing.sh", tmp_path / "after.sh"
+    failing.write_text("#!/bin/bash\nexit 3\n")
+    after.write_text("#!/bin/bash\nexit 0\n")
+    failed = adapter.submit_job(str(failing))
+    child = adapter.submit_job(str(after), depends_on=[failed])
+    final = adapter.wait_all([failed, child], timeout=120)
+    assert (final[failed].state, final[failed].exit_code) == (JobState.FAILED, 3)
+    # afterok on a failed parent: Slurm cancels the child (KILL_INVALID_DEPENDENCY)
+    assert final[child].state is JobState.CANCELLED, final[child]
+    with pytest.raises(JobSubmissionError, match="Invalid partition name specified"):
+        adapter.submit_job(str(after), resources={"partition": "nosuch"})
