@@ -25,12 +25,14 @@ from ...transports.base import Executor
 from . import queries
 from . import rest_answers as answers
 from . import rest_requests as requests
-from .cli_driver import KEY_HISTORY, SlurmCliDriver
+from .cli_driver import SlurmCliDriver
 from .commands import SubmitSpec, plan_batch, planned_spec
 from .queries import Statuses
 
 #: ids per ``jobs/state`` request (each a ``job_id=`` pair in the URL)
 STATE_CHUNK = 500
+#: seconds of history a lost submission's key is looked for in (``cli_driver.KEY_HISTORY``)
+KEY_SECONDS = 3600
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -193,8 +195,7 @@ class SlurmRestDriver(SlurmCliDriver):
             self._call(requests.jobs(version)), lambda answer: answers.keys_answer(answer, keys)
         )
         if len(found) < len(keys):
-            seconds = int(KEY_HISTORY.split("-")[1])
-            history = self.runner.run(self._call(requests.history_since(version, seconds)))
+            history = self.runner.run(self._call(requests.history_since(version, KEY_SECONDS)))
             if history.status < 400:
                 found = {**answers.keys_answer(history, keys), **found}
         return found
