@@ -16,8 +16,10 @@ GPUS=${HPCBRIDGE_SLURM_GPUS:-2}
 MIN_JOB_AGE=${HPCBRIDGE_SLURM_MIN_JOB_AGE:-10}
 MAX_ARRAY_SIZE=${HPCBRIDGE_SLURM_MAX_ARRAY_SIZE:-1001}
 TIMEOUT=${HPCBRIDGE_SLURM_START_TIMEOUT:-60}
+JWT=${HPCBRIDGE_SLURM_JWT:-0}
 
 case $ACCOUNTING in 0 | 1) ;; *) die "HPCBRIDGE_SLURM_ACCOUNTING must be 0 or 1, got '$ACCOUNTING'" ;; esac
+case $JWT in 0 | 1) ;; *) die "HPCBRIDGE_SLURM_JWT must be 0 or 1, got '$JWT'" ;; esac
 case $CPUS in '' | *[!0-9]* | 0) die "HPCBRIDGE_SLURM_CPUS must be a positive integer, got '$CPUS'" ;; esac
 case $GPUS in '' | *[!0-9]*) die "HPCBRIDGE_SLURM_GPUS must be a whole number, got '$GPUS'" ;; esac
 [ "$(id -u)" = 0 ] || die "start.sh must run as root"
@@ -215,6 +217,14 @@ if [ "$GPUS" != 0 ]; then
     printf 'NodeName=%s Name=gpu File=%s/dev/gpu[0-%s]\n' "$NODE" "$STATE" "$((GPUS - 1))" >"$ETC/gres.conf"
 fi
 chmod 644 "$ETC/gres.conf"
+# auth/jwt beside munge: tokens (scontrol token) for slurmrestd's rest_auth/jwt
+JWT_CONF="AuthAltTypes=auth/jwt
+AuthAltParameters=jwt_key=$ETC/jwt_hs256.key"
+if [ "$JWT" = 1 ]; then
+    [ -s "$ETC/jwt_hs256.key" ] || dd if=/dev/urandom of="$ETC/jwt_hs256.key" bs=32 count=1 status=none
+    chmod 600 "$ETC/jwt_hs256.key"
+    printf '\n%s\n' "$JWT_CONF" >>"$ETC/slurm.conf"
+fi
 if [ -n "${HPCBRIDGE_SLURM_EXTRA_CONF:-}" ]; then
     # Later lines override earlier ones ("specified more than once, latest value used").
     printf '\n# from HPCBRIDGE_SLURM_EXTRA_CONF\n%s\n' "$HPCBRIDGE_SLURM_EXTRA_CONF" >>"$ETC/slurm.conf"
@@ -222,6 +232,7 @@ fi
 chmod 644 "$ETC/slurm.conf"
 if [ "$ACCOUNTING" = 1 ]; then
     render "$HPCB_SLURM_DIR/slurmdbd.conf.in" "$ETC/slurmdbd.conf"
+    [ "$JWT" = 0 ] || printf '%s\n' "$JWT_CONF" >>"$ETC/slurmdbd.conf"
     chmod 600 "$ETC/slurmdbd.conf"
     render "$HPCB_SLURM_DIR/my.cnf.in" "$ETC/my.cnf"
     chmod 644 "$ETC/my.cnf"

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ..errors import ConfigurationError
 from ..resources import RESOURCE_KEYS
 from ..schedulers.native_options import NATIVE_SCHEDULERS
-from .schedulers import CONTAINER_RUNTIMES, DRIVER_CHOICES, SCHEDULERS
+from .schedulers import CONTAINER_RUNTIMES, DRIVER_CHOICES, SCHEDULERS, SLURM_DRIVER_CHOICES
 from .site import read_site_settings
 from .variables import READERS, lookup, unprefixed, warn_misspelt
 
@@ -76,6 +76,8 @@ class Settings:
     flux_uri: Optional[str] = None
     flux_adapter_version: Optional[str] = None
     slurm_driver: str = "auto"
+    #: slurmrestd for the REST driver: ``unix:/path/to/socket`` or ``http(s)://host:port``
+    slurm_rest_url: Optional[str] = None
     flux_driver: str = "auto"
     flux_command: str = "flux"
     #: what runs a job's script in its ``container``: ch-run, apptainer or singularity
@@ -192,10 +194,13 @@ class Settings:
         self.ssh_backend = str(self.ssh_backend).lower()
         if self.ssh_backend not in SSH_BACKENDS:
             raise self._refused("ssh_backend", "unknown ssh backend", SSH_BACKENDS)
-        for attribute in ("slurm_driver", "flux_driver"):
+        for attribute, choices in (
+            ("slurm_driver", SLURM_DRIVER_CHOICES),
+            ("flux_driver", DRIVER_CHOICES),
+        ):
             setattr(self, attribute, str(getattr(self, attribute)).lower())
-            if getattr(self, attribute) not in DRIVER_CHOICES:
-                raise self._refused(attribute, "", DRIVER_CHOICES)
+            if getattr(self, attribute) not in choices:
+                raise self._refused(attribute, "", choices)
         if self.container_runtime not in CONTAINER_RUNTIMES:
             raise self._refused("container_runtime", "", CONTAINER_RUNTIMES)
         if self.ssh_port is not None and not 0 < int(self.ssh_port) < 65536:

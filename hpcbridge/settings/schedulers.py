@@ -10,6 +10,8 @@ from typing import Any, Callable, Mapping, Optional, Tuple
 
 #: how a scheduler's driver is chosen: the bindings when they work, else the CLI
 DRIVER_CHOICES: Tuple[str, ...] = ("auto", "native", "cli")
+#: Slurm's, with its REST API (slurmrestd): ``HPCBRIDGE_SLURM_REST_URL``
+SLURM_DRIVER_CHOICES: Tuple[str, ...] = (*DRIVER_CHOICES, "rest")
 #: the container runtimes a job's script can run in (``engine/containers.py``)
 CONTAINER_RUNTIMES: Tuple[str, ...] = ("ch-run", "apptainer", "singularity")
 
@@ -95,8 +97,9 @@ def check_driver_choice(scheduler: str, requested: str) -> str:
     from ..errors import ConfigurationError
 
     choice = (requested or "auto").strip().lower()
-    if choice not in DRIVER_CHOICES:
+    choices = SLURM_DRIVER_CHOICES if scheduler == "slurm" else DRIVER_CHOICES
+    if choice not in choices:
         raise ConfigurationError(
-            f"unknown {scheduler} driver {requested!r}; choose one of {', '.join(DRIVER_CHOICES)}"
+            f"unknown {scheduler} driver {requested!r}; choose one of {', '.join(choices)}"
         )
     return choice

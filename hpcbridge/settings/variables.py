@@ -112,6 +112,7 @@ READERS: Tuple[Tuple[str, str, Callable[[str, str], Any]], ...] = (
     ("flux_uri", "FLUX_URI", _text),
     ("flux_adapter_version", "FLUX_ADAPTER_VERSION", _text),
     ("slurm_driver", "SLURM_DRIVER", _text),
+    ("slurm_rest_url", "SLURM_REST_URL", _text),
     ("flux_driver", "FLUX_DRIVER", _text),
     ("flux_command", "FLUX_COMMAND", _text),
     ("container_runtime", "CONTAINER_RUNTIME", _text),

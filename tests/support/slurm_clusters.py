@@ -256,13 +256,15 @@ def own_cluster(
     extra_conf: str = "",
     users: str = "",
     cpus: int = 8,
+    jwt: bool = False,
 ) -> Iterator[Dict[str, str]]:
     """A Slurm cluster of a test module's own, without accounting, beside the shared ones.
 
     Its own state folder (``/tmp/hpcbridge-slurm-<name>``), ports (``port_base`` ..
     +2), munge and cluster name: what the module does to it (a restart, a limit,
     counting its RPCs with ``sdiag``) touches no other test; ``cpus``: the node's CPUs
-    (jobs are not pinned: more than the machine has run side by side).  Stopped at the end.
+    (jobs are not pinned: more than the machine has run side by side); ``jwt``: auth/jwt
+    beside munge (``HPCBRIDGE_SLURM_JWT``, for slurmrestd's tokens).  Stopped at the end.
     Skips, saying why, without root or without the Slurm to run.
     """
     if os.geteuid() != 0:
@@ -282,6 +284,7 @@ def own_cluster(
         "HPCBRIDGE_SLURM_EXTRA_CONF": extra_conf,
         "HPCBRIDGE_SLURM_USERS": users,
         "HPCBRIDGE_SLURM_CPUS": str(cpus),
+        "HPCBRIDGE_SLURM_JWT": "1" if jwt else "0",
     }
     if prefix:
         variables["HPCBRIDGE_SLURM_PREFIX"] = prefix

@@ -35,7 +35,7 @@ class RealSlurmAdapter(SchedulerAdapter["OpenDriver"]):
         command_env: Optional[Mapping[str, str]] = None,
         **common: Any,
     ) -> None:
-        """``driver``: "auto", "native" (pyslurm) or "cli"; default from
+        """``driver``: "auto", "native" (pyslurm), "cli" or "rest"; default from
         ``HPCBRIDGE_SLURM_DRIVER``.  ``command_env``: extra environment for the Slurm
         commands (``SLURM_CONF`` over SSH).  ``max_array_size`` overrides the cluster's
         ``MaxArraySize``."""
@@ -60,6 +60,13 @@ class RealSlurmAdapter(SchedulerAdapter["OpenDriver"]):
             self._max_array_size,
             limit_cache=LimitCache(self.settings.state_path / "cache"),
         )
+        if self.requested_driver == "rest":
+            from ...engine.driver import DriverChoice
+            from .rest_driver import build_rest_driver
+
+            url = self.settings.slurm_rest_url
+            rest = build_rest_driver(self.executor, cli, url)
+            return OpenDriver(rest, DriverChoice("rest", f"slurmrestd at {url} was asked for"))
         conf_env = {**self.settings.command_env, **self.command_env}
         driver, choice = choose_slurm_driver(self.requested_driver, self.executor, cli, conf_env)
         return OpenDriver(driver, choice)

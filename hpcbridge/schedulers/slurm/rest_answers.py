@@ -1,0 +1,356 @@
+"""slurmrestd's answers in the Slurm parsers' terms: its job records as the rows
+``status.parse_sacct`` reads (so the states, exit codes, reasons and the array-task fill
+are the CLI's), a submission's id, a cancel's verdict, the light states, and the data
+parser version both sides speak.  Pure, no I/O; read against slurmrestd 25.11's data
+parsers v0.0.41-v0.0.44 (tests/data/slurm-rest/)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+
+from ...engine.driver import Again, NotAskedNow
+from ...errors import SchedulerAdapterError, SchedulerUnavailableError
+from .commands import refusal_error, transient
+from .ids import KEY_PREFIX, split_job_id
+from .pyslurm_records import waiting_indices
+from .queries import NoHistory, Statuses
+from .rest_requests import VERSIONS
+from .status import SACCT_COLUMNS, STATE_MAP, parse_sacct
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An HTTP answer: its status and its body (JSON parsed; text where it was none)."""
+
+    status: int
+    body: Any
+
+    def errors(self) -> List[str]:
+        """The answer's ``errors[]`` in Slurm's words (its body's text when it has none)."""
+        if not isinstance(self.body, dict):
+            return [str(self.body).strip()] if self.status >= 400 else []
+        return [_words(item) for item in _list(self.body.get("errors"))]
+
+    def warnings(self) -> List[str]:
+        items = self.body.get("warnings") if isinstance(self.body, dict) else None
+        return [_words(item) for item in _list(items)]
+
+    def message(self) -> str:
+        return "; ".join(self.errors()) or f"HTTP {self.status}"
+
+
+def _list(value: Any) -> List[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _dict(value: Any) -> Dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _whole(value: Any) -> Optional[int]:
+    """An API number as a whole number (an id, an index); ``None`` unset or not one."""
+    found = number(value)
+    return int(found) if found is not None and 0 <= found < 2**63 else None
+
+
+def _int(text: Any) -> int:
+    return int(text) if str(text).isdecimal() else 0
+
+
+def _words(item: Any) -> str:
+    if not isinstance(item, dict):
+        return str(item)
+    error, description = item.get("error") or "", item.get("description") or ""
+    return f"{description}: {error}" if error and description else error or description
+
+
+def number(value: Any) -> Optional[float]:
+    """An API number (``{set, infinite, number}`` or plain) -> its value; ``None`` unset."""
+    if isinstance(value, dict):
+        if not value.get("set", True):
+            return None
+        if value.get("infinite"):
+            return float("inf")
+        value = value.get("number")
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def exit_text(value: Any) -> str:
+    """``{status[], return_code, signal{id}}`` as sacct's ``ExitCode`` (``N:S``); empty
+    when unknown."""
+    if not isinstance(value, dict):
+        return ""
+    code = number(value.get("return_code"))
+    signal = number(_dict(value.get("signal")).get("id"))
+    if code is None and not signal or not 0 <= (code or 0) + (signal or 0) < 2**32:
+        return ""
+    return f"{int(code or 0)}:{int(signal or 0)}"
+
+
+#: the flags squeue shows instead of a job's base state, first first (job_state_string)
+_SHOWN_OVER_BASE = (
+    "COMPLETING",
+    "STAGE_OUT",
+    "CONFIGURING",
+    "RESIZING",
+    "REQUEUED",
+    "REQUEUE_FED",
+    "REQUEUE_HOLD",
+    "SPECIAL_EXIT",
+    "STOPPED",
+    "REVOKED",
+    "RESV_DEL_HOLD",
+    "SIGNALING",
+)
+
+
+def state_word(states: Any) -> str:
+    """A ``job_state`` list (``["RUNNING", "COMPLETING"]``) as squeue's one word."""
+    words = [str(word) for word in states] if isinstance(states, list) else [str(states or "")]
+    for flag in _SHOWN_OVER_BASE:
+        if flag in words:
+            return flag
+    known = [word for word in words if word in STATE_MAP]
+    return known[0] if known else (words[0] if words else "")
+
+
+#: slurmdbd's start of a job that never started: NO_VAL (0xfffffffe), not a time
+_NO_VAL = 0xFFFFFFFE
+
+
+def _time(value: Any) -> str:
+    seconds = number(value)
+    if not seconds or not 0 < seconds < _NO_VAL:
+        return "Unknown"
+    return datetime.fromtimestamp(seconds).astimezone().isoformat()
+
+
+def _cell(text: Any) -> str:
+    return " ".join(str(text or "").replace("|", "/").split())
+
+
+def _record(job: Mapping[str, Any]) -> Dict[str, Any]:
+    """A job record of slurmctld (``job_state``...) or slurmdbd (``state.current``...)
+    in one shape: ids, state word, times, exit code, reason, comment."""
+    if "job_state" in job:  # slurmctld
+        return {
+            "raw": str(job.get("job_id") or ""),
+            "array": _whole(job.get("array_job_id")) or 0,
+            "task": _whole(job.get("array_task_id")),
+            "waiting": job.get("array_task_string") or "",
+            "state": state_word(job.get("job_state")),
+            "start": job.get("start_time"),
+            "end": job.get("end_time"),
+            "exit": job.get("exit_code"),
+            "reason": job.get("state_reason"),
+            "comment": job.get("comment") or "",
+        }
+    array, state, times = _dict(job.get("array")), _dict(job.get("state")), _dict(job.get("time"))
+    comment = job.get("comment") or {}
+    return {
+        "raw": str(job.get("job_id") or ""),
+        "array": _whole(array.get("job_id")) or 0,
+        "task": _whole(array.get("task_id")),
+        "waiting": array.get("task") or "",
+        "state": state_word(state.get("current")),
+        "start": times.get("start"),
+        "end": times.get("end"),
+        "exit": job.get("exit_code"),
+        "reason": state.get("reason"),
+        "comment": comment.get("job", "") if isinstance(comment, dict) else comment,
+    }
+
+
+def _shown_ids(record: Mapping[str, Any], history: bool) -> List[str]:
+    """The JobID column(s) sacct would show for a record (``pyslurm_records._shown_ids``'
+    rule): a task's id, a range for an array's waiting rest, its own id where it differs."""
+    raw, array, task = record["raw"], record["array"], record["task"]
+    if not array:
+        return [raw] if raw else []
+    if task is not None:
+        return [f"{array}_{task}"]
+    tasks = [str(index) for index in waiting_indices(str(record["waiting"]))]
+    shown = [f"{array}_[{','.join(tasks)}]"] if tasks else []
+    if raw and (raw != str(array) or history):
+        shown.append(raw)  # slurmdbd: one record for tasks cancelled before they started
+    return shown
+
+
+def sacct_rows(jobs: Iterable[Mapping[str, Any]], history: bool = False) -> str:
+    """REST job records as ``sacct -X -P`` would print them (``status.SACCT_COLUMNS``)."""
+    lines = []
+    for job in jobs:
+        record = _record(job)
+        fields = {
+            "raw_id": record["raw"],
+            "state": _cell(record["state"]),
+            "exit_code": exit_text(record["exit"]),
+            "start": _time(record["start"]),
+            "end": _time(record["end"]),
+            "reason": _cell(record["reason"]),
+        }
+        for shown in _shown_ids(record, history):
+            row = {**fields, "id": shown}
+            lines.append("|".join(row.get(column, "") for column in SACCT_COLUMNS))
+    return "\n".join(lines)
+
+
+def _jobs(answer: Answer) -> List[Mapping[str, Any]]:
+    jobs = answer.body.get("jobs") if isinstance(answer.body, dict) else None
+    return [job for job in _list(jobs) if isinstance(job, dict)]
+
+
+# -- the answers, one parser each ------------------------------------------------------
+
+
+def _unreached(answer: Answer) -> bool:
+    """slurmrestd could not reach slurmctld (restarting, busy): ask again."""
+    return answer.status in (502, 503, 504) or transient(answer.message())
+
+
+def live_answer(answer: Answer, wanted: Sequence[str]) -> Statuses:
+    """``GET /slurm/{v}/jobs/`` or ``/job/{id}``: the statuses of ``wanted``; none for a
+    purged id (404, "Invalid job id specified")."""
+    if answer.status == 404 and "Invalid job id" in answer.message():
+        return {}
+    if answer.status >= 400 or answer.errors():
+        failure = NotAskedNow(f"slurmrestd: the queue could not be read: {answer.message()}")
+        raise Again(answer.message(), failure) if _unreached(answer) else failure
+    return parse_sacct(sacct_rows(_jobs(answer)), SACCT_COLUMNS, wanted=wanted)
+
+
+def history_answer(answer: Answer, wanted: Sequence[str]) -> Statuses:
+    """``GET /slurmdb/{v}/jobs/``: the statuses of ``wanted``; ``NoHistory`` without
+    slurmdbd (404: no ``slurmdb/`` paths) or when it failed."""
+    if answer.status >= 400 or answer.errors():
+        raise NoHistory(f"slurmrestd: no job history: {answer.message()}", answer.status == 404)
+    return parse_sacct(sacct_rows(_jobs(answer), history=True), SACCT_COLUMNS, wanted=wanted)
+
+
+def states_answer(answer: Answer, aliases: Mapping[str, str] = {}) -> Dict[str, str]:
+    """``GET /slurm/{v}/jobs/state/``: job id -> squeue's state word.  ``aliases``: a
+    running task's own job id -> its ``array_task`` id, from earlier full answers."""
+    if answer.status >= 400 or answer.errors():
+        failure = NotAskedNow(f"slurmrestd: job states could not be read: {answer.message()}")
+        raise Again(answer.message(), failure) if _unreached(answer) else failure
+    found: Dict[str, str] = {}
+    for job in _jobs(answer):
+        shown = str(job.get("job_id") or "")
+        base, task = split_job_id(shown)
+        # 25.11 names a task split off its array by its own id: 28_0 for 25_0
+        if task is not None and base in aliases:
+            shown = aliases[base]
+        found[shown] = state_word(job.get("state"))
+    return found
+
+
+def submitted_answer(answer: Answer) -> str:
+    """``POST /slurm/{v}/job/submit``: the job id, or the error Slurm's refusal means."""
+    job_id = answer.body.get("job_id") if isinstance(answer.body, dict) else None
+    if answer.status < 400 and not answer.errors() and job_id:
+        return str(job_id)
+    message = answer.message()
+    error = refusal_error(message)(
+        f"slurmrestd refused the job (HTTP {answer.status}): {message}",
+        scheduler_message=message,
+    )
+    if answer.status in (502, 503) or "Unable to contact slurm controller" in message:
+        raise Again(message, error)  # slurmrestd never reached slurmctld: nothing went in
+    raise error
+
+
+#: a cancel's errors that mean the job has ended or is gone: no failure
+_ENDED = ("Invalid job id specified", "already completing or completed")
+
+
+def cancel_answer(answer: Answer) -> None:
+    """``DELETE /slurm/{v}/job/{id}``: a job already ended or purged is no failure
+    (v0.0.41 says nothing of it; later ones list it in ``status[]``)."""
+    listed = _list(answer.body.get("status")) if isinstance(answer.body, dict) else []
+    problems = answer.errors() + [
+        str(_dict(_dict(item).get("error")).get("message") or "") for item in listed
+    ]
+    problems = [text for text in problems if text and not any(end in text for end in _ENDED)]
+    if answer.status >= 400 and not problems:
+        problems = [answer.message()]
+    if problems:
+        raise SchedulerAdapterError(f"slurmrestd could not cancel: {'; '.join(problems)}")
+
+
+def keys_answer(answer: Answer, keys: Iterable[str]) -> Dict[str, str]:
+    """key -> the job (an array's own id) whose comment carries it, of jobs in any list
+    (the newest, should two carry it)."""
+    wanted = {KEY_PREFIX + key: key for key in keys}
+    found: Dict[str, str] = {}
+    for job in _jobs(answer):
+        record = _record(job)
+        key = wanted.get(str(record["comment"]))
+        job_id = str(record["array"] or record["raw"])
+        if key is not None and _int(job_id) >= _int(found.get(key, "0")):
+            found[key] = job_id
+    return found
+
+
+# -- which version ---------------------------------------------------------------------
+
+
+def spoken_versions(answer: Answer) -> List[str]:
+    """The data parser versions the daemon's ``/openapi/v3`` lists (``/slurm/{v}/...``)."""
+    paths = _dict(answer.body.get("paths") if isinstance(answer.body, dict) else None)
+    found = {path.split("/")[2] for path in paths if str(path).startswith("/slurm/v")}
+    return sorted(found, key=_version_key, reverse=True)
+
+
+def choose_version(spoken: Sequence[str], wanted: str = "") -> str:
+    """The newest version both sides speak (``wanted``: that one, checked); a clear
+    ``SchedulerUnavailableError`` when there is none."""
+    if wanted and wanted not in VERSIONS:
+        raise SchedulerUnavailableError(
+            f"HPCBRIDGE_SLURM_REST_VERSION={wanted} is not a version hpcbridge speaks "
+            f"({', '.join(VERSIONS)}): unset it to take the newest both sides speak"
+        )
+    candidates = [wanted] if wanted else VERSIONS
+    common = [version for version in candidates if version in spoken]
+    if not common:
+        raise SchedulerUnavailableError(
+            f"slurmrestd speaks {', '.join(spoken) or 'no Slurm API version'}; hpcbridge "
+            f"speaks {wanted or ', '.join(VERSIONS)}: use a Slurm whose slurmrestd loads one "
+            "of those data parsers (-d), or HPCBRIDGE_SLURM_DRIVER=cli"
+        )
+    return common[0]
+
+
+def _version_key(version: str) -> tuple:
+    parts = version.lstrip("v").split(".")
+    return tuple(int(part) if part.isdigit() else -1 for part in parts)
+
+
+def openapi_answer(answer: Answer) -> Answer:
+    """``GET /openapi/v3`` as it came; ``Again`` while slurmrestd cannot be reached."""
+    if _unreached(answer):
+        message = f"slurmrestd cannot be reached: {answer.message()}"
+        raise Again(message, SchedulerUnavailableError(message))
+    return answer
+
+
+def release(answer: Answer) -> Optional[str]:
+    """Slurm's release from ``/openapi/v3`` (``25.11.7``), if it says."""
+    info = _dict(_dict(answer.body).get("info"))
+    return str(_dict(info.get("x-slurm")).get("release") or "") or None
+
+
+def probed(answer: Answer) -> bool:
+    """A ``ping`` of one version: whether the daemon speaks it (404: not loaded)."""
+    return answer.status < 400
+
+
+def rpc_counts(answer: Answer) -> Dict[str, int]:
+    """``GET /slurm/{v}/diag/``: slurmctld's RPC counts by message type (sdiag's)."""
+    statistics = _dict(answer.body.get("statistics") if isinstance(answer.body, dict) else None)
+    counts: Dict[str, int] = {}
+    for item in map(_dict, _list(statistics.get("rpcs_by_message_type"))):
+        count = number(item.get("count"))
+        counts[str(item.get("message_type"))] = int(count) if count and count < 2**63 else 0
+    return counts

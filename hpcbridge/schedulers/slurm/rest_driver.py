@@ -1,0 +1,251 @@
+"""The REST driver: Slurm through slurmrestd.  Glue only - ``rest_requests`` builds each
+request, ``rest_answers`` reads each answer, the engine's runner runs them as
+``driver.Call``\\ s through ``RestClient`` - over the CLI driver's table: the queue, the
+history, a submission, keys and cancels are its own rows; the order of the questions,
+adoption and the light round are the CLI driver's.  Not yet: a token renewed by command,
+the caps on queued jobs (``None``), native options (refused), a job's output by id."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import urllib.parse
+from typing import Any, Collection, Dict, List, Optional, Sequence
+
+from ...engine.driver import Call, Planned, SubmitBatch
+from ...errors import (
+    ConfigurationError,
+    JobSubmissionError,
+    JobTimeoutError,
+    SubmissionUncertainError,
+)
+from ...transports.base import Executor
+from . import queries
+from . import rest_answers as answers
+from . import rest_requests as requests
+from .cli_driver import SlurmCliDriver
+from .commands import SubmitSpec, plan_batch, planned_spec
+from .queries import Statuses
+
+#: ids per ``jobs/state`` request (each a ``job_id=`` pair in the URL)
+STATE_CHUNK = 500
+#: seconds of history a lost submission's key is looked for in (``cli_driver.KEY_HISTORY``)
+KEY_SECONDS = 3600
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self.socket_path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.socket_path)
+
+
+class RestClient:
+    """HTTP to slurmrestd at ``url`` (``unix:/path``, ``http://host:port``, ``https://...``)
+    with the standard library; ``token``: a JWT (``X-SLURM-USER-TOKEN``)."""
+
+    def __init__(self, url: str, token: Optional[str] = None, timeout: float = 60.0) -> None:
+        self.url, self.token, self.timeout = url, token, timeout
+        parsed = urllib.parse.urlparse(url)
+        if parsed.scheme not in ("unix", "http", "https") or not (parsed.path or parsed.netloc):
+            raise ConfigurationError(
+                f"HPCBRIDGE_SLURM_REST_URL={url!r}: expected unix:/path/to/socket, "
+                "http://host:port or https://host:port"
+            )
+        self._parsed = parsed
+
+    def _connection(self) -> http.client.HTTPConnection:
+        parsed = self._parsed
+        if parsed.scheme == "unix":
+            return _UnixConnection(parsed.netloc + parsed.path, self.timeout)
+        kind = (
+            http.client.HTTPSConnection if parsed.scheme == "https" else http.client.HTTPConnection
+        )
+        return kind(parsed.netloc, timeout=self.timeout)
+
+    def send(self, request: requests.RestRequest) -> answers.Answer:
+        """The answer; one that never reached slurmrestd as HTTP 503, one lost on the way
+        back as 504 (a submission's: ``SubmissionUncertainError``, it may have gone in)."""
+        connection = self._connection()
+        try:
+            try:
+                connection.connect()
+            except OSError as exc:  # refused, no socket, no route: nothing was sent
+                return answers.Answer(503, f"cannot reach slurmrestd at {self.url}: {exc}")
+            headers = {"Accept": "application/json"}
+            if self.token:
+                headers["X-SLURM-USER-TOKEN"] = self.token
+            body = None
+            if request.body is not None:
+                body = json.dumps(request.body).encode()
+                headers["Content-Type"] = "application/json"
+            try:
+                connection.request(request.method, request.target(), body, headers)
+                reply = connection.getresponse()
+                text = reply.read().decode("utf-8", "replace")
+            except OSError as exc:
+                lost = f"{request.describe()}: no answer from slurmrestd at {self.url}: {exc}"
+                if request.method == "POST":
+                    raise (
+                        JobTimeoutError
+                        if isinstance(exc, socket.timeout)
+                        else SubmissionUncertainError
+                    )(lost) from exc
+                return answers.Answer(504, lost)
+        finally:
+            connection.close()
+        try:
+            return answers.Answer(reply.status, json.loads(text))
+        except ValueError:
+            return answers.Answer(reply.status, text)
+
+
+class SlurmRestDriver(SlurmCliDriver):
+    """Slurm through slurmrestd; ``version``: a data parser version to use (default: the
+    newest both sides speak, found once)."""
+
+    name = "rest"
+
+    def __init__(
+        self, executor: Executor, client: RestClient, *args: Any, version: str = "", **options: Any
+    ) -> None:
+        super().__init__(executor, *args, **options)
+        self.client = client
+        self.runner.where = f"slurmrestd at {client.url}"
+        self._wanted, self._version = version, ""
+        self._release: Optional[str] = None
+
+    def _call(self, request: requests.RestRequest) -> Call:
+        return Call(request.describe(), lambda: self.client.send(request))
+
+    def api_version(self) -> str:
+        """The data parser version used: from ``/openapi/v3``, else by probing each ``ping``."""
+        if not self._version:
+            found = self.runner.ask(self._call(requests.openapi()), answers.openapi_answer)
+            spoken, self._release = answers.spoken_versions(found), answers.release(found)
+            if found.status >= 400:  # a gateway that hides the document: ask each version
+                probe = [
+                    (v, self.runner.run(self._call(requests.ping(v)))) for v in requests.VERSIONS
+                ]
+                spoken = [version for version, answer in probe if answers.probed(answer)]
+            self._version = answers.choose_version(spoken, self._wanted)
+        return self._version
+
+    # -- the table's own rows -------------------------------------------------------
+
+    def _live(self, ids: List[str]) -> Statuses:
+        """The light states (``jobs/state``) of the jobs last seen unfinished, the full
+        records (one ``jobs/`` request) of the rest and of those whose state changed."""
+        version, states = self.api_version(), None
+        if self._last:
+            # 25.11 names a task split off its array by its own job id: told apart by it
+            aliases = {
+                status.extra["raw_id"]: job_id
+                for job_id, status in self._last.items()
+                if "_" in job_id and status.extra.get("raw_id")
+            }
+            states = self.runner.ask_each(
+                lambda chunk: self._call(requests.job_states(version, chunk)),
+                ids,
+                lambda answer, _chunk: answers.states_answer(answer, aliases),
+                size=STATE_CHUNK,
+            )
+        found, to_ask = queries.light_round(ids, self._last, states)
+        if to_ask:
+            request = self._call(requests.jobs(version))
+            found.update(self.runner.ask(request, lambda a: answers.live_answer(a, to_ask)))
+        return found
+
+    def _by_id(self, ids: List[str]) -> Statuses:
+        return {}  # ``jobs/`` (``_live``) already lists every user's jobs
+
+    def _history(self, asked: List[str], wanted: List[str]) -> Statuses:
+        request = self._call(requests.history(self.api_version(), asked))
+        return self.runner.ask(request, lambda answer: answers.history_answer(answer, wanted))
+
+    def _send(self, spec: SubmitSpec) -> str:
+        description = self._description(spec)
+        request = self._call(requests.submit(self.api_version(), description))
+        return self.runner.submit(
+            request, answers.submitted_answer, key=spec.key, find=self.find_keys, settle=self.settle
+        )
+
+    def _description(self, spec: SubmitSpec) -> Dict[str, Any]:
+        try:
+            script = self.executor.read_text(spec.wrapper_path)
+        except OSError as exc:
+            raise JobSubmissionError(f"cannot read the wrapper {spec.wrapper_path}: {exc}") from exc
+        # sbatch's --export=ALL: the submitting process's environment, where it is this one
+        environment = {**(os.environ if self.executor.is_local else {}), **self.executor.env}
+        environment.update(self.env or {})
+        return requests.job_description(spec, script, environment or {"PATH": "/usr/bin:/bin"})
+
+    def find_keys(self, keys: Collection[str]) -> Dict[str, str]:
+        """key -> the job carrying it: slurmctld's jobs, else slurmdbd's of the last hour."""
+        version = self.api_version()
+        found = self.runner.ask(
+            self._call(requests.jobs(version)), lambda answer: answers.keys_answer(answer, keys)
+        )
+        if len(found) < len(keys):
+            history = self.runner.run(self._call(requests.history_since(version, KEY_SECONDS)))
+            if history.status < 400:
+                found = {**answers.keys_answer(history, keys), **found}
+        return found
+
+    # -- what differs beyond the table ------------------------------------------------
+
+    def plan(self, batch: SubmitBatch) -> Planned:
+        requests.refuse_native(batch.resources)
+        return plan_batch(batch)
+
+    def describe(self, planned: Planned) -> str:
+        spec = planned_spec(planned)
+        shown = {**requests.job_description(spec, f"<{spec.wrapper_path}>", {"...": "..."})}
+        return f"{requests.submit(self.api_version(), shown).describe()} {json.dumps(shown)}"
+
+    def cancel(self, job_ids: Sequence[str]) -> None:
+        """One ``DELETE`` per job; one that ended meanwhile or was purged is no failure."""
+        for job_id in dict.fromkeys(job_ids):
+            request = self._call(requests.cancel(self.api_version(), job_id))
+            answers.cancel_answer(self.runner.run(request))
+
+    def queue_limit(self, account: Optional[str] = None, *, ask: bool = True) -> Optional[int]:
+        return None  # not yet: slurmrestd's associations and QOS (slurmdb/) are not read
+
+    def config(self) -> Dict[str, str]:
+        return {}  # slurmrestd has no slurm.conf view: the defaults (MaxArraySize 1001...)
+
+    def version(self) -> Optional[str]:
+        self.api_version()
+        return self._release
+
+    def find_output(self, job_id: str) -> Optional[str]:
+        return None  # not yet
+
+
+def build_rest_driver(
+    executor: Executor, cli: SlurmCliDriver, url: Optional[str], version: str = ""
+) -> SlurmRestDriver:
+    """The REST driver for ``url`` with ``cli``'s settings; the token from ``SLURM_JWT``."""
+    if not url:
+        raise ConfigurationError(
+            "HPCBRIDGE_SLURM_DRIVER=rest needs HPCBRIDGE_SLURM_REST_URL (unix:/path/to/socket "
+            "or http://host:port)"
+        )
+    client = RestClient(url, os.environ.get("SLURM_JWT"), cli.command_timeout or 60.0)
+    return SlurmRestDriver(
+        executor,
+        client,
+        cli.command_timeout,
+        cli.env,
+        cli._max_array_size,
+        version=version,
+        query_retries=cli.query_retries,
+        limit_cache=cli.limits,
+    )

@@ -1,0 +1,206 @@
+"""What the REST driver asks slurmrestd: each request as data (method, path, query, JSON
+body), for the OpenAPI data parser versions hpcbridge speaks.  The job description is
+``commands.sbatch_argv``'s request in the REST API's names.  Pure, no I/O; checked
+against slurmrestd 25.11 (tests/data/slurm-rest/)."""
+
+from __future__ import annotations
+
+import math
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ...errors import JobSubmissionError
+from ...resources import Resources, signal_parts
+from .commands import SubmitSpec, dependency_text
+from .ids import KEY_PREFIX, split_job_id
+
+#: the data parser versions spoken here, newest first (v0.0.41 leaves Slurm in 26.05)
+VERSIONS = ("v0.0.44", "v0.0.43", "v0.0.42", "v0.0.41")
+
+
+@dataclass(frozen=True)
+class RestRequest:
+    """One HTTP request to slurmrestd; ``query``: (name, value) pairs, a name repeated."""
+
+    method: str
+    path: str
+    query: Tuple[Tuple[str, str], ...] = ()
+    body: Optional[Mapping[str, Any]] = None
+
+    def target(self) -> str:
+        """The path with its query, as sent."""
+        return self.path + ("?" + urllib.parse.urlencode(self.query) if self.query else "")
+
+    def describe(self) -> str:
+        return f"{self.method} {self.target()}"
+
+
+def openapi() -> RestRequest:
+    """The daemon's OpenAPI document: its paths say which versions it speaks."""
+    return RestRequest("GET", "/openapi/v3")
+
+
+def ping(version: str) -> RestRequest:
+    return RestRequest("GET", f"/slurm/{version}/ping/")
+
+
+def diag(version: str) -> RestRequest:
+    """slurmctld's statistics (sdiag's): RPCs by type and by user."""
+    return RestRequest("GET", f"/slurm/{version}/diag/")
+
+
+def submit(version: str, description: Mapping[str, Any]) -> RestRequest:
+    return RestRequest("POST", f"/slurm/{version}/job/submit", body={"job": dict(description)})
+
+
+def _ids(name: str, job_ids: Sequence[str]) -> Tuple[Tuple[str, str], ...]:
+    # One pair per id: slurmrestd 25.11 answers a CSV list ("1,2") with HTTP 500.
+    return tuple((name, job_id) for job_id in dict.fromkeys(job_ids))
+
+
+def job_states(version: str, job_ids: Sequence[str]) -> RestRequest:
+    """The light question (slurmctld's REQUEST_JOB_STATE): each job's id and state."""
+    return RestRequest("GET", f"/slurm/{version}/jobs/state/", _ids("job_id", job_ids))
+
+
+def jobs(version: str, since: Optional[float] = None, now: float = 0.0) -> RestRequest:
+    """Every job slurmctld holds; with ``since`` (epoch seconds), none unless one changed
+    since then (all of them when one did: slurmctld's ``update_time`` is all or nothing)."""
+    if since is None:
+        return RestRequest("GET", f"/slurm/{version}/jobs/")
+    # v0.0.41 refuses an epoch here ("Parsing ... for timestamp failed"); every version
+    # takes Slurm's relative form.
+    ago = max(0, math.ceil(now - since))
+    return RestRequest("GET", f"/slurm/{version}/jobs/", (("update_time", f"now-{ago}"),))
+
+
+def job(version: str, job_id: str) -> RestRequest:
+    """One job (an array: every task of it) as slurmctld holds it; 404 once purged."""
+    return RestRequest("GET", f"/slurm/{version}/job/{job_id}")
+
+
+def cancel(version: str, job_id: str, signal: str = "", batch: bool = False) -> RestRequest:
+    """scancel of one job or task; with ``signal``, that signal only (``batch``: to the
+    batch shell, which a signal otherwise skips)."""
+    query: List[Tuple[str, str]] = [("signal", signal)] if signal else []
+    if batch:
+        query.append(("flags", "BATCH_JOB"))
+    return RestRequest("DELETE", f"/slurm/{version}/job/{job_id}", tuple(query))
+
+
+def history(version: str, job_ids: Sequence[str]) -> RestRequest:
+    """slurmdbd's records of these jobs (an array's own id: all its tasks)."""
+    bases = [split_job_id(job_id)[0] for job_id in job_ids]
+    return RestRequest("GET", f"/slurmdb/{version}/jobs/", _ids("step", bases))
+
+
+def history_since(version: str, seconds: int) -> RestRequest:
+    """slurmdbd's records of the user's jobs of the last ``seconds`` (their comments: keys)."""
+    return RestRequest("GET", f"/slurmdb/{version}/jobs/", (("start_time", f"now-{seconds}"),))
+
+
+# -- the job description -------------------------------------------------------------
+
+_MIB = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2}
+
+
+def megabytes(mem: str) -> int:
+    """``4G``/``1536M``/``100K`` (``resources``' normal form) in the MiB REST takes, up."""
+    unit = mem[-1].upper() if mem[-1].isalpha() else "M"
+    digits = mem[:-1] if mem[-1].isalpha() else mem
+    return max(1, math.ceil(int(digits) * _MIB[unit]))
+
+
+def number(value: float) -> Dict[str, Any]:
+    """A number as the API's no-value struct (``math.inf``: infinite)."""
+    if math.isinf(value):
+        return {"set": True, "infinite": True, "number": 0}
+    return {"set": True, "infinite": False, "number": int(value)}
+
+
+def _tres(resources: Resources) -> Dict[str, str]:
+    """GPUs and generic resources as TRES lists per job, node and task (``gres/gpu:2``)."""
+    per_node = [f"gres/{item}" for item in (resources.gres or "").split(",") if item]
+    if resources.gpus_per_node:
+        per_node.append(f"gres/gpu:{resources.gpus_per_node}")
+    found = {
+        "tres_per_job": f"gres/gpu:{resources.gpus}" if resources.gpus else "",
+        "tres_per_node": ",".join(per_node),
+        "tres_per_task": f"gres/gpu:{resources.gpus_per_task}" if resources.gpus_per_task else "",
+    }
+    return {key: value for key, value in found.items() if value}
+
+
+def _limits(resources: Resources) -> Dict[str, Any]:
+    found: Dict[str, Any] = {
+        "partition": resources.partition,
+        "qos": resources.qos,
+        "account": resources.account,
+        "constraints": resources.constraint,
+        "reservation": resources.reservation,
+        "nodes": str(resources.nodes) if resources.nodes else None,
+        "tasks": resources.ntasks,
+        "cpus_per_task": resources.cpus_per_task,
+        "requeue": resources.requeue,
+    }
+    if resources.time is not None:  # minutes, rounded up as sbatch does
+        minutes = resources.time if math.isinf(resources.time) else math.ceil(resources.time / 60)
+        found["time_limit"] = number(minutes)
+    if resources.mem:
+        found["memory_per_node"] = number(megabytes(resources.mem))
+    if resources.mem_per_cpu:
+        found["memory_per_cpu"] = number(megabytes(resources.mem_per_cpu))
+    if resources.exclusive:
+        found["shared"] = ["none"]  # sbatch --exclusive: shared with no other job
+    if resources.begin is not None:
+        found["begin_time"] = number(resources.begin)
+    if resources.signal:
+        name, seconds = signal_parts(resources.signal)
+        found["kill_warning_signal"] = name
+        if seconds is not None:
+            found["kill_warning_delay"] = number(seconds)
+        if resources.signal.startswith("B:"):
+            found["kill_warning_flags"] = ["BATCH_JOB"]
+    return {key: value for key, value in found.items() if value is not None}
+
+
+def refuse_native(resources: Resources) -> None:
+    """``JobSubmissionError`` for sbatch options in Slurm's own words: not mapped yet."""
+    native = resources.native_options("slurm")
+    if native:
+        raise JobSubmissionError(
+            f"the REST driver takes no sbatch options yet (native slurm options: "
+            f"{' '.join(native)}): use the typed resource keys, or HPCBRIDGE_SLURM_DRIVER=cli"
+        )
+
+
+def job_description(
+    spec: SubmitSpec, script: str, environment: Mapping[str, str]
+) -> Dict[str, Any]:
+    """``spec`` as the REST API's job description; ``script``: the wrapper's text (REST
+    takes the script, not its path), ``environment``: the job's (never empty: slurmctld
+    refuses an empty one with "I/O error writing script/environment to file")."""
+    refuse_native(spec.resources)
+    if not environment:
+        raise JobSubmissionError("a job submitted through slurmrestd needs an environment")
+    found: Dict[str, Any] = {
+        "script": script,
+        "environment": [f"{name}={value}" for name, value in environment.items()],
+        "current_working_directory": spec.workdir,
+        "standard_output": spec.output,
+        "name": spec.job_name,
+        **_limits(spec.resources),
+        **_tres(spec.resources),
+    }
+    if spec.key:
+        found["comment"] = f"{KEY_PREFIX}{spec.key}"
+    dependency = dependency_text(spec.depends_on)
+    if dependency:
+        found["dependency"] = dependency
+        found["flags"] = ["KILL_INVALID_DEPENDENCY"]  # see commands.sbatch_argv
+    if spec.array:
+        found["array"] = spec.array
+    if spec.task_index is not None:  # the task's index as the wrapper's argument
+        found["argv"] = [spec.wrapper_path, str(spec.task_index)]
+    return found
