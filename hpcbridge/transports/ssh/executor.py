@@ -145,9 +145,11 @@ class SSHLogin:
     ``ssh_config_path`` says otherwise; ``os.devnull`` ignores it); explicit
     ``user``/``port``/``key_filename``/``known_hosts`` win over the config.  The backend
     resolves them (``given``) and sets ``host`` to the ``user@hostname:port`` that labels
-    records.  ``env``: variables set for every command (names checked here);
-    ``login_shell``: commands run through ``bash -l``; ``default_timeout``: a command's
-    seconds when the call gives none.  Nothing touches the network until the first call.
+    records.  ``accept_new_host_keys``: a host missing from known_hosts is added, not
+    refused; ``connect_timeout``, ``keepalive``: seconds; ``env``: variables set for every
+    command (names checked here); ``login_shell``: commands run through ``bash -l``;
+    ``default_timeout``: a command's seconds when the call gives none.  Nothing touches
+    the network until the first call.
     """
 
     #: the resolved ``user@hostname:port``, set by the backend
