@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 try:
     from hpcbridge.transports.ssh.executor import SSHExecutor
@@ -95,14 +95,10 @@ def run(count: int = 100, rounds: int = 3, command: str = "date") -> Dict[str, o
     """Time ``count`` calls per method per round; A and B interleaved ``rounds`` times."""
     settings = server_settings()
     argv = shlex.split(command)
-    executor = SSHExecutor(
-        settings["host"],
-        settings["user"],
-        int(settings["port"]),
-        settings["key"],
-        known_hosts=settings["known_hosts"],
-        ssh_config_path=os.devnull,
-    )
+    # both backends take the same login (SSHLogin's arguments)
+    login = (settings["host"], settings["user"], int(settings["port"]), settings["key"])
+    reach: Dict[str, Any] = {"known_hosts": settings["known_hosts"], "ssh_config_path": os.devnull}
+    executor = SSHExecutor(*login, **reach)
     ssh_argv = [
         "ssh",
         "-F",
@@ -115,15 +111,7 @@ def run(count: int = 100, rounds: int = 3, command: str = "date") -> Dict[str, o
         command,
     ]
     sockets = tempfile.mkdtemp(prefix="hpcb-")  # short: a socket's path has a limit
-    mastered = OpenSSHExecutor(
-        settings["host"],
-        settings["user"],
-        int(settings["port"]),
-        settings["key"],
-        known_hosts=settings["known_hosts"],
-        ssh_config_path=os.devnull,
-        environ={"XDG_RUNTIME_DIR": sockets},
-    )
+    mastered = OpenSSHExecutor(*login, **reach, environ={"XDG_RUNTIME_DIR": sockets})
 
     def over_executor() -> Optional[str]:
         result = executor.run(argv)
