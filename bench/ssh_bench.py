@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 try:
     from hpcbridge.transports.ssh.executor import SSHExecutor
@@ -78,18 +78,27 @@ def _summary(samples: List[float], totals: List[float]) -> Dict[str, object]:
     }
 
 
+def _timed_round(call: Callable[[], Optional[str]], count: int, samples: List[float]) -> float:
+    """``count`` calls of ``call``, each one's seconds added to ``samples``; the round's
+    seconds.  ``call`` says what failed, else ``None``: a failure ends the run."""
+    round_start = time.perf_counter()
+    for _ in range(count):
+        t0 = time.perf_counter()
+        failed = call()
+        samples.append(time.perf_counter() - t0)
+        if failed:
+            raise RuntimeError(failed)
+    return time.perf_counter() - round_start
+
+
 def run(count: int = 100, rounds: int = 3, command: str = "date") -> Dict[str, object]:
     """Time ``count`` calls per method per round; A and B interleaved ``rounds`` times."""
     settings = server_settings()
     argv = shlex.split(command)
-    executor = SSHExecutor(
-        settings["host"],
-        settings["user"],
-        int(settings["port"]),
-        settings["key"],
-        known_hosts=settings["known_hosts"],
-        ssh_config_path=os.devnull,
-    )
+    # both backends take the same login (SSHLogin's arguments)
+    login = (settings["host"], settings["user"], int(settings["port"]), settings["key"])
+    reach: Dict[str, Any] = {"known_hosts": settings["known_hosts"], "ssh_config_path": os.devnull}
+    executor = SSHExecutor(*login, **reach)
     ssh_argv = [
         "ssh",
         "-F",
@@ -102,15 +111,23 @@ def run(count: int = 100, rounds: int = 3, command: str = "date") -> Dict[str, o
         command,
     ]
     sockets = tempfile.mkdtemp(prefix="hpcb-")  # short: a socket's path has a limit
-    mastered = OpenSSHExecutor(
-        settings["host"],
-        settings["user"],
-        int(settings["port"]),
-        settings["key"],
-        known_hosts=settings["known_hosts"],
-        ssh_config_path=os.devnull,
-        environ={"XDG_RUNTIME_DIR": sockets},
-    )
+    mastered = OpenSSHExecutor(*login, **reach, environ={"XDG_RUNTIME_DIR": sockets})
+
+    def over_executor() -> Optional[str]:
+        result = executor.run(argv)
+        return None if result.ok else f"{command} failed over SSHExecutor: {result.message()}"
+
+    def per_process() -> Optional[str]:
+        completed = subprocess.run(
+            ssh_argv, capture_output=True, timeout=30, check=False, stdin=subprocess.DEVNULL
+        )
+        failed = completed.returncode != 0
+        return f"ssh {command} failed: {completed.stderr.decode()[:300]}" if failed else None
+
+    def over_master() -> Optional[str]:
+        result = mastered.run(argv)
+        return None if result.ok else f"{command} failed over OpenSSHExecutor: {result.message()}"
+
     persistent: List[float] = []
     per_call: List[float] = []
     through_master: List[float] = []
@@ -128,34 +145,9 @@ def run(count: int = 100, rounds: int = 3, command: str = "date") -> Dict[str, o
         assert mastered.run(argv).ok  # opens the master (a key-only server: no login)
         master_s = time.perf_counter() - started
         for _ in range(rounds):
-            round_start = time.perf_counter()
-            for _ in range(count):
-                t0 = time.perf_counter()
-                result = executor.run(argv)
-                persistent.append(time.perf_counter() - t0)
-                if not result.ok:
-                    raise RuntimeError(f"{command} failed over SSHExecutor: {result.message()}")
-            persistent_totals.append(time.perf_counter() - round_start)
-
-            round_start = time.perf_counter()
-            for _ in range(count):
-                t0 = time.perf_counter()
-                completed = subprocess.run(
-                    ssh_argv, capture_output=True, timeout=30, check=False, stdin=subprocess.DEVNULL
-                )
-                per_call.append(time.perf_counter() - t0)
-                if completed.returncode != 0:
-                    raise RuntimeError(f"ssh {command} failed: {completed.stderr.decode()[:300]}")
-            per_call_totals.append(time.perf_counter() - round_start)
-
-            round_start = time.perf_counter()
-            for _ in range(count):
-                t0 = time.perf_counter()
-                result = mastered.run(argv)
-                through_master.append(time.perf_counter() - t0)
-                if not result.ok:
-                    raise RuntimeError(f"{command} failed over OpenSSHExecutor: {result.message()}")
-            master_totals.append(time.perf_counter() - round_start)
+            persistent_totals.append(_timed_round(over_executor, count, persistent))
+            per_call_totals.append(_timed_round(per_process, count, per_call))
+            master_totals.append(_timed_round(over_master, count, through_master))
         connections = executor.connection_count
     finally:
         executor.close()

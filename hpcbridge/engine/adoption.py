@@ -21,7 +21,7 @@ from ..errors import (
 from ..retrying import Deadline
 from .driver import Again, CannotAsk, NotAskedNow
 
-__all__ = ["CannotAsk", "adopt", "adopt_or_resubmit", "look_up"]
+__all__ = ["CannotAsk", "adopt"]
 
 log = logging.getLogger("hpcbridge")
 
@@ -119,54 +119,3 @@ def _settled(
             )
         resend(missing)
     return found
-
-
-def look_up(
-    find: Callable[[], Optional[str]],
-    *,
-    key: str,
-    budget: float,
-    settle: float,
-    where: str,
-    look_for: str = "",
-) -> Optional[str]:
-    """The job carrying ``key`` (``find()``: its id, ``None`` for none, or ``CannotAsk``),
-    or ``None`` once none did for ``settle`` seconds (``adopt`` of one key)."""
-    found = adopt(
-        [key],
-        lambda _keys: _one(key, find()),
-        budget=budget,
-        settle=settle,
-        where=where,
-        look_for=look_for,
-    )
-    return found.get(key)
-
-
-def adopt_or_resubmit(
-    find: Callable[[], Optional[str]],
-    resubmit: Callable[[], str],
-    *,
-    key: str,
-    budget: float,
-    settle: float,
-    where: str,
-    look_for: str = "",
-) -> str:
-    """The id of the one job the uncertain submission of ``key`` made: found, or (surely
-    absent) ``resubmit()``'s (``adopt`` of one key)."""
-    sent: List[str] = []
-    found = adopt(
-        [key],
-        lambda _keys: _one(key, find()),
-        budget=budget,
-        settle=settle,
-        where=where,
-        resend=lambda _missing: sent.append(resubmit()),
-        look_for=look_for,
-    )
-    return found[key] if key in found else sent[0]
-
-
-def _one(key: str, job_id: Optional[str]) -> Dict[str, str]:
-    return {} if job_id is None else {key: job_id}

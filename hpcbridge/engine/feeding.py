@@ -310,10 +310,14 @@ T = TypeVar("T")
 
 
 class Sends(Protocol):
-    """What finding a dead feeder's sending needs of a scheduler: its submission (a
-    ``SubmissionService``'s)."""
+    """A scheduler that jobs are sent through (a ``SubmissionService``): what finding a
+    dead feeder's sending needs of it, and the base of what a pack's feeder needs of an
+    allocation's instance (``packing.allocations.Instance``)."""
 
-    def submission(self) -> Submission: ...
+    def submission(self) -> Submission:
+        """A submission through the open session's driver, recorded where this scheduler
+        records: it plans, stages, sends and records an ``Order``'s jobs."""
+        ...
 
 
 def adopt_sending(

@@ -25,6 +25,7 @@ from typing import (
 
 from ..engine.adapter import SchedulerAdapter
 from ..engine.driver import Session
+from ..engine.feeding import Sends
 from ..engine.observation import Observation
 from ..errors import ConfigurationError, SchedulerAdapterError
 from ..model import RELEASED, JobState, JobStatus
@@ -35,7 +36,7 @@ from .script import allocation_script
 if TYPE_CHECKING:
     from ..engine.jobscript import TaskSpec
     from ..engine.parents import DependsOn
-    from ..engine.submitting import Order, Submission
+    from ..engine.submitting import Order
     from ..resources import Resources
     from ..settings.config import Settings
 
@@ -57,9 +58,9 @@ class _InstanceSession(Session, Protocol):
     def commands(self) -> _Commands: ...
 
 
-class Instance(Protocol):
+class Instance(Sends, Protocol):
     """What the feeding uses of an allocation's Flux instance (a Flux adapter: a
-    ``SubmissionService``)."""
+    ``SubmissionService``): its ``submission()`` as ``Sends`` declares it, and more."""
 
     settings: Settings
 
@@ -71,8 +72,6 @@ class Instance(Protocol):
         remote_dir: Optional[str],
         options: Mapping[str, Any],
     ) -> Order: ...
-
-    def submission(self) -> Submission: ...
 
     def open(self) -> _InstanceSession: ...
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -21,29 +21,11 @@ from hpcbridge.model import JobState, JobStatus
 from hpcbridge.store.jobs import JobStore
 from hpcbridge.store.leases import me
 from hpcbridge.store.polls import Answer, PollBoard, decode_round, encode_round
+from tests.support.statuses import job_statuses
 
 SETTINGS = settings(max_examples=60, deadline=None)
 
-_zones = st.sampled_from([timezone.utc, timezone(timedelta(hours=-5)), timezone(timedelta(0))])
-_moments = st.one_of(st.none(), st.datetimes(timezones=_zones))
-_plain = st.one_of(
-    st.text(max_size=8),
-    st.integers(-(2**53), 2**53),
-    st.floats(allow_nan=False, allow_infinity=False),
-    st.booleans(),
-)
-_statuses = st.builds(
-    JobStatus,
-    job_id=st.text(min_size=1, max_size=12),
-    state=st.sampled_from(list(JobState)),
-    exit_code=st.one_of(st.none(), st.integers(-(2**31), 2**31)),
-    start_time=_moments,
-    end_time=_moments,
-    native_state=st.text(max_size=20),
-    reason=st.text(max_size=40),
-    extra=st.dictionaries(st.text(max_size=8), _plain, max_size=3),
-    as_of=_moments,
-)
+_statuses = job_statuses(allow_infinity=False)
 _answers = st.tuples(
     _statuses,
     st.one_of(st.none(), st.floats(0, 4e9)),

@@ -5,10 +5,9 @@ task's final status written by the previous release (``JobStatus.to_json``) stil
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from hpcbridge.model import JobState, JobStatus
 from hpcbridge.store.records import (
@@ -18,24 +17,9 @@ from hpcbridge.store.records import (
     status_json,
     status_values,
 )
+from tests.support.statuses import job_statuses
 
-_zones = st.sampled_from([timezone.utc, timezone(timedelta(hours=-5)), timezone(timedelta(0))])
-_moments = st.one_of(st.none(), st.datetimes(timezones=_zones))
-_plain = st.one_of(
-    st.text(max_size=8), st.integers(-(2**53), 2**53), st.booleans(), st.floats(allow_nan=False)
-)
-_statuses = st.builds(
-    JobStatus,
-    job_id=st.text(min_size=1, max_size=12),
-    state=st.sampled_from(list(JobState)),
-    exit_code=st.one_of(st.none(), st.integers(-(2**31), 2**31)),
-    start_time=_moments,
-    end_time=_moments,
-    native_state=st.text(max_size=20),
-    reason=st.text(max_size=40),
-    extra=st.dictionaries(st.text(max_size=8), _plain, max_size=3),
-    as_of=_moments,
-)
+_statuses = job_statuses()
 
 
 def _whole(status: JobStatus) -> tuple:

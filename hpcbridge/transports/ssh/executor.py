@@ -1,13 +1,15 @@
 """``SSHExecutor``: the ``Executor`` over one paramiko connection, SFTP for files, the
-remote command line built with ``shlex.quote`` only (a POSIX shell on the remote side).
-paramiko is imported lazily: ``import hpcbridge.transports.ssh`` does not load it."""
+remote command line built with ``shlex.quote`` only (a POSIX shell on the remote side);
+``SSHLogin``, what it and the OpenSSH backend's executor are given.  paramiko is imported
+lazily: ``import hpcbridge.transports.ssh`` does not load it."""
 
 from __future__ import annotations
 
 import logging
 import re
 import shlex
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Union
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Type, TypeVar, Union
 
 from ...errors import ConfigurationError, TransportError
 from ..base import CommandResult
@@ -19,7 +21,7 @@ from .run import RemoteCommands
 if TYPE_CHECKING:  # pragma: no cover
     from ...settings.config import Settings
 
-__all__ = ["SSHExecutor", "build_command"]
+__all__ = ["SSHExecutor", "SSHLogin", "build_command"]
 
 log = logging.getLogger("hpcbridge.ssh")
 
@@ -120,19 +122,38 @@ def parse_exact_mtimes(text: str, wanted: Sequence[str]) -> Dict[str, float]:
     return found
 
 
-class SSHExecutor(SSHOptions, RemoteFiles):
-    """Executor over one SSH connection (paramiko), with SFTP for files; its options
-    (``SSHOptions``) are read by its connection, commands and files at each use.
+@dataclass(frozen=True)
+class Given:
+    """Where to log in, as given to an executor (the ssh config may add to it)."""
+
+    host: str
+    user: Optional[str]
+    port: Optional[int]
+    key_filename: Union[None, str, Sequence[str]]
+    known_hosts: Optional[str]
+    config_path: Optional[str]
+
+
+L = TypeVar("L", bound="SSHLogin")
+
+
+class SSHLogin:
+    """The base of both SSH executors (``SSHExecutor``; ``openssh.OpenSSHExecutor``): the
+    constructor arguments they share, declared here once, and ``from_settings``.
 
     ``host`` may be an alias from the ssh config (``~/.ssh/config`` unless
-    ``ssh_config_path`` says otherwise; ``os.devnull`` ignores it).  Explicit
-    ``user``/``port``/``key_filename``/``known_hosts`` win over the config.
-    Nothing touches the network until the first call.
+    ``ssh_config_path`` says otherwise; ``os.devnull`` ignores it); explicit
+    ``user``/``port``/``key_filename``/``known_hosts`` win over the config.  The backend
+    resolves them (``given``) and sets ``host`` to the ``user@hostname:port`` that labels
+    records.  ``accept_new_host_keys``: a host missing from known_hosts is added, not
+    refused; ``connect_timeout``, ``keepalive``: seconds; ``env``: variables set for every
+    command (names checked here); ``login_shell``: commands run through ``bash -l``;
+    ``default_timeout``: a command's seconds when the call gives none.  Nothing touches
+    the network until the first call.
     """
 
-    kind = "ssh"
-    #: commands run on the remote host; paths are the remote host's paths
-    is_local = False
+    #: the resolved ``user@hostname:port``, set by the backend
+    host: str
 
     def __init__(
         self,
@@ -147,47 +168,25 @@ class SSHExecutor(SSHOptions, RemoteFiles):
         connect_timeout: float = 15.0,
         default_timeout: Optional[float] = 60.0,
         keepalive: int = 30,
-        ssh_config_path: Optional[str] = None,
-        max_reconnect_attempts: int = 5,
-        min_reconnect_interval: float = 1.0,
         env: Optional[Mapping[str, str]] = None,
+        ssh_config_path: Optional[str] = None,
     ) -> None:
-        super().__init__(
-            accept_new_host_keys=bool(accept_new_host_keys),
-            login_shell=bool(login_shell),
-            connect_timeout=float(connect_timeout),
-            default_timeout=default_timeout,
-            keepalive=int(keepalive),
-            max_reconnect_attempts=max(1, int(max_reconnect_attempts)),
-            min_reconnect_interval=max(0.0, float(min_reconnect_interval)),
-        )
-        self.target: Target = resolve(
-            host,
-            user=user,
-            port=port,
-            key_filename=key_filename,
-            known_hosts=known_hosts,
-            config_path=ssh_config_path,
-        )
-        #: stable label for job records: the resolved ``user@hostname:port``
-        self.host = self.target.hop.label
+        self.given = Given(host, user, port, key_filename, known_hosts, ssh_config_path)
         self.alias = host
-        self.reach: Mapping[str, Any] = reach_settings(
-            host, user, port, key_filename, known_hosts, login_shell
-        )
+        self.accept_new_host_keys = bool(accept_new_host_keys)
+        self.login_shell = bool(login_shell)
+        self.connect_timeout = float(connect_timeout)
+        self.default_timeout = default_timeout
+        self.keepalive = int(keepalive)
         self.env: Dict[str, str] = dict(env or {})
         if self.env:
             build_command(["true"], env=self.env)  # validate the names now
-        self._connections = SharedConnection(self.host, self, self._open)
-        self._commands = RemoteCommands(self._connections)
-        #: whether the host's ``stat`` gives times to the nanosecond (see stat_many)
-        self._exact_times = True
-
-    def _open(self, first: bool) -> Connection:
-        return open_connection(self.target, self, first)
+        self.reach: Mapping[str, Any] = reach_settings(
+            host, user, port, key_filename, known_hosts, login_shell
+        )
 
     @classmethod
-    def from_settings(cls, settings: Settings, **overrides: Any) -> SSHExecutor:
+    def from_settings(cls: Type[L], settings: Settings, **overrides: Any) -> L:
         """An executor from :class:`hpcbridge.settings.config.Settings` (``HPCBRIDGE_SSH_*``)."""
         if not settings.ssh_host:
             raise ConfigurationError(
@@ -205,6 +204,49 @@ class SSHExecutor(SSHOptions, RemoteFiles):
         }
         arguments.update(overrides)
         return cls(settings.ssh_host, **arguments)
+
+
+class SSHExecutor(SSHLogin, SSHOptions, RemoteFiles):
+    """Executor over one SSH connection (paramiko), with SFTP for files; its options
+    (``SSHOptions``) are read by its connection, commands and files at each use.
+    Nothing touches the network until the first call.
+    """
+
+    kind = "ssh"
+    #: commands run on the remote host; paths are the remote host's paths
+    is_local = False
+
+    def __init__(
+        self,
+        host: str,
+        *login: Any,
+        max_reconnect_attempts: int = 5,
+        min_reconnect_interval: float = 1.0,
+        **options: Any,
+    ) -> None:
+        """``SSHLogin``'s arguments; and at most ``max_reconnect_attempts`` logins in one
+        call, at least ``min_reconnect_interval`` seconds apart."""
+        super().__init__(host, *login, **options)
+        self.max_reconnect_attempts = max(1, int(max_reconnect_attempts))
+        self.min_reconnect_interval = max(0.0, float(min_reconnect_interval))
+        given = self.given
+        self.target: Target = resolve(
+            host,
+            user=given.user,
+            port=given.port,
+            key_filename=given.key_filename,
+            known_hosts=given.known_hosts,
+            config_path=given.config_path,
+        )
+        #: stable label for job records: the resolved ``user@hostname:port``
+        self.host = self.target.hop.label
+        self._connections = SharedConnection(self.host, self, self._open)
+        self._commands = RemoteCommands(self._connections)
+        #: whether the host's ``stat`` gives times to the nanosecond (see stat_many)
+        self._exact_times = True
+
+    def _open(self, first: bool) -> Connection:
+        return open_connection(self.target, self, first)
 
     # ------------------------------------------------------------------ introspection
 

@@ -15,7 +15,7 @@ import logging
 import os
 import subprocess
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence, Union
+from typing import IO, Any, Mapping, Optional, Sequence
 
 from ...errors import (
     ConfigurationError,
@@ -26,13 +26,10 @@ from ...errors import (
 from ...retrying import retry
 from ..base import CommandResult
 from . import openssh_argv as argv_of
-from .config import _key_files, reach_settings
-from .executor import build_command
+from .config import _key_files
+from .executor import SSHLogin, build_command
 from .openssh_files import OpenSSHFiles
 from .openssh_spawn import Done, spawn
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ...settings.config import Settings
 
 __all__ = ["OpenSSHExecutor", "MasterState", "master_line"]
 
@@ -52,7 +49,7 @@ class MasterState:
     words: str
 
 
-class OpenSSHExecutor(OpenSSHFiles):
+class OpenSSHExecutor(SSHLogin, OpenSSHFiles):
     """Executor over the system's OpenSSH client, through a master connection.
 
     Nothing touches the network until the first call; ``ssh -G`` (local, no network)
@@ -69,51 +66,37 @@ class OpenSSHExecutor(OpenSSHFiles):
     def __init__(
         self,
         host: str,
-        user: Optional[str] = None,
-        port: Optional[int] = None,
-        key_filename: Union[None, str, Sequence[str]] = None,
-        *,
-        known_hosts: Optional[str] = None,
-        accept_new_host_keys: bool = False,
-        login_shell: bool = False,
-        connect_timeout: float = 15.0,
-        default_timeout: Optional[float] = 60.0,
-        keepalive: int = 30,
-        env: Optional[Mapping[str, str]] = None,
+        *login: Any,
         persist: Optional[str] = None,
         retry_budget: float = 10.0,
         ssh_command: str = "ssh",
-        ssh_config_path: Optional[str] = None,
         environ: Optional[Mapping[str, str]] = None,
+        **options: Any,
     ) -> None:
+        """``SSHLogin``'s arguments; and ``persist`` (the master's ControlPersist),
+        ``retry_budget`` (seconds of sending again), ``ssh_command``, ``environ`` (where
+        hpcbridge's socket folder is found; this process's environment by default)."""
         destination = argv_of.check_destination(host)
-        keys = _key_files(key_filename)
+        super().__init__(host, *login, **options)
+        given = self.given
         self.alias = destination
-        self.login_shell = bool(login_shell)
-        self.default_timeout = default_timeout
         self.retry_budget = float(retry_budget)
         self.ssh = ssh_command
-        self.config_file = ssh_config_path
-        self.env: Dict[str, str] = dict(env or {})
-        if self.env:
-            build_command(["true"], env=self.env)  # validate the names now
+        self.config_file = given.config_path
         self.target = argv_of.Reach(
             destination=destination,
-            user=user,
-            port=int(port) if port else None,
-            keys=keys,
-            known_hosts=os.path.expanduser(known_hosts) if known_hosts else None,
-            accept_new_host_keys=bool(accept_new_host_keys),
-            connect_timeout=float(connect_timeout),
-            keepalive=int(keepalive),
+            user=given.user,
+            port=int(given.port) if given.port else None,
+            keys=_key_files(given.key_filename),
+            known_hosts=os.path.expanduser(given.known_hosts) if given.known_hosts else None,
+            accept_new_host_keys=self.accept_new_host_keys,
+            connect_timeout=self.connect_timeout,
+            keepalive=self.keepalive,
         )
         resolved = self._resolve()
         self.plan = self._plan(resolved, os.environ if environ is None else environ, persist)
         #: the resolved ``user@hostname:port``, as the paramiko backend labels records
         self.host = resolved.label
-        self.reach: Mapping[str, Any] = reach_settings(
-            host, user, port, key_filename, known_hosts, login_shell
-        )
 
     def _plan(
         self, resolved: argv_of.Resolved, environ: Mapping[str, str], persist: Optional[str]
@@ -125,24 +108,6 @@ class OpenSSHExecutor(OpenSSHFiles):
         ours = argv_of.control_path_template(folder)
         os.makedirs(folder, mode=0o700, exist_ok=True)
         return argv_of.plan(self.target, resolved, ours, persist, self.config_file)
-
-    @classmethod
-    def from_settings(cls, settings: Settings, **overrides: Any) -> OpenSSHExecutor:
-        """An executor from :class:`hpcbridge.settings.config.Settings` (``HPCBRIDGE_SSH_*``)."""
-        if not settings.ssh_host:
-            raise ConfigurationError("the ssh transport needs a host: set HPCBRIDGE_SSH_HOST")
-        arguments: Dict[str, Any] = {
-            "user": settings.ssh_user,
-            "port": settings.ssh_port,
-            "key_filename": settings.ssh_key,
-            "known_hosts": settings.ssh_known_hosts,
-            "accept_new_host_keys": settings.ssh_accept_new_host_keys,
-            "login_shell": settings.ssh_login_shell,
-            "default_timeout": settings.command_timeout,
-            "env": settings.command_env,
-        }
-        arguments.update(overrides)
-        return cls(settings.ssh_host, **arguments)
 
     def _resolve(self) -> argv_of.Resolved:
         command = argv_of.resolve_argv(self.target, self.ssh, self.config_file)
