@@ -47,10 +47,12 @@ start_restd() {
     setsid env SLURM_CONF="$SLURM_CONF" SLURMRESTD_DEBUG_STDERR=info "${env[@]}" \
         setpriv --reuid="$REST_USER" --regid="$(id -g "$REST_USER")" --init-groups \
         "$RESTD" ${PARSERS:+-d "$PARSERS"} "$@" </dev/null >>"$LOGDIR/$name.out" 2>&1 9>&- &
-    echo $! >"$RUN/$name.pid"
+    local pid=$!
+    echo "$pid" >"$RUN/$name.pid"
     for ((i = 0; i < TIMEOUT * 5; i++)); do
-        "$probe" && { say "$name (pid $(restd_pid "$name")) answers"; return 0; }
-        restd_pid "$name" >/dev/null || die "$name exited during start-up" "$LOGDIR/$name.out"
+        "$probe" && { say "$name (pid $pid) answers"; return 0; }
+        # alive, not restd_pid: until setsid, env and setpriv have exec'd, the pid is theirs
+        alive "$pid" || die "$name exited during start-up" "$LOGDIR/$name.out"
         sleep 0.2
     done
     die "$name does not answer after ${TIMEOUT}s" "$LOGDIR/$name.out"

@@ -444,17 +444,17 @@ def test_diag_counts_rpcs(version: str) -> None:
 
 def test_rest_url_forms(tmp_path: Path) -> None:
     from hpcbridge.errors import ConfigurationError
-    from hpcbridge.schedulers.slurm.rest_driver import RestClient
+    from hpcbridge.schedulers.slurm.rest_driver import rest_client, send
 
     for bad in ("localhost:6820", "ftp://host", "unix:"):
         with pytest.raises(ConfigurationError, match="unix:/path/to/socket"):
-            RestClient(bad)
+            rest_client(bad, None, 60.0)
     # no daemon on the socket: nothing was sent, so the answer says "never reached"
-    absent = RestClient(f"unix:{tmp_path}/none.socket", timeout=5)
-    answer = absent.send(requests.ping("v0.0.44"))
-    assert answer.status == 503 and "cannot reach slurmrestd" in answer.message()
+    absent = rest_client(f"unix:{tmp_path}/none.socket", None, 5.0)
+    answer = send(absent, requests.ping("v0.0.44"))
+    assert answer.status == 503 and "slurmrestd: cannot reach" in answer.message()
     with pytest.raises(Again):
-        answers.submitted_answer(absent.send(requests.submit("v0.0.44", {"name": "x"})))
+        answers.submitted_answer(send(absent, requests.submit("v0.0.44", {"name": "x"})))
 
 
 def test_the_rest_driver_needs_its_url() -> None:

@@ -7,11 +7,8 @@ the caps on queued jobs (``None``), native options (refused), a job's output by 
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
-import socket
-import urllib.parse
 from typing import Any, Collection, Dict, List, Optional, Sequence
 
 from ...engine.driver import Call, Planned, SubmitBatch
@@ -22,6 +19,7 @@ from ...errors import (
     SubmissionUncertainError,
 )
 from ...transports.base import Executor
+from ...transports.http import HttpClient, ReplyLost
 from . import queries
 from . import rest_answers as answers
 from . import rest_requests as requests
@@ -35,75 +33,25 @@ STATE_CHUNK = 500
 KEY_SECONDS = 3600
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self.socket_path = path
-
-    def connect(self) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(self.timeout)
-        self.sock.connect(self.socket_path)
+def rest_client(url: str, token: Optional[str], timeout: float) -> HttpClient:
+    """The HTTP client for slurmrestd at ``url``; ``token``: a JWT (``X-SLURM-USER-TOKEN``)."""
+    headers = {"X-SLURM-USER-TOKEN": token} if token else {}
+    return HttpClient(url, headers, timeout, setting="HPCBRIDGE_SLURM_REST_URL")
 
 
-class RestClient:
-    """HTTP to slurmrestd at ``url`` (``unix:/path``, ``http://host:port``, ``https://...``)
-    with the standard library; ``token``: a JWT (``X-SLURM-USER-TOKEN``)."""
-
-    def __init__(self, url: str, token: Optional[str] = None, timeout: float = 60.0) -> None:
-        self.url, self.token, self.timeout = url, token, timeout
-        parsed = urllib.parse.urlparse(url)
-        if parsed.scheme not in ("unix", "http", "https") or not (parsed.path or parsed.netloc):
-            raise ConfigurationError(
-                f"HPCBRIDGE_SLURM_REST_URL={url!r}: expected unix:/path/to/socket, "
-                "http://host:port or https://host:port"
-            )
-        self._parsed = parsed
-
-    def _connection(self) -> http.client.HTTPConnection:
-        parsed = self._parsed
-        if parsed.scheme == "unix":
-            return _UnixConnection(parsed.netloc + parsed.path, self.timeout)
-        kind = (
-            http.client.HTTPSConnection if parsed.scheme == "https" else http.client.HTTPConnection
-        )
-        return kind(parsed.netloc, timeout=self.timeout)
-
-    def send(self, request: requests.RestRequest) -> answers.Answer:
-        """The answer; one that never reached slurmrestd as HTTP 503, one lost on the way
-        back as 504 (a submission's: ``SubmissionUncertainError``, it may have gone in)."""
-        connection = self._connection()
-        try:
-            try:
-                connection.connect()
-            except OSError as exc:  # refused, no socket, no route: nothing was sent
-                return answers.Answer(503, f"cannot reach slurmrestd at {self.url}: {exc}")
-            headers = {"Accept": "application/json"}
-            if self.token:
-                headers["X-SLURM-USER-TOKEN"] = self.token
-            body = None
-            if request.body is not None:
-                body = json.dumps(request.body).encode()
-                headers["Content-Type"] = "application/json"
-            try:
-                connection.request(request.method, request.target(), body, headers)
-                reply = connection.getresponse()
-                text = reply.read().decode("utf-8", "replace")
-            except OSError as exc:
-                lost = f"{request.describe()}: no answer from slurmrestd at {self.url}: {exc}"
-                if request.method == "POST":
-                    raise (
-                        JobTimeoutError
-                        if isinstance(exc, socket.timeout)
-                        else SubmissionUncertainError
-                    )(lost) from exc
-                return answers.Answer(504, lost)
-        finally:
-            connection.close()
-        try:
-            return answers.Answer(reply.status, json.loads(text))
-        except ValueError:
-            return answers.Answer(reply.status, text)
+def send(client: HttpClient, request: requests.RestRequest) -> answers.Answer:
+    """slurmrestd's answer; one lost on the way back is a 504 of our own, or for a
+    submission (which may have gone in) ``SubmissionUncertainError``."""
+    try:
+        reply = client.send(request.method, request.target(), request.body)
+    except ReplyLost as lost:
+        text = f"{request.describe()}: {lost} (slurmrestd)"
+        if request.method == "POST":
+            raise (JobTimeoutError if lost.timed_out else SubmissionUncertainError)(text) from lost
+        return answers.Answer(504, text)
+    if reply.status == 503 and isinstance(reply.body, str):  # never reached: say which daemon
+        return answers.Answer(503, f"slurmrestd: {reply.body}")
+    return answers.Answer(reply.status, reply.body)
 
 
 class SlurmRestDriver(SlurmCliDriver):
@@ -113,7 +61,7 @@ class SlurmRestDriver(SlurmCliDriver):
     name = "rest"
 
     def __init__(
-        self, executor: Executor, client: RestClient, *args: Any, version: str = "", **options: Any
+        self, executor: Executor, client: HttpClient, *args: Any, version: str = "", **options: Any
     ) -> None:
         super().__init__(executor, *args, **options)
         self.client = client
@@ -122,7 +70,7 @@ class SlurmRestDriver(SlurmCliDriver):
         self._release: Optional[str] = None
 
     def _call(self, request: requests.RestRequest) -> Call:
-        return Call(request.describe(), lambda: self.client.send(request))
+        return Call(request.describe(), lambda: send(self.client, request))
 
     def api_version(self) -> str:
         """The data parser version used: from ``/openapi/v3``, else by probing each ``ping``."""
@@ -238,7 +186,7 @@ def build_rest_driver(
             "HPCBRIDGE_SLURM_DRIVER=rest needs HPCBRIDGE_SLURM_REST_URL (unix:/path/to/socket "
             "or http://host:port)"
         )
-    client = RestClient(url, os.environ.get("SLURM_JWT"), cli.command_timeout or 60.0)
+    client = rest_client(url, os.environ.get("SLURM_JWT"), cli.command_timeout or 60.0)
     return SlurmRestDriver(
         executor,
         client,
