@@ -151,30 +151,16 @@ def test_the_recorded_submissions_are_the_builders_requests() -> None:
         "s",
         {"A": "1"},
     )
-    shared = set(sent) & set(described)
-    assert {
-        key: sent[key]
-        for key in shared
-        - {
-            "script",
-            "environment",
-            "name",
-            "comment",
-            "current_working_directory",
-            "standard_output",
-        }
-    } == {
-        key: described[key]
-        for key in shared
-        - {
-            "script",
-            "environment",
-            "name",
-            "comment",
-            "current_working_directory",
-            "standard_output",
-        }
+    per_job = {
+        "script",
+        "environment",
+        "name",
+        "comment",
+        "current_working_directory",
+        "standard_output",
     }
+    compared = (set(sent) & set(described)) - per_job
+    assert {key: sent[key] for key in compared} == {key: described[key] for key in compared}
 
 
 def test_queries_name_each_id_once_and_never_as_a_csv() -> None:
