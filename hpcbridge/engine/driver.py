@@ -150,6 +150,18 @@ class Call:
         return self.fn()
 
 
+@dataclass(frozen=True)
+class Command:
+    """An argv for the executor with what it needs besides: the folder it runs in
+    (``cwd``), its standard input (``stdin``) and its own time budget (``timeout``;
+    ``None``: the runner's).  The runner runs it as it runs a bare argv."""
+
+    argv: Sequence[str]
+    cwd: Optional[str] = None
+    stdin: Optional[str] = None
+    timeout: Optional[float] = None
+
+
 class Reply(Protocol):
     """A command's answer as parsers read it (the executor's ``CommandResult``)."""
 

@@ -1,6 +1,7 @@
 """The engine's runner: the one place a driver's requests run.
 
-A driver hands it *requests* - an argv for the transport's executor, or a call into the
+A driver hands it *requests* - an argv for the transport's executor (bare, or a
+``driver.Command`` with its folder, standard input and time budget), or a call into the
 bindings (``driver.Call``) - and pure *parsers* for their answers (a parser reads the
 executor's ``CommandResult``, or what the call returned).  The runner owns what is the
 same for every driver: the time budget of each command, asking again while a parser says
@@ -32,14 +33,14 @@ from ..errors import JobTimeoutError, SubmissionUncertainError
 from ..retrying import retry
 from ..transports.base import Executor
 from . import adoption
-from .driver import Again, Call
+from .driver import Again, Call, Command
 
 log = logging.getLogger("hpcbridge")
 
 T = TypeVar("T")
 
-#: an argv run through the executor, or a call into the bindings
-Request = Union[Sequence[str], Callable[[], Any]]
+#: an argv run through the executor (bare, or a ``Command``), or a call into the bindings
+Request = Union[Sequence[str], Command, Callable[[], Any]]
 
 #: ids per command of a long list (one ``--jobs=`` argument stays far below the 128 KiB
 #: a single argument may take on Linux)
@@ -75,6 +76,15 @@ class Runner:
 
     def run(self, request: Request, *, idempotent: bool = True) -> Any:
         """The request's raw answer, asked once: a ``CommandResult``, or what the call returned."""
+        if isinstance(request, Command):
+            return self.executor.run(
+                list(request.argv),
+                timeout=self.timeout if request.timeout is None else request.timeout,
+                env=self.env,
+                cwd=request.cwd,
+                input=request.stdin,
+                idempotent=idempotent,
+            )
         if callable(request):
             return request()
         return self.executor.run(
@@ -148,7 +158,7 @@ class Runner:
             except JobTimeoutError as exc:
                 raise SubmissionUncertainError(
                     f"{name} did not answer in time: {exc}",
-                    argv=None if callable(request) else list(request),
+                    argv=_argv(request),
                 ) from exc
             try:
                 return parse(answer)
@@ -229,10 +239,18 @@ class Runner:
         )
 
 
+def _argv(request: Request) -> Optional[List[str]]:
+    """The command line a request runs; ``None`` for a call into the bindings."""
+    if isinstance(request, Command):
+        return list(request.argv)
+    return None if callable(request) else list(request)
+
+
 def _name(request: Request) -> str:
     """What a request is called in the log: the command's name, or the call's."""
     if isinstance(request, Call):
         return request.what
     if callable(request):
         return getattr(request, "__qualname__", None) or type(request).__name__
-    return str(request[0]) if request else "command"
+    argv = _argv(request)
+    return str(argv[0]) if argv else "command"

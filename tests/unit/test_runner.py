@@ -9,7 +9,7 @@ from typing import Any, Callable, Collection, Dict, List, Mapping, Optional, Seq
 import pytest
 
 from hpcbridge.engine import adoption
-from hpcbridge.engine.driver import Again, Call, CannotAsk, NotAskedNow, Reply
+from hpcbridge.engine.driver import Again, Call, CannotAsk, Command, NotAskedNow, Reply
 from hpcbridge.engine.runner import Runner
 from hpcbridge.errors import JobSubmissionError, JobTimeoutError, SubmissionUncertainError
 from hpcbridge.transports.base import CommandResult
@@ -28,10 +28,12 @@ class Scripted:
         self.answer = answer
         self.calls: List[List[str]] = []
         self.idempotent: List[bool] = []
+        self.options: List[Dict[str, Any]] = []
 
     def run(self, argv: Sequence[str], **options: Any) -> CommandResult:
         self.calls.append(list(argv))
         self.idempotent.append(options.get("idempotent", True))
+        self.options.append(options)
         return self.answer(list(argv))
 
 
@@ -137,6 +139,28 @@ def test_a_submission_past_its_timeout_is_uncertain() -> None:
 
     with pytest.raises(SubmissionUncertainError, match="submit did not answer in time"):
         Runner(Scripted(slow)).send(["submit"], parse)
+
+
+def test_a_command_runs_in_its_folder_with_its_input_and_timeout() -> None:
+    executor = Scripted(lambda argv: said(argv, "42"))
+    runner = Runner(executor, timeout=60, env={"FLUX_URI": "local:///x"})
+    sent = Command(["submit", "-"], cwd="/jobs/a", stdin="payload", timeout=5)
+    assert runner.send(sent, parse) == "42"
+    assert runner.ask(Command(["q"]), parse) == "42"
+    assert executor.calls == [["submit", "-"], ["q"]] and executor.idempotent == [False, True]
+    first, second = executor.options
+    assert (first["cwd"], first["input"], first["timeout"]) == ("/jobs/a", "payload", 5)
+    assert (second["cwd"], second["input"], second["timeout"]) == (None, None, 60)
+    assert first["env"] == second["env"] == {"FLUX_URI": "local:///x"}
+
+
+def test_a_command_past_its_timeout_is_uncertain_naming_its_argv() -> None:
+    def slow(argv: List[str]) -> CommandResult:
+        raise JobTimeoutError("no answer in 5 s")
+
+    with pytest.raises(SubmissionUncertainError, match="submit did not answer") as caught:
+        Runner(Scripted(slow)).send(Command(["submit", "-"], stdin="payload"), parse)
+    assert caught.value.argv == ["submit", "-"]
 
 
 def losing(

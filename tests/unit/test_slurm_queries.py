@@ -58,6 +58,22 @@ def test_no_history_is_asked_once_per_round() -> None:
     assert found["5_1"].state is JobState.UNKNOWN and calls == ["sacct"]
 
 
+def test_past_the_limit_one_squeue_lists_the_users_jobs_and_the_rest_are_asked_by_id() -> None:
+    """``by_user`` decides for the squeue argv, its chunk and the look by id alike."""
+    few = [str(index) for index in range(queries.BY_USER_OVER)]
+    many = [str(index) for index in range(queries.BY_USER_OVER + 1)]
+    assert queries.squeue_chunk(few, 7) == 7 and queries.squeue_chunk(many, 7) == len(many)
+    by_id: List[List[str]] = []
+
+    def looked(ids: List[str]) -> Dict[str, JobStatus]:
+        by_id.append(ids)
+        return {}
+
+    for ids in (few, many):
+        queries.statuses(ids, lambda ids: {}, lambda asked, wanted: {}, looked)
+    assert by_id == [many]  # a list of ids asked by id already: no second look
+
+
 def test_squeue_verdicts() -> None:
     with pytest.raises(Again) as busy:
         queries.squeue_reply(reply(1, err="squeue: error: Unable to contact slurm controller"), [])

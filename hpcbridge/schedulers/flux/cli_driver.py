@@ -1,4 +1,5 @@
-"""The Flux CLI driver: ``flux`` commands through the executor (local or SSH).
+"""The Flux CLI driver: ``flux`` commands run by the engine's runner through the executor
+(local or SSH).
 
 Many jobs go in through one ``flux python`` running ``jobspec.py`` broker-side (``flux batch``
 has no ``--cc``); the ``flux`` that runs must be the broker's own release.
@@ -6,17 +7,13 @@ has no ``--cc``); the ``flux`` that runs must be the broker's own release.
 
 from __future__ import annotations
 
+import functools
 import logging
 import shlex
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, TypeVar
 
-from ...engine.driver import Capabilities, Planned, Submitted, Waiter
-from ...errors import (
-    JobTimeoutError,
-    SubmissionUncertainError,
-)
+from ...engine.driver import Capabilities, Command, Planned, Reply, Submitted, Waiter
 from ...model import JobStatus
-from ...transports.base import CommandResult
 from . import answers, bulk_helper, commands
 from . import jobspec as jobspec_module
 from .answers import Outcome
@@ -29,6 +26,8 @@ from .planning import flux_plan
 from .request import DROPPED_KEYS, FluxPlan
 
 log = logging.getLogger("hpcbridge")
+
+T = TypeVar("T")
 
 CAPABILITIES = Capabilities(events=False, arrays=False, dropped_keys=DROPPED_KEYS)
 
@@ -83,21 +82,14 @@ class CLIDriver(FluxDriverBase):
         for index in range(len(plan.environments)):
             request = plan.job(index)
             argv = commands.submit_argv(self.flux, self.policy, request)
-            outcomes.append(answers.submit_outcome(argv, self._submission(argv, request.cwd)))
+            parse = functools.partial(answers.submit_outcome, argv)
+            outcomes.append(self._submission(Command(argv, cwd=request.cwd), parse))
         return outcomes
 
-    def _submission(
-        self,
-        argv: List[str],
-        cwd: str,
-        input: Optional[str] = None,
-        timeout: Optional[float] = None,
-    ) -> CommandResult:
-        """Run once; a lost answer (dropped connection, timeout): ``SubmissionUncertainError``."""
-        try:
-            return self.commands.run(argv, idempotent=False, cwd=cwd, input=input, timeout=timeout)
-        except JobTimeoutError as exc:
-            raise SubmissionUncertainError(f"{exc}: its answer was lost", argv=argv) from exc
+    def _submission(self, request: Command, parse: Callable[[Reply], T]) -> T:
+        """Sent once by the runner (``Runner.send``); a lost answer (dropped connection,
+        timeout): ``SubmissionUncertainError``, adopted by key (``_sent``)."""
+        return self.commands.runner.send(request, lambda reply: parse(self.commands.found(reply)))
 
     def _bulk(self, plan: FluxPlan) -> List[Outcome]:
         """One ``flux python`` process submits every job (pipelined inside)."""
@@ -107,8 +99,8 @@ class CLIDriver(FluxDriverBase):
             jobspec_params(plan.request), plan.environments, plan.keys, plan.names
         )
         timeout = max(self.commands.command_timeout, 0.1 * count)
-        result = self._submission(argv, plan.request.cwd, input=payload, timeout=timeout)
-        return answers.bulk_outcomes(result, count)
+        request = Command(argv, cwd=plan.request.cwd, stdin=payload, timeout=timeout)
+        return self._submission(request, lambda reply: answers.bulk_outcomes(reply, count))
 
     def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
         def argv(chunk: Sequence[str]) -> List[str]:
@@ -116,8 +108,8 @@ class CLIDriver(FluxDriverBase):
 
         return self.commands.runner.ask_each(argv, job_ids, self._answers, size=_QUERY_CHUNK)
 
-    def _answers(self, result: CommandResult, chunk: Sequence[str]) -> Dict[str, JobStatus]:
-        answers.command_found(result, self.flux, self.commands.executor.kind)
+    def _answers(self, result: Reply, chunk: Sequence[str]) -> Dict[str, JobStatus]:
+        self.commands.found(result)
         jobs_json, label = self.policy.jobs_json, self.facts.label
         found = answers.listing_answers(list(chunk), result, jobs_json, label)
         return self._query_eventlogs(chunk) if found is None else found

@@ -1,5 +1,6 @@
-"""``flux`` subcommands against one instance, through the executor (local or SSH), and the jobs
-of a submission whose answer was lost, found by the key in their jobspecs (``KeyFinder``).
+"""``flux`` subcommands against one instance, run by the engine's runner through the executor
+(local or SSH), and the jobs of a submission whose answer was lost, found by the key in their
+jobspecs (``KeyFinder``).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import math
 import time
 from typing import Callable, Collection, Dict, List, Optional, Sequence, Tuple, TypeVar
 
+from ...engine.driver import Command, Reply
 from ...engine.runner import Runner
 from ...errors import (
     JobTimeoutError,
@@ -32,6 +34,7 @@ from .options import Attributes, JudgedOptions
 log = logging.getLogger("hpcbridge")
 
 T = TypeVar("T")
+R = TypeVar("R", bound=Reply)
 
 #: seconds the user's flux-accounting rows are trusted before they are read again
 ASSOCIATIONS_TTL = 300.0
@@ -79,15 +82,15 @@ class FluxCommands:
         input: Optional[str] = None,
         cwd: Optional[str] = None,
     ) -> CommandResult:
-        result = self.executor.run(
-            list(argv),
-            timeout=timeout if timeout is not None else self.command_timeout,
-            env={"FLUX_URI": self.uri} if self.uri else None,
-            cwd=cwd,
-            input=input,
-            idempotent=idempotent,
-        )
-        return answers.command_found(result, argv[0], self.executor.kind)
+        """``argv`` run once by the runner (``FLUX_URI`` set; ``timeout``: the command
+        timeout); ``SchedulerUnavailableError`` where the command does not exist."""
+        request = Command(argv, cwd=cwd, stdin=input, timeout=timeout)
+        return self.found(self.runner.run(request, idempotent=idempotent), argv[0])
+
+    def found(self, result: R, command: Optional[str] = None) -> R:
+        """``result`` of ``command`` (default: flux); ``SchedulerUnavailableError`` where
+        the command does not exist where commands run."""
+        return answers.command_found(result, command or self.flux, self.executor.kind)
 
     def versions(self) -> Dict[str, str]:
         """``flux version``: commands, libflux-core and (only when it answered) broker."""
@@ -99,7 +102,7 @@ class FluxCommands:
         )
 
     def hostname(self) -> Optional[str]:
-        result = self.executor.run(commands.hostname_argv(), timeout=self.command_timeout)
+        result = self.runner.run(commands.hostname_argv())
         return result.stdout.strip() if result.ok else None
 
     def queue_info(self, policy: FluxPolicy) -> Optional[QueueInfo]:
@@ -132,7 +135,7 @@ class FluxCommands:
             return found
         found = None
         if self._user is None:
-            user = self.executor.run(commands.user_argv(), timeout=self.command_timeout)
+            user = self.runner.run(commands.user_argv())
             self._user = user.stdout.strip() if user.ok else ""
         if not self._user:  # who asks is unknown: there is no row to ask for
             self._associations = (time.monotonic(), None)

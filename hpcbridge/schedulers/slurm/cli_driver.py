@@ -92,8 +92,7 @@ class SlurmCliDriver:
                 states = None  # every job's full fields
         answers, to_ask = queries.light_round(ids, self._last, states)
         if to_ask:
-            # many ids: one squeue of the user's jobs answers them all (queries.by_user)
-            size = len(to_ask) if queries.by_user(to_ask) else CHUNK
+            size = queries.squeue_chunk(to_ask, CHUNK)  # many ids: one squeue --me
             answers.update(
                 self.runner.ask_each(queries.squeue_argv, to_ask, queries.squeue_reply, size=size)
             )
@@ -196,8 +195,7 @@ class SlurmCliDriver:
     def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
         """Every id: from the queue, else from the history, else UNKNOWN (``queries.statuses``);
         ``NotAskedNow`` when the queue cannot be asked (past the retries)."""
-        by_id = self._by_id if queries.by_user(job_ids) else None
-        answers = queries.statuses(job_ids, self._live, self._history_noted, by_id)
+        answers = queries.statuses(job_ids, self._live, self._history_noted, self._by_id)
         self._last = {
             job_id: answer for job_id, answer in answers.items() if answer.state.rank in (0, 1)
         }
