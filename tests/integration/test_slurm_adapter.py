@@ -1,7 +1,8 @@
 """RealSlurmAdapter against the real Slurm test clusters (containers/slurm).
 
 Every case runs against each target of ``tests.support.slurm_clusters.TARGETS``: Debian's
-Slurm 22.05 with the CLI driver (locally and over SSH), and a Slurm 25.11 built
+Slurm 22.05 with the CLI driver (locally and over SSH: paramiko, and the OpenSSH backend
+after one ``hpcbridge login`` to containers/sshd-totp), and a Slurm 25.11 built
 under ``/opt/slurm-25.11`` with the pyslurm driver and with the CLI driver.  A
 target whose cluster (or pyslurm) is absent skips, saying why.  Start them with
 ``bash containers/slurm/start.sh`` and
@@ -32,6 +33,7 @@ from hpcbridge.errors import JobNotFoundError, JobSubmissionError
 from hpcbridge.model import FROM_FILE, JobState, JobStatus
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
 from tests.support.slurm_clusters import (
+    OPENSSH_TARGETS,
     TARGETS,
     Target,
     cluster_for,
@@ -50,16 +52,18 @@ SLURM_DIR = REPO / "containers" / "slurm"
 # -- the clusters ------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module", params=list(TARGETS))
+@pytest.fixture(scope="module", params=[*TARGETS, *OPENSSH_TARGETS])
 def target(request: pytest.FixtureRequest) -> Target:
-    """Every case runs once per target (the fixture groups the cases by target)."""
-    return TARGETS[request.param]
+    """Every case runs once per target (the fixture groups the cases by target), and
+    over the OpenSSH backend too."""
+    return {**TARGETS, **OPENSSH_TARGETS}[request.param]
 
 
 def local_only(target: Target) -> None:
     """Cases that build their own local adapter run once per cluster and driver."""
     if target.transport != "local":
-        pytest.skip(f"a local case: it runs in {target.label.removesuffix('-ssh')}")
+        local = target.label.removesuffix(f"-{target.transport}")
+        pytest.skip(f"a local case: it runs in {local}")
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +80,7 @@ def adapter(
     # Over SSH the remote session may not have the cluster's SLURM_CONF: pass it.
     command_env = None if transport == "local" else {"SLURM_CONF": cluster["SLURM_CONF"]}
     # Over SSH the jobs belong to the unprivileged test user: their folders must be its own.
-    workdir = None if transport == "local" else request.getfixturevalue("ssh_remote_dir")
+    workdir = None if transport == "local" else request.getfixturevalue(f"{transport}_remote_dir")
     made = make_adapter(
         cluster,
         tmp_path,

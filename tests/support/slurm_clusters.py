@@ -47,7 +47,8 @@ class Target:
     #: the folder holding the cluster's env.sh
     state: str
     driver: str
-    #: "local" or "ssh" (the SSH test user's commands are Debian's: 22.05 only)
+    #: "local", "ssh" (paramiko) or "openssh" (the OpenSSH backend, after one login);
+    #: the SSH test user's commands are Debian's: 22.05 only
     transport: str = "local"
 
 
@@ -58,6 +59,12 @@ TARGETS: Dict[str, Target] = {
     "22.05-cli-ssh": Target("22.05-cli-ssh", DEBIAN_STATE, "cli", "ssh"),
     "25.11-native": Target("25.11-native", PREFIX_STATE, "native"),
     "25.11-cli": Target("25.11-cli", PREFIX_STATE, "cli"),
+}
+
+#: the SSH target again over the OpenSSH backend (containers/sshd-totp, after one
+#: ``hpcbridge login``): test_slurm_adapter's cases run on it too
+OPENSSH_TARGETS: Dict[str, Target] = {
+    "22.05-cli-openssh": Target("22.05-cli-openssh", DEBIAN_STATE, "cli", "openssh"),
 }
 
 
