@@ -5,8 +5,9 @@
 * A Slurm built under a prefix (``HPCBRIDGE_TEST_SLURM_PREFIX``, default
   ``/opt/slurm-25.11``; started with ``HPCBRIDGE_SLURM_PREFIX=<prefix> start.sh``,
   state ``HPCBRIDGE_TEST_SLURM_PREFIX_STATE``, default ``/tmp/hpcbridge-slurm-2511``):
-  the pyslurm driver and the CLI driver, locally.  Its own commands come first on
-  ``PATH`` (a 22.05 ``sbatch`` cannot talk to a 25.11 controller).
+  the pyslurm driver and the CLI driver, locally, and the CLI driver over the OpenSSH
+  backend.  Its own commands come first on ``PATH`` (a 22.05 ``sbatch`` cannot talk to a
+  25.11 controller), over SSH too (``remote_command_env``).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class Target:
     state: str
     driver: str
     #: "local", "ssh" (paramiko) or "openssh" (the OpenSSH backend, after one login);
-    #: the SSH test user's commands are Debian's: 22.05 only
+    #: over SSH a prefix's commands are put first on PATH (``remote_command_env``)
     transport: str = "local"
 
 
@@ -61,11 +62,23 @@ TARGETS: Dict[str, Target] = {
     "25.11-cli": Target("25.11-cli", PREFIX_STATE, "cli"),
 }
 
-#: the SSH target again over the OpenSSH backend (containers/sshd-totp, after one
-#: ``hpcbridge login``): test_slurm_adapter's cases run on it too
+#: the clusters over the OpenSSH backend (containers/sshd-totp, after one ``hpcbridge
+#: login``), the CLI driver: test_slurm_adapter's cases run on them too
 OPENSSH_TARGETS: Dict[str, Target] = {
     "22.05-cli-openssh": Target("22.05-cli-openssh", DEBIAN_STATE, "cli", "openssh"),
+    "25.11-cli-openssh": Target("25.11-cli-openssh", PREFIX_STATE, "cli", "openssh"),
 }
+
+
+def remote_command_env(env: Dict[str, str]) -> Dict[str, str]:
+    """What a command over SSH needs to reach the cluster of ``env``
+    (``HPCBRIDGE_COMMAND_ENV``): its SLURM_CONF, and for a Slurm built under a prefix
+    its own commands first on PATH - the SSH test user's are Debian's 22.05, as a site's
+    users get another release's commands by a module."""
+    wanted = {"SLURM_CONF": env["SLURM_CONF"]}
+    if env.get("HPCBRIDGE_SLURM_BIN"):
+        wanted["PATH"] = f"{env['HPCBRIDGE_SLURM_BIN']}:/usr/local/bin:/usr/bin:/bin"
+    return wanted
 
 
 def cluster_env(state: Optional[str] = None) -> Optional[Dict[str, str]]:
