@@ -446,6 +446,7 @@ def test_timeout_kills_the_remote_command(executor, server):
     """The caller is told at the budget, and the remote command ends too (on both
     backends: test_openssh_transport runs this case)."""
     tag = f"29.{uuid.uuid4().int % 10**6:06d}"
+    executor.run(["true"])  # connected (the case may run first)
     count = getattr(executor, "connection_count", None)  # paramiko's: no new connection
     started = time.monotonic()
     with pytest.raises(JobTimeoutError, match="within 1 s"):
