@@ -241,8 +241,14 @@ def rpc_counts(env: Dict[str, str]) -> Dict[str, int]:
     return counts
 
 
-#: the RPCs a status round costs the controller (squeue of a list, of one id, the light one)
-JOB_INFO_RPCS = ("REQUEST_JOB_INFO", "REQUEST_JOB_INFO_SINGLE", "REQUEST_JOB_STATE")
+#: the RPCs a status round costs the controller (squeue of a list, of one id, the light
+#: one, and ``squeue --me`` of a user who is not root: its own jobs' info)
+JOB_INFO_RPCS = (
+    "REQUEST_JOB_INFO",
+    "REQUEST_JOB_INFO_SINGLE",
+    "REQUEST_JOB_STATE",
+    "REQUEST_JOB_USER_INFO",
+)
 
 
 def job_info_rpcs(env: Dict[str, str]) -> int:
