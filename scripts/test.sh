@@ -76,6 +76,9 @@ if [ "${HPCBRIDGE_TEST_NO_SERVICES:-0}" != 1 ] && [ "$(id -u)" = 0 ]; then
     echo "== starting the Slurm test cluster of $slurm_prefix"
     HPCBRIDGE_SLURM_PREFIX=$slurm_prefix bash containers/slurm/start.sh &&
       started_slurm_prefixes+=("$slurm_prefix")
+    # The SSH test user submits to this cluster too (its commands first on the remote PATH).
+    HPCBRIDGE_SLURM_PREFIX=$slurm_prefix bash containers/slurm/add-user.sh \
+      "${HPCBRIDGE_SSH_TEST_USER:-hpcbtest}" || true
     pyslurm_version=${HPCBRIDGE_TEST_PYSLURM_VERSION:-25.11.2}
     if ls /opt/wheels-pyslurm/pyslurm-"$pyslurm_version"-*.whl >/dev/null 2>&1; then
       echo "== pyslurm $pyslurm_version (built against $slurm_prefix)"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from hpcbridge import Settings
+from tests.support.openssh import totp_login  # noqa: F401 - the OpenSSH backend's one login
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -73,11 +74,28 @@ def ssh_executor(ssh_server):
     executor.close()
 
 
-@pytest.fixture
-def ssh_remote_dir(ssh_executor):
-    """A fresh folder owned by the SSH test user, removed afterwards."""
-    result = ssh_executor.run(["mktemp", "-d", "/tmp/hpcbridge-test.XXXXXXXX"])
+def _remote_dir(executor):
+    result = executor.run(["mktemp", "-d", "/tmp/hpcbridge-test.XXXXXXXX"])
     assert result.ok, result.stderr
     path = result.stdout.strip()
     yield path
-    ssh_executor.run(["rm", "-rf", "--", path])
+    executor.run(["rm", "-rf", "--", path])
+
+
+@pytest.fixture
+def ssh_remote_dir(ssh_executor):
+    """A fresh folder owned by the SSH test user, removed afterwards."""
+    yield from _remote_dir(ssh_executor)
+
+
+@pytest.fixture(scope="module")
+def openssh_executor(request):
+    """An OpenSSHExecutor to the sshd with a second factor (containers/sshd-totp), as the
+    SSH test user, riding the session's one ``hpcbridge login``; skips when absent."""
+    return request.getfixturevalue("totp_login").executor
+
+
+@pytest.fixture
+def openssh_remote_dir(openssh_executor):
+    """A fresh folder owned by the SSH test user, made over the OpenSSH backend."""
+    yield from _remote_dir(openssh_executor)

@@ -16,7 +16,6 @@ from typing import Any, Iterator
 import pytest
 
 from tests.support.cli import JSON_KEYS, hpcbridge
-from tests.support.openssh import totp_login  # noqa: F401 - the slurm-openssh place's login
 from tests.support.places import PLACES, Place, flux_place, mock_place, slurm_place
 
 _MARKS = {

@@ -36,7 +36,6 @@ from tests.support.flux_cases import (
     wait_state,
     write_script,
 )
-from tests.support.openssh import totp_login  # noqa: F401 - the OpenSSH scenario's login
 from tests.support.ssh import PrivateServer, make_executor, private_server, waiting_pids
 
 pytestmark = [pytest.mark.flux, pytest.mark.ssh]

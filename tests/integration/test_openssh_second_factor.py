@@ -3,19 +3,21 @@ then a TOTP code.  ``hpcbridge login`` is typed the code once (SSH_ASKPASS, the 
 the moment from ``oathtool --totp``); afterwards every command - submit, status, wait,
 logs, cancel, and 8 processes at once - rides the master connection to the shared Slurm
 22.05 with no prompt (an askpass that records any call proves it); with no master a
-command exits 6 naming ``hpcbridge login`` and submits nothing; a wait whose master goes
-away says so once and ends with the job's true state after a new login."""
+command exits 6 naming ``hpcbridge login`` and submits nothing; a wait whose master is
+killed says so once and ends with the job's true state after a new login 25 s later."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Dict, Iterator
+from typing import Any, Dict, Iterator
 
 import pytest
 
@@ -233,8 +235,67 @@ def test_a_login_with_no_way_to_type_the_code_fails_with_exit_6(totp, cluster, t
         assert "Verification code" in (refusing / "asked").read_text()  # the code was asked
 
 
-#: seconds the master stays away while a wait runs (the job ends meanwhile)
-OUTAGE = 6.0
+#: a ControlPersist short enough to run out within the test (s)
+SHORT_PERSIST = 5
+
+
+def test_a_master_whose_control_persist_ran_out_refuses_at_once_and_nothing_is_sent_twice(
+    totp, cluster, tripwire, tmp_path, monkeypatch
+):
+    """A login whose master persists 5 s (a site's short ControlPersist, or the night
+    outlasting 8 h): a job submitted through it; once the master is gone of itself, the
+    next submission exits 6 naming ``hpcbridge login`` and sends nothing; the first job
+    was sent once, its record kept, and after a new login its wait ends COMPLETED."""
+    for runtime in socket_folder():
+        env = _base_env(totp, runtime, cluster, tmp_path, tripwire)
+        env["HPCBRIDGE_REMOTE_WORKDIR"] = "/tmp"
+        for name, value in askpass_env(totp).items():
+            monkeypatch.setenv(name, value)  # the short login's only prompt: the code
+        short = make_openssh_executor(
+            totp.server, runtime, ssh_config_path=None, persist=str(SHORT_PERSIST)
+        )
+        assert short.login(stdin=subprocess.DEVNULL) == 0
+        assert short.master().up
+        name = f"totp-persist-{uuid.uuid4().hex[:8]}"
+        first = hpcbridge_in(env, "submit", _script(tmp_path, "echo first"), "-J", name)
+        assert first.returncode == 0, first.stderr
+        job_id = first.stdout.strip()
+        # The master ends once unused for its ControlPersist and removes its socket (an
+        # `ssh -O check` here would count as a use: the folder is watched instead).
+        sockets = Path(runtime) / "hpcbridge"
+        for _ in range(600):
+            if not list(sockets.glob("hpcb-*")):
+                break
+            time.sleep(0.1)
+        assert not list(sockets.glob("hpcb-*")), "the master outlived its ControlPersist"
+        refused = hpcbridge_in(env, "submit", _script(tmp_path, "echo second"), "-J", name)
+        assert refused.returncode == 6, refused.stderr
+        assert f"hpcbridge login {totp.server.host}" in refused.stderr
+        assert jobs_named(name) == [job_id]  # the first sent once, the second not at all
+        again = hpcbridge_in({**env, **askpass_env(totp)}, "login", timeout=60)
+        assert again.returncode == 0, again.stderr
+        try:
+            waited = hpcbridge_in(env, "wait", job_id, "--json", "--poll-interval", "1")
+            assert waited.returncode == 0, waited.stderr  # its record was kept
+            assert json.loads(waited.stdout)["state"] == "COMPLETED"
+        finally:
+            hpcbridge_in(env, "logout", timeout=60)
+    _no_question_asked(tripwire)
+
+
+#: seconds between the master's death and the new login while a wait runs (the job ends
+#: meanwhile): the issue's 25 s, a user logging in again from another shell
+OUTAGE = 25.0
+
+
+def kill_master(executor: Any) -> None:
+    """SIGKILL the master process (``ssh -O check`` says its pid): it dies as a
+    crashed one does, leaving its socket behind."""
+    state = executor.master()
+    assert state.up, state.words
+    found = re.search(r"pid=(\d+)", state.words)
+    assert found, state.words
+    os.kill(int(found.group(1)), signal.SIGKILL)
 
 
 def test_a_wait_outlives_its_master_and_ends_with_the_jobs_true_state(
@@ -269,7 +330,7 @@ def test_a_wait_outlives_its_master_and_ends_with_the_jobs_true_state(
                     break
                 time.sleep(0.2)
             assert wait.poll() is None, wait.communicate()
-            assert hpcbridge_in(env, "logout", timeout=60).returncode == 0
+            kill_master(make_openssh_executor(totp.server, runtime, ssh_config_path=None))
             time.sleep(OUTAGE / 2)
             release.touch()  # the job ends while no master is up
             time.sleep(OUTAGE / 2)

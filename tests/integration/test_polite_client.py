@@ -9,7 +9,7 @@ RPC counts are this module's alone:
   its exit-code file) - over SSH within two;
 - 8 processes of one user each waiting on 25 of those jobs cost the controller, a
   second of waiting, what one process waiting on all 200 does (one shared poll,
-  through the store);
+  through the store), locally and over the OpenSSH backend riding one login;
 - 8 processes where one asks ``poll_interval=0.1``: the floor (5 s) holds for all;
 - on a Slurm 25.11 cluster that rate-limits every user's RPCs (``rl_enable``, a small
   bucket), 8 processes waiting on 500 jobs end with no error reaching them;
@@ -135,17 +135,22 @@ def test_over_ssh_ends_are_known_within_two_seconds(
 
 WAITER = textwrap.dedent(
     """
-    import json, sys
+    import json, os, sys
     from hpcbridge.settings.config import Settings
     from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
     state, conf, script, count, interval, ssh = sys.argv[1:7]
     settings = Settings.from_env(env={}, state_dir=state, scheduler="slurm")
     command_env, executor, workdir = {"SLURM_CONF": conf}, None, None
     if ssh != "-":  # as the unprivileged ssh test user: Slurm rate-limits users, never root
-        from hpcbridge.transports.ssh import SSHExecutor
         details = json.loads(ssh)
-        executor = SSHExecutor(**details["executor"])
         command_env["PATH"], workdir = details["path"], details["workdir"]
+        if "executor" in details:  # paramiko
+            from hpcbridge.transports.ssh import SSHExecutor
+            executor = SSHExecutor(**details["executor"])
+        else:  # the OpenSSH backend from its settings, riding the master of one login
+            from hpcbridge.factory import build_executor
+            os.environ.update(details["env"])
+            executor = build_executor(Settings.from_env(env=details["env"]))
     adapter = RealSlurmAdapter(
         executor, workdir, settings=settings, command_env=command_env, driver="cli"
     )
@@ -249,13 +254,33 @@ def test_rate_limited_controller_no_error_reaches_a_caller(
     assert "RPC rate limit exceeded" in log.read_text(), "the limit was never reached"
 
 
+def over_openssh(request: pytest.FixtureRequest) -> str:
+    """The waiters' way over the OpenSSH backend (``start_waiters``' ``ssh``): the
+    settings of the session's one ``hpcbridge login`` to the TOTP sshd, whose master
+    carries every process's commands, and a folder of the ssh test user's own."""
+    login = request.getfixturevalue("totp_login")
+    made = login.executor.run(["mktemp", "-d", "/tmp/hpcbridge-polite.XXXXXXXX"])
+    assert made.ok, made.stderr
+    workdir = made.stdout.strip()
+    request.addfinalizer(lambda: login.executor.run(["rm", "-rf", "--", workdir]))
+    return json.dumps({"env": login.env, "path": "/usr/bin:/bin", "workdir": workdir})
+
+
+@pytest.mark.parametrize("transport", ["local", "openssh"])
 def test_eight_processes_cost_what_one_does(
-    cluster: Dict[str, str], one_process: Any, tmp_path: Path
+    cluster: Dict[str, str],
+    one_process: Any,
+    transport: str,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
 ) -> None:
     """8 processes of one user on one host, 25 jobs each, one shared store (the default
-    place under their one state folder): one poll for all of them."""
+    place under their one state folder): one poll for all of them.  Locally, and over
+    the OpenSSH backend after one ``hpcbridge login`` (issue 48): 8 processes riding one
+    master cost what one process does."""
     script = write_script(tmp_path / "scripts")
-    processes = start_waiters(cluster, tmp_path / "state", script, 8, JOBS, INTERVAL)
+    ssh = "-" if transport == "local" else over_openssh(request)
+    processes = start_waiters(cluster, tmp_path / "state", script, 8, JOBS, INTERVAL, ssh)
     sdiag_reset(cluster)
     started = time.monotonic()
     finish_waiters(processes)

@@ -1,8 +1,10 @@
 """RealSlurmAdapter against the real Slurm test clusters (containers/slurm).
 
 Every case runs against each target of ``tests.support.slurm_clusters.TARGETS``: Debian's
-Slurm 22.05 with the CLI driver (locally and over SSH), and a Slurm 25.11 built
-under ``/opt/slurm-25.11`` with the pyslurm driver and with the CLI driver.  A
+Slurm 22.05 with the CLI driver (locally and over SSH: paramiko, and the OpenSSH backend
+after one ``hpcbridge login`` to containers/sshd-totp), and a Slurm 25.11 built
+under ``/opt/slurm-25.11`` with the pyslurm driver and with the CLI driver (locally, and
+over the OpenSSH backend with its commands first on the remote PATH).  A
 target whose cluster (or pyslurm) is absent skips, saying why.  Start them with
 ``bash containers/slurm/start.sh`` and
 ``HPCBRIDGE_SLURM_PREFIX=/opt/slurm-25.11 bash containers/slurm/start.sh``.
@@ -32,12 +34,14 @@ from hpcbridge.errors import JobNotFoundError, JobSubmissionError
 from hpcbridge.model import FROM_FILE, JobState, JobStatus
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
 from tests.support.slurm_clusters import (
+    OPENSSH_TARGETS,
     TARGETS,
     Target,
     cluster_for,
     executor_for,
     jobs_named,
     make_adapter,
+    remote_command_env,
     squeue_knows,
     staged_folders,
 )
@@ -50,16 +54,18 @@ SLURM_DIR = REPO / "containers" / "slurm"
 # -- the clusters ------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module", params=list(TARGETS))
+@pytest.fixture(scope="module", params=[*TARGETS, *OPENSSH_TARGETS])
 def target(request: pytest.FixtureRequest) -> Target:
-    """Every case runs once per target (the fixture groups the cases by target)."""
-    return TARGETS[request.param]
+    """Every case runs once per target (the fixture groups the cases by target), and
+    over the OpenSSH backend too."""
+    return {**TARGETS, **OPENSSH_TARGETS}[request.param]
 
 
 def local_only(target: Target) -> None:
     """Cases that build their own local adapter run once per cluster and driver."""
     if target.transport != "local":
-        pytest.skip(f"a local case: it runs in {target.label.removesuffix('-ssh')}")
+        local = target.label.removesuffix(f"-{target.transport}")
+        pytest.skip(f"a local case: it runs in {local}")
 
 
 @pytest.fixture(scope="module")
@@ -73,10 +79,11 @@ def adapter(
     request: pytest.FixtureRequest, cluster: Dict[str, str], target: Target, tmp_path: Path
 ) -> Iterator[RealSlurmAdapter]:
     transport = target.transport
-    # Over SSH the remote session may not have the cluster's SLURM_CONF: pass it.
-    command_env = None if transport == "local" else {"SLURM_CONF": cluster["SLURM_CONF"]}
+    # Over SSH the remote session may not have the cluster's SLURM_CONF (nor its release's
+    # commands first on PATH): pass them.
+    command_env = None if transport == "local" else remote_command_env(cluster)
     # Over SSH the jobs belong to the unprivileged test user: their folders must be its own.
-    workdir = None if transport == "local" else request.getfixturevalue("ssh_remote_dir")
+    workdir = None if transport == "local" else request.getfixturevalue(f"{transport}_remote_dir")
     made = make_adapter(
         cluster,
         tmp_path,
@@ -389,7 +396,7 @@ def test_never_existing_id_is_not_found_after_the_streak(adapter: RealSlurmAdapt
 def test_controller_restart_while_waiting(
     adapter: RealSlurmAdapter, script, cluster: Dict[str, str], target: Target
 ) -> None:
-    if target.label == "25.11-cli":  # the CLI's outage handling runs in 22.05-cli (and -ssh)
+    if target.label.startswith("25.11-cli"):  # the CLI's outage handling runs in 22.05's
         pytest.skip("the CLI driver rides a restart out in 22.05-cli; 25.11 runs pyslurm's")
     adapter.unknown_limit = 60  # the restart takes a few seconds of failed queries
     # The job outlives the outage: its exit-code file (which the adapter reads for any

@@ -443,21 +443,24 @@ def test_no_key_anywhere_says_what_to_set(server, tmp_path, monkeypatch):
 
 
 def test_timeout_kills_the_remote_command(executor, server):
+    """The caller is told at the budget, and the remote command ends too (on both
+    backends: test_openssh_transport runs this case)."""
     tag = f"29.{uuid.uuid4().int % 10**6:06d}"
-    count = executor.connection_count
+    executor.run(["true"])  # connected (the case may run first)
+    count = getattr(executor, "connection_count", None)  # paramiko's: no new connection
     started = time.monotonic()
     with pytest.raises(JobTimeoutError, match="within 1 s"):
         executor.run(["sleep", tag], timeout=1)
     assert time.monotonic() - started < 5
     pattern = f"^sleep {re.escape(tag)}$"
-    for _ in range(30):
+    for _ in range(50):
         left = executor.run(["pgrep", "-u", server.user, "-f", pattern])
         if left.returncode == 1:
             break
         time.sleep(0.1)
     assert left.returncode == 1, f"remote sleep survived: {left.stdout}"
     assert executor.run(["echo", "still here"]).stdout == "still here\n"
-    assert executor.connection_count == count
+    assert getattr(executor, "connection_count", None) == count
 
 
 # --------------------------------------------------------------------------- reconnects

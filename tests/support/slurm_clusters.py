@@ -5,8 +5,9 @@
 * A Slurm built under a prefix (``HPCBRIDGE_TEST_SLURM_PREFIX``, default
   ``/opt/slurm-25.11``; started with ``HPCBRIDGE_SLURM_PREFIX=<prefix> start.sh``,
   state ``HPCBRIDGE_TEST_SLURM_PREFIX_STATE``, default ``/tmp/hpcbridge-slurm-2511``):
-  the pyslurm driver and the CLI driver, locally.  Its own commands come first on
-  ``PATH`` (a 22.05 ``sbatch`` cannot talk to a 25.11 controller).
+  the pyslurm driver and the CLI driver, locally, and the CLI driver over the OpenSSH
+  backend.  Its own commands come first on ``PATH`` (a 22.05 ``sbatch`` cannot talk to a
+  25.11 controller), over SSH too (``remote_command_env``).
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ class Target:
     #: the folder holding the cluster's env.sh
     state: str
     driver: str
-    #: "local" or "ssh" (the SSH test user's commands are Debian's: 22.05 only)
+    #: "local", "ssh" (paramiko) or "openssh" (the OpenSSH backend, after one login);
+    #: over SSH a prefix's commands are put first on PATH (``remote_command_env``)
     transport: str = "local"
 
 
@@ -59,6 +61,24 @@ TARGETS: Dict[str, Target] = {
     "25.11-native": Target("25.11-native", PREFIX_STATE, "native"),
     "25.11-cli": Target("25.11-cli", PREFIX_STATE, "cli"),
 }
+
+#: the clusters over the OpenSSH backend (containers/sshd-totp, after one ``hpcbridge
+#: login``), the CLI driver: test_slurm_adapter's cases run on them too
+OPENSSH_TARGETS: Dict[str, Target] = {
+    "22.05-cli-openssh": Target("22.05-cli-openssh", DEBIAN_STATE, "cli", "openssh"),
+    "25.11-cli-openssh": Target("25.11-cli-openssh", PREFIX_STATE, "cli", "openssh"),
+}
+
+
+def remote_command_env(env: Dict[str, str]) -> Dict[str, str]:
+    """What a command over SSH needs to reach the cluster of ``env``
+    (``HPCBRIDGE_COMMAND_ENV``): its SLURM_CONF, and for a Slurm built under a prefix
+    its own commands first on PATH - the SSH test user's are Debian's 22.05, as a site's
+    users get another release's commands by a module."""
+    wanted = {"SLURM_CONF": env["SLURM_CONF"]}
+    if env.get("HPCBRIDGE_SLURM_BIN"):
+        wanted["PATH"] = f"{env['HPCBRIDGE_SLURM_BIN']}:/usr/local/bin:/usr/bin:/bin"
+    return wanted
 
 
 def cluster_env(state: Optional[str] = None) -> Optional[Dict[str, str]]:
@@ -221,8 +241,14 @@ def rpc_counts(env: Dict[str, str]) -> Dict[str, int]:
     return counts
 
 
-#: the RPCs a status round costs the controller (squeue of a list, of one id, the light one)
-JOB_INFO_RPCS = ("REQUEST_JOB_INFO", "REQUEST_JOB_INFO_SINGLE", "REQUEST_JOB_STATE")
+#: the RPCs a status round costs the controller (squeue of a list, of one id, the light
+#: one, and ``squeue --me`` of a user who is not root: its own jobs' info)
+JOB_INFO_RPCS = (
+    "REQUEST_JOB_INFO",
+    "REQUEST_JOB_INFO_SINGLE",
+    "REQUEST_JOB_STATE",
+    "REQUEST_JOB_USER_INFO",
+)
 
 
 def job_info_rpcs(env: Dict[str, str]) -> int:

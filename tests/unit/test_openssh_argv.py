@@ -6,7 +6,10 @@ name."""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
+import time
+from pathlib import Path
 
 import pytest
 from hypothesis import example, given, settings
@@ -213,6 +216,42 @@ def test_mkdir_makes_parents_with_the_mode(tmp_path):
     assert _sh(argv_of.mkdir_script("a b/$(x)/c", 0o700), tmp_path).returncode == 0
     assert ((tmp_path / "a b" / "$(x)" / "c").stat().st_mode & 0o777) == 0o700
     assert os.listdir(tmp_path) == ["a b"]
+
+
+@SETTINGS
+@given(text=st.text(st.characters(blacklist_characters="\0", blacklist_categories=("Cs",))))
+@example(text="'; touch owned; echo '")
+def test_a_bounded_command_is_the_same_command_its_words_stdin_and_exit_status(
+    tmp_path_factory, text
+):
+    where = tmp_path_factory.mktemp("bounded")
+    command = f"printf %s {shlex.quote(text)}; cat; exit 3"
+    done = _sh(argv_of.bounded(command, 30), where, b"from stdin")
+    expected = text.encode("utf-8", "surrogateescape") + b"from stdin"
+    assert (done.returncode, done.stdout) == (3, expected), done.stderr
+    assert os.listdir(where) == []
+    assert argv_of.bounded(command, None) == command
+
+
+def test_a_bounded_command_past_its_budget_ends_with_its_children(tmp_path):
+    """``timeout`` ends the command's whole process group, a child in the background
+    too, as sshd's "signal" (the paramiko backend's) does."""
+    script = "sleep 60 & echo $! > child; sleep 60"
+    done = _sh(argv_of.bounded(script, 0.2), tmp_path)
+    assert done.returncode == argv_of.TIMED_OUT, done.stderr
+    child = int((tmp_path / "child").read_text())
+    for _ in range(100):  # the group was sent TERM; the child is gone once reaped
+        if not Path(f"/proc/{child}").exists() or "Z" in _state(child):
+            break
+        time.sleep(0.05)
+    assert not Path(f"/proc/{child}").exists() or "Z" in _state(child)
+
+
+def _state(pid):
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"
 
 
 @SETTINGS

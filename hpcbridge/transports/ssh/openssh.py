@@ -29,7 +29,7 @@ from . import openssh_argv as argv_of
 from .config import _key_files
 from .executor import SSHLogin, build_command
 from .openssh_files import OpenSSHFiles
-from .openssh_spawn import Done, spawn
+from .openssh_spawn import Done, spawn, timed_out
 
 __all__ = ["OpenSSHExecutor", "MasterState", "master_line"]
 
@@ -189,7 +189,9 @@ class OpenSSHExecutor(SSHLogin, OpenSSHFiles):
         budget = self.default_timeout if timeout is None else timeout
         data = None if input is None else input.encode("utf-8")
         log.debug("run %s on %s (openssh)", words[0], self.host)
-        done = self._ssh(command, words, budget, idempotent, data=data)
+        done = self._ssh(argv_of.bounded(command, budget), words, budget, idempotent, data=data)
+        if budget is not None and done.returncode == argv_of.TIMED_OUT and done.duration >= budget:
+            raise timed_out(words, budget, self.host)  # the remote timeout won the race
         return CommandResult(
             words,
             done.returncode,

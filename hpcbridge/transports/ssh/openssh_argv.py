@@ -9,6 +9,7 @@ user's config says.  The remote command is one word, built by ``build_command``.
 
 from __future__ import annotations
 
+import math
 import os
 import posixpath
 import shlex
@@ -190,6 +191,28 @@ def command_argv(the_plan: Plan, remote_command: str, ssh: str = "ssh") -> List[
         the_plan.destination,
         remote_command,
     ]
+
+
+#: seconds a remote command may outlive its time budget before it is ended there: the
+#: local ssh is killed first, so the caller's error is the timeout
+REMOTE_GRACE = 1
+#: the exit status of a command ``timeout`` ended (``bounded``)
+TIMED_OUT = 124
+
+
+def bounded(command: str, budget: Optional[float]) -> str:
+    """``command`` ended on the remote side too, ``REMOTE_GRACE`` s past ``budget``:
+    ``timeout`` sends its process group TERM, then KILL a second later.  Killing the
+    local ssh only closes the channel, and sshd leaves a command that neither reads nor
+    writes running (the paramiko backend sends SSH's "signal" request instead, which
+    ssh's command line cannot).  A remote without ``timeout`` runs it unbounded there."""
+    if budget is None or not math.isfinite(budget):
+        return command
+    seconds = max(0, int(math.ceil(budget))) + REMOTE_GRACE
+    return (
+        f"t=; command -v timeout >/dev/null 2>&1 && t='timeout -k 1 {seconds}'; "
+        f"exec $t sh -c {shlex.quote(command)}"
+    )
 
 
 def login_argv(the_plan: Plan, ssh: str = "ssh") -> List[str]:

@@ -45,8 +45,13 @@ def spawn(
                 list(argv), input=data, stdin=stdin, capture_output=True, timeout=budget
             )
         except subprocess.TimeoutExpired:
-            raise JobTimeoutError(
-                f"{words[0]} did not finish within {budget:g} s on {host} "
-                f"(command: {' '.join(words)[:200]})"
-            ) from None
+            raise timed_out(words, budget, host) from None
     return Done(done.returncode, done.stdout, done.stderr, time.monotonic() - started)
+
+
+def timed_out(words: Sequence[str], budget: Optional[float], host: str) -> JobTimeoutError:
+    """The error of a command past its time budget."""
+    return JobTimeoutError(
+        f"{words[0]} did not finish within {budget:g} s on {host} "
+        f"(command: {' '.join(words)[:200]})"
+    )
