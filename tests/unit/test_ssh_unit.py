@@ -796,8 +796,8 @@ def test_exact_mtime_commands_quote_nothing_and_chunk() -> None:
     assert sorted(sum((argv[4:] for argv in commands), [])) == sorted(set(paths))
 
 
-def test_parse_exact_mtimes_keeps_only_exact_times_of_asked_paths() -> None:
-    from hpcbridge.transports.ssh.executor import parse_exact_mtimes
+def test_parse_mtimes_keeps_only_exact_times_of_asked_paths() -> None:
+    from hpcbridge.transports.ssh.executor import parse_mtimes
 
     text = (
         "1700000000.123456789 /w/a.exit\n"
@@ -807,7 +807,7 @@ def test_parse_exact_mtimes_keeps_only_exact_times_of_asked_paths() -> None:
         "1700000003.0 /w/not-asked\n"
     )
     asked = ["/w/a.exit", "/w/b c.exit", "/w/whole.exit", "/w/odd.exit"]
-    assert parse_exact_mtimes(text, asked) == {
+    assert parse_mtimes(text, asked) == {
         "/w/a.exit": 1700000000.123456789,
         "/w/b c.exit": 1700000001.5,
     }

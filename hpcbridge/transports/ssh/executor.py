@@ -105,15 +105,15 @@ def exact_mtime_commands(paths: Sequence[str]) -> List[List[str]]:
     ]
 
 
-def parse_exact_mtimes(text: str, wanted: Sequence[str]) -> Dict[str, float]:
-    """The times in ``stat``'s output for the paths of ``wanted``; a line that is not
-    ``<seconds>.<fraction> <path>`` (a ``stat`` without ``%.9Y``: BSD, busybox, coreutils
-    before 8.25 print something else) is left out."""
+def parse_mtimes(text: str, wanted: Sequence[str], exact: bool = True) -> Dict[str, float]:
+    """The times in ``stat``'s output for the paths of ``wanted``; with ``exact``, a line
+    that is not ``<seconds>.<fraction> <path>`` (a ``stat`` without ``%.9Y``: BSD, busybox,
+    coreutils before 8.25 print something else) is left out, else whole seconds count."""
     asked = set(wanted)
     found: Dict[str, float] = {}
     for line in text.splitlines():
         stamp, _, path = line.partition(" ")
-        if path not in asked or "." not in stamp:
+        if path not in asked or (exact and "." not in stamp):
             continue
         try:
             found[path] = float(stamp)
@@ -330,7 +330,7 @@ class SSHExecutor(SSHLogin, SSHOptions, RemoteFiles):
                 result = self.run(argv, env={"LC_ALL": "C"})
             except TransportError:
                 return exact  # the whole seconds stand this round
-            answered = parse_exact_mtimes(result.stdout, paths)
+            answered = parse_mtimes(result.stdout, paths)
             if not answered and "No such file" not in result.stderr:
                 log.info("%s: no exact file times (%s): whole seconds", self.host, result.message())
                 self._exact_times = False

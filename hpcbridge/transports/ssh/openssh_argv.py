@@ -385,18 +385,3 @@ def parse_mode(stderr: str) -> Optional[int]:
         return int(lines[-1].strip(), 8)
     except ValueError:
         return None
-
-
-def parse_mtimes(text: str, wanted: Sequence[str]) -> Dict[str, float]:
-    """``stat -c '%.9Y %n'``'s (or ``%Y``'s) lines for the paths of ``wanted``."""
-    asked = set(wanted)
-    found: Dict[str, float] = {}
-    for line in text.splitlines():
-        stamp, _, path = line.partition(" ")
-        if path not in asked:
-            continue
-        try:
-            found[path] = float(stamp)
-        except ValueError:
-            continue
-    return found

@@ -11,7 +11,7 @@ from typing import Dict, Mapping, Optional, Sequence
 
 from ..base import CommandResult
 from . import openssh_argv as argv_of
-from .executor import exact_mtime_commands
+from .executor import exact_mtime_commands, parse_mtimes
 from .openssh_spawn import Done
 
 
@@ -120,7 +120,7 @@ class OpenSSHFiles:
         found: Dict[str, float] = {}
         for words in exact_mtime_commands(paths):
             result = self.run(words, env={"LC_ALL": "C"})
-            found.update(argv_of.parse_mtimes(result.stdout, words[4:]))
+            found.update(parse_mtimes(result.stdout, words[4:], exact=False))
         return found
 
     def abspath(self, path: str) -> str:
