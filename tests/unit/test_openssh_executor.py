@@ -97,3 +97,36 @@ def test_the_factory_chooses_the_backend(tmp_path, monkeypatch):
     assert isinstance(chosen, OpenSSHExecutor) and chosen.host == "carol@10.9.9.9:2222"
     default = build_executor(Settings.from_env(env))
     assert isinstance(default, SSHExecutor) and default.host == chosen.host  # records match
+
+
+def test_a_submission_whose_local_ssh_is_killed_is_uncertain_and_not_sent_again(tmp_path):
+    """The local ssh of one command killed (the master stays up): the command may have
+    run, so a submission is not sent again and says so; a question is asked again."""
+    from hpcbridge.errors import SubmissionUncertainError, TransportError
+    from hpcbridge.transports.ssh.openssh import OpenSSHExecutor
+
+    runs = tmp_path / "runs"
+    fake = tmp_path / "ssh"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'case " $* " in *" -G "*) exec ssh "$@" ;; esac\n'
+        f"echo run >> {runs}\n"
+        "kill -KILL $$\n"
+    )
+    fake.chmod(0o755)
+    runtime = tmp_path / "run"
+    runtime.mkdir()
+    executor = OpenSSHExecutor(
+        "cluster",
+        ssh_config_path=_config(tmp_path),
+        ssh_command=str(fake),
+        retry_budget=1.0,
+        environ={"XDG_RUNTIME_DIR": str(runtime)},
+    )
+    with pytest.raises(SubmissionUncertainError, match="dropped while sbatch was running"):
+        executor.run(["sbatch", "job.sh"], idempotent=False)
+    assert runs.read_text().count("run") == 1
+    with pytest.raises(TransportError, match="killed by SIGKILL") as asked:
+        executor.run(["squeue"])
+    assert not isinstance(asked.value, SubmissionUncertainError)
+    assert runs.read_text().count("run") >= 3  # squeue asked again within the retry budget

@@ -29,7 +29,7 @@ from . import openssh_argv as argv_of
 from .config import _key_files
 from .executor import SSHLogin, build_command
 from .openssh_files import OpenSSHFiles
-from .openssh_spawn import Done, spawn, timed_out
+from .openssh_spawn import Done, killed_words, spawn, timed_out
 
 __all__ = ["OpenSSHExecutor", "MasterState", "master_line"]
 
@@ -221,7 +221,8 @@ class OpenSSHExecutor(SSHLogin, OpenSSHFiles):
             if kind == argv_of.COMMAND:
                 self._reached = True
                 return done
-            raise self._failure(kind, argv_of.ssh_words(stderr), words, idempotent)
+            said = (killed_words(done.returncode), argv_of.ssh_words(stderr))
+            raise self._failure(kind, "; ".join(filter(None, said)), words, idempotent)
 
         try:
             return retry(
