@@ -218,10 +218,13 @@ class OpenSSHExecutor(SSHLogin, OpenSSHFiles):
             done = spawn(full, words, budget, self.host, data=data, source=source)
             stderr = done.stderr.decode("utf-8", "replace")
             kind = argv_of.classify(done.returncode, stderr)
+            said = [killed_words(done.returncode), argv_of.ssh_words(stderr)]
+            if kind == argv_of.COMMAND and done.returncode == 255 and not self.master().up:
+                # ssh whose master went away mid-command exits 255 and says nothing
+                kind, said = argv_of.DROPPED, ["its master connection went away", *said]
             if kind == argv_of.COMMAND:
                 self._reached = True
                 return done
-            said = (killed_words(done.returncode), argv_of.ssh_words(stderr))
             raise self._failure(kind, "; ".join(filter(None, said)), words, idempotent)
 
         try:
