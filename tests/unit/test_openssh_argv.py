@@ -149,6 +149,12 @@ def test_ssh_failures_are_told_from_the_commands_own_255(stderr, kind):
     assert argv_of.classify(1, stderr) == argv_of.COMMAND
 
 
+def test_a_local_ssh_killed_by_a_signal_is_a_dropped_connection():
+    # subprocess's negative status: the command may have run, whatever stderr holds
+    assert argv_of.classify(-9, "") == argv_of.DROPPED
+    assert argv_of.classify(-15, "my own words") == argv_of.DROPPED
+
+
 def test_an_unknown_backend_is_refused_naming_the_choices():
     assert Settings.from_env({"HPCBRIDGE_SSH_BACKEND": "OpenSSH"}).ssh_backend == "openssh"
     assert Settings.from_env({}).ssh_backend == "paramiko"

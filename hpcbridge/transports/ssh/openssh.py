@@ -29,7 +29,7 @@ from . import openssh_argv as argv_of
 from .config import _key_files
 from .executor import SSHLogin, build_command
 from .openssh_files import OpenSSHFiles
-from .openssh_spawn import Done, spawn, timed_out
+from .openssh_spawn import Done, killed_words, spawn, timed_out
 
 __all__ = ["OpenSSHExecutor", "MasterState", "master_line"]
 
@@ -218,10 +218,14 @@ class OpenSSHExecutor(SSHLogin, OpenSSHFiles):
             done = spawn(full, words, budget, self.host, data=data, source=source)
             stderr = done.stderr.decode("utf-8", "replace")
             kind = argv_of.classify(done.returncode, stderr)
+            said = [killed_words(done.returncode), argv_of.ssh_words(stderr)]
+            if kind == argv_of.COMMAND and done.returncode == 255 and not self.master().up:
+                # ssh whose master went away mid-command exits 255 and says nothing
+                kind, said = argv_of.DROPPED, ["its master connection went away", *said]
             if kind == argv_of.COMMAND:
                 self._reached = True
                 return done
-            raise self._failure(kind, argv_of.ssh_words(stderr), words, idempotent)
+            raise self._failure(kind, "; ".join(filter(None, said)), words, idempotent)
 
         try:
             return retry(

@@ -290,7 +290,9 @@ def classify(returncode: int, stderr: str) -> str:
     """Whose answer an exit status is: the remote command's (``COMMAND``), or ssh's own
     failure (255 and its words): a login wanted (no prompt could be answered: a code, a
     password, a key's passphrase), a host key refused, nothing sent yet, or the connection
-    dropped mid-command."""
+    dropped mid-command (or the local ssh killed by a signal: it may have run)."""
+    if returncode < 0:
+        return DROPPED
     if returncode != 255:
         return COMMAND
     if any(marker in stderr for marker in _HOST_KEY):

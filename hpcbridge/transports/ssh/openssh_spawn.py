@@ -4,6 +4,7 @@ output, its exit status; killed past its time budget."""
 from __future__ import annotations
 
 import contextlib
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -55,3 +56,14 @@ def timed_out(words: Sequence[str], budget: Optional[float], host: str) -> JobTi
         f"{words[0]} did not finish within {budget:g} s on {host} "
         f"(command: {' '.join(words)[:200]})"
     )
+
+
+def killed_words(returncode: int) -> str:
+    """The words for a local ``ssh`` a signal ended (``returncode`` < 0), else ""."""
+    if returncode >= 0:
+        return ""
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    return f"the local ssh was killed by {name}"
