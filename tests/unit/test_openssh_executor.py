@@ -99,30 +99,32 @@ def test_the_factory_chooses_the_backend(tmp_path, monkeypatch):
     assert isinstance(default, SSHExecutor) and default.host == chosen.host  # records match
 
 
+def _fake_ssh(tmp_path: Path, body: str, **options: object):
+    """An OpenSSHExecutor whose ``ssh`` is a script: ``ssh -G`` the real one, the rest
+    ``body`` (POSIX shell)."""
+    from hpcbridge.transports.ssh.openssh import OpenSSHExecutor
+
+    fake = tmp_path / "ssh"
+    fake.write_text('#!/bin/sh\ncase " $* " in *" -G "*) exec ssh "$@" ;; esac\n' + body)
+    fake.chmod(0o755)
+    runtime = tmp_path / "run"
+    runtime.mkdir()
+    return OpenSSHExecutor(
+        "cluster",
+        ssh_config_path=_config(tmp_path),
+        ssh_command=str(fake),
+        environ={"XDG_RUNTIME_DIR": str(runtime)},
+        **options,
+    )
+
+
 def test_a_submission_whose_local_ssh_is_killed_is_uncertain_and_not_sent_again(tmp_path):
     """The local ssh of one command killed (the master stays up): the command may have
     run, so a submission is not sent again and says so; a question is asked again."""
     from hpcbridge.errors import SubmissionUncertainError, TransportError
-    from hpcbridge.transports.ssh.openssh import OpenSSHExecutor
 
     runs = tmp_path / "runs"
-    fake = tmp_path / "ssh"
-    fake.write_text(
-        "#!/bin/sh\n"
-        'case " $* " in *" -G "*) exec ssh "$@" ;; esac\n'
-        f"echo run >> {runs}\n"
-        "kill -KILL $$\n"
-    )
-    fake.chmod(0o755)
-    runtime = tmp_path / "run"
-    runtime.mkdir()
-    executor = OpenSSHExecutor(
-        "cluster",
-        ssh_config_path=_config(tmp_path),
-        ssh_command=str(fake),
-        retry_budget=1.0,
-        environ={"XDG_RUNTIME_DIR": str(runtime)},
-    )
+    executor = _fake_ssh(tmp_path, f"echo run >> {runs}\nkill -KILL $$\n", retry_budget=1.0)
     with pytest.raises(SubmissionUncertainError, match="dropped while sbatch was running"):
         executor.run(["sbatch", "job.sh"], idempotent=False)
     assert runs.read_text().count("run") == 1
@@ -137,25 +139,13 @@ def test_a_silent_255_is_a_dropped_connection_only_when_the_master_is_gone(tmp_p
     master killed under a running command), as a command that exits 255 itself does:
     the master, asked, tells them apart."""
     from hpcbridge.errors import SubmissionUncertainError
-    from hpcbridge.transports.ssh.openssh import OpenSSHExecutor
 
     master_up = tmp_path / "master-up"
-    fake = tmp_path / "ssh"
-    fake.write_text(
-        "#!/bin/sh\n"
-        'case " $* " in *" -G "*) exec ssh "$@" ;; esac\n'
+    executor = _fake_ssh(
+        tmp_path,
         'case " $* " in *" -O "*) [ -e ' + str(master_up) + " ] && exit 0\n"
         '    echo "Control socket connect(x): No such file or directory" >&2; exit 255 ;; esac\n'
-        "exit 255\n"
-    )
-    fake.chmod(0o755)
-    runtime = tmp_path / "run"
-    runtime.mkdir()
-    executor = OpenSSHExecutor(
-        "cluster",
-        ssh_config_path=_config(tmp_path),
-        ssh_command=str(fake),
-        environ={"XDG_RUNTIME_DIR": str(runtime)},
+        "exit 255\n",
     )
     master_up.touch()
     assert executor.run(["sbatch", "job.sh"], idempotent=False).returncode == 255  # its own
