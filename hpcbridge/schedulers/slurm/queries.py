@@ -64,8 +64,13 @@ BY_USER_OVER = 50
 def by_user(job_ids: Sequence[str]) -> bool:
     """Whether ``squeue_argv`` lists the user's jobs (``--me``) for these ids: a job of
     another user is then found by its id only (``squeue_argv(ids, by_id=True)``)."""
+    return _by_user(job_list(job_ids))
+
+
+def _by_user(entries: Sequence[str]) -> bool:
+    """``by_user`` of a ``--jobs`` list already made (``job_list``'s)."""
     # slurmctld gets the same request; squeue no longer matches 500 ids per job (~3 ms in 22.05)
-    return len(job_list(job_ids)) > BY_USER_OVER
+    return len(entries) > BY_USER_OVER
 
 
 def squeue_chunk(job_ids: Sequence[str], chunk: int) -> int:
@@ -79,8 +84,8 @@ def squeue_argv(job_ids: Sequence[str], by_id: bool = False) -> List[str]:
     (unless ``by_id``) every job of the user's where ``by_user``."""
     # Without --states=all a finished job (kept for MinJobAge) prints no row.
     fields = ",".join(f"{name}:0|" for name, _ in SQUEUE_FIELDS)
-    by_me = not by_id and by_user(job_ids)
-    selection = "--me" if by_me else f"--jobs={','.join(job_list(job_ids))}"
+    entries = job_list(job_ids)  # once: a round's 500 ids are not listed twice
+    selection = "--me" if not by_id and _by_user(entries) else f"--jobs={','.join(entries)}"
     return [
         "squeue",
         "--noheader",
