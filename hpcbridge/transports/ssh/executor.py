@@ -148,8 +148,9 @@ class SSHLogin:
     records.  ``accept_new_host_keys``: a host missing from known_hosts is added, not
     refused; ``connect_timeout``, ``keepalive``: seconds; ``env``: variables set for every
     command (names checked here); ``login_shell``: commands run through ``bash -l``;
-    ``default_timeout``: a command's seconds when the call gives none.  Nothing touches
-    the network until the first call.
+    ``default_timeout``: a command's seconds when the call gives none; ``backend``: the
+    options of the backend's own ``_setup``, which resolves the host and sets ``host``.
+    Nothing touches the network until the first call.
     """
 
     #: the resolved ``user@hostname:port``, set by the backend
@@ -170,6 +171,7 @@ class SSHLogin:
         keepalive: int = 30,
         env: Optional[Mapping[str, str]] = None,
         ssh_config_path: Optional[str] = None,
+        **backend: Any,
     ) -> None:
         self.given = Given(host, user, port, key_filename, known_hosts, ssh_config_path)
         self.alias = host
@@ -184,6 +186,11 @@ class SSHLogin:
         self.reach: Mapping[str, Any] = reach_settings(
             host, user, port, key_filename, known_hosts, login_shell
         )
+        self._setup(**backend)
+
+    def _setup(self) -> None:
+        """The backend's own options and its resolution of ``given`` (sets ``host``)."""
+        raise NotImplementedError
 
     @classmethod
     def from_settings(cls: Type[L], settings: Settings, **overrides: Any) -> L:
@@ -216,22 +223,14 @@ class SSHExecutor(SSHLogin, SSHOptions, RemoteFiles):
     #: commands run on the remote host; paths are the remote host's paths
     is_local = False
 
-    def __init__(
-        self,
-        host: str,
-        *login: Any,
-        max_reconnect_attempts: int = 5,
-        min_reconnect_interval: float = 1.0,
-        **options: Any,
-    ) -> None:
-        """``SSHLogin``'s arguments; and at most ``max_reconnect_attempts`` logins in one
-        call, at least ``min_reconnect_interval`` seconds apart."""
-        super().__init__(host, *login, **options)
+    def _setup(self, max_reconnect_attempts: int = 5, min_reconnect_interval: float = 1.0) -> None:
+        """At most ``max_reconnect_attempts`` logins in one call, at least
+        ``min_reconnect_interval`` seconds apart."""
         self.max_reconnect_attempts = max(1, int(max_reconnect_attempts))
         self.min_reconnect_interval = max(0.0, float(min_reconnect_interval))
         given = self.given
         self.target: Target = resolve(
-            host,
+            given.host,
             user=given.user,
             port=given.port,
             key_filename=given.key_filename,

@@ -63,21 +63,17 @@ class OpenSSHExecutor(SSHLogin, OpenSSHFiles):
     #: whether a command got through: a refused login is an outage after, not before
     _reached = False
 
-    def __init__(
+    def _setup(
         self,
-        host: str,
-        *login: Any,
         persist: Optional[str] = None,
         retry_budget: float = 10.0,
         ssh_command: str = "ssh",
         environ: Optional[Mapping[str, str]] = None,
-        **options: Any,
     ) -> None:
-        """``SSHLogin``'s arguments; and ``persist`` (the master's ControlPersist),
-        ``retry_budget`` (seconds of sending again), ``ssh_command``, ``environ`` (where
-        hpcbridge's socket folder is found; this process's environment by default)."""
-        destination = argv_of.check_destination(host)
-        super().__init__(host, *login, **options)
+        """``persist`` (the master's ControlPersist), ``retry_budget`` (seconds of sending
+        again), ``ssh_command``, ``environ`` (where hpcbridge's socket folder is found; this
+        process's environment by default)."""
+        destination = argv_of.check_destination(self.given.host)
         given = self.given
         self.alias = destination
         self.retry_budget = float(retry_budget)
