@@ -108,6 +108,8 @@ class Token:
         self._make, self._clock = make, clock
         self._value = given or None
         self._made_at = clock()
+        #: seconds the token maker's clock is ahead of ours (its ``iat`` at our making)
+        self._skew = 0.0
         self._lock = threading.Lock()
         self._warned = False
 
@@ -124,7 +126,7 @@ class Token:
         """Seconds the current token has left (negative: expired); ``None`` when there is
         no token or it says no expiry."""
         expires = expiry(self._value) if self._value else None
-        return None if expires is None else expires - self._clock()
+        return None if expires is None else expires - self._clock() - self._skew
 
     def value(self) -> Optional[str]:
         """The token to send now: made (again) when there is none or it is due."""
@@ -152,13 +154,16 @@ class Token:
             self._renew(f"refused ({status})")
             return self._value or ""
 
-    def _due(self) -> bool:
-        expires = expiry(self._value) if self._value else None
-        if expires is None:
-            return False
+    def _issued(self) -> Optional[float]:
         iat = jwt_claims(self._value or "").get("iat")
-        made = float(iat) if isinstance(iat, (int, float)) else self._made_at
-        return expires - self._clock() < renewal_margin(max(expires - made, 0.0))
+        return float(iat) if isinstance(iat, (int, float)) and not isinstance(iat, bool) else None
+
+    def _due(self) -> bool:
+        expires, left = expiry(self._value or ""), self.remaining()
+        if expires is None or left is None:
+            return False
+        made = self._issued() or self._made_at + self._skew
+        return left < renewal_margin(max(expires - made, 0.0))
 
     def _renew_or_keep(self) -> None:
         left = self.remaining() or 0.0
@@ -187,6 +192,8 @@ class Token:
         assert self._make is not None
         made = self._make()
         self._value, self._made_at = made, self._clock()
+        issued = self._issued()  # a login node's clock may differ from this one's
+        self._skew = 0.0 if issued is None else issued - self._made_at
         left = self.remaining()
         life = "no expiry" if left is None else f"{left:.0f} s of life"
         log.info("made a new token with %s (%s): %s", self.setting, why, life)

@@ -192,3 +192,19 @@ def test_no_token_at_all() -> None:
     assert token.value() is None and token.remaining() is None and not token.held
     with pytest.raises(ConfigurationError, match=r"http://server asks for a token \(401\): set"):
         token.refused("http://server")
+
+
+def test_the_makers_clock_counts_not_ours() -> None:
+    """A login node 10 minutes behind this machine makes tokens that look expired here:
+    their life counts from their own ``iat``."""
+    cluster, here = Clock(1000.0), Clock(1600.0)
+    maker = Maker(cluster, life=300)
+    token = Token("X-TOKEN", None, maker, clock=here)
+    first = token.value()
+    assert token.remaining() == 300 and len(maker.made) == 1
+    cluster.now += 200
+    here.now += 200
+    assert token.value() == first  # 100 s left of 300: not yet due (margin 60 s)
+    cluster.now += 50
+    here.now += 50
+    assert token.value() != first and len(maker.made) == 2
