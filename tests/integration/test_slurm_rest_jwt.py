@@ -1,9 +1,11 @@
 """slurmrestd with JWT on 127.0.0.1 (Slurm 25.11, containers/slurmrestd/start.sh), on a
 cluster of this module's own: a token made by ``HPCBRIDGE_SLURM_REST_TOKEN_COMMAND`` and
 made again before it expires (a 60 s token through a 150 s wait), once more when
-slurmrestd refuses one, and the guide docs/guides/slurm-rest.md run as written.
+slurmrestd refuses one, made on the login node over SSH (the test sshd's user), and the
+guide docs/guides/slurm-rest.md run as written.
 
-The client is this process (root): ``scontrol token`` makes root's tokens."""
+The client is this process (root): ``scontrol token`` makes root's tokens, except over
+SSH, where it makes the SSH user's."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from hpcbridge.settings.config import Settings
 from hpcbridge.store.jobs import JobStore
 from hpcbridge.transports.local import LocalExecutor
 from tests.support.guides import blocks_by_kind, build_script, check_outputs
-from tests.support.slurm_clusters import PREFIX, own_cluster
+from tests.support.slurm_clusters import PREFIX, own_cluster, remote_command_env
 
 REPO = Path(__file__).resolve().parents[2]
 STATE = "/tmp/hpcbridge-slurm-rtok"
@@ -147,6 +149,56 @@ def test_a_refused_token_is_made_again_once(
     made = [record.getMessage() for record in caplog.records if record.name == TOKEN_LOG]
     assert len(made) == 1 and "refused (511)" in made[0], made
     assert "eyJ" not in caplog.text
+
+
+def test_a_token_made_on_the_login_node_over_ssh(
+    cluster: Dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Files over SFTP to the test sshd's user, REST calls straight to the URL, and the
+    token made by that user's ``scontrol token`` on the login node: the job is theirs."""
+    from tests.support.ssh import SKIP_REASON, find_test_server, make_executor
+
+    pytest.importorskip("paramiko", reason="paramiko not installed (pip install '.[ssh]')")
+    server = find_test_server()
+    if server is None:
+        pytest.skip(SKIP_REASON)
+    monkeypatch.delenv("SLURM_JWT", raising=False)
+    executor = make_executor(server, default_timeout=60.0)
+    made = executor.run(["mktemp", "-d", "/tmp/hpcbridge-rtok.XXXXXXXX"])
+    assert made.ok, made.stderr
+    workdir = made.stdout.strip()
+    try:
+        settings = Settings.from_env(
+            env={
+                "HPCBRIDGE_SLURM_DRIVER": "rest",
+                "HPCBRIDGE_SLURM_REST_URL": f"http://{LISTEN}",
+                "HPCBRIDGE_SLURM_REST_TOKEN_COMMAND": "scontrol token lifespan=600",
+            },
+            state_dir=str(tmp_path / "state"),
+            scheduler="slurm",
+            poll_interval=2.0,
+            min_poll_interval=0.0,  # the cluster is this module's
+        )
+        adapter = RealSlurmAdapter(
+            executor,
+            workdir,
+            settings=settings,
+            store=JobStore(tmp_path / "state" / "jobs.db"),
+            command_env=remote_command_env(cluster),  # this cluster's scontrol and conf
+        )
+        caplog.set_level(logging.INFO, logger=TOKEN_LOG)
+        job = adapter.submit_job(script(tmp_path, "who.sh", "id -un\nexit 4"))
+        final = adapter.wait_all([job], timeout=120)[job]
+        assert (final.state, final.exit_code) == (JobState.FAILED, 4), final
+        assert adapter.get_job_logs(job).split() == [server.user]
+        made_here = [record for record in caplog.records if record.name == TOKEN_LOG]
+        assert len(made_here) == 1 and "eyJ" not in caplog.text
+    finally:
+        executor.run(["rm", "-rf", "--", workdir])
+        executor.close()
 
 
 def test_the_guide(cluster: Dict[str, str], tmp_path: Path) -> None:
