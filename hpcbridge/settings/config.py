@@ -78,6 +78,8 @@ class Settings:
     slurm_driver: str = "auto"
     #: slurmrestd for the REST driver: ``unix:/path/to/socket`` or ``http(s)://host:port``
     slurm_rest_url: Optional[str] = None
+    #: the command that prints a token for slurmrestd (``scontrol token lifespan=3600``)
+    slurm_rest_token_command: Optional[str] = None
     flux_driver: str = "auto"
     flux_command: str = "flux"
     #: what runs a job's script in its ``container``: ch-run, apptainer or singularity

@@ -113,6 +113,7 @@ READERS: Tuple[Tuple[str, str, Callable[[str, str], Any]], ...] = (
     ("flux_adapter_version", "FLUX_ADAPTER_VERSION", _text),
     ("slurm_driver", "SLURM_DRIVER", _text),
     ("slurm_rest_url", "SLURM_REST_URL", _text),
+    ("slurm_rest_token_command", "SLURM_REST_TOKEN_COMMAND", _text),
     ("flux_driver", "FLUX_DRIVER", _text),
     ("flux_command", "FLUX_COMMAND", _text),
     ("container_runtime", "CONTAINER_RUNTIME", _text),

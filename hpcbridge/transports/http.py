@@ -9,9 +9,10 @@ import json
 import socket
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional
 
 from ..errors import ConfigurationError
+from .token import Token
 
 __all__ = ["HttpClient", "HttpReply", "ReplyLost"]
 
@@ -46,8 +47,9 @@ class _UnixConnection(http.client.HTTPConnection):
 
 class HttpClient:
     """Requests to the server at ``url``, each on a connection of its own; ``headers``:
-    sent with every request (a token); ``setting``: the setting that named ``url``, for
-    the error that says what to write instead."""
+    sent with every request; ``token``: sent as its header, made again before it expires
+    and once when the server refuses it (``Token.refused_statuses``); ``setting``: the
+    setting that named ``url``, for the error that says what to write instead."""
 
     def __init__(
         self,
@@ -55,8 +57,9 @@ class HttpClient:
         headers: Optional[Mapping[str, str]] = None,
         timeout: float = 60.0,
         setting: str = "the URL",
+        token: Optional[Token] = None,
     ) -> None:
-        self.url, self.timeout = url, timeout
+        self.url, self.timeout, self.token = url, timeout, token
         self.headers = {"Accept": "application/json", **(headers or {})}
         parsed = urllib.parse.urlparse(url)
         if parsed.scheme not in ("unix", "http", "https") or not (parsed.path or parsed.netloc):
@@ -78,13 +81,33 @@ class HttpClient:
         """The server's answer to ``method target`` (``body`` sent as JSON); a request that
         never reached the server is a 503 of our own; ``ReplyLost`` when it went out and
         no answer came back."""
+        token = self.token
+        reply = self._exchange(method, target, body, self._with(token.value() if token else None))
+        if token is not None and reply.status in token.refused_statuses:
+            # refused before it was acted on: sending it again is safe
+            fresh = token.refused(self.url, reply.status)
+            reply = self._exchange(method, target, body, self._with(fresh))
+            if reply.status in token.refused_statuses:
+                raise ConfigurationError(
+                    f"{self.url} refused a token just made by {token.setting} "
+                    f"({reply.status}): check that it makes a token for this server and user"
+                )
+        return reply
+
+    def _with(self, token: Optional[str]) -> Dict[str, str]:
+        if token and self.token is not None:
+            return {**self.headers, self.token.header: token}
+        return dict(self.headers)
+
+    def _exchange(
+        self, method: str, target: str, body: Optional[Any], headers: Dict[str, str]
+    ) -> HttpReply:
         connection = self._connection()
         try:
             try:
                 connection.connect()
             except OSError as exc:  # refused, no socket, no route: nothing was sent
                 return HttpReply(503, f"cannot reach {self.url}: {exc}")
-            headers = dict(self.headers)
             data = None
             if body is not None:
                 data = json.dumps(body).encode()

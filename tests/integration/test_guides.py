@@ -42,6 +42,7 @@ kind (a kind whose component is absent skips with the reason):
                 a short ``XDG_RUNTIME_DIR`` of its own for the master sockets, the code typed
                 by ``containers/sshd-totp/askpass.sh`` (``SSH_ASKPASS``), and a fresh remote
                 ``HPCBRIDGE_REMOTE_WORKDIR``; the Slurm test cluster must run.
+``slurmrestd``  not here: test_slurm_rest_jwt.py runs it on a cluster of its own.
 
 A guide that starts a Slurm job keeps its id in ``$slurm_job``: the script's
 exit trap cancels it, also when a block fails.
@@ -65,6 +66,7 @@ import pytest
 
 from tests.support.guides import (
     KINDS,
+    OWN_MODULE_KINDS,
     GuideError,
     blocks_by_kind,
     build_script,
@@ -101,6 +103,8 @@ def _cases() -> List[Any]:
         except GuideError:
             continue  # test_markers_are_well_formed says why
         for kind in kinds:
+            if kind in OWN_MODULE_KINDS:
+                continue
             parts = [
                 part
                 for part in kind.replace("totp", "ssh").split("+")

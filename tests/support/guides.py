@@ -56,7 +56,12 @@ KINDS: Dict[str, str] = {
     "ssh+flux+slurm": "the sshd test server, the Slurm test cluster and flux-core",
     "totp+slurm": "the sshd test server with a second factor (containers/sshd-totp), oathtool "
     "and the Slurm test cluster",
+    "slurmrestd": "a Slurm 25.11 cluster of its own with slurmrestd's JWT listener on "
+    "127.0.0.1:17283, SLURM_CONF and its commands on PATH (run by test_slurm_rest_jwt.py)",
 }
+#: the kinds whose guides run in a module of their own (a cluster of their own), not in
+#: test_guides.py
+OWN_MODULE_KINDS = ("slurmrestd",)
 RUNNABLE = ("sh", "bash", "console", "python")
 
 _MARKER = re.compile(r"^\s*<!--\s*test:\s*(?P<spec>[^>]*?)\s*-->\s*$")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
+import shutil
 from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence
 
 from ...engine.adapter import SchedulerAdapter
@@ -14,6 +17,17 @@ if TYPE_CHECKING:
     from ...engine.driver import OpenDriver
     from ...model import Charge
     from ...transports.base import Executor
+
+log = logging.getLogger(__name__)
+
+
+def sbatch_found(executor: Executor, env: Mapping[str, str]) -> bool:
+    """Whether ``sbatch`` is reachable: locally on ``PATH``, over SSH by asking."""
+    from .checks import sbatch_missing
+
+    if executor.is_local:
+        return bool(shutil.which("sbatch", path=env.get("PATH") or os.environ.get("PATH")))
+    return not sbatch_missing(executor.run(["sbatch", "--version"], timeout=30, env=env))
 
 
 class RealSlurmAdapter(SchedulerAdapter["OpenDriver"]):
@@ -50,6 +64,7 @@ class RealSlurmAdapter(SchedulerAdapter["OpenDriver"]):
         # the drivers, the runner and the cap's cache are loaded when a session opens
         from ...engine.driver import OpenDriver
         from ...store.caps import LimitCache
+        from .checks import rest_reason
         from .cli_driver import SlurmCliDriver
         from .native_driver import choose_slurm_driver
 
@@ -60,14 +75,18 @@ class RealSlurmAdapter(SchedulerAdapter["OpenDriver"]):
             self._max_array_size,
             limit_cache=LimitCache(self.settings.state_path / "cache"),
         )
-        if self.requested_driver == "rest":
+        conf_env = {**self.settings.command_env, **self.command_env}
+        url = self.settings.slurm_rest_url
+        found = functools.partial(sbatch_found, self.executor, conf_env)
+        reason = rest_reason(self.requested_driver, url, found, self.executor.host)
+        if reason:
             from ...engine.driver import DriverChoice
             from .rest_driver import build_rest_driver
 
-            url = self.settings.slurm_rest_url
-            rest = build_rest_driver(self.executor, cli, url)
-            return OpenDriver(rest, DriverChoice("rest", f"slurmrestd at {url} was asked for"))
-        conf_env = {**self.settings.command_env, **self.command_env}
+            log.info("slurm: using the REST driver (%s)", reason)
+            command = self.settings.slurm_rest_token_command
+            rest = build_rest_driver(self.executor, cli, url, token_command=command)
+            return OpenDriver(rest, DriverChoice("rest", reason))
         driver, choice = choose_slurm_driver(self.requested_driver, self.executor, cli, conf_env)
         return OpenDriver(driver, choice)
 

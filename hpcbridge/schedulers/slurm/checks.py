@@ -4,7 +4,7 @@ Pure, no I/O."""
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Any, Callable, Mapping, Optional
 
 from ...engine.driver import Reply
 from ...settings.doctor import Check
@@ -13,15 +13,31 @@ from .cluster import max_array_size
 from .commands import scheduler_message
 
 
+def sbatch_missing(reply: Reply) -> bool:
+    """``sbatch --version`` found no sbatch (127: no such command), rather than failing."""
+    return not reply.ok and (reply.returncode == 127 or "not found" in reply.message())
+
+
+def rest_reason(
+    requested: str, url: Optional[str], sbatch_found: Callable[[], bool], host: str
+) -> Optional[str]:
+    """Why the REST driver is the one, or ``None``: it was asked for, or ``auto`` with a
+    REST URL set and no ``sbatch`` found (``sbatch_found`` asked only then) on ``host``."""
+    if requested == "rest":
+        return f"slurmrestd at {url} was asked for"
+    if requested != "auto" or not url or sbatch_found():
+        return None
+    return f"no sbatch on {host} and HPCBRIDGE_SLURM_REST_URL is set: slurmrestd at {url}"
+
+
 def commands_check(reply: Reply, where: str, selected: bool) -> Check:
     """``sbatch --version``'s answer: Slurm's commands are there, or why not."""
     if reply.ok:
         return Check("slurm commands", True, f"sbatch{where}: {reply.stdout.strip()}")
-    # 127: no such command; anything else: it is there but fails (no slurm.conf...).
     detail = (
         f"sbatch not found{where}"
-        if reply.returncode == 127 or "not found" in reply.message()
-        else f"sbatch{where} fails: {reply.message()}"
+        if sbatch_missing(reply)
+        else f"sbatch{where} fails: {reply.message()}"  # there, but fails (no slurm.conf...)
     )
     if not selected:
         detail += " (slurm is not the selected scheduler)"
@@ -73,3 +89,55 @@ def packing_check(srun: Reply, found: Reply, flux: str, where: str) -> Check:
         f"--pack can run: each allocation starts {flux} ({version}) with srun - the "
         "compute nodes need it at the same path",
     )
+
+
+def rest_check(url: str, version: str, release: Optional[str], status: int, body: Any) -> Check:
+    """slurmrestd's ``ping`` (``status``, ``body``) in the data parser ``version`` chosen:
+    the URL, the version, Slurm's ``release``; when slurmctld does not answer, what next."""
+    shown = f"{url}: data parser {version}, Slurm {release or 'release not said'}"
+    pings = body.get("pings") if isinstance(body, dict) else None
+    pings = [item for item in pings if isinstance(item, dict)] if isinstance(pings, list) else []
+    up = [str(item.get("hostname", "?")) for item in pings if item.get("pinged") == "UP"]
+    if status < 400 and up:
+        return Check("slurmrestd", True, f"{shown}, slurmctld on {', '.join(up)} is UP")
+    said = (body if isinstance(body, str) else "") or f"HTTP {status}"
+    return Check(
+        "slurmrestd",
+        False,
+        f"{shown}, but its ping finds no slurmctld UP ({said.strip()[:300]}): check the "
+        "controller (scontrol ping on a login node), that slurmctld takes the token, and "
+        "slurmrestd's log",
+        "slurm",
+    )
+
+
+def rest_failure(url: str, problem: str, unreached: bool) -> Check:
+    """slurmrestd could not be asked: ``problem`` says why; ``unreached``: it did not
+    answer (else ``problem`` is a setting's error, which says what to set)."""
+    if not unreached:
+        return Check("slurmrestd", False, problem, "slurm")
+    return Check(
+        "slurmrestd",
+        False,
+        f"{url}: {problem}; start slurmrestd there, or set HPCBRIDGE_SLURM_REST_URL to where "
+        "it listens (unix:/path/to/socket or http://host:port)",
+        "slurm",
+    )
+
+
+def token_check(
+    held: bool, left: Optional[float], renewable: bool, given: str, setting: str
+) -> Check:
+    """The token sent to slurmrestd: ``held`` or none, ``left`` seconds of life (``None``:
+    no expiry said), made again by the command of ``setting`` when ``renewable``, else
+    the one of the variable ``given`` until it expires."""
+    if not held:
+        return Check("slurmrestd token", True, "no token: rest_auth/local")
+    life = "no expiry in it" if left is None else f"{max(left, 0):.0f} s of life left"
+    if renewable:
+        return Check("slurmrestd token", True, f"{life}; made again by {setting} before it ends")
+    if left is not None and left <= 0:
+        return Check(
+            "slurmrestd token", False, f"the token from {given} expired: set {setting}", "slurm"
+        )
+    return Check("slurmrestd token", True, f"{life} (from {given}; set {setting} to renew it)")

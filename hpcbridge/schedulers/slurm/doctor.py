@@ -1,17 +1,19 @@
 """``hpcbridge doctor`` for Slurm: commands, controller, accounting, driver, packing - each
-asked here, judged by ``checks``."""
+asked here, judged by ``checks``; for the REST driver: slurmrestd and its token."""
 
 from __future__ import annotations
 
+import functools
 from typing import List, Optional
 
-from ...errors import SchedulerAdapterError
+from ...errors import ConfigurationError, SchedulerAdapterError
 from ...settings.config import Settings
 from ...settings.doctor import Check
 from ...transports.base import Executor
 from ...transports.local import LocalExecutor
 from ..flux.commands import version_argv
 from . import checks as judge
+from .adapter import sbatch_found
 from .cli_driver import SlurmCliDriver
 from .native_driver import choose_slurm_driver
 
@@ -21,6 +23,14 @@ def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
     if executor is None:
         executor = LocalExecutor(settings.command_timeout, env=settings.command_env)
     where = "" if executor.kind == "local" else f" on {executor.host}"
+    url = settings.slurm_rest_url
+    try:
+        probe = functools.partial(sbatch_found, executor, settings.command_env)
+        reason = judge.rest_reason(settings.slurm_driver, url, probe, executor.host)
+    except SchedulerAdapterError as exc:
+        return [Check("slurm", False, f"cannot run sbatch{where}: {exc}", "slurm")]
+    if reason:
+        return [Check("slurm driver", True, f"rest ({reason})"), *rest_checks(settings, executor)]
     try:
         version = executor.run(["sbatch", "--version"], timeout=30)
     except SchedulerAdapterError as exc:
@@ -49,3 +59,29 @@ def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
     except SchedulerAdapterError as exc:
         return found + [Check("slurm packing", False, f"not checked: {exc}")]
     return found + [judge.packing_check(srun, flux, settings.flux_command, where)]
+
+
+def rest_checks(settings: Settings, executor: Executor) -> List[Check]:
+    """slurmrestd at ``HPCBRIDGE_SLURM_REST_URL``: the data parser version chosen, Slurm's
+    release, its ping, and the token's remaining life."""
+    from . import rest_requests
+    from .rest_driver import build_rest_driver, send
+
+    url, command = settings.slurm_rest_url or "", settings.slurm_rest_token_command
+    cli = SlurmCliDriver(executor, min(settings.command_timeout, 30.0))
+    try:
+        driver = build_rest_driver(executor, cli, url, token_command=command)
+        asked = send(driver.client, rest_requests.openapi())
+        if asked.status in (502, 503, 504):  # never reached: no version to choose
+            return [judge.rest_failure(url, asked.message(), unreached=True)]
+        version = driver.api_version()
+        ping = send(driver.client, rest_requests.ping(version))
+    except SchedulerAdapterError as exc:  # a setting's error says what to set
+        return [judge.rest_failure(url, str(exc), not isinstance(exc, ConfigurationError))]
+    token = driver.client.token
+    assert token is not None  # build_rest_driver gives every client one
+    left, renewable = token.remaining(), token.renewable
+    return [
+        judge.rest_check(url, version, driver.version(), ping.status, ping.body),
+        judge.token_check(token.held, left, renewable, token.given_from, token.setting),
+    ]

@@ -2,8 +2,8 @@
 request, ``rest_answers`` reads each answer, the engine's runner runs them as
 ``driver.Call``\\ s through ``RestClient`` - over the CLI driver's table: the queue, the
 history, a submission, keys and cancels are its own rows; the order of the questions,
-adoption and the light round are the CLI driver's.  Not yet: a token renewed by command,
-the caps on queued jobs (``None``), native options (refused), a job's output by id."""
+adoption and the light round are the CLI driver's; its token: ``transports.token``.  Not
+yet: the caps on queued jobs (``None``), native options (refused), a job's output by id."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from ...errors import (
 )
 from ...transports.base import Executor
 from ...transports.http import HttpClient, ReplyLost
+from ...transports.token import Token, TokenNames, command_token
 from . import queries
 from . import rest_answers as answers
 from . import rest_requests as requests
@@ -31,12 +32,15 @@ from .queries import Statuses
 STATE_CHUNK = 500
 #: seconds of history a lost submission's key is looked for in (``cli_driver.KEY_HISTORY``)
 KEY_SECONDS = 3600
+#: 511: slurmrestd's answer when slurmctld refuses the token it passed on (401: no token)
+TOKEN = TokenNames(
+    "X-SLURM-USER-TOKEN", "SLURM_JWT", "HPCBRIDGE_SLURM_REST_TOKEN_COMMAND", (401, 511)
+)
 
 
-def rest_client(url: str, token: Optional[str], timeout: float) -> HttpClient:
-    """The HTTP client for slurmrestd at ``url``; ``token``: a JWT (``X-SLURM-USER-TOKEN``)."""
-    headers = {"X-SLURM-USER-TOKEN": token} if token else {}
-    return HttpClient(url, headers, timeout, setting="HPCBRIDGE_SLURM_REST_URL")
+def rest_client(url: str, token: Optional[Token], timeout: float) -> HttpClient:
+    """The HTTP client for slurmrestd at ``url``; ``token``: its JWTs (``X-SLURM-USER-TOKEN``)."""
+    return HttpClient(url, timeout=timeout, setting="HPCBRIDGE_SLURM_REST_URL", token=token)
 
 
 def send(client: HttpClient, request: requests.RestRequest) -> answers.Answer:
@@ -178,15 +182,23 @@ class SlurmRestDriver(SlurmCliDriver):
 
 
 def build_rest_driver(
-    executor: Executor, cli: SlurmCliDriver, url: Optional[str], version: str = ""
+    executor: Executor,
+    cli: SlurmCliDriver,
+    url: Optional[str],
+    version: str = "",
+    token_command: Optional[str] = None,
 ) -> SlurmRestDriver:
-    """The REST driver for ``url`` with ``cli``'s settings; the token from ``SLURM_JWT``."""
+    """The REST driver for ``url`` with ``cli``'s settings; the token from ``SLURM_JWT``,
+    made again before it expires by ``token_command`` (``scontrol token``: through
+    ``executor``, where the cluster's commands are)."""
     if not url:
         raise ConfigurationError(
             "HPCBRIDGE_SLURM_DRIVER=rest needs HPCBRIDGE_SLURM_REST_URL (unix:/path/to/socket "
             "or http://host:port)"
         )
-    client = rest_client(url, os.environ.get("SLURM_JWT"), cli.command_timeout or 60.0)
+    timeout = cli.command_timeout or 60.0
+    token = command_token(TOKEN, token_command, executor, cli.env, timeout)
+    client = rest_client(url, token, timeout)
     return SlurmRestDriver(
         executor,
         client,
