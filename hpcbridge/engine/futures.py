@@ -20,13 +20,15 @@ from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 from ..errors import JobNotFoundError, SchedulerAdapterError
 from ..model import JobStatus
 from .wait_plan import WaitPlan
+from .waiting import HEARING_GAP
 
 log = logging.getLogger("hpcbridge")
 
 #: the adapter's wait: every job's final status, waited for as the plan says
 WaitFor = Callable[[List[str], WaitPlan], Dict[str, JobStatus]]
-#: seconds ``close`` waits for the follower to notice (it notices at its next tick)
-CLOSE_WAIT = 5.0
+#: seconds ``close`` waits for the follower to notice, at its next tick (the longest gap
+#: between two, while a driver's events hear every end, and a little more)
+CLOSE_WAIT = HEARING_GAP + 5.0
 
 
 class JobFuture(Future[JobStatus]):
