@@ -137,8 +137,7 @@ class SchedulerAdapter(SubmissionService[S]):
 
         ids = [self.normalize_job_id(job_id) for job_id in job_ids]
         follower = self._following_thread()
-        subscription = Subscription(ids, callback)
-        subscription._stop = lambda: follower.remove(subscription)
+        subscription = Subscription(ids, callback, follower.remove)
         follower.add([subscription])
         return subscription
 

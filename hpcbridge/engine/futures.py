@@ -101,12 +101,18 @@ class Subscription(Subscriber):
     from the follower's thread; ``stop()`` ends it, ``wait()`` until every job ended;
     ``errors``: what the wait for a job raised (the job's callbacks end there)."""
 
-    def __init__(self, job_ids: Iterable[str], callback: Callable[[JobStatus], None]) -> None:
+    def __init__(
+        self,
+        job_ids: Iterable[str],
+        callback: Callable[[JobStatus], None],
+        remove: Callable[[Subscriber], None],
+    ) -> None:
         super().__init__(job_ids)
         self.callback = callback
         self.errors: Dict[str, BaseException] = {}
         self._done = threading.Event()
-        self._stop: Callable[[], None] = lambda: None
+        #: the follower's ``remove``: no more calls
+        self._remove = remove
 
     def changed(self, status: JobStatus) -> None:
         try:
@@ -132,7 +138,7 @@ class Subscription(Subscriber):
 
     def stop(self) -> None:
         """No more calls after this returns, except one already under way."""
-        self._stop()
+        self._remove(self)
         self._done.set()
 
 

@@ -4,12 +4,14 @@ runs, one job not found among others, the adapter closed mid-wait."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from concurrent.futures import wait
 from typing import Dict, List
 
 import pytest
 
+from hpcbridge.engine.awaiting import changes
 from hpcbridge.engine.futures import Follower, FutureSubscriber, JobFuture, Subscription
 from hpcbridge.engine.wait_plan import WaitPlan
 from hpcbridge.errors import JobNotFoundError, SchedulerAdapterError
@@ -67,11 +69,13 @@ def futures_of(follower: Follower, ids: List[str]) -> List[JobFuture]:
 def test_each_change_once_in_order_across_a_job_added_midway() -> None:
     follower, waited, hold = follower_of({"a": [P, R, R, C], "b": [P, P, R, F]}, moving=False)
     told: List[tuple] = []
-    first = Subscription(["a"], lambda s: told.append((s.job_id, s.state)))
+    first = Subscription(["a"], lambda s: told.append((s.job_id, s.state)), follower.remove)
     follower.add([first])
     while not told:
         threading.Event().wait(0.01)
-    later = Subscription(["a", "b"], lambda s: told.append(("later", s.job_id, s.state)))
+    later = Subscription(
+        ["a", "b"], lambda s: told.append(("later", s.job_id, s.state)), follower.remove
+    )
     follower.add([later])
     (b_future,) = futures_of(follower, ["b"])
     hold.set()
@@ -109,8 +113,7 @@ def test_a_future_cannot_be_cancelled_and_close_fails_the_unfinished() -> None:
 def test_a_stopped_subscription_is_called_no_more() -> None:
     follower, _, hold = follower_of({"a": [P, R, C]}, moving=False)
     told: List[JobStatus] = []
-    subscription = Subscription(["a"], told.append)
-    subscription._stop = lambda: follower.remove(subscription)
+    subscription = Subscription(["a"], told.append, follower.remove)
     follower.add([subscription])
     while not told:
         threading.Event().wait(0.01)
@@ -130,3 +133,30 @@ def test_one_thread_for_many_futures() -> None:
     done, pending = wait(made, timeout=60)
     assert not pending
     assert all(f.result().state is (C if int(f.job_id) % 2 else F) for f in made)
+
+
+def test_a_stream_yields_in_order_then_raises_what_the_wait_raised() -> None:
+    follower, waited, _ = follower_of({"a": [P, R, C], "lost": [P]})
+
+    async def streamed(ids: List[str]) -> List[tuple]:
+        return [(s.job_id, s.state) async for s in changes(follower, ids)]
+
+    assert asyncio.run(streamed(["a"])) == [("a", P), ("a", R), ("a", C)]
+    waited.missing.add("lost")
+    with pytest.raises(JobNotFoundError, match="lost"):
+        asyncio.run(streamed(["lost"]))
+
+
+def test_a_callback_that_raises_stops_neither_its_calls_nor_the_others() -> None:
+    follower, _, _ = follower_of({"a": [P, R, C]})
+    told: List[JobState] = []
+
+    def faulty(status: JobStatus) -> None:
+        told.append(status.state)
+        raise RuntimeError("a bug in the caller's callback")
+
+    subscription = Subscription(["a"], faulty, follower.remove)
+    follower.add([subscription])
+    (future,) = futures_of(follower, ["a"])
+    assert subscription.wait(30) and future.result(30).state is C
+    assert told == [P, R, C]
