@@ -63,7 +63,12 @@ class LimitRefusedError(JobSubmissionError):
 
 
 class JobNotFoundError(SchedulerAdapterError):
-    """The job cannot be observed in the queue, in history or in its job folder."""
+    """The job cannot be observed in the queue, in history or in its job folder;
+    ``job_id``: which one, where a wait of several jobs says it."""
+
+    def __init__(self, *args: object, job_id: Optional[str] = None) -> None:
+        super().__init__(*args)
+        self.job_id = job_id
 
 
 class JobTimeoutError(SchedulerAdapterError):

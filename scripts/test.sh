@@ -136,12 +136,14 @@ else
   #   then the modules of the mock.
   own=(tests/integration/test_polite_client.py tests/integration/test_exactly_once.py
     tests/integration/test_slurm_no_accounting.py tests/integration/test_slurm_rest.py
-    tests/integration/test_slurm_rest_jwt.py tests/integration/test_spack.py)
+    tests/integration/test_slurm_rest_jwt.py tests/integration/test_spack.py
+    tests/integration/test_futures_slurm.py)
   flux_own=(tests/integration/test_flux_adapter.py tests/integration/test_flux_active_cap.py
     tests/integration/test_flux_fallback.py tests/integration/test_flux_journal_stream.py
     tests/integration/test_flux_many.py tests/integration/test_flux_queues.py
     tests/integration/test_flux_submission_path.py tests/integration/test_flux_sweeps.py
-    tests/integration/test_flux_site_vocabulary.py tests/integration/test_flux_banks.py)
+    tests/integration/test_flux_site_vocabulary.py tests/integration/test_flux_banks.py
+    tests/integration/test_futures_flux.py)
   flux_beside=(tests/integration/test_flux_nested.py tests/integration/test_flux_ssh.py
     tests/integration/test_flux_dry_run_command.py
     tests/integration/test_flux_doctor_bare_python.py tests/integration/test_flux_image.py
@@ -149,7 +151,8 @@ else
   mock=(tests/integration/test_cli_mock.py tests/integration/test_cli_truth.py
     tests/integration/test_mock_scheduler.py tests/integration/test_sweeps_mock.py
     tests/integration/test_examples_mock.py tests/integration/test_integrations_core.py
-    tests/integration/test_integrations_pipeline.py)
+    tests/integration/test_integrations_pipeline.py tests/integration/test_futures_mock.py
+    tests/integration/test_futures_guide.py)
   lane() { # lane NAME COMMAND...: run COMMAND in the background into a log of its own
     local log root
     log=$(mktemp "/tmp/hpcbridge-lane-$1.XXXXXX")

@@ -18,6 +18,7 @@ SCENARIOS = (
     "flux_sweep",
     "slurm_pack",
     "wait_latency",
+    "futures",
     "ssh",
     "startup",
     "store_listing",

@@ -12,6 +12,13 @@ keywords become one ``WaitPlan`` here, passed down whole (``SubmissionService.wa
 - ``wait*`` return the final state; only a streak of UNKNOWN (``JobNotFoundError``)
   or the caller's ``timeout`` (``JobTimeoutError``) raise.
 - ``cancel_job(s)`` records the request (a SIGTERM "failure" is then CANCELLED).
+- ``future(s)``, ``on_change`` (and the asyncio forms, ``wait_async``, ``wait_all_async``,
+  ``changes``): however many, one thread per adapter follows their jobs
+  (``futures.Follower``) through the same wait as ``wait_all``: the shared poll and
+  the site's floor hold, the scheduler is asked as by one waiter.  A future is running
+  from the start: ``cancel()`` is False and cancels nothing - ``cancel_job`` cancels the
+  job, and its future then resolves to the CANCELLED status.  ``close()`` ends the
+  following: what is still followed fails with ``SchedulerAdapterError``.
 
 A concrete adapter supplies ``_open_session`` (its driver: the session ``open()`` returns,
 typed by the class parameter), ``normalize_job_id``, ``output_template``/
@@ -20,13 +27,24 @@ typed by the class parameter), ``normalize_job_id``, ``output_template``/
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    AsyncIterator,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+)
 
 from ..model import JobStatus
 from .service import S, SubmissionService
 from .wait_plan import ProgressCallback, StatusCallback, WaitPlan
 
 if TYPE_CHECKING:
+    from .futures import Follower, JobFuture, Subscription
     from .parents import DependsOn
     from .submitting import JobInput
     from .sweeping import Announce
@@ -34,6 +52,9 @@ if TYPE_CHECKING:
 
 class SchedulerAdapter(SubmissionService[S]):
     """The scheduler-neutral interface; see the module docstring for the contract."""
+
+    #: the one thread that follows futures and subscriptions (made by the first)
+    _follower: Optional[Follower] = None
 
     def submit_many(
         self,
@@ -89,6 +110,83 @@ class SchedulerAdapter(SubmissionService[S]):
         ``on_poll`` gets every job's latest status after each tick."""
         plan = WaitPlan(poll_interval, timeout, notice_interval, on_change, on_poll)
         return self.wait_for(job_ids, plan)
+
+    def future(self, job_id: Any) -> JobFuture:
+        """A ``concurrent.futures.Future`` of the job's final ``JobStatus`` (or of the error
+        ``wait`` would raise); ``future.job_id`` says whose.  For ``as_completed``,
+        ``concurrent.futures.wait`` and ``asyncio.wrap_future``.  ``cancel()`` cancels
+        nothing (the future is running): ``cancel_job`` does, then it resolves CANCELLED."""
+        return self.futures([job_id])[0]
+
+    def futures(self, job_ids: Iterable[Any]) -> List[JobFuture]:
+        """A ``future`` per id, in order; one follower asks for all of them at once."""
+        from .futures import FutureSubscriber, JobFuture
+
+        made = [JobFuture(self.normalize_job_id(job_id)) for job_id in job_ids]
+        if made:
+            self._following_thread().add([FutureSubscriber(future) for future in made])
+        return made
+
+    def on_change(self, job_ids: Iterable[Any], callback: StatusCallback) -> Subscription:
+        """Returns at once; ``callback(status)`` is then called for each state change of
+        these jobs (the first state seen, the end), once and in order per job, from the
+        follower's one thread - never two calls at once.  The handle's ``stop()`` ends
+        it, ``wait(timeout)`` waits until every job ended, ``errors`` says what a job's
+        wait raised (its calls end there)."""
+        from .futures import Subscription
+
+        ids = [self.normalize_job_id(job_id) for job_id in job_ids]
+        follower = self._following_thread()
+        subscription = Subscription(ids, callback, follower.remove)
+        follower.add([subscription])
+        return subscription
+
+    async def wait_async(self, job_id: Any) -> JobStatus:
+        """``wait`` in an event loop: the loop never blocks (``asyncio.wait_for`` for a
+        deadline); cancelling the await stops following the job, not the job."""
+        from . import awaiting
+
+        return await awaiting.wait_one(self._following_thread(), self.future(job_id))
+
+    async def wait_all_async(self, job_ids: Iterable[Any]) -> Dict[str, JobStatus]:
+        """``wait_all`` in an event loop: every job's final status, by id, in order."""
+        from . import awaiting
+
+        return await awaiting.wait_many(self._following_thread(), self.futures(job_ids))
+
+    def changes(self, job_ids: Iterable[Any]) -> AsyncIterator[JobStatus]:
+        """``async for status in adapter.changes(ids)``: each state change of these jobs,
+        once and in order per job (those ``--wait`` prints); the iteration ends when every
+        job has ended, or raises the error a blocking wait would."""
+        from . import awaiting
+
+        ids = [self.normalize_job_id(job_id) for job_id in job_ids]
+        return awaiting.changes(self._following_thread(), ids)
+
+    async def submit_async(self, script_path: Any, *args: Any, **kwargs: Any) -> str:
+        """``submit_job`` (same arguments) run off the event loop (its default executor)."""
+        from . import awaiting
+
+        return await awaiting.off_loop(self.submit_job, script_path, *args, **kwargs)
+
+    async def submit_many_async(self, jobs: Sequence[JobInput], *args: Any, **kw: Any) -> List[str]:
+        """``submit_many`` (same arguments) run off the event loop (its default executor)."""
+        from . import awaiting
+
+        return await awaiting.off_loop(self.submit_many, jobs, *args, **kw)
+
+    def _following_thread(self) -> Follower:
+        from .futures import Follower
+
+        with self._session_lock:
+            if self._follower is None:
+                self._follower = Follower(self.wait_for, self.scheduler_name)
+            return self._follower
+
+    def close(self) -> None:
+        if self._follower is not None:
+            self._follower.close()
+        super().close()
 
     def __enter__(self) -> SchedulerAdapter:
         return self

@@ -328,5 +328,6 @@ def _count_unknown(progress: _Progress, job_id: str, seen: Observation, rounds: 
         reason = seen.status.reason or "not in queue, history or job folder"
         raise JobNotFoundError(
             f"{rounds.scheduler_name} job {job_id} could not be observed {streak} times in a row "
-            f"({reason}); check the id, or the scheduler's own history"
+            f"({reason}); check the id, or the scheduler's own history",
+            job_id=job_id,
         )

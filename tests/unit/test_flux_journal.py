@@ -9,6 +9,7 @@ The real stream is tested on flux-core 0.88 by the native Flux integration cases
 
 from __future__ import annotations
 
+import threading
 from types import SimpleNamespace
 from typing import Any, List, Optional, Sequence
 
@@ -65,7 +66,7 @@ def fake_flux(owner: int, with_journal: bool = True) -> Any:
 
 
 def fake_journal(flux: Any, uri: Any, ended: dict, ours: set) -> Journal:
-    return Journal(flux, uri, ended, ours, stream=flux.handle.open)
+    return Journal(flux, uri, ended, ours, threading.Lock(), stream=flux.handle.open)
 
 
 def event(job: int, name: str, stamp: float, **context: Any) -> Any:

@@ -10,7 +10,19 @@ import json
 import logging
 import os
 from dataclasses import replace
-from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import (
+    Any,
+    Callable,
+    Collection,
+    Dict,
+    List,
+    Optional,
+    Protocol,
+    Sequence,
+    Set,
+    Tuple,
+    Union,
+)
 
 from ...model import JobStatus
 from ...retrying import Deadline, retry
@@ -33,6 +45,14 @@ def _none(found: Set[str]) -> bool:
 
 #: the longest one C wait: a signal (Ctrl-C) is acted on between two, not inside one
 SLICE = 0.25
+
+
+class ReadLock(Protocol):
+    """What ``threading.Lock`` does for a journal: one thread at a time reads its stream."""
+
+    def acquire(self, blocking: bool = ..., timeout: float = ...) -> bool: ...
+
+    def release(self) -> None: ...
 
 
 class JournalStream:
@@ -92,11 +112,12 @@ def open_journal(
     uri: Optional[str],
     ended: Dict[str, JobStatus],
     ours: Set[str],
+    reading: ReadLock,
 ) -> Tuple[Optional[Journal], str]:
     try:
         why = journal_usable(flux_module, handle)
         if not why:
-            return Journal(flux_module, uri, ended, ours), ""
+            return Journal(flux_module, uri, ended, ours, reading), ""
     except Exception as exc:  # noqa: BLE001 - per-job watches instead
         why = f"{type(exc).__name__}: {exc}"
     log.debug("flux: no journal (%s): a watch per job", why)
@@ -115,6 +136,7 @@ class Journal:
         uri: Optional[str],
         ended: Dict[str, JobStatus],
         ours: Set[str],
+        reading: ReadLock,
         stream: Callable[[Any, Any, Sequence[str]], Any] = JournalStream,
     ) -> None:
         # A handle of the stream's own: reading it runs a reactor of its own.
@@ -123,6 +145,8 @@ class Journal:
         #: final statuses heard, for the driver's next ``query`` (shared with it)
         self.ended = ended
         self.broken = False
+        #: held by the one thread reading the stream (the driver's threads share it)
+        self._reading = reading
         self.stream = stream(flux_module, self.handle, EVENTS)
         # The active jobs' events, before anyone asks: their states come from them.
         self._read(BACKLOG_TIMEOUT, lambda: self.book.backlog_read)
@@ -152,11 +176,22 @@ class Journal:
                 return
 
     def drain(self) -> None:
-        self._read(0.0, lambda: True)
+        # A handle's reactor runs in one thread at a time (libev aborts otherwise): while
+        # a wait reads the stream in another (a future's follower), it reads into this book.
+        if self._reading.acquire(blocking=False):
+            try:
+                self._read(0.0, lambda: True)
+            finally:
+                self._reading.release()
 
     def wait(self, timeout: float) -> Set[str]:
         """The jobs heard ending, read until one is or ``timeout`` passes."""
-        self._read(timeout, self.book.heard)
+        deadline = Deadline(timeout)
+        if self._reading.acquire(timeout=timeout):
+            try:
+                self._read(deadline.remaining(), self.book.heard)
+            finally:
+                self._reading.release()
         return self.book.take_heard()
 
     def close(self) -> None:

@@ -86,8 +86,9 @@ class NativeDriver(FluxDriverBase):
 
     def _open_journal(self) -> Optional[Journal]:
         if self._journal is None and self._no_journal is None:
+            handle, reading = self.connection.handle(), threading.Lock()
             self._journal, self._no_journal = open_journal(
-                self.flux, self.connection.handle(), self.facts.uri, self._ended, self._ours
+                self.flux, handle, self.facts.uri, self._ended, self._ours, reading
             )
         return self._journal if self._journal is not None and not self._journal.broken else None
 
