@@ -346,6 +346,11 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
             "not counted).",
         ],
         why={
+            **{
+                f"{REST_LABEL}|{DISTINCT}, {label}": "stages the N scripts and the wrapper "
+                "with its task table, records every task, around one submission of the array"
+                for label in rest_cluster.DRIVERS.values()
+            },
             DISTINCT: "stages the N scripts (one copy each) and the wrapper with its task "
             "table, records every task in SQLite, around one sbatch --array",
             COLD: "as the distinct-scripts row, plus creating the job store and the "

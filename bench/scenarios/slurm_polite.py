@@ -307,6 +307,15 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
             HPCB1: "one squeue per interval like raw, plus one sacct for the jobs squeue "
             "forgot and the full fields of the jobs whose state changed",
             HPCB8: "one shared poll for the 8 processes: as one process on all the jobs",
+            f"{REST_GROUP}|{HPCB8}, CLI driver": "one shared poll: its rounds' squeue --me "
+            "(REQUEST_JOB_INFO) and light squeue --only-job-state (REQUEST_JOB_STATE), "
+            "by type in the JSON",
+            f"{REST_GROUP}|{HPCB8}, REST driver": "one shared poll: its rounds' GET jobs/state "
+            "(REQUEST_JOB_STATE), GET jobs/ (REQUEST_JOB_INFO) and GET slurmdb jobs "
+            "(DBD_GET_JOBS_COND, each with DBD_GET_QOS and DBD_GET_TRES among the other RPCs), "
+            "by type in the JSON; the CLI driver's rounds asked slurmdbd nothing",
+            f"{REST_GROUP}|{HPCB1}, REST driver": "its rounds' GET jobs/state, GET jobs/ and "
+            "GET slurmdb jobs (DBD_GET_JOBS_COND), by type in the JSON",
         },
         extra={
             "columns": [

@@ -14,7 +14,7 @@ import json
 import os
 import urllib.parse
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..common import interleave, trivial_script
 from ..rest_cluster import DRIVERS, LABEL
@@ -27,9 +27,50 @@ from . import slurm_submit as submit_scenario
 VERSION = "v0.0.44"
 
 
+def _request(method: str, target: str, body: Optional[str] = None) -> Tuple[int, Any]:
+    """One request to the cluster's slurmrestd (its JWT listener), on a connection of its
+    own as hpcbridge's client makes them: the HTTP status and the JSON answer."""
+    url = urllib.parse.urlsplit(os.environ["HPCBRIDGE_SLURM_REST_URL"])
+    headers = {"Content-Type": "application/json", "X-SLURM-USER-TOKEN": os.environ["SLURM_JWT"]}
+    connection = http.client.HTTPConnection(url.hostname or "", url.port, timeout=60)
+    try:
+        connection.request(method, target, body, headers)
+        reply = connection.getresponse()
+        return reply.status, json.loads(reply.read() or b"{}")
+    finally:
+        connection.close()
+
+
+def raw_rest_status(ids: List[str], phase: str, full: bool = False) -> status_scenario.Refresh:
+    """The REST floor of a refresh: one ``GET jobs/state`` of the ids (slurmctld's light
+    REQUEST_JOB_STATE; ``full``: ``GET jobs/``, every job's whole record, as a REST client
+    that knows no state yet asks), then one ``GET slurmdb jobs`` of those it no longer knows."""
+
+    def query(pairs: List[Tuple[str, str]]) -> str:
+        return urllib.parse.urlencode(pairs)
+
+    def refresh() -> int:
+        pairs = [("job_id", job_id) for job_id in ids]
+        target = (
+            f"/slurm/{VERSION}/jobs/" if full else f"/slurm/{VERSION}/jobs/state/?{query(pairs)}"
+        )
+        _, live = _request("GET", target)
+        states = {
+            str(job["job_id"]): " ".join(job.get("job_state") or job.get("state") or [])
+            for job in live.get("jobs", [])
+        }
+        missing = [("step", job_id) for job_id in ids if job_id not in states]
+        if missing:
+            _, history = _request("GET", f"/slurmdb/{VERSION}/jobs/?{query(missing)}")
+            for job in history.get("jobs", []):
+                states[str(job["job_id"])] = " ".join(job["state"]["current"])
+        return sum(status_scenario._expected(phase, states.get(job_id, "")) for job_id in ids)
+
+    return refresh
+
+
 def raw_rest_loop(script: str, count: int, workdir: Path) -> sc.Contender:
     """One ``POST job/submit`` per job, as a client with nothing of its own would send it."""
-    url = urllib.parse.urlsplit(os.environ["HPCBRIDGE_SLURM_REST_URL"])
     job = {
         "script": Path(script).read_text(),
         "name": "hpcbb-rawrest",
@@ -38,18 +79,11 @@ def raw_rest_loop(script: str, count: int, workdir: Path) -> sc.Contender:
         "standard_output": "/dev/null",
     }
     body = json.dumps({"job": job})
-    headers = {"Content-Type": "application/json", "X-SLURM-USER-TOKEN": os.environ["SLURM_JWT"]}
 
     def post() -> str:
-        connection = http.client.HTTPConnection(url.hostname or "", url.port, timeout=60)
-        try:
-            connection.request("POST", f"/slurm/{VERSION}/job/submit", body, headers)
-            reply = connection.getresponse()
-            answer: Dict[str, Any] = json.loads(reply.read() or b"{}")
-        finally:
-            connection.close()
-        if reply.status != 200 or not answer.get("job_id"):
-            raise RuntimeError(f"POST job/submit: HTTP {reply.status} {answer.get('errors')}")
+        status, answer = _request("POST", f"/slurm/{VERSION}/job/submit", body)
+        if status != 200 or not answer.get("job_id"):
+            raise RuntimeError(f"POST job/submit: HTTP {status} {answer.get('errors')}")
         return str(answer["job_id"])
 
     def submit(ids: List[Optional[str]]) -> None:
@@ -90,7 +124,11 @@ def status(quick: bool, workdir: Path) -> List[Dict[str, Any]]:
     script = trivial_script(workdir, "tracked.sh", "true")
     adapter = sc.hpcbridge_adapter(workdir)
     hpcb = status_scenario.HpcbridgeClient(adapter, workdir)
-    prepares: Dict[str, status_scenario.Prepare] = {status_scenario.RAW: status_scenario.raw}
+    prepares: Dict[str, status_scenario.Prepare] = {
+        status_scenario.RAW: status_scenario.raw,
+        status_scenario.RAW_REST: raw_rest_status,
+        status_scenario.RAW_REST_FULL: functools.partial(raw_rest_status, full=True),
+    }
     for driver, label in DRIVERS.items():
         prepares[f"{status_scenario.HPCB}, {label}"] = functools.partial(
             hpcb.prepare, driver=driver

@@ -75,9 +75,30 @@ KINDS = {
 }
 
 #: the rows of the 25.11 groups (``slurm_rest_groups.status``): the raw floor and each driver
+RAW_REST = "raw REST: one GET jobs/state (then one slurmdb jobs) for all"
+RAW_REST_FULL = "raw REST: one GET jobs/ (then one slurmdb jobs) for all"
 REST_KINDS = {
     RAW: "raw",
+    RAW_REST: "raw",
+    RAW_REST_FULL: "raw",
     **{f"{HPCB}, {label}": "hpcbridge" for label in rest_cluster.DRIVERS.values()},
+}
+
+_L = rest_cluster.LABEL
+REST_WHY = {
+    f"{_L} pending|{HPCB}, CLI driver": "one squeue --me, then its own CPU for a fresh "
+    "client (the store read, the round published, the answers merged: see the 22.05 rows)",
+    f"{_L} pending|{HPCB}, pyslurm driver": "one Jobs.load() of every job of the cluster, "
+    "each record converted in-process, then its own CPU as the CLI driver's",
+    f"{_L} pending|{HPCB}, REST driver": "a fresh client's first round is one GET jobs/, "
+    "every job's whole record (slurmrestd's time: see the raw GET jobs/ row), not the "
+    "light GET jobs/state it sends for the jobs it has seen unfinished",
+    f"{_L} ended|{HPCB}, CLI driver": "squeue, then one sacct, then its own CPU (the new "
+    "states written and published)",
+    f"{_L} ended|{HPCB}, pyslurm driver": "Jobs.load(), then slurmdbd's records in-process "
+    "(db.Jobs.load), each converted, then the new states written and published",
+    f"{_L} ended|{HPCB}, REST driver": "GET jobs/, then GET slurmdb jobs: slurmrestd's "
+    "time (see the raw REST rows), then the new states written and published",
 }
 
 #: a refresh returns how many ids it reported in the expected state
@@ -516,12 +537,17 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
             "groups: " + rest_cluster.LISTENER + ". There the raw floor and the CLI, pyslurm "
             "and REST drivers refresh the same jobs; the REST driver's HTTP requests are "
             "counted in commands / refresh (METHOD path), its API version found before the "
-            "timing (GET /openapi/v3, once per client). Nobody else uses that cluster: the "
+            "timing (GET /openapi/v3, once per client). The raw REST rows (http.client, a "
+            "connection per request): one GET jobs/state of the N ids (the light question) or "
+            "one GET jobs/ (every job's whole record: what a REST client with no state asks), "
+            "each then one GET slurmdb jobs of the ids slurmctld no longer lists. Nobody else "
+            "uses that cluster: the "
             "daemons' RPCs of the counted refresh are counted there too (sdiag and sacctmgr "
             "show stats, reset before it; by type in the JSON), pyslurm's in-process calls "
             "included.",
         ],
         why={
+            **REST_WHY,
             f"pending|{HPCB}": "its squeue lists the user's jobs (`--me`, as PSI/J's does): "
             "~3 ms less than raw's `--jobs=` of 500 ids, which squeue 22.05 matches against "
             "every job; as a fresh client of 500 jobs it then pays ~7 ms of its own CPU (thread "
