@@ -15,8 +15,9 @@ slurm.conf per process, and the bench's own process may hold pyslurm for the sha
 25.11 cluster.
 
 ``HPCBRIDGE_BENCH_REST``: unset - these groups run in a full run and are skipped in
-``--quick`` (the cluster's start and stop take ~20 s); ``1`` - in ``--quick`` too; ``0`` -
-never; ``only`` - only these groups (the scenario's other clusters are skipped).
+``--quick`` (the cluster's start and stop take ~10 s: the smoke test's 4-5 s would become
+~12); ``1`` - in ``--quick`` too; ``0`` - never; ``only`` - only these groups (the
+scenario's other clusters are skipped).
 """
 
 from __future__ import annotations
