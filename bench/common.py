@@ -275,10 +275,17 @@ def prefix_slurm_environment(prefix: str = SLURM_PREFIX) -> Iterator[Dict[str, s
             f"HPCBRIDGE_SLURM_PREFIX={prefix} bash containers/slurm/start.sh"
         )
     values["PATH"] = f"{prefix}/bin{os.pathsep}{os.environ.get('PATH', '')}"
+    with patched_environ(values):
+        yield values
+
+
+@contextmanager
+def patched_environ(values: Dict[str, str]) -> Iterator[None]:
+    """``os.environ`` with ``values`` set while the block runs, as it was after."""
     saved = {name: os.environ.get(name) for name in values}
     os.environ.update(values)
     try:
-        yield values
+        yield
     finally:
         for name, value in saved.items():
             if value is None:

@@ -2,8 +2,9 @@
 
     python -m bench.polite_worker KIND FOLDER SCRIPT COUNT INTERVAL
 
-submits ``COUNT`` jobs running ``SCRIPT`` the way ``KIND`` does (``hpcbridge``, ``psij``,
-``submitit``, ``maestro``, ``raw``), prints ``SUBMITTED``, waits for a line on stdin
+submits ``COUNT`` jobs running ``SCRIPT`` the way ``KIND`` does (``hpcbridge`` - with the
+CLI driver, ``hpcbridge-native``, ``hpcbridge-rest`` - ``psij``, ``submitit``, ``maestro``,
+``raw``), prints ``SUBMITTED``, waits for a line on stdin
 (every process of the round has submitted: the controller's counters were just
 reset), waits for its jobs with each one's status polling set to ``INTERVAL``
 seconds, and prints one JSON line: how many of its jobs it reported COMPLETED.
@@ -11,6 +12,7 @@ seconds, and prints one JSON line: how many of its jobs it reported COMPLETED.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -29,12 +31,16 @@ def _sbatch(argv: List[str]) -> str:
     return done.stdout.strip().split(";")[0]
 
 
-def hpcbridge(folder: Path, script: str, count: int, interval: float) -> Waiter:
-    from hpcbridge import RealSlurmAdapter, Settings
+def hpcbridge(
+    folder: Path, script: str, count: int, interval: float, driver: str = "cli"
+) -> Waiter:
+    from hpcbridge import RealSlurmAdapter
+
+    from .scenarios.slurm_common import hpcbridge_settings
 
     # The processes of a round share one state folder: one user's default store.
-    settings = Settings.from_env(env={}, state_dir=str(folder.parent / "state"), scheduler="slurm")
-    adapter = RealSlurmAdapter(remote_workdir=str(folder), settings=settings, driver="cli")
+    settings = hpcbridge_settings(folder.parent / "state")
+    adapter = RealSlurmAdapter(remote_workdir=str(folder), settings=settings, driver=driver)
     ids = adapter.submit_many([script] * count)
 
     def wait() -> int:
@@ -136,7 +142,16 @@ def raw(folder: Path, script: str, count: int, interval: float) -> Waiter:
     return wait
 
 
-KINDS = {"hpcbridge": hpcbridge, "psij": psij, "submitit": submitit, "maestro": maestro, "raw": raw}
+KINDS = {
+    "hpcbridge": hpcbridge,
+    # the same with the pyslurm and REST drivers (the REST driver: HPCBRIDGE_SLURM_REST_URL)
+    "hpcbridge-native": functools.partial(hpcbridge, driver="native"),
+    "hpcbridge-rest": functools.partial(hpcbridge, driver="rest"),
+    "psij": psij,
+    "submitit": submitit,
+    "maestro": maestro,
+    "raw": raw,
+}
 
 
 def parse(argv: List[str]) -> Tuple[str, Path, str, int, float]:

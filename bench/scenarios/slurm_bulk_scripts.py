@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
+from .. import rest_cluster
 from ..common import (
     CommandCounter,
     Skip,
@@ -54,6 +55,13 @@ DISTINCT = "hpcbridge submit_many, distinct scripts"
 COLD = "hpcbridge submit_many, distinct scripts, cold (new process and state folder)"
 SAME = "hpcbridge submit_many, one script"
 KINDS = {LOOP: "raw", ARRAY: "raw", DISTINCT: "hpcbridge", COLD: "hpcbridge", SAME: "hpcbridge"}
+#: the 25.11 group (``slurm_rest_groups.bulk``, the smaller count): each driver's distinct scripts
+REST_LABEL = f"{rest_cluster.LABEL}, each driver"
+REST_KINDS = {
+    LOOP: "raw",
+    ARRAY: "raw",
+    **{f"{DISTINCT}, {label}": "hpcbridge" for label in rest_cluster.DRIVERS.values()},
+}
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -116,19 +124,19 @@ def raw_array(paths: List[str], workdir: Path) -> sc.Contender:
 class Adapters:
     """Fresh adapters of one user (one state folder), each opened outside the timing."""
 
-    def __init__(self, workdir: Path, driver: str) -> None:
-        self.workdir, self.driver = workdir, driver
+    def __init__(self, workdir: Path, driver: str, hold: bool = True) -> None:
+        self.workdir, self.driver, self.hold = workdir, driver, hold
         self.state = workdir / f"state-{driver}"
 
     def fresh(self, state: Optional[Path] = None) -> Any:
-        from hpcbridge import RealSlurmAdapter, Settings
+        from hpcbridge import RealSlurmAdapter
 
-        settings = Settings.from_env(env={}, state_dir=str(state or self.state), scheduler="slurm")
+        settings = sc.hpcbridge_settings(state or self.state)
         adapter = RealSlurmAdapter(
             remote_workdir=str(self.workdir / "jobs"), settings=settings, driver=self.driver
         )
-        adapter.max_array_size()  # opened, MaxArraySize asked: as the same-script bench
-        if self.driver == "native":
+        sc.opened(adapter)  # opened, MaxArraySize asked: as the same-script bench
+        if self.driver == "native" and self.hold:
             _hold_pyslurm(adapter.open().driver)
         return adapter
 
@@ -283,6 +291,8 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
     clusters = [("22.05 CLI", "cli", None), ("25.11 pyslurm", "native", "prefix")]
     for label, driver, prefix in clusters:
         try:
+            if rest_cluster.only():
+                raise Skip("HPCBRIDGE_BENCH_REST=only")
             if reason and prefix is None:
                 raise Skip(reason)
             if prefix is None:
@@ -300,6 +310,8 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
                 for count in counts
                 for name, kind in KINDS.items()
             ]
+    planned = [(f"{REST_LABEL}, N={counts[0]}", name, kind) for name, kind in REST_KINDS.items()]
+    rows += rest_cluster.group_rows("slurm_rest_groups.bulk", quick, workdir / "rest", planned)
     result = scenario_result(
         NAME,
         TITLE,
@@ -323,12 +335,22 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
             "Each hpcbridge sample is a fresh adapter (a new process of the user), opened "
             "untimed; all share one state folder, whose cap on queued jobs was read once "
             "before the samples (counted: params.counted).",
+            "The 25.11 group: " + rest_cluster.LISTENER + ". There each driver's "
+            "submit_many of the distinct scripts (fresh adapters of one state folder per "
+            "driver, the REST one's API version found when it is opened, untimed) runs beside "
+            "the raw loop and array, the smaller N only; the cluster being the bench's own, "
+            "its partitions are held down instead of each job.",
             "The cold row: each sample a new Python process with a new state folder "
             "(HPCBRIDGE_STATE_DIR: no cap known, no job store yet), its adapter opened "
             "untimed, then one submit_many timed in that process (its start and imports "
             "not counted).",
         ],
         why={
+            **{
+                f"{REST_LABEL}|{DISTINCT}, {label}": "stages the N scripts and the wrapper "
+                "with its task table, records every task, around one submission of the array"
+                for label in rest_cluster.DRIVERS.values()
+            },
             DISTINCT: "stages the N scripts (one copy each) and the wrapper with its task "
             "table, records every task in SQLite, around one sbatch --array",
             COLD: "as the distinct-scripts row, plus creating the job store and the "

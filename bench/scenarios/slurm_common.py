@@ -8,6 +8,7 @@ none is pending or running) and returns jobs per second.
 from __future__ import annotations
 
 import itertools
+import os
 import subprocess
 import time
 from contextlib import contextmanager
@@ -63,12 +64,30 @@ def partitions_held() -> Iterator[None]:
         set_state("UP")
 
 
-def hpcbridge_adapter(workdir: Path) -> Any:
-    from hpcbridge import RealSlurmAdapter, Settings
+def hpcbridge_settings(state_dir: Path) -> Any:
+    """The adapters' settings: the defaults, and slurmrestd's URL where the REST rows run
+    (``bench/rest_cluster.py``; the driver reads its token from ``SLURM_JWT``)."""
+    from hpcbridge import Settings
+
+    env = {k: v for k, v in os.environ.items() if k == "HPCBRIDGE_SLURM_REST_URL"}
+    return Settings.from_env(env=env, state_dir=str(state_dir), scheduler="slurm")
+
+
+def hpcbridge_adapter(workdir: Path, driver: str = "cli") -> Any:
+    from hpcbridge import RealSlurmAdapter
 
     folder = workdir / f"hpcbridge-{next(_names)}"
-    settings = Settings.from_env(env={}, state_dir=str(folder / "state"), scheduler="slurm")
-    return RealSlurmAdapter(remote_workdir=str(folder / "jobs"), settings=settings, driver="cli")
+    settings = hpcbridge_settings(folder / "state")
+    return RealSlurmAdapter(remote_workdir=str(folder / "jobs"), settings=settings, driver=driver)
+
+
+def opened(adapter: Any) -> Any:
+    """What a client asks once, before its first job (untimed): ``MaxArraySize``, and for
+    the REST driver the API version both sides speak (``GET /openapi/v3``)."""
+    adapter.max_array_size()
+    if adapter.open().driver.name == "rest":
+        adapter.open().driver.api_version()
+    return adapter
 
 
 def raw_sbatch_loop(script: str, count: int, workdir: Path) -> Contender:
@@ -117,9 +136,8 @@ def raw_sbatch_array(script: str, count: int, workdir: Path) -> Contender:
     return measure
 
 
-def hpcbridge_submit_loop(script: str, count: int, workdir: Path) -> Contender:
-    adapter = hpcbridge_adapter(workdir)
-    adapter.submit_job  # noqa: B018 - fail early if the API is missing
+def hpcbridge_submit_loop(script: str, count: int, workdir: Path, driver: str = "cli") -> Contender:
+    adapter = opened(hpcbridge_adapter(workdir, driver))  # not timed
 
     def submit(ids: List[Optional[str]]) -> None:
         for _ in range(count):
@@ -131,9 +149,8 @@ def hpcbridge_submit_loop(script: str, count: int, workdir: Path) -> Contender:
     return measure
 
 
-def hpcbridge_submit_many(script: str, count: int, workdir: Path) -> Contender:
-    adapter = hpcbridge_adapter(workdir)
-    adapter.max_array_size()  # asked once per adapter (scontrol show config): not timed
+def hpcbridge_submit_many(script: str, count: int, workdir: Path, driver: str = "cli") -> Contender:
+    adapter = opened(hpcbridge_adapter(workdir, driver))  # scontrol show config: not timed
 
     def submit(ids: List[Optional[str]]) -> None:
         ids.extend(adapter.submit_many([script] * count))

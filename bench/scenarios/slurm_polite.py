@@ -31,11 +31,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
-from .. import slurm_rpcs
+from .. import rest_cluster, slurm_rpcs
 from ..common import (
     CommandCounter,
+    Skip,
+    patched_environ,
     row,
     run_command,
     scancel,
@@ -65,6 +67,16 @@ CONTENDERS = {
     MAESTRO: ("maestro", "peer", 8),
 }
 PEERS = {PSIJ: "psij", SUBMITIT: "submitit", MAESTRO: "maestrowf"}
+#: the 25.11 group (the bench's own cluster with slurmrestd, ``bench/rest_cluster.py``):
+#: the raw floor, 8 processes of each driver, and one process of the REST driver
+REST_GROUP = f"{rest_cluster.LABEL}, each driver"
+REST_CONTENDERS = {
+    RAW: ("raw", "raw", 1),
+    f"{HPCB8}, CLI driver": ("hpcbridge", "hpcbridge", 8),
+    f"{HPCB8}, pyslurm driver": ("hpcbridge-native", "hpcbridge", 8),
+    f"{HPCB8}, REST driver": ("hpcbridge-rest", "hpcbridge", 8),
+    f"{HPCB1}, REST driver": ("hpcbridge-rest", "hpcbridge", 1),
+}
 
 #: each job sleeps 1 to 3 s: 200 of them on the test node's 8 CPUs end steadily for ~1 min
 BODY = "#!/bin/sh\nsleep $(( 1 + $$ % 3 ))\n"
@@ -113,9 +125,11 @@ def completed_in_sacct(job_name: str) -> int:
     return sum(line.strip() == "COMPLETED" for line in out.stdout.splitlines())
 
 
-def one_wait(name: str, workdir: Path, total: int, interval: float) -> Dict[str, Any]:
+def one_wait(
+    name: str, workdir: Path, total: int, interval: float, contenders: Dict = CONTENDERS
+) -> Dict[str, Any]:
     """One contender once: submit, reset the counters, wait, count."""
-    kind, _, processes = CONTENDERS[name]
+    kind, _, processes = contenders[name]
     folder = workdir / f"{JOB_NAME}-{kind}-{processes}-{time.monotonic_ns()}"
     script = folder / f"{folder.name}.sh"
     folder.mkdir(parents=True)
@@ -172,11 +186,17 @@ def one_wait(name: str, workdir: Path, total: int, interval: float) -> Dict[str,
     }
 
 
-def rows_for(samples: Dict[str, List[Dict[str, Any]]], skipped: Dict[str, str], total: int) -> list:
+def rows_for(
+    samples: Dict[str, List[Dict[str, Any]]],
+    skipped: Dict[str, str],
+    total: int,
+    contenders: Dict = CONTENDERS,
+    group: str = "",
+) -> list:
     rows = []
-    for name, (_, kind, processes) in CONTENDERS.items():
+    for name, (_, kind, processes) in contenders.items():
         if name in skipped:
-            rows.append(skipped_row(name, skipped[name], kind=kind))
+            rows.append(skipped_row(name, skipped[name], group=group, kind=kind))
             continue
         runs = samples.get(name) or []
         if not runs:
@@ -193,6 +213,7 @@ def rows_for(samples: Dict[str, List[Dict[str, Any]]], skipped: Dict[str, str], 
             row(
                 name,
                 [run["job_info"] + run["dbd_queries"] for run in runs],
+                group=group,
                 kind=kind,
                 processes=processes,
                 job_info=median("job_info"),
@@ -247,23 +268,16 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
         return skipped_scenario(NAME, TITLE, reason)
     total = 8 if quick else 200
     interval = 2.0 if quick else 10.0
-    rounds = 1
     processes_note = 2 if quick else 8
-    names = list(CONTENDERS)
-    skipped = {name: why for name in names if (why := peer_missing(name))}
-    samples: Dict[str, List[Dict[str, Any]]] = {}
-    drain()
-    for index in range(rounds):
-        order = names[index % len(names) :] + names[: index % len(names)]
-        for name in order:
-            if name in skipped:
-                continue
-            try:
-                samples.setdefault(name, []).append(one_wait(name, workdir, total, interval))
-            except Exception as exc:  # noqa: BLE001 - reported in the row, the rest still runs
-                skipped[name] = f"failed: {type(exc).__name__}: {exc}"[:400]
-                drain()
-    rows = rows_for(samples, skipped, total)
+    reason = "HPCBRIDGE_BENCH_REST=only" if rest_cluster.only() else slurm_available()
+    if reason:
+        rows = [skipped_row(name, reason, kind=kind) for name, (_, kind, _) in CONTENDERS.items()]
+    else:
+        rows = rows_for(*waits(CONTENDERS, workdir, total, interval), total)
+    goal = goal_lines(rows)
+    rows += _rest_rows(quick, workdir / "rest", total, interval)
+    if all(item.get("skipped") for item in rows):
+        return skipped_scenario(NAME, TITLE, reason or rows[-1]["skipped"])
     result = scenario_result(
         NAME,
         TITLE,
@@ -283,11 +297,25 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
             "after the last submission), Maestro's conductor sleep, hpcbridge's "
             "poll_interval. hpcbridge's 8 processes share one state folder.",
             "One round: each wait takes about a minute of the cluster's 8 CPUs.",
+            "The rows without a group are the shared Slurm 22.05 cluster; the 25.11 group: "
+            + rest_cluster.LISTENER
+            + ". Its daemons count only these waits. The REST driver's light round is "
+            "GET jobs/state (slurmctld's REQUEST_JOB_STATE), its first a GET jobs/ "
+            "(REQUEST_JOB_INFO); pyslurm's and the REST driver's questions run no command.",
         ],
         why={
             HPCB1: "one squeue per interval like raw, plus one sacct for the jobs squeue "
             "forgot and the full fields of the jobs whose state changed",
             HPCB8: "one shared poll for the 8 processes: as one process on all the jobs",
+            f"{REST_GROUP}|{HPCB8}, CLI driver": "one shared poll: its rounds' squeue --me "
+            "(REQUEST_JOB_INFO) and light squeue --only-job-state (REQUEST_JOB_STATE), "
+            "by type in the JSON",
+            f"{REST_GROUP}|{HPCB8}, REST driver": "one shared poll: its rounds' GET jobs/state "
+            "(REQUEST_JOB_STATE), GET jobs/ (REQUEST_JOB_INFO) and GET slurmdb jobs "
+            "(DBD_GET_JOBS_COND, each with DBD_GET_QOS and DBD_GET_TRES among the other RPCs), "
+            "by type in the JSON; the CLI driver's rounds asked slurmdbd nothing",
+            f"{REST_GROUP}|{HPCB1}, REST driver": "its rounds' GET jobs/state, GET jobs/ and "
+            "GET slurmdb jobs (DBD_GET_JOBS_COND), by type in the JSON",
         },
         extra={
             "columns": [
@@ -299,7 +327,44 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
             ]
         },
     )
-    goal = goal_lines(rows)
     if goal:
         result["goal"] = goal
     return result
+
+
+def waits(
+    contenders: Dict, workdir: Path, total: int, interval: float, rounds: int = 1
+) -> Tuple[Dict[str, List[Dict[str, Any]]], Dict[str, str]]:
+    """Each contender's waits (rounds in turned order) and why any was skipped."""
+    names = list(contenders)
+    skipped = {name: why for name in names if (why := peer_missing(name))}
+    samples: Dict[str, List[Dict[str, Any]]] = {}
+    drain()
+    for index in range(rounds):
+        order = names[index % len(names) :] + names[: index % len(names)]
+        for name in order:
+            if name in skipped:
+                continue
+            try:
+                found = one_wait(name, workdir, total, interval, contenders)
+                samples.setdefault(name, []).append(found)
+            except Exception as exc:  # noqa: BLE001 - reported in the row, the rest still runs
+                skipped[name] = f"failed: {type(exc).__name__}: {exc}"[:400]
+                drain()
+    return samples, skipped
+
+
+def _rest_rows(quick: bool, workdir: Path, total: int, interval: float) -> List[Dict[str, Any]]:
+    """The 25.11 group: on the bench's own cluster, whose daemons count only these waits."""
+    try:
+        reason = rest_cluster.wanted(quick)
+        if reason:
+            raise Skip(reason)
+        with rest_cluster.rest_cluster() as env, patched_environ(env):
+            found = waits(REST_CONTENDERS, workdir, total, interval)
+    except Skip as exc:
+        return [
+            skipped_row(name, str(exc), group=REST_GROUP, kind=kind)
+            for name, (_, kind, _) in REST_CONTENDERS.items()
+        ]
+    return rows_for(*found, total, REST_CONTENDERS, REST_GROUP)

@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from .. import rest_cluster, slurm_rpcs
 from ..common import (
     CommandCounter,
     Skip,
@@ -71,6 +72,33 @@ KINDS = {
     PSIJ: "peer",
     SUBMITIT: "peer",
     MAESTRO: "peer",
+}
+
+#: the rows of the 25.11 groups (``slurm_rest_groups.status``): the raw floor and each driver
+RAW_REST = "raw REST: one GET jobs/state (then one slurmdb jobs) for all"
+RAW_REST_FULL = "raw REST: one GET jobs/ (then one slurmdb jobs) for all"
+REST_KINDS = {
+    RAW: "raw",
+    RAW_REST: "raw",
+    RAW_REST_FULL: "raw",
+    **{f"{HPCB}, {label}": "hpcbridge" for label in rest_cluster.DRIVERS.values()},
+}
+
+_L = rest_cluster.LABEL
+REST_WHY = {
+    f"{_L} pending|{HPCB}, CLI driver": "one squeue --me, then its own CPU for a fresh "
+    "client (the store read, the round published, the answers merged: see the 22.05 rows)",
+    f"{_L} pending|{HPCB}, pyslurm driver": "one Jobs.load() of every job of the cluster, "
+    "each record converted in-process, then its own CPU as the CLI driver's",
+    f"{_L} pending|{HPCB}, REST driver": "a fresh client's first round is one GET jobs/, "
+    "every job's whole record (slurmrestd's time: see the raw GET jobs/ row), not the "
+    "light GET jobs/state it sends for the jobs it has seen unfinished",
+    f"{_L} ended|{HPCB}, CLI driver": "squeue, then one sacct, then its own CPU (the new "
+    "states written and published)",
+    f"{_L} ended|{HPCB}, pyslurm driver": "Jobs.load(), then slurmdbd's records in-process "
+    "(db.Jobs.load), each converted, then the new states written and published",
+    f"{_L} ended|{HPCB}, REST driver": "GET jobs/, then GET slurmdb jobs: slurmrestd's "
+    "time (see the raw REST rows), then the new states written and published",
 }
 
 #: a refresh returns how many ids it reported in the expected state
@@ -174,7 +202,7 @@ class HpcbridgeClient:
         with sqlite3.connect(str(self.source)) as src, sqlite3.connect(str(self.snapshot)) as dst:
             src.backup(dst)
 
-    def prepare(self, ids: List[str], phase: str) -> Refresh:
+    def prepare(self, ids: List[str], phase: str, driver: str = "cli") -> Refresh:
         from hpcbridge import RealSlurmAdapter
         from hpcbridge.store.jobs import JobStore
 
@@ -187,15 +215,33 @@ class HpcbridgeClient:
             remote_workdir=self.remote_workdir,
             settings=self.settings,
             store=JobStore(copy),
-            driver="cli",
+            driver=driver,
         )
         self.clients.append(adapter)
+        sent = _requests_sent(sc.opened(adapter).open().driver)
 
         def refresh() -> int:
             statuses = adapter.get_job_statuses(ids)
             return sum(_expected(phase, s.state.value) for s in statuses.values())
 
+        refresh.requests = sent  # type: ignore[attr-defined]  # counted beside the commands
         return refresh
+
+
+def _requests_sent(driver: Any) -> List[str]:
+    """The REST driver's requests (``METHOD path``), appended as they are sent; no
+    other driver sends any."""
+    sent: List[str] = []
+    client = getattr(driver, "client", None)
+    if client is not None:
+        send = client.send
+
+        def counted(method: str, target: str, *args: Any, **kwargs: Any) -> Any:
+            sent.append(f"{method} {target.partition('?')[0]}")
+            return send(method, target, *args, **kwargs)
+
+        client.send = counted
+    return sent
 
 
 def psij_prepare(workdir: Path) -> Prepare:
@@ -275,18 +321,50 @@ def _sample(
     return measure
 
 
+def _counted(
+    refresh: Refresh, counter: CommandCounter, scale: float, rpcs: bool
+) -> Tuple[Dict[str, int], Dict[str, int]]:
+    """What one refresh asked: its commands (scaled to N) and the REST driver's requests;
+    with ``rpcs`` (the bench's own cluster: nobody else's RPCs) the daemons' RPCs by type
+    (``sdiag``, ``sacctmgr show stats``), which count pyslurm's in-process calls too."""
+    if rpcs:
+        slurm_rpcs.reset()
+    counter.reset()
+    refresh()
+    counts = {command: round(number * scale) for command, number in counter.counts().items()}
+    for request in getattr(refresh, "requests", []):
+        counts[request] = counts.get(request, 0) + 1
+    if not rpcs:
+        return counts, {}
+    dbd = {f"dbd:{name}": number for name, number in slurm_rpcs.dbd_counts().items()}
+    found = {**slurm_rpcs.controller_counts(), **dbd}
+    return counts, {
+        name: number for name, number in found.items() if name.split(":")[-1] not in slurm_rpcs.OWN
+    }
+
+
+def _rpc_columns(rpcs: Optional[Dict[str, int]]) -> Dict[str, Any]:
+    if not rpcs:
+        return {}
+    return {"rpcs": sum(rpcs.values()), "rpcs_by_type": rpcs}
+
+
 def measure_phase(
     phase: str,
     sizes: List[int],
     tracked: List[str],
     prepares: Dict[str, Prepare],
     rounds: int,
+    label: str = "",
+    kinds: Optional[Dict[str, str]] = None,
 ) -> List[Dict[str, Any]]:
+    """The rows of one phase, a group per size (``label`` before its name)."""
     rows: List[Dict[str, Any]] = []
     for size in sizes:
         ids = tracked[:size]
-        group = f"{phase}, N={size}"
+        group = f"{label}{phase}, N={size}"
         counts: Dict[str, Dict[str, int]] = {}
+        rpcs: Dict[str, Dict[str, int]] = {}
         skipped: Dict[str, str] = {}
         active: Dict[str, Prepare] = {}
         # The naive loop is linear in N (one or two processes per job): timed on at
@@ -302,12 +380,7 @@ def measure_phase(
                     if name != NAIVE:
                         prepare(ids, phase)()  # warm-up (imports, caches), uncounted
                     refresh = prepare(used[name], phase)
-                    counter.reset()
-                    refresh()
-                    counts[name] = {
-                        command: round(number * scale[name])
-                        for command, number in counter.counts().items()
-                    }
+                    counts[name], rpcs[name] = _counted(refresh, counter, scale[name], bool(label))
                     active[name] = prepare
                 except Exception as exc:  # noqa: BLE001 - listed with the reason
                     skipped[name] = f"failed: {type(exc).__name__}: {exc}"[:400]
@@ -320,7 +393,7 @@ def measure_phase(
             rounds,
         )
         skipped.update(failed)
-        for name, kind in KINDS.items():
+        for name, kind in (kinds or KINDS).items():
             if name in samples:
                 answered = seen.get(name)
                 rows.append(
@@ -332,12 +405,13 @@ def measure_phase(
                         tracked=size,
                         commands=sum(counts.get(name, {}).values()),
                         commands_by_name=counts.get(name, {}),
+                        **_rpc_columns(rpcs.get(name)),
                         answered=None if answered is None else round(answered * scale[name]),
                         note=(
                             f"timed on {len(used[name])} jobs, x{scale[name]:g}"
                             if scale[name] != 1.0
                             else "asked nothing: not a refresh (within the floor)"
-                            if not counts.get(name)
+                            if not counts.get(name) and not rpcs.get(name)
                             else ""
                         ),
                     )
@@ -347,12 +421,44 @@ def measure_phase(
     return rows
 
 
-def run(quick: bool, workdir: Path) -> Dict[str, Any]:
-    reason = slurm_available()
-    if reason:
-        return skipped_scenario(NAME, TITLE, reason)
-    sizes = [5] if quick else [10, 100, 500]
-    rounds = 1 if quick else 3
+def measure_tracked(
+    adapter: Any,
+    hpcb: HpcbridgeClient,
+    script: str,
+    prepares: Dict[str, Prepare],
+    sizes: List[int],
+    rounds: int,
+    label: str = "",
+    kinds: Optional[Dict[str, str]] = None,
+) -> Tuple[List[Dict[str, Any]], Optional[float]]:
+    """The rows of both phases on ``max(sizes)`` tracked jobs, and the seconds their
+    submission took (None when it failed)."""
+    anchor: Optional[str] = None
+    tracked: List[str] = []
+    rows: List[Dict[str, Any]] = []
+    submit_s: Optional[float] = None
+    started = time.perf_counter()
+    try:
+        anchor, tracked = _submit_tracked(adapter, script, max(sizes))
+        submit_s = round(time.perf_counter() - started, 1)
+        # The submissions asked the anchor's state: within the floor of that round a
+        # status question is answered from what is known, asking nothing - each sample
+        # must be a refresh that asks, so the snapshot is taken past the floor.
+        time.sleep(adapter.settings.min_poll_interval + 0.5)
+        hpcb.take_snapshot()
+        rows += measure_phase("pending", sizes, tracked, prepares, rounds, label, kinds)
+        scancel([anchor, *tracked], settle=60)
+        _wait_out_of_squeue(tracked)
+        rows += measure_phase("ended", sizes, tracked, prepares, rounds, label, kinds)
+    finally:
+        scancel(([anchor] if anchor else []) + tracked, settle=60)
+    return rows, submit_s
+
+
+def _measure_2205(
+    sizes: List[int], rounds: int, workdir: Path
+) -> Tuple[List[Dict[str, Any]], Optional[float]]:
+    """The shared (22.05) cluster's rows: the CLI driver beside the raw loops and the peers."""
     script = trivial_script(workdir, "tracked.sh", "true")
     adapter = sc.hpcbridge_adapter(workdir)
     hpcb = HpcbridgeClient(adapter, workdir)
@@ -369,26 +475,30 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
             skipped_setup[name] = str(exc)
         except ImportError as exc:
             skipped_setup[name] = f"not installed: {exc}"
-    anchor: Optional[str] = None
-    tracked: List[str] = []
-    rows: List[Dict[str, Any]] = []
-    started = time.perf_counter()
-    try:
-        anchor, tracked = _submit_tracked(adapter, script, max(sizes))
-        submit_s = time.perf_counter() - started
-        # The submissions asked the anchor's state: within the floor of that round a
-        # status question is answered from what is known, asking nothing - each sample
-        # must be a refresh that asks, so the snapshot is taken past the floor.
-        time.sleep(adapter.settings.min_poll_interval + 0.5)
-        hpcb.take_snapshot()
-        rows += measure_phase("pending", sizes, tracked, prepares, rounds)
-        scancel([anchor, *tracked], settle=60)
-        _wait_out_of_squeue(tracked)
-        rows += measure_phase("ended", sizes, tracked, prepares, rounds)
-    finally:
-        scancel(([anchor] if anchor else []) + tracked, settle=60)
+    rows, submit_s = measure_tracked(adapter, hpcb, script, prepares, sizes, rounds)
     for name, why in skipped_setup.items():
         rows.append(skipped_row(name, why, kind=KINDS[name]))
+    return rows, submit_s
+
+
+def run(quick: bool, workdir: Path) -> Dict[str, Any]:
+    sizes = [5] if quick else [10, 100, 500]
+    rounds = 1 if quick else 3
+    reason = "HPCBRIDGE_BENCH_REST=only" if rest_cluster.only() else slurm_available()
+    submit_s: Optional[float] = None
+    if reason:
+        rows = [skipped_row(name, reason, kind=kind) for name, kind in KINDS.items()]
+    else:
+        rows, submit_s = _measure_2205(sizes, rounds, workdir)
+    planned = [
+        (f"{rest_cluster.LABEL} {phase}, N={size}", name, kind)
+        for phase in ("pending", "ended")
+        for size in sizes
+        for name, kind in REST_KINDS.items()
+    ]
+    rows += rest_cluster.group_rows("slurm_rest_groups.status", quick, workdir, planned)
+    if all(item.get("skipped") for item in rows):
+        return skipped_scenario(NAME, TITLE, reason or rows[-1]["skipped"])
     return scenario_result(
         NAME,
         TITLE,
@@ -400,8 +510,9 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
             "tracked": sizes,
             "rounds": rounds,
             "tracked_jobs": f"{max(sizes)} x hpcbridge submit_job, --dependency on one held job",
-            "setup_seconds": round(submit_s, 1) if tracked else None,
+            "setup_seconds": submit_s,
         },
+        extra={"columns": [("rpcs", "daemons' RPCs / refresh")]},
         notes=[
             "pending: the tracked jobs wait (dependency on a held job): squeue knows them. "
             "ended: the same jobs after scancel, once squeue has forgotten them (MinJobAge): "
@@ -422,8 +533,21 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
             "has sent it to slurmdbd (asynchronously, a while after submission).",
             "PSI/J's poll cycle is its internal _QueuePollThread._poll() (PSI/J has no public "
             "'refresh now'; its thread runs it every 30 s by default).",
+            "The groups without a release are the shared Slurm 22.05 cluster; the 25.11 "
+            "groups: " + rest_cluster.LISTENER + ". There the raw floor and the CLI, pyslurm "
+            "and REST drivers refresh the same jobs; the REST driver's HTTP requests are "
+            "counted in commands / refresh (METHOD path), its API version found before the "
+            "timing (GET /openapi/v3, once per client). The raw REST rows (http.client, a "
+            "connection per request): one GET jobs/state of the N ids (the light question) or "
+            "one GET jobs/ (every job's whole record: what a REST client with no state asks), "
+            "each then one GET slurmdb jobs of the ids slurmctld no longer lists. Nobody else "
+            "uses that cluster: the "
+            "daemons' RPCs of the counted refresh are counted there too (sdiag and sacctmgr "
+            "show stats, reset before it; by type in the JSON), pyslurm's in-process calls "
+            "included.",
         ],
         why={
+            **REST_WHY,
             f"pending|{HPCB}": "its squeue lists the user's jobs (`--me`, as PSI/J's does): "
             "~3 ms less than raw's `--jobs=` of 500 ids, which squeue 22.05 matches against "
             "every job; as a fresh client of 500 jobs it then pays ~7 ms of its own CPU (thread "
