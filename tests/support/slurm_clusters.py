@@ -283,14 +283,16 @@ def own_cluster(
     users: str = "",
     cpus: int = 8,
     jwt: bool = False,
+    accounting: bool = False,
 ) -> Iterator[Dict[str, str]]:
-    """A Slurm cluster of a test module's own, without accounting, beside the shared ones.
+    """A Slurm cluster of a test module's own, beside the shared ones.
 
     Its own state folder (``/tmp/hpcbridge-slurm-<name>``), ports (``port_base`` ..
     +2), munge and cluster name: what the module does to it (a restart, a limit,
     counting its RPCs with ``sdiag``) touches no other test; ``cpus``: the node's CPUs
     (jobs are not pinned: more than the machine has run side by side); ``jwt``: auth/jwt
-    beside munge (``HPCBRIDGE_SLURM_JWT``, for slurmrestd's tokens).  Stopped at the end.
+    beside munge (``HPCBRIDGE_SLURM_JWT``, for slurmrestd's tokens); ``accounting``: a
+    slurmdbd and a MariaDB of its own (else none).  Stopped at the end.
     Skips, saying why, without root or without the Slurm to run.
     """
     if os.geteuid() != 0:
@@ -302,7 +304,7 @@ def own_cluster(
     state = f"/tmp/hpcbridge-slurm-{name}"
     variables = {
         "HPCBRIDGE_SLURM_STATE": state,
-        "HPCBRIDGE_SLURM_ACCOUNTING": "0",
+        "HPCBRIDGE_SLURM_ACCOUNTING": "1" if accounting else "0",
         "HPCBRIDGE_SLURM_CLUSTER": f"hpcb{name}",
         "HPCBRIDGE_SLURM_CTLD_PORT": str(port_base),
         "HPCBRIDGE_SLURM_SLURMD_PORT": str(port_base + 1),
@@ -325,9 +327,10 @@ def own_cluster(
         )
 
     # A fresh cluster each time: what an earlier run left in its queue (jobs, a drained
-    # node) is not this run's.  No accounting: no history to keep either.
+    # node) is not this run's, nor its history (job ids start again at 1).
     script("stop.sh")
     shutil.rmtree(f"{state}/spool/slurmctld", ignore_errors=True)
+    shutil.rmtree(f"{state}/mariadb", ignore_errors=True)
     started = script("start.sh")
     try:
         assert started.returncode == 0, f"start.sh failed:\n{started.stdout}\n{started.stderr}"

@@ -13,7 +13,12 @@ from typing import Any, Dict
 import pytest
 
 from hpcbridge.engine.driver import Again, NotAskedNow
-from hpcbridge.errors import JobSubmissionError, SchedulerAdapterError, SchedulerUnavailableError
+from hpcbridge.errors import (
+    JobSubmissionError,
+    ResourceError,
+    SchedulerAdapterError,
+    SchedulerUnavailableError,
+)
 from hpcbridge.model import CANCELLED_WHILE_PENDING, JobState
 from hpcbridge.resources import Resources
 from hpcbridge.schedulers.slurm import rest_answers as answers
@@ -120,12 +125,61 @@ def test_job_description_of_a_dependent_array_and_of_one_task() -> None:
     assert output["output"] == "args:1:7\n"
 
 
-def test_job_description_refuses_what_rest_cannot_take() -> None:
-    native = spec(native={"slurm": ["--licenses=a:1"]})
-    with pytest.raises(JobSubmissionError, match="HPCBRIDGE_SLURM_DRIVER=cli"):
-        requests.job_description(native, "s", {"A": "1"})
+def test_native_options_go_into_the_fields_slurm_has() -> None:
+    given = ["--licenses=a:1", "--hold", "--exclude=n1,n2", "--ntasks-per-node=2", "--distr=block"]
+    native = spec(native={"slurm": [*given, "--cpus-per-gpu=4"]})
+    described = requests.job_description(native, "s", {"A": "1"})
+    assert {key: described[key] for key in requests.native_fields(native.resources)} == {
+        "licenses": "a:1",
+        "hold": True,
+        "excluded_nodes": ["n1", "n2"],
+        "tasks_per_node": 2,
+        "distribution": "block",
+        "cpus_per_tres": "gres/gpu:4",
+    }
+    # every field named is one of every version's job description (the recorded schemas)
+    fields = json.loads((DATA / "openapi" / "job_desc_fields.json").read_text())
+    for version in VERSIONS:
+        assert {field for field, _ in requests.NATIVE_FIELDS.values()} <= set(fields[version])
+
+
+@pytest.mark.parametrize(
+    "option", ["--x11", "--gpu-bind=closest", "--hold=yes", "--nice", "--nice=low", "-H"]
+)
+def test_native_options_without_a_field_are_refused(option: str) -> None:
+    with pytest.raises(ResourceError, match="HPCBRIDGE_SLURM_DRIVER=cli") as caught:
+        requests.native_fields(Resources.from_mapping({"native": {"slurm": [option]}}))
+    assert caught.value.key == "native" and repr(option) in str(caught.value)
+
+
+def test_a_job_needs_an_environment() -> None:
     with pytest.raises(JobSubmissionError, match="environment"):
         requests.job_description(spec(), "s", {})
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_cap_on_queued_jobs_by_sacctmgrs_rule(version: str) -> None:
+    # root: account hpcb (no cap, QOS normal) and capped (MaxSubmitJobs 37, GrpSubmitJobs
+    # 43); QOS fast: MaxSubmitJobsPerUser 29, GrpSubmitJobs 31 (not v0.0.41's)
+    assoc, qos = recorded(version, "db_associations"), recorded(version, "db_qos")
+    assert answers.caps_answer(assoc, qos, None) == 37
+    assert answers.caps_answer(assoc, qos, "capped") == 37
+    assert answers.caps_answer(assoc, qos, "hpcb") is None  # normal has no cap
+    record = json.loads((DATA / version / "db_associations.json").read_text())["answer"]
+    for item in record["associations"]:
+        if item["account"] == "hpcb":
+            item["default"]["qos"] = "fast"
+    fast = answers.caps_answer(answers.Answer(200, record), qos, "hpcb")
+    assert fast == 29
+    assert answers.caps_answer(answers.Answer(404, "no slurmdbd"), qos, None) is None
+    assert answers.config_answer(assoc) == {"ClusterName": "hpcbrcon"}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_jobs_output_by_id(version: str) -> None:
+    found = answers.output_answer(recorded(version, "job_running_live"))
+    assert found == "/tmp/h-rest-jobs/running-81.out"  # v0.0.44's standard_output: %j
+    assert answers.output_answer(recorded(version, "job_unknown_live")) is None
 
 
 def test_the_recorded_submissions_are_the_builders_requests() -> None:

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ...engine.driver import Again, NotAskedNow
 from ...errors import SchedulerAdapterError, SchedulerUnavailableError
+from .cluster import parse_assoc, parse_qos
 from .commands import refusal_error, transient
 from .ids import KEY_PREFIX, split_job_id
 from .pyslurm_records import waiting_indices
 from .queries import NoHistory, Statuses
 from .rest_requests import VERSIONS
-from .status import SACCT_COLUMNS, STATE_MAP, parse_sacct
+from .status import SACCT_COLUMNS, STATE_MAP, parse_sacct, sacct_lines, shown_ids
 
 
 @dataclass(frozen=True)
@@ -32,10 +33,6 @@ class Answer:
         if not isinstance(self.body, dict):
             return [str(self.body).strip()] if self.status >= 400 else []
         return [_words(item) for item in _list(self.body.get("errors"))]
-
-    def warnings(self) -> List[str]:
-        items = self.body.get("warnings") if isinstance(self.body, dict) else None
-        return [_words(item) for item in _list(items)]
 
     def message(self) -> str:
         return "; ".join(self.errors()) or f"HTTP {self.status}"
@@ -91,19 +88,9 @@ def exit_text(value: Any) -> str:
 
 #: the flags squeue shows instead of a job's base state, first first (job_state_string)
 _SHOWN_OVER_BASE = (
-    "COMPLETING",
-    "STAGE_OUT",
-    "CONFIGURING",
-    "RESIZING",
-    "REQUEUED",
-    "REQUEUE_FED",
-    "REQUEUE_HOLD",
-    "SPECIAL_EXIT",
-    "STOPPED",
-    "REVOKED",
-    "RESV_DEL_HOLD",
-    "SIGNALING",
-)
+    "COMPLETING", "STAGE_OUT", "CONFIGURING", "RESIZING", "REQUEUED", "REQUEUE_FED",
+    "REQUEUE_HOLD", "SPECIAL_EXIT", "STOPPED", "REVOKED", "RESV_DEL_HOLD", "SIGNALING",
+)  # fmt: skip
 
 
 def state_word(states: Any) -> str:
@@ -131,75 +118,55 @@ def _cell(text: Any) -> str:
     return " ".join(str(text or "").replace("|", "/").split())
 
 
+#: where slurmctld's records (``job_state``...) and slurmdbd's (``state.current``...) keep
+#: each field
+_PLACES = {
+    "raw": ("job_id", "job_id"),
+    "array": ("array_job_id", "array.job_id"),
+    "task": ("array_task_id", "array.task_id"),
+    "waiting": ("array_task_string", "array.task"),
+    "state": ("job_state", "state.current"),
+    "start": ("start_time", "time.start"),
+    "end": ("end_time", "time.end"),
+    "exit": ("exit_code", "exit_code"),
+    "reason": ("state_reason", "state.reason"),
+    "comment": ("comment", "comment.job"),
+}
+
+
+def _at(item: Any, place: str) -> Any:
+    """``item``'s value at ``place`` (``state.current``); ``None`` where it has none."""
+    for part in place.split("."):
+        item = _dict(item).get(part)
+    return item
+
+
 def _record(job: Mapping[str, Any]) -> Dict[str, Any]:
-    """A job record of slurmctld (``job_state``...) or slurmdbd (``state.current``...)
-    in one shape: ids, state word, times, exit code, reason, comment."""
-    if "job_state" in job:  # slurmctld
-        return {
-            "raw": str(job.get("job_id") or ""),
-            "array": _whole(job.get("array_job_id")) or 0,
-            "task": _whole(job.get("array_task_id")),
-            "waiting": job.get("array_task_string") or "",
-            "state": state_word(job.get("job_state")),
-            "start": job.get("start_time"),
-            "end": job.get("end_time"),
-            "exit": job.get("exit_code"),
-            "reason": job.get("state_reason"),
-            "comment": job.get("comment") or "",
-        }
-    array, state, times = _dict(job.get("array")), _dict(job.get("state")), _dict(job.get("time"))
-    comment = job.get("comment") or {}
-    return {
-        "raw": str(job.get("job_id") or ""),
-        "array": _whole(array.get("job_id")) or 0,
-        "task": _whole(array.get("task_id")),
-        "waiting": array.get("task") or "",
-        "state": state_word(state.get("current")),
-        "start": times.get("start"),
-        "end": times.get("end"),
-        "exit": job.get("exit_code"),
-        "reason": state.get("reason"),
-        "comment": comment.get("job", "") if isinstance(comment, dict) else comment,
-    }
-
-
-def _shown_ids(record: Mapping[str, Any], history: bool) -> List[str]:
-    """The JobID column(s) sacct would show for a record (``pyslurm_records._shown_ids``'
-    rule): a task's id, a range for an array's waiting rest, its own id where it differs."""
-    raw, array, task = record["raw"], record["array"], record["task"]
-    if not array:
-        return [raw] if raw else []
-    if task is not None:
-        return [f"{array}_{task}"]
-    tasks = [str(index) for index in waiting_indices(str(record["waiting"]))]
-    shown = [f"{array}_[{','.join(tasks)}]"] if tasks else []
-    if raw and (raw != str(array) or history):
-        shown.append(raw)  # slurmdbd: one record for tasks cancelled before they started
-    return shown
+    """A job record of slurmctld or slurmdbd in one shape: ids, state word, times, exit
+    code, reason, comment."""
+    found = {name: _at(job, places["job_state" not in job]) for name, places in _PLACES.items()}
+    found.update(raw=str(found["raw"] or ""), array=_whole(found["array"]) or 0)
+    found.update(task=_whole(found["task"]), state=state_word(found["state"]))
+    return found
 
 
 def sacct_rows(jobs: Iterable[Mapping[str, Any]], history: bool = False) -> str:
     """REST job records as ``sacct -X -P`` would print them (``status.SACCT_COLUMNS``)."""
-    lines = []
-    for job in jobs:
-        record = _record(job)
-        fields = {
-            "raw_id": record["raw"],
-            "state": _cell(record["state"]),
-            "exit_code": exit_text(record["exit"]),
-            "start": _time(record["start"]),
-            "end": _time(record["end"]),
-            "reason": _cell(record["reason"]),
-        }
-        for shown in _shown_ids(record, history):
-            row = {**fields, "id": shown}
-            lines.append("|".join(row.get(column, "") for column in SACCT_COLUMNS))
-    return "\n".join(lines)
+    return sacct_lines(_row_of(_record(job), history) for job in jobs)
 
 
-def _jobs(answer: Answer) -> List[Mapping[str, Any]]:
-    jobs = answer.body.get("jobs") if isinstance(answer.body, dict) else None
-    return [job for job in _list(jobs) if isinstance(job, dict)]
+def _row_of(record: Mapping[str, Any], history: bool) -> Tuple[Dict[str, str], List[str]]:
+    fields = {"raw_id": record["raw"], "state": _cell(record["state"])}
+    fields.update(exit_code=exit_text(record["exit"]), reason=_cell(record["reason"]))
+    fields.update(start=_time(record["start"]), end=_time(record["end"]))
+    tasks = [str(index) for index in waiting_indices(str(record["waiting"] or ""))]
+    array = str(record["array"] or "")
+    return fields, shown_ids(record["raw"], array, record["task"], tasks, history)
+
+
+def _jobs(answer: Answer, key: str = "jobs") -> List[Mapping[str, Any]]:
+    """The answer's records (its ``jobs``, ``associations``, ``qos``)."""
+    return [item for item in _list(_dict(answer.body).get(key)) if isinstance(item, dict)]
 
 
 # -- the answers, one parser each ------------------------------------------------------
@@ -279,6 +246,13 @@ def cancel_answer(answer: Answer) -> None:
         raise SchedulerAdapterError(f"slurmrestd could not cancel: {'; '.join(problems)}")
 
 
+def output_answer(answer: Answer) -> Optional[str]:
+    """``GET /slurm/{v}/job/{id}``: where the job writes its output, if known (from
+    v0.0.43 ``stdout_expanded``; before, ``standard_output`` came expanded)."""
+    job = (_jobs(answer) if answer.status < 400 else None) or [{}]
+    return job[0].get("stdout_expanded") or job[0].get("standard_output") or None
+
+
 def keys_answer(answer: Answer, keys: Iterable[str]) -> Dict[str, str]:
     """key -> the job (an array's own id) whose comment carries it, of jobs in any list
     (the newest, should two carry it)."""
@@ -291,6 +265,39 @@ def keys_answer(answer: Answer, keys: Iterable[str]) -> Dict[str, str]:
         if key is not None and _int(job_id) >= _int(found.get(key, "0")):
             found[key] = job_id
     return found
+
+
+def _row(item: Mapping[str, Any], *places: str) -> str:
+    """sacctmgr's ``--parsable2`` row of ``item``'s fields (a number unset or infinite:
+    empty; a list: comma-separated)."""
+    cells = []
+    for value in (_at(item, place) for place in places):
+        whole = None if isinstance(value, (str, list)) else _whole(value)
+        text = ",".join(map(str, value)) if isinstance(value, list) else value or ""
+        cells.append(str(text) if whole is None else str(whole))
+    return "|".join(cells)
+
+
+def caps_answer(assoc: Answer, qos: Answer, account: Optional[str]) -> Optional[int]:
+    """``/slurmdb/{v}/associations/`` and ``/qos/`` as sacctmgr's rows, read by its rule
+    (``cluster.parse_assoc``, ``parse_qos``): the smallest cap on queued jobs, ``None``
+    where none is known (v0.0.41 leaves out a QOS's GrpSubmitJobs)."""
+    if assoc.status >= 400 or assoc.errors():
+        return None
+    places = ("cluster", "account", "max.jobs.total", "max.jobs.per.submitted", "default.qos")
+    rows = [_row(item, *places, "qos") for item in _jobs(assoc, "associations")]
+    caps, names = parse_assoc("\n".join(rows), _at(assoc.body, "meta.slurm.cluster"), account)
+    rows = [
+        _row(item, "name", "limits.max.jobs.per.user", "limits.max.jobs.count")
+        for item in _jobs(qos, "qos")
+    ]
+    return min(caps + parse_qos("\n".join(rows), names), default=None)
+
+
+def config_answer(answer: Answer) -> Dict[str, str]:
+    """Any answer's ``meta``: the cluster's name, as slurm.conf's ``ClusterName``."""
+    name = _at(answer.body, "meta.slurm.cluster")
+    return {"ClusterName": str(name)} if name else {}
 
 
 # -- which version ---------------------------------------------------------------------

@@ -1,9 +1,9 @@
 """The REST driver: Slurm through slurmrestd.  Glue only - ``rest_requests`` builds each
 request, ``rest_answers`` reads each answer, the engine's runner runs them as
-``driver.Call``\\ s through ``RestClient`` - over the CLI driver's table: the queue, the
-history, a submission, keys and cancels are its own rows; the order of the questions,
-adoption and the light round are the CLI driver's.  Not yet: a token renewed by command,
-the caps on queued jobs (``None``), native options (refused), a job's output by id."""
+``driver.Call``\\ s through ``HttpClient`` - as the rows of the shared Slurm glue
+(``glue``): the queue, the history, a submission, keys, cancels, the caps on queued jobs,
+a job's output and the cluster's name are its own; the order of the questions, adoption
+and the cap's cache are the glue's."""
 
 from __future__ import annotations
 
@@ -20,11 +20,12 @@ from ...errors import (
 )
 from ...transports.base import Executor
 from ...transports.http import HttpClient, ReplyLost
-from . import queries
+from . import options, queries
 from . import rest_answers as answers
 from . import rest_requests as requests
 from .cli_driver import SlurmCliDriver
 from .commands import SubmitSpec, plan_batch, planned_spec
+from .glue import SlurmDriverBase
 from .queries import Statuses
 
 #: ids per ``jobs/state`` request (each a ``job_id=`` pair in the URL)
@@ -54,7 +55,7 @@ def send(client: HttpClient, request: requests.RestRequest) -> answers.Answer:
     return answers.Answer(reply.status, reply.body)
 
 
-class SlurmRestDriver(SlurmCliDriver):
+class SlurmRestDriver(SlurmDriverBase):
     """Slurm through slurmrestd; ``version``: a data parser version to use (default: the
     newest both sides speak, found once)."""
 
@@ -110,9 +111,6 @@ class SlurmRestDriver(SlurmCliDriver):
             found.update(self.runner.ask(request, lambda a: answers.live_answer(a, to_ask)))
         return found
 
-    def _by_id(self, ids: List[str]) -> Statuses:
-        return {}  # ``jobs/`` (``_live``) already lists every user's jobs
-
     def _history(self, asked: List[str], wanted: List[str]) -> Statuses:
         request = self._call(requests.history(self.api_version(), asked))
         return self.runner.ask(request, lambda answer: answers.history_answer(answer, wanted))
@@ -149,7 +147,8 @@ class SlurmRestDriver(SlurmCliDriver):
     # -- what differs beyond the table ------------------------------------------------
 
     def plan(self, batch: SubmitBatch) -> Planned:
-        requests.refuse_native(batch.resources)
+        options.check_native(batch.resources, None, self.client.url)  # what hpcbridge sets
+        requests.native_fields(batch.resources)  # refused here, before anything is staged
         return plan_batch(batch)
 
     def describe(self, planned: Planned) -> str:
@@ -163,18 +162,31 @@ class SlurmRestDriver(SlurmCliDriver):
             request = self._call(requests.cancel(self.api_version(), job_id))
             answers.cancel_answer(self.runner.run(request))
 
-    def queue_limit(self, account: Optional[str] = None, *, ask: bool = True) -> Optional[int]:
-        return None  # not yet: slurmrestd's associations and QOS (slurmdb/) are not read
+    def _read_queue_limit(self, account: Optional[str] = None) -> Optional[int]:
+        user = self.runner.run(["id", "-un"])  # the login the association is kept under
+        if not user.ok:
+            return None
+        version = self.api_version()
+        assoc = self.runner.run(self._call(requests.associations(version, user.stdout.strip())))
+        return answers.caps_answer(
+            assoc, self.runner.run(self._call(requests.qos(version))), account
+        )
 
     def config(self) -> Dict[str, str]:
-        return {}  # slurmrestd has no slurm.conf view: the defaults (MaxArraySize 1001...)
+        """What slurmrestd tells of slurm.conf: the cluster's name (MaxArraySize... it does
+        not: their defaults)."""
+        if self._config is None:
+            answer = self.runner.run(self._call(requests.ping(self.api_version())))
+            self._config = answers.config_answer(answer)
+        return self._config
 
     def version(self) -> Optional[str]:
         self.api_version()
         return self._release
 
     def find_output(self, job_id: str) -> Optional[str]:
-        return None  # not yet
+        request = self._call(requests.job(self.api_version(), job_id))
+        return answers.output_answer(self.runner.run(request))
 
 
 def build_rest_driver(

@@ -10,8 +10,9 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ...errors import JobSubmissionError
+from ...errors import JobSubmissionError, ResourceError
 from ...resources import Resources, signal_parts
+from ..native_options import option_name, resolve
 from .commands import SubmitSpec, dependency_text
 from .ids import KEY_PREFIX, split_job_id
 
@@ -95,6 +96,15 @@ def history(version: str, job_ids: Sequence[str]) -> RestRequest:
     return RestRequest("GET", f"/slurmdb/{version}/jobs/", _ids("step", bases))
 
 
+def associations(version: str, user: str) -> RestRequest:
+    """slurmdbd's associations of ``user`` (sacctmgr show assoc)."""
+    return RestRequest("GET", f"/slurmdb/{version}/associations/", (("user", user),))
+
+
+def qos(version: str) -> RestRequest:
+    return RestRequest("GET", f"/slurmdb/{version}/qos/")
+
+
 def history_since(version: str, seconds: int) -> RestRequest:
     """slurmdbd's records of the user's jobs of the last ``seconds`` (their comments: keys)."""
     return RestRequest("GET", f"/slurmdb/{version}/jobs/", (("start_time", f"now-{seconds}"),))
@@ -165,14 +175,55 @@ def _limits(resources: Resources) -> Dict[str, Any]:
     return {key: value for key, value in found.items() if value is not None}
 
 
-def refuse_native(resources: Resources) -> None:
-    """``JobSubmissionError`` for sbatch options in Slurm's own words: not mapped yet."""
-    native = resources.native_options("slurm")
-    if native:
-        raise JobSubmissionError(
-            f"the REST driver takes no sbatch options yet (native slurm options: "
-            f"{' '.join(native)}): use the typed resource keys, or HPCBRIDGE_SLURM_DRIVER=cli"
-        )
+def _csv(text: str) -> List[str]:
+    return text.split(",")
+
+
+def _gpus(text: str) -> str:
+    return f"gres/gpu:{int(text)}"
+
+
+#: sbatch options with a field of the job description: the field and the value's type
+#: there (``bool``: a flag, no value); the others have none in the REST API
+NATIVE_FIELDS = {
+    "--licenses": ("licenses", str), "--hold": ("hold", bool), "--mail-user": ("mail_user", str),
+    "--mail-type": ("mail_type", _csv), "--nice": ("nice", int), "--prefer": ("prefer", str),
+    "--wckey": ("wckey", str), "--contiguous": ("contiguous", bool), "--reboot": ("reboot", bool),
+    "--overcommit": ("overcommit", bool), "--exclude": ("excluded_nodes", _csv),
+    "--nodelist": ("required_nodes", _csv), "--ntasks-per-node": ("tasks_per_node", int),
+    "--ntasks-per-core": ("tasks_per_core", int), "--threads-per-core": ("threads_per_core", int),
+    "--ntasks-per-socket": ("tasks_per_socket", int), "--mincpus": ("minimum_cpus_per_node", int),
+    "--sockets-per-node": ("sockets_per_node", int), "--core-spec": ("core_specification", int),
+    "--distribution": ("distribution", str), "--network": ("network", str),
+    "--extra": ("extra", str), "--cluster-constraint": ("cluster_constraint", str),
+    "--mcs-label": ("mcs_label", str), "--container": ("container", str),
+    "--container-id": ("container_id", str), "--cpu-freq": ("cpu_frequency", str),
+    "--bb": ("burst_buffer", str), "--input": ("standard_input", str),
+    "--cpus-per-gpu": ("cpus_per_tres", _gpus),
+}  # fmt: skip
+
+
+def native_fields(resources: Resources) -> Dict[str, Any]:
+    """The job description's fields of the sbatch options given in Slurm's words
+    (``NATIVE_FIELDS``, a long name shortened as sbatch takes it); ``ResourceError`` for
+    one it has none for, before any staging."""
+    found: Dict[str, Any] = {}
+    for option in resources.native_options("slurm"):
+        given = option_name(option)
+        value = option[len(given) :].removeprefix("=")
+        field, kind = NATIVE_FIELDS.get(resolve(given, NATIVE_FIELDS)[0] or "", ("", None))
+        try:
+            if kind is None or (kind is bool) != (value == ""):
+                raise ValueError(option)
+            found[field] = True if kind is bool else kind(value)  # type: ignore[operator]
+        except ValueError:
+            raise ResourceError(
+                "native",
+                f"{option!r}: the REST API has no field for it, or not with this value (it "
+                f"takes {', '.join(sorted(NATIVE_FIELDS))}): give it as a typed key if there "
+                "is one, leave it out, or submit with HPCBRIDGE_SLURM_DRIVER=cli",
+            ) from None
+    return found
 
 
 def job_description(
@@ -181,7 +232,6 @@ def job_description(
     """``spec`` as the REST API's job description; ``script``: the wrapper's text (REST
     takes the script, not its path), ``environment``: the job's (never empty: slurmctld
     refuses an empty one with "I/O error writing script/environment to file")."""
-    refuse_native(spec.resources)
     if not environment:
         raise JobSubmissionError("a job submitted through slurmrestd needs an environment")
     found: Dict[str, Any] = {
@@ -192,6 +242,7 @@ def job_description(
         "name": spec.job_name,
         **_limits(spec.resources),
         **_tres(spec.resources),
+        **native_fields(spec.resources),
     }
     if spec.key:
         found["comment"] = f"{KEY_PREFIX}{spec.key}"
