@@ -21,6 +21,7 @@ import pkgutil
 import pwd
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Dict, Iterator
@@ -28,8 +29,10 @@ from typing import Dict, Iterator
 import pytest
 
 import hpcbridge
+from hpcbridge.model import JobState
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
 from tests.integration import test_slurm_adapter as contract
+from tests.integration.test_slurm_adapter import wait_for_state
 from tests.support.slurm_clusters import PREFIX, Target, own_cluster, run_slurm
 
 pytestmark = pytest.mark.slurm
@@ -223,3 +226,66 @@ test_exit_codes_of_128_and_above = contract.test_exit_codes_of_128_and_above
 test_dependency_on_array_tasks = contract.test_dependency_on_array_tasks
 test_purged_job_is_reported_from_sacct = contract.test_purged_job_is_reported_from_sacct
 test_time_limit_gives_timeout = contract.test_time_limit_gives_timeout
+
+
+# -- what the REST driver answers beyond the contract's cases (on 25.11-rest-jwt) -----------
+
+
+def jwt_only(target: Target) -> None:
+    if target.label != "25.11-rest-jwt":
+        pytest.skip("a case of the REST driver's own rows: it runs in 25.11-rest-jwt")
+
+
+def test_native_options_become_the_job_descriptions_fields(
+    adapter: RealSlurmAdapter, script, target: Target
+) -> None:
+    jwt_only(target)
+    # --hold: slurmctld holds the job (JobHeldUser); --nice: its priority is lowered
+    job_id = adapter.submit_job(script("true"), {"native": {"slurm": ["--hold", "--nice=10"]}})
+    status = adapter.get_job_status(job_id)
+    assert (status.state, status.reason) == (JobState.PENDING, "JobHeldUser"), status
+    shown = run_slurm(["scontrol", "show", "job", job_id], dict(os.environ))
+    assert "Nice=10" in shown.stdout, shown.stdout
+    adapter.cancel_job(job_id)
+
+
+def test_a_native_option_without_a_field_exits_2_with_nothing_staged(
+    cluster: Dict[str, str], target: Target, tmp_path: Path
+) -> None:
+    jwt_only(target)
+    job = tmp_path / "job.sh"
+    job.write_text("#!/bin/sh\ntrue\n")
+    env = {**os.environ, "HPCBRIDGE_STATE_DIR": str(tmp_path / "state")}
+    env.update(HPCBRIDGE_SCHEDULER="slurm", HPCBRIDGE_REMOTE_WORKDIR=str(tmp_path / "jobs"))
+    argv = [sys.executable, "-m", "hpcbridge", "submit", "--slurm-option=--x11", str(job)]
+    ran = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 2, ran.stderr
+    assert "'--x11'" in ran.stderr and "HPCBRIDGE_SLURM_DRIVER=cli" in ran.stderr
+    assert not (tmp_path / "jobs").exists() or not list((tmp_path / "jobs").iterdir())
+
+
+def test_the_cap_on_queued_jobs_output_and_cluster_from_slurmrestd(
+    adapter: RealSlurmAdapter, script, cluster: Dict[str, str], target: Target
+) -> None:
+    jwt_only(target)
+    driver = adapter.open().driver
+    assert driver.config() == {"ClusterName": cluster["HPCBRIDGE_SLURM_CLUSTER"]}
+    job_id = adapter.submit_job(script("sleep 60"))
+    assert wait_for_state(adapter, job_id, JobState.RUNNING).state is JobState.RUNNING
+    assert driver.find_output(job_id) == adapter.log_path(job_id)
+    adapter.cancel_job(job_id)
+    assert driver.find_output("987654321") is None
+    # root's associations: hpcb (no cap) and capped (MaxSubmitJobs 37, GrpSubmitJobs 43)
+    sacctmgr = ["sacctmgr", "-i"]
+    made = run_slurm([*sacctmgr, "add", "account", "capped"], cluster)
+    assert made.returncode == 0, made.stderr
+    try:
+        limits = ["MaxSubmitJobs=37", "GrpSubmitJobs=43"]
+        made = run_slurm([*sacctmgr, "add", "user", "root", "account=capped", *limits], cluster)
+        assert made.returncode == 0, made.stderr
+        assert driver.queue_limit("capped") == 37
+        assert driver.queue_limit("hpcb") is None
+        assert driver.queue_limit() == 37  # the smallest of all the user's
+    finally:
+        run_slurm([*sacctmgr, "delete", "user", "root", "account=capped"], cluster)
+        run_slurm([*sacctmgr, "delete", "account", "capped"], cluster)

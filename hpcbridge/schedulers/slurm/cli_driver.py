@@ -1,7 +1,7 @@
 """The Slurm CLI driver: Slurm's commands (``commands``, ``queries``, ``cluster``) run by
-the engine's runner through an executor (local or SSH), as the rows of the shared glue
-(``glue``).  The pyslurm driver (``native_driver``) overrides some of them: ``_live``,
-``_history`` and ``_send``."""
+the engine's runner through an executor (local or SSH), as rows of the shared glue
+(``driver_base``).  The pyslurm driver (``native_driver``) overrides some of them:
+``_live``, ``_history`` and ``_send``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ...engine.driver import Planned, SubmitBatch
 from ...engine.runner import CHUNK
 from . import cluster, commands, options, queries
 from .commands import SubmitSpec, plan_batch, planned_spec
-from .glue import SlurmDriverBase
+from .driver_base import SlurmDriverBase
 from .queries import Statuses
 
 log = logging.getLogger("hpcbridge.slurm")

@@ -19,7 +19,7 @@ from .cluster import parse_version
 from .commands import SubmitSpec, dependency_text, refusal_error
 from .ids import KEY_PREFIX, expand_array_spec, split_job_id
 from .queries import NoHistory, Statuses
-from .status import SACCT_COLUMNS, parse_sacct, sacct_lines, shown_ids
+from .status import SACCT_COLUMNS, cell, parse_sacct, sacct_lines, shown_ids
 
 #: why the real-driver tests skip here
 PYSLURM_SKIP_REASON = "pyslurm not importable (PyPI has it only for Slurm 25.11)"
@@ -220,10 +220,6 @@ def _shown_ids(job: Any, history: bool) -> List[str]:
     return shown_ids(raw, array_id, getattr(job, "array_task_id", None), tasks, history)
 
 
-def _cell(text: str) -> str:
-    return " ".join(text.replace("|", "/").split())
-
-
 def _exit_cell(code: Any, signal_number: Any) -> str:
     """sacct's ``ExitCode`` (``N:S``) of pyslurm's exit code and signal; empty when unknown."""
     if code is None and not signal_number:
@@ -244,11 +240,11 @@ def _fields(job: Any) -> Dict[str, str]:
     code, signal_number = getattr(job, "exit_code", None), getattr(job, "exit_code_signal", 0)
     return {
         "raw_id": str(getattr(job, "id", "") or ""),
-        "state": _cell(str(getattr(job, "state", "") or "")),
+        "state": cell(getattr(job, "state", "")),
         "exit_code": _exit_cell(code, signal_number),
         "start": start.isoformat() if start else "Unknown",
         "end": end.isoformat() if end else "Unknown",
-        "reason": _cell(str(getattr(job, "state_reason", "") or "")),
+        "reason": cell(getattr(job, "state_reason", "")),
     }
 
 

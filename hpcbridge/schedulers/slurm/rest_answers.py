@@ -18,7 +18,7 @@ from .ids import KEY_PREFIX, split_job_id
 from .pyslurm_records import waiting_indices
 from .queries import NoHistory, Statuses
 from .rest_requests import VERSIONS
-from .status import SACCT_COLUMNS, STATE_MAP, parse_sacct, sacct_lines, shown_ids
+from .status import SACCT_COLUMNS, STATE_MAP, cell, parse_sacct, sacct_lines, shown_ids
 
 
 @dataclass(frozen=True)
@@ -77,10 +77,7 @@ def number(value: Any) -> Optional[float]:
 def exit_text(value: Any) -> str:
     """``{status[], return_code, signal{id}}`` as sacct's ``ExitCode`` (``N:S``); empty
     when unknown."""
-    if not isinstance(value, dict):
-        return ""
-    code = number(value.get("return_code"))
-    signal = number(_dict(value.get("signal")).get("id"))
+    code, signal = number(_at(value, "return_code")), number(_at(value, "signal.id"))
     if code is None and not signal or not 0 <= (code or 0) + (signal or 0) < 2**32:
         return ""
     return f"{int(code or 0)}:{int(signal or 0)}"
@@ -96,10 +93,8 @@ _SHOWN_OVER_BASE = (
 def state_word(states: Any) -> str:
     """A ``job_state`` list (``["RUNNING", "COMPLETING"]``) as squeue's one word."""
     words = [str(word) for word in states] if isinstance(states, list) else [str(states or "")]
-    for flag in _SHOWN_OVER_BASE:
-        if flag in words:
-            return flag
-    known = [word for word in words if word in STATE_MAP]
+    known = [flag for flag in _SHOWN_OVER_BASE if flag in words]
+    known = known or [word for word in words if word in STATE_MAP]
     return known[0] if known else (words[0] if words else "")
 
 
@@ -114,24 +109,15 @@ def _time(value: Any) -> str:
     return datetime.fromtimestamp(seconds).astimezone().isoformat()
 
 
-def _cell(text: Any) -> str:
-    return " ".join(str(text or "").replace("|", "/").split())
-
-
 #: where slurmctld's records (``job_state``...) and slurmdbd's (``state.current``...) keep
 #: each field
 _PLACES = {
-    "raw": ("job_id", "job_id"),
-    "array": ("array_job_id", "array.job_id"),
-    "task": ("array_task_id", "array.task_id"),
-    "waiting": ("array_task_string", "array.task"),
-    "state": ("job_state", "state.current"),
-    "start": ("start_time", "time.start"),
-    "end": ("end_time", "time.end"),
-    "exit": ("exit_code", "exit_code"),
-    "reason": ("state_reason", "state.reason"),
-    "comment": ("comment", "comment.job"),
-}
+    "raw": ("job_id", "job_id"), "array": ("array_job_id", "array.job_id"),
+    "task": ("array_task_id", "array.task_id"), "waiting": ("array_task_string", "array.task"),
+    "state": ("job_state", "state.current"), "start": ("start_time", "time.start"),
+    "end": ("end_time", "time.end"), "exit": ("exit_code", "exit_code"),
+    "reason": ("state_reason", "state.reason"), "comment": ("comment", "comment.job"),
+}  # fmt: skip
 
 
 def _at(item: Any, place: str) -> Any:
@@ -156,8 +142,8 @@ def sacct_rows(jobs: Iterable[Mapping[str, Any]], history: bool = False) -> str:
 
 
 def _row_of(record: Mapping[str, Any], history: bool) -> Tuple[Dict[str, str], List[str]]:
-    fields = {"raw_id": record["raw"], "state": _cell(record["state"])}
-    fields.update(exit_code=exit_text(record["exit"]), reason=_cell(record["reason"]))
+    fields = {"raw_id": record["raw"], "state": cell(record["state"])}
+    fields.update(exit_code=exit_text(record["exit"]), reason=cell(record["reason"]))
     fields.update(start=_time(record["start"]), end=_time(record["end"]))
     tasks = [str(index) for index in waiting_indices(str(record["waiting"] or ""))]
     array = str(record["array"] or "")
@@ -194,6 +180,12 @@ def history_answer(answer: Answer, wanted: Sequence[str]) -> Statuses:
     if answer.status >= 400 or answer.errors():
         raise NoHistory(f"slurmrestd: no job history: {answer.message()}", answer.status == 404)
     return parse_sacct(sacct_rows(_jobs(answer), history=True), SACCT_COLUMNS, wanted=wanted)
+
+
+def task_aliases(last: Mapping[str, Any]) -> Dict[str, str]:
+    """A running task's own job id -> its ``array_task`` id, of the last answers (their
+    statuses): 25.11's ``jobs/state`` names a task split off its array by its own job id."""
+    return {s.extra["raw_id"]: i for i, s in last.items() if "_" in i and s.extra.get("raw_id")}
 
 
 def states_answer(answer: Answer, aliases: Mapping[str, str] = {}) -> Dict[str, str]:
@@ -267,15 +259,11 @@ def keys_answer(answer: Answer, keys: Iterable[str]) -> Dict[str, str]:
     return found
 
 
-def _row(item: Mapping[str, Any], *places: str) -> str:
-    """sacctmgr's ``--parsable2`` row of ``item``'s fields (a number unset or infinite:
-    empty; a list: comma-separated)."""
-    cells = []
-    for value in (_at(item, place) for place in places):
-        whole = None if isinstance(value, (str, list)) else _whole(value)
-        text = ",".join(map(str, value)) if isinstance(value, list) else value or ""
-        cells.append(str(text) if whole is None else str(whole))
-    return "|".join(cells)
+def _sacctmgr_cell(value: Any) -> str:
+    """A field as sacctmgr prints it (a number unset or infinite: empty; a list: ``a,b``)."""
+    if isinstance(value, (str, list)):
+        return ",".join(value) if isinstance(value, list) else value
+    return "" if _whole(value) is None else str(_whole(value))
 
 
 def caps_answer(assoc: Answer, qos: Answer, account: Optional[str]) -> Optional[int]:
@@ -284,14 +272,22 @@ def caps_answer(assoc: Answer, qos: Answer, account: Optional[str]) -> Optional[
     where none is known (v0.0.41 leaves out a QOS's GrpSubmitJobs)."""
     if assoc.status >= 400 or assoc.errors():
         return None
-    places = ("cluster", "account", "max.jobs.total", "max.jobs.per.submitted", "default.qos")
-    rows = [_row(item, *places, "qos") for item in _jobs(assoc, "associations")]
-    caps, names = parse_assoc("\n".join(rows), _at(assoc.body, "meta.slurm.cluster"), account)
-    rows = [
-        _row(item, "name", "limits.max.jobs.per.user", "limits.max.jobs.count")
-        for item in _jobs(qos, "qos")
-    ]
-    return min(caps + parse_qos("\n".join(rows), names), default=None)
+    cluster = _at(assoc.body, "meta.slurm.cluster")
+    caps, names = parse_assoc(_rows(assoc, "associations"), cluster, account)
+    return min(caps + parse_qos(_rows(qos, "qos"), names), default=None)
+
+
+#: sacctmgr's columns (``cluster.ASSOC_FIELDS``, ``QOS_FIELDS``) in slurmdbd's records
+_SACCTMGR = {
+    "associations": "cluster account max.jobs.total max.jobs.per.submitted default.qos qos",
+    "qos": "name limits.max.jobs.per.user limits.max.jobs.count",
+}
+
+
+def _rows(answer: Answer, key: str) -> str:
+    """The answer's records as sacctmgr's ``--parsable2`` rows."""
+    rows = [[_at(item, place) for place in _SACCTMGR[key].split()] for item in _jobs(answer, key)]
+    return "\n".join("|".join(map(_sacctmgr_cell, row)) for row in rows)
 
 
 def config_answer(answer: Answer) -> Dict[str, str]:
@@ -344,20 +340,13 @@ def openapi_answer(answer: Answer) -> Answer:
 
 def release(answer: Answer) -> Optional[str]:
     """Slurm's release from ``/openapi/v3`` (``25.11.7``), if it says."""
-    info = _dict(_dict(answer.body).get("info"))
-    return str(_dict(info.get("x-slurm")).get("release") or "") or None
-
-
-def probed(answer: Answer) -> bool:
-    """A ``ping`` of one version: whether the daemon speaks it (404: not loaded)."""
-    return answer.status < 400
+    return str(_at(answer.body, "info.x-slurm.release") or "") or None
 
 
 def rpc_counts(answer: Answer) -> Dict[str, int]:
     """``GET /slurm/{v}/diag/``: slurmctld's RPC counts by message type (sdiag's)."""
-    statistics = _dict(answer.body.get("statistics") if isinstance(answer.body, dict) else None)
     counts: Dict[str, int] = {}
-    for item in map(_dict, _list(statistics.get("rpcs_by_message_type"))):
+    for item in map(_dict, _list(_at(answer.body, "statistics.rpcs_by_message_type"))):
         count = number(item.get("count"))
         counts[str(item.get("message_type"))] = int(count) if count and count < 2**63 else 0
     return counts

@@ -153,17 +153,19 @@ SACCT_COLUMNS: Tuple[str, ...] = tuple(column for _, column in SACCT_FIELDS)
 
 
 def shown_ids(raw: str, array: str, task: object, tasks: Sequence[str], history: bool) -> List[str]:
-    """The JobID column(s) sacct would show for one record of a driver's own (pyslurm's,
-    slurmrestd's): a task's own id, a range (``13_[5,6]``) for the ``tasks`` a record covers
-    without naming them, a running task's own job id, and (``history``) the array's bare
-    id, which answers for its unnamed tasks (slurmdbd: one record for the tasks cancelled
-    before they started)."""
+    """The JobID column(s) sacct shows for a record (pyslurm's, slurmrestd's): a task's id,
+    a range (``13_[5,6]``) of the ``tasks`` it covers unnamed, a running task's own job id,
+    and (``history``) the array's id (slurmdbd: one record for tasks cancelled unstarted)."""
     if not array:
         return [raw] if raw else []
     if task is not None:
         return [f"{array}_{task}"]
     shown = [f"{array}_[{','.join(tasks)}]"] if tasks else []
     return shown + [raw] if raw and (raw != array or history) else shown
+
+
+def cell(text: object) -> str:  # a field as one ``sacct -P`` cell: one line, no "|"
+    return " ".join(str(text or "").replace("|", "/").split())
 
 
 def sacct_lines(records: Iterable[Tuple[Mapping[str, str], Sequence[str]]]) -> str:
