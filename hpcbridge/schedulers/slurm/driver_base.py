@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import pwd
-from abc import ABC, abstractmethod
 from typing import Callable, Collection, Dict, List, Mapping, Optional, Sequence
 
 from ...engine.driver import Planned, SubmitBatch, Submitted
@@ -21,7 +20,7 @@ from .commands import CAPABILITIES, SubmitSpec, planned_spec, submit_batch
 from .queries import NoHistory, Statuses
 
 
-class SlurmDriverBase(ABC):
+class SlurmDriverBase:
     """A Slurm driver but its rows (the methods each driver defines below)."""
 
     name = ""
@@ -75,40 +74,19 @@ class SlurmDriverBase(ABC):
     def query_retries(self, seconds: float) -> None:
         self.runner.patience = seconds
 
-    # -- the rows --------------------------------------------------------------------
+    # -- the rows: each driver's own (its methods) ------------------------------------
 
-    @abstractmethod
-    def _live(self, ids: List[str]) -> Statuses: ...
-
-    @abstractmethod
-    def _history(self, asked: List[str], wanted: List[str]) -> Statuses: ...
-
-    @abstractmethod
-    def _send(self, spec: SubmitSpec) -> str: ...
-
-    @abstractmethod
-    def _read_queue_limit(self, account: Optional[str] = None) -> Optional[int]: ...
-
-    @abstractmethod
-    def find_keys(self, keys: Collection[str]) -> Dict[str, str]: ...
-
-    @abstractmethod
-    def plan(self, batch: SubmitBatch) -> Planned: ...
-
-    @abstractmethod
-    def describe(self, planned: Planned) -> str: ...
-
-    @abstractmethod
-    def cancel(self, job_ids: Sequence[str]) -> None: ...
-
-    @abstractmethod
-    def find_output(self, job_id: str) -> Optional[str]: ...
-
-    @abstractmethod
-    def config(self) -> Dict[str, str]: ...
-
-    @abstractmethod
-    def version(self) -> Optional[str]: ...
+    _live: Callable[[List[str]], Statuses]
+    _history: Callable[[List[str], List[str]], Statuses]
+    _send: Callable[[SubmitSpec], str]
+    _read_queue_limit: Callable[[Optional[str]], Optional[int]]
+    find_keys: Callable[[Collection[str]], Dict[str, str]]
+    plan: Callable[[SubmitBatch], Planned]
+    describe: Callable[[Planned], str]
+    cancel: Callable[[Sequence[str]], None]
+    find_output: Callable[[str], Optional[str]]
+    config: Callable[[], Dict[str, str]]
+    version: Callable[[], Optional[str]]
 
     # -- submit ------------------------------------------------------------------------
 
@@ -185,5 +163,5 @@ class SlurmDriverBase(ABC):
     def waiter(self, job_ids: Sequence[str]) -> None:
         return None  # no job events: the adapter pauses between rounds
 
-    def close(self) -> None:  # noqa: B027 - nothing to release: the executor is the adapter's
+    def close(self) -> None:
         """Nothing to release: the executor belongs to the adapter."""
