@@ -292,7 +292,7 @@ def own_cluster(
     counting its RPCs with ``sdiag``) touches no other test; ``cpus``: the node's CPUs
     (jobs are not pinned: more than the machine has run side by side); ``jwt``: auth/jwt
     beside munge (``HPCBRIDGE_SLURM_JWT``, for slurmrestd's tokens); ``accounting``: a
-    slurmdbd and a MariaDB of its own in its state folder (default: none).  Stopped at the end.
+    slurmdbd and a MariaDB of its own (else none).  Stopped at the end.
     Skips, saying why, without root or without the Slurm to run.
     """
     if os.geteuid() != 0:
@@ -327,9 +327,10 @@ def own_cluster(
         )
 
     # A fresh cluster each time: what an earlier run left in its queue (jobs, a drained
-    # node) is not this run's (an accounting database keeps its history).
+    # node) is not this run's, nor its history (job ids start again at 1).
     script("stop.sh")
     shutil.rmtree(f"{state}/spool/slurmctld", ignore_errors=True)
+    shutil.rmtree(f"{state}/mariadb", ignore_errors=True)
     started = script("start.sh")
     try:
         assert started.returncode == 0, f"start.sh failed:\n{started.stdout}\n{started.stderr}"

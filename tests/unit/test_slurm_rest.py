@@ -13,7 +13,12 @@ from typing import Any, Dict
 import pytest
 
 from hpcbridge.engine.driver import Again, NotAskedNow
-from hpcbridge.errors import JobSubmissionError, SchedulerAdapterError, SchedulerUnavailableError
+from hpcbridge.errors import (
+    JobSubmissionError,
+    ResourceError,
+    SchedulerAdapterError,
+    SchedulerUnavailableError,
+)
 from hpcbridge.model import CANCELLED_WHILE_PENDING, JobState
 from hpcbridge.resources import Resources
 from hpcbridge.schedulers.slurm import rest_answers as answers
@@ -120,12 +125,60 @@ def test_job_description_of_a_dependent_array_and_of_one_task() -> None:
     assert output["output"] == "args:1:7\n"
 
 
-def test_job_description_refuses_what_rest_cannot_take() -> None:
-    native = spec(native={"slurm": ["--licenses=a:1"]})
-    with pytest.raises(JobSubmissionError, match="HPCBRIDGE_SLURM_DRIVER=cli"):
-        requests.job_description(native, "s", {"A": "1"})
+def test_native_options_go_into_the_fields_slurm_has() -> None:
+    given = ["--licenses=a:1", "--hold", "--exclude=n1,n2", "--ntasks-per-node=2", "--distr=block"]
+    native = spec(native={"slurm": given})
+    described = requests.job_description(native, "s", {"A": "1"})
+    assert {key: described[key] for key in requests.native_fields(native.resources)} == {
+        "licenses": "a:1",
+        "hold": True,
+        "excluded_nodes": ["n1", "n2"],
+        "tasks_per_node": 2,
+        "distribution": "block",
+    }
+    # every field named is one of every version's job description (the recorded schemas)
+    fields = json.loads((DATA / "openapi" / "job_desc_fields.json").read_text())
+    for version in VERSIONS:
+        assert {field for field, _ in requests.NATIVE_FIELDS.values()} <= set(fields[version])
+
+
+@pytest.mark.parametrize(
+    "option", ["--x11", "--gpu-bind=closest", "--hold=yes", "--nice", "--nice=low", "-H"]
+)
+def test_native_options_without_a_field_are_refused(option: str) -> None:
+    with pytest.raises(ResourceError, match="HPCBRIDGE_SLURM_DRIVER=cli") as caught:
+        requests.native_fields(Resources.from_mapping({"native": {"slurm": [option]}}))
+    assert caught.value.key == "native" and repr(option) in str(caught.value)
+
+
+def test_a_job_needs_an_environment() -> None:
     with pytest.raises(JobSubmissionError, match="environment"):
         requests.job_description(spec(), "s", {})
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_cap_on_queued_jobs_by_sacctmgrs_rule(version: str) -> None:
+    # root: account hpcb (no cap, QOS normal) and capped (MaxSubmitJobs 37, GrpSubmitJobs
+    # 43); QOS fast: MaxSubmitJobsPerUser 29, GrpSubmitJobs 31 (not v0.0.41's)
+    assoc, qos = recorded(version, "db_associations"), recorded(version, "db_qos")
+    assert answers.caps_answer(assoc, qos, None) == 37
+    assert answers.caps_answer(assoc, qos, "capped") == 37
+    assert answers.caps_answer(assoc, qos, "hpcb") is None  # normal has no cap
+    record = json.loads((DATA / version / "db_associations.json").read_text())["answer"]
+    for item in record["associations"]:
+        if item["account"] == "hpcb":
+            item["default"]["qos"] = "fast"
+    fast = answers.caps_answer(answers.Answer(200, record), qos, "hpcb")
+    assert fast == 29
+    assert answers.caps_answer(answers.Answer(404, "no slurmdbd"), qos, None) is None
+    assert answers.config_answer(assoc) == {"ClusterName": "hpcbrcon"}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_jobs_output_by_id(version: str) -> None:
+    found = answers.output_answer(recorded(version, "job_running_live"))
+    assert found == "/tmp/h-rest-jobs/running-81.out"  # v0.0.44's standard_output: %j
+    assert answers.output_answer(recorded(version, "job_unknown_live")) is None
 
 
 def test_the_recorded_submissions_are_the_builders_requests() -> None:
@@ -172,15 +225,6 @@ def test_queries_name_each_id_once_and_never_as_a_csv() -> None:
     for version in VERSIONS:
         assert recorded(version, "jobs_state_live").status == 200
         assert recorded(version, "db_jobs").status == 200
-
-
-def test_updated_since_is_relative_as_every_version_takes_it() -> None:
-    request = requests.jobs("v0.0.41", since=1000.2, now=1060.0)
-    assert request.query == (("update_time", "now-60"),)
-    assert requests.jobs("v0.0.44").query == ()
-    assert recorded("v0.0.41", "jobs_updated_epoch").status == 422  # an epoch: refused
-    for version in VERSIONS:
-        assert recorded(version, "jobs_updated_since").status == 200
 
 
 def test_cancel_and_signal_requests() -> None:
@@ -412,8 +456,6 @@ def test_an_unknown_or_removed_version_is_a_clear_error() -> None:
     older = answers.spoken_versions(recorded("openapi", "openapi_v3_41_42"))
     with pytest.raises(SchedulerUnavailableError, match="speaks v0.0.44"):
         answers.choose_version(older, wanted="v0.0.44")
-    assert not answers.probed(recorded("openapi", "removed_version_ping"))
-    assert answers.probed(recorded("v0.0.44", "ping"))
     assert answers.release(recorded("openapi", "openapi_v3")) == "25.11.7"
     with pytest.raises(Again):
         answers.openapi_answer(answers.Answer(503, "cannot reach slurmrestd"))

@@ -1,25 +1,20 @@
 """The Slurm CLI driver: Slurm's commands (``commands``, ``queries``, ``cluster``) run by
-the engine's runner through an executor (local or SSH).  Its questions are a table the
-pyslurm driver (``native_driver``) overrides in part: ``_live``, ``_history`` and
-``_send``; the rest - the order of the questions, adoption, the cap on queued jobs - is
-the same for both."""
+the engine's runner through an executor (local or SSH), as rows of the shared glue
+(``driver_base``).  The pyslurm driver (``native_driver``) overrides some of them:
+``_live``, ``_history`` and ``_send``."""
 
 from __future__ import annotations
 
 import functools
 import logging
-import os
-import pwd
-from typing import Collection, Dict, List, Mapping, Optional, Sequence
+from typing import Collection, Dict, List, Optional, Sequence
 
-from ...engine.driver import Planned, SubmitBatch, Submitted
-from ...engine.runner import CHUNK, Runner
-from ...model import JobStatus
-from ...store.caps import LimitCache
-from ...transports.base import Executor
+from ...engine.driver import Planned, SubmitBatch
+from ...engine.runner import CHUNK
 from . import cluster, commands, options, queries
-from .commands import CAPABILITIES, SubmitSpec, plan_batch, planned_spec, submit_batch
-from .queries import NoHistory, Statuses
+from .commands import SubmitSpec, plan_batch, planned_spec
+from .driver_base import SlurmDriverBase
+from .queries import Statuses
 
 log = logging.getLogger("hpcbridge.slurm")
 
@@ -27,56 +22,10 @@ log = logging.getLogger("hpcbridge.slurm")
 KEY_HISTORY = "now-3600"
 
 
-class SlurmCliDriver:
+class SlurmCliDriver(SlurmDriverBase):
     """Slurm through its commands."""
 
     name = "cli"
-    capabilities = CAPABILITIES
-
-    def __init__(
-        self,
-        executor: Executor,
-        command_timeout: Optional[float] = None,
-        env: Optional[Mapping[str, str]] = None,
-        max_array_size: Optional[int] = None,
-        *,
-        query_retries: Optional[float] = None,
-        light_rounds: Optional[bool] = None,
-        limit_cache: Optional[LimitCache] = None,
-    ) -> None:
-        """``env``: extra environment for every command (``SLURM_CONF``...).
-        ``query_retries``: seconds a question to a busy controller is asked again for
-        (default: 10, or the command timeout if shorter), then ``NotAskedNow``.
-        ``light_rounds``: whether squeue has ``--only-job-state`` (``None``: from the
-        version).  ``limit_cache``: where ``queue_limit`` keeps the cap for other processes."""
-        self.executor = executor
-        self.command_timeout = command_timeout
-        self.env = dict(env) if env else None
-        retries = query_retries if query_retries is not None else min(10.0, command_timeout or 60.0)
-        self.runner = Runner(
-            executor,
-            timeout=command_timeout,
-            env=self.env,
-            where=f"slurmctld on {executor.host}",
-            patience=retries,
-        )
-        self._max_array_size = max_array_size
-        self._config: Optional[Dict[str, str]] = None
-        self._history_off_noted = False
-        self._has_light = light_rounds
-        #: the last unfinished answers, for the light rounds
-        self._last: Dict[str, JobStatus] = {}
-        self.limits = limit_cache or LimitCache(None)
-        self._option_names: Optional[Dict[str, str]] = None
-
-    @property
-    def query_retries(self) -> float:
-        """Seconds a question to a busy controller is asked again for (the runner's patience)."""
-        return self.runner.patience
-
-    @query_retries.setter
-    def query_retries(self, seconds: float) -> None:
-        self.runner.patience = seconds
 
     # -- the table: what this driver sends for each question ----------------------
 
@@ -133,13 +82,6 @@ class SlurmCliDriver:
     def describe(self, planned: Planned) -> str:
         return commands.describe_argv(commands.sbatch_argv(planned_spec(planned)))
 
-    def submit_many(self, planned: Planned) -> List[Submitted]:
-        return submit_batch(planned, self.submit)
-
-    def submit(self, spec: SubmitSpec) -> str:
-        """One submission of ``spec``; its job id."""
-        return self._send(spec)
-
     def find_keys(self, keys: Collection[str]) -> Dict[str, str]:
         """key -> the job carrying it, from squeue, else from sacct (an ended job that left
         the queue: Slurm keeps its comment with ``AccountingStoreFlags=job_comment``)."""
@@ -149,40 +91,7 @@ class SlurmCliDriver:
             found = {**queries.history_keys_reply(history, keys), **found}
         return found
 
-    def find_submitted(
-        self, planned: Planned, since: Optional[float] = None
-    ) -> Optional[List[Submitted]]:
-        """The jobs a lost submission of ``planned`` made, by its key (``adoption``)."""
-        spec = planned_spec(planned)
-        found = self.runner.look_up([spec.key], self.find_keys, settle=self.settle())
-        first = found.get(spec.key)
-        return None if first is None else commands.submitted_for(planned.batch, spec, first)
-
-    def settle(self) -> float:
-        """How long an absent key must stay absent (``cluster.settle_time``)."""
-        return cluster.settle_time(self.config())
-
     # -- the cap on queued jobs ----------------------------------------------------
-
-    def queue_limit(self, account: Optional[str] = None, *, ask: bool = True) -> Optional[int]:
-        """The smallest cap on this user's queued jobs (of ``account``'s association when
-        given, else of all the user's); ``None`` where none is set or it cannot be asked.
-        Read at most once per cluster, login and account in ``TTL`` seconds; with
-        ``ask=False`` only a cap read before (by any process of the state folder), else
-        ``None`` with nothing run: slurmctld refuses an array past the cap whole, in the
-        one sbatch, and the sweep that follows reads it."""
-        key = self._limit_key(account)
-        return self.limits.remembered(key, lambda: self._read_queue_limit(account), ask)
-
-    def _limit_key(self, account: Optional[str]) -> str:
-        executor, login = self.executor, self.executor.host
-        conf = cluster.slurm_conf([self.env or {}, executor.env], os.environ, executor.is_local)
-        if executor.is_local:
-            try:
-                login = f"{pwd.getpwuid(os.geteuid()).pw_name}@{login}"
-            except KeyError:  # a uid without a passwd entry (a container)
-                login = f"{os.geteuid()}@{login}"
-        return cluster.limit_key(login, conf, account)
 
     def _read_queue_limit(self, account: Optional[str] = None) -> Optional[int]:
         user = self.runner.run(["id", "-un"])  # the login the association is kept under
@@ -191,22 +100,6 @@ class SlurmCliDriver:
         return cluster.caps_reply(assoc, qos, self.config().get("ClusterName"), account)
 
     # -- status ------------------------------------------------------------------
-
-    def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
-        """Every id: from the queue, else from the history, else UNKNOWN (``queries.statuses``);
-        ``NotAskedNow`` when the queue cannot be asked (past the retries)."""
-        answers = queries.statuses(job_ids, self._live, self._history_noted, self._by_id)
-        self._last = {
-            job_id: answer for job_id, answer in answers.items() if answer.state.rank in (0, 1)
-        }
-        return answers
-
-    def _history_noted(self, asked: List[str], wanted: List[str]) -> Statuses:
-        try:
-            return self._history(asked, wanted)
-        except NoHistory as none:
-            self._history_off_noted = none.note(self.executor.host, self._history_off_noted)
-            raise
 
     def _light(self) -> bool:
         """Whether this Slurm has ``squeue --only-job-state`` (asked once)."""
@@ -233,22 +126,6 @@ class SlurmCliDriver:
             self._config = cluster.config_reply(self.runner.run(["scontrol", "show", "config"]))
         return self._config or {}
 
-    def max_batch(self) -> int:
-        """Tasks per array: ``MaxArraySize`` (asked once), or the override; at least 1."""
-        if self._max_array_size is None:
-            self._max_array_size = cluster.max_array_size(self.config())
-        return max(1, self._max_array_size)
-
-    def launcher(self, options: object) -> str:
-        """``srun``: what starts a job's parallel tasks (``$HPCBRIDGE_LAUNCHER -n 2 app``)."""
-        return "srun"
-
     def version(self) -> Optional[str]:
         """Slurm's version as ``scontrol --version`` prints it, e.g. 22.05.8."""
         return cluster.version_reply(self.runner.run(["scontrol", "--version"]))
-
-    def waiter(self, job_ids: Sequence[str]) -> None:
-        return None  # no job events: the adapter pauses between rounds
-
-    def close(self) -> None:
-        """Nothing to release: the executor belongs to the adapter."""

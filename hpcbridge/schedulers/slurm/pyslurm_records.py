@@ -19,7 +19,7 @@ from .cluster import parse_version
 from .commands import SubmitSpec, dependency_text, refusal_error
 from .ids import KEY_PREFIX, expand_array_spec, split_job_id
 from .queries import NoHistory, Statuses
-from .status import SACCT_COLUMNS, parse_sacct
+from .status import SACCT_COLUMNS, cell, parse_sacct, sacct_lines, shown_ids
 
 #: why the real-driver tests skip here
 PYSLURM_SKIP_REASON = "pyslurm not importable (PyPI has it only for Slurm 25.11)"
@@ -214,26 +214,10 @@ def waiting_indices(text: str) -> List[int]:
 
 
 def _shown_ids(job: Any, history: bool) -> List[str]:
-    """The job id column(s) sacct would show for this record: a task's own id, a range
-    (``13_[5,6]``) for the tasks a record covers without naming them, a running task's
-    own job id, and (history) the array's bare id, which answers for its unnamed tasks."""
     raw = str(getattr(job, "id", "") or "")
     array_id = str(getattr(job, "array_id", "") or "")
-    if not array_id:
-        return [raw] if raw else []
-    if getattr(job, "array_task_id", None) is not None:
-        return [f"{array_id}_{job.array_task_id}"]
-    tasks = [shown.split("_", 1)[1] for shown in job_ids_of(job)]
-    shown = [f"{array_id}_[{','.join(tasks)}]"] if tasks else []
-    if raw and raw != array_id:
-        shown.append(raw)  # a running array task also answers to its own id
-    elif history and raw:
-        shown.append(raw)  # slurmdbd: one record for the tasks cancelled before they started
-    return shown
-
-
-def _cell(text: str) -> str:
-    return " ".join(text.replace("|", "/").split())
+    tasks = [shown.split("_", 1)[1] for shown in job_ids_of(job)] if array_id else []
+    return shown_ids(raw, array_id, getattr(job, "array_task_id", None), tasks, history)
 
 
 def _exit_cell(code: Any, signal_number: Any) -> str:
@@ -245,24 +229,23 @@ def _exit_cell(code: Any, signal_number: Any) -> str:
 
 def sacct_rows(jobs: Iterable[Any], history: bool = False) -> str:
     """pyslurm records as ``sacct -X -P`` would print them (``status.SACCT_COLUMNS``)."""
-    lines = []
-    for job in jobs:
-        start = timestamp(getattr(job, "start_time", None))
-        end = timestamp(getattr(job, "end_time", None))
-        # pyslurm folds an exit status of 128 or more down by 128 (143 -> 15): may_be_folded.
-        code, signal_number = getattr(job, "exit_code", None), getattr(job, "exit_code_signal", 0)
-        fields = {
-            "raw_id": str(getattr(job, "id", "") or ""),
-            "state": _cell(str(getattr(job, "state", "") or "")),
-            "exit_code": _exit_cell(code, signal_number),
-            "start": start.isoformat() if start else "Unknown",
-            "end": end.isoformat() if end else "Unknown",
-            "reason": _cell(str(getattr(job, "state_reason", "") or "")),
-        }
-        for shown in _shown_ids(job, history):
-            row = {**fields, "id": shown}
-            lines.append("|".join(row.get(column, "") for column in SACCT_COLUMNS))
-    return "\n".join(lines)
+    return sacct_lines((_fields(job), _shown_ids(job, history)) for job in jobs)
+
+
+def _fields(job: Any) -> Dict[str, str]:
+    """One pyslurm record's sacct fields (``status.SACCT_COLUMNS``) but its id."""
+    start = timestamp(getattr(job, "start_time", None))
+    end = timestamp(getattr(job, "end_time", None))
+    # pyslurm folds an exit status of 128 or more down by 128 (143 -> 15): may_be_folded.
+    code, signal_number = getattr(job, "exit_code", None), getattr(job, "exit_code_signal", 0)
+    return {
+        "raw_id": str(getattr(job, "id", "") or ""),
+        "state": cell(getattr(job, "state", "")),
+        "exit_code": _exit_cell(code, signal_number),
+        "start": start.isoformat() if start else "Unknown",
+        "end": end.isoformat() if end else "Unknown",
+        "reason": cell(getattr(job, "state_reason", "")),
+    }
 
 
 def statuses_from_jobs(

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ...engine.driver import Again, NotAskedNow
 from ...errors import SchedulerAdapterError, SchedulerUnavailableError
+from .cluster import parse_assoc, parse_qos
 from .commands import refusal_error, transient
 from .ids import KEY_PREFIX, split_job_id
 from .pyslurm_records import waiting_indices
 from .queries import NoHistory, Statuses
 from .rest_requests import VERSIONS
-from .status import SACCT_COLUMNS, STATE_MAP, parse_sacct
+from .status import SACCT_COLUMNS, STATE_MAP, cell, parse_sacct, sacct_lines, shown_ids
 
 
 @dataclass(frozen=True)
@@ -32,10 +33,6 @@ class Answer:
         if not isinstance(self.body, dict):
             return [str(self.body).strip()] if self.status >= 400 else []
         return [_words(item) for item in _list(self.body.get("errors"))]
-
-    def warnings(self) -> List[str]:
-        items = self.body.get("warnings") if isinstance(self.body, dict) else None
-        return [_words(item) for item in _list(items)]
 
     def message(self) -> str:
         return "; ".join(self.errors()) or f"HTTP {self.status}"
@@ -80,10 +77,7 @@ def number(value: Any) -> Optional[float]:
 def exit_text(value: Any) -> str:
     """``{status[], return_code, signal{id}}`` as sacct's ``ExitCode`` (``N:S``); empty
     when unknown."""
-    if not isinstance(value, dict):
-        return ""
-    code = number(value.get("return_code"))
-    signal = number(_dict(value.get("signal")).get("id"))
+    code, signal = number(_at(value, "return_code")), number(_at(value, "signal.id"))
     if code is None and not signal or not 0 <= (code or 0) + (signal or 0) < 2**32:
         return ""
     return f"{int(code or 0)}:{int(signal or 0)}"
@@ -91,28 +85,16 @@ def exit_text(value: Any) -> str:
 
 #: the flags squeue shows instead of a job's base state, first first (job_state_string)
 _SHOWN_OVER_BASE = (
-    "COMPLETING",
-    "STAGE_OUT",
-    "CONFIGURING",
-    "RESIZING",
-    "REQUEUED",
-    "REQUEUE_FED",
-    "REQUEUE_HOLD",
-    "SPECIAL_EXIT",
-    "STOPPED",
-    "REVOKED",
-    "RESV_DEL_HOLD",
-    "SIGNALING",
-)
+    "COMPLETING", "STAGE_OUT", "CONFIGURING", "RESIZING", "REQUEUED", "REQUEUE_FED",
+    "REQUEUE_HOLD", "SPECIAL_EXIT", "STOPPED", "REVOKED", "RESV_DEL_HOLD", "SIGNALING",
+)  # fmt: skip
 
 
 def state_word(states: Any) -> str:
     """A ``job_state`` list (``["RUNNING", "COMPLETING"]``) as squeue's one word."""
     words = [str(word) for word in states] if isinstance(states, list) else [str(states or "")]
-    for flag in _SHOWN_OVER_BASE:
-        if flag in words:
-            return flag
-    known = [word for word in words if word in STATE_MAP]
+    known = [flag for flag in _SHOWN_OVER_BASE if flag in words]
+    known = known or [word for word in words if word in STATE_MAP]
     return known[0] if known else (words[0] if words else "")
 
 
@@ -127,79 +109,50 @@ def _time(value: Any) -> str:
     return datetime.fromtimestamp(seconds).astimezone().isoformat()
 
 
-def _cell(text: Any) -> str:
-    return " ".join(str(text or "").replace("|", "/").split())
+#: where slurmctld's records (``job_state``...) and slurmdbd's (``state.current``...) keep
+#: each field
+_PLACES = {
+    "raw": ("job_id", "job_id"), "array": ("array_job_id", "array.job_id"),
+    "task": ("array_task_id", "array.task_id"), "waiting": ("array_task_string", "array.task"),
+    "state": ("job_state", "state.current"), "start": ("start_time", "time.start"),
+    "end": ("end_time", "time.end"), "exit": ("exit_code", "exit_code"),
+    "reason": ("state_reason", "state.reason"), "comment": ("comment", "comment.job"),
+}  # fmt: skip
+
+
+def _at(item: Any, place: str) -> Any:
+    """``item``'s value at ``place`` (``state.current``); ``None`` where it has none."""
+    for part in place.split("."):
+        item = _dict(item).get(part)
+    return item
 
 
 def _record(job: Mapping[str, Any]) -> Dict[str, Any]:
-    """A job record of slurmctld (``job_state``...) or slurmdbd (``state.current``...)
-    in one shape: ids, state word, times, exit code, reason, comment."""
-    if "job_state" in job:  # slurmctld
-        return {
-            "raw": str(job.get("job_id") or ""),
-            "array": _whole(job.get("array_job_id")) or 0,
-            "task": _whole(job.get("array_task_id")),
-            "waiting": job.get("array_task_string") or "",
-            "state": state_word(job.get("job_state")),
-            "start": job.get("start_time"),
-            "end": job.get("end_time"),
-            "exit": job.get("exit_code"),
-            "reason": job.get("state_reason"),
-            "comment": job.get("comment") or "",
-        }
-    array, state, times = _dict(job.get("array")), _dict(job.get("state")), _dict(job.get("time"))
-    comment = job.get("comment") or {}
-    return {
-        "raw": str(job.get("job_id") or ""),
-        "array": _whole(array.get("job_id")) or 0,
-        "task": _whole(array.get("task_id")),
-        "waiting": array.get("task") or "",
-        "state": state_word(state.get("current")),
-        "start": times.get("start"),
-        "end": times.get("end"),
-        "exit": job.get("exit_code"),
-        "reason": state.get("reason"),
-        "comment": comment.get("job", "") if isinstance(comment, dict) else comment,
-    }
-
-
-def _shown_ids(record: Mapping[str, Any], history: bool) -> List[str]:
-    """The JobID column(s) sacct would show for a record (``pyslurm_records._shown_ids``'
-    rule): a task's id, a range for an array's waiting rest, its own id where it differs."""
-    raw, array, task = record["raw"], record["array"], record["task"]
-    if not array:
-        return [raw] if raw else []
-    if task is not None:
-        return [f"{array}_{task}"]
-    tasks = [str(index) for index in waiting_indices(str(record["waiting"]))]
-    shown = [f"{array}_[{','.join(tasks)}]"] if tasks else []
-    if raw and (raw != str(array) or history):
-        shown.append(raw)  # slurmdbd: one record for tasks cancelled before they started
-    return shown
+    """A job record of slurmctld or slurmdbd in one shape: ids, state word, times, exit
+    code, reason, comment."""
+    found = {name: _at(job, places["job_state" not in job]) for name, places in _PLACES.items()}
+    found.update(raw=str(found["raw"] or ""), array=_whole(found["array"]) or 0)
+    found.update(task=_whole(found["task"]), state=state_word(found["state"]))
+    return found
 
 
 def sacct_rows(jobs: Iterable[Mapping[str, Any]], history: bool = False) -> str:
     """REST job records as ``sacct -X -P`` would print them (``status.SACCT_COLUMNS``)."""
-    lines = []
-    for job in jobs:
-        record = _record(job)
-        fields = {
-            "raw_id": record["raw"],
-            "state": _cell(record["state"]),
-            "exit_code": exit_text(record["exit"]),
-            "start": _time(record["start"]),
-            "end": _time(record["end"]),
-            "reason": _cell(record["reason"]),
-        }
-        for shown in _shown_ids(record, history):
-            row = {**fields, "id": shown}
-            lines.append("|".join(row.get(column, "") for column in SACCT_COLUMNS))
-    return "\n".join(lines)
+    return sacct_lines(_row_of(_record(job), history) for job in jobs)
 
 
-def _jobs(answer: Answer) -> List[Mapping[str, Any]]:
-    jobs = answer.body.get("jobs") if isinstance(answer.body, dict) else None
-    return [job for job in _list(jobs) if isinstance(job, dict)]
+def _row_of(record: Mapping[str, Any], history: bool) -> Tuple[Dict[str, str], List[str]]:
+    fields = {"raw_id": record["raw"], "state": cell(record["state"])}
+    fields.update(exit_code=exit_text(record["exit"]), reason=cell(record["reason"]))
+    fields.update(start=_time(record["start"]), end=_time(record["end"]))
+    tasks = [str(index) for index in waiting_indices(str(record["waiting"] or ""))]
+    array = str(record["array"] or "")
+    return fields, shown_ids(record["raw"], array, record["task"], tasks, history)
+
+
+def _jobs(answer: Answer, key: str = "jobs") -> List[Mapping[str, Any]]:
+    """The answer's records (its ``jobs``, ``associations``, ``qos``)."""
+    return [item for item in _list(_dict(answer.body).get(key)) if isinstance(item, dict)]
 
 
 # -- the answers, one parser each ------------------------------------------------------
@@ -227,6 +180,12 @@ def history_answer(answer: Answer, wanted: Sequence[str]) -> Statuses:
     if answer.status >= 400 or answer.errors():
         raise NoHistory(f"slurmrestd: no job history: {answer.message()}", answer.status == 404)
     return parse_sacct(sacct_rows(_jobs(answer), history=True), SACCT_COLUMNS, wanted=wanted)
+
+
+def task_aliases(last: Mapping[str, Any]) -> Dict[str, str]:
+    """A running task's own job id -> its ``array_task`` id, of the last answers (their
+    statuses): 25.11's ``jobs/state`` names a task split off its array by its own job id."""
+    return {s.extra["raw_id"]: i for i, s in last.items() if "_" in i and s.extra.get("raw_id")}
 
 
 def states_answer(answer: Answer, aliases: Mapping[str, str] = {}) -> Dict[str, str]:
@@ -279,6 +238,13 @@ def cancel_answer(answer: Answer) -> None:
         raise SchedulerAdapterError(f"slurmrestd could not cancel: {'; '.join(problems)}")
 
 
+def output_answer(answer: Answer) -> Optional[str]:
+    """``GET /slurm/{v}/job/{id}``: where the job writes its output, if known (from
+    v0.0.43 ``stdout_expanded``; before, ``standard_output`` came expanded)."""
+    job = (_jobs(answer) if answer.status < 400 else None) or [{}]
+    return job[0].get("stdout_expanded") or job[0].get("standard_output") or None
+
+
 def keys_answer(answer: Answer, keys: Iterable[str]) -> Dict[str, str]:
     """key -> the job (an array's own id) whose comment carries it, of jobs in any list
     (the newest, should two carry it)."""
@@ -291,6 +257,43 @@ def keys_answer(answer: Answer, keys: Iterable[str]) -> Dict[str, str]:
         if key is not None and _int(job_id) >= _int(found.get(key, "0")):
             found[key] = job_id
     return found
+
+
+def _sacctmgr_cell(value: Any) -> str:
+    """A field as sacctmgr prints it (a number unset or infinite: empty; a list: ``a,b``)."""
+    if isinstance(value, (str, list)):
+        return ",".join(value) if isinstance(value, list) else value
+    return "" if _whole(value) is None else str(_whole(value))
+
+
+def caps_answer(assoc: Answer, qos: Answer, account: Optional[str]) -> Optional[int]:
+    """``/slurmdb/{v}/associations/`` and ``/qos/`` as sacctmgr's rows, read by its rule
+    (``cluster.parse_assoc``, ``parse_qos``): the smallest cap on queued jobs, ``None``
+    where none is known (v0.0.41 leaves out a QOS's GrpSubmitJobs)."""
+    if assoc.status >= 400 or assoc.errors():
+        return None
+    cluster = _at(assoc.body, "meta.slurm.cluster")
+    caps, names = parse_assoc(_rows(assoc, "associations"), cluster, account)
+    return min(caps + parse_qos(_rows(qos, "qos"), names), default=None)
+
+
+#: sacctmgr's columns (``cluster.ASSOC_FIELDS``, ``QOS_FIELDS``) in slurmdbd's records
+_SACCTMGR = {
+    "associations": "cluster account max.jobs.total max.jobs.per.submitted default.qos qos",
+    "qos": "name limits.max.jobs.per.user limits.max.jobs.count",
+}
+
+
+def _rows(answer: Answer, key: str) -> str:
+    """The answer's records as sacctmgr's ``--parsable2`` rows."""
+    rows = [[_at(item, place) for place in _SACCTMGR[key].split()] for item in _jobs(answer, key)]
+    return "\n".join("|".join(map(_sacctmgr_cell, row)) for row in rows)
+
+
+def config_answer(answer: Answer) -> Dict[str, str]:
+    """Any answer's ``meta``: the cluster's name, as slurm.conf's ``ClusterName``."""
+    name = _at(answer.body, "meta.slurm.cluster")
+    return {"ClusterName": str(name)} if name else {}
 
 
 # -- which version ---------------------------------------------------------------------
@@ -337,20 +340,13 @@ def openapi_answer(answer: Answer) -> Answer:
 
 def release(answer: Answer) -> Optional[str]:
     """Slurm's release from ``/openapi/v3`` (``25.11.7``), if it says."""
-    info = _dict(_dict(answer.body).get("info"))
-    return str(_dict(info.get("x-slurm")).get("release") or "") or None
-
-
-def probed(answer: Answer) -> bool:
-    """A ``ping`` of one version: whether the daemon speaks it (404: not loaded)."""
-    return answer.status < 400
+    return str(_at(answer.body, "info.x-slurm.release") or "") or None
 
 
 def rpc_counts(answer: Answer) -> Dict[str, int]:
     """``GET /slurm/{v}/diag/``: slurmctld's RPC counts by message type (sdiag's)."""
-    statistics = _dict(answer.body.get("statistics") if isinstance(answer.body, dict) else None)
     counts: Dict[str, int] = {}
-    for item in map(_dict, _list(statistics.get("rpcs_by_message_type"))):
+    for item in map(_dict, _list(_at(answer.body, "statistics.rpcs_by_message_type"))):
         count = number(item.get("count"))
         counts[str(item.get("message_type"))] = int(count) if count and count < 2**63 else 0
     return counts

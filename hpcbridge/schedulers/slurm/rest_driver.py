@@ -1,15 +1,15 @@
 """The REST driver: Slurm through slurmrestd.  Glue only - ``rest_requests`` builds each
 request, ``rest_answers`` reads each answer, the engine's runner runs them as
-``driver.Call``\\ s through ``RestClient`` - over the CLI driver's table: the queue, the
-history, a submission, keys and cancels are its own rows; the order of the questions,
-adoption and the light round are the CLI driver's; its token: ``transports.token``.  Not
-yet: the caps on queued jobs (``None``), native options (refused), a job's output by id."""
+``driver.Call``\\ s through ``HttpClient`` - as rows of the shared Slurm glue
+(``driver_base``): the queue, the history, a submission, keys, cancels, the caps on
+queued jobs, a job's output and the cluster's name; the order of the questions,
+adoption and the cap's cache are ``driver_base``'s; its token: ``transports.token``."""
 
 from __future__ import annotations
 
 import json
 import os
-from typing import Any, Collection, Dict, List, Optional, Sequence
+from typing import Any, Callable, Collection, Dict, List, Optional, Sequence
 
 from ...engine.driver import Call, Planned, SubmitBatch
 from ...errors import (
@@ -21,17 +21,14 @@ from ...errors import (
 from ...transports.base import Executor
 from ...transports.http import HttpClient, ReplyLost
 from ...transports.token import Token, TokenNames, command_token
-from . import queries
+from . import options, queries
 from . import rest_answers as answers
 from . import rest_requests as requests
 from .cli_driver import SlurmCliDriver
 from .commands import SubmitSpec, plan_batch, planned_spec
+from .driver_base import SlurmDriverBase
 from .queries import Statuses
 
-#: ids per ``jobs/state`` request (each a ``job_id=`` pair in the URL)
-STATE_CHUNK = 500
-#: seconds of history a lost submission's key is looked for in (``cli_driver.KEY_HISTORY``)
-KEY_SECONDS = 3600
 #: 511: slurmrestd's answer when slurmctld refuses the token it passed on (401: no token)
 TOKEN = TokenNames(
     "X-SLURM-USER-TOKEN", "SLURM_JWT", "HPCBRIDGE_SLURM_REST_TOKEN_COMMAND", (401, 511)
@@ -58,7 +55,7 @@ def send(client: HttpClient, request: requests.RestRequest) -> answers.Answer:
     return answers.Answer(reply.status, reply.body)
 
 
-class SlurmRestDriver(SlurmCliDriver):
+class SlurmRestDriver(SlurmDriverBase):
     """Slurm through slurmrestd; ``version``: a data parser version to use (default: the
     newest both sides speak, found once)."""
 
@@ -76,16 +73,17 @@ class SlurmRestDriver(SlurmCliDriver):
     def _call(self, request: requests.RestRequest) -> Call:
         return Call(request.describe(), lambda: send(self.client, request))
 
+    def _ask(self, build: Callable[..., requests.RestRequest], *args: Any) -> answers.Answer:
+        """slurmrestd's answer to ``build(version, *args)``'s request."""
+        return self.runner.run(self._call(build(self.api_version(), *args)))
+
     def api_version(self) -> str:
-        """The data parser version used: from ``/openapi/v3``, else by probing each ``ping``."""
+        """The data parser version used: the newest ``/openapi/v3`` lists that hpcbridge
+        speaks (the one asked for, where a gateway hides the document)."""
         if not self._version:
             found = self.runner.ask(self._call(requests.openapi()), answers.openapi_answer)
             spoken, self._release = answers.spoken_versions(found), answers.release(found)
-            if found.status >= 400:  # a gateway that hides the document: ask each version
-                probe = [
-                    (v, self.runner.run(self._call(requests.ping(v)))) for v in requests.VERSIONS
-                ]
-                spoken = [version for version, answer in probe if answers.probed(answer)]
+            spoken = [self._wanted] if found.status >= 400 and self._wanted else spoken
             self._version = answers.choose_version(spoken, self._wanted)
         return self._version
 
@@ -96,17 +94,12 @@ class SlurmRestDriver(SlurmCliDriver):
         records (one ``jobs/`` request) of the rest and of those whose state changed."""
         version, states = self.api_version(), None
         if self._last:
-            # 25.11 names a task split off its array by its own job id: told apart by it
-            aliases = {
-                status.extra["raw_id"]: job_id
-                for job_id, status in self._last.items()
-                if "_" in job_id and status.extra.get("raw_id")
-            }
+            aliases = answers.task_aliases(self._last)
             states = self.runner.ask_each(
                 lambda chunk: self._call(requests.job_states(version, chunk)),
                 ids,
                 lambda answer, _chunk: answers.states_answer(answer, aliases),
-                size=STATE_CHUNK,
+                size=500,  # ids per request, each a job_id= pair in the URL
             )
         found, to_ask = queries.light_round(ids, self._last, states)
         if to_ask:
@@ -114,16 +107,12 @@ class SlurmRestDriver(SlurmCliDriver):
             found.update(self.runner.ask(request, lambda a: answers.live_answer(a, to_ask)))
         return found
 
-    def _by_id(self, ids: List[str]) -> Statuses:
-        return {}  # ``jobs/`` (``_live``) already lists every user's jobs
-
     def _history(self, asked: List[str], wanted: List[str]) -> Statuses:
         request = self._call(requests.history(self.api_version(), asked))
         return self.runner.ask(request, lambda answer: answers.history_answer(answer, wanted))
 
     def _send(self, spec: SubmitSpec) -> str:
-        description = self._description(spec)
-        request = self._call(requests.submit(self.api_version(), description))
+        request = self._call(requests.submit(self.api_version(), self._description(spec)))
         return self.runner.submit(
             request, answers.submitted_answer, key=spec.key, find=self.find_keys, settle=self.settle
         )
@@ -134,18 +123,16 @@ class SlurmRestDriver(SlurmCliDriver):
         except OSError as exc:
             raise JobSubmissionError(f"cannot read the wrapper {spec.wrapper_path}: {exc}") from exc
         # sbatch's --export=ALL: the submitting process's environment, where it is this one
-        environment = {**(os.environ if self.executor.is_local else {}), **self.executor.env}
-        environment.update(self.env or {})
+        local = os.environ if self.executor.is_local else {}
+        environment = {**local, **self.executor.env, **(self.env or {})}
         return requests.job_description(spec, script, environment or {"PATH": "/usr/bin:/bin"})
 
     def find_keys(self, keys: Collection[str]) -> Dict[str, str]:
         """key -> the job carrying it: slurmctld's jobs, else slurmdbd's of the last hour."""
-        version = self.api_version()
-        found = self.runner.ask(
-            self._call(requests.jobs(version)), lambda answer: answers.keys_answer(answer, keys)
-        )
+        request = self._call(requests.jobs(self.api_version()))
+        found = self.runner.ask(request, lambda answer: answers.keys_answer(answer, keys))
         if len(found) < len(keys):
-            history = self.runner.run(self._call(requests.history_since(version, KEY_SECONDS)))
+            history = self._ask(requests.history_since)
             if history.status < 400:
                 found = {**answers.keys_answer(history, keys), **found}
         return found
@@ -153,7 +140,8 @@ class SlurmRestDriver(SlurmCliDriver):
     # -- what differs beyond the table ------------------------------------------------
 
     def plan(self, batch: SubmitBatch) -> Planned:
-        requests.refuse_native(batch.resources)
+        options.check_native(batch.resources, None, self.client.url)  # what hpcbridge sets
+        requests.native_fields(batch.resources)  # refused here, before anything is staged
         return plan_batch(batch)
 
     def describe(self, planned: Planned) -> str:
@@ -164,21 +152,28 @@ class SlurmRestDriver(SlurmCliDriver):
     def cancel(self, job_ids: Sequence[str]) -> None:
         """One ``DELETE`` per job; one that ended meanwhile or was purged is no failure."""
         for job_id in dict.fromkeys(job_ids):
-            request = self._call(requests.cancel(self.api_version(), job_id))
-            answers.cancel_answer(self.runner.run(request))
+            answers.cancel_answer(self._ask(requests.cancel, job_id))
 
-    def queue_limit(self, account: Optional[str] = None, *, ask: bool = True) -> Optional[int]:
-        return None  # not yet: slurmrestd's associations and QOS (slurmdb/) are not read
+    def _read_queue_limit(self, account: Optional[str] = None) -> Optional[int]:
+        user = self.runner.run(["id", "-un"])  # the login the association is kept under
+        if not user.ok:
+            return None
+        assoc = self._ask(requests.associations, user.stdout.strip())
+        return answers.caps_answer(assoc, self._ask(requests.qos), account)
 
     def config(self) -> Dict[str, str]:
-        return {}  # slurmrestd has no slurm.conf view: the defaults (MaxArraySize 1001...)
+        """What slurmrestd tells of slurm.conf: the cluster's name (MaxArraySize... it does
+        not: their defaults)."""
+        if self._config is None:
+            self._config = answers.config_answer(self._ask(requests.ping))
+        return self._config
 
     def version(self) -> Optional[str]:
         self.api_version()
         return self._release
 
     def find_output(self, job_id: str) -> Optional[str]:
-        return None  # not yet
+        return answers.output_answer(self._ask(requests.job, job_id))
 
 
 def build_rest_driver(

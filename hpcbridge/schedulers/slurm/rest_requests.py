@@ -10,8 +10,9 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ...errors import JobSubmissionError
+from ...errors import JobSubmissionError, ResourceError
 from ...resources import Resources, signal_parts
+from ..native_options import option_name, resolve
 from .commands import SubmitSpec, dependency_text
 from .ids import KEY_PREFIX, split_job_id
 
@@ -64,15 +65,9 @@ def job_states(version: str, job_ids: Sequence[str]) -> RestRequest:
     return RestRequest("GET", f"/slurm/{version}/jobs/state/", _ids("job_id", job_ids))
 
 
-def jobs(version: str, since: Optional[float] = None, now: float = 0.0) -> RestRequest:
-    """Every job slurmctld holds; with ``since`` (epoch seconds), none unless one changed
-    since then (all of them when one did: slurmctld's ``update_time`` is all or nothing)."""
-    if since is None:
-        return RestRequest("GET", f"/slurm/{version}/jobs/")
-    # v0.0.41 refuses an epoch here ("Parsing ... for timestamp failed"); every version
-    # takes Slurm's relative form.
-    ago = max(0, math.ceil(now - since))
-    return RestRequest("GET", f"/slurm/{version}/jobs/", (("update_time", f"now-{ago}"),))
+def jobs(version: str) -> RestRequest:
+    """Every job slurmctld holds (the light round is ``job_states``')."""
+    return RestRequest("GET", f"/slurm/{version}/jobs/")
 
 
 def job(version: str, job_id: str) -> RestRequest:
@@ -95,7 +90,16 @@ def history(version: str, job_ids: Sequence[str]) -> RestRequest:
     return RestRequest("GET", f"/slurmdb/{version}/jobs/", _ids("step", bases))
 
 
-def history_since(version: str, seconds: int) -> RestRequest:
+def associations(version: str, user: str) -> RestRequest:
+    """slurmdbd's associations of ``user`` (sacctmgr show assoc)."""
+    return RestRequest("GET", f"/slurmdb/{version}/associations/", (("user", user),))
+
+
+def qos(version: str) -> RestRequest:
+    return RestRequest("GET", f"/slurmdb/{version}/qos/")
+
+
+def history_since(version: str, seconds: int = 3600) -> RestRequest:
     """slurmdbd's records of the user's jobs of the last ``seconds`` (their comments: keys)."""
     return RestRequest("GET", f"/slurmdb/{version}/jobs/", (("start_time", f"now-{seconds}"),))
 
@@ -132,18 +136,17 @@ def _tres(resources: Resources) -> Dict[str, str]:
     return {key: value for key, value in found.items() if value}
 
 
+#: the typed keys the job description takes as they are: key -> its field
+_AS_THEY_ARE = {
+    "partition": "partition", "qos": "qos", "account": "account", "constraint": "constraints",
+    "reservation": "reservation", "ntasks": "tasks", "cpus_per_task": "cpus_per_task",
+    "requeue": "requeue",
+}  # fmt: skip
+
+
 def _limits(resources: Resources) -> Dict[str, Any]:
-    found: Dict[str, Any] = {
-        "partition": resources.partition,
-        "qos": resources.qos,
-        "account": resources.account,
-        "constraints": resources.constraint,
-        "reservation": resources.reservation,
-        "nodes": str(resources.nodes) if resources.nodes else None,
-        "tasks": resources.ntasks,
-        "cpus_per_task": resources.cpus_per_task,
-        "requeue": resources.requeue,
-    }
+    found = {field: getattr(resources, key) for key, field in _AS_THEY_ARE.items()}
+    found["nodes"] = str(resources.nodes) if resources.nodes else None
     if resources.time is not None:  # minutes, rounded up as sbatch does
         minutes = resources.time if math.isinf(resources.time) else math.ceil(resources.time / 60)
         found["time_limit"] = number(minutes)
@@ -151,28 +154,58 @@ def _limits(resources: Resources) -> Dict[str, Any]:
         found["memory_per_node"] = number(megabytes(resources.mem))
     if resources.mem_per_cpu:
         found["memory_per_cpu"] = number(megabytes(resources.mem_per_cpu))
-    if resources.exclusive:
-        found["shared"] = ["none"]  # sbatch --exclusive: shared with no other job
-    if resources.begin is not None:
-        found["begin_time"] = number(resources.begin)
+    found["shared"] = ["none"] if resources.exclusive else None  # shared with no other job
+    found["begin_time"] = None if resources.begin is None else number(resources.begin)
     if resources.signal:
         name, seconds = signal_parts(resources.signal)
         found["kill_warning_signal"] = name
-        if seconds is not None:
-            found["kill_warning_delay"] = number(seconds)
-        if resources.signal.startswith("B:"):
-            found["kill_warning_flags"] = ["BATCH_JOB"]
+        found["kill_warning_delay"] = None if seconds is None else number(seconds)
+        found["kill_warning_flags"] = ["BATCH_JOB"] if resources.signal.startswith("B:") else None
     return {key: value for key, value in found.items() if value is not None}
 
 
-def refuse_native(resources: Resources) -> None:
-    """``JobSubmissionError`` for sbatch options in Slurm's own words: not mapped yet."""
-    native = resources.native_options("slurm")
-    if native:
-        raise JobSubmissionError(
-            f"the REST driver takes no sbatch options yet (native slurm options: "
-            f"{' '.join(native)}): use the typed resource keys, or HPCBRIDGE_SLURM_DRIVER=cli"
-        )
+#: sbatch options with a field of the job description: the field and the value's type
+#: there (``bool``: a flag, no value; ``list``: comma-separated); the others have none
+NATIVE_FIELDS = {
+    "--licenses": ("licenses", str), "--hold": ("hold", bool), "--mail-user": ("mail_user", str),
+    "--mail-type": ("mail_type", list), "--nice": ("nice", int), "--prefer": ("prefer", str),
+    "--wckey": ("wckey", str), "--contiguous": ("contiguous", bool), "--reboot": ("reboot", bool),
+    "--overcommit": ("overcommit", bool), "--exclude": ("excluded_nodes", list),
+    "--nodelist": ("required_nodes", list), "--ntasks-per-node": ("tasks_per_node", int),
+    "--ntasks-per-core": ("tasks_per_core", int), "--threads-per-core": ("threads_per_core", int),
+    "--ntasks-per-socket": ("tasks_per_socket", int), "--mincpus": ("minimum_cpus_per_node", int),
+    "--sockets-per-node": ("sockets_per_node", int), "--core-spec": ("core_specification", int),
+    "--distribution": ("distribution", str), "--network": ("network", str),
+    "--extra": ("extra", str), "--cluster-constraint": ("cluster_constraint", str),
+    "--mcs-label": ("mcs_label", str), "--container": ("container", str),
+    "--container-id": ("container_id", str), "--cpu-freq": ("cpu_frequency", str),
+    "--bb": ("burst_buffer", str), "--input": ("standard_input", str),
+}  # fmt: skip
+
+
+def native_fields(resources: Resources) -> Dict[str, Any]:
+    """The job description's fields of the sbatch options given in Slurm's words
+    (``NATIVE_FIELDS``, a long name shortened as sbatch takes it); ``ResourceError`` for
+    one it has none for, before any staging."""
+    found: Dict[str, Any] = {}
+    for option in resources.native_options("slurm"):
+        given = option_name(option)
+        value = option[len(given) :].removeprefix("=")
+        field, kind = NATIVE_FIELDS.get(resolve(given, NATIVE_FIELDS)[0] or "", ("", None))
+        try:
+            if kind is None or (kind is bool) != (value == ""):
+                raise ValueError(option)
+            found[field] = (
+                True if kind is bool else value.split(",") if kind is list else kind(value)
+            )
+        except ValueError:
+            raise ResourceError(
+                "native",
+                f"{option!r}: the REST API has no field for it, or not with this value (it takes "
+                f"{', '.join(sorted(NATIVE_FIELDS))}): give it as a typed key, leave it out, or "
+                "submit with HPCBRIDGE_SLURM_DRIVER=cli",
+            ) from None
+    return found
 
 
 def job_description(
@@ -181,18 +214,14 @@ def job_description(
     """``spec`` as the REST API's job description; ``script``: the wrapper's text (REST
     takes the script, not its path), ``environment``: the job's (never empty: slurmctld
     refuses an empty one with "I/O error writing script/environment to file")."""
-    refuse_native(spec.resources)
     if not environment:
         raise JobSubmissionError("a job submitted through slurmrestd needs an environment")
     found: Dict[str, Any] = {
-        "script": script,
-        "environment": [f"{name}={value}" for name, value in environment.items()],
-        "current_working_directory": spec.workdir,
-        "standard_output": spec.output,
-        "name": spec.job_name,
-        **_limits(spec.resources),
-        **_tres(spec.resources),
-    }
+        "script": script, "environment": [f"{key}={value}" for key, value in environment.items()],
+        "current_working_directory": spec.workdir, "standard_output": spec.output,
+        "name": spec.job_name, **_limits(spec.resources), **_tres(spec.resources),
+        **native_fields(spec.resources),
+    }  # fmt: skip
     if spec.key:
         found["comment"] = f"{KEY_PREFIX}{spec.key}"
     dependency = dependency_text(spec.depends_on)

@@ -152,6 +152,28 @@ SACCT_FIELDS: Tuple[Tuple[str, str], ...] = (
 SACCT_COLUMNS: Tuple[str, ...] = tuple(column for _, column in SACCT_FIELDS)
 
 
+def shown_ids(raw: str, array: str, task: object, tasks: Sequence[str], history: bool) -> List[str]:
+    """The JobID column(s) sacct shows for a record (pyslurm's, slurmrestd's): a task's id,
+    a range (``13_[5,6]``) of the ``tasks`` it covers unnamed, a running task's own job id,
+    and (``history``) the array's id (slurmdbd: one record for tasks cancelled unstarted)."""
+    if not array:
+        return [raw] if raw else []
+    if task is not None:
+        return [f"{array}_{task}"]
+    shown = [f"{array}_[{','.join(tasks)}]"] if tasks else []
+    return shown + [raw] if raw and (raw != array or history) else shown
+
+
+def cell(text: object) -> str:  # a field as one ``sacct -P`` cell: one line, no "|"
+    return " ".join(str(text or "").replace("|", "/").split())
+
+
+def sacct_lines(records: Iterable[Tuple[Mapping[str, str], Sequence[str]]]) -> str:
+    """Records as ``sacct -X -P`` prints them: each one's fields once per id it shows."""
+    rows = ({**fields, "id": shown} for fields, ids in records for shown in ids)
+    return "\n".join("|".join(row.get(column, "") for column in SACCT_COLUMNS) for row in rows)
+
+
 def parse_sacct(
     text: str,
     columns: Sequence[str] = SACCT_COLUMNS,
