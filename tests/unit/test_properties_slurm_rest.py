@@ -138,7 +138,6 @@ def test_other_answers_are_values_or_the_errors_they_mean(answer: Any) -> None:
         pass
     assert isinstance(answers.keys_answer(answer, ["k"]), dict)
     assert all(version.startswith("v") for version in answers.spoken_versions(answer))
-    assert all(isinstance(count, int) for count in answers.rpc_counts(answer).values())
     assert isinstance(answer.message(), str)
 
 

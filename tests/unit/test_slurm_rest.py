@@ -227,14 +227,8 @@ def test_queries_name_each_id_once_and_never_as_a_csv() -> None:
         assert recorded(version, "db_jobs").status == 200
 
 
-def test_cancel_and_signal_requests() -> None:
+def test_cancel_requests() -> None:
     assert requests.cancel("v0.0.44", "7_1").describe() == "DELETE /slurm/v0.0.44/job/7_1"
-    signalled = requests.cancel("v0.0.44", "7", signal="USR2", batch=True)
-    assert signalled.target() == "/slurm/v0.0.44/job/7?signal=USR2&flags=BATCH_JOB"
-    assert request_of("v0.0.44", "signal_batch")["query"] == [
-        ["signal", "USR2"],
-        ["flags", "BATCH_JOB"],
-    ]
 
 
 def test_megabytes() -> None:
@@ -461,24 +455,22 @@ def test_an_unknown_or_removed_version_is_a_clear_error() -> None:
         answers.openapi_answer(answers.Answer(503, "cannot reach slurmrestd"))
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-def test_diag_counts_rpcs(version: str) -> None:
-    counts = answers.rpc_counts(recorded(version, "diag"))
-    assert counts and all(isinstance(count, int) for count in counts.values())
-
-
 # -- the glue's client, against what a real socket does ---------------------------------
 
 
 def test_rest_url_forms(tmp_path: Path) -> None:
     from hpcbridge.errors import ConfigurationError
-    from hpcbridge.schedulers.slurm.rest_driver import rest_client, send
+    from hpcbridge.schedulers.slurm.rest_driver import send
+    from hpcbridge.transports.http import HttpClient
+
+    def rest_client(url: str, timeout: float) -> HttpClient:
+        return HttpClient(url, timeout=timeout, setting="HPCBRIDGE_SLURM_REST_URL")
 
     for bad in ("localhost:6820", "ftp://host", "unix:"):
         with pytest.raises(ConfigurationError, match="unix:/path/to/socket"):
-            rest_client(bad, None, 60.0)
+            rest_client(bad, 60.0)
     # no daemon on the socket: nothing was sent, so the answer says "never reached"
-    absent = rest_client(f"unix:{tmp_path}/none.socket", None, 5.0)
+    absent = rest_client(f"unix:{tmp_path}/none.socket", 5.0)
     answer = send(absent, requests.ping("v0.0.44"))
     assert answer.status == 503 and "slurmrestd: cannot reach" in answer.message()
     with pytest.raises(Again):

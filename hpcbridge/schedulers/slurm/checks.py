@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Optional
 
 from ...engine.driver import Reply
+from ...errors import ConfigurationError
 from ...settings.doctor import Check
 from ..flux.instance import parse_flux_version_output
 from .cluster import max_array_size
@@ -16,6 +17,16 @@ from .commands import scheduler_message
 def sbatch_missing(reply: Reply) -> bool:
     """``sbatch --version`` found no sbatch (127: no such command), rather than failing."""
     return not reply.ok and (reply.returncode == 127 or "not found" in reply.message())
+
+
+def rest_url(url: Optional[str]) -> str:
+    """``url``, or the error saying that the REST driver needs one."""
+    if not url:
+        raise ConfigurationError(
+            "HPCBRIDGE_SLURM_DRIVER=rest needs HPCBRIDGE_SLURM_REST_URL (unix:/path/to/socket "
+            "or http://host:port)"
+        )
+    return url
 
 
 def rest_reason(

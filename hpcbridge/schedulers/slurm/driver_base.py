@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import os
 import pwd
-from typing import Callable, Collection, Dict, List, Mapping, Optional, Sequence
+from typing import Callable, Collection, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...engine.driver import Planned, SubmitBatch, Submitted
 from ...engine.runner import Runner
+from ...errors import JobSubmissionError
 from ...model import JobStatus
 from ...store.caps import LimitCache
 from ...transports.base import Executor
@@ -96,6 +97,17 @@ class SlurmDriverBase:
     def submit(self, spec: SubmitSpec) -> str:
         """One submission of ``spec``; its job id."""
         return self._send(spec)
+
+    def _wrapper(self, spec: SubmitSpec) -> Tuple[str, Dict[str, str]]:
+        """The wrapper's text, for a driver that hands Slurm the script itself, and the
+        job's environment as sbatch's ``--export=ALL`` passes it on: this process's where
+        the commands run here, the transport's and the driver's (``env``) over it."""
+        try:
+            script = self.executor.read_text(spec.wrapper_path)
+        except OSError as exc:
+            raise JobSubmissionError(f"cannot read the wrapper {spec.wrapper_path}: {exc}") from exc
+        local = os.environ if self.executor.is_local else {}
+        return script, {**local, **self.executor.env, **(self.env or {})}
 
     def find_submitted(
         self, planned: Planned, since: Optional[float] = None

@@ -20,7 +20,7 @@ from ...engine.driver import (
     choose_driver,
 )
 from ...engine.tracking import exit_code_from_file
-from ...errors import JobSubmissionError, SchedulerUnavailableError
+from ...errors import SchedulerUnavailableError
 from ...model import JobStatus
 from ...transports.base import Executor
 from . import pyslurm_records as records
@@ -82,8 +82,6 @@ class SlurmNativeDriver(SlurmCliDriver):
         """``pyslurm``: the imported module; the rest as ``SlurmCliDriver``'s."""
         super().__init__(executor, *args, **options)
         self.pyslurm = pyslurm
-        #: the environment sbatch would run with, beyond the process's (SLURM_CONF...)
-        self.command_env: Dict[str, str] = {**executor.env, **(self.env or {})}
         #: job id -> the wrapper's exit-code file, for the jobs this driver submitted
         self._exit_files: Dict[str, str] = {}
 
@@ -129,13 +127,8 @@ class SlurmNativeDriver(SlurmCliDriver):
 
     def _description(self, spec: SubmitSpec) -> Dict[str, Any]:
         kwargs = records.submit_description_kwargs(spec)
-        try:
-            # pyslurm reads ``script`` as a file only when that path exists: pass the text.
-            with open(spec.wrapper_path, encoding="utf-8") as wrapper:
-                kwargs["script"] = wrapper.read()
-        except OSError as exc:
-            raise JobSubmissionError(f"cannot read the wrapper {spec.wrapper_path}: {exc}") from exc
-        kwargs["environment"] = records.submit_environment(os.environ, self.command_env)
+        # pyslurm reads ``script`` as a file only when that path exists: pass the text.
+        kwargs["script"], kwargs["environment"] = self._wrapper(spec)
         return kwargs
 
     # -- what differs beyond the table -----------------------------------------------

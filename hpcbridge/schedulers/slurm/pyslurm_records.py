@@ -160,13 +160,6 @@ def describe_submission(spec: SubmitSpec) -> str:
     return f"pyslurm.JobSubmitDescription({fields}).submit()"
 
 
-def submit_environment(
-    process_env: Mapping[str, str], command_env: Mapping[str, str]
-) -> Dict[str, str]:
-    """The job's environment as sbatch's default ``--export=ALL`` would pass it on."""
-    return {**process_env, **command_env}
-
-
 # -- records as rows -----------------------------------------------------------------
 
 

@@ -11,13 +11,18 @@ from datetime import datetime
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ...engine.driver import Again, NotAskedNow
-from ...errors import SchedulerAdapterError, SchedulerUnavailableError
+from ...errors import (
+    JobTimeoutError,
+    SchedulerAdapterError,
+    SchedulerUnavailableError,
+    SubmissionUncertainError,
+)
 from .cluster import parse_assoc, parse_qos
 from .commands import refusal_error, transient
 from .ids import KEY_PREFIX, split_job_id
 from .pyslurm_records import waiting_indices
 from .queries import NoHistory, Statuses
-from .rest_requests import VERSIONS
+from .rest_requests import VERSIONS, RestRequest
 from .status import SACCT_COLUMNS, STATE_MAP, cell, parse_sacct, sacct_lines, shown_ids
 
 
@@ -36,6 +41,23 @@ class Answer:
 
     def message(self) -> str:
         return "; ".join(self.errors()) or f"HTTP {self.status}"
+
+
+def lost_answer(request: RestRequest, lost: str, timed_out: bool) -> Answer:
+    """A reply lost on the way back: a 504 of our own; for a submission (which may have
+    gone in) ``SubmissionUncertainError``, or ``JobTimeoutError`` past its time."""
+    text = f"{request.describe()}: {lost} (slurmrestd)"
+    if request.method == "POST":
+        raise (JobTimeoutError if timed_out else SubmissionUncertainError)(text)
+    return Answer(504, text)
+
+
+def reply_answer(status: int, body: Any) -> Answer:
+    """An HTTP reply as an ``Answer``; a 503 in plain text is slurmrestd's own (slurmctld or
+    slurmdbd never reached), and says so."""
+    if status == 503 and isinstance(body, str):
+        return Answer(503, f"slurmrestd: {body}")
+    return Answer(status, body)
 
 
 def _list(value: Any) -> List[Any]:
@@ -341,12 +363,3 @@ def openapi_answer(answer: Answer) -> Answer:
 def release(answer: Answer) -> Optional[str]:
     """Slurm's release from ``/openapi/v3`` (``25.11.7``), if it says."""
     return str(_at(answer.body, "info.x-slurm.release") or "") or None
-
-
-def rpc_counts(answer: Answer) -> Dict[str, int]:
-    """``GET /slurm/{v}/diag/``: slurmctld's RPC counts by message type (sdiag's)."""
-    counts: Dict[str, int] = {}
-    for item in map(_dict, _list(_at(answer.body, "statistics.rpcs_by_message_type"))):
-        count = number(item.get("count"))
-        counts[str(item.get("message_type"))] = int(count) if count and count < 2**63 else 0
-    return counts

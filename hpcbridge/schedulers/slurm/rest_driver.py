@@ -7,25 +7,17 @@ adoption and the cap's cache are ``driver_base``'s; its token: ``transports.toke
 
 from __future__ import annotations
 
-import json
-import os
 from typing import Any, Callable, Collection, Dict, List, Optional, Sequence
 
 from ...engine.driver import Call, Planned, SubmitBatch
-from ...errors import (
-    ConfigurationError,
-    JobSubmissionError,
-    JobTimeoutError,
-    SubmissionUncertainError,
-)
 from ...transports.base import Executor
 from ...transports.http import HttpClient, ReplyLost
-from ...transports.token import Token, TokenNames, command_token
-from . import options, queries
+from ...transports.token import TokenNames, command_token
+from . import checks, queries
 from . import rest_answers as answers
 from . import rest_requests as requests
 from .cli_driver import SlurmCliDriver
-from .commands import SubmitSpec, plan_batch, planned_spec
+from .commands import SubmitSpec
 from .driver_base import SlurmDriverBase
 from .queries import Statuses
 
@@ -35,24 +27,14 @@ TOKEN = TokenNames(
 )
 
 
-def rest_client(url: str, token: Optional[Token], timeout: float) -> HttpClient:
-    """The HTTP client for slurmrestd at ``url``; ``token``: its JWTs (``X-SLURM-USER-TOKEN``)."""
-    return HttpClient(url, timeout=timeout, setting="HPCBRIDGE_SLURM_REST_URL", token=token)
-
-
 def send(client: HttpClient, request: requests.RestRequest) -> answers.Answer:
     """slurmrestd's answer; one lost on the way back is a 504 of our own, or for a
     submission (which may have gone in) ``SubmissionUncertainError``."""
     try:
         reply = client.send(request.method, request.target(), request.body)
     except ReplyLost as lost:
-        text = f"{request.describe()}: {lost} (slurmrestd)"
-        if request.method == "POST":
-            raise (JobTimeoutError if lost.timed_out else SubmissionUncertainError)(text) from lost
-        return answers.Answer(504, text)
-    if reply.status == 503 and isinstance(reply.body, str):  # never reached: say which daemon
-        return answers.Answer(503, f"slurmrestd: {reply.body}")
-    return answers.Answer(reply.status, reply.body)
+        return answers.lost_answer(request, str(lost), lost.timed_out)
+    return answers.reply_answer(reply.status, reply.body)
 
 
 class SlurmRestDriver(SlurmDriverBase):
@@ -118,13 +100,7 @@ class SlurmRestDriver(SlurmDriverBase):
         )
 
     def _description(self, spec: SubmitSpec) -> Dict[str, Any]:
-        try:
-            script = self.executor.read_text(spec.wrapper_path)
-        except OSError as exc:
-            raise JobSubmissionError(f"cannot read the wrapper {spec.wrapper_path}: {exc}") from exc
-        # sbatch's --export=ALL: the submitting process's environment, where it is this one
-        local = os.environ if self.executor.is_local else {}
-        environment = {**local, **self.executor.env, **(self.env or {})}
+        script, environment = self._wrapper(spec)
         return requests.job_description(spec, script, environment or {"PATH": "/usr/bin:/bin"})
 
     def find_keys(self, keys: Collection[str]) -> Dict[str, str]:
@@ -140,14 +116,10 @@ class SlurmRestDriver(SlurmDriverBase):
     # -- what differs beyond the table ------------------------------------------------
 
     def plan(self, batch: SubmitBatch) -> Planned:
-        options.check_native(batch.resources, None, self.client.url)  # what hpcbridge sets
-        requests.native_fields(batch.resources)  # refused here, before anything is staged
-        return plan_batch(batch)
+        return requests.plan(batch, self.client.url)
 
     def describe(self, planned: Planned) -> str:
-        spec = planned_spec(planned)
-        shown = {**requests.job_description(spec, f"<{spec.wrapper_path}>", {"...": "..."})}
-        return f"{requests.submit(self.api_version(), shown).describe()} {json.dumps(shown)}"
+        return requests.describe(planned, self.api_version())
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         """One ``DELETE`` per job; one that ended meanwhile or was purged is no failure."""
@@ -186,14 +158,10 @@ def build_rest_driver(
     """The REST driver for ``url`` with ``cli``'s settings; the token from ``SLURM_JWT``,
     made again before it expires by ``token_command`` (``scontrol token``: through
     ``executor``, where the cluster's commands are)."""
-    if not url:
-        raise ConfigurationError(
-            "HPCBRIDGE_SLURM_DRIVER=rest needs HPCBRIDGE_SLURM_REST_URL (unix:/path/to/socket "
-            "or http://host:port)"
-        )
     timeout = cli.command_timeout or 60.0
     token = command_token(TOKEN, token_command, executor, cli.env, timeout)
-    client = rest_client(url, token, timeout)
+    setting = "HPCBRIDGE_SLURM_REST_URL"
+    client = HttpClient(checks.rest_url(url), timeout=timeout, setting=setting, token=token)
     return SlurmRestDriver(
         executor,
         client,

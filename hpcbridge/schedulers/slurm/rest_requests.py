@@ -5,15 +5,18 @@ against slurmrestd 25.11 (tests/data/slurm-rest/)."""
 
 from __future__ import annotations
 
+import json
 import math
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
+from ...engine.driver import Planned, SubmitBatch
 from ...errors import JobSubmissionError, ResourceError
 from ...resources import Resources, signal_parts
 from ..native_options import option_name, resolve
-from .commands import SubmitSpec, dependency_text
+from . import options
+from .commands import SubmitSpec, dependency_text, plan_batch, planned_spec
 from .ids import KEY_PREFIX, split_job_id
 
 #: the data parser versions spoken here, newest first (v0.0.41 leaves Slurm in 26.05)
@@ -46,11 +49,6 @@ def ping(version: str) -> RestRequest:
     return RestRequest("GET", f"/slurm/{version}/ping/")
 
 
-def diag(version: str) -> RestRequest:
-    """slurmctld's statistics (sdiag's): RPCs by type and by user."""
-    return RestRequest("GET", f"/slurm/{version}/diag/")
-
-
 def submit(version: str, description: Mapping[str, Any]) -> RestRequest:
     return RestRequest("POST", f"/slurm/{version}/job/submit", body={"job": dict(description)})
 
@@ -75,13 +73,9 @@ def job(version: str, job_id: str) -> RestRequest:
     return RestRequest("GET", f"/slurm/{version}/job/{job_id}")
 
 
-def cancel(version: str, job_id: str, signal: str = "", batch: bool = False) -> RestRequest:
-    """scancel of one job or task; with ``signal``, that signal only (``batch``: to the
-    batch shell, which a signal otherwise skips)."""
-    query: List[Tuple[str, str]] = [("signal", signal)] if signal else []
-    if batch:
-        query.append(("flags", "BATCH_JOB"))
-    return RestRequest("DELETE", f"/slurm/{version}/job/{job_id}", tuple(query))
+def cancel(version: str, job_id: str) -> RestRequest:
+    """scancel of one job or task."""
+    return RestRequest("DELETE", f"/slurm/{version}/job/{job_id}")
 
 
 def history(version: str, job_ids: Sequence[str]) -> RestRequest:
@@ -181,6 +175,21 @@ NATIVE_FIELDS = {
     "--container-id": ("container_id", str), "--cpu-freq": ("cpu_frequency", str),
     "--bb": ("burst_buffer", str), "--input": ("standard_input", str),
 }  # fmt: skip
+
+
+def plan(batch: SubmitBatch, url: str) -> Planned:
+    """``batch`` planned as for sbatch; its native options refused here, before anything is
+    staged, where hpcbridge sets them or the job description has no field for them."""
+    options.check_native(batch.resources, None, url)
+    native_fields(batch.resources)
+    return plan_batch(batch)
+
+
+def describe(planned: Planned, version: str) -> str:
+    """The request a dry run shows: the submission with the script's path and no environment."""
+    spec = planned_spec(planned)
+    shown = job_description(spec, f"<{spec.wrapper_path}>", {"...": "..."})
+    return f"{submit(version, shown).describe()} {json.dumps(shown)}"
 
 
 def native_fields(resources: Resources) -> Dict[str, Any]:
