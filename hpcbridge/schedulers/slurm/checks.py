@@ -9,7 +9,6 @@ from typing import Any, Callable, Mapping, Optional
 from ...engine.driver import Reply
 from ...errors import ConfigurationError
 from ...settings.doctor import Check
-from ..flux.instance import parse_flux_version_output
 from .cluster import max_array_size
 from .commands import scheduler_message
 
@@ -93,6 +92,9 @@ def packing_check(srun: Reply, found: Reply, flux: str, where: str) -> Check:
             f"not possible: {flux} not found{where}; set HPCBRIDGE_FLUX_COMMAND to the "
             "flux the compute nodes have",
         )
+    # flux's parser needs `packaging`: a client with only the REST driver's needs has none
+    from ..flux.instance import parse_flux_version_output
+
     version = parse_flux_version_output(found.stdout).get("commands", "?")
     return Check(
         name,
