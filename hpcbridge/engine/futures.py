@@ -5,9 +5,10 @@ However many futures, streams and callbacks follow an adapter's jobs, one thread
 all of them through the adapter's own wait (``SubmissionService.wait_for``: the shared
 poll, the site's floor, the exit-code files, a driver's events); it tells each
 ``Subscriber`` every state change of its jobs, once and in order, and how each ended.
-A subscription made while it waits is taken at its next tick: the jobs the wait already
-follows are told their latest state first; new jobs make it wait again on the whole set
-(the poller keeps its rate across: no round comes sooner for it).
+A subscription made while it waits wakes it (within ``waiting.WAKE_SLICE``, no round
+asked for it): the jobs the wait already follows are told their latest state first; new
+jobs make it wait again on the whole set (the poller keeps its rate across: no round
+comes sooner for it).  ``close`` wakes it the same way.
 """
 
 from __future__ import annotations
@@ -165,6 +166,8 @@ class Follower:
         self._stale = False
         self._closed = False
         self._thread: Optional[threading.Thread] = None
+        #: set by a new subscriber or ``close``: the wait's pause ends, ``_check`` runs
+        self._wake = threading.Event()
 
     def add(self, subscribers: List[Subscriber]) -> None:
         with self._lock:
@@ -173,6 +176,7 @@ class Follower:
                     f"this {self.scheduler_name} adapter is closed: follow its jobs with a new one"
                 )
             self._joining.extend(subscribers)
+            self._wake.set()
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name=f"hpcbridge-follower-{self.scheduler_name}", daemon=True
@@ -211,6 +215,7 @@ class Follower:
         with self._lock:
             self._closed = True
             thread = self._thread
+        self._wake.set()
         if thread is not None and thread is not threading.current_thread():
             thread.join(CLOSE_WAIT)
 
@@ -231,7 +236,7 @@ class Follower:
             subscriber.fail(job_id, self._closed_error(job_id))
 
     def _wait(self, ids: List[str]) -> None:
-        plan = WaitPlan(on_change=self._changed, on_poll=self._check)
+        plan = WaitPlan(on_change=self._changed, on_poll=self._check, wake=self._wake)
         try:
             finals = self._wait_for(ids, plan)
         except _Regroup:
@@ -251,6 +256,7 @@ class Follower:
         replay = []
         new: List[str] = []
         with self._lock:
+            self._wake.clear()
             joining, self._joining = self._joining, []
             for subscriber in joining:
                 for job_id in subscriber.job_ids:

@@ -4,6 +4,7 @@ whole to the one wait loop (``waiting.wait_for_all``)."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional
 
@@ -34,6 +35,10 @@ class WaitPlan:
     enough: Optional[int] = None
     #: whether an exit-code file may tell an end first (not for a sweep's feeder)
     files: bool = True
+    #: set from another thread: the pause ends (within ``waiting.WAKE_SLICE``) and
+    #: ``on_poll`` is told at once, no round asked for it (a follower's new subscription);
+    #: ``on_poll`` clears it
+    wake: Optional[threading.Event] = None
 
     def __post_init__(self) -> None:
         if self.timeout is not None and not self.timeout >= 0:

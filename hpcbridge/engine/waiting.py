@@ -39,6 +39,9 @@ HEARING_GAP = 30.0
 OUTAGE_FIRST_PAUSE = 1.0
 #: ... doubled at each failed try up to this: the longest pause between two tries
 OUTAGE_MAX_PAUSE = 30.0
+#: the longest slice of a pause that ``WaitPlan.wake`` can end (a driver's event stream
+#: cannot be woken from another thread: it is listened to a slice at a time)
+WAKE_SLICE = 1.0
 #: what a round raises when the scheduler, or the way to it, is out of reach for now
 OUTAGE_ERRORS = (TransportError, JobTimeoutError, SchedulerUnavailableError)
 
@@ -126,6 +129,8 @@ class _Loop:
         self.rounds, self.plan, self.progress, self.outage = rounds, plan, progress, outage
         #: the jobs the waiter heard end during the last pause
         self.heard: Set[str] = set()
+        #: the last pause was ended by ``plan.wake``
+        self.woken = False
         self.next_full = 0.0
         # Before the first round: a driver's event stream may answer it (Flux's journal).
         self.waiter: Waiter = _made_waiter(rounds.waiter, list(progress.pending), outage)
@@ -134,6 +139,8 @@ class _Loop:
         """The jobs heard ending asked alone; when due, the files, then the status round."""
         pending = self.progress.pending
         took = True
+        if self.woken and not self.heard and time.monotonic() < self.next_full:
+            return  # woken for ``on_poll`` alone: no round is due
         full = not self.heard or time.monotonic() >= self.next_full
         ended = [job_id for job_id in self.heard if job_id in pending]
         if ended:
@@ -154,13 +161,25 @@ class _Loop:
     def pause(self, deadline: Deadline) -> None:
         """Until the next full tick (or the deadline), unless the waiter hears an end."""
         try:
-            self.heard = self.waiter.pause(self._until_next(deadline))
+            self.heard = self._listen(deadline)
         except OUTAGE_ERRORS as exc:
             # The events failed: the rest of the wait ticks without them.
             self.outage.failed(exc)
             _close_quietly(self.waiter)
             self.waiter = Sleeper()
             self.heard = self.waiter.pause(self._until_next(deadline))
+
+    def _listen(self, deadline: Deadline) -> Set[str]:
+        """The waiter's pause, a ``WAKE_SLICE`` at a time when the plan can be woken."""
+        wake = self.plan.wake
+        if wake is None:
+            return self.waiter.pause(self._until_next(deadline))
+        while True:
+            left = self._until_next(deadline)
+            heard = self.waiter.pause(min(left, WAKE_SLICE))
+            self.woken = wake.is_set()
+            if heard or self.woken or left <= WAKE_SLICE:
+                return heard
 
     def _until_next(self, deadline: Deadline) -> float:
         return deadline.cap(max(self.next_full - time.monotonic(), 0.0))

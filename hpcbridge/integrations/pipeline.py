@@ -4,6 +4,7 @@ come from the settings."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -13,7 +14,8 @@ import tempfile
 from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
 from ..engine.adapter import SchedulerAdapter
-from ..errors import SchedulerAdapterError, TransportError
+from ..engine.awaiting import off_loop
+from ..errors import JobTimeoutError, SchedulerAdapterError, TransportError
 from ..factory import adapter_from_settings
 from ..model import JobState, JobStatus
 from ..settings.config import Settings
@@ -259,10 +261,67 @@ def wait_and_fetch(
         status = active.wait(
             job_id, poll_interval=poll_interval, timeout=timeout, on_change=on_change
         )
-        if status.state is not JobState.COMPLETED:
-            path, tail = log_tail(active, status.job_id)
-            raise JobFailedError.from_status(status, active.scheduler_name, path, tail)
+        _ended(active, status)
         return status.state, fetch(active, artifact_path, local_dir)
+
+
+def _ended(active: SchedulerAdapter, status: JobStatus) -> None:
+    """Raise :class:`JobFailedError`, with the end of its log, unless the job COMPLETED."""
+    if status.state is not JobState.COMPLETED:
+        path, tail = log_tail(active, status.job_id)
+        raise JobFailedError.from_status(status, active.scheduler_name, path, tail)
+
+
+async def submit_async(*args: Any, **kwargs: Any) -> Tuple[str, str]:
+    """``submit`` (same arguments) run off the event loop, in its default executor."""
+    return await off_loop(submit, *args, **kwargs)
+
+
+async def wait_and_fetch_async(
+    job_id: Any,
+    artifact_path: str,
+    local_dir: Union[None, str, os.PathLike] = None,
+    timeout: Optional[float] = None,
+    *,
+    adapter: Optional[SchedulerAdapter] = None,
+    settings: SettingsLike = None,
+    on_change: Optional[Callable[[JobStatus], None]] = None,
+) -> Tuple[JobState, str]:
+    """``wait_and_fetch`` in an event loop, which it never blocks: the adapter's follower
+    waits (at the adapter's poll interval), ``on_change`` is called on the loop.  Many of
+    these at once on the same ``adapter=`` are followed by its one thread, asked as by one
+    waiter; with ``settings=`` each call makes (and closes) an adapter of its own."""
+    if adapter is not None and settings is not None:
+        raise ValueError("pass either adapter= or settings=, not both")
+    if adapter is None:
+        active = await off_loop(adapter_from_settings, resolve_settings(settings))
+    else:
+        active = adapter
+    try:
+        try:
+            status = await asyncio.wait_for(_followed(active, job_id, on_change), timeout)
+        except asyncio.TimeoutError:
+            raise JobTimeoutError(
+                f"job {job_id} still unfinished after {timeout:g} s "
+                "(it keeps running; wait again or cancel it)"
+            ) from None
+        await off_loop(_ended, active, status)
+        return status.state, await off_loop(fetch, active, artifact_path, local_dir)
+    finally:
+        if adapter is None:
+            await off_loop(active.close)
+
+
+async def _followed(
+    active: SchedulerAdapter, job_id: Any, on_change: Optional[Callable[[JobStatus], None]]
+) -> JobStatus:
+    """The job's final status, each change told to ``on_change`` on the way."""
+    async for status in active.changes([job_id]):
+        if on_change is not None:
+            on_change(status)
+        if status.is_terminal:
+            return status
+    raise SchedulerAdapterError(f"job {job_id}: the stream of its changes ended without an end")
 
 
 __all__ = [
@@ -274,5 +333,7 @@ __all__ = [
     "log_tail",
     "resolve_settings",
     "submit",
+    "submit_async",
     "wait_and_fetch",
+    "wait_and_fetch_async",
 ]

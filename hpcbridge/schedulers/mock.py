@@ -1,5 +1,6 @@
-"""The mock scheduler: runs jobs on this machine as detached processes, a supervisor
-each (``mock_runner``) that outlives the submitter; concurrency bounded by the cores."""
+"""The mock scheduler: runs jobs on this machine as detached processes, under a
+supervisor per submission (``mock_runner``) that outlives the submitter; concurrency
+bounded by the cores."""
 
 from __future__ import annotations
 
@@ -33,10 +34,13 @@ from .mock_runner import now_iso, read_json, write_json
 
 #: how many jobs one mock submission may hold: there is no array limit
 _MAX_BATCH = 1_000_000
+#: how many jobs one supervisor runs (their folders are its arguments)
+JOBS_PER_SUPERVISOR = 200
 
 
 class MockDriver:
-    """Starts one supervisor per job and reads the state files they write."""
+    """Starts a supervisor per submission (of up to ``JOBS_PER_SUPERVISOR`` jobs) and
+    reads the state files it writes for each job."""
 
     name = "mock"
     capabilities = Capabilities(events=False, arrays=False, dependencies=True)
@@ -59,15 +63,15 @@ class MockDriver:
     def _job_dir(self, job_id: str) -> Path:
         return self.root / "jobs" / job_id
 
-    def _runner_argv(self, job_dir: str) -> List[str]:
-        return [sys.executable, "-m", "hpcbridge.schedulers.mock_runner", "--detach", job_dir]
+    def _runner_argv(self, job_dirs: List[str]) -> List[str]:
+        return [sys.executable, "-m", "hpcbridge.schedulers.mock_runner", "--detach", *job_dirs]
 
     def plan(self, batch: SubmitBatch) -> Planned:
         return Planned(batch)
 
     def describe(self, planned: Planned) -> str:
         batch = planned.batch
-        argv = self._runner_argv(str(self._job_dir("<id>")))
+        argv = self._runner_argv([str(self._job_dir("<id>"))])
         time_limit = batch.resources.time
         limit = f" time limit {time_limit:g}s" if time_limit else ""
         after = f" after {','.join(batch.depends_on)}" if batch.depends_on else ""
@@ -77,9 +81,10 @@ class MockDriver:
     def submit_many(self, planned: Planned) -> List[Submitted]:
         batch = planned.batch
         submitted: List[Submitted] = []
-        for index in range(batch.count):
+        for first in range(0, batch.count, JOBS_PER_SUPERVISOR):
+            indices = range(first, min(first + JOBS_PER_SUPERVISOR, batch.count))
             try:
-                submitted.append(self._start(batch, index))
+                submitted += self._start(batch, indices)
             except JobSubmissionError as exc:
                 if not submitted:
                     raise
@@ -88,7 +93,20 @@ class MockDriver:
                 raise PartialSubmissionError(submitted, failures, batch.count, limited) from exc
         return submitted
 
-    def _start(self, batch: SubmitBatch, index: int) -> Submitted:
+    def _start(self, batch: SubmitBatch, indices: Sequence[int]) -> List[Submitted]:
+        """These jobs of the batch, under one supervisor; none of them if it cannot start."""
+        made = [self._prepare(batch, index) for index in indices]
+        job_dirs = [self._job_dir(submitted.job_id) for submitted in made]
+        try:
+            self._launch(job_dirs)
+        except JobSubmissionError as exc:
+            for submitted, job_dir in zip(made, job_dirs):  # surely never run: not found
+                self._key_file(batch, submitted.index).unlink()
+                write_json(job_dir / "state.json", {"state": "FAILED", "reason": str(exc)})
+            raise
+        return made
+
+    def _prepare(self, batch: SubmitBatch, index: int) -> Submitted:
         job_id = self._next_id()
         job_dir = self._job_dir(job_id)
         job_dir.mkdir(parents=True)
@@ -115,7 +133,6 @@ class MockDriver:
         # the key -> the id before the job starts: find_submitted finds it
         self._key_file(batch, index).parent.mkdir(exist_ok=True)
         self._key_file(batch, index).write_text(job_id, encoding="ascii")
-        self._launch(job_dir)
         return Submitted(job_id, output, index)
 
     def _key_file(self, batch: SubmitBatch, index: int) -> Path:
@@ -138,11 +155,12 @@ class MockDriver:
         """The mock scheduler caps nothing (its slots bound what runs, not what waits)."""
         return None
 
-    def _launch(self, job_dir: Path) -> None:
+    def _launch(self, job_dirs: List[Path]) -> None:
+        job_dir = job_dirs[0]  # the supervisor's log is in its first job's folder
         try:
             with open(job_dir / "supervisor.log", "ab") as supervisor_log:
                 runner = subprocess.Popen(
-                    self._runner_argv(str(job_dir)),
+                    self._runner_argv([str(path) for path in job_dirs]),
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     stderr=supervisor_log,

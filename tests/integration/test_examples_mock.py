@@ -3,8 +3,10 @@
 import subprocess
 import sys
 
+from hpcbridge import JobState
 from tests.conftest import REPO
 from tests.support.cli import hpcbridge
+from tests.support.notebooks import run_notebook
 
 
 def test_hello_bye_study(state_dir):
@@ -35,3 +37,21 @@ def test_submit_many_with_args_file(state_dir, tmp_path):
     ids = result.stdout.split()
     assert len(ids) == 3
     assert "Ciao, Jim Halpert!" in hpcbridge("logs", ids[1], check=True).stdout
+
+
+def test_the_notebook_follows_jobs_while_its_loop_keeps_ticking(state_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where the notebook writes its job script
+    namespace, printed = run_notebook(REPO / "examples/notebook/follow_jobs.ipynb")
+    ids, finals = namespace["ids"], namespace["finals"]
+    assert [finals[job_id].state for job_id in ids] == [JobState.COMPLETED] * 3 + [
+        JobState.FAILED,
+        JobState.COMPLETED,
+    ]
+    followed = [line for line in printed[2].splitlines() if line.startswith("job ")]
+    for job_id in ids:  # each job's changes once, in order, ending where its wait did
+        seen = [line.rsplit(" ", 1)[1] for line in followed if line.startswith(f"job {job_id}:")]
+        order = ["PENDING", "RUNNING", finals[job_id].state.value]
+        assert seen[-1] == order[-1] and seen == [state for state in order if state in seen]
+    # five 1-second jobs on the mock's slots: the 50 ms ticker went on ticking meanwhile
+    assert namespace["followed_ticks"] > 10
+    assert namespace["ticking"].cancelled()

@@ -1,6 +1,7 @@
 """Futures, asyncio and callbacks on the mock scheduler (issue 51): real jobs, one follower.
 
-- 1,000 futures, made wave by wave while the follower already waits, resolve with each
+- 1,000 futures, made wave by wave while the follower already waits (the first job runs
+  until every wave is in), resolve with each
   job's end (its exit code: COMPLETED or FAILED); a callback subscription over the same
   jobs hears each change once, in order, ending where the future did; one follower
   thread at a time; the mock asked by status rounds no more often than one waiter would
@@ -65,8 +66,11 @@ def in_order(changes: List[JobStatus]) -> bool:
     return ranks == sorted(set(ranks)) and changes[-1].is_terminal
 
 
-def test_a_thousand_futures_one_follower(adapter: Any, make_script: Any) -> None:
-    script = make_script("exit $(( $1 % 3 ))")
+def test_a_thousand_futures_one_follower(adapter: Any, make_script: Any, tmp_path: Any) -> None:
+    gate = tmp_path / "gate"  # the first job runs until every wave is in: the follower waits
+    script = make_script(
+        f'[ "$1" != 0 ] || while [ ! -e {gate} ]; do sleep 0.05; done; exit $(( $1 % 3 ))'
+    )
     rounds = count_rounds(adapter)
     heard: Dict[str, List[JobStatus]] = {}
     futures, subscriptions, most = [], [], 0
@@ -80,6 +84,8 @@ def test_a_thousand_futures_one_follower(adapter: Any, make_script: Any) -> None
         )
         futures += [(f, end_of(expected[f.job_id])) for f in adapter.futures(ids)]
         most = max(most, followers())
+    assert not futures[0][0].done() and followers() == 1  # every wave joined a waiting follower
+    gate.touch()
     done, pending = wait([f for f, _ in futures], timeout=600)
     waited = time.monotonic() - started
     assert not pending and len(done) == WAVES * WAVE

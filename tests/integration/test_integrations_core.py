@@ -5,11 +5,13 @@ No Prefect or MLflow needed: these are the plain functions the Prefect tasks wra
 
 from __future__ import annotations
 
+import asyncio
 import os
 import pickle
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -19,7 +21,9 @@ from hpcbridge.integrations.pipeline import (
     JobFailedError,
     command_script_text,
     submit,
+    submit_async,
     wait_and_fetch,
+    wait_and_fetch_async,
 )
 from hpcbridge.store.jobs import JobStore
 from tests.conftest import REPO
@@ -212,3 +216,48 @@ def test_the_example_job_script_trains_and_the_model_unpickles(mock_adapter, tmp
     assert all(abs(got - want) < 0.2 for got, want in zip(model["weights"], (2, -1, 0.5)))
     assert model["metrics"]["test_r2"] > 0.9
     assert "run.sh: " in mock_adapter.get_job_logs(job_id)
+
+
+def test_the_async_forms_wait_fetch_time_out_and_fail_like_the_blocking_ones(
+    mock_adapter, tmp_path
+):
+    async def main():
+        good = await submit_async(
+            command='echo "$1" > out.txt',
+            arguments=["async"],
+            artifact="out.txt",
+            adapter=mock_adapter,
+        )
+        slow = await submit_async(command="sleep 60", adapter=mock_adapter)
+        bad = await submit_async(command="echo 'disk full' >&2; exit 4", adapter=mock_adapter)
+        changes = []
+        fetched = await wait_and_fetch_async(
+            *good, tmp_path, timeout=60, adapter=mock_adapter, on_change=changes.append
+        )
+        with pytest.raises(JobTimeoutError, match="still unfinished after 0.5 s"):
+            await wait_and_fetch_async(*slow, timeout=0.5, adapter=mock_adapter)
+        mock_adapter.cancel_job(slow[0])
+        failures = []
+        for job in (slow, bad):
+            with pytest.raises(JobFailedError) as caught:
+                await wait_and_fetch_async(*job, timeout=60, adapter=mock_adapter)
+            failures.append(caught.value)
+        with pytest.raises(ValueError, match="not both"):
+            await wait_and_fetch_async(*good, adapter=mock_adapter, settings={})
+        return fetched, changes, failures
+
+    (state, local), changes, (cancelled, failed) = asyncio.run(main())
+    assert state is JobState.COMPLETED and Path(local).read_text() == "async\n"
+    assert changes[-1].state is JobState.COMPLETED
+    assert cancelled.state is JobState.CANCELLED
+    assert (failed.state, failed.exit_code) == (JobState.FAILED, 4)
+    assert "disk full" in failed.log_tail
+
+
+def test_the_async_forms_make_and_close_an_adapter_from_the_settings(state_dir, tmp_path):
+    async def main():
+        job = await submit_async(command="echo 7 > seven.txt", artifact="seven.txt", settings={})
+        return await wait_and_fetch_async(*job, tmp_path, timeout=60, settings={})
+
+    state, local = asyncio.run(main())
+    assert state is JobState.COMPLETED and Path(local).read_text() == "7\n"

@@ -10,6 +10,7 @@ test cluster (``containers/slurm``) and skips, saying why, when it is absent.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib.util
 import json
@@ -19,6 +20,8 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -39,8 +42,11 @@ from hpcbridge.integrations.prefect import (  # noqa: E402
     slurm_submit_task,
     slurm_wait_task,
     submit_task,
+    submit_task_async,
     wait_task,
+    wait_task_async,
 )
+from hpcbridge.schedulers.mock import MockDriver  # noqa: E402
 from hpcbridge.store.jobs import JobRecord, JobStore  # noqa: E402
 from tests.conftest import REPO  # noqa: E402
 
@@ -75,14 +81,25 @@ def prefect_server(tmp_path_factory):
         patch.undo()
 
 
-@pytest.fixture(scope="module")
-def example():
-    """examples/pipeline/flow.py, imported as a module."""
-    spec = importlib.util.spec_from_file_location("hpcbridge_example_flow", PIPELINE / "flow.py")
+def _load(name):
+    """examples/pipeline/NAME.py, imported as a module."""
+    spec = importlib.util.spec_from_file_location(f"hpcbridge_example_{name}", PIPELINE / name)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def example():
+    """examples/pipeline/flow.py, imported as a module."""
+    return _load("flow.py")
+
+
+@pytest.fixture(scope="module")
+def sweep_example():
+    """examples/pipeline/sweep.py, imported as a module."""
+    return _load("sweep.py")
 
 
 @pytest.fixture
@@ -164,6 +181,62 @@ def test_a_failing_job_makes_wait_task_raise(prefect_server, state_dir):
     assert "ended FAILED" in str(error) and "exit code 7" in str(error)
     record = JobStore(state_dir / "jobs.db").get(error.job_id, "mock")
     assert record.state == "FAILED" and record.exit_code == 7
+
+
+def test_the_async_tasks_submit_wait_and_raise_on_a_failed_job(prefect_server, state_dir):
+    @prefect.flow(name="async-tasks")
+    async def two_jobs():
+        good = await submit_task_async(command="echo fine > out.txt", artifact="out.txt")
+        bad = await submit_task_async(command="echo 'no GPU' >&2; exit 5")
+        state, local = await wait_task_async(*good, timeout=60)
+        with pytest.raises(JobFailedError) as caught:
+            await wait_task_async(*bad, timeout=60)
+        return state, local, caught.value
+
+    state, local, error = asyncio.run(two_jobs())
+    assert state is JobState.COMPLETED and Path(local).read_text() == "fine\n"
+    assert (error.state, error.exit_code) == (JobState.FAILED, 5)
+    assert "no GPU" in error.log_tail
+
+
+def test_the_async_sweep_flow_awaits_100_jobs_on_one_follower(
+    prefect_server, sweep_example, state_dir, tmp_path, monkeypatch
+):
+    interval = 0.5
+    monkeypatch.setenv("HPCBRIDGE_POLL_INTERVAL", str(interval))
+    rounds, query = [], MockDriver.query
+
+    def counted(driver, job_ids):
+        rounds.append(time.monotonic())
+        return query(driver, job_ids)
+
+    monkeypatch.setattr(MockDriver, "query", counted)
+    most, stop = [0], threading.Event()
+
+    def sample():  # how many follower threads at once, while the flow runs
+        while not stop.wait(0.05):
+            alive = sum(t.name.startswith("hpcbridge-follower") for t in threading.enumerate())
+            most[0] = max(most[0], alive)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    started = time.monotonic()
+    try:
+        result = asyncio.run(sweep_example.sweep(trials=100, local_dir=str(tmp_path), timeout=300))
+    finally:
+        stop.set()
+        sampler.join()
+    waited = time.monotonic() - started
+    assert result["trials"] == 100 and result["states"] == {"COMPLETED": 100}
+    assert sorted(score["value"] for score in result["scores"]) == list(range(100))
+    assert all(score["loss"] == (score["value"] - 42) ** 2 for score in result["scores"])
+    assert result["best"]["value"] == 42 and result["best"]["loss"] == 0
+    best = result["best"]["job_id"]
+    assert (tmp_path / best / "score.txt").read_text() == "42 0\n"
+    assert most[0] == 1  # one thread followed the 100 awaited jobs
+    # ... asking the mock as one waiter would (those that ended first were read from
+    # their exit-code files: a round of questions is asked only while some are running)
+    assert len(rounds) <= waited / interval + 2, (len(rounds), waited)
 
 
 def test_the_example_flow_stops_at_a_failed_training_job(

@@ -174,3 +174,46 @@ def test_state_survives_a_new_process(mock_adapter, make_script, state_dir):
     status = other.wait(job_id, poll_interval=0.3, timeout=60)
     assert (status.state, status.exit_code) == (JobState.FAILED, 4)
     assert other.store.get(job_id).state == "FAILED"
+
+
+def test_a_submission_runs_under_one_supervisor_in_order_and_a_cancel_ends_one_job(
+    state_dir, make_script
+):
+    import json
+
+    from hpcbridge import MockAdapter, Settings
+
+    adapter = MockAdapter(settings=Settings.from_env({}, state_dir=str(state_dir)), slots=1)
+    script = make_script('[ "$1" != 0 ] || sleep 60')
+    ids = adapter.submit_many([(script, [str(index)]) for index in range(4)])
+    while adapter.get_job_status(ids[0]).state is not JobState.RUNNING:
+        time.sleep(0.1)
+    assert adapter.get_job_status(ids[1]).state is JobState.PENDING  # behind it, one slot
+    adapter.cancel_job(ids[0])
+    final = adapter.wait_all(ids, poll_interval=0.3, timeout=60)
+    assert [final[job_id].state for job_id in ids] == [JobState.CANCELLED] + [
+        JobState.COMPLETED
+    ] * 3
+    states = [json.loads((state_dir / "mock" / "jobs" / i / "state.json").read_text()) for i in ids]
+    assert len({state["supervisor_pid"] for state in states}) == 1
+    starts = [state["start_time"] for state in states]
+    assert starts == sorted(starts)  # the slot taken in the submission's order
+
+
+def test_a_supervisor_that_cannot_start_leaves_no_job_behind(
+    mock_adapter, make_script, state_dir, monkeypatch
+):
+    import json
+    import sys
+
+    from hpcbridge.schedulers.mock import MockDriver
+
+    failing = [sys.executable, "-c", "import sys; sys.exit(3)"]
+    monkeypatch.setattr(MockDriver, "_runner_argv", lambda self, job_dirs: failing)
+    with pytest.raises(JobSubmissionError, match="supervisor did not start"):
+        mock_adapter.submit_many([make_script("true")] * 3)
+    assert mock_adapter.store.list() == []
+    assert not list((state_dir / "mock" / "keys").iterdir())  # none found as submitted
+    jobs = sorted((state_dir / "mock" / "jobs").iterdir())
+    assert len(jobs) == 3
+    assert {json.loads((job / "state.json").read_text())["state"] for job in jobs} == {"FAILED"}

@@ -160,3 +160,30 @@ def test_a_callback_that_raises_stops_neither_its_calls_nor_the_others() -> None
     (future,) = futures_of(follower, ["a"])
     assert subscription.wait(30) and future.result(30).state is C
     assert told == [P, R, C]
+
+
+def test_a_subscription_made_while_the_follower_waits_wakes_it() -> None:
+    """A wait that would pause a long while (a driver's events, many jobs) is woken by a
+    new subscriber, and waits again with its job; ``close`` wakes it the same way."""
+    calls: List[List[str]] = []
+    woken: List[bool] = []
+
+    def waiting(ids: List[str], plan: WaitPlan) -> Dict[str, JobStatus]:
+        calls.append(list(ids))
+        assert plan.wake is not None and plan.on_poll is not None
+        while True:
+            woken.append(plan.wake.wait(60))  # the pause: ended by the wake alone
+            plan.on_poll({})  # regroups (new jobs, the close) by raising
+
+    follower = Follower(waiting, "test")
+    (first,) = futures_of(follower, ["a"])
+    while not calls:
+        threading.Event().wait(0.01)
+    (second,) = futures_of(follower, ["b"])
+    while len(calls) < 2:
+        threading.Event().wait(0.01)
+    assert calls == [["a"], ["a", "b"]] and all(woken)
+    follower.close()
+    with pytest.raises(SchedulerAdapterError, match="closed"):
+        second.result(timeout=60)
+    assert all(woken) and not follower.running

@@ -7,6 +7,7 @@ outage of any round (status, exit-code files, events) is ridden out until the de
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import replace
 from typing import Collection, Dict, List, Set
@@ -433,3 +434,50 @@ def test_a_waiter_that_cannot_be_made_now_leaves_plain_ticks(quick_outages: None
         ["7"], Rounds("flux", answering(JobState.COMPLETED), lambda ids: {}, make_waiter), plan
     )
     assert final["7"].state is JobState.COMPLETED
+
+
+class Woken(Exception):
+    """``on_poll`` was told after the wake."""
+
+
+def test_a_wake_ends_a_long_pause_and_tells_on_poll_without_a_round() -> None:
+    """3,000 jobs a waiter hears: the next full round is 30 s away; a wake set during the
+    pause (another thread's new subscription) ends it at the slice, with no round."""
+    jobs = [f"j{index}" for index in range(3000)]
+    wake = threading.Event()
+    asked: List[float] = []
+    rounds: List[int] = []
+
+    class Listening(Hearing):
+        def pause(self, seconds: float) -> Set[str]:
+            asked.append(seconds)
+            if len(asked) == 3:
+                wake.set()
+            return set()
+
+    def status_round(pending: List[str]) -> Dict[str, Observation]:
+        rounds.append(len(pending))
+        return {job_id: seen(job_id, JobState.RUNNING) for job_id in pending}
+
+    def on_poll(latest: Dict[str, JobStatus]) -> None:
+        if wake.is_set():
+            raise Woken()
+
+    plan = WaitPlan(timeout=60, files=False, on_poll=on_poll, wake=wake)
+    rounds_of = Rounds("test", status_round, lambda ids: {}, Listening, status_round)
+    with pytest.raises(Woken):
+        wait_for_all(jobs, rounds_of, plan)
+    assert asked == [waiting.WAKE_SLICE] * 3  # slices of the 30 s pause, up to the wake
+    assert rounds == [3000]  # the first round only: the wake asked for none
+
+    asked.clear()
+    polls: List[int] = []
+
+    def second_poll(latest: Dict[str, JobStatus]) -> None:
+        polls.append(1)
+        if len(polls) == 2:
+            raise Woken()
+
+    with pytest.raises(Woken):
+        wait_for_all(jobs, rounds_of, replace(plan, wake=None, on_poll=second_poll))
+    assert asked == [pytest.approx(HEARING_GAP, abs=1.0)]  # no wake to hear: one whole pause
