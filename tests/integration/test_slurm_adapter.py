@@ -128,9 +128,9 @@ TIMEOUT_TEST = "test_time_limit_gives_timeout"
 
 
 @pytest.fixture(scope="module")
-def background_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The folder of the slow jobs' own adapter."""
-    return tmp_path_factory.mktemp("slurm-background")
+def background_root(target: Target, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of the slow jobs' own adapter, one per target."""
+    return tmp_path_factory.mktemp(f"slurm-background-{target.label}")
 
 
 @pytest.fixture(scope="module", autouse=True)
