@@ -136,7 +136,7 @@ else
   #   then the modules of the mock.
   own=(tests/integration/test_polite_client.py tests/integration/test_exactly_once.py
     tests/integration/test_slurm_no_accounting.py tests/integration/test_slurm_rest.py
-    tests/integration/test_spack.py)
+    tests/integration/test_slurm_nodes.py tests/integration/test_spack.py)
   flux_own=(tests/integration/test_flux_adapter.py tests/integration/test_flux_active_cap.py
     tests/integration/test_flux_fallback.py tests/integration/test_flux_journal_stream.py
     tests/integration/test_flux_many.py tests/integration/test_flux_queues.py
