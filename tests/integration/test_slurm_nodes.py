@@ -1,4 +1,4 @@
-"""Jobs of several nodes on a Slurm 25.11 cluster of four (issue 50).
+"""Jobs and packs of several nodes on a Slurm 25.11 cluster of four (issue 50).
 
 The module starts a cluster of its own: nodes ``n1``..``n4`` on this one host, a slurmd
 each (``containers/slurm/start.sh`` with ``HPCBRIDGE_SLURM_NODES=4``; the Slurm under
@@ -7,21 +7,29 @@ declared with the host's cores, and stops it at the end - so it runs in any orde
 case runs with the CLI driver and with the pyslurm driver (where pyslurm 25.11 is
 installed: it loads the client library it was built against, the same release).  The
 launcher's tasks say on which node they run (``SLURMD_NODENAME``): every node has this
-host's name.
+host's name.  A pack of two nodes (flux-core on this machine) is one Flux instance over
+both: its brokers join through Slurm's PMI, its tasks run on both ranks, its R holds both
+nodes' cores.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import os
+import shlex
+import time
 from pathlib import Path
 from typing import Dict, Iterator, List
 
 import pytest
 
 from hpcbridge.model import JobState
+from hpcbridge.packing import Pack, run_packed
+from hpcbridge.packing.request import ALLOCATION_NAME
+from hpcbridge.schedulers.flux.instance_answers import parse_cores
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
-from tests.support.slurm_clusters import PREFIX, make_adapter, own_cluster
+from tests.support.flux_cases import require_flux, write_script
+from tests.support.slurm_clusters import PREFIX, make_adapter, own_cluster, run_slurm
 
 pytestmark = [pytest.mark.slurm]
 
@@ -126,3 +134,51 @@ def test_one_nodes_failure_is_the_jobs_end_and_exit_code(
     # the end reported is the job's, not the failed node's: the other node's task had
     # ended too when it was
     assert len(failed) == 1 and len(later) == 1 and failed != later, log
+
+
+def packs_left(env: Dict[str, str], settle: float = 60.0) -> str:
+    """The pack allocations still queued once those being cancelled had ``settle`` s."""
+    deadline = time.monotonic() + settle
+    while True:
+        listed = run_slurm(["squeue", "-h", "-n", ALLOCATION_NAME, "-o", "%i %T %N"], env)
+        assert listed.returncode == 0, listed.stderr
+        if not listed.stdout.strip() or time.monotonic() > deadline:
+            return str(listed.stdout.strip())
+        time.sleep(1.0)
+
+
+@pytest.mark.flux
+def test_a_pack_of_two_nodes_is_one_instance_over_both(
+    four_nodes: Dict[str, str], tmp_path: Path
+) -> None:
+    flux = require_flux()
+    slurm = make_adapter({**four_nodes, "HPCBRIDGE_SLURM_DRIVER": "cli"}, tmp_path)
+    ran, r = tmp_path / "ran", tmp_path / "R"
+    quoted = shlex.quote(flux)
+    task = write_script(
+        tmp_path / "scripts",
+        "task.sh",
+        f'[ "$1" != 0 ] || {quoted} resource R > {r}\n'
+        f'echo "$1 $({quoted} getattr rank) $({quoted} getattr size)" >> {ran}\nsleep 1\n',
+    )
+    count = 16
+    try:
+        finals = run_packed(
+            slurm,
+            [(task, [str(index)]) for index in range(count)],
+            {"time": "20s"},
+            Pack.parse("nodes=2,time=3m,count=1"),
+            flux_command=flux,
+            poll_interval=0.5,
+            timeout=240,
+        )
+    finally:
+        slurm.close()
+    assert [status.state for status in finals] == [JobState.COMPLETED] * count
+    rows = [line.split() for line in ran.read_text().splitlines()]
+    assert sorted(int(index) for index, _, _ in rows) == list(range(count))  # each once
+    assert {size for _, _, size in rows} == {"2"}, rows  # one instance of two brokers
+    assert {rank for _, rank, _ in rows} == {"0", "1"}, rows  # tasks on both nodes
+    # its capacity: each node's broker on the CPUs Slurm gave it there, summed
+    assert parse_cores(r.read_text()) == 2 * CPUS, r.read_text()
+    assert packs_left(four_nodes) == ""

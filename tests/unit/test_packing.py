@@ -119,7 +119,8 @@ def test_a_bad_request_says_what_to_write(text: str, said: str) -> None:
 def test_the_allocation_runs_one_broker_per_node_and_quotes_the_command() -> None:
     script = allocation_script("/opt/flux 0.88/bin/flux", 3)
     assert script.startswith("#!/bin/sh\n")
-    assert "exec srun --nodes=3 --ntasks-per-node=1 --cpu-bind=none --mpi=none sh -c " in script
+    # the brokers of three nodes join one instance through Slurm's PMI
+    assert "exec srun --nodes=3 --ntasks-per-node=1 --cpu-bind=none --mpi=pmi2 sh -c " in script
     assert script.endswith(" hpcbridge-pack '/opt/flux 0.88/bin/flux'\n")
     shared = allocation_runs("/opt/flux", 1, cpus_per_node=2)
     assert shared.startswith("srun --nodes=1 --ntasks-per-node=1 --cpu-bind=none --mpi=none ")
