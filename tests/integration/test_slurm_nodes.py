@@ -136,6 +136,36 @@ def test_one_nodes_failure_is_the_jobs_end_and_exit_code(
     assert len(failed) == 1 and len(later) == 1 and failed != later, log
 
 
+#: each task says its node's CPUs, GPUs and memory per CPU as Slurm gave them
+PER_NODE = (
+    "$HPCBRIDGE_LAUNCHER sh -c 'echo \"node $SLURMD_NODENAME cpus=$SLURM_CPUS_ON_NODE "
+    "gpus=$CUDA_VISIBLE_DEVICES mem=$SLURM_MEM_PER_CPU\"'\n"
+)
+
+
+def test_whole_nodes_gpus_and_memory_per_cpu_hold_on_each_node(
+    adapter: RealSlurmAdapter, four_nodes: Dict[str, str], tmp_path: Path
+) -> None:
+    asked = {"nodes": 2, "exclusive": True, "gpus_per_node": 2, "mem_per_cpu": "100M"}
+    job_id = adapter.submit_job(script(tmp_path, PER_NODE), {**asked, "time": "60"})
+    status = adapter.wait(job_id, poll_interval=1, timeout=120)
+    shown = run_slurm(["scontrol", "--oneliner", "show", "job", job_id], four_nodes)
+    log = adapter.get_job_logs(job_id)
+    assert status.state is JobState.COMPLETED, log
+    nodes = sorted(line.split()[1:] for line in log.splitlines() if line.startswith("node "))
+    # each node whole (all its CPUs), both its GPUs, the memory per CPU asked
+    assert len(nodes) == 2 and len({node[0] for node in nodes}) == 2, log
+    assert all(node[1:] == [f"cpus={CPUS}", "gpus=0,1", "mem=100"] for node in nodes), log
+    # the controller's record: per node, and the allocation's sum over both (without
+    # slurmdbd no GPU, and under CR_Core no memory, is counted in AllocTRES)
+    record = dict(word.split("=", 1) for word in shown.stdout.split() if "=" in word)
+    assert record["NumNodes"] == "2" and record["OverSubscribe"] == "NO", shown.stdout
+    assert record["MinMemoryCPU"] == "100M", shown.stdout
+    assert record["TresPerNode"].replace("gpu=", "gpu:") == "gres/gpu:2", shown.stdout
+    alloc = dict(item.split("=", 1) for item in record["AllocTRES"].split(","))
+    assert alloc["node"] == "2" and alloc["cpu"] == str(2 * CPUS), shown.stdout
+
+
 def packs_left(env: Dict[str, str], settle: float = 60.0) -> str:
     """The pack allocations still queued once those being cancelled had ``settle`` s."""
     deadline = time.monotonic() + settle
