@@ -17,6 +17,8 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import shlex
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Dict, Iterator, List
@@ -212,3 +214,20 @@ def test_a_pack_of_two_nodes_is_one_instance_over_both(
     # its capacity: each node's broker on the CPUs Slurm gave it there, summed
     assert parse_cores(r.read_text()) == 2 * CPUS, r.read_text()
     assert packs_left(four_nodes) == ""
+
+
+@pytest.mark.flux
+def test_doctor_says_what_a_pack_holds(four_nodes: Dict[str, str], tmp_path: Path) -> None:
+    env = {**os.environ, **four_nodes, "HPCBRIDGE_FLUX_COMMAND": require_flux()}
+    env["HPCBRIDGE_STATE_DIR"] = str(tmp_path / "state")
+    said = subprocess.run(
+        [sys.executable, "-m", "hpcbridge", "doctor", "--scheduler", "slurm"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    packing = [line for line in said.stdout.splitlines() if "slurm packing" in line]
+    assert len(packing) == 1 and packing[0].startswith("ok"), said.stdout + said.stderr
+    assert f"{NODES} node(s) of {CPUS} CPUs" in packing[0], packing
+    assert f"Flux instance of N x {CPUS} cores" in packing[0] and "pmi2" not in packing[0]
