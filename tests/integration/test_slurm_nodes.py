@@ -15,13 +15,14 @@ nodes' cores.
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import shlex
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, Iterator, List
+from typing import Dict, Iterator, List, Tuple
 
 import pytest
 
@@ -30,6 +31,7 @@ from hpcbridge.packing import Pack, run_packed
 from hpcbridge.packing.request import ALLOCATION_NAME
 from hpcbridge.schedulers.flux.instance_answers import parse_cores
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
+from tests.support.cli import hpcbridge_in
 from tests.support.flux_cases import require_flux, write_script
 from tests.support.slurm_clusters import PREFIX, make_adapter, own_cluster, run_slurm
 
@@ -231,3 +233,62 @@ def test_doctor_says_what_a_pack_holds(four_nodes: Dict[str, str], tmp_path: Pat
     assert len(packing) == 1 and packing[0].startswith("ok"), said.stdout + said.stderr
     assert f"{NODES} node(s) of {CPUS} CPUs" in packing[0], packing
     assert f"Flux instance of N x {CPUS} cores" in packing[0] and "pmi2" not in packing[0]
+
+
+@pytest.fixture
+def nested(four_nodes: Dict[str, str], tmp_path: Path) -> Iterator[Tuple[Dict[str, str], str]]:
+    """The environment of ``hpcbridge`` reaching a Flux instance that ``srun`` starts over
+    a two-node Slurm job (one broker per node, joined by pmi2) through ``slurm:ID``, and
+    the URI ``hpcbridge uri slurm:ID`` gave."""
+    flux = require_flux()
+    env = {**os.environ, **four_nodes, "PATH": f"{four_nodes['PATH']}:{Path(flux).parent}"}
+    instance = f"srun --ntasks-per-node=1 --mpi=pmi2 {shlex.quote(flux)} start sleep inf"
+    submitted = run_slurm(
+        ["sbatch", "--parsable", "-N2", "-t2", f"-o{tmp_path}/flux-%j.out", "--wrap", instance],
+        env,
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    slurm_job = submitted.stdout.strip()
+    try:
+        uri, deadline = "", time.monotonic() + 90
+        while not uri and time.monotonic() < deadline:
+            found = hpcbridge_in(env, "uri", f"slurm:{slurm_job}")
+            uri = found.stdout.strip() if found.returncode == 0 else ""
+            time.sleep(0 if uri else 1)
+        assert uri, f"no Flux URI for slurm:{slurm_job}: {found.stderr}"
+        env.update(
+            HPCBRIDGE_SCHEDULER="flux",
+            HPCBRIDGE_FLUX_URI=f"slurm:{slurm_job}",
+            HPCBRIDGE_FLUX_COMMAND=flux,
+            HPCBRIDGE_STATE_DIR=str(tmp_path / "state"),
+            HPCBRIDGE_MIN_POLL_INTERVAL="0",
+        )
+        yield env, uri
+    finally:
+        run_slurm(["scancel", slurm_job], env)
+
+
+@pytest.mark.flux
+def test_a_nested_broker_over_two_nodes_runs_jobs_of_two_nodes(
+    nested: Tuple[Dict[str, str], str], tmp_path: Path
+) -> None:
+    env, uri = nested
+    flux = env["HPCBRIDGE_FLUX_COMMAND"]
+    # slurm:ID is rank 0's URI, of an instance of both nodes
+    asked = {**env, "FLUX_URI": uri}
+    said = [run_slurm([flux, "getattr", name], asked).stdout.strip() for name in ("rank", "size")]
+    assert said == ["0", "2"], said
+    plain = write_script(tmp_path, "plain.sh", f'echo "rank $({flux} getattr rank)"\n')
+    batch = write_script(tmp_path, "batch.sh", "$HPCBRIDGE_LAUNCHER -N 2 flux getattr rank\n")
+    ranks = {}
+    for kind, path in (("--no-nested", plain), ("--nested", batch)):
+        ran = hpcbridge_in(env, "submit", "--nodes", "2", "-t", "1m", kind, path, "--json")
+        assert ran.returncode == 0, ran.stderr
+        job_id = json.loads(ran.stdout)["job_id"]
+        waited = hpcbridge_in(env, "wait", job_id, "--poll-interval", "0.5")
+        logs = hpcbridge_in(env, "logs", job_id)
+        assert waited.returncode == 0, waited.stdout + waited.stderr + logs.stdout
+        ranks[kind] = sorted(logs.stdout.replace("rank ", "").split())
+    # a plain job: a task on each broker of the instance; a batch job: its own instance's
+    # brokers, one on each of the two nodes, each run a task of its launcher's step
+    assert ranks == {"--no-nested": ["0", "1"], "--nested": ["0", "1"]}, ranks
