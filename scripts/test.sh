@@ -141,7 +141,8 @@ else
     tests/integration/test_flux_fallback.py tests/integration/test_flux_journal_stream.py
     tests/integration/test_flux_many.py tests/integration/test_flux_queues.py
     tests/integration/test_flux_submission_path.py tests/integration/test_flux_sweeps.py
-    tests/integration/test_flux_site_vocabulary.py tests/integration/test_flux_banks.py)
+    tests/integration/test_flux_site_vocabulary.py tests/integration/test_flux_banks.py
+    tests/integration/test_flux_nodes.py)
   flux_beside=(tests/integration/test_flux_nested.py tests/integration/test_flux_ssh.py
     tests/integration/test_flux_dry_run_command.py
     tests/integration/test_flux_doctor_bare_python.py tests/integration/test_flux_image.py
