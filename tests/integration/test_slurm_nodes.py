@@ -16,13 +16,17 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import logging
 import os
+import re
 import shlex
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Dict, Iterator, List, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -215,6 +219,84 @@ def test_a_pack_of_two_nodes_is_one_instance_over_both(
     assert {rank for _, rank, _ in rows} == {"0", "1"}, rows  # tasks on both nodes
     # its capacity: each node's broker on the CPUs Slurm gave it there, summed
     assert parse_cores(r.read_text()) == 2 * CPUS, r.read_text()
+    assert packs_left(four_nodes) == ""
+
+
+def broker_of(slurm_job: str, node_id: str) -> Optional[int]:
+    """The pid of the flux-broker that Slurm job ``slurm_job`` runs on its node
+    ``node_id`` (0, 1, ...: its step's SLURM_NODEID), from the processes' environment."""
+    for entry in Path("/proc").iterdir():
+        try:
+            # a broker names itself flux-broker-<rank>
+            broker = (entry / "comm").read_text().startswith("flux-broker")
+            if not entry.name.isdigit() or not broker:
+                continue
+            words = (entry / "environ").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        env = dict(word.split("=", 1) for word in words if "=" in word)
+        if env.get("SLURM_JOB_ID") == slurm_job and env.get("SLURM_NODEID") == node_id:
+            return int(entry.name)
+    return None
+
+
+def kill_second_broker_once_busy(env: Dict[str, str], ran: Path, killed: List[int]) -> None:
+    """Once a task runs on rank 1 of the pack's instance, SIGKILL that rank's broker."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        rows = [line.split() for line in ran.read_text().splitlines()] if ran.exists() else []
+        if any(row[0] == "start" and row[2:] == ["1"] for row in rows):
+            listed = run_slurm(["squeue", "-h", "-n", ALLOCATION_NAME, "-o", "%i"], env)
+            pid = broker_of(listed.stdout.strip(), "1")
+            if pid:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                return
+        time.sleep(0.2)
+
+
+@pytest.mark.flux
+def test_a_nodes_broker_killed_loses_only_its_tasks_sent_again_once(
+    four_nodes: Dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    flux = require_flux()
+    slurm = make_adapter({**four_nodes, "HPCBRIDGE_SLURM_DRIVER": "cli"}, tmp_path)
+    ran = tmp_path / "ran"
+    rank = f"$({shlex.quote(flux)} getattr rank)"
+    task = write_script(
+        tmp_path / "scripts",
+        "task.sh",
+        f'echo "start $1 {rank}" >> {ran}\nsleep 4\necho "end $1 {rank}" >> {ran}\n',
+    )
+    count, killed = 16, []
+    killer = threading.Thread(target=kill_second_broker_once_busy, args=(four_nodes, ran, killed))
+    killer.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="hpcbridge"):
+            finals = run_packed(
+                slurm,
+                [(task, [str(index)]) for index in range(count)],
+                {"time": "20s"},
+                Pack.parse("nodes=2,time=3m,count=1"),
+                flux_command=flux,
+                poll_interval=0.5,
+                timeout=240,
+            )
+    finally:
+        killer.join()
+        slurm.close()
+    assert killed, "no task ran on rank 1: no broker was killed"
+    assert [status.state for status in finals] == [JobState.COMPLETED] * count
+    again = [int(index) for index in re.findall(r"pack: task (\d+) \S+ lost \(", caplog.text)]
+    assert again and len(again) == len(set(again)), caplog.text  # each sent again once
+    # a task whose broker was killed may still end, its rank unknown: "end 5"
+    rows = [line.split() for line in ran.read_text().splitlines() if len(line.split()) == 3]
+    ends = sorted(int(row[1]) for row in rows if row[0] == "end")
+    assert ends == list(range(count)), rows  # each ended once where a broker saw it
+    for index in again:  # lost on rank 1 (started there, or placed there unstarted)
+        starts = [row[2] for row in rows if row[:2] == ["start", str(index)]]
+        assert len(starts) == 1 or starts[0] == "1", (index, rows)
+        assert [row[2] for row in rows if row[:2] == ["end", str(index)]] == ["0"], rows
     assert packs_left(four_nodes) == ""
 
 
