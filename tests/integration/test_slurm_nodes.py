@@ -3,13 +3,17 @@
 The module starts a cluster of its own: nodes ``n1``..``n4`` on this one host, a slurmd
 each (``containers/slurm/start.sh`` with ``HPCBRIDGE_SLURM_NODES=4``; the Slurm under
 ``HPCBRIDGE_TEST_SLURM_PREFIX`` built with ``--enable-multiple-slurmd``), each node
-declared with the host's cores, and stops it at the end - so it runs in any order.  Every
-case runs with the CLI driver and with the pyslurm driver (where pyslurm 25.11 is
-installed: it loads the client library it was built against, the same release).  The
-launcher's tasks say on which node they run (``SLURMD_NODENAME``): every node has this
-host's name.  A pack of two nodes (flux-core on this machine) is one Flux instance over
-both: its brokers join through Slurm's PMI, its tasks run on both ranks, its R holds both
-nodes' cores.
+declared with the host's cores and the test GPUs, and stops it at the end - so it runs in
+any order.  The batch jobs' cases run with the CLI driver and with the pyslurm driver
+(where pyslurm 25.11 is installed: it loads the client library it was built against, the
+same release).  The launcher's tasks say on which node they run (``SLURMD_NODENAME``):
+every node has this host's name.
+
+With flux-core on this machine: a pack of two nodes is one Flux instance over both (its
+brokers join through Slurm's PMI, its tasks run on both ranks, its R holds both nodes'
+cores), and when one node's broker is killed mid-sweep only that node's tasks are sent
+again, once; a nested broker over a two-node job is reached as ``slurm:ID`` (rank 0) and
+runs jobs of two nodes; ``doctor`` says what a pack holds.
 """
 
 from __future__ import annotations
