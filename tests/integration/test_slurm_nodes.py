@@ -270,9 +270,9 @@ def test_a_nodes_broker_killed_loses_only_its_tasks_sent_again_once(
     task = write_script(
         tmp_path / "scripts",
         "task.sh",
-        f'echo "start $1 {rank}" >> {ran}\nsleep 4\necho "end $1 {rank}" >> {ran}\n',
+        f'echo "start $1 {rank}" >> {ran}\nsleep 3\necho "end $1 {rank}" >> {ran}\n',
     )
-    count, killed = 16, []
+    count, killed = 10, []
     killer = threading.Thread(target=kill_second_broker_once_busy, args=(four_nodes, ran, killed))
     killer.start()
     try:
