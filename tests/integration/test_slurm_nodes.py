@@ -226,6 +226,47 @@ def test_a_pack_of_two_nodes_is_one_instance_over_both(
     assert packs_left(four_nodes) == ""
 
 
+@pytest.mark.flux
+def test_a_sweep_longer_than_a_two_node_allocation_goes_on_in_the_next(
+    four_nodes: Dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Allocations of two nodes for a minute, ~70 s of work: the next one is asked for
+    before the first stops taking tasks (the cluster has the two other nodes for it),
+    each instance spans both of its nodes, none is lost, none is left."""
+    flux = require_flux()
+    slurm = make_adapter({**four_nodes, "HPCBRIDGE_SLURM_DRIVER": "cli"}, tmp_path)
+    ran = tmp_path / "ran"
+    rank = f"$({shlex.quote(flux)} getattr rank)"
+    task = write_script(
+        tmp_path / "scripts", "task.sh", f'sleep 4\necho "$1 $FLUX_URI {rank}" >> {ran}\n'
+    )
+    count = 70
+    try:
+        with caplog.at_level(logging.INFO, logger="hpcbridge"):
+            finals = run_packed(
+                slurm,
+                [(task, [str(index)]) for index in range(count)],
+                {"time": "8s"},
+                Pack.parse("nodes=2,time=1,count=1"),
+                flux_command=flux,
+                poll_interval=0.5,
+                timeout=400,
+                outer_time_margin=5.0,
+            )
+    finally:
+        slurm.close()
+    assert [status.state for status in finals] == [JobState.COMPLETED] * count
+    rows = [line.split() for line in ran.read_text().splitlines()]
+    assert sorted(int(row[0]) for row in rows) == list(range(count))  # each once
+    # FLUX_URI is the task's broker's: two per instance, one on each node
+    brokers = {(uri, on) for _, uri, on in rows}
+    first, second = ({uri for uri, on in brokers if on == r} for r in ("0", "1"))
+    asked = re.findall(r"pack: allocation (\d+) asked for", caplog.text)
+    assert len(first) == len(second) >= 2 and len(asked) >= 2, (brokers, asked)
+    assert "lost" not in caplog.text
+    assert packs_left(four_nodes) == ""
+
+
 def broker_of(slurm_job: str, node_id: str) -> Optional[int]:
     """The pid of the flux-broker that Slurm job ``slurm_job`` runs on its node
     ``node_id`` (0, 1, ...: its step's SLURM_NODEID), from the processes' environment."""
