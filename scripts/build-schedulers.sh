@@ -5,7 +5,9 @@
 #   flux-0.88 flux-0.49 flux-0.26   flux-core under /opt/flux-<x.y>
 #   accounting-0.88 accounting-0.49 flux-accounting 0.60.0 / 0.23.1 into /opt/flux-0.88 /
 #                                   /opt/flux-0.49 (the releases beside them; 0.26 gets none)
-#   slurm-25.11                     Slurm 25.11.7 under /opt/slurm-25.11 (a second test cluster)
+#   slurm-25.11                     Slurm 25.11.7 under /opt/slurm-25.11 (a second test cluster,
+#                                   of four nodes: built with --enable-multiple-slurmd; another
+#                                   prefix with HPCBRIDGE_TEST_SLURM_PREFIX, as the tests read it)
 #   pyslurm                         a pyslurm 25.11.2 wheel built against it, in /opt/wheels-pyslurm
 #   spack                           Spack 1.1.0 under /opt/spack-1.1, with spack-packages
 #                                   2025.11.0 as its builtin repository and clingo from PyPI
@@ -15,7 +17,7 @@
 # The archives are read from HPCBRIDGE_TEST_SOURCES (default: ../shared/vendor beside the
 # checkout, when it exists) and checked against the SHA256SUMS file there before anything is
 # unpacked.  A component already installed is reused, never rebuilt (delete its prefix to
-# rebuild).  A component that cannot be built - no archive, a checksum that differs, a failed
+# rebuild), except Slurm when its configure line is not the one stamped in its prefix.  A component that cannot be built - no archive, a checksum that differs, a failed
 # build - is reported with the end of its log and left out; the others are still built, and
 # the tests of the one left out skip, quoting the reason this script wrote for it under
 # $HPCBRIDGE_TEST_BUILD_DIR/status/ (default /var/tmp/hpcbridge-build).  Exits 0 unless asked
@@ -33,6 +35,10 @@ STATUS_DIR=$BUILD_DIR/status
 LOG_DIR=$BUILD_DIR/logs
 SRC_DIR=$BUILD_DIR/src
 python=${PYTHON:-python3}
+SLURM_PREFIX=${HPCBRIDGE_TEST_SLURM_PREFIX:-/opt/slurm-25.11}
+# Several slurmd on one host (the four-node test cluster) need --enable-multiple-slurmd.
+SLURM_CONFIGURE="--prefix=$SLURM_PREFIX --sysconfdir=$SLURM_PREFIX/etc --disable-debug --enable-multiple-slurmd"
+SLURM_STAMP=$SLURM_PREFIX/.hpcbridge-configure
 
 if [ -n "${HPCBRIDGE_TEST_SOURCES:-}" ]; then
   SOURCES=$HPCBRIDGE_TEST_SOURCES
@@ -72,7 +78,8 @@ installed() {
     flux-*) [ -x "/opt/$1/bin/flux" ] && "/opt/$1/bin/flux" version >/dev/null 2>&1 ;;
     accounting-*) [ -e "/opt/flux-${1#accounting-}/lib/flux/job-manager/plugins/mf_priority.so" ] &&
       "/opt/flux-${1#accounting-}/bin/flux" account --help >/dev/null 2>&1 ;;
-    slurm-25.11) [ -x /opt/slurm-25.11/sbin/slurmctld ] && [ -e /opt/slurm-25.11/lib/slurm/libslurmfull.so ] ;;
+    slurm-25.11) [ -x "$SLURM_PREFIX/sbin/slurmctld" ] && [ -e "$SLURM_PREFIX/lib/slurm/libslurmfull.so" ] &&
+      [ "$(cat "$SLURM_STAMP" 2>/dev/null)" = "$SLURM_CONFIGURE" ] ;;
     pyslurm) ls /opt/wheels-pyslurm/pyslurm-"$PYSLURM_VERSION"-*.whl >/dev/null 2>&1 ;;
     spack) [ -x /opt/spack-1.1/bin/spack ] && [ -x /opt/spack-1.1/venv/bin/python ] &&
       [ -x /opt/spack-1.1/style-bin/flake8 ] ;;
@@ -205,17 +212,20 @@ build_accounting() {
 }
 
 build_slurm() {
-  local tree prefix=/opt/slurm-25.11
+  local tree
   tree=$(unpack "$(archive_of slurm-25.11)") || return 1
   cd "$tree" || return 1
-  "${plain_env[@]}" ./configure --prefix="$prefix" --sysconfdir="$prefix/etc" --disable-debug &&
+  rm -f "$SLURM_STAMP"
+  # shellcheck disable=SC2086  # one word per option (no option holds a space)
+  "${plain_env[@]}" ./configure $SLURM_CONFIGURE &&
     "${plain_env[@]}" make -j"$(nproc)" &&
     "${plain_env[@]}" make install &&
-    "$prefix/sbin/slurmctld" -V
+    "$SLURM_PREFIX/sbin/slurmctld" -V &&
+    printf '%s\n' "$SLURM_CONFIGURE" >"$SLURM_STAMP"
 }
 
 build_pyslurm() {
-  local prefix=/opt/slurm-25.11 wheels=/opt/wheels-pyslurm
+  local prefix=$SLURM_PREFIX wheels=/opt/wheels-pyslurm
   mkdir -p "$wheels"
   # pyslurm finds $prefix/lib/slurm/libslurmfull.so and bakes it into its RUNPATH.
   SLURM_INCLUDE_DIR=$prefix/include SLURM_LIB_DIR=$prefix/lib \
@@ -266,14 +276,14 @@ build() {
     fi ;;
   esac
   if [ "$component" = pyslurm ] && ! installed slurm-25.11; then
-    status pyslurm "pyslurm is not built: it needs Slurm 25.11 under /opt/slurm-25.11, which is not built ($(cat "$STATUS_DIR/slurm-25.11" 2>/dev/null || echo 'see above'))"
+    status pyslurm "pyslurm is not built: it needs Slurm 25.11 under $SLURM_PREFIX, which is not built ($(cat "$STATUS_DIR/slurm-25.11" 2>/dev/null || echo 'see above'))"
     say "$(cat "$STATUS_DIR/pyslurm")"
     return 0
   fi
   case $component in
     flux-*) packages=$FLUX_PACKAGES prefix=/opt/$component ;;
     accounting-*) packages=$FLUX_PACKAGES ;;
-    slurm-25.11) packages=$SLURM_PACKAGES prefix=/opt/slurm-25.11 ;;
+    slurm-25.11) packages=$SLURM_PACKAGES prefix=$SLURM_PREFIX ;;
   esac
   # shellcheck disable=SC2086  # one word per package
   if [ -n "$packages" ] && ! apt_install $packages; then

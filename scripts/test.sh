@@ -137,13 +137,14 @@ else
   own=(tests/integration/test_polite_client.py tests/integration/test_exactly_once.py
     tests/integration/test_slurm_no_accounting.py tests/integration/test_slurm_rest.py
     tests/integration/test_slurm_rest_jwt.py tests/integration/test_slurm_rest_contract.py
-    tests/integration/test_spack.py tests/integration/test_futures_slurm.py)
+    tests/integration/test_slurm_nodes.py tests/integration/test_spack.py
+    tests/integration/test_futures_slurm.py)
   flux_own=(tests/integration/test_flux_adapter.py tests/integration/test_flux_active_cap.py
     tests/integration/test_flux_fallback.py tests/integration/test_flux_journal_stream.py
     tests/integration/test_flux_many.py tests/integration/test_flux_queues.py
     tests/integration/test_flux_submission_path.py tests/integration/test_flux_sweeps.py
     tests/integration/test_flux_site_vocabulary.py tests/integration/test_flux_banks.py
-    tests/integration/test_futures_flux.py)
+    tests/integration/test_futures_flux.py tests/integration/test_flux_nodes.py)
   flux_beside=(tests/integration/test_flux_nested.py tests/integration/test_flux_ssh.py
     tests/integration/test_flux_dry_run_command.py
     tests/integration/test_flux_doctor_bare_python.py tests/integration/test_flux_image.py

@@ -17,6 +17,7 @@ SCENARIOS = (
     "flux_packing",
     "flux_sweep",
     "slurm_pack",
+    "slurm_pack_nodes",
     "wait_latency",
     "futures",
     "ssh",

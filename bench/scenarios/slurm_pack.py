@@ -17,7 +17,7 @@ from __future__ import annotations
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence
 
 from ..common import (
     Skip,
@@ -42,9 +42,10 @@ KINDS = {RAW: "raw", ARRAY: "hpcbridge", PACKED: "hpcbridge"}
 PACK = "nodes=1,time=15,count=2,cpus_per_node=4"
 
 
-def _raw(script: str, count: int, workdir: Path) -> float:
+def _raw(script: str, count: int, workdir: Path, extra: Sequence[str] = ()) -> float:
     started = time.perf_counter()
     argv = ["sbatch", "--parsable", f"--array=0-{count - 1}", "--job-name=hpcbb-pack-raw"]
+    argv += list(extra)
     argv += ["--output=/dev/null", "--time=5", f"--chdir={workdir}", script]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:

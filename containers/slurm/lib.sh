@@ -46,8 +46,20 @@ DBD_PORT=${HPCBRIDGE_SLURM_DBD_PORT:-$((DEFAULT_PORT_BASE + 2))}
 
 export SLURM_CONF=$ETC/slurm.conf
 
+# Nodes of the cluster, each a slurmd of its own on this one host (more than one needs a
+# Slurm configured with --enable-multiple-slurmd): one is named like the host and its
+# slurmd's files "slurmd"; several are n1..nN, their files "slurmd-n1".., "slurmd/n1"..
+NODES=${HPCBRIDGE_SLURM_NODES:-1}
+case $NODES in '' | *[!0-9]* | 0) echo "[hpcbridge-slurm] HPCBRIDGE_SLURM_NODES must be a positive integer, got '$NODES'" >&2; exit 1 ;; esac
+if [ "$NODES" = 1 ]; then
+    SLURMDS=slurmd
+else
+    SLURMDS=$(for ((i = 1; i <= NODES; i++)); do printf 'slurmd-n%s ' "$i"; done)
+    SLURMDS=${SLURMDS% }
+fi
+
 # Order matters: start in this order, stop in reverse.
-ALL_DAEMONS="munged mariadbd slurmdbd slurmctld slurmd"
+ALL_DAEMONS="munged mariadbd slurmdbd slurmctld $SLURMDS"
 
 say() { echo "[hpcbridge-slurm] $*"; }
 warn() { echo "[hpcbridge-slurm] $*" >&2; }
@@ -70,7 +82,7 @@ die() {
 }
 
 # pid_of NAME: print the pid of daemon NAME if its pid file points at a live
-# process whose command name is NAME; return 1 otherwise.
+# process whose command name is NAME (slurmd for slurmd-n1); return 1 otherwise.
 pid_of() {
     local name=$1 pid comm
     [ -r "$RUN/$name.pid" ] || return 1
@@ -78,7 +90,7 @@ pid_of() {
     case $pid in '' | *[!0-9]*) return 1 ;; esac
     [ -r "/proc/$pid/comm" ] || return 1
     read -r comm 2>/dev/null <"/proc/$pid/comm" || return 1
-    [ "$comm" = "$name" ] || return 1
+    [ "$comm" = "${name%%-*}" ] || return 1
     alive "$pid" || return 1
     echo "$pid"
 }
@@ -193,13 +205,13 @@ wait_for() {
 # session and wipes its environment, so neither slurmd's session nor an
 # environment marker finds it.
 our_stepds() {
-    local spool=$SPOOL/slurmd inodes p comm fd link cwd
+    local spool=$SPOOL/slurmd inodes p comm fd link cwd # several nodes: slurmd/n1, ...
     inodes=$(awk -v d="$spool/" 'index($8, d) == 1 { print "socket:[" $7 "]" }' /proc/net/unix 2>/dev/null | sort -u)
     for p in /proc/[0-9]*; do
         read -r comm 2>/dev/null <"$p/comm" || continue
         [ "$comm" = slurmstepd ] || continue
         cwd=$(readlink "$p/cwd" 2>/dev/null || true)
-        if [ "$cwd" = "$spool" ]; then
+        if [ "$cwd" = "$spool" ] || [ "${cwd#"$spool"/}" != "$cwd" ]; then
             echo "${p#/proc/}"
             continue
         fi
@@ -253,7 +265,12 @@ kill_stepds() {
 
 # stop_all: stop every daemon in reverse start order plus leftover job steps.
 stop_all() {
+    local f
     stop_daemon slurmd 5
+    # every node's slurmd that left a pid file, whatever HPCBRIDGE_SLURM_NODES says now
+    for f in "$RUN"/slurmd-*.pid; do
+        [ -e "$f" ] && stop_daemon "$(basename "$f" .pid)" 5
+    done
     kill_stepds
     stop_daemon slurmctld 5
     stop_daemon slurmdbd 5

@@ -23,6 +23,12 @@ case $JWT in 0 | 1) ;; *) die "HPCBRIDGE_SLURM_JWT must be 0 or 1, got '$JWT'" ;
 case $CPUS in '' | *[!0-9]* | 0) die "HPCBRIDGE_SLURM_CPUS must be a positive integer, got '$CPUS'" ;; esac
 case $GPUS in '' | *[!0-9]*) die "HPCBRIDGE_SLURM_GPUS must be a whole number, got '$GPUS'" ;; esac
 [ "$(id -u)" = 0 ] || die "start.sh must run as root"
+# the nodes' slurmd ports, SLURMD_PORT.. one each, must not take the others' ports
+for port in "$CTLD_PORT" "$DBD_PORT"; do
+    if [ "$port" -ge "$SLURMD_PORT" ] && [ "$port" -lt $((SLURMD_PORT + NODES)) ]; then
+        die "port $port is one of the $NODES nodes' slurmd ports ($SLURMD_PORT-$((SLURMD_PORT + NODES - 1))): set HPCBRIDGE_SLURM_CTLD_PORT and HPCBRIDGE_SLURM_DBD_PORT outside them"
+    fi
+done
 
 PACKAGES="munge slurmctld slurmd slurm-client slurmdbd mariadb-server-core mariadb-client-core"
 
@@ -82,6 +88,8 @@ render() {
         line=${line//@MAX_ARRAY_SIZE@/$MAX_ARRAY_SIZE}
         line=${line//@DB_NAME@/$DB_NAME}
         line=${line//@TASK_PLUGIN@/$TASK_PLUGIN}
+        line=${line//@NODE_TAG@/$NODE_TAG}
+        line=${line//@SPOOL_TAG@/$SPOOL_TAG}
         printf '%s\n' "$line" >>"$tmp"
     done <"$in"
     mv -f "$tmp" "$out"
@@ -96,6 +104,7 @@ write_env_file() {
         printf 'export HPCBRIDGE_SLURM_ACCOUNTING=%q\n' "$ACCOUNTING"
         printf 'export HPCBRIDGE_SLURM_CLUSTER=%q\n' "$CLUSTER"
         printf 'export HPCBRIDGE_SLURM_NODE=%q\n' "$NODE"
+        printf 'export HPCBRIDGE_SLURM_NODES=%q\n' "$NODES"
         printf 'export HPCBRIDGE_SLURM_ACCOUNT=%q\n' "$ACCOUNT"
         printf 'export HPCBRIDGE_SLURM_QOS=%q\n' "$EXTRA_QOS"
         if [ -n "$PREFIX" ]; then
@@ -196,10 +205,17 @@ else
     TASK_PLUGIN="# TaskPlugin: none (this Slurm has no task/none plugin)"
 fi
 NODE=${HPCBRIDGE_SLURM_NODENAME:-$HOST}
+NODE_TAG="" SPOOL_TAG="" PORTS=""
+if [ "$NODES" != 1 ]; then
+    # Several slurmd on this host: n1..nN, each its own port, log, pid file and spool
+    # (%n: the node's name), all reached at this host.
+    NODE="n[1-$NODES]" NODE_TAG=-%n SPOOL_TAG=/%n
+    PORTS=" Port=[$SLURMD_PORT-$((SLURMD_PORT + NODES - 1))]"
+fi
 # Real memory as reported by slurmd -C (needs no config).
 MEM=$(env -u SLURM_CONF slurmd -C 2>/dev/null | sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p' | head -n1)
 [ -n "$MEM" ] || MEM=$(awk '/MemTotal/ {print int($2/1024)}' /proc/meminfo)
-NODE_SHAPE="CPUs=$CPUS Boards=1 SocketsPerBoard=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=$MEM"
+NODE_SHAPE="CPUs=$CPUS Boards=1 SocketsPerBoard=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=$MEM$PORTS"
 [ "$GPUS" = 0 ] || NODE_SHAPE="$NODE_SHAPE Gres=gpu:$GPUS"
 
 # ----- configuration -----
@@ -289,21 +305,31 @@ wait_for "$TIMEOUT" slurmctld sh -c 'scontrol ping | grep -q "is UP"' ||
 # ----- slurmd -----
 # Launched from the spool dir so its slurmstepds can be recognised by cwd (stop.sh).
 cd "$SPOOL/slurmd"
-launch slurmd slurmd -D -N "$NODE"
-wait_pid slurmd 20 "$LOGDIR/slurmd.log"
+for d in $SLURMDS; do
+    # slurmd: the node named like the host; slurmd-n1: node n1
+    if [ "$d" = slurmd ]; then name=$NODE; else name=${d#slurmd-}; fi
+    [ "$d" = slurmd ] || mkdir -p "$SPOOL/slurmd/$name"
+    launch "$d" slurmd -D -N "$name"
+    wait_pid "$d" 20 "$LOGDIR/$d.log"
+done
+# every node registered and idle (or its drain/down state recorded in .node_state)
 node_idle() {
-    local st
-    st=$(sinfo -h -N -n "$NODE" -o '%T' 2>/dev/null | sort -u | head -n1) || return 1
-    case $st in
-        *'*') return 1 ;; # slurmd has not registered yet
-        idle | mixed | allocated | completing) return 0 ;;
-        *drain* | down | fail*) echo "$st" >"$RUN/.node_state"; return 0 ;;
-    esac
-    return 1
+    local states st
+    states=$(sinfo -h -N -n "$NODE" -o '%T' 2>/dev/null) || return 1
+    [ "$(wc -l <<<"$states")" -ge "$NODES" ] || return 1
+    for st in $states; do
+        case $st in
+            *'*') return 1 ;; # slurmd has not registered yet
+            idle | mixed | allocated | completing) ;;
+            *drain* | down | fail*) echo "$st" >"$RUN/.node_state" ;;
+            *) return 1 ;;
+        esac
+    done
+    return 0
 }
 rm -f "$RUN/.node_state"
 wait_for "$TIMEOUT" slurmd node_idle ||
-    die "node $NODE did not become idle: $(sinfo -h -N -n "$NODE" -o '%T %E' 2>&1 | sort -u)" "$LOGDIR/slurmd.log" "$LOGDIR/slurmctld.log"
+    die "node $NODE did not become idle: $(sinfo -h -N -n "$NODE" -o '%T %E' 2>&1 | sort -u)" "$LOGDIR/${SLURMDS%% *}.log" "$LOGDIR/slurmctld.log"
 # slurmctld keeps a node's drain across restarts (its state file): one an earlier run
 # left drained (e.g. "Kill task failed" under a paused controller) is resumed, once.
 if grep -q drain "$RUN/.node_state" 2>/dev/null; then
@@ -312,11 +338,11 @@ if grep -q drain "$RUN/.node_state" 2>/dev/null; then
     scontrol update NodeName="$NODE" State=RESUME ||
         die "could not resume node $NODE" "$LOGDIR/slurmctld.log"
     wait_for "$TIMEOUT" slurmd node_idle ||
-        die "node $NODE did not become idle after its resume" "$LOGDIR/slurmd.log" "$LOGDIR/slurmctld.log"
+        die "node $NODE did not become idle after its resume" "$LOGDIR/${SLURMDS%% *}.log" "$LOGDIR/slurmctld.log"
 fi
 if [ -e "$RUN/.node_state" ]; then
     rm -f "$RUN/.node_state"
-    die "node $NODE is not usable: $(sinfo -h -N -n "$NODE" -o '%T reason=%E' 2>&1 | sort -u)" "$LOGDIR/slurmd.log" "$LOGDIR/slurmctld.log"
+    die "node $NODE is not usable: $(sinfo -h -N -n "$NODE" -o '%T reason=%E' 2>&1 | sort -u)" "$LOGDIR/${SLURMDS%% *}.log" "$LOGDIR/slurmctld.log"
 fi
 
 # slurmctld registered with slurmdbd (sacct records need it)?

@@ -20,7 +20,7 @@ from ..retrying import Deadline
 from ..store.packs import PackBook, PackRecord
 from .allocations import AllocationError, Allocations, Instance, ended_early
 from .request import Pack, due_for_renewal, packed_task_time, room, split_resources, takes_more
-from .settling import is_lost, never_sent, settle_gone
+from .settling import is_lost, lost_with_node, never_sent, settle_gone
 from .state import Held, Standing, standing
 
 log = logging.getLogger("hpcbridge")
@@ -234,7 +234,8 @@ class PackRun:
             log.info("pack: allocation %s reached (%.0f s left)", held.job_id, held.time_left())
 
     def _collect(self) -> None:
-        """Ends of the tasks in flight; those of an allocation that ended are lost."""
+        """Ends of the tasks in flight; those of an allocation that ended, or of a node
+        lost from its instance, are lost."""
         busy = [held for held in self._alive() if held.in_flight]
         if not busy:
             return
@@ -248,13 +249,17 @@ class PackRun:
                 if not ended:
                     raise
                 statuses = {}
-            self._ended(
-                {
-                    held.in_flight.pop(flux_id): status
-                    for flux_id, status in statuses.items()
-                    if status.state.is_terminal
-                }
-            )
+            ends = {
+                flux_id: status for flux_id, status in statuses.items() if status.state.is_terminal
+            }
+            done = {}
+            for flux_id, status in ends.items():
+                index = held.in_flight.pop(flux_id)
+                if lost_with_node(status):  # the allocation's other nodes go on
+                    self._send_again(index, flux_id, f"allocation {held.job_id}: {status.reason}")
+                else:
+                    done[index] = status
+            self._ended(done)
             if ended:
                 self._lost(held, f"ended {allocations[held.job_id].state.value}")
 
@@ -279,7 +284,8 @@ class PackRun:
         held.sending.clear()
 
     def _send_again(self, index: int, flux_id: str, why: str) -> None:
-        """A task lost with its allocation: sent again once, FAILED when lost twice."""
+        """A task lost with its allocation or its node: sent again once, FAILED when lost
+        twice."""
         if index in self.sent_again:
             self._ended({index: JobStatus(flux_id, JobState.FAILED, reason=f"lost twice: {why}")})
             return

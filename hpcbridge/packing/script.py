@@ -1,6 +1,6 @@
 """An allocation's batch script (pure): in Slurm, a Flux instance over what the allocation
-holds, one broker per node bound to that node's CPUs of it; in Flux, a batch job kept
-alive (it is an instance already)."""
+holds, one broker per node bound to that node's CPUs of it, the brokers joined through
+Slurm's PMI; in Flux, a batch job kept alive (it is an instance already)."""
 
 from __future__ import annotations
 
@@ -90,6 +90,9 @@ def allocation_runs(
 
 def _step(nodes: int, cpus_per_node: Optional[int]) -> str:
     # --cpu-bind=none: Slurm's task/affinity binds a step's task to its --cpus-per-task
-    # CPUs (one by default), and a broker bound to one CPU gives its instance one core
-    step = f"--nodes={nodes} --ntasks-per-node=1 --cpu-bind=none --mpi=none"
+    # CPUs (one by default), and a broker bound to one CPU gives its instance one core.
+    # --mpi=pmi2: the brokers of several nodes find each other through Slurm's PMI (with
+    # --mpi=none each would start an instance of its own node); one broker needs none.
+    mpi = "pmi2" if nodes > 1 else "none"
+    step = f"--nodes={nodes} --ntasks-per-node=1 --cpu-bind=none --mpi={mpi}"
     return step + (f" --cpus-per-task={cpus_per_node}" if cpus_per_node else "")

@@ -1,6 +1,6 @@
 """The tasks of a pack whose instance is gone (its allocation released or ended), settled
-without asking anyone: their wrapper's word, else CANCELLED with why; and the end of a
-task never sent."""
+without asking anyone: their wrapper's word, else CANCELLED with why; the end of a task
+whose node was lost from its instance; and the end of a task never sent."""
 
 from __future__ import annotations
 
@@ -48,6 +48,15 @@ def settle_gone(outer: SchedulerAdapter, flux_ids: Sequence[str], why: str) -> D
 def is_lost(status: JobStatus) -> bool:
     """Whether ``status`` is that of a task lost with its instance (``settle_gone``)."""
     return status.state is JobState.CANCELLED and status.native_state == INSTANCE_GONE
+
+
+def lost_with_node(status: JobStatus) -> bool:
+    """Whether ``status`` is that of a task whose node's broker left its instance (killed,
+    the node down): Flux ends such a job with an exec exception, "node failure on HOST
+    (rank N)" - a task placed there before the loss was seen ends so without starting."""
+    return status.state is JobState.FAILED and (status.reason or "").startswith(
+        "exec: node failure"
+    )
 
 
 def never_sent(index: int, why: str) -> JobStatus:

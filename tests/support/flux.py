@@ -109,7 +109,8 @@ def flux_version(flux: str) -> str:
 
 
 class FluxInstance:
-    """A single-broker Flux instance of our own."""
+    """A Flux instance of our own: one broker, or ``size`` on this host (``flux start
+    --test-size``: an instance of that many nodes, each seeing the host's cores)."""
 
     def __init__(
         self,
@@ -118,8 +119,10 @@ class FluxInstance:
         workdir: Optional[str] = None,
         user: Optional[str] = None,
         start_queues: bool = True,
+        size: int = 1,
     ) -> None:
         self.flux = flux
+        self.size = size
         self.config = config
         self.user = user
         self.start_queues = start_queues
@@ -194,7 +197,7 @@ class FluxInstance:
                 *self.as_owner(),
                 self.flux,
                 "start",
-                "-s1",
+                f"-s{self.size}",
                 f"-o,--config-path={confdir}",
                 "sh",
                 "-c",

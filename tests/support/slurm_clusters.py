@@ -258,6 +258,32 @@ def job_info_rpcs(env: Dict[str, str]) -> int:
 
 SLURM_DIR = Path(__file__).resolve().parents[2] / "containers" / "slurm"
 
+#: what ``scripts/build-schedulers.sh`` stamps in a prefix: the configure line of its build
+CONFIGURE_STAMP = ".hpcbridge-configure"
+
+
+def several_nodes_absent(prefix: Optional[str]) -> Optional[str]:
+    """Why a cluster of several nodes cannot run on this host with the Slurm of
+    ``prefix`` (Debian's 22.05 without one); None when it can: several slurmd on one host
+    need ``--enable-multiple-slurmd`` in the configure line stamped in the prefix."""
+    if not prefix:
+        return (
+            "Debian's Slurm 22.05 is not built with --enable-multiple-slurmd: "
+            "several nodes need a prefix's Slurm"
+        )
+    try:
+        configured = (Path(prefix) / CONFIGURE_STAMP).read_text(encoding="utf-8")
+    except OSError:
+        configured = ""
+    if "--enable-multiple-slurmd" in configured.split():
+        return None
+    return (
+        f"the Slurm under {prefix} is not built with --enable-multiple-slurmd (its "
+        f"{CONFIGURE_STAMP} says {configured.strip() or 'nothing'!r}): as root, "
+        f"HPCBRIDGE_TEST_SLURM_PREFIX={prefix} bash scripts/build-schedulers.sh slurm-25.11 "
+        "rebuilds it"
+    )
+
 
 def read_env_file(state: str) -> Optional[Dict[str, str]]:
     """The variables a cluster's ``env.sh`` exports (``None`` until it is up)."""
@@ -284,21 +310,27 @@ def own_cluster(
     cpus: int = 8,
     jwt: bool = False,
     accounting: bool = False,
+    nodes: int = 1,
 ) -> Iterator[Dict[str, str]]:
     """A Slurm cluster of a test module's own, beside the shared ones.
 
     Its own state folder (``/tmp/hpcbridge-slurm-<name>``), ports (``port_base`` ..
-    +2), munge and cluster name: what the module does to it (a restart, a limit,
-    counting its RPCs with ``sdiag``) touches no other test; ``cpus``: the node's CPUs
+    +1+``nodes``), munge and cluster name: what the module does to it (a restart, a limit,
+    counting its RPCs with ``sdiag``) touches no other test; ``cpus``: each node's CPUs
     (jobs are not pinned: more than the machine has run side by side); ``jwt``: auth/jwt
     beside munge (``HPCBRIDGE_SLURM_JWT``, for slurmrestd's tokens); ``accounting``: a
-    slurmdbd and a MariaDB of its own (else none).  Stopped at the end.
-    Skips, saying why, without root or without the Slurm to run.
+    slurmdbd and a MariaDB of its own (else none); ``nodes``: more than one are ``n1``.. on
+    this host, a slurmd each (a ``prefix`` built with ``--enable-multiple-slurmd``).
+    Stopped at the end.  Skips, saying why, without root or without the Slurm to run.
     """
     if os.geteuid() != 0:
         pytest.skip("a Slurm cluster of its own needs root (containers/slurm/start.sh)")
     if prefix and not os.path.isdir(prefix):
         pytest.skip(absent_reason("slurm-25.11", f"no Slurm built under {prefix}"))
+    if nodes > 1:
+        reason = several_nodes_absent(prefix)
+        if reason:
+            pytest.skip(reason)
     if not prefix and cluster_env(DEBIAN_STATE) is None:
         pytest.skip(SKIP)  # Debian's Slurm is set up by the default cluster's start.sh
     state = f"/tmp/hpcbridge-slurm-{name}"
@@ -307,8 +339,9 @@ def own_cluster(
         "HPCBRIDGE_SLURM_ACCOUNTING": "1" if accounting else "0",
         "HPCBRIDGE_SLURM_CLUSTER": f"hpcb{name}",
         "HPCBRIDGE_SLURM_CTLD_PORT": str(port_base),
-        "HPCBRIDGE_SLURM_SLURMD_PORT": str(port_base + 1),
-        "HPCBRIDGE_SLURM_DBD_PORT": str(port_base + 2),
+        "HPCBRIDGE_SLURM_SLURMD_PORT": str(port_base + 1),  # one port per node from here
+        "HPCBRIDGE_SLURM_DBD_PORT": str(port_base + 1 + nodes),
+        "HPCBRIDGE_SLURM_NODES": str(nodes),
         "HPCBRIDGE_SLURM_EXTRA_CONF": extra_conf,
         "HPCBRIDGE_SLURM_USERS": users,
         "HPCBRIDGE_SLURM_CPUS": str(cpus),

@@ -12,6 +12,7 @@ from typing import Any, Dict
 import pytest
 
 from hpcbridge.errors import ResourceError
+from hpcbridge.model import JobState, JobStatus
 from hpcbridge.packing.request import (
     ALLOCATION_NAME,
     Pack,
@@ -21,6 +22,7 @@ from hpcbridge.packing.request import (
     takes_more,
 )
 from hpcbridge.packing.script import BROKER, allocation_runs, allocation_script
+from hpcbridge.packing.settling import lost_with_node
 from hpcbridge.schedulers.flux.instance_answers import parse_cores
 
 
@@ -119,7 +121,8 @@ def test_a_bad_request_says_what_to_write(text: str, said: str) -> None:
 def test_the_allocation_runs_one_broker_per_node_and_quotes_the_command() -> None:
     script = allocation_script("/opt/flux 0.88/bin/flux", 3)
     assert script.startswith("#!/bin/sh\n")
-    assert "exec srun --nodes=3 --ntasks-per-node=1 --cpu-bind=none --mpi=none sh -c " in script
+    # the brokers of three nodes join one instance through Slurm's PMI
+    assert "exec srun --nodes=3 --ntasks-per-node=1 --cpu-bind=none --mpi=pmi2 sh -c " in script
     assert script.endswith(" hpcbridge-pack '/opt/flux 0.88/bin/flux'\n")
     shared = allocation_runs("/opt/flux", 1, cpus_per_node=2)
     assert shared.startswith("srun --nodes=1 --ntasks-per-node=1 --cpu-bind=none --mpi=none ")
@@ -205,3 +208,12 @@ def test_an_instance_takes_two_tasks_per_core() -> None:
 def test_the_cores_of_an_instance_are_counted_from_its_r(r_lite: list, cores: int) -> None:
     document = {"version": 1, "execution": {"R_lite": r_lite, "expiration": 0}}
     assert parse_cores(json.dumps(document)) == cores
+
+
+def test_a_task_whose_node_left_the_instance_is_lost_and_no_other() -> None:
+    """Flux's words for a job whose broker rank was lost: it is sent again, not ended."""
+    node = JobStatus("f1", JobState.FAILED, 1, reason="exec: node failure on vm (rank 1)")
+    assert lost_with_node(node)
+    assert not lost_with_node(JobStatus("f2", JobState.FAILED, 3, reason="exit 3"))
+    assert not lost_with_node(JobStatus("f3", JobState.CANCELLED, reason="exec: node failure"))
+    assert not lost_with_node(JobStatus("f4", JobState.COMPLETED, 0))

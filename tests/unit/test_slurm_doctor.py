@@ -73,6 +73,22 @@ def test_packing_needs_srun_and_the_flux_command(tmp_path) -> None:
     assert found["slurm packing"].ok and "flux (0.88.0)" in found["slurm packing"].detail
 
 
+def test_packing_says_the_nodes_and_cores_a_pack_holds(tmp_path) -> None:
+    answers = {
+        ("sbatch", "--version"): (0, "slurm 25.11.7\n"),
+        ("flux", "version"): (0, "commands:    \t\t0.88.0\n"),
+        ("sinfo",): (0, "short 4 2\ndebug* 4 2\n"),
+        ("srun", "--mpi=list"): (0, "MPI plugin types are...\n\tnone\n\tpmi2\n"),
+        ("srun",): (0, "slurm 25.11.7\n"),
+    }
+    detail = by_name(doctor.checks(settings(tmp_path), Scripted(answers)))["slurm packing"].detail
+    assert "partition debug (the default): 4 node(s) of 2 CPUs" in detail
+    assert "Flux instance of N x 2 cores" in detail and "no pmi2" not in detail
+    answers[("srun", "--mpi=list")] = (0, "MPI plugin types are...\n\tnone\n")
+    found = by_name(doctor.checks(settings(tmp_path), Scripted(answers)))["slurm packing"]
+    assert found.ok and "srun has no pmi2" in found.detail and "use nodes=1" in found.detail
+
+
 def test_accounting_off_and_controller_down(tmp_path) -> None:
     executor = Scripted(
         {
@@ -87,6 +103,16 @@ def test_accounting_off_and_controller_down(tmp_path) -> None:
     found = by_name(doctor.checks(settings(tmp_path), executor))
     assert not found["slurm controller"].ok and "DOWN" in found["slurm controller"].detail
     assert "off (" in found["slurm accounting"].detail
+
+
+def test_accounting_storage_null_is_off(tmp_path) -> None:
+    """Slurm 25.11 without accounting storage says (null), not accounting_storage/none."""
+    answers = {
+        ("sbatch", "--version"): (0, "slurm 25.11.7\n"),
+        ("scontrol", "show", "config"): (0, "AccountingStorageType   = (null)\n"),
+    }
+    found = by_name(doctor.checks(settings(tmp_path), Scripted(answers)))
+    assert found["slurm accounting"].detail.startswith("off ((null))")
 
 
 def test_no_slurm_here(tmp_path) -> None:

@@ -87,6 +87,13 @@ def test_submit_description_every_field() -> None:
     }
 
 
+def test_submit_description_of_nodes_alone_asks_a_task_per_node() -> None:
+    """pyslurm would make the tasks 1: the job's srun would run on one node of the two."""
+    assert records.submit_description_kwargs(spec(nodes=2))["ntasks"] == 2
+    assert records.submit_description_kwargs(spec(nodes=2, ntasks=6))["ntasks"] == 6
+    assert "ntasks" not in records.submit_description_kwargs(spec())
+
+
 def test_submit_description_minimal_gpus_zero() -> None:
     kwargs = records.submit_description_kwargs(spec(gpus=0))
     assert "gpus" not in kwargs and "dependencies" not in kwargs and "partitions" not in kwargs

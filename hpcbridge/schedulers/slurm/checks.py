@@ -4,7 +4,7 @@ Pure, no I/O."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Tuple
 
 from ...engine.driver import Reply
 from ...errors import ConfigurationError
@@ -69,7 +69,8 @@ def accounting_check(config: Mapping[str, str]) -> Check:
         return Check("slurm accounting", False, "scontrol show config gave nothing")
     storage = config.get("AccountingStorageType", "?")
     limits = f"MinJobAge={config.get('MinJobAge', '?')}, MaxArraySize={max_array_size(config)}"
-    if "none" in storage:
+    # Slurm 23.02 and later say (null) where there is no accounting storage
+    if "none" in storage or storage in ("(null)", ""):
         return Check(
             "slurm accounting",
             True,
@@ -79,9 +80,13 @@ def accounting_check(config: Mapping[str, str]) -> Check:
     return Check("slurm accounting", True, f"on ({storage}): sacct has job history; {limits}")
 
 
-def packing_check(srun: Reply, found: Reply, flux: str, where: str) -> Check:
+def packing_check(
+    srun: Reply, found: Reply, flux: str, where: str, shapes: str = "", mpi: str = ""
+) -> Check:
     """Whether ``submit-many --pack`` (``srun … flux start`` in each allocation) can work,
-    from ``srun --version`` and ``flux version``'s answers."""
+    from ``srun --version`` and ``flux version``'s answers; what a pack's allocations
+    hold, from the partitions' ``shapes`` (``sinfo --format='%P %D %c'``) and ``mpi``
+    (``srun --mpi=list``: the brokers of several nodes join through pmi2)."""
     name = "slurm packing"
     if not srun.ok:
         return Check(name, False, f"not possible: no srun{where} to start Flux in an allocation")
@@ -96,12 +101,34 @@ def packing_check(srun: Reply, found: Reply, flux: str, where: str) -> Check:
     from ..flux.instance import parse_flux_version_output
 
     version = parse_flux_version_output(found.stdout).get("commands", "?")
-    return Check(
-        name,
-        True,
-        f"--pack can run: each allocation starts {flux} ({version}) with srun - the "
-        "compute nodes need it at the same path",
-    )
+    said = [
+        f"--pack can run: each allocation starts {flux} ({version}) with srun, a broker per "
+        "node - the compute nodes need it at the same path"
+    ]
+    shape = default_partition_shape(shapes)
+    if shape:
+        partition, nodes, cpus = shape
+        said.append(
+            f"partition {partition} (the default): {nodes} node(s) of {cpus} CPUs - a pack of "
+            f"nodes=N of whole nodes is a Flux instance of N x {cpus} cores (fewer where a "
+            "node has fewer cores than Slurm says)"
+        )
+    if mpi and "pmi2" not in mpi.split():
+        said.append(
+            "srun has no pmi2 (srun --mpi=list): the brokers of a pack of several nodes "
+            "cannot join one instance; use nodes=1"
+        )
+    return Check(name, True, "; ".join(said))
+
+
+def default_partition_shape(shapes: str) -> Optional[Tuple[str, str, str]]:
+    """The default partition's name, node count and CPUs per node from ``sinfo
+    --format='%P %D %c'`` (the default is marked ``*``; CPUs ``2+`` where they differ)."""
+    for line in shapes.splitlines():
+        words = line.split()
+        if len(words) == 3 and words[0].endswith("*"):
+            return words[0].rstrip("*"), words[1], words[2]
+    return None
 
 
 def rest_check(url: str, version: str, release: Optional[str], status: int, body: Any) -> Check:

@@ -56,9 +56,14 @@ def checks(settings: Settings, executor: Optional[Executor]) -> List[Check]:
     try:
         srun = executor.run(["srun", "--version"], timeout=30)
         flux = executor.run(version_argv(settings.flux_command), timeout=30)
+        shapes = mpi = ""
+        if srun.ok and flux.ok:  # what a pack's allocations would hold
+            shapes = executor.run(["sinfo", "--noheader", "--format=%P %D %c"], timeout=30).stdout
+            mpi = executor.run(["srun", "--mpi=list"], timeout=30).stdout
     except SchedulerAdapterError as exc:
         return found + [Check("slurm packing", False, f"not checked: {exc}")]
-    return found + [judge.packing_check(srun, flux, settings.flux_command, where)]
+    packing = judge.packing_check(srun, flux, settings.flux_command, where, shapes, mpi)
+    return found + [packing]
 
 
 def rest_checks(settings: Settings, executor: Executor) -> List[Check]:

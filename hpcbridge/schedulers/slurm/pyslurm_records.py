@@ -101,7 +101,9 @@ def submit_description_kwargs(spec: SubmitSpec) -> Dict[str, Any]:
         "constraints": resources.constraint,
         "time_limit": format_slurm_time(resources.time) if resources.time is not None else None,
         "nodes": resources.nodes,
-        "ntasks": resources.ntasks,
+        # pyslurm makes a missing ntasks 1 (sbatch -N leaves it unset): srun in the job
+        # would then start one task on one node, not one per node
+        "ntasks": resources.ntasks or resources.nodes,
         "cpus_per_task": resources.cpus_per_task,
         "memory_per_node": resources.mem,
         "memory_per_cpu": resources.mem_per_cpu,

@@ -1,0 +1,421 @@
+"""Jobs and packs of several nodes on a Slurm 25.11 cluster of four (issue 50).
+
+The module starts a cluster of its own: nodes ``n1``..``n4`` on this one host, a slurmd
+each (``containers/slurm/start.sh`` with ``HPCBRIDGE_SLURM_NODES=4``; the Slurm under
+``HPCBRIDGE_TEST_SLURM_PREFIX`` built with ``--enable-multiple-slurmd``), each node
+declared with the host's cores and the test GPUs, and stops it at the end - so it runs in
+any order.  The batch jobs' cases run with the CLI driver and with the pyslurm driver
+(where pyslurm 25.11 is installed: it loads the client library it was built against, the
+same release).  The launcher's tasks say on which node they run (``SLURMD_NODENAME``):
+every node has this host's name.
+
+With flux-core on this machine: a pack of two nodes is one Flux instance over both (its
+brokers join through Slurm's PMI, its tasks run on both ranks, its R holds both nodes'
+cores), and when one node's broker is killed mid-sweep only that node's tasks are sent
+again, once; a nested broker over a two-node job is reached as ``slurm:ID`` (rank 0) and
+runs jobs of two nodes; ``doctor`` says what a pack holds.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import logging
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Tuple
+
+import pytest
+
+from hpcbridge.model import JobState
+from hpcbridge.packing import Pack, run_packed
+from hpcbridge.packing.request import ALLOCATION_NAME
+from hpcbridge.schedulers.flux.instance_answers import parse_cores
+from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
+from tests.support.cli import hpcbridge_in
+from tests.support.flux_cases import require_flux, write_script
+from tests.support.slurm_clusters import PREFIX, make_adapter, own_cluster, run_slurm
+
+pytestmark = [pytest.mark.slurm]
+
+NODES = 4
+#: each node is declared with the host's cores (jobs are not pinned to them)
+CPUS = os.cpu_count() or 1
+
+#: every task of the step prints where it runs
+WHERE = "$HPCBRIDGE_LAUNCHER sh -c 'echo \"task $SLURM_PROCID on $SLURMD_NODENAME\"'\n"
+
+#: the task on the step's second node fails at once; the first node's ends later
+ONE_NODE_FAILS = """$HPCBRIDGE_LAUNCHER sh -c '
+if [ "$SLURM_NODEID" = 1 ]; then echo "fails on $SLURMD_NODENAME"; exit 3; fi
+sleep 3; echo "ends later on $SLURMD_NODENAME"'
+"""
+
+
+@pytest.fixture(scope="module")
+def four_nodes() -> Iterator[Dict[str, str]]:
+    cluster = own_cluster("nodes4", 17310, prefix=PREFIX, nodes=NODES, cpus=CPUS)
+    with cluster as env, pytest.MonkeyPatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)  # the commands the adapter runs reach it
+        yield env
+
+
+@pytest.fixture(params=["cli", "native"])
+def adapter(
+    request: pytest.FixtureRequest, four_nodes: Dict[str, str], tmp_path: Path
+) -> Iterator[RealSlurmAdapter]:
+    driver = request.param
+    if driver == "native":
+        try:
+            version = importlib.metadata.version("pyslurm")
+        except importlib.metadata.PackageNotFoundError:
+            pytest.skip(
+                "pyslurm is not installed (scripts/test.sh installs the wheel built for 25.11)"
+            )
+        if not version.startswith("25.11."):
+            pytest.skip(f"pyslurm {version} is not built for Slurm 25.11")
+    made = make_adapter({**four_nodes, "HPCBRIDGE_SLURM_DRIVER": driver}, tmp_path)
+    try:
+        yield made
+    finally:
+        made.store.close()
+
+
+def script(folder: Path, body: str) -> Path:
+    path = folder / "job.sh"
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return path
+
+
+def tasks_by_node(log: str) -> Dict[str, List[str]]:
+    """The lines ``task <rank> on <node>`` of a job's output, by node."""
+    found: Dict[str, List[str]] = {}
+    for line in log.splitlines():
+        words = line.split()
+        if len(words) == 4 and words[0] == "task" and words[2] == "on":
+            found.setdefault(words[-1], []).append(line)
+    return found
+
+
+def test_the_cluster_has_four_nodes(four_nodes: Dict[str, str]) -> None:
+    assert four_nodes["HPCBRIDGE_SLURM_NODE"] == f"n[1-{NODES}]"
+    assert four_nodes["HPCBRIDGE_SLURM_NODES"] == str(NODES)
+
+
+def test_two_nodes_run_the_launcher_step_on_both(adapter: RealSlurmAdapter, tmp_path: Path) -> None:
+    job_id = adapter.submit_job(script(tmp_path, WHERE), {"nodes": 2, "time": "60"})
+    status = adapter.wait(job_id, poll_interval=1, timeout=120)
+    log = adapter.get_job_logs(job_id)
+    assert status.state is JobState.COMPLETED and status.exit_code == 0, log
+    by_node = tasks_by_node(log)
+    assert len(by_node) == 2 and set(by_node) <= {f"n{i}" for i in range(1, NODES + 1)}, log
+    assert all(len(lines) == 1 for lines in by_node.values()), log
+
+
+def test_two_tasks_per_node_on_two_nodes(adapter: RealSlurmAdapter, tmp_path: Path) -> None:
+    # no scheduler-neutral key for tasks per node: sbatch's own option
+    asked = {"nodes": 2, "time": "60", "native": {"slurm": ["--ntasks-per-node=2"]}}
+    job_id = adapter.submit_job(script(tmp_path, WHERE), asked)
+    status = adapter.wait(job_id, poll_interval=1, timeout=120)
+    log = adapter.get_job_logs(job_id)
+    assert status.state is JobState.COMPLETED and status.exit_code == 0, log
+    by_node = tasks_by_node(log)
+    assert len(by_node) == 2 and all(len(lines) == 2 for lines in by_node.values()), log
+    ranks = sorted(line.split()[1] for lines in by_node.values() for line in lines)
+    assert ranks == ["0", "1", "2", "3"], log
+
+
+def test_one_nodes_failure_is_the_jobs_end_and_exit_code(
+    adapter: RealSlurmAdapter, tmp_path: Path
+) -> None:
+    job_id = adapter.submit_job(script(tmp_path, ONE_NODE_FAILS), {"nodes": 2, "time": "60"})
+    status = adapter.wait(job_id, poll_interval=1, timeout=120)
+    log = adapter.get_job_logs(job_id)
+    assert status.state is JobState.FAILED and status.exit_code == 3, (status, log)
+    failed = [line.split()[-1] for line in log.splitlines() if line.startswith("fails on ")]
+    later = [line.split()[-1] for line in log.splitlines() if line.startswith("ends later on ")]
+    # the end reported is the job's, not the failed node's: the other node's task had
+    # ended too when it was
+    assert len(failed) == 1 and len(later) == 1 and failed != later, log
+
+
+#: each task says its node's CPUs, GPUs and memory per CPU as Slurm gave them
+PER_NODE = (
+    "$HPCBRIDGE_LAUNCHER sh -c 'echo \"node $SLURMD_NODENAME cpus=$SLURM_CPUS_ON_NODE "
+    "gpus=$CUDA_VISIBLE_DEVICES mem=$SLURM_MEM_PER_CPU\"'\n"
+)
+
+
+def test_whole_nodes_gpus_and_memory_per_cpu_hold_on_each_node(
+    adapter: RealSlurmAdapter, four_nodes: Dict[str, str], tmp_path: Path
+) -> None:
+    asked = {"nodes": 2, "exclusive": True, "gpus_per_node": 2, "mem_per_cpu": "100M"}
+    job_id = adapter.submit_job(script(tmp_path, PER_NODE), {**asked, "time": "60"})
+    status = adapter.wait(job_id, poll_interval=1, timeout=120)
+    shown = run_slurm(["scontrol", "--oneliner", "show", "job", job_id], four_nodes)
+    log = adapter.get_job_logs(job_id)
+    assert status.state is JobState.COMPLETED, log
+    nodes = sorted(line.split()[1:] for line in log.splitlines() if line.startswith("node "))
+    # each node whole (all its CPUs), both its GPUs, the memory per CPU asked
+    assert len(nodes) == 2 and len({node[0] for node in nodes}) == 2, log
+    assert all(node[1:] == [f"cpus={CPUS}", "gpus=0,1", "mem=100"] for node in nodes), log
+    # the controller's record: per node, and the allocation's sum over both (without
+    # slurmdbd no GPU, and under CR_Core no memory, is counted in AllocTRES)
+    record = dict(word.split("=", 1) for word in shown.stdout.split() if "=" in word)
+    assert record["NumNodes"] == "2" and record["OverSubscribe"] == "NO", shown.stdout
+    assert record["MinMemoryCPU"] == "100M", shown.stdout
+    assert record["TresPerNode"].replace("gpu=", "gpu:") == "gres/gpu:2", shown.stdout
+    alloc = dict(item.split("=", 1) for item in record["AllocTRES"].split(","))
+    assert alloc["node"] == "2" and alloc["cpu"] == str(2 * CPUS), shown.stdout
+
+
+def packs_left(env: Dict[str, str], settle: float = 60.0) -> str:
+    """The pack allocations still queued once those being cancelled had ``settle`` s."""
+    deadline = time.monotonic() + settle
+    while True:
+        listed = run_slurm(["squeue", "-h", "-n", ALLOCATION_NAME, "-o", "%i %T %N"], env)
+        assert listed.returncode == 0, listed.stderr
+        if not listed.stdout.strip() or time.monotonic() > deadline:
+            return str(listed.stdout.strip())
+        time.sleep(1.0)
+
+
+@pytest.mark.flux
+def test_a_pack_of_two_nodes_is_one_instance_over_both(
+    four_nodes: Dict[str, str], tmp_path: Path
+) -> None:
+    flux = require_flux()
+    slurm = make_adapter({**four_nodes, "HPCBRIDGE_SLURM_DRIVER": "cli"}, tmp_path)
+    ran, r = tmp_path / "ran", tmp_path / "R"
+    quoted = shlex.quote(flux)
+    task = write_script(
+        tmp_path / "scripts",
+        "task.sh",
+        f'[ "$1" != 0 ] || {quoted} resource R > {r}\n'
+        f'echo "$1 $({quoted} getattr rank) $({quoted} getattr size)" >> {ran}\nsleep 1\n',
+    )
+    count = 16
+    try:
+        finals = run_packed(
+            slurm,
+            [(task, [str(index)]) for index in range(count)],
+            {"time": "20s"},
+            Pack.parse("nodes=2,time=3m,count=1"),
+            flux_command=flux,
+            poll_interval=0.5,
+            timeout=240,
+        )
+    finally:
+        slurm.close()
+    assert [status.state for status in finals] == [JobState.COMPLETED] * count
+    rows = [line.split() for line in ran.read_text().splitlines()]
+    assert sorted(int(index) for index, _, _ in rows) == list(range(count))  # each once
+    assert {size for _, _, size in rows} == {"2"}, rows  # one instance of two brokers
+    assert {rank for _, rank, _ in rows} == {"0", "1"}, rows  # tasks on both nodes
+    # its capacity: each node's broker on the CPUs Slurm gave it there, summed
+    assert parse_cores(r.read_text()) == 2 * CPUS, r.read_text()
+    assert packs_left(four_nodes) == ""
+
+
+@pytest.mark.flux
+def test_a_sweep_longer_than_a_two_node_allocation_goes_on_in_the_next(
+    four_nodes: Dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Allocations of two nodes for a minute, ~70 s of work: the next one is asked for
+    before the first stops taking tasks (the cluster has the two other nodes for it),
+    each instance spans both of its nodes, none is lost, none is left."""
+    flux = require_flux()
+    slurm = make_adapter({**four_nodes, "HPCBRIDGE_SLURM_DRIVER": "cli"}, tmp_path)
+    ran = tmp_path / "ran"
+    rank = f"$({shlex.quote(flux)} getattr rank)"
+    task = write_script(
+        tmp_path / "scripts", "task.sh", f'sleep 4\necho "$1 $FLUX_URI {rank}" >> {ran}\n'
+    )
+    count = 70
+    try:
+        with caplog.at_level(logging.INFO, logger="hpcbridge"):
+            finals = run_packed(
+                slurm,
+                [(task, [str(index)]) for index in range(count)],
+                {"time": "8s"},
+                Pack.parse("nodes=2,time=1,count=1"),
+                flux_command=flux,
+                poll_interval=0.5,
+                timeout=400,
+                outer_time_margin=5.0,
+            )
+    finally:
+        slurm.close()
+    assert [status.state for status in finals] == [JobState.COMPLETED] * count
+    rows = [line.split() for line in ran.read_text().splitlines()]
+    assert sorted(int(row[0]) for row in rows) == list(range(count))  # each once
+    # FLUX_URI is the task's broker's: two per instance, one on each node
+    brokers = {(uri, on) for _, uri, on in rows}
+    first, second = ({uri for uri, on in brokers if on == r} for r in ("0", "1"))
+    asked = re.findall(r"pack: allocation (\d+) asked for", caplog.text)
+    assert len(first) == len(second) >= 2 and len(asked) >= 2, (brokers, asked)
+    assert "lost" not in caplog.text
+    assert packs_left(four_nodes) == ""
+
+
+def broker_of(slurm_job: str, node_id: str) -> Optional[int]:
+    """The pid of the flux-broker that Slurm job ``slurm_job`` runs on its node
+    ``node_id`` (0, 1, ...: its step's SLURM_NODEID), from the processes' environment."""
+    for entry in Path("/proc").iterdir():
+        try:
+            # a broker names itself flux-broker-<rank>
+            broker = (entry / "comm").read_text().startswith("flux-broker")
+            if not entry.name.isdigit() or not broker:
+                continue
+            words = (entry / "environ").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        env = dict(word.split("=", 1) for word in words if "=" in word)
+        if env.get("SLURM_JOB_ID") == slurm_job and env.get("SLURM_NODEID") == node_id:
+            return int(entry.name)
+    return None
+
+
+def kill_second_broker_once_busy(env: Dict[str, str], ran: Path, killed: List[int]) -> None:
+    """Once a task runs on rank 1 of the pack's instance, SIGKILL that rank's broker."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        rows = [line.split() for line in ran.read_text().splitlines()] if ran.exists() else []
+        if any(row[0] == "start" and row[2:] == ["1"] for row in rows):
+            listed = run_slurm(["squeue", "-h", "-n", ALLOCATION_NAME, "-o", "%i"], env)
+            pid = broker_of(listed.stdout.strip(), "1")
+            if pid:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                return
+        time.sleep(0.2)
+
+
+@pytest.mark.flux
+def test_a_nodes_broker_killed_loses_only_its_tasks_sent_again_once(
+    four_nodes: Dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    flux = require_flux()
+    slurm = make_adapter({**four_nodes, "HPCBRIDGE_SLURM_DRIVER": "cli"}, tmp_path)
+    ran = tmp_path / "ran"
+    rank = f"$({shlex.quote(flux)} getattr rank)"
+    task = write_script(
+        tmp_path / "scripts",
+        "task.sh",
+        f'echo "start $1 {rank}" >> {ran}\nsleep 3\necho "end $1 {rank}" >> {ran}\n',
+    )
+    count, killed = 10, []
+    killer = threading.Thread(target=kill_second_broker_once_busy, args=(four_nodes, ran, killed))
+    killer.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="hpcbridge"):
+            finals = run_packed(
+                slurm,
+                [(task, [str(index)]) for index in range(count)],
+                {"time": "20s"},
+                Pack.parse("nodes=2,time=3m,count=1"),
+                flux_command=flux,
+                poll_interval=0.5,
+                timeout=240,
+            )
+    finally:
+        killer.join()
+        slurm.close()
+    assert killed, "no task ran on rank 1: no broker was killed"
+    assert [status.state for status in finals] == [JobState.COMPLETED] * count
+    again = [int(index) for index in re.findall(r"pack: task (\d+) \S+ lost \(", caplog.text)]
+    assert again and len(again) == len(set(again)), caplog.text  # each sent again once
+    # a task whose broker was killed may still end, its rank unknown: "end 5"
+    rows = [line.split() for line in ran.read_text().splitlines() if len(line.split()) == 3]
+    ends = sorted(int(row[1]) for row in rows if row[0] == "end")
+    assert ends == list(range(count)), rows  # each ended once where a broker saw it
+    for index in again:  # lost on rank 1 (started there, or placed there unstarted)
+        starts = [row[2] for row in rows if row[:2] == ["start", str(index)]]
+        assert len(starts) == 1 or starts[0] == "1", (index, rows)
+        assert [row[2] for row in rows if row[:2] == ["end", str(index)]] == ["0"], rows
+    assert packs_left(four_nodes) == ""
+
+
+@pytest.mark.flux
+def test_doctor_says_what_a_pack_holds(four_nodes: Dict[str, str], tmp_path: Path) -> None:
+    env = {**os.environ, **four_nodes, "HPCBRIDGE_FLUX_COMMAND": require_flux()}
+    env["HPCBRIDGE_STATE_DIR"] = str(tmp_path / "state")
+    said = subprocess.run(
+        [sys.executable, "-m", "hpcbridge", "doctor", "--scheduler", "slurm"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    packing = [line for line in said.stdout.splitlines() if "slurm packing" in line]
+    assert len(packing) == 1 and packing[0].startswith("ok"), said.stdout + said.stderr
+    assert f"{NODES} node(s) of {CPUS} CPUs" in packing[0], packing
+    assert f"Flux instance of N x {CPUS} cores" in packing[0] and "pmi2" not in packing[0]
+
+
+@pytest.fixture
+def nested(four_nodes: Dict[str, str], tmp_path: Path) -> Iterator[Tuple[Dict[str, str], str]]:
+    """The environment of ``hpcbridge`` reaching a Flux instance that ``srun`` starts over
+    a two-node Slurm job (one broker per node, joined by pmi2) through ``slurm:ID``, and
+    the URI ``hpcbridge uri slurm:ID`` gave."""
+    flux = require_flux()
+    env = {**os.environ, **four_nodes, "PATH": f"{four_nodes['PATH']}:{Path(flux).parent}"}
+    instance = f"srun --ntasks-per-node=1 --mpi=pmi2 {shlex.quote(flux)} start sleep inf"
+    submitted = run_slurm(
+        ["sbatch", "--parsable", "-N2", "-t2", f"-o{tmp_path}/flux-%j.out", "--wrap", instance],
+        env,
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    slurm_job = submitted.stdout.strip()
+    try:
+        uri, deadline = "", time.monotonic() + 90
+        while not uri and time.monotonic() < deadline:
+            found = hpcbridge_in(env, "uri", f"slurm:{slurm_job}")
+            uri = found.stdout.strip() if found.returncode == 0 else ""
+            time.sleep(0 if uri else 1)
+        assert uri, f"no Flux URI for slurm:{slurm_job}: {found.stderr}"
+        env.update(
+            HPCBRIDGE_SCHEDULER="flux",
+            HPCBRIDGE_FLUX_URI=f"slurm:{slurm_job}",
+            HPCBRIDGE_FLUX_COMMAND=flux,
+            HPCBRIDGE_STATE_DIR=str(tmp_path / "state"),
+            HPCBRIDGE_MIN_POLL_INTERVAL="0",
+        )
+        yield env, uri
+    finally:
+        run_slurm(["scancel", slurm_job], env)
+
+
+@pytest.mark.flux
+def test_a_nested_broker_over_two_nodes_runs_jobs_of_two_nodes(
+    nested: Tuple[Dict[str, str], str], tmp_path: Path
+) -> None:
+    env, uri = nested
+    flux = env["HPCBRIDGE_FLUX_COMMAND"]
+    # slurm:ID is rank 0's URI, of an instance of both nodes
+    asked = {**env, "FLUX_URI": uri}
+    said = [run_slurm([flux, "getattr", name], asked).stdout.strip() for name in ("rank", "size")]
+    assert said == ["0", "2"], said
+    plain = write_script(tmp_path, "plain.sh", f'echo "rank $({flux} getattr rank)"\n')
+    batch = write_script(tmp_path, "batch.sh", "$HPCBRIDGE_LAUNCHER -N 2 flux getattr rank\n")
+    ranks = {}
+    for kind, path in (("--no-nested", plain), ("--nested", batch)):
+        ran = hpcbridge_in(env, "submit", "--nodes", "2", "-t", "1m", kind, path, "--json")
+        assert ran.returncode == 0, ran.stderr
+        job_id = json.loads(ran.stdout)["job_id"]
+        waited = hpcbridge_in(env, "wait", job_id, "--poll-interval", "0.5")
+        logs = hpcbridge_in(env, "logs", job_id)
+        assert waited.returncode == 0, waited.stdout + waited.stderr + logs.stdout
+        ranks[kind] = sorted(logs.stdout.replace("rank ", "").split())
+    # a plain job: a task on each broker of the instance; a batch job: its own instance's
+    # brokers, one on each of the two nodes, each run a task of its launcher's step
+    assert ranks == {"--no-nested": ["0", "1"], "--nested": ["0", "1"]}, ranks
