@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import math
+import operator
+from json.encoder import encode_basestring_ascii as _quoted
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ..model import JobStatus
 from .jobs import JobStore
 from .leases import Lease
-from .records import status_from_values, status_values
+from .records import PLAIN, iso, status_from_values, status_values
 
 #: one answer of a round: the status, when the scheduler gave it (epoch seconds), and
 #: whether it could be asked (the engine's ``Reach``, by its value)
@@ -50,12 +52,37 @@ LEASE = Lease("poll_lease", "target", "owner", "until")
 def encode_round(answers: Mapping[str, Answer]) -> str:
     """A round's answers as one JSON object, ``{job_id: [the status's values
     (``records.STATUS_FIELDS``), answered_at, reach]}``."""
-    return json.dumps(
-        {
-            job_id: [*status_values(status), at, reach]
-            for job_id, (status, at, reach) in answers.items()
-        }
-    )
+    # A round's jobs mostly share all but their ids (and extra, a task's raw id): each
+    # distinct rest is encoded once, each job's own parts joined to it.
+    encoded: Dict[Tuple[Any, ...], Tuple[str, str]] = {}
+    parts = []
+    for job_id, (status, at, reach) in answers.items():
+        times = (iso(status.start_time), iso(status.end_time), iso(status.as_of))
+        key = (*_SHARED(status), *times, at, reach)
+        around = encoded.get(key)
+        if around is None:
+            values = status_values(status)
+            head = json.dumps(values[:6])[:-1]  # '[state, ..., reason' (extra follows)
+            tail = json.dumps([*values[7:], at, reach])[1:]  # 'as_of, at, reach]'
+            around = encoded[key] = (f"{head}, ", f", {tail}")
+        extra = status.extra
+        plain = _plain_json(extra) if extra else "{}"
+        parts.append(f"{_quoted(job_id)}: {around[0]}{plain}{around[1]}")
+    return "{" + ", ".join(parts) + "}"
+
+
+#: the values of a status a round's jobs share, but its times (by ``iso``: zone and all)
+_SHARED = operator.attrgetter("state", "exit_code", "native_state", "reason")
+
+
+def _plain_json(extra: Mapping[str, Any]) -> str:
+    """``status_values``'s ``extra`` as JSON: its strings quoted directly (a task's raw id)."""
+    parts = []
+    for key, value in extra.items():
+        if type(key) is not str or type(value) is not str:
+            return json.dumps({k: v for k, v in extra.items() if isinstance(v, PLAIN)})
+        parts.append(f"{_quoted(key)}: {_quoted(value)}")
+    return "{" + ", ".join(parts) + "}"
 
 
 def decode_round(text: str, job_ids: Optional[Iterable[str]] = None) -> Dict[str, Answer]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -60,6 +60,31 @@ def test_a_value_of_extra_that_is_no_json_is_left_out() -> None:
     status = JobStatus("1", JobState.RUNNING, extra={"raw_id": "1", "handle": object()})
     back = decode_round(encode_round({"1": (status, None, "answered")}))
     assert back["1"][0].extra == {"raw_id": "1"}
+
+
+@SETTINGS
+@given(_answers, st.lists(st.text(max_size=8), min_size=2, max_size=5, unique=True))
+def test_jobs_sharing_all_but_their_ids_round_trip(shared: Answer, ids: List[str]) -> None:
+    status, at, reach = shared
+    extra = {**status.extra, "raw_id": "r"}
+    answers = {i: (status.with_(job_id=i, extra={**extra, "raw_id": i}), at, reach) for i in ids}
+    back = decode_round(encode_round(answers))
+    assert list(back) == ids
+    assert all(_same(back[job_id], answers[job_id]) for job_id in ids)
+
+
+def test_one_instant_in_two_zones_keeps_each_zone() -> None:
+    noon = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
+    east = noon.astimezone(timezone(timedelta(hours=2)))
+    answers = {
+        job_id: (JobStatus(job_id, JobState.RUNNING, start_time=start), 1.0, "answered")
+        for job_id, start in (("1", noon), ("2", east))
+    }
+    back = decode_round(encode_round(answers))
+    assert [back[i][0].start_time.isoformat() for i in ("1", "2")] == [  # type: ignore[union-attr]
+        noon.isoformat(),
+        east.isoformat(),
+    ]
 
 
 def _answered(job_ids: List[str], state: JobState) -> Dict[str, Answer]:
