@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Dict, Mapping, Optional
 
 from ..model import JobState, JobStatus
@@ -63,9 +64,13 @@ class Observation:
     def with_status(self, status: JobStatus) -> Observation:
         return Observation(status, self.source, self.answered_at, self.reach)
 
-    def stamped(self, answered_at: float) -> Observation:
-        """The same, given by the scheduler at ``answered_at``."""
-        return Observation(self.status, self.source, answered_at, self.reach)
+    def stamped(self, answered_at: float, as_of: Optional[datetime] = None) -> Observation:
+        """The same, given by the scheduler at ``answered_at`` (``as_of``: that time, for
+        a status not dated yet)."""
+        status = self.status
+        if as_of is not None and status.as_of is None:
+            status = status.with_(as_of=as_of)
+        return Observation(status, self.source, answered_at, self.reach)
 
 
 _SLOTS: Any = Observation  # each slot's own setter: past the frozen __setattr__

@@ -15,6 +15,7 @@ import math
 import threading
 import time
 import uuid
+from datetime import datetime, timezone
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 from ..retrying import Deadline
@@ -206,7 +207,8 @@ class Poller:
             self._duration = time.monotonic() - started
         self._last_round = time.monotonic()
         at = time.time()
-        stamped = {job_id: seen.stamped(at) for job_id, seen in answers.items()}
+        when = datetime.fromtimestamp(at, tz=timezone.utc)  # each status's as_of
+        stamped = {job_id: seen.stamped(at, when) for job_id, seen in answers.items()}
         self._latest.update(stamped)
         self._latest_at.update(dict.fromkeys(stamped, at))
         if self._duration * SLOW_FACTOR > self.chosen(chosen):

@@ -113,7 +113,9 @@ class JobTracker:
                     if moved:
                         changed.append(observed)
                     self.known[job_id] = observed
-                    merged_all[job_id] = seen.with_status(observed)
+                    # a status the poller dated is ``seen``'s own: no new observation
+                    same = observed is seen.status
+                    merged_all[job_id] = seen if same else seen.with_status(observed)
                     continue
                 self.known[job_id] = status_from_row(row)
             merged = self._merge(job_id, seen, observed, records.get(job_id))
