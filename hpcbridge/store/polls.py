@@ -15,7 +15,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from ..model import JobStatus
 from .jobs import JobStore
 from .leases import Lease
-from .records import PLAIN, iso, status_from_values, status_values
+from .records import PLAIN, status_from_values, status_values
 
 #: one answer of a round: the status, when the scheduler gave it (epoch seconds), and
 #: whether it could be asked (the engine's ``Reach``, by its value)
@@ -53,12 +53,13 @@ def encode_round(answers: Mapping[str, Answer]) -> str:
     """A round's answers as one JSON object, ``{job_id: [the status's values
     (``records.STATUS_FIELDS``), answered_at, reach]}``."""
     # A round's jobs mostly share all but their ids (and extra, a task's raw id): each
-    # distinct rest is encoded once, each job's own parts joined to it.
+    # distinct rest is encoded once, each job's own parts joined to it.  Their times are
+    # the same objects (a parsed row's, the round's): keyed by identity, each object
+    # alive until the end (equal times apart encode apart, zone and all).
     encoded: Dict[Tuple[Any, ...], Tuple[str, str]] = {}
     parts = []
     for job_id, (status, at, reach) in answers.items():
-        times = (iso(status.start_time), iso(status.end_time), iso(status.as_of))
-        key = (*_SHARED(status), *times, at, reach)
+        key = (*_SHARED(status), *map(id, _TIMES(status)), at, reach)
         around = encoded.get(key)
         if around is None:
             values = status_values(status)
@@ -71,8 +72,9 @@ def encode_round(answers: Mapping[str, Answer]) -> str:
     return "{" + ", ".join(parts) + "}"
 
 
-#: the values of a status a round's jobs share, but its times (by ``iso``: zone and all)
+#: the values of a status a round's jobs share, and its times
 _SHARED = operator.attrgetter("state", "exit_code", "native_state", "reason")
+_TIMES = operator.attrgetter("start_time", "end_time", "as_of")
 
 
 def _plain_json(extra: Mapping[str, Any]) -> str:
