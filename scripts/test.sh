@@ -130,15 +130,19 @@ else
   # their cases touches the shared Slurm clusters:
   # - Flux: the modules whose brokers are their own with the main release, then the
   #   other releases' core cases (instances of their own), one after the other, then the
-  #   Flux modules that need no shared service but the sshd;
+  #   Flux modules that need no shared service but the sshd, then the REST driver's
+  #   modules (Slurm clusters of their own, for which the other lane has no room);
   # - the unit tests, then the modules with Slurm clusters of their own (test_polite_client
   #   counts its own controller's RPCs) and Spack (no service), the slowest of the suite,
   #   then the modules of the mock.
   own=(tests/integration/test_polite_client.py tests/integration/test_exactly_once.py
     tests/integration/test_slurm_no_accounting.py tests/integration/test_slurm_rest.py
-    tests/integration/test_slurm_rest_jwt.py tests/integration/test_slurm_rest_contract.py
     tests/integration/test_slurm_nodes.py tests/integration/test_spack.py
     tests/integration/test_futures_slurm.py)
+  # the Slurm modules with clusters of their own that the own lane has no room for: the
+  # REST driver's (its contract on three targets, a token through a 150 s wait), after Flux's
+  slurm_beside_flux=(tests/integration/test_slurm_rest_contract.py
+    tests/integration/test_slurm_rest_jwt.py)
   flux_own=(tests/integration/test_flux_adapter.py tests/integration/test_flux_active_cap.py
     tests/integration/test_flux_fallback.py tests/integration/test_flux_journal_stream.py
     tests/integration/test_flux_many.py tests/integration/test_flux_queues.py
@@ -180,6 +184,9 @@ else
     done
     echo "== pytest: the Flux modules beside the shared services: ${flux_beside[*]}"
     "$python" -m pytest "${pytest_args[@]}" --durations=5 "${flux_beside[@]}" || other_status=1
+    echo "== pytest: Slurm modules with clusters of their own: ${slurm_beside_flux[*]}"
+    "$python" -m pytest "${pytest_args[@]}" --durations=5 "${slurm_beside_flux[@]}" ||
+      other_status=1
     return "$other_status"
   }
   own_lane() {
@@ -196,12 +203,14 @@ else
   lane flux flux_lane
   lane own own_lane
   echo "== pytest: beside the suite, in lanes of their own: ${flux_own[*]}; the core Flux" \
-    "cases of ${other_flux[*]:-no other release}; ${flux_beside[*]}; the unit tests;" \
+    "cases of ${other_flux[*]:-no other release}; ${flux_beside[*]}; ${slurm_beside_flux[*]};" \
+    "the unit tests;" \
     "${own[*]}; ${mock[*]}"
   echo "== pytest: integration tests"
   # The slowest cases are listed, to keep the warm run within its budget.
   ignored=()
-  for path in "${own[@]}" "${flux_own[@]}" "${flux_beside[@]}" "${mock[@]}"; do
+  for path in "${own[@]}" "${flux_own[@]}" "${flux_beside[@]}" "${slurm_beside_flux[@]}" \
+    "${mock[@]}"; do
     ignored+=("--ignore=$path")
   done
   "$python" -m pytest "${pytest_args[@]}" --durations=25 "${ignored[@]}" tests/integration ||
