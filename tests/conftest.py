@@ -99,3 +99,9 @@ def openssh_executor(request):
 def openssh_remote_dir(openssh_executor):
     """A fresh folder owned by the SSH test user, made over the OpenSSH backend."""
     yield from _remote_dir(openssh_executor)
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    """``@pytest.mark.anyio`` tests (anyio's pytest plugin) run on asyncio, hpcbridge's loop."""
+    return "asyncio"

@@ -4,7 +4,6 @@ runs, one job not found among others, the adapter closed mid-wait."""
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from concurrent.futures import wait
 from typing import Dict, List
@@ -135,16 +134,17 @@ def test_one_thread_for_many_futures() -> None:
     assert all(f.result().state is (C if int(f.job_id) % 2 else F) for f in made)
 
 
-def test_a_stream_yields_in_order_then_raises_what_the_wait_raised() -> None:
+@pytest.mark.anyio
+async def test_a_stream_yields_in_order_then_raises_what_the_wait_raised() -> None:
     follower, waited, _ = follower_of({"a": [P, R, C], "lost": [P]})
-
-    async def streamed(ids: List[str]) -> List[tuple]:
-        return [(s.job_id, s.state) async for s in changes(follower, ids)]
-
-    assert asyncio.run(streamed(["a"])) == [("a", P), ("a", R), ("a", C)]
+    assert [(s.job_id, s.state) async for s in changes(follower, ["a"])] == [
+        ("a", P),
+        ("a", R),
+        ("a", C),
+    ]
     waited.missing.add("lost")
     with pytest.raises(JobNotFoundError, match="lost"):
-        asyncio.run(streamed(["lost"]))
+        [s async for s in changes(follower, ["lost"])]
 
 
 def test_a_callback_that_raises_stops_neither_its_calls_nor_the_others() -> None:
