@@ -1,9 +1,9 @@
 """The REST driver: Slurm through slurmrestd.  Glue only - ``rest_requests`` builds each
 request, ``rest_answers`` reads each answer, the engine's runner runs them as
-``driver.Call``\\ s through ``HttpClient`` - as rows of the shared Slurm glue
-(``driver_base``): the queue, the history, a submission, keys, cancels, the caps on
-queued jobs, a job's output and the cluster's name; the order of the questions,
-adoption and the cap's cache are ``driver_base``'s; its token: ``transports.token``."""
+``driver.Call``\\ s through ``HttpClient`` - as rows of the Slurm glue in ``cli_driver``:
+the queue, the history, a submission, keys, cancels, the caps on queued jobs, a job's
+output and the cluster's name are its own; the order of the questions, adoption and
+the cap's cache are the glue's; its token: ``transports.token``."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from . import rest_answers as answers
 from . import rest_requests as requests
 from .cli_driver import SlurmCliDriver
 from .commands import SubmitSpec
-from .driver_base import SlurmDriverBase
 from .queries import Statuses
 
 #: 511: slurmrestd's answer when slurmctld refuses the token it passed on (401: no token)
@@ -37,11 +36,12 @@ def send(client: HttpClient, request: requests.RestRequest) -> answers.Answer:
     return answers.reply_answer(reply.status, reply.body)
 
 
-class SlurmRestDriver(SlurmDriverBase):
+class SlurmRestDriver(SlurmCliDriver):
     """Slurm through slurmrestd; ``version``: a data parser version to use (default: the
     newest both sides speak, found once)."""
 
     name = "rest"
+    asks_by_id = False  # ``jobs/`` (``_live``) lists every user's jobs
 
     def __init__(
         self, executor: Executor, client: HttpClient, *args: Any, version: str = "", **options: Any
