@@ -140,9 +140,10 @@ else
     tests/integration/test_slurm_nodes.py tests/integration/test_spack.py
     tests/integration/test_futures_slurm.py)
   # the Slurm modules with clusters of their own that the own lane has no room for: the
-  # REST driver's (its contract on three targets, a token through a 150 s wait), after Flux's
+  # REST driver's (its contract on three targets, a token through a 150 s wait, a lost
+  # answer to a submission), after Flux's
   slurm_beside_flux=(tests/integration/test_slurm_rest_contract.py
-    tests/integration/test_slurm_rest_jwt.py)
+    tests/integration/test_slurm_rest_jwt.py tests/integration/test_slurm_rest_once.py)
   flux_own=(tests/integration/test_flux_adapter.py tests/integration/test_flux_active_cap.py
     tests/integration/test_flux_fallback.py tests/integration/test_flux_journal_stream.py
     tests/integration/test_flux_many.py tests/integration/test_flux_queues.py

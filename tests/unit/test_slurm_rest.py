@@ -18,6 +18,7 @@ from hpcbridge.errors import (
     ResourceError,
     SchedulerAdapterError,
     SchedulerUnavailableError,
+    SubmissionUncertainError,
 )
 from hpcbridge.model import CANCELLED_WHILE_PENDING, JobState
 from hpcbridge.resources import Resources
@@ -383,6 +384,12 @@ def test_submissions_and_refusals(version: str) -> None:
 def test_submission_never_reached_is_asked_again() -> None:
     with pytest.raises(Again):
         answers.submitted_answer(answers.Answer(503, "Service Unavailable"))
+
+
+def test_submission_timed_out_at_a_paused_controller_is_uncertain() -> None:
+    # slurmrestd's 504 after MessageTimeout: slurmctld may still make the job
+    with pytest.raises(SubmissionUncertainError, match="Socket timed out on send/recv"):
+        answers.submitted_answer(recorded("v0.0.44", "submit_controller_paused"))
 
 
 @pytest.mark.parametrize("version", VERSIONS)
