@@ -29,6 +29,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
 
@@ -37,6 +38,7 @@ import pytest
 from hpcbridge.model import JobState
 from hpcbridge.packing import Pack, run_packed
 from hpcbridge.packing.request import ALLOCATION_NAME
+from hpcbridge.resources import parse_duration
 from hpcbridge.schedulers.flux.instance_answers import parse_cores
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
 from tests.support.cli import hpcbridge_in
@@ -232,15 +234,22 @@ def test_a_sweep_longer_than_a_two_node_allocation_goes_on_in_the_next(
 ) -> None:
     """Allocations of two nodes for a minute, ~70 s of work: the next one is asked for
     before the first stops taking tasks (the cluster has the two other nodes for it),
-    each instance spans both of its nodes, none is lost, none is left."""
+    each instance spans both of its nodes, each task starts and ends inside its
+    allocation's time (none is started where it cannot end), none is lost, none is left."""
     flux = require_flux()
     slurm = make_adapter({**four_nodes, "HPCBRIDGE_SLURM_DRIVER": "cli"}, tmp_path)
     ran = tmp_path / "ran"
     rank = f"$({shlex.quote(flux)} getattr rank)"
     task = write_script(
-        tmp_path / "scripts", "task.sh", f'sleep 4\necho "$1 $FLUX_URI {rank}" >> {ran}\n'
+        tmp_path / "scripts",
+        "task.sh",
+        f"started=$(date +%s.%N)\nsleep 4\n"
+        f'echo "$1 $FLUX_URI {rank} $started $(date +%s.%N)" >> {ran}\n',
     )
-    count = 70
+    count, done = 70, threading.Event()
+    spans: Dict[str, Tuple[float, float]] = {}
+    watcher = threading.Thread(target=watch_spans, args=(four_nodes, spans, done))
+    watcher.start()
     try:
         with caplog.at_level(logging.INFO, logger="hpcbridge"):
             finals = run_packed(
@@ -254,17 +263,40 @@ def test_a_sweep_longer_than_a_two_node_allocation_goes_on_in_the_next(
                 outer_time_margin=5.0,
             )
     finally:
+        done.set()
+        watcher.join()
         slurm.close()
     assert [status.state for status in finals] == [JobState.COMPLETED] * count
     rows = [line.split() for line in ran.read_text().splitlines()]
     assert sorted(int(row[0]) for row in rows) == list(range(count))  # each once
     # FLUX_URI is the task's broker's: two per instance, one on each node
-    brokers = {(uri, on) for _, uri, on in rows}
+    brokers = {(uri, on) for _, uri, on, _, _ in rows}
     first, second = ({uri for uri, on in brokers if on == r} for r in ("0", "1"))
     asked = re.findall(r"pack: allocation (\d+) asked for", caplog.text)
     assert len(first) == len(second) >= 2 and len(asked) >= 2, (brokers, asked)
     assert "lost" not in caplog.text
+    assert sorted(spans) == sorted(asked), (spans, asked)
+    for index, uri, _, started, ended in rows:
+        assert any(
+            began <= float(started) and float(ended) <= end for began, end in spans.values()
+        ), f"task {index} in {uri} ran outside every allocation's time: {spans}"
     assert packs_left(four_nodes) == ""
+
+
+def watch_spans(
+    env: Dict[str, str], spans: Dict[str, Tuple[float, float]], done: threading.Event
+) -> None:
+    """Until ``done``: each running pack allocation's start and the end its time limit
+    gives it, by job id, as the controller says (read while it runs: the cluster keeps
+    no accounting, and forgets an ended job after MinJobAge)."""
+    while not done.wait(1.0):
+        listed = run_slurm(
+            ["squeue", "-h", "-n", ALLOCATION_NAME, "-t", "R", "-o", "%i %S %l"], env
+        )
+        for line in listed.stdout.splitlines():
+            job_id, start, limit = line.split()
+            began = datetime.fromisoformat(start).timestamp()
+            spans[job_id] = (began, began + parse_duration(limit))
 
 
 def broker_of(slurm_job: str, node_id: str) -> Optional[int]:
