@@ -4,16 +4,18 @@ The module starts a cluster of its own: nodes ``n1``..``n4`` on this one host, a
 each (``containers/slurm/start.sh`` with ``HPCBRIDGE_SLURM_NODES=4``; the Slurm under
 ``HPCBRIDGE_TEST_SLURM_PREFIX`` built with ``--enable-multiple-slurmd``), each node
 declared with the host's cores and the test GPUs, and stops it at the end - so it runs in
-any order.  The batch jobs' cases run with the CLI driver and with the pyslurm driver
-(where pyslurm 25.11 is installed: it loads the client library it was built against, the
-same release).  The launcher's tasks say on which node they run (``SLURMD_NODENAME``):
-every node has this host's name.
+any order.  The batch jobs' cases run with the CLI driver, the pyslurm driver (where
+pyslurm 25.11 is installed: it loads the client library it was built against, the same
+release) and the REST driver (slurmrestd with auth/jwt, the token in ``SLURM_JWT``).  The
+launcher's tasks say on which node they run (``SLURMD_NODENAME``): every node has this
+host's name.
 
 With flux-core on this machine: a pack of two nodes is one Flux instance over both (its
 brokers join through Slurm's PMI, its tasks run on both ranks, its R holds both nodes'
-cores), and when one node's broker is killed mid-sweep only that node's tasks are sent
-again, once; a nested broker over a two-node job is reached as ``slurm:ID`` (rank 0) and
-runs jobs of two nodes; ``doctor`` says what a pack holds.
+cores), a sweep longer than its allocation goes on in the next one, each task inside an
+allocation's time, and when one node's broker is killed mid-sweep only that node's tasks
+are sent again, once; a nested broker over a two-node job is reached as ``slurm:ID`` (rank
+0) and runs jobs of two nodes; ``doctor`` says what a pack holds.
 """
 
 from __future__ import annotations
@@ -61,20 +63,64 @@ sleep 3; echo "ends later on $SLURMD_NODENAME"'
 """
 
 
+NAME, PORT = "nodes4", 17310
+#: slurmrestd's address (the cluster's ports: PORT .. PORT + 1 + NODES)
+LISTEN = f"127.0.0.1:{PORT + 8}"
+
+
 @pytest.fixture(scope="module")
 def four_nodes() -> Iterator[Dict[str, str]]:
-    cluster = own_cluster("nodes4", 17310, prefix=PREFIX, nodes=NODES, cpus=CPUS)
+    cluster = own_cluster(NAME, PORT, prefix=PREFIX, nodes=NODES, cpus=CPUS, jwt=True)
     with cluster as env, pytest.MonkeyPatch.context() as patch:
         for name, value in env.items():
             patch.setenv(name, value)  # the commands the adapter runs reach it
         yield env
 
 
-@pytest.fixture(params=["cli", "native"])
+def _restd(action: str) -> subprocess.CompletedProcess:
+    variables = {
+        "HPCBRIDGE_SLURM_PREFIX": PREFIX,
+        "HPCBRIDGE_SLURM_STATE": f"/tmp/hpcbridge-slurm-{NAME}",
+        "HPCBRIDGE_SLURMRESTD_LISTEN": LISTEN,
+    }
+    restd = Path(__file__).resolve().parents[2] / "containers" / "slurmrestd" / action
+    return subprocess.run(
+        ["bash", str(restd)], env={**os.environ, **variables}, capture_output=True, text=True
+    )
+
+
+@pytest.fixture(scope="module")
+def rest(four_nodes: Dict[str, str]) -> Iterator[Dict[str, str]]:
+    """The REST driver's settings for the cluster: slurmrestd on ``LISTEN`` (auth/jwt), and
+    a token of root's, the jobs' user, for ``SLURM_JWT`` (set only while a case of the REST
+    driver runs: sbatch and pyslurm would authenticate with it, and pass it on to the job,
+    whose srun slurmd then refuses)."""
+    if not os.path.exists(f"{PREFIX}/sbin/slurmrestd"):
+        pytest.skip(f"no slurmrestd under {PREFIX} (scripts/build-schedulers.sh builds it)")
+    started = _restd("start.sh")
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        made = run_slurm(["scontrol", "token", "username=root", "lifespan=3600"], four_nodes)
+        assert made.returncode == 0, made.stderr
+        token = made.stdout.strip().partition("=")[2]
+        yield {"HPCBRIDGE_SLURM_REST_URL": f"http://{LISTEN}", "SLURM_JWT": token}
+    finally:
+        stopped = _restd("stop.sh")
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+
+
+@pytest.fixture(params=["cli", "native", "rest"])
 def adapter(
-    request: pytest.FixtureRequest, four_nodes: Dict[str, str], tmp_path: Path
+    request: pytest.FixtureRequest,
+    four_nodes: Dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[RealSlurmAdapter]:
     driver = request.param
+    settings = {**four_nodes, "HPCBRIDGE_SLURM_DRIVER": driver}
+    if driver == "rest":
+        settings.update(request.getfixturevalue("rest"))
+        monkeypatch.setenv("SLURM_JWT", settings.pop("SLURM_JWT"))  # the driver reads it
     if driver == "native":
         try:
             version = importlib.metadata.version("pyslurm")
@@ -84,7 +130,7 @@ def adapter(
             )
         if not version.startswith("25.11."):
             pytest.skip(f"pyslurm {version} is not built for Slurm 25.11")
-    made = make_adapter({**four_nodes, "HPCBRIDGE_SLURM_DRIVER": driver}, tmp_path)
+    made = make_adapter(settings, tmp_path)
     try:
         yield made
     finally:
