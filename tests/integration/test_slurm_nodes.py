@@ -15,7 +15,8 @@ brokers join through Slurm's PMI, its tasks run on both ranks, its R holds both 
 cores), a sweep longer than its allocation goes on in the next one, each task inside an
 allocation's time, and when one node's broker is killed mid-sweep only that node's tasks
 are sent again, once; a nested broker over a two-node job is reached as ``slurm:ID`` (rank
-0) and runs jobs of two nodes; ``doctor`` says what a pack holds.
+0), locally and over SSH (the loopback sshd, the job the SSH user's), and runs jobs of two
+nodes; ``doctor`` says what a pack holds.
 """
 
 from __future__ import annotations
@@ -26,14 +27,16 @@ import logging
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -497,3 +500,75 @@ def test_a_nested_broker_over_two_nodes_runs_jobs_of_two_nodes(
     # a plain job: a task on each broker of the instance; a batch job: its own instance's
     # brokers, one on each of the two nodes, each run a task of its launcher's step
     assert ranks == {"--no-nested": ["0", "1"], "--nested": ["0", "1"]}, ranks
+
+
+@pytest.mark.flux
+@pytest.mark.ssh
+def test_over_ssh_slurm_id_is_rank_0_of_a_two_node_instance(
+    four_nodes: Dict[str, str], ssh_server: Any, tmp_path: Path
+) -> None:
+    """The SSH user's two-node job runs a Flux instance (one broker per node, pmi2); from
+    here, over SSH, ``slurm:ID`` reaches rank 0 of it and a ``--nodes 2`` plain job runs a
+    task on each of its brokers (the instance is the SSH user's: only its owner may use it)."""
+    flux = require_flux()
+    user, conf = ssh_server.user, four_nodes["SLURM_CONF"]
+    folder = Path(tempfile.mkdtemp(prefix="hpcbridge-nodes-ssh-"))
+    shutil.chown(folder, user, user)
+    paths = f"{PREFIX}/bin:{Path(flux).parent}:/usr/bin:/bin"
+    instance = f"srun --ntasks-per-node=1 --mpi=pmi2 {shlex.quote(flux)} start sleep inf"
+    as_user = ["runuser", "-u", user, "--", "env", f"SLURM_CONF={conf}", f"PATH={paths}"]
+    submitted = run_slurm(
+        [
+            *as_user,
+            "sbatch",
+            "--parsable",
+            "-N2",
+            "-t2",
+            f"-o{folder}/flux-%j.out",
+            "--wrap",
+            instance,
+        ],
+        four_nodes,
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    slurm_job = submitted.stdout.strip()
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "HPCBRIDGE_STATE_DIR": str(tmp_path / "state"),
+        "HPCBRIDGE_TRANSPORT": "ssh",
+        "HPCBRIDGE_SSH_HOST": ssh_server.host,
+        "HPCBRIDGE_SSH_PORT": str(ssh_server.port),
+        "HPCBRIDGE_SSH_USER": user,
+        "HPCBRIDGE_SSH_KEY": str(ssh_server.key),
+        "HPCBRIDGE_SSH_KNOWN_HOSTS": str(ssh_server.known_hosts),
+        "HPCBRIDGE_COMMAND_ENV": f"SLURM_CONF={conf} PATH={paths}",
+        "HPCBRIDGE_REMOTE_WORKDIR": str(folder / "jobs"),
+        "HPCBRIDGE_SCHEDULER": "flux",
+        "HPCBRIDGE_FLUX_URI": f"slurm:{slurm_job}",
+        "HPCBRIDGE_FLUX_COMMAND": flux,
+        "HPCBRIDGE_MIN_POLL_INTERVAL": "0",
+    }
+    try:
+        uri, deadline = "", time.monotonic() + 90
+        while not uri and time.monotonic() < deadline:
+            found = hpcbridge_in(env, "uri", f"slurm:{slurm_job}")
+            uri = found.stdout.strip() if found.returncode == 0 else ""
+            time.sleep(0 if uri else 1)
+        assert uri, f"no Flux URI for slurm:{slurm_job} over SSH: {found.stderr}"
+        asked = [*as_user, f"FLUX_URI={uri}", flux, "getattr"]
+        said = [run_slurm([*asked, name], four_nodes).stdout.strip() for name in ("rank", "size")]
+        assert said == ["0", "2"], (uri, said)  # rank 0's URI, of an instance of both nodes
+        plain = write_script(tmp_path, "plain.sh", f'echo "rank $({flux} getattr rank)"\n')
+        ran = hpcbridge_in(
+            env, "submit", "--nodes", "2", "-t", "1m", "--no-nested", plain, "--json"
+        )
+        assert ran.returncode == 0, ran.stderr
+        job_id = json.loads(ran.stdout)["job_id"]
+        waited = hpcbridge_in(env, "wait", job_id, "--poll-interval", "0.5")
+        logs = hpcbridge_in(env, "logs", job_id)
+        assert waited.returncode == 0, waited.stdout + waited.stderr + logs.stdout
+        assert sorted(logs.stdout.replace("rank ", "").split()) == ["0", "1"], logs.stdout
+    finally:
+        run_slurm(["scancel", slurm_job], four_nodes)
+        shutil.rmtree(folder, ignore_errors=True)
