@@ -6,6 +6,7 @@ CPUs of each - each running a Flux instance over exactly what its allocation hol
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Tuple
 
@@ -23,6 +24,11 @@ _KEYS = ("nodes", "time", "count", "partition", "account", "qos", "cpus_per_node
 ALLOCATION_KEYS = ("partition", "account", "qos", "constraint", "reservation", "exclusive")
 
 _YES, _NO = ("1", "yes", "true"), ("0", "no", "false")
+
+#: the seconds an allocation's Flux instance is given to start: an allocation is reached
+#: with its time less that, and must still take a task then (a task that fitted its
+#: allocation's whole time to the second was never sent)
+INSTANCE_START = 30.0
 
 
 @dataclass(frozen=True)
@@ -175,19 +181,22 @@ def _flag(given: Dict[str, str], key: str) -> Optional[bool]:
 def packed_task_time(task_time: Optional[float], pack: Pack, margin: float) -> float:
     """The time limit of a packed task (``task_time`` seconds), checked: it needs one, to
     be placed only where it ends before its allocation does, and an allocation of the
-    pack takes it (``takes_more``); ``ResourceError`` saying what to give otherwise."""
+    pack takes it (``takes_more``) once its instance has started (``INSTANCE_START``);
+    ``ResourceError`` saying what to give otherwise."""
     if not task_time or task_time == float("inf"):
         raise ResourceError(
             "time",
             "a packed task needs a time limit, to be placed only where it ends before "
             "its allocation does; give one, e.g. --time 10m",
         )
-    if not takes_more(pack.time, task_time, margin):
+    if not takes_more(pack.time - INSTANCE_START, task_time, margin):
+        needed = format_slurm_time(math.ceil(2 * task_time + margin + INSTANCE_START))
         raise ResourceError(
             "time",
             f"a task of {task_time:.0f} s does not fit an allocation of {pack.time:.0f} s: "
-            f"it takes two task times and a {margin:.0f} s margin; ask for a longer --pack "
-            "time=",
+            f"it takes two task times, a {margin:.0f} s margin and {INSTANCE_START:.0f} s "
+            f"for the allocation's Flux instance to start; ask for --pack time={needed} or "
+            "more, or a shorter --time",
         )
     return float(task_time)
 

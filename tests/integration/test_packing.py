@@ -1,7 +1,8 @@
 """Allocation packing (issue 37): a sweep's tasks run as plain Flux jobs in Slurm
 allocations of the test cluster, each running a Flux instance, reached as ``slurm:<id>``;
-every task COMPLETED once, both instances used, no allocation left after; a sweep longer
-than its allocation's time goes on in the next one, no task started where it cannot end.
+every task COMPLETED once, both instances used, no allocation left after.  (A sweep
+longer than its allocation's time going on in the next one, no task started where it
+cannot end, is proven on allocations of two nodes by test_slurm_nodes.)
 
 Needs the Slurm test cluster (containers/slurm) and flux-core on this machine (the
 allocations' node is this machine)."""
@@ -9,14 +10,12 @@ allocations' node is this machine)."""
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Tuple
 
@@ -101,55 +100,6 @@ def test_a_sweep_runs_in_two_allocations_and_none_is_left(
     rows = [line.split(" ", 1) for line in ran.read_text().splitlines()]
     assert sorted(int(index) for index, _ in rows) == list(range(TASKS))  # each once
     assert len({uri for _, uri in rows}) == 2, rows  # both instances took tasks
-    assert packs_in_queue(cluster) == ""
-    slurm.close()
-
-
-def test_a_sweep_longer_than_its_allocation_goes_on_in_the_next_one(
-    cluster: Dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """One allocation of a minute for ~70 s of work (two cores): the next one is asked for
-    before the first stops taking tasks; each task ends inside an allocation's time, none
-    is lost (a task killed at its allocation's end would be sent again, and said)."""
-    flux = require_flux()
-    slurm = make_adapter(cluster, tmp_path)
-    ran = tmp_path / "ran"
-    task = write_script(
-        tmp_path / "scripts",
-        "task.sh",
-        f'started=$(date +%s.%N)\nsleep 2\necho "$1 $FLUX_URI $started $(date +%s.%N)" >> {ran}\n',
-    )
-    count = 60
-    with caplog.at_level(logging.INFO, logger="hpcbridge"):
-        finals = run_packed(
-            slurm,
-            [(task, [str(index)]) for index in range(count)],
-            {"time": "5s"},
-            Pack.parse("nodes=1,time=1,count=1,cpus_per_node=2"),
-            flux_command=flux,
-            poll_interval=0.5,
-            timeout=400,
-            outer_time_margin=5.0,
-        )
-    assert [status.state for status in finals] == [JobState.COMPLETED] * count
-    rows = [line.split() for line in ran.read_text().splitlines()]
-    assert sorted(int(row[0]) for row in rows) == list(range(count))  # each once
-    assert len({row[1] for row in rows}) >= 2, "no second allocation took over"
-    assert "lost with allocation" not in caplog.text
-    asked = re.findall(r"pack: allocation (\d+) asked for", caplog.text)
-    listed = run_slurm(
-        ["sacct", "-n", "-X", "-P", "-j", ",".join(asked), "-o", "Start,TimelimitRaw"], cluster
-    )
-    spans = []
-    for line in listed.stdout.split():
-        start, minutes = line.split("|")
-        began = datetime.fromisoformat(start).timestamp()
-        spans.append((began, began + 60 * int(minutes)))
-    assert len(spans) == len(asked) >= 2, listed.stdout
-    for index, uri, started, ended in rows:
-        assert any(began <= float(started) and float(ended) <= end for began, end in spans), (
-            f"task {index} in {uri} ran outside every allocation's time: {spans}"
-        )
     assert packs_in_queue(cluster) == ""
     slurm.close()
 
@@ -248,14 +198,16 @@ def test_over_ssh_the_login_side_holds_the_allocations(
     assert ssh_server.user in owners.stdout.split(), owners.stdout
 
 
-#: the command, its process ending at once (``os._exit``) when the first tasks it handed
-#: to an instance went in, before their ids were recorded: the worst moment to die
+#: the command, its process ending at once (``os._exit``, as SIGKILL ends it: no cleanup)
+#: once 6 tasks ran, right after it handed more to the instance and before their ids were
+#: recorded: the worst moment to die
 DIES_WHILE_SENDING = """
 import os, runpy, sys
+from pathlib import Path
 from hpcbridge.packing import feeder
-note = feeder.PackRun._note
+note, ran = feeder.PackRun._note, Path(os.environ["TEST_RAN"])
 def dying(self, what, *args):
-    if what == "sent":
+    if what == "sent" and ran.exists() and len(ran.read_text().split()) >= 6:
         os._exit(9)
     note(self, what, *args)
 feeder.PackRun._note = dying
@@ -264,32 +216,27 @@ runpy.run_module("hpcbridge", run_name="__main__")
 """
 
 
-@pytest.mark.parametrize("death", ["killed", "dies-while-sending"])
 def test_a_named_pack_whose_client_died_is_finished_by_wait(
-    cluster: Dict[str, str], tmp_path: Path, death: str
+    cluster: Dict[str, str], tmp_path: Path
 ) -> None:
-    """``submit-many --pack … --sweep NAME`` killed (SIGKILL) once some tasks ran, or dead
-    right after its first tasks went in, their ids unrecorded: ``wait NAME`` reaches the
-    same allocation, adopts what went in (by its key), feeds the rest - every task run
-    once, all COMPLETED, the allocation released."""
+    """``submit-many --pack … --sweep NAME`` dead mid-sweep - tasks ended, others in
+    flight with their ids recorded, the ones it was handing over unrecorded, most unsent:
+    ``wait NAME`` reaches the same allocation, follows what is in flight, adopts what went
+    in (by its key), feeds the rest - every task run once, all COMPLETED, the allocation
+    released."""
     ran = tmp_path / "ran"
     task = write_script(tmp_path / "scripts", "task.sh", f'sleep 1\necho "$1" >> {ran}\n')
-    count = 40
+    count, death = 40, "died"
     argv, env = local_command(cluster, tmp_path, task, count)
     argv += ["--pack", "time=10", "--sweep", death]
-    if death == "killed":
-        client = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 240
-        while not ran.exists() or len(ran.read_text().split()) < 6:
-            assert client.poll() is None, client.communicate()
-            assert time.monotonic() < deadline, "no task ran"
-            time.sleep(0.2)
-        client.kill()  # mid-sweep: tasks in flight, others sent but queued, most unsent
-        client.communicate()
-    else:
-        argv[1:3] = ["-c", DIES_WHILE_SENDING]
-        died = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=240)
-        assert died.returncode == 9, died.stderr
+    argv[1:3] = ["-c", DIES_WHILE_SENDING]
+    died = subprocess.run(
+        argv, env={**env, "TEST_RAN": str(ran)}, capture_output=True, text=True, timeout=240
+    )
+    assert died.returncode == 9, died.stderr
+    assert 6 <= len(ran.read_text().split()) < count, ran.read_text()  # it died mid-sweep
+    left = [(t.state, bool(t.job_id)) for t in PackBook(JobStore(env_store(env))).tasks(death)]
+    assert ("sent", True) in left and ("sending", False) in left, left
     assert packs_in_queue(cluster, settle=0) != ""  # its allocation outlives it
     said = cli(env, "status", death)
     assert said.returncode == 0, said.stderr
@@ -302,10 +249,10 @@ def test_a_named_pack_whose_client_died_is_finished_by_wait(
         timeout=400,
     )
     assert waited.returncode == 0, waited.stderr
-    if death != "killed":  # what went in was found by its key, nothing sent again for it
-        assert re.search(
-            r"\d+ task\(s\) a dead feeder was sending found in \d+, 0 sent again", waited.stderr
-        ), waited.stderr
+    # what went in was found by its key, nothing sent again for it
+    assert re.search(
+        r"\d+ task\(s\) a dead feeder was sending found in \d+, 0 sent again", waited.stderr
+    ), waited.stderr
     ends = [line.split() for line in waited.stdout.splitlines()]
     assert [state for _, state in ends] == ["COMPLETED"] * count, waited.stdout
     assert sorted(int(index) for index in ran.read_text().split()) == list(range(count))
@@ -322,6 +269,11 @@ def test_a_named_pack_whose_client_died_is_finished_by_wait(
     assert [entry.get("pack") for entry in entries if "pack" in entry] == [death], entries
     assert entries[[e.get("pack") for e in entries].index(death)]["counts"] == {"COMPLETED": 40}
     assert not [entry for entry in entries if entry.get("scheduler") == "flux"], entries
+
+
+def env_store(env: Dict[str, str]) -> Path:
+    """The job store of the command run in ``env``."""
+    return Path(env["HPCBRIDGE_STATE_DIR"]) / "jobs.db"
 
 
 def test_cancel_name_stops_a_pack_fed_elsewhere_and_releases_its_allocation(

@@ -4,16 +4,19 @@ The module starts a cluster of its own: nodes ``n1``..``n4`` on this one host, a
 each (``containers/slurm/start.sh`` with ``HPCBRIDGE_SLURM_NODES=4``; the Slurm under
 ``HPCBRIDGE_TEST_SLURM_PREFIX`` built with ``--enable-multiple-slurmd``), each node
 declared with the host's cores and the test GPUs, and stops it at the end - so it runs in
-any order.  The batch jobs' cases run with the CLI driver and with the pyslurm driver
-(where pyslurm 25.11 is installed: it loads the client library it was built against, the
-same release).  The launcher's tasks say on which node they run (``SLURMD_NODENAME``):
-every node has this host's name.
+any order.  The batch jobs' cases run with the CLI driver, the pyslurm driver (where
+pyslurm 25.11 is installed: it loads the client library it was built against, the same
+release) and the REST driver (slurmrestd with auth/jwt, the token in ``SLURM_JWT``).  The
+launcher's tasks say on which node they run (``SLURMD_NODENAME``): every node has this
+host's name.
 
 With flux-core on this machine: a pack of two nodes is one Flux instance over both (its
 brokers join through Slurm's PMI, its tasks run on both ranks, its R holds both nodes'
-cores), and when one node's broker is killed mid-sweep only that node's tasks are sent
-again, once; a nested broker over a two-node job is reached as ``slurm:ID`` (rank 0) and
-runs jobs of two nodes; ``doctor`` says what a pack holds.
+cores), a sweep longer than its allocation goes on in the next one, each task inside an
+allocation's time, and when one node's broker is killed mid-sweep only that node's tasks
+are sent again, once; a nested broker over a two-node job is reached as ``slurm:ID`` (rank
+0), locally and over SSH (the loopback sshd, the job the SSH user's), and runs jobs of two
+nodes; ``doctor`` says what a pack holds.
 """
 
 from __future__ import annotations
@@ -24,19 +27,23 @@ import logging
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
 from hpcbridge.model import JobState
 from hpcbridge.packing import Pack, run_packed
 from hpcbridge.packing.request import ALLOCATION_NAME
+from hpcbridge.resources import parse_duration
 from hpcbridge.schedulers.flux.instance_answers import parse_cores
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
 from tests.support.cli import hpcbridge_in
@@ -59,20 +66,64 @@ sleep 3; echo "ends later on $SLURMD_NODENAME"'
 """
 
 
+NAME, PORT = "nodes4", 17310
+#: slurmrestd's address (the cluster's ports: PORT .. PORT + 1 + NODES)
+LISTEN = f"127.0.0.1:{PORT + 8}"
+
+
 @pytest.fixture(scope="module")
 def four_nodes() -> Iterator[Dict[str, str]]:
-    cluster = own_cluster("nodes4", 17310, prefix=PREFIX, nodes=NODES, cpus=CPUS)
+    cluster = own_cluster(NAME, PORT, prefix=PREFIX, nodes=NODES, cpus=CPUS, jwt=True)
     with cluster as env, pytest.MonkeyPatch.context() as patch:
         for name, value in env.items():
             patch.setenv(name, value)  # the commands the adapter runs reach it
         yield env
 
 
-@pytest.fixture(params=["cli", "native"])
+def _restd(action: str) -> subprocess.CompletedProcess:
+    variables = {
+        "HPCBRIDGE_SLURM_PREFIX": PREFIX,
+        "HPCBRIDGE_SLURM_STATE": f"/tmp/hpcbridge-slurm-{NAME}",
+        "HPCBRIDGE_SLURMRESTD_LISTEN": LISTEN,
+    }
+    restd = Path(__file__).resolve().parents[2] / "containers" / "slurmrestd" / action
+    return subprocess.run(
+        ["bash", str(restd)], env={**os.environ, **variables}, capture_output=True, text=True
+    )
+
+
+@pytest.fixture(scope="module")
+def rest(four_nodes: Dict[str, str]) -> Iterator[Dict[str, str]]:
+    """The REST driver's settings for the cluster: slurmrestd on ``LISTEN`` (auth/jwt), and
+    a token of root's, the jobs' user, for ``SLURM_JWT`` (set only while a case of the REST
+    driver runs: sbatch and pyslurm would authenticate with it, and pass it on to the job,
+    whose srun slurmd then refuses)."""
+    if not os.path.exists(f"{PREFIX}/sbin/slurmrestd"):
+        pytest.skip(f"no slurmrestd under {PREFIX} (scripts/build-schedulers.sh builds it)")
+    started = _restd("start.sh")
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        made = run_slurm(["scontrol", "token", "username=root", "lifespan=3600"], four_nodes)
+        assert made.returncode == 0, made.stderr
+        token = made.stdout.strip().partition("=")[2]
+        yield {"HPCBRIDGE_SLURM_REST_URL": f"http://{LISTEN}", "SLURM_JWT": token}
+    finally:
+        stopped = _restd("stop.sh")
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+
+
+@pytest.fixture(params=["cli", "native", "rest"])
 def adapter(
-    request: pytest.FixtureRequest, four_nodes: Dict[str, str], tmp_path: Path
+    request: pytest.FixtureRequest,
+    four_nodes: Dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[RealSlurmAdapter]:
     driver = request.param
+    settings = {**four_nodes, "HPCBRIDGE_SLURM_DRIVER": driver}
+    if driver == "rest":
+        settings.update(request.getfixturevalue("rest"))
+        monkeypatch.setenv("SLURM_JWT", settings.pop("SLURM_JWT"))  # the driver reads it
     if driver == "native":
         try:
             version = importlib.metadata.version("pyslurm")
@@ -82,7 +133,7 @@ def adapter(
             )
         if not version.startswith("25.11."):
             pytest.skip(f"pyslurm {version} is not built for Slurm 25.11")
-    made = make_adapter({**four_nodes, "HPCBRIDGE_SLURM_DRIVER": driver}, tmp_path)
+    made = make_adapter(settings, tmp_path)
     try:
         yield made
     finally:
@@ -232,15 +283,22 @@ def test_a_sweep_longer_than_a_two_node_allocation_goes_on_in_the_next(
 ) -> None:
     """Allocations of two nodes for a minute, ~70 s of work: the next one is asked for
     before the first stops taking tasks (the cluster has the two other nodes for it),
-    each instance spans both of its nodes, none is lost, none is left."""
+    each instance spans both of its nodes, each task starts and ends inside its
+    allocation's time (none is started where it cannot end), none is lost, none is left."""
     flux = require_flux()
     slurm = make_adapter({**four_nodes, "HPCBRIDGE_SLURM_DRIVER": "cli"}, tmp_path)
     ran = tmp_path / "ran"
     rank = f"$({shlex.quote(flux)} getattr rank)"
     task = write_script(
-        tmp_path / "scripts", "task.sh", f'sleep 4\necho "$1 $FLUX_URI {rank}" >> {ran}\n'
+        tmp_path / "scripts",
+        "task.sh",
+        f"started=$(date +%s.%N)\nsleep 4\n"
+        f'echo "$1 $FLUX_URI {rank} $started $(date +%s.%N)" >> {ran}\n',
     )
-    count = 70
+    count, done = 70, threading.Event()
+    spans: Dict[str, Tuple[float, float]] = {}
+    watcher = threading.Thread(target=watch_spans, args=(four_nodes, spans, done))
+    watcher.start()
     try:
         with caplog.at_level(logging.INFO, logger="hpcbridge"):
             finals = run_packed(
@@ -254,17 +312,40 @@ def test_a_sweep_longer_than_a_two_node_allocation_goes_on_in_the_next(
                 outer_time_margin=5.0,
             )
     finally:
+        done.set()
+        watcher.join()
         slurm.close()
     assert [status.state for status in finals] == [JobState.COMPLETED] * count
     rows = [line.split() for line in ran.read_text().splitlines()]
     assert sorted(int(row[0]) for row in rows) == list(range(count))  # each once
     # FLUX_URI is the task's broker's: two per instance, one on each node
-    brokers = {(uri, on) for _, uri, on in rows}
+    brokers = {(uri, on) for _, uri, on, _, _ in rows}
     first, second = ({uri for uri, on in brokers if on == r} for r in ("0", "1"))
     asked = re.findall(r"pack: allocation (\d+) asked for", caplog.text)
     assert len(first) == len(second) >= 2 and len(asked) >= 2, (brokers, asked)
     assert "lost" not in caplog.text
+    assert sorted(spans) == sorted(asked), (spans, asked)
+    for index, uri, _, started, ended in rows:
+        assert any(
+            began <= float(started) and float(ended) <= end for began, end in spans.values()
+        ), f"task {index} in {uri} ran outside every allocation's time: {spans}"
     assert packs_left(four_nodes) == ""
+
+
+def watch_spans(
+    env: Dict[str, str], spans: Dict[str, Tuple[float, float]], done: threading.Event
+) -> None:
+    """Until ``done``: each running pack allocation's start and the end its time limit
+    gives it, by job id, as the controller says (read while it runs: the cluster keeps
+    no accounting, and forgets an ended job after MinJobAge)."""
+    while not done.wait(1.0):
+        listed = run_slurm(
+            ["squeue", "-h", "-n", ALLOCATION_NAME, "-t", "R", "-o", "%i %S %l"], env
+        )
+        for line in listed.stdout.splitlines():
+            job_id, start, limit = line.split()
+            began = datetime.fromisoformat(start).timestamp()
+            spans[job_id] = (began, began + parse_duration(limit))
 
 
 def broker_of(slurm_job: str, node_id: str) -> Optional[int]:
@@ -419,3 +500,75 @@ def test_a_nested_broker_over_two_nodes_runs_jobs_of_two_nodes(
     # a plain job: a task on each broker of the instance; a batch job: its own instance's
     # brokers, one on each of the two nodes, each run a task of its launcher's step
     assert ranks == {"--no-nested": ["0", "1"], "--nested": ["0", "1"]}, ranks
+
+
+@pytest.mark.flux
+@pytest.mark.ssh
+def test_over_ssh_slurm_id_is_rank_0_of_a_two_node_instance(
+    four_nodes: Dict[str, str], ssh_server: Any, tmp_path: Path
+) -> None:
+    """The SSH user's two-node job runs a Flux instance (one broker per node, pmi2); from
+    here, over SSH, ``slurm:ID`` reaches rank 0 of it and a ``--nodes 2`` plain job runs a
+    task on each of its brokers (the instance is the SSH user's: only its owner may use it)."""
+    flux = require_flux()
+    user, conf = ssh_server.user, four_nodes["SLURM_CONF"]
+    folder = Path(tempfile.mkdtemp(prefix="hpcbridge-nodes-ssh-"))
+    shutil.chown(folder, user, user)
+    paths = f"{PREFIX}/bin:{Path(flux).parent}:/usr/bin:/bin"
+    instance = f"srun --ntasks-per-node=1 --mpi=pmi2 {shlex.quote(flux)} start sleep inf"
+    as_user = ["runuser", "-u", user, "--", "env", f"SLURM_CONF={conf}", f"PATH={paths}"]
+    submitted = run_slurm(
+        [
+            *as_user,
+            "sbatch",
+            "--parsable",
+            "-N2",
+            "-t2",
+            f"-o{folder}/flux-%j.out",
+            "--wrap",
+            instance,
+        ],
+        four_nodes,
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    slurm_job = submitted.stdout.strip()
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "HPCBRIDGE_STATE_DIR": str(tmp_path / "state"),
+        "HPCBRIDGE_TRANSPORT": "ssh",
+        "HPCBRIDGE_SSH_HOST": ssh_server.host,
+        "HPCBRIDGE_SSH_PORT": str(ssh_server.port),
+        "HPCBRIDGE_SSH_USER": user,
+        "HPCBRIDGE_SSH_KEY": str(ssh_server.key),
+        "HPCBRIDGE_SSH_KNOWN_HOSTS": str(ssh_server.known_hosts),
+        "HPCBRIDGE_COMMAND_ENV": f"SLURM_CONF={conf} PATH={paths}",
+        "HPCBRIDGE_REMOTE_WORKDIR": str(folder / "jobs"),
+        "HPCBRIDGE_SCHEDULER": "flux",
+        "HPCBRIDGE_FLUX_URI": f"slurm:{slurm_job}",
+        "HPCBRIDGE_FLUX_COMMAND": flux,
+        "HPCBRIDGE_MIN_POLL_INTERVAL": "0",
+    }
+    try:
+        uri, deadline = "", time.monotonic() + 90
+        while not uri and time.monotonic() < deadline:
+            found = hpcbridge_in(env, "uri", f"slurm:{slurm_job}")
+            uri = found.stdout.strip() if found.returncode == 0 else ""
+            time.sleep(0 if uri else 1)
+        assert uri, f"no Flux URI for slurm:{slurm_job} over SSH: {found.stderr}"
+        asked = [*as_user, f"FLUX_URI={uri}", flux, "getattr"]
+        said = [run_slurm([*asked, name], four_nodes).stdout.strip() for name in ("rank", "size")]
+        assert said == ["0", "2"], (uri, said)  # rank 0's URI, of an instance of both nodes
+        plain = write_script(tmp_path, "plain.sh", f'echo "rank $({flux} getattr rank)"\n')
+        ran = hpcbridge_in(
+            env, "submit", "--nodes", "2", "-t", "1m", "--no-nested", plain, "--json"
+        )
+        assert ran.returncode == 0, ran.stderr
+        job_id = json.loads(ran.stdout)["job_id"]
+        waited = hpcbridge_in(env, "wait", job_id, "--poll-interval", "0.5")
+        logs = hpcbridge_in(env, "logs", job_id)
+        assert waited.returncode == 0, waited.stdout + waited.stderr + logs.stdout
+        assert sorted(logs.stdout.replace("rank ", "").split()) == ["0", "1"], logs.stdout
+    finally:
+        run_slurm(["scancel", slurm_job], four_nodes)
+        shutil.rmtree(folder, ignore_errors=True)

@@ -15,8 +15,10 @@ from hpcbridge.errors import ResourceError
 from hpcbridge.model import JobState, JobStatus
 from hpcbridge.packing.request import (
     ALLOCATION_NAME,
+    INSTANCE_START,
     Pack,
     due_for_renewal,
+    packed_task_time,
     room,
     split_resources,
     takes_more,
@@ -181,6 +183,20 @@ def test_a_task_is_sent_only_where_two_task_times_and_the_margin_are_left() -> N
     # a task sent now waits at most one task time behind another, then runs one
     assert takes_more(time_left=130, task_time=30, margin=60)
     assert not takes_more(time_left=119, task_time=30, margin=60)
+
+
+def test_a_task_that_fits_its_allocations_whole_time_only_is_refused_saying_what_fits() -> None:
+    # 3 minutes hold two 60 s tasks and the 60 s margin to the second, but an allocation
+    # is reached once its instance has started: with less left, it would never take one
+    with pytest.raises(ResourceError) as caught:
+        packed_task_time(60, Pack.parse("time=3"), margin=60)
+    said = str(caught.value)
+    assert "for the allocation's Flux instance to start" in said, said
+    assert "ask for --pack time=0:03:30 or more, or a shorter --time" in said, said
+    assert packed_task_time(60, Pack.parse("time=0:03:30"), margin=60) == 60
+    assert packed_task_time(45, Pack.parse("time=3"), margin=60) == 45
+    # what passes is sent into an allocation reached as late as the start allowed
+    assert takes_more(time_left=210 - INSTANCE_START, task_time=60, margin=60)
 
 
 def test_the_next_allocation_is_asked_for_one_start_time_before_the_old_one_stops() -> None:

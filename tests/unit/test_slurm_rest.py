@@ -152,6 +152,18 @@ def test_native_options_without_a_field_are_refused(option: str) -> None:
     assert caught.value.key == "native" and repr(option) in str(caught.value)
 
 
+def test_the_jobs_environment_is_sbatchs_without_the_rest_token() -> None:
+    """srun in the job: SLURM_JWT would make it authenticate with the token, which slurmd
+    refuses; its tasks per node come from the environment sbatch writes, not slurmctld."""
+    given = {"PATH": "/bin", "SLURM_JWT": "secret", "SLURM_NTASKS_PER_NODE": "9"}
+    plain = requests.job_description(spec(nodes=2), "s", given)
+    assert plain["environment"] == ["PATH=/bin", "SLURM_NTASKS_PER_NODE=9"]  # as inherited
+    per_node = spec(nodes=2, native={"slurm": ["--ntasks-per-node=2"]})
+    described = requests.job_description(per_node, "s", given)
+    assert described["environment"] == ["PATH=/bin", "SLURM_NTASKS_PER_NODE=2"]
+    assert (described["tasks_per_node"], described["nodes"]) == (2, "2")
+
+
 def test_a_job_needs_an_environment() -> None:
     with pytest.raises(JobSubmissionError, match="environment"):
         requests.job_description(spec(), "s", {})

@@ -225,11 +225,17 @@ def job_description(
     refuses an empty one with "I/O error writing script/environment to file")."""
     if not environment:
         raise JobSubmissionError("a job submitted through slurmrestd needs an environment")
+    fields = native_fields(spec.resources)
+    # Not the REST token: a Slurm command that finds SLURM_JWT authenticates with it, which
+    # slurmd refuses (srun in the job: "Protocol authentication error"); sbatch writes
+    # SLURM_NTASKS_PER_NODE into the job's environment, where srun reads it (slurmctld not)
+    job_env = {key: value for key, value in environment.items() if key != "SLURM_JWT"}
+    if "tasks_per_node" in fields:
+        job_env["SLURM_NTASKS_PER_NODE"] = str(fields["tasks_per_node"])
     found: Dict[str, Any] = {
-        "script": script, "environment": [f"{key}={value}" for key, value in environment.items()],
+        "script": script, "environment": [f"{key}={value}" for key, value in job_env.items()],
         "current_working_directory": spec.workdir, "standard_output": spec.output,
-        "name": spec.job_name, **_limits(spec.resources), **_tres(spec.resources),
-        **native_fields(spec.resources),
+        "name": spec.job_name, **_limits(spec.resources), **_tres(spec.resources), **fields,
     }  # fmt: skip
     if spec.key:
         found["comment"] = f"{KEY_PREFIX}{spec.key}"
