@@ -74,8 +74,9 @@ def job(version: str, job_id: str) -> RestRequest:
 
 
 #: the most jobs asked one ``job/{id}`` each: ``jobs/`` dumps every job slurmctld holds
-#: (~0.5 ms each in slurmrestd 25.11), ``job/{id}`` one job (~2 ms a request)
-FEW = 10
+#: (~0.5 ms each in slurmrestd 25.11), ``job/{id}`` one (~2 ms); more than one: more RPCs
+#: than ``jobs/``' one (10: 27 status RPCs for 8 waiting processes instead of 9)
+FEW = 1
 
 
 def full_records(version: str, job_ids: Sequence[str]) -> List[RestRequest]:
