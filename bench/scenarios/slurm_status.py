@@ -90,15 +90,18 @@ REST_WHY = {
     "client (the store read, the round published, the answers merged: see the 22.05 rows)",
     f"{_L} pending|{HPCB}, pyslurm driver": "one Jobs.load() of every job of the cluster, "
     "each record converted in-process, then its own CPU as the CLI driver's",
-    f"{_L} pending|{HPCB}, REST driver": "a fresh client's first round is one GET jobs/, "
-    "every job's whole record (slurmrestd's time: see the raw GET jobs/ row), not the "
-    "light GET jobs/state it sends for the jobs it has seen unfinished",
+    f"{_L} pending|{HPCB}, REST driver": "GET jobs/state of the round's ids (every "
+    "unfinished job of the store: 501), then - a fresh client knows no job's last state, "
+    "and jobs/state has no pending reason - one GET jobs/, every job's whole record "
+    "(slurmrestd's time: see the raw GET jobs/ row); GET job/{id} instead when one job "
+    "is left to complete, jobs/state alone for jobs it has seen unchanged",
     f"{_L} ended|{HPCB}, CLI driver": "squeue, then one sacct, then its own CPU (the new "
     "states written and published)",
     f"{_L} ended|{HPCB}, pyslurm driver": "Jobs.load(), then slurmdbd's records in-process "
     "(db.Jobs.load), each converted, then the new states written and published",
-    f"{_L} ended|{HPCB}, REST driver": "GET jobs/, then GET slurmdb jobs: slurmrestd's "
-    "time (see the raw REST rows), then the new states written and published",
+    f"{_L} ended|{HPCB}, REST driver": "GET jobs/state (slurmctld has forgotten them: no "
+    "GET jobs/), then GET slurmdb jobs as sacct -X (skip_steps): slurmrestd's time (see "
+    "the raw REST rows), then the new states written and published",
 }
 
 #: a refresh returns how many ids it reported in the expected state

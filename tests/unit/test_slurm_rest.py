@@ -233,11 +233,22 @@ def test_queries_name_each_id_once_and_never_as_a_csv() -> None:
     states = requests.job_states("v0.0.44", ["5", "7_1", "5"])
     assert states.target() == "/slurm/v0.0.44/jobs/state/?job_id=5&job_id=7_1"
     history = requests.history("v0.0.41", ["7_1", "7_2", "9"])
-    assert history.target() == "/slurmdb/v0.0.41/jobs/?step=7&step=9"
+    sacct_x = "skip_steps=true&disable_truncate_usage_time=true"  # sacct -X's flags
+    assert history.target() == f"/slurmdb/v0.0.41/jobs/?step=7&step=9&{sacct_x}"
     assert recorded("v0.0.44", "jobs_state_csv").status == 500  # what a CSV list gets
     for version in VERSIONS:
         assert recorded(version, "jobs_state_live").status == 200
         assert recorded(version, "db_jobs").status == 200
+
+
+def test_full_records_of_few_jobs_one_each_else_every_job() -> None:
+    few = requests.full_records("v0.0.44", ["7_1", "7_2"][: requests.FEW + 1])
+    assert [r.describe() for r in few] == ["GET /slurm/v0.0.44/job/7"]
+    many = [str(job_id) for job_id in range(100, 100 + requests.FEW + 1)]
+    assert [r.describe() for r in requests.full_records("v0.0.44", many)] == [
+        "GET /slurm/v0.0.44/jobs/"
+    ]
+    assert requests.full_records("v0.0.44", []) == []
 
 
 def test_cancel_requests() -> None:

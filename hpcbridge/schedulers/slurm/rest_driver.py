@@ -72,21 +72,22 @@ class SlurmRestDriver(SlurmCliDriver):
     # -- the table's own rows -------------------------------------------------------
 
     def _live(self, ids: List[str]) -> Statuses:
-        """The light states (``jobs/state``) of the jobs last seen unfinished, the full
-        records (one ``jobs/`` request) of the rest and of those whose state changed."""
-        version, states = self.api_version(), None
-        if self._last:
-            aliases = answers.task_aliases(self._last)
-            states = self.runner.ask_each(
-                lambda chunk: self._call(requests.job_states(version, chunk)),
-                ids,
-                lambda answer, _chunk: answers.states_answer(answer, aliases),
-                size=500,  # ids per request, each a job_id= pair in the URL
-            )
+        """The light states (``jobs/state``) of ``ids``; the full records of those it does
+        not settle: each job's own (``job/{id}``) when few, else every job's (``jobs/``)."""
+        version, aliases = self.api_version(), answers.task_aliases(self._last)
+        states = self.runner.ask_each(
+            lambda chunk: self._call(requests.job_states(version, chunk)),
+            ids,
+            lambda answer, _chunk: answers.states_answer(answer, aliases),
+            size=500,  # ids per request, each a job_id= pair in the URL
+        )
         found, to_ask = queries.light_round(ids, self._last, states)
-        if to_ask:
-            request = self._call(requests.jobs(version))
-            found.update(self.runner.ask(request, lambda a: answers.live_answer(a, to_ask)))
+        # 25.11's jobs/state names a task split off its array by its own id: ask it in full
+        to_ask += [job_id for job_id in ids if "_" in job_id and job_id not in states]
+        for request in requests.full_records(version, to_ask):
+            found.update(
+                self.runner.ask(self._call(request), lambda a: answers.live_answer(a, to_ask))
+            )
         return found
 
     def _history(self, asked: List[str], wanted: List[str]) -> Statuses:

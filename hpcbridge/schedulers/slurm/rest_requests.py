@@ -9,7 +9,7 @@ import json
 import math
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...engine.driver import Planned, SubmitBatch
 from ...errors import JobSubmissionError, ResourceError
@@ -73,15 +73,33 @@ def job(version: str, job_id: str) -> RestRequest:
     return RestRequest("GET", f"/slurm/{version}/job/{job_id}")
 
 
+#: the most jobs asked one ``job/{id}`` each: ``jobs/`` dumps every job slurmctld holds
+#: (~0.5 ms each in slurmrestd 25.11), ``job/{id}`` one (~2 ms); more than one: more RPCs
+#: than ``jobs/``' one (10: 27 status RPCs for 8 waiting processes instead of 9)
+FEW = 1
+
+
+def full_records(version: str, job_ids: Sequence[str]) -> List[RestRequest]:
+    """The requests for the whole records of ``job_ids``: each job's own (an array's: all
+    its tasks) when few, else every job's."""
+    bases = list(dict.fromkeys(split_job_id(job_id)[0] for job_id in job_ids))
+    return [job(version, base) for base in bases] if len(bases) <= FEW else [jobs(version)]
+
+
 def cancel(version: str, job_id: str) -> RestRequest:
     """scancel of one job or task."""
     return RestRequest("DELETE", f"/slurm/{version}/job/{job_id}")
 
 
 def history(version: str, job_ids: Sequence[str]) -> RestRequest:
-    """slurmdbd's records of these jobs (an array's own id: all its tasks)."""
+    """slurmdbd's records of these jobs (an array's own id: all its tasks), as ``sacct -X``
+    asks: no steps, no duplicates (a job id's older records), times untruncated."""
     bases = [split_job_id(job_id)[0] for job_id in job_ids]
-    return RestRequest("GET", f"/slurmdb/{version}/jobs/", _ids("step", bases))
+    return RestRequest("GET", f"/slurmdb/{version}/jobs/", _ids("step", bases) + _SACCT_X)
+
+
+#: any flag set drops slurmrestd's default ones (show_duplicates, the untruncated times)
+_SACCT_X = (("skip_steps", "true"), ("disable_truncate_usage_time", "true"))
 
 
 def associations(version: str, user: str) -> RestRequest:
