@@ -84,10 +84,8 @@ class SlurmRestDriver(SlurmCliDriver):
         found, to_ask = queries.light_round(ids, self._last, states)
         # 25.11's jobs/state names a task split off its array by its own id: ask it in full
         to_ask += [job_id for job_id in ids if "_" in job_id and job_id not in states]
-        for request in requests.full_records(version, to_ask):
-            found.update(
-                self.runner.ask(self._call(request), lambda a: answers.live_answer(a, to_ask))
-            )
+        for req in requests.full_records(version, to_ask):
+            found.update(self.runner.ask(self._call(req), lambda a: answers.live_answer(a, to_ask)))
         return found
 
     def _history(self, asked: List[str], wanted: List[str]) -> Statuses:

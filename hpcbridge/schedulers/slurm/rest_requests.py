@@ -73,17 +73,14 @@ def job(version: str, job_id: str) -> RestRequest:
     return RestRequest("GET", f"/slurm/{version}/job/{job_id}")
 
 
-#: the most jobs asked one ``job/{id}`` each: ``jobs/`` dumps every job slurmctld holds
-#: (~0.5 ms each in slurmrestd 25.11), ``job/{id}`` one (~2 ms); more than one: more RPCs
-#: than ``jobs/``' one (10: 27 status RPCs for 8 waiting processes instead of 9)
-FEW = 1
-
-
 def full_records(version: str, job_ids: Sequence[str]) -> List[RestRequest]:
-    """The requests for the whole records of ``job_ids``: each job's own (an array's: all
-    its tasks) when few, else every job's."""
+    """The requests for the whole records of ``job_ids``: the one job's own (an array's:
+    all its tasks) when they are of one job, else every job's; none for none."""
+    # jobs/ dumps every job slurmctld holds (~0.5 ms each in slurmrestd 25.11), job/{id}
+    # one (~2 ms); a job/{id} each for more than one job costs more RPCs than jobs/' one
+    # (10 jobs: 27 status RPCs for 8 waiting processes instead of 9)
     bases = list(dict.fromkeys(split_job_id(job_id)[0] for job_id in job_ids))
-    return [job(version, base) for base in bases] if len(bases) <= FEW else [jobs(version)]
+    return [job(version, base) for base in bases] if len(bases) <= 1 else [jobs(version)]
 
 
 def cancel(version: str, job_id: str) -> RestRequest:
