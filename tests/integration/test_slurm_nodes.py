@@ -48,7 +48,14 @@ from hpcbridge.schedulers.flux.instance_answers import parse_cores
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
 from tests.support.cli import hpcbridge_in
 from tests.support.flux_cases import require_flux, write_script
-from tests.support.slurm_clusters import PREFIX, make_adapter, own_cluster, run_slurm
+from tests.support.slurm_clusters import (
+    PREFIX,
+    make_adapter,
+    own_cluster,
+    run_slurm,
+    skip_without_slurmrestd,
+    slurmrestd,
+)
 
 pytestmark = [pytest.mark.slurm]
 
@@ -80,36 +87,18 @@ def four_nodes() -> Iterator[Dict[str, str]]:
         yield env
 
 
-def _restd(action: str) -> subprocess.CompletedProcess:
-    variables = {
-        "HPCBRIDGE_SLURM_PREFIX": PREFIX,
-        "HPCBRIDGE_SLURM_STATE": f"/tmp/hpcbridge-slurm-{NAME}",
-        "HPCBRIDGE_SLURMRESTD_LISTEN": LISTEN,
-    }
-    restd = Path(__file__).resolve().parents[2] / "containers" / "slurmrestd" / action
-    return subprocess.run(
-        ["bash", str(restd)], env={**os.environ, **variables}, capture_output=True, text=True
-    )
-
-
 @pytest.fixture(scope="module")
 def rest(four_nodes: Dict[str, str]) -> Iterator[Dict[str, str]]:
     """The REST driver's settings for the cluster: slurmrestd on ``LISTEN`` (auth/jwt), and
     a token of root's, the jobs' user, for ``SLURM_JWT`` (set only while a case of the REST
     driver runs: sbatch and pyslurm would authenticate with it, and pass it on to the job,
     whose srun slurmd then refuses)."""
-    if not os.path.exists(f"{PREFIX}/sbin/slurmrestd"):
-        pytest.skip(f"no slurmrestd under {PREFIX} (scripts/build-schedulers.sh builds it)")
-    started = _restd("start.sh")
-    try:
-        assert started.returncode == 0, started.stdout + started.stderr
+    skip_without_slurmrestd()
+    with slurmrestd(f"/tmp/hpcbridge-slurm-{NAME}", LISTEN):
         made = run_slurm(["scontrol", "token", "username=root", "lifespan=3600"], four_nodes)
         assert made.returncode == 0, made.stderr
         token = made.stdout.strip().partition("=")[2]
         yield {"HPCBRIDGE_SLURM_REST_URL": f"http://{LISTEN}", "SLURM_JWT": token}
-    finally:
-        stopped = _restd("stop.sh")
-        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
 
 
 @pytest.fixture(params=["cli", "native", "rest"])

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import shutil
 import subprocess
 import tempfile
@@ -20,7 +19,14 @@ import pytest
 
 from hpcbridge.errors import JobSubmissionError
 from hpcbridge.model import JobState
-from tests.support.slurm_clusters import PREFIX, make_adapter, own_cluster, run_slurm
+from tests.support.slurm_clusters import (
+    PREFIX,
+    make_adapter,
+    own_cluster,
+    run_slurm,
+    skip_without_slurmrestd,
+    slurmrestd,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 USER = "hpcbtest"
@@ -61,45 +67,16 @@ print(json.dumps(found))
 """
 
 
-def _script(action: str, env: Dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["bash", str(REPO / "containers" / "slurmrestd" / action)],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 @pytest.fixture(scope="module")
 def rest() -> Iterator[Dict[str, Any]]:
     """The cluster's environment and slurmrestd's URLs: ``unix`` (rest_auth/local, as
     hpcbtest) and ``tcp`` (JWT on 127.0.0.1)."""
-    if not os.path.exists(f"{PREFIX}/sbin/slurmrestd"):
-        pytest.skip(f"no slurmrestd under {PREFIX} (scripts/build-schedulers.sh builds it)")
-    try:
-        pwd.getpwnam(USER)
-    except KeyError:
-        pytest.skip(f"no user {USER} to run slurmrestd as (the SSH tests' user)")
+    skip_without_slurmrestd()
     # MinJobAge 300: the ended jobs stay in slurmctld (no slurmdbd on this cluster)
     conf = "MinJobAge=300"
-    with own_cluster("rest", 17260, prefix=PREFIX, extra_conf=conf, cpus=8, jwt=True) as env:
-        variables = {
-            "HPCBRIDGE_SLURM_PREFIX": PREFIX,
-            "HPCBRIDGE_SLURM_STATE": STATE,
-            "HPCBRIDGE_SLURMRESTD_LISTEN": "127.0.0.1:17263",
-        }
-        started = _script("start.sh", variables)
-        try:
-            assert started.returncode == 0, started.stdout + started.stderr
-            urls = {
-                name: Path(f"{STATE}/restd/{name}").read_text().strip()
-                for name in ("url", "tcp_url")
-            }
-            yield {"env": env, "unix": urls["url"], "tcp": urls["tcp_url"]}
-        finally:
-            stopped = _script("stop.sh", variables)
-            assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    cluster = own_cluster("rest", 17260, prefix=PREFIX, extra_conf=conf, cpus=8, jwt=True)
+    with cluster as env, slurmrestd(STATE, "127.0.0.1:17263") as urls:
+        yield {"env": env, **urls}
 
 
 @pytest.fixture

@@ -33,7 +33,14 @@ from hpcbridge.model import JobState
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
 from tests.integration import test_slurm_adapter as contract
 from tests.integration.test_slurm_adapter import wait_for_state
-from tests.support.slurm_clusters import PREFIX, Target, own_cluster, run_slurm
+from tests.support.slurm_clusters import (
+    PREFIX,
+    Target,
+    own_cluster,
+    run_slurm,
+    skip_without_slurmrestd,
+    slurmrestd,
+)
 
 pytestmark = pytest.mark.slurm
 
@@ -50,43 +57,14 @@ TARGETS = {
 }
 
 
-def _restd(action: str) -> subprocess.CompletedProcess:
-    variables = {
-        "HPCBRIDGE_SLURM_PREFIX": PREFIX,
-        "HPCBRIDGE_SLURM_STATE": STATE,
-        "HPCBRIDGE_SLURMRESTD_LISTEN": LISTEN,
-    }
-    return subprocess.run(
-        ["bash", str(REPO / "containers" / "slurmrestd" / action)],
-        env={**os.environ, **variables},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 @pytest.fixture(scope="module")
 def restd() -> Iterator[Dict[str, str]]:
     """The cluster (slurmdbd too: the history, the caps) and its slurmrestd daemons:
     its environment with ``unix`` and ``tcp``, their URLs."""
-    if not os.path.exists(f"{PREFIX}/sbin/slurmrestd"):
-        pytest.skip(f"no slurmrestd under {PREFIX} (scripts/build-schedulers.sh builds it)")
-    try:
-        pwd.getpwnam(USER)
-    except KeyError:
-        pytest.skip(f"no user {USER} to run slurmrestd as (the SSH tests' user)")
-    with own_cluster(NAME, PORT, prefix=PREFIX, users=USER, jwt=True, accounting=True) as env:
-        started = _restd("start.sh")
-        try:
-            assert started.returncode == 0, started.stdout + started.stderr
-            urls = {
-                name: Path(f"{STATE}/restd/{name}").read_text().strip()
-                for name in ("url", "tcp_url")
-            }
-            yield {**env, "unix": urls["url"], "tcp": urls["tcp_url"]}
-        finally:
-            stopped = _restd("stop.sh")
-            assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    skip_without_slurmrestd()
+    cluster = own_cluster(NAME, PORT, prefix=PREFIX, users=USER, jwt=True, accounting=True)
+    with cluster as env, slurmrestd(STATE, LISTEN) as urls:
+        yield {**env, **urls}
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,13 @@ from hpcbridge.settings.config import Settings
 from hpcbridge.store.jobs import JobStore
 from hpcbridge.transports.local import LocalExecutor
 from tests.support.guides import blocks_by_kind, build_script, check_outputs
-from tests.support.slurm_clusters import PREFIX, own_cluster, remote_command_env
+from tests.support.slurm_clusters import (
+    PREFIX,
+    own_cluster,
+    remote_command_env,
+    skip_without_slurmrestd,
+    slurmrestd,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 STATE = "/tmp/hpcbridge-slurm-rtok"
@@ -37,36 +43,15 @@ GUIDE = REPO / "docs" / "guides" / "slurm-rest.md"
 TOKEN_LOG = "hpcbridge.transports.token"
 
 
-def _restd(action: str) -> subprocess.CompletedProcess:
-    variables = {
-        "HPCBRIDGE_SLURM_PREFIX": PREFIX,
-        "HPCBRIDGE_SLURM_STATE": STATE,
-        "HPCBRIDGE_SLURMRESTD_LISTEN": LISTEN,
-    }
-    return subprocess.run(
-        ["bash", str(REPO / "containers" / "slurmrestd" / action)],
-        env={**os.environ, **variables},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Dict[str, str]]:
     """The cluster's environment (``SLURM_CONF``, its commands first on ``PATH``), with
     slurmrestd's JWT listener on ``LISTEN``."""
-    if not os.path.exists(f"{PREFIX}/sbin/slurmrestd"):
-        pytest.skip(f"no slurmrestd under {PREFIX} (scripts/build-schedulers.sh builds it)")
+    skip_without_slurmrestd()
     # MinJobAge 300: the ended jobs stay in slurmctld (no slurmdbd on this cluster)
-    with own_cluster("rtok", 17280, prefix=PREFIX, extra_conf="MinJobAge=300", jwt=True) as env:
-        started = _restd("start.sh")
-        try:
-            assert started.returncode == 0, started.stdout + started.stderr
-            yield env
-        finally:
-            stopped = _restd("stop.sh")
-            assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    cluster = own_cluster("rtok", 17280, prefix=PREFIX, extra_conf="MinJobAge=300", jwt=True)
+    with cluster as env, slurmrestd(STATE, LISTEN):
+        yield env
 
 
 def adapter_for(env: Dict[str, str], root: Path, **variables: str) -> RealSlurmAdapter:

@@ -20,9 +20,6 @@ still come, never call it refused.
 from __future__ import annotations
 
 import logging
-import os
-import pwd
-import subprocess
 from pathlib import Path
 from typing import Dict, Iterator
 
@@ -40,7 +37,13 @@ from tests.integration.test_exactly_once import (
     paused_controller,
     write_script,
 )
-from tests.support.slurm_clusters import PREFIX, own_cluster, run_slurm
+from tests.support.slurm_clusters import (
+    PREFIX,
+    own_cluster,
+    run_slurm,
+    skip_without_slurmrestd,
+    slurmrestd,
+)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -53,43 +56,17 @@ LISTEN = f"127.0.0.1:{PORT + 3}"
 LOST = {4.0: "did not answer in time", 60.0: "Socket timed out on send/recv operation"}
 
 
-def _restd(action: str) -> subprocess.CompletedProcess:
-    variables = {
-        "HPCBRIDGE_SLURM_PREFIX": PREFIX,
-        "HPCBRIDGE_SLURM_STATE": STATE,
-        "HPCBRIDGE_SLURMRESTD_LISTEN": LISTEN,
-    }
-    return subprocess.run(
-        ["bash", str(REPO / "containers" / "slurmrestd" / action)],
-        env={**os.environ, **variables},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Dict[str, str]]:
     """The cluster (no slurmdbd: slurmctld's ``jobs/`` finds the key) and slurmrestd on
     its JWT listener: its environment with ``url`` and root's token in ``SLURM_JWT``."""
-    if not os.path.exists(f"{PREFIX}/sbin/slurmrestd"):
-        pytest.skip(f"no slurmrestd under {PREFIX} (scripts/build-schedulers.sh builds it)")
-    try:
-        pwd.getpwnam(USER)
-    except KeyError:
-        pytest.skip(f"no user {USER} to run slurmrestd as (the SSH tests' user)")
-    with own_cluster(NAME, PORT, prefix=PREFIX, users=USER, jwt=True) as env:
-        started = _restd("start.sh")
-        try:
-            assert started.returncode == 0, started.stdout + started.stderr
-            url = Path(f"{STATE}/restd/tcp_url").read_text().strip()
-            made = run_slurm(["scontrol", "token", "username=root", "lifespan=3600"], env)
-            assert made.returncode == 0, made.stderr
-            token = made.stdout.strip().partition("=")[2]
-            yield {**env, "url": url, "SLURM_JWT": token}
-        finally:
-            stopped = _restd("stop.sh")
-            assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    skip_without_slurmrestd()
+    cluster = own_cluster(NAME, PORT, prefix=PREFIX, users=USER, jwt=True)
+    with cluster as env, slurmrestd(STATE, LISTEN) as urls:
+        made = run_slurm(["scontrol", "token", "username=root", "lifespan=3600"], env)
+        assert made.returncode == 0, made.stderr
+        token = made.stdout.strip().partition("=")[2]
+        yield {**env, "url": urls["tcp"], "SLURM_JWT": token}
 
 
 @pytest.mark.parametrize("timeout", list(LOST), ids=["client-timeout", "slurmrestd-error"])

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import os
+import pwd
 import shlex
 import shutil
 import subprocess
@@ -374,6 +375,52 @@ def own_cluster(
         yield env
     finally:
         script("stop.sh")
+
+
+#: the user containers/slurmrestd runs slurmrestd as (it refuses root and SlurmUser)
+RESTD_USER = "hpcbtest"
+
+
+def skip_without_slurmrestd() -> None:
+    """Skip, saying why, where the 25.11 prefix has no slurmrestd or no user can run it."""
+    if not os.path.exists(f"{PREFIX}/sbin/slurmrestd"):
+        pytest.skip(f"no slurmrestd under {PREFIX} (scripts/build-schedulers.sh builds it)")
+    try:
+        pwd.getpwnam(RESTD_USER)
+    except KeyError:
+        pytest.skip(f"no user {RESTD_USER} to run slurmrestd as (the SSH tests' user)")
+
+
+@contextlib.contextmanager
+def slurmrestd(state: str, listen: str) -> Iterator[Dict[str, str]]:
+    """slurmrestd on the cluster of the state folder ``state`` (containers/slurmrestd, as
+    ``RESTD_USER``): its URLs, ``unix`` (its socket, rest_auth/local) and ``tcp`` (JWT on
+    ``listen``).  Stopped at the end."""
+    variables = {
+        "HPCBRIDGE_SLURM_PREFIX": PREFIX,
+        "HPCBRIDGE_SLURM_STATE": state,
+        "HPCBRIDGE_SLURMRESTD_LISTEN": listen,
+    }
+
+    def script(action: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["bash", str(SLURM_DIR.parent / "slurmrestd" / action)],
+            env={**os.environ, **variables},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    started = script("start.sh")
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        urls = {
+            name: Path(f"{state}/restd/{name}").read_text().strip() for name in ("url", "tcp_url")
+        }
+        yield {"unix": urls["url"], "tcp": urls["tcp_url"]}
+    finally:
+        stopped = script("stop.sh")
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
 
 
 def jobs_named(name: str) -> List[str]:
