@@ -162,6 +162,27 @@ class Command:
     timeout: Optional[float] = None
 
 
+#: one job's outcome in a sending of several: ``(True, its id)`` or ``(False, why not)``
+Outcome = Tuple[bool, str]
+
+
+@dataclass(frozen=True)
+class Keyed:
+    """How a driver's jobs sent several at once are found by their keys where answers were
+    lost (``Runner.send_keyed``): the driver's own lookup and words."""
+
+    #: key -> id of the jobs carrying ``keys`` submitted since ``started`` (this process's
+    #: clock, epoch seconds), ``resend(missing keys)`` called once the rest surely never
+    #: went in (``Runner.look_up`` over the driver's finder)
+    look_up: Callable[[Sequence[str], float, Callable[[List[str]], None]], Mapping[str, str]]
+    #: whether a job's failure says its answer was lost (it may have gone in)
+    lost: Callable[[str], bool]
+    #: the outcome of a job neither found nor sent again (said by key)
+    unknown: Callable[[str], Outcome]
+    #: the batch of some jobs of a batch (by index, in that order)
+    only: Callable[[Any, List[int]], Any]
+
+
 class Reply(Protocol):
     """A command's answer as parsers read it (the executor's ``CommandResult``)."""
 

@@ -7,13 +7,16 @@ executor's ``CommandResult``, or what the call returned).  The runner owns what 
 same for every driver: the time budget of each command, asking again while a parser says
 the request did not get through (``Again``), long id lists split into chunks, a
 submission that must not be sent twice, and a lost answer adopted by the submission's
-key (``adoption``).  It names no scheduler: a new driver is a table of (build, parse)
-pairs over it, not a copy of this glue.
+key (``adoption``) - of one job (``submit``), or of several sent at once, each job's
+answer lost alone or with the rest (``send_keyed``, the driver's words in ``driver.Keyed``).
+It names no scheduler: a new driver is a table of (build, parse) pairs over it, not a copy
+of this glue.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import (
     Any,
     Callable,
@@ -33,11 +36,12 @@ from ..errors import JobTimeoutError, SubmissionUncertainError
 from ..retrying import retry
 from ..transports.base import Executor
 from . import adoption
-from .driver import Again, Call, Command
+from .driver import Again, Call, Command, Keyed, Outcome
 
 log = logging.getLogger("hpcbridge")
 
 T = TypeVar("T")
+B = TypeVar("B")
 
 #: an argv run through the executor (bare, or a ``Command``), or a call into the bindings
 Request = Union[Sequence[str], Command, Callable[[], Any]]
@@ -145,12 +149,18 @@ class Runner:
         return found
 
     def send(
-        self, request: Request, parse: Callable[[Any], T], *, budget: Optional[float] = None
+        self,
+        request: Request,
+        parse: Callable[[Any], T],
+        *,
+        budget: Optional[float] = None,
+        what: str = "",
     ) -> T:
         """A request that makes something (a submission): never repeated by the transport;
         a command past its timeout is ``SubmissionUncertainError`` (it may have gone in);
         sent again every 2 s within ``budget`` (default: the timeout, else 60 s, from the
-        first miss) only while ``parse`` says ``Again`` (it never reached the scheduler)."""
+        first miss) only while ``parse`` says ``Again`` (it never reached the scheduler).
+        ``what``: its name in the log (default: the command's, or the call's)."""
 
         def once() -> T:
             try:
@@ -166,7 +176,7 @@ class Runner:
                 log.info("%s did not reach %s (%s); sending it again", name, self.where, again)
                 raise
 
-        name = _name(request)
+        name = what or _name(request)
         try:
             return once()
         except Again:
@@ -215,6 +225,68 @@ class Runner:
             look_for=look_for,
         )
         return found[key] if key in found else resent[0]
+
+    def send_keyed(
+        self,
+        what: str,
+        send: Callable[[B], List[Outcome]],
+        batch: B,
+        keys: Sequence[str],
+        parse: Callable[[List[Outcome]], List[Outcome]],
+        *,
+        keyed: Keyed,
+        budget: Optional[float] = None,
+    ) -> List[Outcome]:
+        """Each job's outcome, in order, of ``send(batch)`` (``keys``: each job's), sent again
+        within ``budget`` while ``parse`` says ``Again`` (none reached the scheduler,
+        ``send``).  Where answers were lost - the whole call's (``SubmissionUncertainError``)
+        or some jobs' (``keyed.lost``) - those jobs are looked for by key; the ones surely
+        absent are sent once more (``_adopted``)."""
+
+        def attempt() -> List[Outcome]:
+            started = time.time()
+            try:
+                outcomes = send(batch)
+            except SubmissionUncertainError as lost:
+                if not keys:
+                    raise
+                log.warning("%s: the answer was lost (%s); looking for its jobs by key", what, lost)
+                return self._adopted(send, batch, keys, list(range(len(keys))), started, keyed)
+            lost_ones = [i for i, (ok, text) in enumerate(outcomes) if not ok and keyed.lost(text)]
+            if lost_ones and keys:
+                log.warning("%s: the answers of %d job(s) were lost; looking", what, len(lost_ones))
+                outcomes = list(outcomes)
+                adopted = self._adopted(send, batch, keys, lost_ones, started, keyed)
+                for index, outcome in zip(lost_ones, adopted):
+                    outcomes[index] = outcome
+            return outcomes
+
+        return self.send(attempt, parse, budget=budget, what=what)
+
+    def _adopted(
+        self,
+        send: Callable[[B], List[Outcome]],
+        batch: B,
+        keys: Sequence[str],
+        indices: List[int],
+        started: float,
+        keyed: Keyed,
+    ) -> List[Outcome]:
+        """The outcomes of the jobs at ``indices``, whose answers were lost: each the job found
+        carrying its key, else what sending it again gave, else ``keyed.unknown`` (the
+        scheduler could not tell in time: never sent twice)."""
+        lost = [keys[index] for index in indices]
+        resent: Dict[str, Outcome] = {}
+
+        def resend(missing: List[str]) -> None:
+            picked = [indices[lost.index(key)] for key in missing]
+            resent.update(zip(missing, send(keyed.only(batch, picked))))
+
+        found = keyed.look_up(lost, started, resend)
+        return [
+            (True, found[key]) if key in found else resent.get(key) or keyed.unknown(key)
+            for key in lost
+        ]
 
     def look_up(
         self,

@@ -375,7 +375,7 @@ def test_a_submission_that_never_reached_the_broker_is_sent_once_more(
         faulting.join()
         if away.exists():
             away.rename(socket_path)
-    assert "did not reach the Flux instance (Unable to connect to Flux" in caplog.text
+    assert f"did not reach the Flux instance {broker.uri} (Unable to connect to Flux" in caplog.text
     assert "adopted" not in caplog.text
     assert jobs_with_key(broker, key_of(adapter, job_id)) == [job_id]
     assert adapter.wait(job_id, poll_interval=0.5, timeout=120).state is JobState.COMPLETED

@@ -354,4 +354,4 @@ def test_a_submission_that_could_not_connect_is_sent_again(
     with caplog.at_level(logging.INFO, logger="hpcbridge"):
         job_id = adapter.submit_job(script)
     assert executor.with_key(key_of(adapter, job_id)) == [job_id] and len(executor.jobs) == 2
-    assert "did not reach the Flux instance (Unable to connect to Flux" in caplog.text
+    assert "did not reach the system Flux instance (Unable to connect to Flux" in caplog.text

@@ -10,8 +10,8 @@ import pytest
 
 from hpcbridge.errors import JobSubmissionError
 from hpcbridge.schedulers.flux.instance import Association
-from hpcbridge.schedulers.flux.instance_answers import parse_account_user
-from hpcbridge.schedulers.flux.planning import active_cap, check_bank
+from hpcbridge.schedulers.flux.instance_answers import active_cap, parse_account_user
+from hpcbridge.schedulers.flux.planning import check_bank
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "flux"
 BOTH = [

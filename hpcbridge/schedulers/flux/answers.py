@@ -33,7 +33,7 @@ from ...errors import (
 from ...model import JobState, JobStatus
 from .ids import InvalidJobIdError, canonical_job_id, decimal_job_id
 from .instance import strip_ansi
-from .jobspec import KEY_ATTRIBUTE
+from .jobspec import KEY_ATTRIBUTE, LOST
 from .status import (
     only_unknown_ids,
     parse_eventlog,
@@ -205,19 +205,18 @@ def submission_error(
     return cls(f"{what} refused the job: {message}", argv=argv, scheduler_message=message)
 
 
-def adopted(
-    keys: Sequence[str], found: Mapping[str, str], resent: Mapping[str, Outcome]
-) -> List[Outcome]:
-    """Each key's outcome after a lost answer: the job found carrying it, else what sending
-    it again gave, else unknown (the instance could not tell in time: never sent twice)."""
+def lost_answer(text: str) -> bool:
+    """Whether a job's failure says its answer was lost (it may have gone in), not a refusal."""
+    return text.startswith(LOST)
 
-    def unknown(key: str) -> Outcome:
-        return False, (
-            "its answer was lost and the Flux instance could not tell in time whether it went "
-            f"in; look for a job whose jobspec has {KEY_ATTRIBUTE}={key} before sending it again"
-        )
 
-    return [(True, found[key]) if key in found else resent.get(key) or unknown(key) for key in keys]
+def unknown_after_loss(key: str) -> Outcome:
+    """The outcome of a job whose answer was lost, neither found nor sent again (the
+    instance could not tell in time whether it went in: never sent twice)."""
+    return False, (
+        "its answer was lost and the Flux instance could not tell in time whether it went "
+        f"in; look for a job whose jobspec has {KEY_ATTRIBUTE}={key} before sending it again"
+    )
 
 
 def submit_outcome(argv: Sequence[str], result: Reply) -> Outcome:

@@ -9,6 +9,7 @@ import contextlib
 import importlib
 import logging
 import os
+import signal
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from ...retrying import retry
 from ...transports.base import Executor
 from .ids import parse_job_id
 from .instance import FluxOptions, bindings_dir_for
-from .native_driver import keep_sigint_handler
+from .native_driver import SigintKept
 from .uri import not_resolved
 
 log = logging.getLogger("hpcbridge")
@@ -82,6 +83,16 @@ def _import() -> Any:
     importlib.import_module("flux.job")
     keep_sigint_handler()
     return module
+
+
+def keep_sigint_handler() -> None:
+    # flux.util's `interruptible` sets SIGINT to SIG_DFL around each blocking future call
+    # in the main thread: Ctrl-C there kills the process, no `finally` run (a pack's
+    # allocations stay held). SIGINT keeps its handler instead, acted on once the call
+    # returns (hpcbridge's calls are bounded by timeouts).
+    util: Any = sys.modules.get("flux.util")
+    if util is not None and getattr(util, "signal", None) is signal:
+        util.signal = SigintKept()
 
 
 def _import_from(directory: str) -> Any:

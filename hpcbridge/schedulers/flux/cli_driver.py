@@ -12,7 +12,15 @@ import logging
 import shlex
 from typing import Callable, Dict, List, Optional, Sequence, TypeVar
 
-from ...engine.driver import Capabilities, Command, Planned, Reply, Submitted, Waiter
+from ...engine.driver import (
+    Capabilities,
+    Command,
+    Planned,
+    Reply,
+    SubmitBatch,
+    Submitted,
+    Waiter,
+)
 from ...model import JobStatus
 from . import answers, bulk_helper, commands
 from . import jobspec as jobspec_module
@@ -22,7 +30,7 @@ from .driver_base import FluxDriverBase
 from .instance import InstanceFacts
 from .jobspec import jobspec_params
 from .native_driver import TimeLeft
-from .planning import flux_plan
+from .planning import flux_plan, launcher_for, plan_batch, send_plan
 from .request import DROPPED_KEYS, FluxPlan
 
 log = logging.getLogger("hpcbridge")
@@ -67,15 +75,22 @@ class CLIDriver(FluxDriverBase):
         prefix = f"FLUX_URI={shlex.quote(self.facts.uri)} " if self.facts.uri else ""
         return prefix + shlex.join(commands.submit_argv(self.flux, self.policy, request))
 
+    def plan(self, batch: SubmitBatch) -> Planned:
+        return plan_batch(batch, self.facts, self.questions, self.outer_time_margin)
+
+    def launcher(self, options: object) -> str:
+        return launcher_for(self.flux, self.policy, options)
+
     def submit_many(self, planned: Planned) -> List[Submitted]:
-        plan = flux_plan(planned)
-        if len(plan.environments) == 1 or not self.policy.python_command:
+        if not self._ready:
+            self.commands.wait_ready(self.ready_timeout)
+            self._ready = True
+        count = len(flux_plan(planned).environments)
+        if count == 1 or not self.policy.python_command:
             # 0.26's `flux python` runs whatever python is first on PATH: one by one.
-            what = "flux submit" if len(plan.environments) == 1 else "flux submit (one by one)"
-            return self._send(planned, self.commands.wait_ready, self._one_by_one, what)
-        return self._send(
-            planned, self.commands.wait_ready, self._bulk, "flux python (bulk submit)"
-        )
+            what = "flux submit" if count == 1 else "flux submit (one by one)"
+            return send_plan(planned, self._one_by_one, what, self.sender)
+        return send_plan(planned, self._bulk, "flux python (bulk submit)", self.sender)
 
     def _one_by_one(self, plan: FluxPlan) -> List[Outcome]:
         outcomes = []
@@ -88,7 +103,7 @@ class CLIDriver(FluxDriverBase):
 
     def _submission(self, request: Command, parse: Callable[[Reply], T]) -> T:
         """Sent once by the runner (``Runner.send``); a lost answer (dropped connection,
-        timeout): ``SubmissionUncertainError``, adopted by key (``_sent``)."""
+        timeout): ``SubmissionUncertainError``, adopted by key (``Runner.send_keyed``)."""
         return self.commands.runner.send(request, lambda reply: parse(self.commands.found(reply)))
 
     def _bulk(self, plan: FluxPlan) -> List[Outcome]:

@@ -183,16 +183,18 @@ class FluxCommands:
         self,
         policy: FluxPolicy,
         keys: Sequence[str],
-        started: float,
+        started: Optional[float],
         resend: Optional[Callable[[List[str]], None]] = None,
     ) -> Dict[str, str]:
-        """key -> id of the jobs carrying ``keys`` since ``started`` (epoch seconds), by the
-        engine's one adoption routine; ``resend(missing keys)`` once the rest surely never
-        went in (without it, nothing is sent again: the sender died)."""
+        """key -> id of the jobs carrying ``keys`` since ``started`` (epoch seconds; ``None``:
+        ``LOOK_BACK`` ago), by the engine's one adoption routine; ``resend(missing keys)``
+        once the rest surely never went in (without it, nothing is sent again: the sender
+        died)."""
         label = keys[0] if len(keys) == 1 else f"{keys[0]}..{keys[-1]}"
+        since = time.time() - LOOK_BACK if started is None else started
         return self.runner.look_up(
             keys,
-            KeyFinder(self, policy, started).find,
+            KeyFinder(self, policy, since).find,
             settle=SETTLE,
             resend=resend,
             look_for=f"jobs whose jobspec has {KEY_ATTRIBUTE}={label}",

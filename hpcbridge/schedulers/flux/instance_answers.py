@@ -148,6 +148,14 @@ def associations(result: Reply) -> Optional[List[Association]]:
         return None
 
 
+def active_cap(associations: Optional[List[Association]], bank: Optional[str]) -> Optional[int]:
+    """flux-accounting's ``max_active_jobs`` for ``bank`` (``None``: the default bank)."""
+    for association in associations or ():
+        if association.bank == (bank or association.default_bank):
+            return association.max_active_jobs
+    return None
+
+
 # A target still starting (URI not published, a Slurm job pending or its `flux start` not up)
 # is waited for; "not running" / "not found" are final.
 URI_NOT_YET = ("URI not found", "doesn't seem to have a FLUX_URI", "empty nodelist")

@@ -9,12 +9,11 @@ import logging
 import math
 import os
 import signal
-import sys
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
-from ...engine.driver import Capabilities, Planned, Submitted, Waiter
+from ...engine.driver import Capabilities, Planned, SubmitBatch, Submitted, Waiter
 from ...errors import JobSubmissionError, SchedulerAdapterError
 from ...model import JobStatus
 from . import bulk_helper, jobspec, planning
@@ -23,10 +22,10 @@ from .command_runner import FluxCommands
 from .driver_base import FluxDriverBase
 from .ids import bindings_job_ids, parse_job_id
 from .instance import InstanceFacts, QueueInfo, queue_info_from_config
-from .jobspec import error_text, jobspec_params
+from .jobspec import LOST, error_text, jobspec_params
 from .journal import Journal, JournalWaiter, ResultWaiter, make_waiter, open_journal
 from .journal_events import Relisting
-from .planning import flux_plan
+from .planning import flux_plan, launcher_for, plan_batch, send_plan
 from .request import DROPPED_KEYS, FluxPlan
 from .status import listed_infos, unknown
 
@@ -76,13 +75,19 @@ class NativeDriver(FluxDriverBase):
         )
         return jobspec.submit_call(spec, self.facts.uri)
 
+    def plan(self, batch: SubmitBatch) -> Planned:
+        return plan_batch(batch, self.facts, self.questions, self.outer_time_margin)
+
+    def launcher(self, options: object) -> str:
+        return launcher_for(self.commands.flux, self.facts.policy, options)
+
     def submit_many(self, planned: Planned) -> List[Submitted]:
-        sent = self._send(planned, self.connection.wait_ready, self._submit, "flux.job.submit")
+        if not self._ready:
+            self.connection.wait_ready(self.ready_timeout)
+            self._ready = True
+        sent = send_plan(planned, self._submit, "flux.job.submit", self.sender)
         self._ours.update(item.job_id for item in sent)  # canonical: the journal's keys
         return sent
-
-    def _lost_connection(self) -> None:
-        self.connection.reset()
 
     def _open_journal(self) -> Optional[Journal]:
         if self._journal is None and self._no_journal is None:
@@ -113,6 +118,8 @@ class NativeDriver(FluxDriverBase):
                 f"cannot submit to the Flux instance {self.facts.label}: {error_text(exc)} "
                 "(check that it is still running: hpcbridge doctor)"
             ) from exc
+        if any(not ok and str(value).startswith(LOST) for ok, value in found):
+            self.connection.reset()  # answers came too late: the next sending opens anew
         return [(ok, jobspec.f58(value) if ok else str(value)) for ok, value in found]
 
     def query(self, job_ids: Sequence[str]) -> Dict[str, JobStatus]:
@@ -271,8 +278,9 @@ class BindingsConnection:
         return jobspec.with_on_path(dict(os.environ), self.flux_bin_dir)
 
 
-class _SigintKept:
-    """The ``signal`` module as ``flux.util`` sees it: SIGINT's handler left as it is."""
+class SigintKept:
+    """The ``signal`` module as ``flux.util`` sees it: SIGINT's handler left as it is
+    (``bindings.keep_sigint_handler``; here: where a bindings call passes)."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(signal, name)
@@ -282,16 +290,6 @@ class _SigintKept:
         if signum == signal.SIGINT:
             return signal.getsignal(signum)
         return signal.signal(signum, handler)
-
-
-def keep_sigint_handler() -> None:
-    # flux.util's `interruptible` sets SIGINT to SIG_DFL around each blocking future call
-    # in the main thread: Ctrl-C there kills the process, no `finally` run (a pack's
-    # allocations stay held). SIGINT keeps its handler instead, acted on once the call
-    # returns (hpcbridge's calls are bounded by timeouts).
-    util: Any = sys.modules.get("flux.util")
-    if util is not None and getattr(util, "signal", None) is signal:
-        util.signal = _SigintKept()
 
 
 #: how long the instance's expiration is trusted before asking again
@@ -307,12 +305,6 @@ class TimeLeft:
         self._expiration = expiration
         self._lock = threading.Lock()
         self._cached: Tuple[float, Optional[float]] = (-math.inf, None)
-
-    @staticmethod
-    def now() -> float:
-        """This process's clock, epoch seconds (when a sending began: its keys are looked
-        for among the jobs submitted since)."""
-        return time.time()
 
     def __call__(self) -> Optional[float]:
         with self._lock:

@@ -1,6 +1,7 @@
 """A batch planned for Flux: resources translated into a ``SubmitRequest`` and refused - in
 Flux's terms, saying what to ask instead - before anything is staged (queues, banks, GPUs,
-the enclosing job's time left, what a release lacks).  Pure.
+the enclosing job's time left, what a release lacks); its sending handed to the engine's
+runner (``send_plan``) and its outcomes read.  Pure.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ from .request import (
 )
 
 log = logging.getLogger("hpcbridge")
+
+#: the engine runner's ``send_keyed`` bound to a driver's ``Keyed`` (``driver_base``)
+Sender = Callable[..., List[Outcome]]
 
 _said: set = set()
 
@@ -106,14 +110,6 @@ def check_bank(bank: str, associations: Optional[List[Association]]) -> None:
         "for one of yours with --account, or none for your default bank",
         scheduler_message="cannot find user/bank or user/default bank entry",
     )
-
-
-def active_cap(associations: Optional[List[Association]], bank: Optional[str]) -> Optional[int]:
-    """flux-accounting's ``max_active_jobs`` for ``bank`` (``None``: the default bank)."""
-    for association in associations or ():
-        if association.bank == (bank or association.default_bank):
-            return association.max_active_jobs
-    return None
 
 
 def flux_gpus(resources: Resources) -> int:
@@ -350,10 +346,22 @@ def flux_plan(planned: Planned) -> FluxPlan:
     return planned.detail
 
 
+def send_plan(
+    planned: Planned, send: Callable[[FluxPlan], List[Outcome]], what: str, sender: Sender
+) -> List[Submitted]:
+    """The jobs of ``planned`` that went in (``submitted``), sent by ``send`` through the
+    engine's runner (``sender``): again while the instance starts (``reached``), the jobs
+    of lost answers found by key."""
+    plan = flux_plan(planned)
+    outcomes = sender(what, send, plan, plan.keys, lambda sent: reached(sent, what))
+    return submitted(outcomes, plan.request.output, kind_of(planned.batch.options).value, what)
+
+
 def reached(outcomes: List[Outcome], what: str) -> List[Outcome]:
     """The outcomes of a sending that reached the instance; ``Again`` (the runner sends it
-    again) while the instance is starting or unreachable, nothing having gone in."""
-    if not_ready(outcomes):
+    again) while it is starting or unreachable: all refused so, nothing having gone in."""
+    markers = NOT_READY + NEVER_REACHED
+    if outcomes and all(not ok and any(m in text for m in markers) for ok, text in outcomes):
         raise Again(scheduler_message(outcomes[0][1]), submission_error(outcomes[0][1], what=what))
     return outcomes
 
@@ -376,14 +384,6 @@ def submitted(outcomes: Sequence[Outcome], output: str, kind: str, what: str) ->
     if not jobs:
         raise JobSubmissionError(f"{what} submitted nothing and said nothing")
     return jobs
-
-
-def not_ready(outcomes: Sequence[Outcome]) -> bool:
-    """Nothing went in, only because the instance is still starting or unreachable."""
-    markers = NOT_READY + NEVER_REACHED
-    return bool(outcomes) and all(
-        not ok and any(marker in value for marker in markers) for ok, value in outcomes
-    )
 
 
 def log_path(output: str, job_id: str) -> str:
