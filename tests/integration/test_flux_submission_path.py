@@ -67,8 +67,10 @@ def test_a_plain_native_submission_passes_at_most_six_modules(broker: Any, tmp_p
     passed = modules_passed(lambda: found.append(adapter.submit_job(script, {"qos": "debug"})))
     print("modules passed:", " -> ".join(passed))
     assert len(passed) <= MOST_MODULES, passed
-    # the job kind read first (the service into planning); the adapter's glue not passed
+    # the job kind read first (the service into planning); the adapter's glue not passed,
+    # nor driver_base (the sending's retries and adoption are the engine's runner's)
     assert passed[0] == "planning" and "adapter" not in passed and "jobspec" in passed
+    assert "driver_base" not in passed
     assert adapter.wait(found[0], poll_interval=0.5, timeout=60).state is JobState.COMPLETED
 
 
