@@ -298,8 +298,7 @@ EXPIRATION_TTL = 60.0
 
 class TimeLeft:
     """Seconds until the instance ends, from its expiration (asked at most once a minute), by
-    this process's clock (``now``); the CLI driver's too (here: where a bindings submission
-    passes)."""
+    this process's clock; the CLI driver's too (here: where a bindings submission passes)."""
 
     def __init__(self, expiration: Callable[[], Optional[float]]) -> None:
         self._expiration = expiration
