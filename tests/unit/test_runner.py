@@ -9,7 +9,16 @@ from typing import Any, Callable, Collection, Dict, List, Mapping, Optional, Seq
 import pytest
 
 from hpcbridge.engine import adoption
-from hpcbridge.engine.driver import Again, Call, CannotAsk, Command, NotAskedNow, Reply
+from hpcbridge.engine.driver import (
+    Again,
+    Call,
+    CannotAsk,
+    Command,
+    Keyed,
+    NotAskedNow,
+    Outcome,
+    Reply,
+)
 from hpcbridge.engine.runner import Runner
 from hpcbridge.errors import JobSubmissionError, JobTimeoutError, SubmissionUncertainError
 from hpcbridge.transports.base import CommandResult
@@ -250,3 +259,93 @@ def test_a_refusal_is_no_lost_answer() -> None:
     with pytest.raises(JobSubmissionError, match="refused"):
         Runner(executor).submit(["submit"], refuse, key="k1", find=find, settle=0)
     assert len(executor.calls) == 1
+
+
+# -- several jobs sent at once, each with its key (Runner.send_keyed) ----------------
+
+LOST = "lost: "
+
+
+def keyed(
+    jobs: Dict[str, str], resent: List[List[str]], settle: float = 0.0
+) -> Callable[[Runner], Keyed]:
+    """A driver's words over a scheduler holding ``jobs`` (key -> id): found by the runner's
+    one adoption routine; a batch is its list of keys."""
+
+    def made(runner: Runner) -> Keyed:
+        def look_up(
+            keys: Sequence[str], _since: float, resend: Callable[[List[str]], None]
+        ) -> Mapping[str, str]:
+            def find(asked: Collection[str]) -> Dict[str, str]:
+                return {key: jobs[key] for key in asked if key in jobs}
+
+            return runner.look_up(keys, find, settle=settle, resend=resend)
+
+        def only(batch: List[str], indices: List[int]) -> List[str]:
+            resent.append([batch[index] for index in indices])
+            return resent[-1]
+
+        return Keyed(look_up, lambda text: text.startswith(LOST), lambda key: (False, key), only)
+
+    return made
+
+
+def reached(outcomes: List[Outcome]) -> List[Outcome]:
+    if outcomes and all(not ok and "not up" in text for ok, text in outcomes):
+        raise Again("not up", JobSubmissionError("never reached"))
+    return outcomes
+
+
+@pytest.mark.usefixtures("quick")
+def test_the_jobs_whose_answers_were_lost_are_found_and_the_absent_sent_once_more() -> None:
+    jobs = {"b": "2"}  # b went in, its answer lost; c never went in
+    resent: List[List[str]] = []
+    runner = Runner(Scripted(lambda argv: said(argv)))
+
+    def send(batch: List[str]) -> List[Outcome]:
+        if batch == ["a", "b", "c"]:
+            return [(True, "1"), (False, LOST + "late"), (False, LOST + "late")]
+        return [(True, str(10 + len(resent)))]
+
+    outcomes = runner.send_keyed(
+        "bulk", send, ["a", "b", "c"], ["a", "b", "c"], reached, keyed=keyed(jobs, resent)(runner)
+    )
+    assert outcomes == [(True, "1"), (True, "2"), (True, "11")]
+    assert resent == [["c"]]  # b never sent twice
+
+
+@pytest.mark.usefixtures("quick")
+def test_a_sending_whose_whole_answer_was_lost_says_which_jobs_none_could_tell_about() -> None:
+    runner = Runner(Scripted(lambda argv: said(argv)))
+    sent: List[List[str]] = []
+
+    def send(batch: List[str]) -> List[Outcome]:
+        sent.append(batch)
+        raise SubmissionUncertainError("the connection dropped")
+
+    def look_up(keys: Sequence[str], _since: float, _resend: Any) -> Mapping[str, str]:
+        return {"a": "1"}  # b: neither found nor surely absent in time
+
+    words = Keyed(look_up, lambda text: False, lambda key: (False, f"look for {key}"), list)
+    outcomes = runner.send_keyed("bulk", send, ["a", "b"], ["a", "b"], reached, keyed=words)
+    assert outcomes == [(True, "1"), (False, "look for b")]
+    assert sent == [["a", "b"]]
+
+
+@pytest.mark.usefixtures("quick")
+def test_a_sending_that_never_reached_is_sent_again_and_a_refusal_is_not() -> None:
+    runner = Runner(Scripted(lambda argv: said(argv)))
+    answers = [[(False, "not up")], [(True, "7")]]
+    outcomes = runner.send_keyed(
+        "bulk", lambda batch: answers.pop(0), ["a"], ["a"], reached, keyed=keyed({}, [])(runner)
+    )
+    assert outcomes == [(True, "7")] and not answers
+    refused: List[List[str]] = []
+
+    def refuse(batch: List[str]) -> List[Outcome]:
+        refused.append(batch)
+        return [(False, "no such queue")]
+
+    outcomes = runner.send_keyed("bulk", refuse, ["a"], ["a"], reached, keyed=keyed({}, [])(runner))
+    assert outcomes == [(False, "no such queue")]  # the driver's parser reads a refusal
+    assert refused == [["a"]]  # sent once: neither again nor looked for
