@@ -79,7 +79,8 @@ def _array(script: str, count: int, workdir: Path) -> float:
     return elapsed
 
 
-def _packed(script: str, count: int, workdir: Path, flux_command: str) -> float:
+def packed(script: str, count: int, workdir: Path, flux_command: str, pack: str = PACK) -> float:
+    """Seconds for ``run_packed`` of ``count`` copies of ``script`` into ``pack``."""
     from hpcbridge.model import JobState
     from hpcbridge.packing import Pack, run_packed
 
@@ -90,7 +91,7 @@ def _packed(script: str, count: int, workdir: Path, flux_command: str) -> float:
             adapter,
             [script] * count,
             {"time": "60s"},
-            Pack.parse(PACK),
+            Pack.parse(pack),
             flux_command=flux_command,
             poll_interval=1.0,
             timeout=1800,
@@ -117,7 +118,7 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
     for name, measure in (
         (RAW, lambda: _raw(script, count, workdir)),
         (ARRAY, lambda: _array(script, count, workdir)),
-        (PACKED, lambda: _packed(script, count, workdir, find_flux()[0])),
+        (PACKED, lambda: packed(script, count, workdir, find_flux()[0])),
     ):
         try:
             rows.append(row(name, [measure()], kind=KINDS[name]))

@@ -34,8 +34,7 @@ from ..common import (
     trivial_script,
 )
 from .flux_common import find_flux
-from .slurm_common import hpcbridge_adapter
-from .slurm_pack import _all_completed, _raw
+from .slurm_pack import _raw, packed
 
 NAME = "slurm_pack_nodes"
 TITLE = "Packing across nodes (issue 50): N one-second tasks on two nodes, seconds"
@@ -105,31 +104,6 @@ def four_nodes() -> Iterator[Dict[str, str]]:
         script("stop.sh")
 
 
-def _packed(script: str, count: int, workdir: Path, flux_command: str) -> float:
-    import time
-
-    from hpcbridge.model import JobState
-    from hpcbridge.packing import Pack, run_packed
-
-    adapter = hpcbridge_adapter(workdir)
-    started = time.perf_counter()
-    try:
-        finals = run_packed(
-            adapter,
-            [script] * count,
-            {"time": "60s"},
-            Pack.parse(PACK),
-            flux_command=flux_command,
-            poll_interval=1.0,
-            timeout=1800,
-        )
-        elapsed = time.perf_counter() - started
-    finally:
-        adapter.close()
-    _all_completed([status.state is JobState.COMPLETED for status in finals], count)
-    return elapsed
-
-
 def run(quick: bool, workdir: Path) -> Dict[str, Any]:
     count = 20 if quick else 500
     script = trivial_script(workdir, "one-second.sh", "sleep 1")
@@ -138,7 +112,7 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
         with four_nodes():
             for name, measure in (
                 (RAW, lambda: _raw(script, count, workdir, ["--partition=two"])),
-                (PACKED, lambda: _packed(script, count, workdir, find_flux()[0])),
+                (PACKED, lambda: packed(script, count, workdir, find_flux()[0], PACK)),
             ):
                 try:
                     rows.append(row(name, [measure()], kind=KINDS[name]))

@@ -7,21 +7,20 @@ later) or a result watch per job."""
 from __future__ import annotations
 
 import asyncio
-import threading
 from concurrent.futures import wait
 from pathlib import Path
-from typing import Dict, Iterator, List
+from typing import Iterator
 
 import pytest
 
-from hpcbridge.model import JobState, JobStatus
+from hpcbridge.model import JobState
 from tests.support.flux import FluxInstance
 from tests.support.flux_cases import adapter_on, require_flux, start_instance, write_script
+from tests.support.streams import in_order, streamed
 
 pytestmark = pytest.mark.flux
 
 JOBS = 12
-ORDER = {JobState.PENDING: 0, JobState.RUNNING: 1}
 
 
 @pytest.fixture(scope="module")
@@ -34,11 +33,6 @@ def instance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FluxInstance]
         made.stop()
 
 
-def in_order(changes: List[JobStatus]) -> bool:
-    ranks = [ORDER.get(status.state, 2) for status in changes]
-    return ranks == sorted(set(ranks)) and changes[-1].is_terminal
-
-
 @pytest.mark.parametrize("driver", ["native", "cli"])
 def test_futures_and_a_stream(instance: FluxInstance, driver: str, tmp_path: Path) -> None:
     adapter = adapter_on(instance, driver, tmp_path, nested=False)
@@ -46,22 +40,15 @@ def test_futures_and_a_stream(instance: FluxInstance, driver: str, tmp_path: Pat
     try:
         ids = adapter.submit_many([(script, [str(n)]) for n in range(JOBS)])
         futures = adapter.futures(ids)
-        streamed: Dict[str, List[JobStatus]] = {}
-
-        async def stream() -> int:
-            async for change in adapter.changes(ids):
-                streamed.setdefault(change.job_id, []).append(change)
-            return sum(t.name.startswith("hpcbridge-follower") for t in threading.enumerate())
-
-        followers = asyncio.run(stream())
+        told, followers = asyncio.run(streamed(adapter, ids))
         done, pending = wait(futures, timeout=120)
     finally:
         adapter.close()
     ends = [JobState.COMPLETED if n % 2 == 0 else JobState.FAILED for n in range(JOBS)]
     assert not pending
     assert [f.result().state for f in futures] == ends
-    assert set(streamed) == set(ids) and all(in_order(c) for c in streamed.values())
-    assert [streamed[job_id][-1].state for job_id in ids] == ends
+    assert set(told) == set(ids) and all(in_order(c) for c in told.values())
+    assert [told[job_id][-1].state for job_id in ids] == ends
     assert followers <= 1
 
 

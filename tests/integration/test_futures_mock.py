@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from concurrent.futures import as_completed, wait
 from typing import Any, Dict, List
@@ -24,8 +23,8 @@ import pytest
 from hpcbridge import MockAdapter
 from hpcbridge.model import JobState, JobStatus
 from hpcbridge.settings.config import Settings
+from tests.support.streams import followers, in_order
 
-ORDER = {JobState.PENDING: 0, JobState.RUNNING: 1}
 WAVES, WAVE = 10, 100
 INTERVAL = 2.0
 
@@ -54,16 +53,6 @@ def count_rounds(adapter: Any) -> List[float]:
 
     driver.query = counted
     return rounds
-
-
-def followers() -> int:
-    return sum(t.name.startswith("hpcbridge-follower") for t in threading.enumerate())
-
-
-def in_order(changes: List[JobStatus]) -> bool:
-    """Each state once, never backwards, the last one an end."""
-    ranks = [ORDER.get(status.state, 2) for status in changes]
-    return ranks == sorted(set(ranks)) and changes[-1].is_terminal
 
 
 def test_a_thousand_futures_one_follower(adapter: Any, make_script: Any, tmp_path: Any) -> None:

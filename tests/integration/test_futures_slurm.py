@@ -12,7 +12,6 @@ Over SSH (paramiko), 40 jobs followed by futures, a callback and a stream at onc
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from concurrent.futures import wait
 from pathlib import Path
@@ -26,12 +25,12 @@ from hpcbridge.settings.config import Settings
 from hpcbridge.store.jobs import JobStore
 from hpcbridge.transports.local import LocalExecutor
 from tests.support.slurm_clusters import job_info_rpcs, own_cluster, sdiag_reset
+from tests.support.streams import in_order, streamed
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 JOBS = 200
 INTERVAL = 5.0
-ORDER = {JobState.PENDING: 0, JobState.RUNNING: 1}
 
 
 @pytest.fixture(scope="module")
@@ -79,11 +78,6 @@ def blocking(adapter: Any, cluster: Dict[str, str]) -> Dict[str, Any]:
     return {"final": final, "waited": time.monotonic() - started, "rpcs": job_info_rpcs(cluster)}
 
 
-def in_order(changes: List[JobStatus]) -> bool:
-    ranks = [ORDER.get(status.state, 2) for status in changes]
-    return ranks == sorted(set(ranks)) and changes[-1].is_terminal
-
-
 def test_futures_and_a_stream_cost_one_waiter(
     adapter: Any, cluster: Dict[str, str], blocking: Dict[str, Any]
 ) -> None:
@@ -91,14 +85,7 @@ def test_futures_and_a_stream_cost_one_waiter(
     ids = submitted(adapter, cluster, Path(adapter.remote_workdir))
     started = time.monotonic()
     futures = adapter.futures(ids)
-    streamed: Dict[str, List[JobStatus]] = {}
-
-    async def stream() -> int:
-        async for change in adapter.changes(ids):
-            streamed.setdefault(change.job_id, []).append(change)
-        return sum(t.name.startswith("hpcbridge-follower") for t in threading.enumerate())
-
-    followers = asyncio.run(stream())
+    told, followers = asyncio.run(streamed(adapter, ids))
     done, pending = wait(futures, timeout=600)
     waited, rpcs = time.monotonic() - started, job_info_rpcs(cluster)
     print(
@@ -107,7 +94,7 @@ def test_futures_and_a_stream_cost_one_waiter(
     )
     assert not pending
     assert [f.result().state for f in futures] == [JobState.COMPLETED] * JOBS
-    assert set(streamed) == set(ids) and all(in_order(c) for c in streamed.values())
+    assert set(told) == set(ids) and all(in_order(c) for c in told.values())
     assert followers <= 1
     assert rpcs <= waited / INTERVAL + 2, (rpcs, waited, blocking)
 
@@ -123,17 +110,11 @@ def test_over_ssh_futures_a_callback_and_a_stream(
     heard: Dict[str, List[JobStatus]] = {}
     subscription = adapter.on_change(ids, lambda s: heard.setdefault(s.job_id, []).append(s))
     futures = adapter.futures(ids)
-    streamed: Dict[str, List[JobStatus]] = {}
-
-    async def stream() -> None:
-        async for change in adapter.changes(ids):
-            streamed.setdefault(change.job_id, []).append(change)
-
-    asyncio.run(stream())
+    told, _ = asyncio.run(streamed(adapter, ids))
     done, pending = wait(futures, timeout=600)
     assert subscription.wait(60) and not subscription.errors
     waited, rpcs = time.monotonic() - started, job_info_rpcs(cluster)
     assert not pending and {f.result().state for f in futures} == {JobState.COMPLETED}
-    for changes in (heard, streamed):
+    for changes in (heard, told):
         assert set(changes) == set(ids) and all(in_order(c) for c in changes.values())
     assert rpcs <= waited / INTERVAL + 2, (rpcs, waited)
