@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 #: how often the cores up of an instance with a rank down are counted again (seconds)
-COUNT_AGAIN = 5.0
+COUNT_AGAIN = 2.0
 
 
 @dataclasses.dataclass

@@ -158,7 +158,7 @@ def test_a_pack_of_two_nodes_is_one_instance_over_both(
         f'[ "$1" != 0 ] || env -u FLUX_KVS_NAMESPACE {flux} kvs get resource.R > {r}\n'
         f'echo "$1 $FLUX_URI $({flux} getattr rank) $({flux} getattr size)" >> {ran}\nsleep 1\n',
     )
-    count = 12
+    count = 16
     try:
         with caplog.at_level(logging.INFO, logger="hpcbridge"):
             finals = run_packed(
