@@ -257,6 +257,9 @@ def test_a_task_whose_node_left_the_instance_is_lost_and_no_other() -> None:
     """Flux's words for a job whose broker rank was lost: it is sent again, not ended."""
     node = JobStatus("f1", JobState.FAILED, 1, reason="exec: node failure on vm (rank 1)")
     assert lost_with_node(node)
+    # 0.49's words for the same loss
+    shell = "exec: lost contact with job shell on broker vm (rank 1)"
+    assert lost_with_node(JobStatus("f5", JobState.FAILED, reason=shell))
     assert not lost_with_node(JobStatus("f2", JobState.FAILED, 3, reason="exit 3"))
     assert not lost_with_node(JobStatus("f3", JobState.CANCELLED, reason="exec: node failure"))
     assert not lost_with_node(JobStatus("f4", JobState.COMPLETED, 0))
