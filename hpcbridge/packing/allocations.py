@@ -20,6 +20,7 @@ from typing import (
     Optional,
     Protocol,
     Sequence,
+    Tuple,
     Union,
 )
 
@@ -48,8 +49,8 @@ class AllocationError(SchedulerAdapterError):
 
 
 class _Commands(Protocol):
-    def cores(self) -> Optional[int]:
-        """How many cores the instance schedules on (its R), once its broker wrote it."""
+    def capacity(self) -> Optional[Tuple[int, int]]:
+        """The cores the instance schedules on: of its ranks up, and of all (its R)."""
         ...
 
 

@@ -257,6 +257,7 @@ class PackRun:
                 index = held.in_flight.pop(flux_id)
                 if lost_with_node(status):  # the allocation's other nodes go on
                     self._send_again(index, flux_id, f"allocation {held.job_id}: {status.reason}")
+                    held.counted_at = float("-inf")  # its cores up, counted again at once
                 else:
                     done[index] = status
             self._ended(done)
@@ -335,8 +336,10 @@ class PackRun:
                 continue
             if not takes_more(held.time_left(), self.task_time, self.margin):
                 continue
-            if not held.cores:
-                held.cores = held.instance.open().commands.cores() or 0
+            if held.capacity_due(time.monotonic()):
+                said = held.counted(held.instance.open().commands.capacity(), time.monotonic())
+                if said:  # its brokers joined, or one left: what it is fed follows
+                    log.info("pack: allocation %s: %s", held.job_id, said)
             count = min(room(held.cores, len(held.in_flight)), len(self.pending))
             if not count:
                 continue

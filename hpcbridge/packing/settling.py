@@ -50,13 +50,17 @@ def is_lost(status: JobStatus) -> bool:
     return status.state is JobState.CANCELLED and status.native_state == INSTANCE_GONE
 
 
+#: how Flux's exec exception begins for a job whose node's broker left the instance:
+#: "node failure on HOST (rank N)" (0.88), "lost contact with job shell on broker HOST
+#: (rank N)" (0.49)
+NODE_LOST = ("exec: node failure", "exec: lost contact with job shell")
+
+
 def lost_with_node(status: JobStatus) -> bool:
     """Whether ``status`` is that of a task whose node's broker left its instance (killed,
-    the node down): Flux ends such a job with an exec exception, "node failure on HOST
-    (rank N)" - a task placed there before the loss was seen ends so without starting."""
-    return status.state is JobState.FAILED and (status.reason or "").startswith(
-        "exec: node failure"
-    )
+    the node down): Flux ends such a job with an exec exception (``NODE_LOST``) - a task
+    placed there before the loss was seen ends so without starting."""
+    return status.state is JobState.FAILED and (status.reason or "").startswith(NODE_LOST)
 
 
 def never_sent(index: int, why: str) -> JobStatus:

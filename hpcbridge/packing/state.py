@@ -7,13 +7,18 @@ import dataclasses
 import time
 from collections import deque
 from datetime import datetime
-from typing import TYPE_CHECKING, Deque, Dict, List, Optional, Sequence, Set
+from typing import TYPE_CHECKING, Deque, Dict, List, Optional, Sequence, Set, Tuple
 
+from ..engine.feeding import LOOK_AGAIN
 from ..model import JobStatus
 from ..store.packs import ENDED, SENDING, SENT, PackAllocation, PackTask
 
 if TYPE_CHECKING:
     from .allocations import Instance
+
+
+#: how often the cores up of an instance with a rank down are counted again (seconds)
+COUNT_AGAIN = 2.0
 
 
 @dataclasses.dataclass
@@ -26,9 +31,13 @@ class Held:
     instance: Optional[Instance] = None
     #: when it ends (monotonic), from its instance's expiration or its start + time
     ends_at: Optional[float] = None
-    #: the cores its instance schedules on (0: not read yet - its R is written once the
-    #: instance has found its resources)
+    #: the cores of its instance's ranks that are up (0: none yet - a broker joins once
+    #: it started); a rank whose broker is gone no longer counts: no task is queued for it
     cores: int = 0
+    #: the cores of all its ranks (its R), when ``cores`` was read
+    total: int = 0
+    #: when ``cores`` was read (monotonic); -inf: to read at once (a task lost with a node)
+    counted_at: float = float("-inf")
     #: the tasks in it: Flux job id -> task index
     in_flight: Dict[str, int] = dataclasses.field(default_factory=dict)
     #: tasks a feeder was sending into it when it stopped: token -> task indexes
@@ -39,6 +48,23 @@ class Held:
 
     def time_left(self) -> float:
         return (self.ends_at - time.monotonic()) if self.ends_at is not None else 0.0
+
+    def capacity_due(self, now: float) -> bool:
+        """Whether its instance's cores up are to be counted (again): while none is, every
+        ``COUNT_AGAIN`` s while some rank is down (starting, lost), every ``LOOK_AGAIN``
+        s once all are up (a broker lost with no task on it), and at once after a task
+        was lost with its node."""
+        whole = self.total > 0 and self.cores == self.total
+        return not self.cores or now - self.counted_at >= (LOOK_AGAIN if whole else COUNT_AGAIN)
+
+    def counted(self, capacity: Optional[Tuple[int, int]], now: float) -> str:
+        """``capacity`` (cores up, cores in all; ``None``: not said) taken; what changed,
+        said as a log line's end ("" when nothing did)."""
+        self.counted_at = now
+        if capacity is None or capacity == (self.cores, self.total):
+            return ""
+        self.cores, self.total = capacity
+        return f"{self.cores} of {self.total} core(s) up"
 
 
 @dataclasses.dataclass

@@ -3,12 +3,16 @@
 (issue 50).  ``--nodes 2`` plain jobs run a task on two brokers; ``--nodes 2`` batch jobs
 are instances of two brokers whose launcher's step runs on both, and one rank's failing
 task is the job's FAILED end and exit code once the other rank's task ended too; a sweep
-under ``max_queued`` spreads over the nodes.  Through the bindings and the CLI; passes on
-flux-core 0.88, 0.49 and 0.26 (the Flux lane runs it with the newest).
+under ``max_queued`` spreads over the nodes; a pack of ``nodes=2`` (``--scheduler flux``) is
+one batch job, an instance of two brokers whose capacity is both brokers' cores, its tasks
+on both, released at the end.  Through the bindings and the CLI; passes on flux-core 0.88,
+0.49 and 0.26 - but the pack, which needs ``flux uri`` (0.26 has none) - the Flux lane runs
+it with each, one release per process.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 from pathlib import Path
@@ -18,9 +22,16 @@ import pytest
 
 from hpcbridge.engine.sweeping import Sweep
 from hpcbridge.model import JobState
+from hpcbridge.packing import Pack, run_packed
 from hpcbridge.schedulers.flux.instance_answers import parse_cores
-from tests.support.flux import FluxInstance
-from tests.support.flux_cases import adapter_on, instance_spans, require_flux, write_script
+from tests.support.flux import FluxInstance, flux_version
+from tests.support.flux_cases import (
+    active_jobs,
+    adapter_on,
+    instance_spans,
+    require_flux,
+    write_script,
+)
 from tests.support.spans import most_at_once
 
 pytestmark = pytest.mark.flux
@@ -125,3 +136,52 @@ def test_a_sweep_under_max_queued_spreads_over_the_nodes(
     assert len({rank for _, rank in rows}) > 1, rows  # more than one node took tasks
     after: Any = instance_spans(site)
     assert most_at_once(after[: len(after) - before]) <= cap
+
+
+@pytest.mark.parametrize("driver", ["native", "cli"])
+def test_a_pack_of_two_nodes_is_one_instance_over_both(
+    driver: str, site: FluxInstance, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    if site.run(["uri", "--help"]).returncode != 0:
+        # a pack reaches each batch job's instance by its job id (`flux uri`)
+        pytest.skip(
+            f"flux-core {flux_version(site.flux)} has no `flux uri`: a batch job's "
+            "instance is not reached by its job id, so no pack runs on its site"
+        )
+    outer = adapter_on(site, driver, tmp_path)
+    flux = shlex.quote(site.flux)
+    ran, r = tmp_path / "ran", tmp_path / "R"
+    task = write_script(
+        tmp_path / "scripts",
+        "task.sh",
+        # its R (a task's KVS namespace is its own job's: the instance's is "primary")
+        f'[ "$1" != 0 ] || env -u FLUX_KVS_NAMESPACE {flux} kvs get resource.R > {r}\n'
+        f'echo "$1 $FLUX_URI $({flux} getattr rank) $({flux} getattr size)" >> {ran}\nsleep 1\n',
+    )
+    count = 16
+    try:
+        with caplog.at_level(logging.INFO, logger="hpcbridge"):
+            finals = run_packed(
+                outer,
+                [(task, [str(index)]) for index in range(count)],
+                {"time": "30s"},
+                Pack.parse("nodes=2,time=5,count=1"),
+                flux_command=site.flux,
+                poll_interval=0.5,
+                timeout=240,
+            )
+    finally:
+        outer.close()
+    assert [status.state for status in finals] == [JobState.COMPLETED] * count
+    rows = [line.split() for line in ran.read_text().splitlines()]
+    assert sorted(int(index) for index, _, _, _ in rows) == list(range(count))  # each once
+    # one batch job's instance of two brokers (FLUX_URI is the task's broker's, none the
+    # site's), tasks on both
+    assert {size for _, _, _, size in rows} == {"2"}, rows
+    brokers = {(uri, rank) for _, uri, rank, _ in rows}
+    assert sorted(rank for _, rank in brokers) == ["0", "1"] and site.uri not in dict(brokers)
+    # its R holds both brokers' cores, and the pack fed it as that many
+    cores = 2 * (os.cpu_count() or 1)
+    assert parse_cores(r.read_text()) == cores, r.read_text()
+    assert f": {cores} of {cores} core(s) up" in caplog.text, caplog.text
+    assert active_jobs(site) == ""  # released

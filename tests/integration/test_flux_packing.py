@@ -27,7 +27,7 @@ from hpcbridge.store.jobs import JobStore
 from tests.conftest import REPO
 from tests.support import pack_stops
 from tests.support.cli import stoppable
-from tests.support.flux_cases import adapter_on, start_instance, write_script
+from tests.support.flux_cases import active_jobs, adapter_on, start_instance, write_script
 
 pytestmark = pytest.mark.flux
 
@@ -39,18 +39,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     instance = start_instance(tmp_path_factory.mktemp("flux-packing"))
     yield instance
     instance.stop()
-
-
-def active_jobs(broker: Any, settle: float = 60.0) -> str:
-    """The outer instance's active jobs once a released batch job had ``settle`` seconds
-    to shut its instance down (CLEANUP)."""
-    deadline = time.monotonic() + settle
-    while True:
-        listed = broker.run(["jobs", "--no-header", "-o", "{id} {name} {state}"])
-        assert listed.returncode == 0, listed.stderr
-        if not listed.stdout.strip() or time.monotonic() > deadline:
-            return str(listed.stdout.strip())
-        time.sleep(0.5)
 
 
 @pytest.mark.parametrize("driver", ["native", "cli"])

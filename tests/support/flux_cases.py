@@ -166,6 +166,18 @@ def instance_spans(instance: FluxInstance, start: str = "t_submit") -> List[Tupl
     return [(float(start), float(end)) for start, end in rows]
 
 
+def active_jobs(instance: Any, settle: float = 60.0) -> str:
+    """The instance's active jobs once a released batch job had ``settle`` seconds to shut
+    its instance down (CLEANUP)."""
+    deadline = time.monotonic() + settle
+    while True:
+        listed = instance.run(["jobs", "--no-header", "-o", "{id} {name} {state}"])
+        assert listed.returncode == 0, listed.stderr
+        if not listed.stdout.strip() or time.monotonic() > deadline:
+            return str(listed.stdout.strip())
+        time.sleep(0.5)
+
+
 def write_script(folder: Path, name: str, body: str) -> str:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name

@@ -11,6 +11,7 @@ from typing import Any, Dict
 
 import pytest
 
+from hpcbridge.engine.feeding import LOOK_AGAIN
 from hpcbridge.errors import ResourceError
 from hpcbridge.model import JobState, JobStatus
 from hpcbridge.packing.request import (
@@ -25,7 +26,8 @@ from hpcbridge.packing.request import (
 )
 from hpcbridge.packing.script import BROKER, allocation_runs, allocation_script
 from hpcbridge.packing.settling import lost_with_node
-from hpcbridge.schedulers.flux.instance_answers import parse_cores
+from hpcbridge.packing.state import COUNT_AGAIN, Held
+from hpcbridge.schedulers.flux.instance_answers import parse_capacity, parse_cores
 
 
 def test_a_full_request_is_read() -> None:
@@ -226,10 +228,38 @@ def test_the_cores_of_an_instance_are_counted_from_its_r(r_lite: list, cores: in
     assert parse_cores(json.dumps(document)) == cores
 
 
+def test_the_cores_up_are_those_free_or_allocated_of_flux_resource_list() -> None:
+    # a killed broker's rank is down (its R still holds it): 0.88 and 0.49 said this
+    assert parse_capacity("free 2\nallocated 0\ndown 2\n") == (2, 4)
+    assert parse_capacity("free 1\nallocated 3\ndown 0\n") == (4, 4)
+    assert parse_capacity("") == (0, 0)
+    with pytest.raises(ValueError):
+        parse_capacity("free lots\n")
+
+
+def test_an_instances_cores_up_are_counted_until_whole_and_again_after_a_loss() -> None:
+    held = Held("a1", 0.0)
+    assert held.capacity_due(0.0)  # never counted
+    assert held.counted((0, 4), 1.0) == "0 of 4 core(s) up" and held.capacity_due(1.1)
+    assert held.counted((2, 4), 2.0) == "2 of 4 core(s) up"  # a broker still joining
+    assert not held.capacity_due(2.0 + COUNT_AGAIN - 0.1) and held.capacity_due(2.0 + COUNT_AGAIN)
+    assert held.counted((4, 4), 10.0) == "4 of 4 core(s) up" and held.cores == 4
+    assert not held.capacity_due(10.0 + COUNT_AGAIN)  # whole: looked at again far less often
+    assert held.capacity_due(10.0 + LOOK_AGAIN)
+    assert held.counted((4, 4), 50.0) == ""  # nothing changed, nothing said
+    assert held.counted(None, 51.0) == "" and held.cores == 4  # not said: kept
+    held.counted_at = float("-inf")  # a task was lost with its node
+    assert held.capacity_due(52.0)
+    assert held.counted((2, 4), 52.0) == "2 of 4 core(s) up" and held.cores == 2
+
+
 def test_a_task_whose_node_left_the_instance_is_lost_and_no_other() -> None:
     """Flux's words for a job whose broker rank was lost: it is sent again, not ended."""
     node = JobStatus("f1", JobState.FAILED, 1, reason="exec: node failure on vm (rank 1)")
     assert lost_with_node(node)
+    # 0.49's words for the same loss
+    shell = "exec: lost contact with job shell on broker vm (rank 1)"
+    assert lost_with_node(JobStatus("f5", JobState.FAILED, reason=shell))
     assert not lost_with_node(JobStatus("f2", JobState.FAILED, 3, reason="exit 3"))
     assert not lost_with_node(JobStatus("f3", JobState.CANCELLED, reason="exec: node failure"))
     assert not lost_with_node(JobStatus("f4", JobState.COMPLETED, 0))

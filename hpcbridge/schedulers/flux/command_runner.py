@@ -123,9 +123,9 @@ class FluxCommands:
     def expiration(self) -> Optional[float]:
         return self._resource_r(instance_answers.parse_expiration)
 
-    def cores(self) -> Optional[int]:
-        """How many cores the instance schedules on (its R)."""
-        return self._resource_r(instance_answers.parse_cores)
+    def capacity(self) -> Optional[Tuple[int, int]]:
+        """The cores the instance schedules on: of its ranks up, and of all of them (its R)."""
+        return self._parsed(commands.resource_list_argv(self.flux), instance_answers.parse_capacity)
 
     def associations(self) -> Optional[List[Association]]:
         """This user's flux-accounting banks with their limits; ``None`` where it has none or

@@ -172,6 +172,12 @@ def resource_r_argv(flux: str) -> List[str]:
     return [flux, "kvs", "get", "resource.R"]
 
 
+def resource_list_argv(flux: str) -> List[str]:
+    """Cores by the scheduler's state (free, allocated, down), one line each; ``-s up``
+    is free and allocated; every release has these fields (0.26 to 0.88)."""
+    return [flux, "resource", "list", "--no-header", "--format={state} {ncores}"]
+
+
 def hostname_argv() -> List[str]:
     return ["uname", "-n"]
 

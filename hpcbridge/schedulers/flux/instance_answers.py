@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ...engine.driver import Reply
 from ...model import Charge
@@ -95,6 +95,22 @@ def parse_cores(resource_r: str) -> int:
         )
     except (AttributeError, TypeError) as exc:  # JSON of another shape
         raise ValueError(f"not an R document: {exc}") from None
+
+
+def parse_capacity(listed: str) -> Tuple[int, int]:
+    """The cores of the ranks up (free or allocated) and of all of them, from ``flux resource
+    list`` (``resource_list_argv``): a rank whose broker is gone (or drained, excluded) is
+    ``down``, while the instance's R (``parse_cores``) still holds it."""
+    up = total = 0
+    for line in listed.splitlines():
+        state, _, cores = line.strip().partition(" ")
+        if not state:
+            continue
+        if not cores.strip().isdigit():
+            raise ValueError(f"not a state and a core count: {line!r}")
+        total += int(cores)
+        up += int(cores) if state in ("free", "allocated") else 0
+    return up, total
 
 
 def _idset_size(text: str) -> int:
