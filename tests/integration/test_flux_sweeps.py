@@ -53,7 +53,6 @@ def test_never_more_than_max_queued_active(driver: str, broker: Any, tmp_path: P
     if driver == "cli" and CORE_ONLY:
         pytest.skip("the CLI driver's sweep runs on the newest release (a core-only run)")
     driver_or_skip(driver, broker.flux)
-    before = len(instance_spans(broker))
     adapter = adapter_on(broker, driver, tmp_path, nested=False)
     assert adapter.open().driver.name == driver
     ran = shlex.quote(str(tmp_path / "ran"))
@@ -67,8 +66,7 @@ def test_never_more_than_max_queued_active(driver: str, broker: Any, tmp_path: P
     final = sweep.wait(poll_interval=0.5, timeout=900)  # our own instance: asked often
     assert len(final) == 2 * PAIRS
     assert {status.state for status in final.values()} == {JobState.COMPLETED}
-    after = instance_spans(broker)
-    spans = after[: len(after) - before]  # newest first: this sweep's
+    spans = instance_spans(broker, ids=final)
     assert len(spans) == 2 * PAIRS
     assert most_at_once(spans) <= CAP
     noted = sorted((tmp_path / "ran").read_text().splitlines())

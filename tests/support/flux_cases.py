@@ -14,7 +14,7 @@ import subprocess
 import textwrap
 import time
 from pathlib import Path
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Iterable, List, Optional, Tuple
 
 import pytest
 
@@ -26,6 +26,7 @@ from hpcbridge.schedulers.flux.bindings import (
     bindings_version,
     import_bindings,
 )
+from hpcbridge.schedulers.flux.ids import canonical_job_id
 from tests.support.flux import (
     FluxInstance,
     config_accepts_noverify,
@@ -157,13 +158,23 @@ def make_adapter(
     return FluxAdapter(executor=executor, uri=uri, settings=settings, driver=driver, **kwargs)
 
 
-def instance_spans(instance: FluxInstance, start: str = "t_submit") -> List[Tuple[float, float]]:
-    """(``start``, t_inactive) of every job the instance has seen, newest first, by its
-    own clock.  ``t_depend`` starts a job's span after a jobtap plugin accepted it:
-    its ``t_submit`` is the ingest's, earlier, while the jobs before it still ran."""
-    out = instance.check(["jobs", "-a", "-n", "-c", "100000", "-o", f"{{{start}}} {{t_inactive}}"])
+def instance_spans(
+    instance: FluxInstance, start: str = "t_submit", ids: Optional[Iterable[str]] = None
+) -> List[Tuple[float, float]]:
+    """(``start``, t_inactive) of every job the instance has seen (``ids``: of those jobs
+    only), newest first, by its own clock.  ``t_depend`` starts a job's span after a
+    jobtap plugin accepted it: its ``t_submit`` is the ingest's, earlier, while the jobs
+    before it still ran."""
+    out = instance.check(
+        ["jobs", "-a", "-n", "-c", "100000", "-o", f"{{id}} {{{start}}} {{t_inactive}}"]
+    )
     rows = [line.split() for line in out.splitlines() if line]
-    return [(float(start), float(end)) for start, end in rows]
+    wanted = None if ids is None else {canonical_job_id(job_id) for job_id in ids}
+    return [
+        (float(begin), float(end))
+        for job_id, begin, end in rows
+        if wanted is None or canonical_job_id(job_id) in wanted
+    ]
 
 
 def active_jobs(instance: Any, settle: float = 60.0) -> str:

@@ -400,6 +400,30 @@ def test_r_documents_round_trip(entries: list, expiration: float) -> None:
     assert instance_answers.parse_expiration(text) == (expiration or None)
 
 
+_RESOURCE_STATES = st.sampled_from(["free", "allocated", "down"])
+
+
+@SETTINGS
+@given(st.lists(st.tuples(_RESOURCE_STATES, st.integers(0, 4096)), max_size=6))
+def test_resource_list_round_trips(rows: list) -> None:
+    """``flux resource list --format={state} {ncores}``: the cores up (free, allocated) and all."""
+    text = "".join(f"{state} {cores}\n" for state, cores in rows)
+    up = sum(cores for state, cores in rows if state != "down")
+    assert instance_answers.parse_capacity(text) == (up, sum(cores for _, cores in rows))
+
+
+@SETTINGS
+@given(st.text(max_size=60))
+@example("free\n")
+@example("down -1\n")
+def test_resource_list_of_any_text_is_a_capacity_or_a_value_error(text: str) -> None:
+    try:
+        up, total = instance_answers.parse_capacity(text)
+    except ValueError:
+        return
+    assert 0 <= up <= total
+
+
 @SETTINGS
 @given(
     st.one_of(
