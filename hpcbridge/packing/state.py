@@ -58,10 +58,12 @@ class Held:
         return not self.cores or now - self.counted_at >= (LOOK_AGAIN if whole else COUNT_AGAIN)
 
     def counted(self, capacity: Optional[Tuple[int, int]], now: float) -> str:
-        """``capacity`` (cores up, cores in all; ``None``: not said) taken; what changed,
-        said as a log line's end ("" when nothing did)."""
+        """``capacity`` (cores up, cores in all; ``None``: not said) taken; what changed -
+        or what stands after a task was lost with its node - said as a log line's end
+        ("" when nothing did)."""
+        after_a_loss = self.counted_at == float("-inf") and self.total > 0
         self.counted_at = now
-        if capacity is None or capacity == (self.cores, self.total):
+        if capacity is None or (capacity == (self.cores, self.total) and not after_a_loss):
             return ""
         self.cores, self.total = capacity
         return f"{self.cores} of {self.total} core(s) up"

@@ -408,10 +408,13 @@ def test_a_nodes_broker_killed_loses_only_its_tasks_sent_again_once(
     assert [state for state, _ in ends] == [JobState.COMPLETED] * count, ends
     again = [int(index) for index in re.findall(r"pack: task (\d+) \S+ lost \(", caplog.text)]
     assert again and len(again) == len(set(again)), caplog.text  # each sent again once
-    # the lost node's cores no longer count: the rest is fed as one node's (its R still
-    # holds both; `flux resource list` of this instance lists only the rank left, up)
-    counted = re.findall(r"pack: allocation \S+: (\d+) of \d+ core\(s\) up", caplog.text)
-    assert str(2 * CPUS) in counted and counted[-1] == str(CPUS), counted
+    # the lost node's cores no longer count: counted again once a task was lost with it,
+    # the rest is fed as one node's (its R still holds both; `flux resource list` of this
+    # instance lists only the rank left, up).  What was counted before the loss depends on
+    # when the brokers joined (the kill may come before a count saw both).
+    after = caplog.text.partition(" lost (")[2]
+    counted = re.findall(r"pack: allocation \S+: (\d+) of \d+ core\(s\) up", after)
+    assert counted[-1:] == [str(CPUS)], after
     # a task whose broker was killed may still end, its rank unknown: "end 5"
     rows = [line.split() for line in ran.read_text().splitlines() if len(line.split()) == 3]
     ends = sorted(int(row[1]) for row in rows if row[0] == "end")

@@ -251,6 +251,9 @@ def test_an_instances_cores_up_are_counted_until_whole_and_again_after_a_loss() 
     held.counted_at = float("-inf")  # a task was lost with its node
     assert held.capacity_due(52.0)
     assert held.counted((2, 4), 52.0) == "2 of 4 core(s) up" and held.cores == 2
+    held.counted_at = float("-inf")  # another loss, the count unchanged: said all the same
+    assert held.counted((2, 4), 53.0) == "2 of 4 core(s) up"
+    assert held.counted((2, 4), 56.0) == ""
 
 
 def test_a_task_whose_node_left_the_instance_is_lost_and_no_other() -> None:
