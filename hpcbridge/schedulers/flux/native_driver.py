@@ -17,12 +17,12 @@ from ...engine.driver import Capabilities, Planned, SubmitBatch, Submitted, Wait
 from ...errors import JobSubmissionError, SchedulerAdapterError
 from ...model import JobStatus
 from . import bulk_helper, jobspec, planning
-from .answers import Outcome, output_path_from_jobspec, raise_cancel_errors
+from .answers import Outcome, lost_answer, output_path_from_jobspec, raise_cancel_errors
 from .command_runner import FluxCommands
 from .driver_base import FluxDriverBase
 from .ids import bindings_job_ids, parse_job_id
 from .instance import InstanceFacts, QueueInfo, queue_info_from_config
-from .jobspec import LOST, error_text, jobspec_params
+from .jobspec import error_text, jobspec_params
 from .journal import Journal, JournalWaiter, ResultWaiter, make_waiter, open_journal
 from .journal_events import Relisting
 from .planning import flux_plan, launcher_for, plan_batch, send_plan
@@ -118,7 +118,7 @@ class NativeDriver(FluxDriverBase):
                 f"cannot submit to the Flux instance {self.facts.label}: {error_text(exc)} "
                 "(check that it is still running: hpcbridge doctor)"
             ) from exc
-        if any(not ok and str(value).startswith(LOST) for ok, value in found):
+        if any(not ok and lost_answer(str(value)) for ok, value in found):
             self.connection.reset()  # answers came too late: the next sending opens anew
         return [(ok, jobspec.f58(value) if ok else str(value)) for ok, value in found]
 
