@@ -169,15 +169,45 @@ class FluxCommands:
         retry(lambda: self.run(argv), budget=timeout, again=lambda r: not r.ok, pause=0.5)
 
     def resolve_uri(self, target: str, policy: FluxPolicy, timeout: float) -> str:
-        """``flux uri --remote TARGET`` (retried until published); ``LookupError``: not known."""
+        """``flux uri --remote TARGET`` (``slurm:ID``: ``flux uri`` by a step on the job's
+        first node), asked again until published; ``LookupError``: not known."""
         if not policy.uri_resolution:
             raise SchedulerUnavailableError(
                 f"Flux adapter {policy.name} has no `flux uri`; give an ssh:// or local:// URI"
             )
-        argv = commands.uri_argv(self.flux, target)
+        scheme, _, job_id = target.partition(":")
+
+        def ask() -> CommandResult:
+            if scheme == "slurm":
+                return self._uri_on_first_node(job_id)
+            return self.run(commands.uri_argv(self.flux, target))
+
         starting = instance_answers.uri_not_yet
-        result = retry(lambda: self.run(argv), budget=timeout, again=starting, pause=0.5)
+        result = retry(ask, budget=timeout, again=starting, pause=0.5)
         return instance_answers.resolved_uri(result, target)
+
+    def _uri_on_first_node(self, job_id: str) -> CommandResult:
+        """``flux uri slurm:JOB`` on the job's first node, where rank 0's broker runs."""
+        # Flux's Slurm resolver before 0.80 runs its srun on any node of the job (Slurm
+        # takes them in turn), and a broker of rank > 0 has no child to read FLUX_URI from.
+        listed = self._slurm(commands.slurm_nodes_argv(job_id))
+        first = instance_answers.first_slurm_node(listed.stdout) if listed.ok else None
+        if first is None:
+            said = listed.message() if not listed.ok else f"empty nodelist for Slurm job {job_id}"
+            return CommandResult(listed.argv, listed.returncode or 1, "", said)
+        return self._slurm(commands.slurm_first_node_uri_argv(self.flux, job_id, first))
+
+    def _slurm(self, argv: Sequence[str]) -> CommandResult:
+        """A Slurm command run by the runner; ``SchedulerUnavailableError`` where Slurm's
+        commands are missing (``slurm:ID`` needs squeue and srun where commands run)."""
+        result = self.runner.run(Command(argv))
+        if result.returncode == 127 and not result.stdout:
+            raise SchedulerUnavailableError(
+                f"slurm:ID needs Slurm's squeue and srun where commands run "
+                f"({self.executor.kind}): {result.message()} - put them on PATH "
+                "(HPCBRIDGE_COMMAND_ENV) or give the instance's URI (flux uri --remote)"
+            )
+        return result
 
     def adopt(
         self,

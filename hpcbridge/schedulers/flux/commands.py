@@ -159,6 +159,18 @@ def uri_argv(flux: str, target: str) -> List[str]:
     return [flux, "uri", "--remote", target]
 
 
+def slurm_nodes_argv(job_id: str) -> List[str]:
+    """The nodes of Slurm job ``job_id`` as a hostlist (empty while it is pending)."""
+    return ["squeue", "--noheader", "--format=%N", f"--jobs={job_id}"]
+
+
+def slurm_first_node_uri_argv(flux: str, job_id: str, node: str) -> List[str]:
+    """``flux uri slurm:JOB`` run by a step of the job on its first ``node`` (rank 0's)."""
+    # FLUX_URI is dropped: the step's `flux uri` would otherwise name the caller's instance
+    step = ["srun", "--overlap", f"--jobid={job_id}", "--nodes=1", "--ntasks=1"]
+    return ["env", "-u", "FLUX_URI", *step, f"--nodelist={node}", flux, "uri", f"slurm:{job_id}"]
+
+
 def config_argv(flux: str) -> List[str]:
     return [flux, "config", "get"]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from ...engine.driver import Reply
@@ -181,6 +182,21 @@ def uri_not_yet(result: Reply) -> bool:
     """``flux uri --remote``'s answer for a target still starting: ask again."""
     published = result.ok and parse_uri_output(result.stdout)
     return not published and any(marker in result.message() for marker in URI_NOT_YET)
+
+
+def first_slurm_node(hostlist: str) -> Optional[str]:
+    """The first host of a Slurm hostlist (``node[003-005,7],gpu1`` -> ``node003``), or
+    ``None`` for an empty one (a pending job's)."""
+    text = hostlist.strip().splitlines()[0].strip() if hostlist.strip() else ""
+    first, depth = "", 0
+    for char in text:
+        if char == "," and depth == 0:
+            break
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        first += char
+    # each bracket keeps the first number of its first range, zeros as written
+    host = re.sub(r"\[([^],\-]*)[^]]*\]", r"\1", first)
+    return host or None
 
 
 def resolved_uri(result: Reply, target: str) -> str:

@@ -134,7 +134,9 @@ def resolve_target(
     if kind == "uri":
         return text
     budget, parent_uri = options.ready_timeout, options.parent_uri
-    uri = _native_uri(flux_module, text, parent_uri, budget) if flux_module else ""
+    # slurm:ID by commands (squeue, then srun on the job's first node: `command_runner`)
+    native = flux_module and not text.startswith("slurm:")
+    uri = _native_uri(flux_module, text, parent_uri, budget) if native else ""
     if not uri:
         parent = commands.for_uri(parent_uri or None)
         try:
