@@ -129,8 +129,9 @@ else
   # the shared sshd's faults), each its output in a log printed when all end; none of
   # their cases touches the shared Slurm clusters:
   # - Flux: the modules whose brokers are their own with the main release, then the
-  #   other releases' core cases and four-node site (instances of their own), one after
-  #   the other, then the
+  #   other releases' core cases, four-node site (instances of their own) and the Flux
+  #   cases of the four-node Slurm cluster (a cluster of their own), one after the other,
+  #   then the
   #   Flux modules that need no shared service but the sshd, then the REST driver's
   #   modules (Slurm clusters of their own, for which the other lane has no room);
   # - the unit tests, then the modules with Slurm clusters of their own (test_polite_client
@@ -183,6 +184,9 @@ else
         tests/integration/test_flux_queues.py tests/integration/test_flux_fallback.py \
         tests/integration/test_flux_sweeps.py tests/integration/test_flux_site_vocabulary.py \
         tests/integration/test_flux_banks.py tests/integration/test_flux_nodes.py || other_status=1
+      echo "== pytest: the Flux cases of the four-node Slurm cluster against $prefix"
+      HPCBRIDGE_TEST_FLUX_PREFIXES=$prefix HPCBRIDGE_TEST_FLUX_CORE_ONLY=1 "$python" -m pytest \
+        "${pytest_args[@]}" -m flux tests/integration/test_slurm_nodes.py || other_status=1
     done
     echo "== pytest: the Flux modules beside the shared services: ${flux_beside[*]}"
     "$python" -m pytest "${pytest_args[@]}" --durations=5 "${flux_beside[@]}" || other_status=1

@@ -10,7 +10,8 @@ release) and the REST driver (slurmrestd with auth/jwt, the token in ``SLURM_JWT
 launcher's tasks say on which node they run (``SLURMD_NODENAME``): every node has this
 host's name.
 
-With flux-core on this machine: a pack of two nodes is one Flux instance over both (its
+With flux-core on this machine (the main release in one pass, each older one in a pass of
+its own, ``HPCBRIDGE_TEST_FLUX_CORE_ONLY``, on a cluster of its own): a pack of two nodes is one Flux instance over both (its
 brokers join through Slurm's PMI, its tasks run on both ranks, its R holds both nodes'
 cores), a sweep longer than its allocation goes on in the next one, each task inside an
 allocation's time, and when one node's broker is killed mid-sweep only that node's tasks
@@ -48,6 +49,7 @@ from hpcbridge.resources import parse_duration
 from hpcbridge.schedulers.flux.instance_answers import parse_cores
 from hpcbridge.schedulers.slurm.adapter import RealSlurmAdapter
 from tests.support.cli import hpcbridge_in
+from tests.support.flux import flux_version
 from tests.support.flux_cases import require_flux, write_script
 from tests.support.slurm_clusters import (
     PREFIX,
@@ -74,7 +76,10 @@ sleep 3; echo "ends later on $SLURMD_NODENAME"'
 """
 
 
-NAME, PORT = "nodes4", 17310
+#: CI runs the older flux-core releases' cases (HPCBRIDGE_TEST_FLUX_CORE_ONLY) beside the
+#: main release's: each pass has a cluster of its own
+CORE_ONLY = os.environ.get("HPCBRIDGE_TEST_FLUX_CORE_ONLY") == "1"
+NAME, PORT = ("nodes4old", 17380) if CORE_ONLY else ("nodes4", 17310)
 #: slurmrestd's address (the cluster's ports: PORT .. PORT + 1 + NODES)
 LISTEN = f"127.0.0.1:{PORT + 8}"
 
@@ -128,6 +133,17 @@ def adapter(
         yield made
     finally:
         made.store.close()
+
+
+def flux_reaching_slurm_jobs() -> str:
+    """This run's ``flux``; skips for a release without ``flux uri`` (0.26)."""
+    flux = require_flux()
+    if subprocess.run([flux, "uri", "--help"], capture_output=True).returncode != 0:
+        pytest.skip(
+            f"flux-core {flux_version(flux)} has no `flux uri`: neither a pack nor slurm:ID "
+            "reaches the Flux instance of a Slurm job"
+        )
+    return flux
 
 
 def script(folder: Path, body: str) -> Path:
@@ -234,7 +250,7 @@ def packs_left(env: Dict[str, str], settle: float = 60.0) -> str:
 def test_a_pack_of_two_nodes_is_one_instance_over_both(
     four_nodes: Dict[str, str], tmp_path: Path
 ) -> None:
-    flux = require_flux()
+    flux = flux_reaching_slurm_jobs()
     slurm = make_adapter({**four_nodes, "HPCBRIDGE_SLURM_DRIVER": "cli"}, tmp_path)
     ran, r = tmp_path / "ran", tmp_path / "R"
     quoted = shlex.quote(flux)
@@ -277,7 +293,7 @@ def test_a_sweep_longer_than_a_two_node_allocation_goes_on_in_the_next(
     before the first stops taking tasks (the cluster has the two other nodes for it),
     each instance spans both of its nodes, each task starts and ends inside its
     allocation's time (none is started where it cannot end), none is lost, none is left."""
-    flux = require_flux()
+    flux = flux_reaching_slurm_jobs()
     slurm = make_adapter({**four_nodes, "HPCBRIDGE_SLURM_DRIVER": "cli"}, tmp_path)
     ran = tmp_path / "ran"
     rank = f"$({shlex.quote(flux)} getattr rank)"
@@ -377,7 +393,7 @@ def kill_second_broker_once_busy(env: Dict[str, str], ran: Path, killed: List[in
 def test_a_nodes_broker_killed_loses_only_its_tasks_sent_again_once(
     four_nodes: Dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    flux = require_flux()
+    flux = flux_reaching_slurm_jobs()
     slurm = make_adapter({**four_nodes, "HPCBRIDGE_SLURM_DRIVER": "cli"}, tmp_path)
     ran = tmp_path / "ran"
     rank = f"$({shlex.quote(flux)} getattr rank)"
@@ -428,7 +444,7 @@ def test_a_nodes_broker_killed_loses_only_its_tasks_sent_again_once(
 
 @pytest.mark.flux
 def test_doctor_says_what_a_pack_holds(four_nodes: Dict[str, str], tmp_path: Path) -> None:
-    env = {**os.environ, **four_nodes, "HPCBRIDGE_FLUX_COMMAND": require_flux()}
+    env = {**os.environ, **four_nodes, "HPCBRIDGE_FLUX_COMMAND": flux_reaching_slurm_jobs()}
     env["HPCBRIDGE_STATE_DIR"] = str(tmp_path / "state")
     said = subprocess.run(
         [sys.executable, "-m", "hpcbridge", "doctor", "--scheduler", "slurm"],
@@ -448,7 +464,7 @@ def nested(four_nodes: Dict[str, str], tmp_path: Path) -> Iterator[Tuple[Dict[st
     """The environment of ``hpcbridge`` reaching a Flux instance that ``srun`` starts over
     a two-node Slurm job (one broker per node, joined by pmi2) through ``slurm:ID``, and
     the URI ``hpcbridge uri slurm:ID`` gave."""
-    flux = require_flux()
+    flux = flux_reaching_slurm_jobs()
     env = {**os.environ, **four_nodes, "PATH": f"{four_nodes['PATH']}:{Path(flux).parent}"}
     instance = f"srun --ntasks-per-node=1 --mpi=pmi2 {shlex.quote(flux)} start sleep inf"
     submitted = run_slurm(
@@ -511,7 +527,7 @@ def test_over_ssh_slurm_id_is_rank_0_of_a_two_node_instance(
     """The SSH user's two-node job runs a Flux instance (one broker per node, pmi2); from
     here, over SSH, ``slurm:ID`` reaches rank 0 of it and a ``--nodes 2`` plain job runs a
     task on each of its brokers (the instance is the SSH user's: only its owner may use it)."""
-    flux = require_flux()
+    flux = flux_reaching_slurm_jobs()
     user, conf = ssh_server.user, four_nodes["SLURM_CONF"]
     folder = Path(tempfile.mkdtemp(prefix="hpcbridge-nodes-ssh-"))
     shutil.chown(folder, user, user)
