@@ -18,10 +18,12 @@ on those two nodes, one after the other:
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import re
 import subprocess
 from pathlib import Path
-from typing import Any, Dict, Iterator
+from typing import Any, Dict, Iterator, List
 
 from ..common import (
     SLURM_PREFIX,
@@ -104,10 +106,28 @@ def four_nodes() -> Iterator[Dict[str, str]]:
         script("stop.sh")
 
 
+class CountsSeen(logging.Handler):
+    """The pack's counts of its instance's cores ("pack: allocation N: 4 of 4 core(s) up")."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.counts: List[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        found = re.search(r"(\d+ of \d+) core\(s\) up", record.getMessage())
+        if found:
+            self.counts.append(found.group(1))
+
+
 def run(quick: bool, workdir: Path) -> Dict[str, Any]:
     count = 20 if quick else 500
     script = trivial_script(workdir, "one-second.sh", "sleep 1")
     rows = []
+    seen = CountsSeen()
+    logger = logging.getLogger("hpcbridge")
+    level = logger.level
+    logger.addHandler(seen)
+    logger.setLevel(min(level or logging.INFO, logging.INFO))
     try:
         with four_nodes():
             for name, measure in (
@@ -120,6 +140,9 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
                     rows.append(skipped_row(name, str(exc), kind=KINDS[name]))
     except Skip as exc:
         return skipped_scenario(NAME, TITLE, str(exc))
+    finally:
+        logger.removeHandler(seen)
+        logger.setLevel(level)
     return scenario_result(
         NAME,
         TITLE,
@@ -132,7 +155,8 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
             f"Four nodes on this machine, each declared with its {CPUS} cores: Slurm runs "
             f"{2 * CPUS} array tasks at a time on the two nodes; Flux sees {CPUS} cores per "
             f"node ({2 * CPUS} in the instance's R: each broker bound to its node's CPUs, "
-            "which are the same cores of this one machine), one task per core.",
+            "which are the same cores of this one machine), one task per core.  The pack "
+            f"counted: {', '.join(seen.counts) or 'nothing (no count logged)'} core(s) up.",
             "The packed time includes asking for the allocation, starting Flux on both "
             "nodes, reaching it (flux uri slurm:ID) and releasing it.",
         ],
