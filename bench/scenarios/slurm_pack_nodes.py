@@ -106,28 +106,31 @@ def four_nodes() -> Iterator[Dict[str, str]]:
         script("stop.sh")
 
 
-class CountsSeen(logging.Handler):
-    """The pack's counts of its instance's cores ("pack: allocation N: 4 of 4 core(s) up")."""
+class CountsSeen(logging.Filter):
+    """On the ``hpcbridge`` logger, set to INFO: keeps the pack's counts of its instance's
+    cores ("pack: allocation N: 4 of 4 core(s) up"), and lets on only the records the
+    logger's level before let through."""
 
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self.level = level
         self.counts: List[str] = []
 
-    def emit(self, record: logging.LogRecord) -> None:
+    def filter(self, record: logging.LogRecord) -> bool:
         found = re.search(r"(\d+ of \d+) core\(s\) up", record.getMessage())
         if found:
             self.counts.append(found.group(1))
+        return record.levelno >= self.level
 
 
 def run(quick: bool, workdir: Path) -> Dict[str, Any]:
     count = 20 if quick else 500
     script = trivial_script(workdir, "one-second.sh", "sleep 1")
     rows = []
-    seen = CountsSeen()
     logger = logging.getLogger("hpcbridge")
-    level = logger.level
-    logger.addHandler(seen)
-    logger.setLevel(min(level or logging.INFO, logging.INFO))
+    level, seen = logger.level, CountsSeen(logger.getEffectiveLevel())
+    logger.addFilter(seen)
+    logger.setLevel(min(seen.level, logging.INFO))
     try:
         with four_nodes():
             for name, measure in (
@@ -141,7 +144,7 @@ def run(quick: bool, workdir: Path) -> Dict[str, Any]:
     except Skip as exc:
         return skipped_scenario(NAME, TITLE, str(exc))
     finally:
-        logger.removeHandler(seen)
+        logger.removeFilter(seen)
         logger.setLevel(level)
     return scenario_result(
         NAME,
