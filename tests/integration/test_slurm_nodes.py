@@ -11,14 +11,14 @@ launcher's tasks say on which node they run (``SLURMD_NODENAME``): every node ha
 host's name.
 
 With flux-core on this machine (the main release in one pass, each older one in a pass of
-its own, ``HPCBRIDGE_TEST_FLUX_CORE_ONLY``, on a cluster of its own): a pack of two nodes is one Flux instance over both (its
-brokers join through Slurm's PMI, its tasks run on both ranks, its R holds both nodes'
-cores), a sweep longer than its allocation goes on in the next one, each task inside an
-allocation's time, and when one node's broker is killed mid-sweep only that node's tasks
-are sent again, once, and the pack feeds the instance as the node left (its cores up); a
-nested broker over a two-node job is reached as ``slurm:ID`` (rank 0), locally and over SSH
-(the loopback sshd, the job the SSH user's), and runs jobs of two nodes; ``doctor`` says
-what a pack holds.
+its own, ``HPCBRIDGE_TEST_FLUX_CORE_ONLY``, on a cluster of its own): a pack of two nodes is
+one Flux instance over both (its brokers join through Slurm's PMI, its tasks run on both
+ranks, its R holds both nodes' cores), a sweep longer than its allocation goes on in the
+next one, each task inside an allocation's time, and when one node's broker is killed mid-
+sweep only that node's tasks are sent again, once, and the pack feeds the instance as the
+node left (its cores up); a nested broker over a two-node job is reached as ``slurm:ID``
+(rank 0), locally and over SSH (the loopback sshd, the job the SSH user's), and runs jobs of
+two nodes; ``doctor`` says what a pack holds.
 """
 
 from __future__ import annotations
