@@ -5,7 +5,7 @@ against a scripted executor; the real case is ``test_slurm_nodes`` (0.49 and 0.8
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Mapping, Sequence
+from typing import List
 
 import pytest
 from hypothesis import given
@@ -16,25 +16,9 @@ from hpcbridge.schedulers.flux.command_runner import FluxCommands
 from hpcbridge.schedulers.flux.instance import POLICY_0_49
 from hpcbridge.schedulers.flux.instance_answers import first_slurm_node
 from hpcbridge.transports.base import CommandResult
+from tests.support.scripted import Scripted
 
 URI = "ssh://n3/tmp/flux-x/local-0"
-
-
-class Scripted:
-    """An executor answering ``squeue`` and ``srun`` from ``answer(argv)``; calls noted."""
-
-    kind = "local"
-    host = "scripted"
-    reach: Mapping[str, Any] = {}
-    is_local = True
-
-    def __init__(self, answer: Callable[[List[str]], CommandResult]) -> None:
-        self.answer = answer
-        self.calls: List[List[str]] = []
-
-    def run(self, argv: Sequence[str], **options: Any) -> CommandResult:
-        self.calls.append(list(argv))
-        return self.answer(list(argv))
 
 
 def resolve(executor: Scripted, timeout: float = 5.0) -> str:
@@ -119,5 +103,6 @@ def test_an_unknown_job_is_not_asked_again() -> None:
 
 def test_missing_slurm_commands_say_so() -> None:
     executor = Scripted(lambda argv: CommandResult(argv, 127, "", "squeue: not found"))
-    with pytest.raises(SchedulerUnavailableError, match="squeue and srun where commands run"):
+    missing = r"squeue and srun \(for slurm:ID\) not found where commands run"
+    with pytest.raises(SchedulerUnavailableError, match=missing):
         resolve(executor)

@@ -22,28 +22,7 @@ from hpcbridge.engine.driver import (
 from hpcbridge.engine.runner import Runner
 from hpcbridge.errors import JobSubmissionError, JobTimeoutError, SubmissionUncertainError
 from hpcbridge.transports.base import CommandResult
-
-
-class Scripted:
-    """An executor whose answers come from ``answer(argv)``; every call noted."""
-
-    kind = "local"
-    host = "scripted"
-    reach: Mapping[str, Any] = {}
-    is_local = True
-    env: Mapping[str, str] = {}
-
-    def __init__(self, answer: Callable[[List[str]], CommandResult]) -> None:
-        self.answer = answer
-        self.calls: List[List[str]] = []
-        self.idempotent: List[bool] = []
-        self.options: List[Dict[str, Any]] = []
-
-    def run(self, argv: Sequence[str], **options: Any) -> CommandResult:
-        self.calls.append(list(argv))
-        self.idempotent.append(options.get("idempotent", True))
-        self.options.append(options)
-        return self.answer(list(argv))
+from tests.support.scripted import Scripted
 
 
 def said(argv: List[str], out: str = "", code: int = 0, err: str = "") -> CommandResult:

@@ -239,12 +239,16 @@ def bulk_outcomes(result: Reply, count: int) -> List[Outcome]:
     return outcomes
 
 
-def command_found(result: R, flux: str, where: str) -> R:
-    """``result``; ``SchedulerUnavailableError`` where the command does not exist (127)."""
+#: what to do when the ``flux`` command is missing where commands run
+SET_FLUX_COMMAND = "set HPCBRIDGE_FLUX_COMMAND to the flux command's path"
+
+
+def command_found(result: R, command: str, where: str, advice: str = SET_FLUX_COMMAND) -> R:
+    """``result``; ``SchedulerUnavailableError`` (saying ``advice``) where ``command`` does
+    not exist (127)."""
     if result.returncode == 127 and not result.stdout:
         raise SchedulerUnavailableError(
-            f"{flux} not found where commands run ({where}): {result.message()} - set "
-            "HPCBRIDGE_FLUX_COMMAND to the flux command's path"
+            f"{command} not found where commands run ({where}): {result.message()} - {advice}"
         )
     return result
 

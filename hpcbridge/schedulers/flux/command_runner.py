@@ -191,23 +191,23 @@ class FluxCommands:
         # Flux's Slurm resolver before 0.80 runs its srun on any node of the job (Slurm
         # takes them in turn), and a broker of rank > 0 has no child to read FLUX_URI from.
         listed = self._slurm(commands.slurm_nodes_argv(job_id))
-        first = instance_answers.first_slurm_node(listed.stdout) if listed.ok else None
+        if not listed.ok:
+            return listed
+        first = instance_answers.first_slurm_node(listed.stdout)
         if first is None:
-            said = listed.message() if not listed.ok else f"empty nodelist for Slurm job {job_id}"
-            return CommandResult(listed.argv, listed.returncode or 1, "", said)
+            return CommandResult(listed.argv, 1, "", f"empty nodelist for Slurm job {job_id}")
         return self._slurm(commands.slurm_first_node_uri_argv(self.flux, job_id, first))
 
     def _slurm(self, argv: Sequence[str]) -> CommandResult:
         """A Slurm command run by the runner; ``SchedulerUnavailableError`` where Slurm's
         commands are missing (``slurm:ID`` needs squeue and srun where commands run)."""
-        result = self.runner.run(Command(argv))
-        if result.returncode == 127 and not result.stdout:
-            raise SchedulerUnavailableError(
-                f"slurm:ID needs Slurm's squeue and srun where commands run "
-                f"({self.executor.kind}): {result.message()} - put them on PATH "
-                "(HPCBRIDGE_COMMAND_ENV) or give the instance's URI (flux uri --remote)"
-            )
-        return result
+        return answers.command_found(
+            self.runner.run(Command(argv)),
+            "Slurm's squeue and srun (for slurm:ID)",
+            self.executor.kind,
+            advice="put them on PATH (HPCBRIDGE_COMMAND_ENV) or give the instance's URI "
+            "(flux uri --remote)",
+        )
 
     def adopt(
         self,

@@ -187,13 +187,9 @@ def uri_not_yet(result: Reply) -> bool:
 def first_slurm_node(hostlist: str) -> Optional[str]:
     """The first host of a Slurm hostlist (``node[003-005,7],gpu1`` -> ``node003``), or
     ``None`` for an empty one (a pending job's)."""
-    text = hostlist.strip().splitlines()[0].strip() if hostlist.strip() else ""
-    first, depth = "", 0
-    for char in text:
-        if char == "," and depth == 0:
-            break
-        depth += {"[": 1, "]": -1}.get(char, 0)
-        first += char
+    words = hostlist.split()
+    # the first item: up to the first comma outside brackets (no "]" before the next "[")
+    first = re.split(r",(?![^[]*\])", words[0])[0] if words else ""
     # each bracket keeps the first number of its first range, zeros as written
     host = re.sub(r"\[([^],\-]*)[^]]*\]", r"\1", first)
     return host or None
